@@ -1,0 +1,39 @@
+"""limits — infinite-width and infinite-depth limits of neural networks.
+
+Subpackages load lazily (``limits.params`` imports sympy only when first used)::
+
+    import limits
+    limits.activation("erf")
+    limits.gaussian.expect2("erf", "erf", 1.0, 0.5, 1.0)
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = (
+    "activations", "gaussian", "results", "checks", "progress", "style",
+    "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery",
+)
+
+__all__ = ["activation", "__version__", *_SUBMODULES]
+
+
+def activation(name_or_callable, **kwargs):
+    """Return the registered :class:`limits.activations.Activation` for ``name``."""
+    from .activations import activation as _activation
+
+    return _activation(name_or_callable, **kwargs)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'limits' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES))

@@ -1,0 +1,77 @@
+"""Input validation shared by every component: clear ``ValueError``s naming the argument."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def finite_array(x, name: str, ndim: int | None = None, dtype=np.float64) -> np.ndarray:
+    """Return ``x`` as a float64 array; raise ``ValueError`` naming ``name`` if it has NaN/inf
+    or the wrong number of dimensions."""
+    try:
+        arr = np.asarray(x, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric array ({exc})") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def positive_int(n, name: str, minimum: int = 1) -> int:
+    """Integer ``n >= minimum`` or ``ValueError`` naming ``name``."""
+    if isinstance(n, bool) or not isinstance(n, (numbers.Integral, np.integer)):
+        if isinstance(n, (float, np.floating)) and float(n).is_integer():
+            n = int(n)
+        else:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+    n = int(n)
+    if n < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {n}")
+    return n
+
+
+def positive_float(x, name: str, allow_zero: bool = False) -> float:
+    """Finite float ``x > 0`` (or ``>= 0``) or ``ValueError`` naming ``name``."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {x!r}") from None
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    if v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound}, got {v}")
+    return v
+
+
+def nonnegative_float(x, name: str) -> float:
+    return positive_float(x, name, allow_zero=True)
+
+
+def psd_matrix(K, name: str, tol: float = 1e-10) -> np.ndarray:
+    """Symmetric positive semi-definite matrix (up to relative ``tol``) or ``ValueError``."""
+    K = finite_array(K, name, ndim=2)
+    if K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {K.shape}")
+    scale = max(1.0, float(np.max(np.abs(K))) if K.size else 1.0)
+    if not np.allclose(K, K.T, rtol=0, atol=tol * scale):
+        raise ValueError(f"{name} must be symmetric")
+    if K.size:
+        lam_min = float(np.linalg.eigvalsh(0.5 * (K + K.T))[0])
+        if lam_min < -tol * scale * K.shape[0]:
+            raise ValueError(f"{name} is not positive semi-definite (min eigenvalue {lam_min:.3e})")
+    return K
+
+
+def generator(rng=None, seed=None) -> np.random.Generator:
+    """The one way randomness enters: an explicit Generator, or one built from ``seed``."""
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        return rng
+    if seed is None:
+        raise ValueError("pass rng=numpy.random.Generator or an explicit integer seed")
+    return np.random.default_rng(seed)

@@ -1,0 +1,194 @@
+"""Registry of reproducible paper figures: compute → data file → plot.
+
+A figure module (``limits/gallery/<component>.py``, discovered automatically) registers::
+
+    from limits.gallery import register
+
+    def compute(params, rng):            # -> dict of arrays / numbers / strings / lists
+        ...
+    def plot(data, params):              # -> matplotlib Figure (use limits.style.paper_style)
+        ...
+    register("seed004_fig2", component="kernels", compute=compute, plot=plot,
+             params={...}, quick={...overrides for --quick...},
+             caption="...", seed_ref="seed 004 Fig. 2", default=False)
+
+``make(name)`` writes ``figures/NAME.npz`` + ``figures/NAME.json`` (all parameters, the data,
+wall time) and ``figures/NAME.png`` / ``.pdf``; a second call with unchanged parameters reuses the
+data; ``replot(name)`` redraws from the data file without recomputing.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import json
+import pkgutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..results import _decode, _encode, atomic_write_bytes, atomic_write_text
+
+DEFAULT_OUTDIR = Path("figures")
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    component: str
+    compute: Callable[[dict, np.random.Generator], dict]
+    plot: Callable[[dict, dict], Any]
+    params: dict
+    quick: dict = field(default_factory=dict)
+    caption: str = ""
+    seed_ref: str = ""
+    default: bool = False
+    seed: int = 0
+
+    def resolved_params(self, quick: bool) -> dict:
+        p = dict(self.params)
+        if quick:
+            p.update(self.quick)
+        return p
+
+
+_FIGURES: dict[str, FigureSpec] = {}
+_LOADED = False
+
+
+def register(name, *, component, compute, plot, params, quick=None, caption="", seed_ref="",
+             default=False, seed=0) -> FigureSpec:
+    if name in _FIGURES:
+        raise ValueError(f"figure {name!r} registered twice")
+    spec = FigureSpec(name, component, compute, plot, dict(params), dict(quick or {}), caption,
+                      seed_ref, default, seed)
+    _FIGURES[name] = spec
+    return spec
+
+
+def _load_all():
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def figures() -> dict[str, FigureSpec]:
+    """All registered figures by name."""
+    _load_all()
+    return dict(sorted(_FIGURES.items()))
+
+
+def get(name: str) -> FigureSpec:
+    figs = figures()
+    if name not in figs:
+        raise ValueError(f"unknown figure {name!r}; available: {', '.join(figs) or '(none)'}")
+    return figs[name]
+
+
+def _key(spec: FigureSpec, params: dict) -> str:
+    blob = json.dumps({"name": spec.name, "params": params, "seed": spec.seed}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _paths(outdir, name):
+    outdir = Path(outdir)
+    return {ext: outdir / f"{name}.{ext}" for ext in ("npz", "json", "png", "pdf")}
+
+
+def save_data(outdir, spec: FigureSpec, params: dict, data: dict, wall_time: float, quick: bool):
+    arrays: dict[str, np.ndarray] = {}
+    payload = {
+        "figure": spec.name,
+        "component": spec.component,
+        "seed_ref": spec.seed_ref,
+        "caption": spec.caption,
+        "params": _encode(params, arrays, "params"),
+        "seed": spec.seed,
+        "quick": quick,
+        "key": _key(spec, params),
+        "wall_time_s": wall_time,
+        "data": _encode(data, arrays, "data"),
+    }
+    p = _paths(outdir, spec.name)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(p["npz"], buf.getvalue())
+    atomic_write_text(p["json"], json.dumps(payload, indent=1, sort_keys=True, default=str))
+
+
+def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
+    """The stored payload of a figure: ``{'params':…, 'data':…, 'wall_time_s':…, …}``."""
+    p = _paths(outdir, name)
+    payload = json.loads(p["json"].read_text())
+    with np.load(p["npz"], allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    payload["params"] = _decode(payload["params"], arrays)
+    payload["data"] = _decode(payload["data"], arrays)
+    return payload
+
+
+def _save_plot(fig, outdir, name):
+    p = _paths(outdir, name)
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext)
+        atomic_write_bytes(p[ext], buf.getvalue())
+    from ..style import pyplot
+
+    pyplot().close(fig)
+
+
+def replot(name: str, outdir=DEFAULT_OUTDIR):
+    """Redraw ``figures/NAME.png/.pdf`` from the stored data (no recomputation)."""
+    spec = get(name)
+    payload = load_data(name, outdir)
+    from ..style import paper_style
+
+    with paper_style():
+        fig = spec.plot(payload["data"], payload["params"])
+        _save_plot(fig, outdir, name)
+    return _paths(outdir, name)
+
+
+@dataclass(frozen=True)
+class MadeFigure:
+    name: str
+    paths: dict
+    wall_time_s: float
+    cached: bool
+
+
+def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = False) -> MadeFigure:
+    """Compute (or reuse cached data), save data, plot. Returns paths and the compute wall time."""
+    spec = get(name)
+    params = spec.resolved_params(quick)
+    p = _paths(outdir, name)
+    cached = False
+    wall = 0.0
+    if not force and p["json"].exists() and p["npz"].exists():
+        try:
+            old = json.loads(p["json"].read_text())
+            cached = old.get("key") == _key(spec, params)
+            wall = float(old.get("wall_time_s", 0.0))
+        except (ValueError, OSError):
+            cached = False
+    if not cached:
+        rng = np.random.default_rng(spec.seed)
+        t0 = time.perf_counter()
+        data = spec.compute(dict(params), rng)
+        wall = time.perf_counter() - t0
+        save_data(outdir, spec, params, data, wall, quick)
+    replot(name, outdir)
+    return MadeFigure(name, {k: str(v) for k, v in p.items()}, wall, cached)
+
+
+def default_names() -> list[str]:
+    return [n for n, s in figures().items() if s.default]

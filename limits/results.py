@@ -1,0 +1,199 @@
+"""Result objects: small frozen dataclasses that save to ``.npz`` + ``.json`` and load back identically.
+
+Arrays go into the ``.npz`` (loaded with ``allow_pickle=False``); everything else (numbers,
+strings, bools, None, lists, tuples, dicts with string keys) into the ``.json``. Both files are
+written atomically (temporary file + ``os.replace``), the ``.json`` last, so an interrupted run
+never leaves a readable-but-corrupt result.
+
+Subclass with ``@dataclasses.dataclass(frozen=True)`` and register with :func:`register_result`
+(done automatically by subclassing :class:`Result`) so :func:`load` can rebuild it by name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_REGISTRY: dict[str, type] = {}
+FORMAT_VERSION = 1
+
+
+def register_result(cls):
+    _REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return cls
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _encode(value, arrays: dict, key: str):
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise TypeError(f"field {key!r}: object arrays cannot be saved without pickle")
+        arrays[key] = value
+        return {"__array__": key}
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return {"__float__": repr(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"field {key!r}: dict keys must be str, got {type(k).__name__}")
+            out[k] = _encode(v, arrays, f"{key}.{k}")
+        return {"__dict__": out}
+    if dataclasses.is_dataclass(value) and isinstance(value, Result):
+        return {"__result__": type(value)._registry_name(), "fields": _encode_fields(value, arrays, key + ".")}
+    raise TypeError(f"field {key!r}: cannot save value of type {type(value).__name__}")
+
+
+def _encode_fields(obj, arrays, prefix=""):
+    return {f.name: _encode(getattr(obj, f.name), arrays, prefix + f.name) for f in dataclasses.fields(obj)}
+
+
+def _decode(value, arrays):
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    if isinstance(value, dict):
+        if "__array__" in value:
+            return arrays[value["__array__"]]
+        if "__tuple__" in value:
+            return tuple(_decode(v, arrays) for v in value["__tuple__"])
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__dict__" in value:
+            return {k: _decode(v, arrays) for k, v in value["__dict__"].items()}
+        if "__result__" in value:
+            cls = _REGISTRY[value["__result__"]]
+            return cls(**{k: _decode(v, arrays) for k, v in value["fields"].items()})
+    return value
+
+
+def _paths(path):
+    path = Path(path)
+    stem = path.with_suffix("") if path.suffix in (".npz", ".json") else path
+    return stem.with_name(stem.name + ".npz"), stem.with_name(stem.name + ".json")
+
+
+def save_result(obj, path) -> tuple[Path, Path]:
+    """Save a :class:`Result` to ``path.npz`` + ``path.json`` atomically."""
+    arrays: dict[str, np.ndarray] = {}
+    payload = {
+        "format": FORMAT_VERSION,
+        "type": type(obj)._registry_name(),
+        "fields": _encode_fields(obj, arrays),
+    }
+    npz_path, json_path = _paths(path)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(npz_path, buf.getvalue())
+    atomic_write_text(json_path, json.dumps(payload, indent=1, sort_keys=True))
+    return npz_path, json_path
+
+
+def load_result(path):
+    """Load a result saved by :func:`save_result` (no pickle is ever loaded)."""
+    npz_path, json_path = _paths(path)
+    payload = json.loads(Path(json_path).read_text())
+    with np.load(npz_path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    name = payload["type"]
+    if name not in _REGISTRY:
+        import importlib
+
+        importlib.import_module(name.rsplit(".", 1)[0])
+    cls = _REGISTRY[name]
+    return cls(**{k: _decode(v, arrays) for k, v in payload["fields"].items()})
+
+
+def results_equal(a, b) -> bool:
+    """Exact structural equality (arrays compared bitwise, NaN == NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(results_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(results_equal(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a):
+        return all(results_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, float) and np.isnan(a):
+        return isinstance(b, float) and np.isnan(b)
+    return a == b
+
+
+class Result:
+    """Mixin for frozen dataclass results: ``r.save(path)``, ``Cls.load(path)``, ``r.equals(other)``.
+
+    Convention: include the inputs that produced the result and solver diagnostics
+    (e.g. ``iterations``, ``residual``, ``converged``) as fields.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_result(cls)
+
+    @classmethod
+    def _registry_name(cls) -> str:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def save(self, path):
+        return save_result(self, path)
+
+    @classmethod
+    def load(cls, path):
+        obj = load_result(path)
+        if not isinstance(obj, cls):
+            raise ValueError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
+    def equals(self, other) -> bool:
+        return results_equal(self, other)
+
+
+def to_jsonable(value: Any):
+    """Convert numpy scalars/arrays inside ``value`` to plain JSON types (for ``--json`` output)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value

@@ -1,0 +1,83 @@
+"""Statistics for theory-vs-finite comparisons (validation.md): standard errors, z-scores,
+log–log rate fits with confidence intervals, and verdicts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+
+def mean_se(samples, axis: int = 0):
+    """Sample mean and its standard error (ddof = 1) along ``axis``."""
+    x = np.asarray(samples, dtype=np.float64)
+    n = x.shape[axis]
+    if n < 2:
+        raise ValueError("mean_se needs at least 2 samples along the axis")
+    return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def zscore(theory, estimate, se, floor: float = 1e-300):
+    """(estimate − theory) / se, elementwise."""
+    return (np.asarray(estimate) - np.asarray(theory)) / np.maximum(np.asarray(se, dtype=float), floor)
+
+
+@dataclass(frozen=True)
+class RateFit:
+    """Fit ``log y = intercept + slope · log x`` (weighted when ``yerr`` is given)."""
+
+    slope: float
+    intercept: float
+    slope_se: float
+    ci_low: float
+    ci_high: float
+    level: float
+
+    def contains(self, value: float) -> bool:
+        return self.ci_low <= value <= self.ci_high
+
+    def predict(self, x):
+        return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
+
+    def __str__(self):
+        return f"{self.slope:+.3f} ± {self.slope_se:.3f} ({100 * self.level:.0f}% CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}])"
+
+
+def loglog_fit(x, y, yerr=None, level: float = 0.95) -> RateFit:
+    """Least-squares slope of log y against log x with a t-based confidence interval.
+
+    With ``yerr`` (standard errors of y) the fit is weighted by the delta-method variance of
+    log y, ``(yerr / y)²``, and the slope SE combines that with the residual scatter (whichever
+    is larger), so a bad model cannot hide behind small error bars.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
+        raise ValueError("loglog_fit needs 1-D x and y of equal length >= 3")
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("loglog_fit needs positive x and y")
+    lx, ly = np.log(x), np.log(y)
+    if yerr is None:
+        w = np.ones_like(lx)
+    else:
+        sig = np.asarray(yerr, dtype=float) / y
+        sig = np.where(sig > 0, sig, np.min(sig[sig > 0]) if np.any(sig > 0) else 1.0)
+        w = 1.0 / sig**2
+    A = np.stack([np.ones_like(lx), lx], axis=1)
+    Aw = A * np.sqrt(w)[:, None]
+    bw = ly * np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(Aw, bw, rcond=None)
+    resid = bw - Aw @ coef
+    dof = x.size - 2
+    cov_unit = np.linalg.inv(Aw.T @ Aw)
+    scatter = float(resid @ resid) / dof
+    scale = max(scatter, 1.0) if yerr is not None else scatter
+    slope_se = float(np.sqrt(cov_unit[1, 1] * scale))
+    t = _st.t.ppf(0.5 + level / 2, dof)
+    return RateFit(float(coef[1]), float(coef[0]), slope_se, float(coef[1] - t * slope_se),
+                   float(coef[1] + t * slope_se), level)
+
+
+def z_verdict(z, z_crit: float = 4.0) -> str:
+    """'pass' when every |z| ≤ z_crit (default 4: few false alarms over many entries)."""
+    return "pass" if np.all(np.abs(np.asarray(z)) <= z_crit) else "fail"
