@@ -1,0 +1,23 @@
+"""Predictive coding in closed form (pc.md): equilibria of linear PC networks via the telescoped
+rescaling S, the activity Hessian (sparse, matrix-free, block Cholesky), weight gradients by the
+envelope theorem, iterative inference, spectra and conditioning at scale.
+
+    e = limits.pc.equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None)
+    e.energy, e.S, e.errors, e.z
+    H = limits.pc.activity_hessian(weights, multipliers=None, skips=None)
+
+Conventions: samples are rows; ε_l := z_l − prediction_l; r := y − f(x); energies use 1/B.
+"""
+from .network import Net, make_net, forward, output_jacobians
+from .equilibrium import (Equilibrium, equilibrium, energy, rescaling, s_theta, s_seed000_eq6,
+                          s_seed000_eq25, s_seed000_eq104, S_seed001_eq32, seed003_fixed_point,
+                          Seed003FixedPoint)
+from .hessian import (activity_hessian, ep_hessian, hessian_operator, BlockCholesky, layout, rhs,
+                      block_equilibrium)
+
+__all__ = [
+    "Net", "make_net", "forward", "output_jacobians", "Equilibrium", "equilibrium", "energy",
+    "rescaling", "s_theta", "s_seed000_eq6", "s_seed000_eq25", "s_seed000_eq104", "S_seed001_eq32",
+    "seed003_fixed_point", "Seed003FixedPoint", "activity_hessian", "ep_hessian", "hessian_operator",
+    "BlockCholesky", "layout", "rhs", "block_equilibrium",
+]

@@ -1,0 +1,310 @@
+"""Closed-form equilibrium of linear predictive coding via the telescoped rescaling ``S``.
+
+For φ = id the energy is quadratic in the free activities and its minimiser is (pc.md §2;
+seed 001 Eq. 31–32, seed 000 Eq. 5–6, seed 003 Thm 4.2 / B.3)::
+
+    r   = y − f(x)                               residual (target minus forward output)
+    G_l = ∂z_L/∂ε_l                              (= B_{L:l+1} for a chain; G_L = I)
+    S   = Σ_l λ_l^{-1} G_l G_lᵀ  (+ I/β nudged)  d_out × d_out, Cholesky-factorised
+    ε*_l = λ_l^{-1} G_lᵀ S⁻¹ r                   prediction errors, ε_l := z_l − prediction_l
+    z*_l = h_l + M_l S⁻¹ r,  M_l = B_l M_{l−1} + λ_l^{-1} G_lᵀ   (forward accumulation)
+    F*  = (1/B) Σ_i ½ r_iᵀ S⁻¹ r_i
+
+Cost O(L N² (B + d_out)) — never the (NH)×(NH) activity Hessian.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from ..results import Result
+from .network import Net, check_data, forward, make_net, output_jacobians
+
+
+@dataclass(frozen=True)
+class Equilibrium(Result):
+    """Equilibrated linear PC network for a batch (rows = samples).
+
+    ``energy`` = (1/B) Σ_i ½ r_iᵀ S⁻¹ r_i (seed 001 Eq. 31); ``errors[l-1]`` = ε*_l (B × N_l), l = 1..L;
+    ``z[l-1]`` = z*_l (B × N_l) for the hidden layers l = 1..H (plus ``z_out`` when the output is
+    nudged); ``S`` the d_out × d_out rescaling (``s = S`` for scalar output, seed 000 Eq. 6);
+    ``mse`` = (1/B) Σ ½‖r_i‖² (seed 000 Eq. 1)."""
+
+    energy: float
+    S: np.ndarray
+    errors: list
+    z: list
+    residual: np.ndarray
+    forward: list
+    mse: float
+    energies: np.ndarray
+    z_out: np.ndarray | None = None
+    nudge: float | None = None
+    method: str = "telescoped"
+    cond_S: float = 1.0
+    converged: bool = True
+
+    @property
+    def s(self) -> float:
+        """Scalar rescaling ``s(θ)`` (seed 000 Eq. 6); only for d_out = 1."""
+        if self.S.shape != (1, 1):
+            raise ValueError("s is defined for scalar output (d_out = 1); use .S")
+        return float(self.S[0, 0])
+
+    @property
+    def ratio(self) -> float:
+        """``MSE / F*`` (seed 001 Fig. 6); equals s(θ) for scalar output."""
+        return self.mse / self.energy if self.energy > 0 else float("nan")
+
+
+def rescaling(net: Net, G=None, nudge=None) -> np.ndarray:
+    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ`` (+ I/β when the output is nudged with strength β)."""
+    if G is None:
+        G = output_jacobians(net)
+    S = np.zeros((net.d_out, net.d_out))
+    for l in range(1, net.L + 1):
+        S += (G[l] @ G[l].T) / net.lam[l - 1]
+    if nudge is not None:
+        S += np.eye(net.d_out) / nudge
+    return 0.5 * (S + S.T)
+
+
+def _chol(S):
+    try:
+        return sla.cho_factor(S, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        raise ValueError("the rescaling S is not positive definite (check layer_weights and weights)") from None
+
+
+def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None,
+                nudge=None, decay=0.0, method="telescoped") -> Equilibrium:
+    """Closed-form equilibrium of the linear PC energy (pc.md §2).
+
+    ``weights`` W_1 (N×d_in) … W_L (d_out×N); ``X`` (B×d_in), ``Y`` (B×d_out); ``multipliers`` a_l;
+    ``skips`` (None, "1-skip", n, or τ_l list); ``layer_weights`` λ_l (seed 003 γ_l); ``nudge`` β
+    frees z_L with loss (β/2)‖y − z_L‖² (seed 003 Eq. S.10, Thm B.3); ``decay`` α adds
+    (α/2)Σ_hidden‖z_l‖² (no telescoped form: solved by block Cholesky of H_z).
+    ``method="block"`` forces the block-tridiagonal (banded) Cholesky solve of ``H_z z = b``.
+    """
+    net = make_net(weights, multipliers, skips, layer_weights, biases)
+    X, Y = check_data(net, X, Y)
+    if nudge is not None:
+        nudge = float(nudge)
+        if not np.isfinite(nudge) or nudge <= 0:
+            raise ValueError(f"nudge (β) must be a finite number > 0, got {nudge}")
+    decay = float(decay)
+    if not np.isfinite(decay) or decay < 0:
+        raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
+    if method not in ("telescoped", "block"):
+        raise ValueError(f"method must be 'telescoped' or 'block', got {method!r}")
+    if decay > 0 or method == "block":
+        from .hessian import block_equilibrium
+
+        return block_equilibrium(net, X, Y, nudge=nudge, decay=decay)
+    return _telescoped(net, X, Y, nudge)
+
+
+def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:
+    L = net.L
+    hs = forward(net, X)
+    R = Y - hs[L]
+    G = output_jacobians(net)
+    S = rescaling(net, G, nudge)
+    cf = _chol(S)
+    U = sla.cho_solve(cf, R.T, check_finite=False).T          # rows u_i = S⁻¹ r_i
+    errors = [(U @ G[l]) / net.lam[l - 1] for l in range(1, L + 1)]
+    M = [np.zeros((net.d_in, net.d_out))]                       # δ_l = M_l u, forward accumulation
+    for l in range(1, L + 1):
+        m = net.a[l - 1] * (net.W[l - 1] @ M[l - 1]) + G[l].T / net.lam[l - 1]
+        if net.tau[l - 1] != 0:
+            m = m + net.tau[l - 1] * M[net.src[l - 1]]
+        M.append(m)
+    z = [hs[l] + U @ M[l].T for l in range(1, L)]
+    z_out = hs[L] + U @ M[L].T if nudge is not None else None
+    e_i = 0.5 * np.einsum("ij,ij->i", R, U)
+    ev = np.linalg.eigvalsh(S)
+    return Equilibrium(
+        energy=float(e_i.mean()), S=S, errors=errors, z=z, residual=R, forward=hs[1:],
+        mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out, nudge=nudge,
+        method="telescoped", cond_S=float(ev[-1] / ev[0]), converged=True)
+
+
+def energy(weights, X, Y, z, multipliers=None, skips=None, layer_weights=None, biases=None,
+           nudge=None, decay=0.0, activation=None, z_out=None) -> float:
+    """Evaluate the general PC energy ``F(z)`` (1/B batch average) at hidden activities ``z``
+    (list of B × N_l, l = 1..H); with ``nudge`` β the output activity ``z_out`` is free and the
+    output term is (β/2)‖y − z_L‖². ``activation``: name or Activation for φ on hidden layers."""
+    net = make_net(weights, multipliers, skips, layer_weights, biases)
+    X, Y = check_data(net, X, Y)
+    phi = _phi(activation)
+    zs = _full_states(net, X, Y, z, z_out, nudge)
+    return float(_energy(net, zs, phi, Y, nudge, decay))
+
+
+def _phi(activation):
+    if activation is None:
+        return None
+    import limits
+
+    act = limits.activation(activation) if not hasattr(activation, "phi") else activation
+    if getattr(act, "name", None) == "linear":
+        return None
+    return act
+
+
+def _full_states(net, X, Y, z, z_out, nudge):
+    z = list(z)
+    if len(z) != net.H:
+        raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)} arrays")
+    for l, zl in enumerate(z, start=1):
+        if np.shape(zl) != (X.shape[0], net.dims[l]):
+            raise ValueError(f"z[{l - 1}] must have shape {(X.shape[0], net.dims[l])}, got {np.shape(zl)}")
+    if nudge is not None:
+        if z_out is None:
+            raise ValueError("z_out (free output activity) is required when nudge is given")
+        last = np.asarray(z_out, float)
+    else:
+        last = Y
+    return [X] + [np.asarray(v, float) for v in z] + [last]
+
+
+def predictions(net: Net, zs, phi):
+    """Predictions ``μ_l = a_l W_l φ(z_{l−1}) + τ_l z_{src} + c_l`` for l = 1..L."""
+    mus = []
+    for l in range(1, net.L + 1):
+        prev = zs[l - 1] if (phi is None or l == 1) else phi.phi(zs[l - 1])
+        mu = net.a[l - 1] * (prev @ net.W[l - 1].T)
+        if net.tau[l - 1] != 0:
+            mu = mu + net.tau[l - 1] * zs[net.src[l - 1]]
+        if net.bias is not None:
+            mu = mu + net.bias[l - 1]
+        mus.append(mu)
+    return mus
+
+
+def _energy(net, zs, phi, Y, nudge, decay):
+    mus = predictions(net, zs, phi)
+    B = zs[0].shape[0]
+    F = 0.0
+    for l in range(1, net.L + 1):
+        e = zs[l] - mus[l - 1]
+        F += 0.5 * net.lam[l - 1] * np.sum(e * e)
+    if nudge is not None:
+        F += 0.5 * nudge * np.sum((Y - zs[-1]) ** 2)
+    if decay:
+        F += 0.5 * decay * sum(np.sum(v * v) for v in zs[1:net.L])
+    return F / B
+
+
+# ----------------------------------------------------------------------------- seed forms
+def s_theta(weights, multipliers=None, skips=None, layer_weights=None) -> float:
+    """Scalar rescaling ``s(θ) = Σ_l λ_l^{-1}‖G_l‖²`` (= 1 + Σ_{l≥2}‖W^{(L:l)}‖², seed 000 Eq. 6)."""
+    net = make_net(weights, multipliers, skips, layer_weights)
+    if net.d_out != 1:
+        raise ValueError(f"s_theta needs scalar output (d_out = 1), got d_out = {net.d_out}; use rescaling")
+    return float(rescaling(net)[0, 0])
+
+
+def s_seed000_eq6(weights) -> float:
+    """Seed 000 Eq. 6 literally: ``s = 1 + Σ_{l=2}^{L} ‖W^{(L:l)}‖²`` with W^{(L:l)} = W_L ⋯ W_l."""
+    W = [np.asarray(w, float) for w in weights]
+    s, P = 1.0, None
+    for l in range(len(W), 1, -1):
+        P = W[l - 1] if P is None else P @ W[l - 1]
+        s += float(np.sum(P * P))
+    return s
+
+
+def s_seed000_eq25(weights, a_exponents, N, gamma) -> float:
+    """Seed 000 Eq. 25: ``s = 1 + γ^{-2} Σ_{l=2}^{L} N^{-2Σ_{k=l}^{L} a_k} ‖W^{(L:l)}‖²`` (raw weights,
+    preactivations h_l = N^{-a_l} W_l h_{l−1}, output f = h_L/γ)."""
+    W = [np.asarray(w, float) for w in weights]
+    a = np.asarray(a_exponents, float)
+    L = len(W)
+    s, P = 1.0, None
+    for l in range(L, 1, -1):
+        P = W[l - 1] if P is None else P @ W[l - 1]
+        s += float(N ** (-2.0 * a[l - 1:].sum()) * np.sum(P * P)) / gamma**2
+    return s
+
+
+def s_seed000_eq104(weights, N, alpha=0.5, gamma0=1.0) -> float:
+    """Seed 000 Eq. 104–105 (mean-field linear ResNet, h_l = (I + W_l/(L^α√N)) h_{l−1} for
+    l = 2..L−1, f = w_L h_{L−1}/(γ0 N)):
+    ``s = 1 + (γ0² N²)^{-1} (‖w_L‖² + Σ_{l=2}^{L−1} ‖p^{(L:l)}‖²)``,
+    ``p^{(L:l)} = w_L (I + W_{L−1}/(L^α√N)) ⋯ (I + W_l/(L^α√N))``."""
+    W = [np.asarray(w, float) for w in weights]
+    L = len(W)
+    wL = W[-1]
+    acc = float(np.sum(wL * wL))
+    p = wL
+    for l in range(L - 1, 1, -1):
+        p = p @ (np.eye(W[l - 1].shape[0]) + W[l - 1] / (L**alpha * np.sqrt(N)))
+        acc += float(np.sum(p * p))
+    return 1.0 + acc / (gamma0**2 * N**2)
+
+
+def S_seed001_eq32(weights, multipliers) -> np.ndarray:
+    """Seed 001 Eq. 32 literally (1-skip linear ResNet, τ_l = 1 for l = 2..H):
+    ``S = I + a_L² W_L W_Lᵀ + Σ_{l=2}^{H} (a_L W_L Π_{k=l}^{H}(I + a_k W_k)) (⋯)ᵀ``."""
+    W = [np.asarray(w, float) for w in weights]
+    a = np.asarray(multipliers, float)
+    L = len(W)
+    H = L - 1
+    aW = a[-1] * W[-1]
+    S = np.eye(aW.shape[0]) + aW @ aW.T
+    P = aW
+    for l in range(H, 1, -1):
+        P = P @ (np.eye(W[l - 1].shape[0]) + a[l - 1] * W[l - 1])
+        S += P @ P.T
+    return S
+
+
+@dataclass(frozen=True)
+class Seed003FixedPoint(Result):
+    """Seed 003 Thm 4.2 / B.3 quantities (plain MLP, layer weights γ_l; single sample as columns).
+
+    Convention: ``e_l = v_l − W_l v_{l−1}`` for every l including the output (``e_L = y − W_L v_{L−1}``
+    when clamped), which is what the proof (Eq. S.80–S.92) derives; then ``e*_l = (γ_L/γ_l)
+    W_{L:l+1}ᵀ (I + C_γ [+ γ_L/β I])⁻¹ (y − f)``. The printed Eq. 15 / S.104 write ``(W_{L:1}x − y)``,
+    i.e. the opposite sign (prediction-minus-activity errors)."""
+
+    e: list          # e*_1..e*_L (columns d × B)
+    v: list          # v*_1..v*_{L−1}
+    C: np.ndarray    # C_γ (d_out × d_out)
+
+
+def seed003_fixed_point(weights, x, y, gammas, beta=None) -> Seed003FixedPoint:
+    """Seed 003 Thm 4.2 (β=None) / Thm B.3 (nudged, damping ``(1 + γ_L/β) I``), implemented
+    literally from products ``W_{L:i}``; ``v*_l`` from Eq. 16 with the sum over ``i = 2..l``
+    (the printed upper limit ``l−1`` drops the i = l term; see tests)."""
+    W = [np.asarray(w, float) for w in weights]
+    L = len(W)
+    g = np.asarray(gammas, float)
+    x = np.asarray(x, float).reshape(W[0].shape[1], -1)
+    y = np.asarray(y, float).reshape(W[-1].shape[0], -1)
+
+    def prod(hi, lo):  # W_{hi:lo} = W_hi ⋯ W_lo (1-based, identity if hi < lo)
+        P = np.eye(W[lo - 2].shape[0]) if hi < lo else W[hi - 1]
+        for k in range(hi - 1, lo - 1, -1):
+            P = P @ W[k - 1]
+        return P
+
+    d_out = W[-1].shape[0]
+    C = np.zeros((d_out, d_out))
+    for i in range(2, L + 1):
+        P = prod(L, i)
+        C += (g[L - 1] / g[i - 2]) * P @ P.T
+    f = prod(L, 1) @ x
+    D = np.eye(d_out) + C + ((g[L - 1] / beta) * np.eye(d_out) if beta is not None else 0.0)
+    u = np.linalg.solve(D, y - f)
+    e = [(g[L - 1] / g[l - 1]) * prod(L, l + 1).T @ u for l in range(1, L)] + [u]
+    v = []
+    for l in range(1, L):
+        A = (g[L - 1] / g[l - 1]) * prod(L, l + 1).T
+        for i in range(2, l + 1):
+            A = A + (g[L - 1] / g[i - 2]) * prod(l, i) @ prod(L, i).T
+        v.append(prod(l, 1) @ x + A @ u)
+    return Seed003FixedPoint(e=e, v=v, C=C)
