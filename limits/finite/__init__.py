@@ -1,0 +1,89 @@
+"""Finite-network simulators that every theory result is checked against (finite.md).
+
+Plain numpy, float64, batched over S independent initialisations (leading axis = init index),
+hand-written backward passes verified against finite differences.
+
+Describe a network
+------------------
+``Network(readin, blocks, readout, activation, out_scale, post_activation, readin_phi, readout_phi)``
+with ``Dense(fan_in, fan_out, mult, std, lr, bias, bias_std, bias_lr, bias_mult)`` layers
+(``u = mult · W · input + bias_mult · b``, ``W_ij ~ N(0, std²)``, learning rate ``lr`` on W) and
+``Block(layers=(Dense, ...), residual=True|False, branch=β)``::
+
+    pre-activation (default):   h⁰ = m W_in x + b;   h^l = [h^{l−1}] + β F(h^{l−1});
+                                F: u_1 = m_1 W_1 φ(h) + b_1, u_k = m_k W_k φ(u_{k−1}) + b_k
+                                f = out_scale · (m W_out φ(h^B) + b)
+    post_activation=True:       x^l = φ([x^{l−1}] + β F(x^{l−1})),  u_1 = m_1 W_1 x + b_1 (nfd.md §1)
+
+One-layer, two-layer (``block_layers=2``) and n-skip residual blocks; plain (MLP) blocks with
+``residual=False``; branch multiplier β = ρ, √(T/L), L^{-α} — any number.
+Builders: ``mlp(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, ...)`` and
+``resnet(..., rho=, block_layers=, post_activation=)`` use kernels.md conventions
+(W ~ N(0, σ_w²/fan_in), biases N(0, σ_b²), ``parameterisation="ntk"`` puts 1/√fan_in in the
+multiplier). ``blocks`` counts hidden N×N blocks: seed 004 / nfd L → blocks = L; seed 000 depth L
+(weight layers) → L − 2; DMFT depth L (hidden layers) → L − 1.
+``net.layer_names()`` → ['in', '1.1', …, 'B.k', 'out']; ``net.describe()`` prints the numbers;
+``net.with_lr(scale, **{'in': 0.0})`` rescales / freezes learning rates.
+
+From a parameterisation (the ONE place exponents become numbers)
+----------------------------------------------------------------
+``concretise(p, N, L, d_in=, d_out=1, activation=, eta0=, gamma0=, sigma=, residual=, alpha=,
+branch=, blocks=, block_layers=, bias=, lr_depth=, subs=)`` → Network. ``p`` from
+``limits.params`` (``p.convention``, ``p.exponent(layer, symbol)``) or a dict
+``{"convention": "variance", "input": {"a":0,"b":0,"c":0}, "hidden": {...}, "output": {...},
+"d": 0.5, "alpha": 0.5}``. Variance convention: mult N^{-a} (input also 1/√d_in), std σ N^{-b/2},
+lr η0 γ² N^{-c}, out_scale 1/γ, γ = γ0 N^d. Std convention: std σ N^{-b}, lr η0 N^{-c}.
+
+Weights and forward pass
+------------------------
+``w = init_weights(net, n_inits, rng=|seed=, decoupled=False|True|"hidden"|[names])`` →
+``Weights`` with ``w.W[name]`` (S, out, in), ``w.b[name]`` (S, out), ``w.Wb[name]`` the weight the
+backward pass uses (an independent copy W̃ that receives the same updates when decoupled,
+nfd.md §5). Init s draws from its own stream (``init_streams``), so results never depend on chunking.
+``fwd = forward(net, w, X)`` (X is P × d_in, samples are rows): ``fwd.h[l]`` (S, P, N) stream states
+l = 0..B, ``fwd.pre[name]``/``fwd.inp[name]`` each layer's output/input, ``fwd.z`` (post-act pre-φ),
+``fwd.f`` (S, P, d_out); ``fwd.preactivations()`` → {'h0', …, 'u1.1', …}.
+
+Empirical kernels (Monte Carlo over inits)
+------------------------------------------
+``ek = empirical_kernels(net, X, n_inits, rng=|seed=, method="auto"|"conditional"|"dense",
+chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False)`` → ``EmpiricalKernels``:
+``ek.K`` (S, B+1, P, P) per-init Grams ``h^l h^lᵀ/N``, ``ek.K_out`` (S, P, P) = ``f fᵀ/d_out``,
+``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se``, ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
+``ek.seconds``, ``ek.gflops``. "conditional" (default) samples each layer's output exactly from its
+Gaussian law given the layer input (each weight is used once at init), O(P²N) per layer;
+"dense" draws full weight matrices. ``kernels_of(fwd)`` gives the Grams of an explicit forward.
+
+Gradients and training
+----------------------
+``loss, g = mse_loss(f, Y, reduction="mean"|"sum")`` (ℓ = c Σ ½(f − y)², c = 1/P or 1);
+``grads = backward(net, w, fwd, g)`` → ``grads.dW[name]``, ``grads.db[name]``,
+``grads.dh[l]`` (∂ℓ/∂h^l), ``grads.dpre[name]``; ``loss_and_grads(net, w, X, Y, f0=)``.
+``train(net, X, Y, steps, ...)`` (see :mod:`limits.finite.training`): optimizers "gd", "sgd"
+(minibatch), "online" (one sample per step), "adam", "flow" (gradient flow, small Euler steps),
+per-layer learning rates from the Network, ``center=True`` (train f − f0), ``decoupled=``,
+records of loss, outputs, per-layer |Δh_l|_rms, ‖ΔW‖_F and |ΔW·input|_rms.
+
+Data
+----
+:mod:`limits.finite.data`: ``gaussian_inputs``, ``sphere_inputs``, ``toy_task`` (seed 000 §A.8:
+P = 20, D = 40, x ~ N(0, I), y = ±1), ``angle_inputs`` (seed 004 Fig. 6), ``load_arrays`` (.npy/.npz,
+allow_pickle=False).
+"""
+from __future__ import annotations
+
+from .backward import Grads, backward, loss_and_grads, mse_loss
+from .concretise import concretise
+from .empirical import EmpiricalKernels, empirical_kernels, kernels_of
+from .forward import Forward, forward, output
+from .network import Block, Dense, Network, mlp, resnet
+from .weights import Weights, init_streams, init_weights
+
+__all__ = [
+    "Block", "Dense", "Network", "mlp", "resnet", "concretise",
+    "Weights", "init_weights", "init_streams",
+    "Forward", "forward", "output",
+    "EmpiricalKernels", "empirical_kernels", "kernels_of",
+    "Grads", "backward", "mse_loss", "loss_and_grads",
+]
+

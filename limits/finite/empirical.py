@@ -1,0 +1,244 @@
+"""Empirical kernels of finite networks at initialisation, Monte Carlo over many inits, streamed.
+
+Per init s and layer l the Gram ``K^l_s = h^l (h^l)ᵀ / N`` (P×P, samples are rows); callers average
+over inits (``.mean``, ``.se``) or look at single-network fluctuations (``.K`` per init).
+
+Two exact samplers of the finite-width forward pass at initialisation:
+
+* ``method="dense"``: draw every N×N weight matrix and multiply (batched matmul). Memory-bound for
+  small P and dominated by drawing N² normals per layer per init.
+* ``method="conditional"``: each weight matrix is used exactly once in a forward pass at init, so
+  given the layer input ``a`` (P × fan_in), ``u = m a Wᵀ`` has i.i.d. rows
+  ``u_{·i} ~ N(0, m² σ² a aᵀ)`` (Gaussian conditioning). We draw ``u = m σ R Z`` with
+  ``R Rᵀ = a aᵀ`` (Cholesky; eigen-factor when singular, e.g. P > N) and Z ~ N(0, I) of shape
+  P × fan_out. Same joint law of all (h⁰,…,h^L, f) as the dense sampler, at O(P²N) per layer
+  instead of O(PN²) and N·P instead of N² random numbers. Default ("auto").
+
+Both samplers give init s its own random stream, so chunking never changes the numbers.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import positive_int
+from ..results import Result
+from .forward import _Phi, check_inputs
+from .weights import draw_layer, streams_from_root
+
+
+@dataclass(frozen=True)
+class EmpiricalKernels(Result):
+    """``K`` (S, B+1, P, P): stream Grams ``h^l h^lᵀ/N`` per init (None if ``keep_samples=False``);
+    ``K_out`` (S, P, P): read-out Gram ``f fᵀ/d_out``; ``K_phi`` (S, B+1, P, P): ``φ(h^l)φ(h^l)ᵀ/N``
+    (if requested); ``mean``/``se`` (B+1, P, P) and ``out_mean``/``out_se`` over inits."""
+
+    mean: np.ndarray
+    se: np.ndarray
+    out_mean: np.ndarray
+    out_se: np.ndarray
+    K: np.ndarray | None
+    K_out: np.ndarray | None
+    K_phi: np.ndarray | None
+    n_inits: int
+    width: int
+    method: str
+    seconds: float
+    flops: float
+    chunk: int
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / max(self.seconds, 1e-12) / 1e9
+
+
+def _sqrt_factor(G):
+    """R with R Rᵀ = G for a batch of PSD matrices: Cholesky, per-matrix eigen fallback."""
+    try:
+        return np.linalg.cholesky(G)
+    except np.linalg.LinAlgError:
+        out = np.empty_like(G)
+        for s in range(G.shape[0]):
+            try:
+                out[s] = np.linalg.cholesky(G[s])
+            except np.linalg.LinAlgError:
+                lam, V = np.linalg.eigh(0.5 * (G[s] + G[s].T))
+                out[s] = V * np.sqrt(np.clip(lam, 0.0, None))
+        return out
+
+
+def _conditional_layer(dense, a, streams, shared_input=False):
+    """Exact draw of ``m a Wᵀ + b`` for fresh W ~ N(0, std²): (S, P, fan_out) and flop count."""
+    S = len(streams)
+    P = a.shape[-2]
+    fo = dense.fan_out
+    Z = np.empty((S, P, fo))
+    bias = np.empty((S, fo)) if dense.bias else None
+    for s, g in enumerate(streams):
+        Z[s] = g.standard_normal((P, fo))
+        if bias is not None:
+            bias[s] = g.standard_normal(fo)
+    if shared_input:
+        G = a[0] @ a[0].T
+        R = _sqrt_factor(G[None])[0]
+        u = np.matmul(R, Z)
+        flops = 2.0 * P * P * a.shape[-1] + P**3 / 3 + 2.0 * S * P * P * fo
+    else:
+        G = np.matmul(a, a.transpose(0, 2, 1))
+        R = _sqrt_factor(G)
+        u = np.matmul(R, Z)
+        flops = S * (2.0 * P * P * a.shape[-1] + P**3 / 3 + 2.0 * P * P * fo)
+    c = dense.mult * dense.std
+    if c != 1.0:
+        u *= c
+    if bias is not None:
+        u += dense.bias_mult * dense.bias_std * bias[:, None, :]
+    return u, flops
+
+
+def _dense_layer(dense, a, streams):
+    W, b, _ = draw_layer(streams, dense)
+    u = np.matmul(a, W.transpose(0, 2, 1))
+    if dense.mult != 1.0:
+        u *= dense.mult
+    if b is not None:
+        u += dense.bias_mult * b[:, None, :]
+    flops = 2.0 * len(streams) * a.shape[-2] * dense.fan_in * dense.fan_out
+    return u, flops
+
+
+def _gram(h):
+    return np.matmul(h, h.transpose(0, 2, 1)) / h.shape[-1]
+
+
+def _chunk_forward(net, X, streams, method, want_phi):
+    """Stream the forward pass of one chunk of inits; return Grams (S,B+1,P,P), (S,P,P), flops."""
+    P_ = _Phi(net)
+    S, P = len(streams), X.shape[0]
+    nB = net.n_blocks
+    K = np.empty((S, nB + 1, P, P))
+    Kphi = np.empty((S, nB + 1, P, P)) if want_phi else None
+    flops = 0.0
+
+    def layer(d, a, shared=False):
+        nonlocal flops
+        if method == "dense":
+            u, fl = _dense_layer(d, a, streams)
+        else:
+            u, fl = _conditional_layer(d, a, streams, shared_input=shared)
+        flops += fl
+        return u
+
+    x = X[None]
+    u = layer(net.readin, x, shared=True)
+    if u.shape[0] != S:
+        u = np.broadcast_to(u, (S,) + u.shape[1:]).copy()
+    h = P_.phi(u) if net.readin_phi else u
+
+    def record(l, h, a=None):
+        nonlocal flops
+        K[:, l] = _gram(h)
+        flops += 2.0 * S * P * P * h.shape[-1]
+        if Kphi is not None:
+            a = P_.phi(h) if a is None else a
+            Kphi[:, l] = _gram(a)
+
+    phi_h = None if net.post_activation else P_.phi(h)
+    record(0, h, phi_h)
+    for i, blk in enumerate(net.blocks, 1):
+        a = h if net.post_activation else phi_h
+        nL = len(blk.layers)
+        for k, d in enumerate(blk.layers, 1):
+            u = layer(d, a)
+            if k < nL:
+                a = P_.phi(u)
+        if blk.branch != 1.0:
+            u *= blk.branch
+        z = h + u if blk.residual else u
+        h = P_.phi(z) if net.post_activation else z
+        phi_h = None if net.post_activation else P_.phi(h)
+        record(i, h, phi_h)
+    a = (phi_h if phi_h is not None else P_.phi(h)) if net.readout_phi else h
+    out = layer(net.readout, a) * net.out_scale
+    Kout = np.matmul(out, out.transpose(0, 2, 1)) / out.shape[-1]
+    return K, Kout, Kphi, flops
+
+
+def _auto_chunk(net, P, method, memory_mb):
+    N = max([net.width] + [d.fan_out for b in net.blocks for d in b.layers])
+    per_init = 8.0 * (8 * P * N + 2 * (net.n_blocks + 2) * P * P)
+    if method == "dense":
+        per_init += 8.0 * 2 * N * N
+    return max(1, int(memory_mb * 2**20 // per_init))
+
+
+def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
+                      keep_samples=True, phi_kernels=False, progress_bar=False) -> EmpiricalKernels:
+    """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.
+
+    ``method``: "auto" (= "conditional"), "conditional" or "dense" (see module docstring).
+    ``chunk``: inits per batch (default from ``memory_mb``). ``keep_samples``: keep the per-init
+    Grams (needed for single-network fluctuations); otherwise only mean and SE are kept.
+    """
+    X = check_inputs(net, X)
+    n_inits = positive_int(n_inits, "n_inits")
+    if method == "auto":
+        method = "conditional"
+    if method not in ("conditional", "dense"):
+        raise ValueError(f"method must be 'auto', 'conditional' or 'dense', got {method!r}")
+    from ..checks import generator
+
+    root = int(generator(rng, seed).integers(0, 2**63 - 1))
+    P = X.shape[0]
+    nB = net.n_blocks
+    if chunk is None:
+        chunk = _auto_chunk(net, P, method, memory_mb)
+    chunk = min(positive_int(chunk, "chunk"), n_inits)
+    if keep_samples and 8.0 * n_inits * (nB + 2) * P * P * (2 if phi_kernels else 1) > 4 * 2**30:
+        raise ValueError("keep_samples: per-init Grams would exceed 4 GB; pass keep_samples=False")
+    Ks, Kouts, Kphis = [], [], []
+    s1 = np.zeros((nB + 1, P, P)); s2 = np.zeros_like(s1)
+    o1 = np.zeros((P, P)); o2 = np.zeros_like(o1)
+    shift = shift_o = None
+    flops = 0.0
+    t0 = time.perf_counter()
+    starts = range(0, n_inits, chunk)
+    if progress_bar:
+        from ..progress import progress
+
+        starts = progress(starts, total=len(starts), desc="kernels")
+    for st in starts:
+        idx = range(st, min(st + chunk, n_inits))
+        streams = streams_from_root(root, idx)
+        K, Kout, Kphi, fl = _chunk_forward(net, X, streams, method, phi_kernels)
+        flops += fl
+        if shift is None:
+            shift, shift_o = K[0].copy(), Kout[0].copy()
+        d = K - shift; s1 += d.sum(0); s2 += (d * d).sum(0)
+        do = Kout - shift_o; o1 += do.sum(0); o2 += (do * do).sum(0)
+        if keep_samples:
+            Ks.append(K); Kouts.append(Kout)
+            if Kphi is not None:
+                Kphis.append(Kphi)
+    secs = time.perf_counter() - t0
+    n = n_inits
+    mean = shift + s1 / n
+    mean_o = shift_o + o1 / n
+    if n > 1:
+        var = np.clip((s2 - s1 * s1 / n) / (n - 1), 0, None)
+        var_o = np.clip((o2 - o1 * o1 / n) / (n - 1), 0, None)
+        se, se_o = np.sqrt(var / n), np.sqrt(var_o / n)
+    else:
+        se, se_o = np.full_like(mean, np.nan), np.full_like(mean_o, np.nan)
+    return EmpiricalKernels(mean, se, mean_o, se_o,
+                            np.concatenate(Ks) if keep_samples else None,
+                            np.concatenate(Kouts) if keep_samples else None,
+                            np.concatenate(Kphis) if (keep_samples and phi_kernels) else None,
+                            n, net.width, method, secs, flops, chunk)
+
+
+def kernels_of(fwd) -> np.ndarray:
+    """Per-init stream Grams (S, B+1, P, P) of an explicit :class:`Forward` (e.g. after training)."""
+    return np.stack([_gram(h) for h in fwd.h], axis=1)
