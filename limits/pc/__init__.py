@@ -21,3 +21,8 @@ __all__ = [
     "seed003_fixed_point", "Seed003FixedPoint", "activity_hessian", "ep_hessian", "hessian_operator",
     "BlockCholesky", "layout", "rhs", "block_equilibrium",
 ]
+from .gradients import (pc_gradients, bp_gradients, gn_gradients, cosine, layer_cosines, total_cosine,
+                        Training, train)
+
+__all__ += ["pc_gradients", "bp_gradients", "gn_gradients", "cosine", "layer_cosines", "total_cosine",
+            "Training", "train"]

@@ -124,7 +124,7 @@ def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:
     z = [hs[l] + U @ M[l].T for l in range(1, L)]
     z_out = hs[L] + U @ M[L].T if nudge is not None else None
     e_i = 0.5 * np.einsum("ij,ij->i", R, U)
-    ev = np.linalg.eigvalsh(S)
+    ev = np.linalg.eigvalsh(S) if np.all(np.isfinite(S)) else np.array([np.nan, np.nan])
     return Equilibrium(
         energy=float(e_i.mean()), S=S, errors=errors, z=z, residual=R, forward=hs[1:],
         mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out, nudge=nudge,

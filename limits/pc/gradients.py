@@ -1,0 +1,149 @@
+"""Weight gradients of the equilibrated energy F* (envelope theorem), of the MSE loss (BP) and
+per-layer Gauss–Newton directions; cosine similarities; training on F* or the MSE.
+
+* PC (envelope theorem, pc.md §2): ``∂F*/∂W_l = −(λ_l a_l / B) Σ_i ε*_{l,i} z*_{l−1,i}ᵀ``.
+* BP on ``L = (1/B) Σ_i ½‖y_i − f(x_i)‖²``: ``∂L/∂W_l = −(a_l / B) Σ_i (G_lᵀ r_i) h_{l−1,i}ᵀ``.
+* Gauss–Newton target (seed 003 Prop. 3.3, GNT): ``g_l = G_lᵀ (G_l G_lᵀ + ρ I)⁻¹ r`` replacing the
+  BP error ``G_lᵀ r``; ρ → 0 gives the minimum-norm target ``G_l⁺ r``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from ..results import Result
+from .equilibrium import _telescoped
+from .network import check_data, forward, make_net, output_jacobians
+
+
+def _prep(weights, X, Y, multipliers, skips, layer_weights, biases):
+    net = make_net(weights, multipliers, skips, layer_weights, biases)
+    X, Y = check_data(net, X, Y)
+    return net, X, Y
+
+
+def pc_gradients(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None, nudge=None):
+    """``∂F*/∂W_l`` for l = 1..L (list of arrays shaped like the weights), envelope theorem."""
+    net, X, Y = _prep(weights, X, Y, multipliers, skips, layer_weights, biases)
+    e = _telescoped(net, X, Y, nudge)
+    zs = [X] + list(e.z)
+    B = X.shape[0]
+    return [-(net.lam[l - 1] * net.a[l - 1] / B) * (e.errors[l - 1].T @ zs[l - 1]) for l in range(1, net.L + 1)]
+
+
+def bp_gradients(weights, X, Y, multipliers=None, skips=None, biases=None):
+    """``∂L/∂W_l`` of the MSE ``L = (1/B) Σ ½‖r_i‖²`` (backpropagation through the linear network)."""
+    net, X, Y = _prep(weights, X, Y, multipliers, skips, None, biases)
+    hs = forward(net, X)
+    R = Y - hs[-1]
+    G = output_jacobians(net)
+    B = X.shape[0]
+    return [-(net.a[l - 1] / B) * ((R @ G[l]).T @ hs[l - 1]) for l in range(1, net.L + 1)]
+
+
+def gn_gradients(weights, X, Y, multipliers=None, skips=None, biases=None, damping=1e-8):
+    """Per-layer Gauss–Newton-target directions ``−(a_l/B) Σ_i g_{l,i} h_{l−1,i}ᵀ`` with
+    ``g_l = G_lᵀ (G_l G_lᵀ + ρ I)⁻¹ r`` (seed 003 Prop. 3.3, GNT with damping ρ)."""
+    net, X, Y = _prep(weights, X, Y, multipliers, skips, None, biases)
+    if not (np.isfinite(damping) and damping >= 0):
+        raise ValueError(f"damping must be >= 0, got {damping}")
+    hs = forward(net, X)
+    R = Y - hs[-1]
+    G = output_jacobians(net)
+    B = X.shape[0]
+    out = []
+    for l in range(1, net.L + 1):
+        K = G[l] @ G[l].T + damping * np.eye(net.d_out)
+        U = sla.solve(K, R.T, assume_a="pos").T
+        out.append(-(net.a[l - 1] / B) * ((U @ G[l]).T @ hs[l - 1]))
+    return out
+
+
+def cosine(a, b) -> float:
+    """Cosine similarity of two arrays (flattened); NaN-free: 1.0 if both vanish."""
+    a, b = np.ravel(a), np.ravel(b)
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(a @ b / (na * nb))
+
+
+def layer_cosines(g1, g2) -> np.ndarray:
+    """Per-layer cosine similarities of two gradient lists."""
+    return np.array([cosine(a, b) for a, b in zip(g1, g2)])
+
+
+def total_cosine(g1, g2) -> float:
+    return cosine(np.concatenate([np.ravel(a) for a in g1]), np.concatenate([np.ravel(b) for b in g2]))
+
+
+# ----------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class Training(Result):
+    """History of training a linear network on F* ("pc") or the MSE ("bp").
+
+    Per step t (before the update): ``mse[t]``, ``energy[t]`` (F*), ``s[t]`` (λ_max of S; s(θ) for
+    scalar output), ``cos[t, l]`` = cos(∂F*/∂W_l, ∂L/∂W_l), ``cos_total[t]``."""
+
+    objective: str
+    optimizer: str
+    lr: float
+    steps: int
+    mse: np.ndarray
+    energy: np.ndarray
+    s: np.ndarray
+    cos: np.ndarray
+    cos_total: np.ndarray
+    weights: list
+    converged: bool
+
+
+def train(weights, X, Y, objective="pc", optimizer="gd", lr=0.01, steps=100, multipliers=None, skips=None,
+          layer_weights=None, adam_betas=(0.9, 0.999), adam_eps=1e-8, record_every=1) -> Training:
+    """Train the raw weights by GD (small ``lr`` ≈ gradient flow with dt = lr) or Adam on F*
+    (``objective="pc"``, PC with equilibrated activities) or the MSE (``"bp"``), recording MSE, F*,
+    s(θ) and PC–BP cosines. Raises ``ValueError`` if the loss becomes non-finite (divergence)."""
+    if objective not in ("pc", "bp"):
+        raise ValueError(f"objective must be 'pc' or 'bp', got {objective!r}")
+    if optimizer not in ("gd", "adam"):
+        raise ValueError(f"optimizer must be 'gd' or 'adam', got {optimizer!r}")
+    if not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be > 0, got {lr}")
+    net, X, Y = _prep(weights, X, Y, multipliers, skips, layer_weights, None)
+    W = [w.copy() for w in net.W]
+    m = [np.zeros_like(w) for w in W]
+    v = [np.zeros_like(w) for w in W]
+    rec = {"mse": [], "energy": [], "s": [], "cos": [], "cos_total": []}
+    for t in range(steps + 1):
+        gp = pc_gradients(W, X, Y, multipliers, skips, layer_weights)
+        gb = bp_gradients(W, X, Y, multipliers, skips)
+        if t % record_every == 0 or t == steps:
+            e = _telescoped(make_net(W, multipliers, skips, layer_weights), X, Y, None)
+            if not np.isfinite(e.mse):
+                raise ValueError(f"training diverged at step {t} (lr = {lr} too large?)")
+            rec["mse"].append(e.mse)
+            rec["energy"].append(e.energy)
+            rec["s"].append(float(np.linalg.eigvalsh(e.S)[-1]))
+            rec["cos"].append(layer_cosines(gp, gb))
+            rec["cos_total"].append(total_cosine(gp, gb))
+        if t == steps:
+            break
+        g = gp if objective == "pc" else gb
+        if optimizer == "gd":
+            W = [w - lr * gi for w, gi in zip(W, g)]
+        else:
+            b1, b2 = adam_betas
+            for i in range(len(W)):
+                m[i] = b1 * m[i] + (1 - b1) * g[i]
+                v[i] = b2 * v[i] + (1 - b2) * g[i] ** 2
+                mh = m[i] / (1 - b1 ** (t + 1))
+                vh = v[i] / (1 - b2 ** (t + 1))
+                W[i] = W[i] - lr * mh / (np.sqrt(vh) + adam_eps)
+        if not all(np.all(np.isfinite(w)) for w in W):
+            raise ValueError(f"training diverged at step {t} (non-finite weights; lr = {lr} too large?)")
+    return Training(objective, optimizer, float(lr), int(steps), np.array(rec["mse"]), np.array(rec["energy"]),
+                    np.array(rec["s"]), np.array(rec["cos"]), np.array(rec["cos_total"]), W, True)
