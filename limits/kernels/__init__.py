@@ -1,0 +1,37 @@
+"""NNGP/NTK recursions, signal propagation, residual response functions (spec: kernels.md; seed 004).
+
+Public API::
+
+    r = limits.kernels.nngp(X, depth=L, activation="erf", sigma_w2=1.2, sigma_b2=0.2, residual=True, rho=1.0)
+    r.K[l], r.C[l], r.K_out, r.Theta[l], r.Theta_out, r.diagnostics
+    s = limits.kernels.response(X, depth=L, ..., width=N)    # s.eta[l], s.chi[l], s.chi_out; eta[0] = N/d_in
+    t = limits.kernels.linear_response(X, dK0, depth=L, ...) # full tangent ∂K^l/∂K⁰ [dK0]
+    c = limits.kernels.critical_line("tanh", 0.05)         # c.sigma_w2 = 1.760955…, c.qstar = 0.570048…
+    f = limits.kernels.fixed_point("tanh", 1.5, 0.05)      # q*, c*, χ_1, ξ_q, ξ_c
+    v = limits.kernels.kernel_fluctuations(X, ..., width=N) # O(1/N) covariance of empirical kernels
+    o = limits.kernels.optimal_rho(K0=..., depth=L, ...)    # ρ* = argmax χ_out; rho_star_estimate (Eq. 61/62)
+"""
+from __future__ import annotations
+
+from .diagnostics import KernelExplosion, KernelWarning
+from .nngp import NNGPResult, nngp
+from .response import LinearResponseResult, ResponseResult, linear_response, response
+from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_line, fixed_point, phase_diagram
+
+__all__ = [
+    "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
+    "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
+    "KernelWarning", "KernelExplosion",
+]
+
+
+def __getattr__(name):  # heavier optional pieces load on first use
+    if name in ("kernel_fluctuations", "KernelFluctuations"):
+        from . import fluctuations
+
+        return getattr(fluctuations, name)
+    if name in ("optimal_rho", "OptimalRho", "rho_star_estimate"):
+        from . import optimal
+
+        return getattr(optimal, name)
+    raise AttributeError(f"module 'limits.kernels' has no attribute {name!r}")

@@ -1,0 +1,156 @@
+"""Response functions of residual and feed-forward networks (seed 004 Eq. 45–48, App. C Eq. C15–C17).
+
+Elementwise response (the seed's formula), for every entry (α, β) separately::
+
+    η⁰ = N/d_in
+    η^l = ρ² σ_w² R(K^{l-1})_αβ · Σ_{k<l} η^k         (residual; feed-forward: · η^{l-1})
+    χ^l = Σ_{k≤l} η^k                                  (feed-forward: χ^l = η^l)
+    χ_out = σ²_w,out R(K^L)_αβ · χ^L
+    R(K)_αβ = E[φ'_α φ'_β] (α ≠ β),  R(K)_αα = E[φ'_α² + φ_α φ''_α]
+
+η⁰ = N/d_in is the field-theory normalisation (ν₀ = d_in/N): η^l = (N/d_in) ∂C^l_αβ/∂K⁰_αβ.
+
+The elementwise formula is the exact derivative of K^l_αβ with respect to K⁰_αβ *with every other
+entry held fixed* (for α ≠ β: a change of the covariance at fixed variances — how seed 004 Fig. 7
+measures it). :func:`linear_response` is the full forward-mode tangent ``δK^l = (∂K^l/∂K⁰)[δK⁰]`` for
+any symmetric δK⁰; it adds the cross-entry terms ½E[φ''_α φ_β] δK_αα + ½E[φ_α φ''_β] δK_ββ that the
+elementwise formula drops (a change of a variance moves the covariances downstream).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import positive_int
+from ..results import Result
+from . import diagnostics as _diag
+from ._args import resolve
+from .expectations import cross_price, dgram, dgram_price, gram
+
+
+@dataclass(frozen=True)
+class ResponseResult(Result):
+    """``eta[l]``, ``chi[l]`` (l = 0..L, each P×P), ``chi_out`` (P×P), the NNGP kernels ``K[l]`` and
+    ``K_out`` they were evaluated on, ``width`` N, ``d_in``, parameters and diagnostics."""
+
+    eta: np.ndarray
+    chi: np.ndarray
+    chi_out: np.ndarray
+    K: np.ndarray
+    K_out: np.ndarray
+    width: int
+    d_in: int
+    params: dict
+    diagnostics: dict
+
+
+def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
+             sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, width,
+             K0=None, d_in=None, depth_scaling="none", on_explode="warn") -> ResponseResult:
+    """Elementwise response η^l, χ^l, χ_out of seed 004 Eq. 45–48 / C15–C17 (feed-forward counterpart
+    with ``residual=False``: η^l = ρ²σ_w² R ∘ η^{l-1}, χ^l = η^l). Same arguments as :func:`nngp`
+    plus ``width`` = N; with ``K0`` instead of ``X`` also pass ``d_in`` (η⁰ = N/d_in)."""
+    N = positive_int(width, "width")
+    K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
+                        residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
+                        sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
+                        depth_scaling=depth_scaling, d_in=d_in)
+    if arch.d_in is None:
+        raise ValueError("d_in is required when K0 is given (response normalisation eta[0] = N/d_in)")
+    _diag.check_on_explode(on_explode)
+    act, L, P = arch.activation, arch.depth, K0m.shape[0]
+    r2sw2 = arch.rho ** 2 * arch.sigma_w2
+    Ks = np.empty((L + 1, P, P))
+    eta = np.empty((L + 1, P, P))
+    chi = np.empty((L + 1, P, P))
+    Ks[0] = K0m
+    eta[0] = chi[0] = N / arch.d_in
+    exploded = -1
+    with np.errstate(over="ignore", invalid="ignore"):
+        for l in range(1, L + 1):
+            Kp = Ks[l - 1]
+            C = arch.rho ** 2 * (arch.sigma_w2 * gram(act, Kp) + arch.sigma_b2)
+            R = dgram_price(act, Kp)
+            if arch.residual:
+                Ks[l] = Kp + C
+                eta[l] = r2sw2 * R * chi[l - 1]
+                chi[l] = chi[l - 1] + eta[l]
+            else:
+                Ks[l] = C
+                eta[l] = r2sw2 * R * eta[l - 1]
+                chi[l] = eta[l]
+            if not (_diag.layer_ok(Ks[l]) and _diag.layer_ok(chi[l])):
+                exploded = l
+                break
+        if exploded >= 0:
+            for a in (Ks, eta, chi):
+                a[exploded:] = np.inf
+            K_out = np.full((P, P), np.inf)
+            chi_out = np.full((P, P), np.inf)
+        else:
+            K_out = arch.sigma_w2_out * gram(act, Ks[L]) + arch.sigma_b2_out
+            chi_out = arch.sigma_w2_out * dgram_price(act, Ks[L]) * chi[L]
+    diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[L], K_out, on_explode,
+                        what="response recursion")
+    return ResponseResult(eta, chi, chi_out, Ks, K_out, N, int(arch.d_in), arch.as_dict(), diag)
+
+
+@dataclass(frozen=True)
+class LinearResponseResult(Result):
+    """Full tangent of the NNGP recursion: ``dK[l] = (∂K^l/∂K⁰)[dK0]`` (l = 0..L), ``dC[l]``, ``dK_out``."""
+
+    dK: np.ndarray
+    dC: np.ndarray
+    dK_out: np.ndarray
+    K: np.ndarray
+    K_out: np.ndarray
+    params: dict
+
+
+def tangent_of_expectation(act, K, dK):
+    """Directional derivative of E_{N(0,K)}[φ_α φ_β] along symmetric dK (Price's theorem):
+    E[φ'_α φ'_β] dK_αβ + ½E[φ''_α φ_β] dK_αα + ½E[φ_α φ''_β] dK_ββ (diagonal: E[φ'²+φφ''] dK_αα)."""
+    G = dgram(act, K)
+    A = cross_price(act, K)
+    dk = np.diag(dK)
+    dE = G * dK + A * dk[:, None] + A.T * dk[None, :]
+    return 0.5 * (dE + dE.T)
+
+
+def linear_response(X=None, dK0=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False,
+                    rho=1.0, sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *,
+                    K0=None, depth_scaling="none") -> LinearResponseResult:
+    """Forward-mode tangent δK^l of the NNGP recursion for a symmetric perturbation ``dK0`` of the
+    read-in kernel (includes the cross-entry terms the elementwise η/χ drop). Multiply by N/d_in to
+    compare with :func:`response` on matching entries."""
+    from ..checks import finite_array
+
+    K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
+                        residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
+                        sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out, depth_scaling=depth_scaling)
+    if dK0 is None:
+        raise ValueError("dK0 (symmetric P×P perturbation of the read-in kernel) is required")
+    D = finite_array(dK0, "dK0", ndim=2)
+    P = K0m.shape[0]
+    if D.shape != (P, P):
+        raise ValueError(f"dK0 must have shape {(P, P)}, got {D.shape}")
+    if not np.allclose(D, D.T, rtol=0, atol=1e-12 * max(1.0, float(np.max(np.abs(D))))):
+        raise ValueError("dK0 must be symmetric")
+    act, L = arch.activation, arch.depth
+    r2sw2 = arch.rho ** 2 * arch.sigma_w2
+    Ks = np.empty((L + 1, P, P))
+    dKs = np.empty((L + 1, P, P))
+    dCs = np.empty((L + 1, P, P))
+    Ks[0] = K0m
+    dKs[0] = dCs[0] = 0.5 * (D + D.T)
+    for l in range(1, L + 1):
+        Kp, dKp = Ks[l - 1], dKs[l - 1]
+        C = arch.rho ** 2 * (arch.sigma_w2 * gram(act, Kp) + arch.sigma_b2)
+        dC = r2sw2 * tangent_of_expectation(act, Kp, dKp)
+        dCs[l] = dC
+        Ks[l] = Kp + C if arch.residual else C
+        dKs[l] = dKp + dC if arch.residual else dC
+    K_out = arch.sigma_w2_out * gram(act, Ks[L]) + arch.sigma_b2_out
+    dK_out = arch.sigma_w2_out * tangent_of_expectation(act, Ks[L], dKs[L])
+    return LinearResponseResult(dKs, dCs, dK_out, Ks, K_out, arch.as_dict())

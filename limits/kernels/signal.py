@@ -1,0 +1,254 @@
+"""Signal propagation in deep feed-forward networks (Poole et al. 2016; Schoenholz et al. 2017).
+
+For h^l = W φ(h^{l-1}) + b with W ~ N(0, σ_w²/N), b ~ N(0, σ_b²):
+
+* length map  q ↦ σ_w² E[φ(√q z)²] + σ_b²,  fixed point q*;
+* χ_1 = σ_w² E[φ'(√q* z)²] (slope of the correlation map at c = 1; order-to-chaos at χ_1 = 1);
+* correlation map c ↦ (σ_w² E[φ(u₁)φ(u₂)] + σ_b²)/q*, (u₁,u₂) ~ N(0, q*[[1,c],[c,1]]), fixed point c*
+  (c* = 1 in the ordered phase χ_1 ≤ 1);
+* depth scales ξ_q⁻¹ = −ln[χ_1 + σ_w² E(φφ'')] and ξ_c⁻¹ = −ln[σ_w² E(φ'(u₁)φ'(u₂))] at c*.
+
+The critical line σ_w²(σ_b²) solves χ_1 = 1 jointly with the q fixed point: with
+σ_w²(q) = 1/E[φ'(√q z)²] the fixed-point condition becomes the scalar equation
+``q − E[φ²](q)/E[φ'²](q) = σ_b²`` in q, solved by bracketing on a log grid and Brent's method; for odd φ
+and σ_b² = 0 the root is the limit q* → 0 with σ_w² = 1/φ'(0)².
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+from ..checks import positive_float
+from ..results import Result
+from ._args import resolve_activation
+from .expectations import diag_price
+
+_QGRID = np.logspace(-12, 8, 241)
+
+
+def _Ephi2(act, q):
+    from .. import gaussian
+
+    q = np.asarray(q, dtype=np.float64)
+    return np.asarray(gaussian.kernel(act, q, q, q), dtype=np.float64)
+
+
+def _Edphi2(act, q):
+    from .. import gaussian
+
+    q = np.asarray(q, dtype=np.float64)
+    return np.asarray(gaussian.dkernel(act, q, q, q), dtype=np.float64)
+
+
+def qmap(activation, q, sigma_w2, sigma_b2):
+    """Length map q ↦ σ_w² E[φ(√q z)²] + σ_b² (vectorised over q)."""
+    act = resolve_activation(activation)
+    return sigma_w2 * _Ephi2(act, q) + sigma_b2
+
+
+def cmap(activation, c, qstar, sigma_w2, sigma_b2):
+    """Correlation map at variance q*: (σ_w² E[φ(u₁)φ(u₂)] + σ_b²)/q*."""
+    from .. import gaussian
+
+    act = resolve_activation(activation)
+    c = np.asarray(c, dtype=np.float64)
+    return (sigma_w2 * np.asarray(gaussian.kernel(act, qstar, c * qstar, qstar)) + sigma_b2) / qstar
+
+
+@dataclass(frozen=True)
+class SignalPropagation(Result):
+    """Fixed points and depth scales of the mean-field signal-propagation maps.
+
+    ``phase`` is "ordered" (χ_1 < 1), "chaotic" (χ_1 > 1) or "critical"; ``qstar = inf`` with
+    ``converged=False`` when the length map has no finite fixed point (e.g. relu with σ_w² > 2)."""
+
+    activation: str
+    sigma_w2: float
+    sigma_b2: float
+    qstar: float
+    cstar: float
+    chi1: float
+    chi_c: float
+    xi_q: float
+    xi_c: float
+    phase: str
+    converged: bool
+    residual: float
+    note: str = ""
+
+
+def _qstar(act, sw2, sb2):
+    """Stable fixed point of the length map; returns (q*, residual, converged, note)."""
+    f = lambda q: sw2 * _Ephi2(act, q) + sb2 - q  # noqa: E731
+    fq = f(_QGRID)
+    if np.all(np.abs(fq) <= 1e-13 * np.maximum(_QGRID, 1e-300)):
+        return float("nan"), 0.0, True, "every q is a fixed point (marginal homogeneous map); q* = q⁰"
+    phi0 = float(np.asarray(act.phi(np.array([0.0])))[0])
+    # stable fixed point: f changes sign from + to − ; take the largest such crossing
+    idx = np.nonzero((fq[:-1] > 0) & (fq[1:] <= 0))[0]
+    if idx.size:
+        i = idx[-1]
+        if fq[i + 1] == 0.0:
+            return float(_QGRID[i + 1]), 0.0, True, ""
+        q = optimize.brentq(f, _QGRID[i], _QGRID[i + 1], xtol=1e-300, rtol=4 * np.finfo(float).eps,
+                            maxiter=500)
+        return float(q), float(abs(f(q))), True, ""
+    if np.all(fq < 0) and sb2 == 0.0 and phi0 == 0.0:
+        return 0.0, 0.0, True, "q* = 0 (σ_b² = 0, φ(0) = 0, contracting length map)"
+    if fq[-1] > 0:
+        return float("inf"), float("inf"), False, "length map has no finite fixed point (q grows without bound)"
+    return float("nan"), float("nan"), False, "no stable fixed point found on q ∈ [1e-12, 1e8]"
+
+
+def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
+    """q*, c*, χ_1, ξ_q, ξ_c for a deep feed-forward network (Schoenholz et al. 2017)."""
+    from .. import gaussian
+
+    act = resolve_activation(activation)
+    sw2 = positive_float(sigma_w2, "sigma_w2")
+    sb2 = positive_float(sigma_b2, "sigma_b2", allow_zero=True)
+    name = str(getattr(act, "name", "custom"))
+    q, res, conv, note = _qstar(act, sw2, sb2)
+    if not conv or not np.isfinite(q):
+        if np.isnan(q) and conv:  # marginal: report χ_1 from q-independent derivative kernel
+            chi1 = float(sw2 * _Edphi2(act, np.array(1.0)))
+            phase = "critical" if abs(chi1 - 1) < 1e-12 else ("ordered" if chi1 < 1 else "chaotic")
+            return SignalPropagation(name, sw2, sb2, q, 1.0, chi1, chi1, float("inf"),
+                                     float("inf") if chi1 == 1 else -1 / np.log(chi1) if chi1 < 1 else float("inf"),
+                                     phase, True, 0.0, note)
+        return SignalPropagation(name, sw2, sb2, q, float("nan"), float("nan"), float("nan"), float("nan"),
+                                 float("nan"), "unbounded", False, res, note)
+    if q == 0.0:
+        d0 = float(np.asarray(act.dphi(np.array([0.0])))[0])
+        chi1 = sw2 * d0 * d0
+        chi_q = chi1  # E[φφ''] → 0 as q → 0 for φ(0) = 0
+    else:
+        chi1 = float(sw2 * _Edphi2(act, np.array(q)))
+        chi_q = float(sw2 * diag_price(act, np.array(q)))
+    xi_q = float("inf") if chi_q >= 1 else -1.0 / np.log(chi_q)
+    if abs(chi1 - 1.0) <= 1e-10:
+        phase = "critical"
+    else:
+        phase = "ordered" if chi1 < 1 else "chaotic"
+    c = 1.0
+    if phase == "chaotic" and q > 0:
+        g = lambda c_: (sw2 * float(gaussian.kernel(act, q, c_ * q, q)) + sb2) / q - c_  # noqa: E731
+        hi = 1.0 - 1e-6
+        while g(hi) >= 0 and hi > 1 - 1e-3:
+            hi = 1.0 - 10 * (1.0 - hi)
+        lo = 0.0 if g(0.0) >= 0 else -1.0
+        if g(lo) == 0.0:
+            c = lo
+        elif g(lo) > 0 > g(hi):
+            c = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+        else:
+            note = (note + "; " if note else "") + "c* not bracketed"
+            conv = False
+    if q == 0.0:
+        chi_c = chi1
+    else:
+        chi_c = float(sw2 * gaussian.dkernel(act, q, c * q, q))
+    xi_c = float("inf") if chi_c >= 1 else -1.0 / np.log(chi_c)
+    return SignalPropagation(name, sw2, sb2, float(q), float(c), float(chi1), chi_c, xi_q, xi_c, phase,
+                             conv, float(res), note)
+
+
+@dataclass(frozen=True)
+class CriticalPoint(Result):
+    """A point (σ_w², σ_b²) of the order-to-chaos line (χ_1 = 1) with its q*."""
+
+    activation: str
+    sigma_b2: float
+    sigma_w2: float
+    qstar: float
+    chi1: float
+    residual: float
+    converged: bool
+    note: str = ""
+
+
+def critical_line(activation, sigma_b2=0.0) -> CriticalPoint:
+    """σ_w² on the order-to-chaos line for the given σ_b² (χ_1 = 1 with q = q*).
+
+    References: tanh σ_b² = 0.05 → σ_w² = 1.760955, q* = 0.570048; erf σ_b² = 0 → π/4 (q* → 0);
+    relu → σ_w² = 2 at σ_b² = 0 only (every q is then a fixed point; qstar is NaN and ``note`` says so).
+    """
+    act = resolve_activation(activation)
+    sb2 = positive_float(sigma_b2, "sigma_b2", allow_zero=True)
+    name = str(getattr(act, "name", "custom"))
+    f = lambda q: q - _Ephi2(act, q) / _Edphi2(act, q) - sb2  # noqa: E731
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fq = f(_QGRID)
+    scale = np.maximum(_QGRID, 1e-300)
+    if np.all(np.abs(fq + sb2) <= 1e-12 * scale):
+        # q − E[φ²]/E[φ'²] ≡ 0: homogeneous (linear, relu) — σ_w² is q-independent
+        sw2 = float(1.0 / _Edphi2(act, np.array(1.0)))
+        if sb2 > 0:
+            raise ValueError(f"sigma_b2: {name} has an order-to-chaos point only at sigma_b2 = 0 "
+                             f"(σ_w² = {sw2:g}); with sigma_b2 > 0 the length map has no fixed point there")
+        return CriticalPoint(name, sb2, sw2, float("nan"), 1.0, 0.0, True,
+                             "homogeneous activation: every q is a fixed point at the critical σ_w² (q* = q⁰)")
+    phi0 = float(np.asarray(act.phi(np.array([0.0])))[0])
+    d0 = float(np.asarray(act.dphi(np.array([0.0])))[0])
+    if sb2 == 0.0 and phi0 == 0.0 and d0 != 0.0:
+        return CriticalPoint(name, sb2, 1.0 / d0 ** 2, 0.0, 1.0, 0.0, True,
+                             "σ_b² = 0 and φ(0) = 0: q* → 0, σ_w² = 1/φ'(0)²")
+    ok = np.isfinite(fq)
+    qs, fs = _QGRID[ok], fq[ok]
+    idx = np.nonzero(np.sign(fs[:-1]) * np.sign(fs[1:]) <= 0)[0]
+    if idx.size == 0:
+        raise ValueError(f"sigma_b2: no order-to-chaos point found for {name} at sigma_b2 = {sb2:g} "
+                         "(q − E[φ²]/E[φ'²] = σ_b² has no root on q ∈ [1e-12, 1e8])")
+    i = idx[0]
+    if fs[i] == 0.0:
+        q = float(qs[i])
+    else:
+        q = optimize.brentq(lambda x: float(f(np.array(x))), qs[i], qs[i + 1], xtol=1e-300,
+                            rtol=4 * np.finfo(float).eps, maxiter=500)
+    sw2 = float(1.0 / _Edphi2(act, np.array(q)))
+    resid = float(abs(sw2 * _Ephi2(act, np.array(q)) + sb2 - q))
+    return CriticalPoint(name, sb2, sw2, float(q), float(sw2 * _Edphi2(act, np.array(q))), resid,
+                         resid <= 1e-10 * max(1.0, q))
+
+
+@dataclass(frozen=True)
+class PhaseDiagram(Result):
+    """χ_1, ξ_c, q*, c* on a σ_w² × σ_b² grid (rows: σ_b², columns: σ_w²) and the critical line."""
+
+    activation: str
+    sigma_w2: np.ndarray
+    sigma_b2: np.ndarray
+    chi1: np.ndarray
+    xi_c: np.ndarray
+    qstar: np.ndarray
+    cstar: np.ndarray
+    critical_sigma_w2: np.ndarray
+
+
+def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
+    """Evaluate :func:`fixed_point` on the grid ``sigma_b2 × sigma_w2`` plus :func:`critical_line`."""
+    from ..checks import finite_array
+    from ..progress import progress
+
+    sw = finite_array(sigma_w2, "sigma_w2", ndim=1)
+    sb = finite_array(sigma_b2, "sigma_b2", ndim=1)
+    if np.any(sw <= 0):
+        raise ValueError("sigma_w2 grid must be > 0")
+    if np.any(sb < 0):
+        raise ValueError("sigma_b2 grid must be >= 0")
+    act = resolve_activation(activation)
+    shape = (sb.size, sw.size)
+    chi1, xic, qs, cs = (np.empty(shape) for _ in range(4))
+    for i in progress(range(sb.size), total=sb.size, desc="phase diagram"):
+        for j in range(sw.size):
+            fp = fixed_point(act, sw[j], sb[i])
+            chi1[i, j], xic[i, j], qs[i, j], cs[i, j] = fp.chi1, fp.xi_c, fp.qstar, fp.cstar
+    crit = np.empty(sb.size)
+    for i, b in enumerate(sb):
+        try:
+            crit[i] = critical_line(act, b).sigma_w2
+        except ValueError:
+            crit[i] = np.inf
+    return PhaseDiagram(str(getattr(act, "name", "custom")), sw, sb, chi1, xic, qs, cs, crit)
