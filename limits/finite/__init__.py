@@ -77,6 +77,8 @@ from .concretise import concretise
 from .empirical import EmpiricalKernels, empirical_kernels, kernels_of
 from .forward import Forward, forward, output
 from .network import Block, Dense, Network, mlp, resnet
+from .optim import GD, Adam
+from .training import TrainResult, train
 from .weights import Weights, init_streams, init_weights
 
 __all__ = [
@@ -85,5 +87,6 @@ __all__ = [
     "Forward", "forward", "output",
     "EmpiricalKernels", "empirical_kernels", "kernels_of",
     "Grads", "backward", "mse_loss", "loss_and_grads",
+    "GD", "Adam", "TrainResult", "train",
 ]
 

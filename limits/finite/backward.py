@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._blas import limit_blas
 from .forward import _Phi
 
 
@@ -55,6 +56,7 @@ def _layer_grads(dense, g_pre, inp, Wb, want_input=True):
     return dW, db, g_in
 
 
+@limit_blas
 def backward(net, weights, fwd, g_f) -> Grads:
     """Reverse pass: ``g_f`` = ∂ℓ/∂f with shape (S, P, d_out)."""
     P = _Phi(net)

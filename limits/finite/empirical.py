@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._blas import limit_blas
 from ..checks import positive_int
 from ..results import Result
 from .forward import _Phi, check_inputs
@@ -174,6 +175,7 @@ def _auto_chunk(net, P, method, memory_mb):
     return max(1, int(memory_mb * 2**20 // per_init))
 
 
+@limit_blas
 def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
                       keep_samples=True, phi_kernels=False, progress_bar=False) -> EmpiricalKernels:
     """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.

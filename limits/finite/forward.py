@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._blas import limit_blas
 from ..checks import finite_array
 
 
@@ -75,6 +76,7 @@ class Forward:
         return out
 
 
+@limit_blas
 def forward(net, weights, X, check=True) -> Forward:
     """Forward pass of all S initialisations on inputs X (P, d_in) (see :mod:`limits.finite.network`)."""
     if check:
