@@ -1,0 +1,263 @@
+"""Particle Euler–Maruyama solver for Neural Feature Dynamics during online SGD (nfd.md §4,
+seed 002 Def. 1, reconstructed).
+
+Network (nfd.md §1, γ = 1): ``f(x) = n^{-1} v·φ(h^L)``, learning rate ``η = η̄ n`` on U, W^l, v,
+loss ½(f − y)², ``χ_k = f_k − y_k``.  With dt = T/L, forward pass of input x after k updates
+
+    h^{(k)}_0(x)   = u·x/√d − η̄ Σ_{j<k} χ_j g^{(j)}_0 (x_j·x)/d                (U trained)
+    h^{(k)}_{l+1}  = h^{(k)}_l + √dt ζ^{(k)}_l − dt η̄ Σ_{j<k} χ_j g^{(j)}_{l+1} E[φ(h^{(j)}_l) φ(h^{(k)}_l)]
+    f^{(k)}(x)     = E[v φ(h^{(k)}_L)] − η̄ Σ_{j<k} χ_j E[φ(h^{(j)}_L) φ(h^{(k)}_L)]
+
+with Cov(ζ^{(a)}_l, ζ^{(b)}_l) = E[φ(h^{(a)}_l) φ(h^{(b)}_l)] (one Gaussian family per layer, shared
+by every forward pass ever made), and the backward pass (from L down to 0)
+
+    g^{(k)}_L = v^{(k)} φ'(h^{(k)}_L),   v^{(k)} = v − η̄ Σ_{j<k} χ_j φ(h^{(j)}_L)
+    g^{(k)}_l = g^{(k)}_{l+1} + φ'(h^{(k)}_l) [√dt ζ̃^{(k)}_l − dt η̄ Σ_{j<k} χ_j φ(h^{(j)}_l) E[g^{(j)}_{l+1} g^{(k)}_{l+1}]]
+
+with Cov(ζ̃^{(a)}_l, ζ̃^{(b)}_l) = E[g^{(a)}_{l+1} g^{(b)}_{l+1}], ζ̃ independent of ζ (gradient independence).
+
+Each particle is one neuron coordinate; expectations are particle averages (McKean–Vlasov).
+A new pass's increment is drawn conditionally on the earlier passes of the same layer through a
+growing lower-triangular factor of the pass covariance (:class:`GrowingCholesky`), which
+tolerates rank deficiency (zero pivots are skipped). By Gaussian conditioning, the scheme with
+M particles has exactly the law of a *decoupled* finite ResNet of width M and depth L (backward
+pass through an independent copy W̃ receiving the same updates); M → ∞ is the NFD limit.
+Cost O(K² L M) time, O(K L M) memory for K steps.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import finite_array, generator, nonnegative_float, positive_float, positive_int
+from ..results import Result
+from .kernel_ode import _act_name
+
+
+class GrowingCholesky:
+    """Lower-triangular factor ``R`` (RRᵀ = covariance of the passes so far) of one layer's
+    Gaussian family, and the per-particle standard normals ``Z`` with ``ζ^{(a)} = Σ_b R_ab Z_b``.
+
+    ``conditional(c, ckk)`` returns the regression weights ``w`` (R w = c, zero pivots skipped)
+    and the residual variance ``r = ckk − |w|²`` (clipped at 0): the new member is
+    ``ζ = w·Z + √r z_new``.  Rank deficiency (r ≈ 0, e.g. a layer seen twice unchanged) is normal.
+    """
+
+    def __init__(self, kmax: int, M: int, rel_tol: float = 1e-12):
+        self.R = np.zeros((kmax, kmax))
+        self.Z = np.zeros((kmax, M))
+        self.n = 0
+        self.rel_tol = rel_tol
+
+    def conditional(self, c: np.ndarray, ckk: float):
+        n = self.n
+        w = np.zeros(n)
+        R = self.R
+        for b in range(n):
+            piv = R[b, b]
+            if piv > 0.0:
+                w[b] = (c[b] - R[b, :b] @ w[:b]) / piv
+        r = ckk - float(w @ w)
+        if r <= self.rel_tol * max(ckk, 0.0):
+            r = 0.0
+        return w, r
+
+    def sample(self, w, r, z):
+        out = w @ self.Z[: self.n] if self.n else np.zeros(self.Z.shape[1])
+        return out + np.sqrt(r) * z
+
+    def append(self, w, r, z):
+        k = self.n
+        self.R[k, :k] = w
+        self.R[k, k] = np.sqrt(r)
+        self.Z[k] = z if r > 0 else 0.0
+        self.n += 1
+
+    def covariance(self) -> np.ndarray:
+        R = self.R[: self.n, : self.n]
+        return R @ R.T
+
+
+@dataclass(frozen=True)
+class TrainParticles(Result):
+    """NFD particle solution of K online-SGD steps (nfd.md §4).
+
+    ``f_train[k]`` = f^{(k)}(x_k) before update k; ``chi[k]``; ``f_test[k, p]`` = output on test input p
+    after k updates (k = 0..K); ``f_test_se`` = naive particle standard error of f_test
+    (std of per-particle contributions / √M; ignores particle interaction);
+    ``min_eig_forward[k, l]`` / ``min_eig_backward[k, l]`` = λ_min of the (k+1)-pass covariance of
+    layer l (Assumption 1), normalised by its largest diagonal entry;
+    ``feature_rms[k, l]`` = sqrt(E[(h^{(k)}_l)²]) of training pass k.
+    """
+
+    T: float
+    L: int
+    M: int
+    K: int
+    activation: str
+    eta_bar: float
+    train_input_layer: bool
+    f_train: np.ndarray
+    chi: np.ndarray
+    f_test: np.ndarray
+    f_test_se: np.ndarray
+    min_eig_forward: np.ndarray
+    min_eig_backward: np.ndarray
+    feature_rms: np.ndarray
+    rank_deficient_pivots: int
+    memory_bytes: int
+
+
+def memory_estimate(K: int, L: int, M: int) -> int:
+    """Bytes held by the solver: φ(h), g, and two per-layer normal stores, each K·(L+1)·M float64."""
+    return int(4 * K * (L + 1) * M * 8 + 4 * (L + 1) * M * 8)
+
+
+def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, M: int = 4096,
+                    activation="tanh", eta_bar: float = 1.0, *, train_input_layer: bool = True,
+                    rng=None, seed=None, max_memory_gb: float = 4.0, target_se: float | None = None,
+                    progress_bar: bool = False) -> TrainParticles:
+    """Run the NFD particle solver for ``K = len(X_train)`` online-SGD steps (one sample per step).
+
+    Raises ``ValueError`` for T ≤ 0, L < 1, non-finite data, mismatched shapes, or a memory
+    estimate above ``max_memory_gb``; warns when the particle standard error of the test outputs
+    exceeds ``target_se`` (too few particles for the requested accuracy).
+    """
+    T = positive_float(T, "T")
+    L = positive_int(L, "L")
+    M = positive_int(M, "M", minimum=2)
+    eta_bar = nonnegative_float(eta_bar, "eta_bar")
+    Xtr = finite_array(X_train, "X_train", ndim=2)
+    ytr = finite_array(y_train, "y_train", ndim=1)
+    if ytr.shape[0] != Xtr.shape[0]:
+        raise ValueError(f"y_train has {ytr.shape[0]} entries but X_train has {Xtr.shape[0]} rows")
+    K = positive_int(Xtr.shape[0], "len(X_train)")
+    d = Xtr.shape[1]
+    Xte = np.zeros((0, d)) if X_test is None else finite_array(X_test, "X_test", ndim=2)
+    if Xte.shape[1] != d:
+        raise ValueError(f"X_test must have d={d} columns, got {Xte.shape[1]}")
+    mem = memory_estimate(K, L, M)
+    if mem > positive_float(max_memory_gb, "max_memory_gb") * 2**30:
+        raise ValueError(f"M={M} particles with K={K}, L={L} need ≈{mem / 2**30:.2f} GB > max_memory_gb="
+                         f"{max_memory_gb}; reduce M or raise max_memory_gb")
+    rng = generator(rng, seed)
+    import limits
+
+    act = limits.activation(activation)
+    dt = T / L
+    sdt = np.sqrt(dt)
+    u = rng.standard_normal((M, d))
+    v0 = rng.standard_normal(M)
+    Phi = np.empty((K, L + 1, M))   # φ(h^{(j)}_l)
+    G = np.empty((K, L + 1, M))     # g^{(j)}_l
+    chi = np.zeros(K)
+    fwd = [GrowingCholesky(K, M) for _ in range(L)]
+    bwd = [GrowingCholesky(K, M) for _ in range(L)]
+    deficient = 0
+
+    def h0(x, k):
+        h = u @ x / np.sqrt(d)
+        if train_input_layer and k > 0:
+            coef = chi[:k] * (Xtr[:k] @ x) / d
+            h = h - eta_bar * (coef @ G[:k, 0])
+        return h
+
+    def forward(x, k, record: bool):
+        """Forward pass of x with weights after k updates; record=True appends it to the families."""
+        nonlocal deficient
+        h = h0(x, k)
+        Hs = np.empty((L + 1, M))
+        Hs[0] = h
+        a = eta_bar * chi[:k]
+        for l in range(L):
+            ph = act.phi(h)
+            c = Phi[:k, l] @ ph / M if k else np.zeros(0)
+            ckk = float(ph @ ph) / M
+            fam = fwd[l]
+            w, r = fam.conditional(c, ckk)
+            z = rng.standard_normal(M) if r > 0 else np.zeros(M)
+            zeta = fam.sample(w, r, z)
+            if record:
+                fam.append(w, r, z)
+                deficient += r == 0.0
+            h = h + sdt * zeta
+            if k:
+                h = h - dt * ((a * c) @ G[:k, l + 1])
+            Hs[l + 1] = h
+        phL = act.phi(h)
+        contrib = v0 * phL
+        if k:
+            contrib = contrib - (a @ Phi[:k, L]) * phL
+        return Hs, contrib
+
+    def backward(Hs, k):
+        nonlocal deficient
+        vk = v0 - (eta_bar * chi[:k]) @ Phi[:k, L] if k else v0
+        g = vk * act.dphi(Hs[L])
+        G[k, L] = g
+        a = eta_bar * chi[:k]
+        for l in range(L - 1, -1, -1):
+            dvec = G[:k, l + 1] @ g / M if k else np.zeros(0)
+            dkk = float(g @ g) / M
+            fam = bwd[l]
+            w, r = fam.conditional(dvec, dkk)
+            z = rng.standard_normal(M) if r > 0 else np.zeros(M)
+            zt = fam.sample(w, r, z)
+            fam.append(w, r, z)
+            deficient += r == 0.0
+            inc = sdt * zt
+            if k:
+                inc = inc - dt * ((a * dvec) @ Phi[:k, l])
+            g = g + act.dphi(Hs[l]) * inc
+            G[k, l] = g
+        if not np.all(np.isfinite(G[k])):
+            raise ValueError("backward pass produced non-finite values (training diverged; lower eta_bar)")
+
+    P = Xte.shape[0]
+    f_test = np.zeros((K + 1, P))
+    f_se = np.zeros((K + 1, P))
+    f_train = np.zeros(K)
+    feat = np.zeros((K, L + 1))
+
+    def evaluate(k):
+        for p in range(P):
+            _, contrib = forward(Xte[p], k, record=False)
+            f_test[k, p] = contrib.mean()
+            f_se[k, p] = contrib.std(ddof=1) / np.sqrt(M)
+
+    from ..progress import progress
+
+    for k in progress(range(K), total=K, desc="NFD particles", disable=None if progress_bar else True):
+        evaluate(k)
+        Hs, contrib = forward(Xtr[k], k, record=True)
+        if not np.all(np.isfinite(Hs)):
+            raise ValueError("forward pass produced non-finite values (training diverged; lower eta_bar)")
+        Phi[k] = act.phi(Hs)
+        feat[k] = np.sqrt((Hs ** 2).mean(axis=1))
+        f_train[k] = contrib.mean()
+        chi[k] = f_train[k] - ytr[k]
+        backward(Hs, k)
+    evaluate(K)
+
+    def min_eigs(fams):
+        out = np.zeros((K, L))
+        for l, fam in enumerate(fams):
+            C = fam.covariance()
+            for k in range(K):
+                B = C[: k + 1, : k + 1]
+                scale = max(float(np.max(np.diag(B))), 1e-300)
+                out[k, l] = np.linalg.eigvalsh(B)[0] / scale
+        return out
+
+    if target_se is not None and P:
+        worst = float(np.max(f_se))
+        if worst > target_se:
+            need = int(np.ceil(M * (worst / target_se) ** 2))
+            warnings.warn(f"particle standard error of f_test is {worst:.3g} > target_se={target_se:g}; "
+                          f"M={M} particles are too few (≈{need} needed)", RuntimeWarning, stacklevel=2)
+    return TrainParticles(T=T, L=L, M=M, K=K, activation=_act_name(activation), eta_bar=eta_bar,
+                          train_input_layer=bool(train_input_layer), f_train=f_train, chi=chi, f_test=f_test,
+                          f_test_se=f_se, min_eig_forward=min_eigs(fwd), min_eig_backward=min_eigs(bwd),
+                          feature_rms=feat, rank_deficient_pivots=int(deficient), memory_bytes=mem)
