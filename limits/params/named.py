@@ -1,0 +1,181 @@
+"""Named parameterisations, each DERIVED by the solver from desiderata plus one defining
+(gauge) condition — no table of exponents is stored here.
+
+| name | desiderata solved | defining condition |
+|---|---|---|
+| SP | initialisation Θ(1) (read-out at fan-in scale) | no multipliers (a_l = 0), raw learning rate Θ(1) |
+| NTK | init + df/dt = Θ(1) (variance) / kernel regime (std) | unit-variance weights (b_l = 0), no output scale (d = 0) |
+| MF | Desiderata 1–3 / feature learning | unit-variance weights (b_l = 0) |
+| muP | Desiderata 1–3 / feature learning | raw learning rate Θ(1) (η = Θ(1)) |
+| muPC | MF + Depth-μP depth exponents (seed 001: multipliers N_0^{-1/2}, (N L)^{-1/2}, N^{-1}; N(0,1) weights) |
+| depth-muP | muP + Depth-μP depth exponents (α = γ = 1/2 from :func:`limits.params.depth.solve_depth`) |
+
+Variance convention with ``algorithm`` "bp" or "pc" (PC learning on the equilibrated energy,
+``pc_model="equilibrium"``) uses seed 000's Desiderata 1–3; every other combination
+(std convention, Adam, GNT, TP/DTP, PC with single-shot inference and ``gamma_bar_L``) uses the
+TP4 / seed 003 conditions in the std convention, converted when a variance result is asked for.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .constraints import E_B, GAMMA_BAR_L, U, seed000_quantities, std_requirements, unknowns
+from .expr import as_exponent
+from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, Parameterisation, check_choice
+from .solver import solve_quantities
+
+_ALIASES = {
+    "sp": "SP", "standard": "SP",
+    "ntk": "NTK", "ntp": "NTK",
+    "mf": "MF", "mean-field": "MF", "meanfield": "MF",
+    "mup": "muP", "μp": "muP",
+    "mupc": "muPC", "μpc": "muPC",
+    "depth-mup": "depth-muP", "depth-μp": "depth-muP", "depthmup": "depth-muP",
+}
+NAMES = ("SP", "NTK", "MF", "muP", "muPC", "depth-muP")
+_EXTRA = ("gamma_bar_L", "e_B", "pc_model", "gauge", "uniform_lr")
+REFERENCE_POINT = {GAMMA_BAR_L: sp.Integer(0), E_B: sp.Integer(0)}
+
+
+def canonical_name(name) -> str:
+    if not isinstance(name, str) or name.strip().lower() not in _ALIASES:
+        raise ValueError(f"unknown parameterisation name {name!r}; known: {', '.join(NAMES)}")
+    return _ALIASES[name.strip().lower()]
+
+
+def _zero(prefix):
+    return {U[f"{prefix}_{lay}"]: 0 for lay in LAYERS}
+
+
+def _select(sol, given: dict):
+    """Pick the solution piece valid for the user's parameter values; for symbolic values the
+    piece containing the reference point (γ̄_L = 0, the SGD limit). Returns (piece, notes)."""
+    if sol.empty:
+        sol.unique()  # raises with the constraint list
+    numeric = {k: v for k, v in given.items() if v is not None and not v.free_symbols}
+    ref = dict(REFERENCE_POINT)
+    ref.update(numeric)
+    ok = []
+    for p in sol.pieces:
+        conds = [c.subs(numeric) for c in p.conditions]
+        if any(c == sp.false for c in conds):
+            continue
+        if all(c == sp.true for c in conds) or all(bool(c.subs(ref)) for c in conds):
+            ok.append((p, [c for c in conds if c != sp.true]))
+    if not ok:
+        raise ValueError("no solution piece is valid for the given parameters:\n" + str(sol))
+    p, conds = ok[0]
+    notes = tuple(f"valid for {c}" for c in conds)
+    return p, notes
+
+
+def _from_values(values, convention, **kw):
+    get = lambda k: sp.expand(values.get(U[k], U[k]))  # noqa: E731
+    a = [get(f"a_{lay}") for lay in LAYERS]
+    b = [get(f"b_{lay}") for lay in LAYERS]
+    c = [get(f"c_{lay}") for lay in LAYERS]
+    d = get("d") if convention == "variance" else 0
+    leftover = set()
+    for v in (*a, *b, *c, sp.sympify(d)):
+        leftover |= {s for s in v.free_symbols if s in set(U.values())}
+    if leftover:
+        raise ValueError(f"the defining conditions leave exponents undetermined: {sorted(map(str, leftover))}")
+    return Parameterisation.make(a, b, c, d, convention=convention, **kw)
+
+
+def derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", gamma_bar_L=None, e_B=None,
+                 pc_model=None, uniform_lr=True):
+    """Solve for the width exponents of ``name`` ∈ {SP, NTK, MF, muP}; returns (Parameterisation, Solution)."""
+    name = canonical_name(name)
+    if name not in ("SP", "NTK", "MF", "muP"):
+        raise ValueError(f"derive_width handles SP, NTK, MF, muP; got {name!r}")
+    check_choice(convention, CONVENTIONS, "convention")
+    check_choice(algorithm, ALGORITHMS, "algorithm")
+    check_choice(optimizer, OPTIMIZERS, "optimizer")
+    g = None if gamma_bar_L is None else as_exponent(gamma_bar_L, "gamma_bar_L")
+    eb = None if e_B is None else as_exponent(e_B, "e_B")
+    if algorithm == "pc" and pc_model is None:
+        pc_model = "single-shot" if g is not None else "equilibrium"
+    seed000 = optimizer == "sgd" and (algorithm == "bp" or (algorithm == "pc" and pc_model == "equilibrium"))
+    kw = dict(algorithm=algorithm, optimizer=optimizer, name=name,
+              gamma_bar_L=g if algorithm == "pc" and pc_model == "single-shot" else None,
+              e_B=(eb if eb is not None else sp.Integer(1)) if algorithm == "gnt" else None,
+              pc_model=pc_model if algorithm == "pc" else None)
+    if algorithm != "gnt" and e_B is not None:
+        raise ValueError("e_B is only meaningful for algorithm='gnt'")
+    if (algorithm != "pc" or pc_model != "single-shot") and g is not None:
+        raise ValueError("gamma_bar_L is only meaningful for algorithm='pc' with pc_model='single-shot'")
+    if seed000:
+        q = seed000_quantities(algorithm, uniform_lr=uniform_lr)
+        d = U["d"]
+        if name == "SP":
+            qs, fixed = q["D1"], {**_zero("a"), d: 0, U["c_input"] - 2 * d: 0}
+        elif name == "NTK":
+            qs, fixed = q["D1"] + q["D2"], {**_zero("b"), d: 0}
+        elif name == "MF":
+            qs, fixed = q["D1"] + q["D2"] + q["D3"], _zero("b")
+        else:
+            qs, fixed = q["D1"] + q["D2"] + q["D3"], {U["c_input"] - 2 * d: 0}
+        qs = qs + q["lr"]
+        sol = solve_quantities(qs, unknowns("variance").values(), fixed)
+        piece, notes = _select(sol, {})
+        p = _from_values(piece.values, "variance", notes=notes, **kw)
+        return (p if convention == "variance" else p.to_std()), sol
+    # TP4 / seed 003 framework, std convention
+    gg = g if g is not None else (GAMMA_BAR_L if algorithm == "pc" else None)
+    ee = kw["e_B"]
+    if name == "SP":
+        qs = std_requirements("kernel", algorithm, optimizer, gg, ee)
+        qs = [x for x in qs if x.key.startswith("init")]
+        fixed = {**_zero("a"), **_zero("c")}
+    elif name == "NTK":
+        qs, fixed = std_requirements("kernel", algorithm, optimizer, gg, ee), _zero("b")
+    elif name == "MF":
+        qs, fixed = std_requirements("feature-learning", algorithm, optimizer, gg, ee), _zero("b")
+    else:
+        qs, fixed = std_requirements("feature-learning", algorithm, optimizer, gg, ee), _zero("c")
+    sol = solve_quantities(qs, unknowns("std").values(), fixed)
+    piece, notes = _select(sol, {GAMMA_BAR_L: g, E_B: eb})
+    vals = {k: v.subs({GAMMA_BAR_L: g}) if g is not None else v for k, v in piece.values.items()}
+    p = _from_values(vals, "std", notes=notes, **kw)
+    if name == "NTK":
+        from .classify import update_exponents
+
+        r = update_exponents(p)["r"]
+        if not (sp.simplify(r) > 0) == sp.true:
+            raise ValueError(f"no kernel regime exists for algorithm={algorithm!r}: the NTK-type conditions "
+                             f"(f_0 = Θ(1), Condition 3.2, r_L = 0) force r = {r}"
+                             + (" (CLT: α = 1/2, seed 003 Cor. C.1)" if algorithm in ("tp", "dtp") else ""))
+    return (p if convention == "std" else p.to_variance()), sol
+
+
+def named(name, convention="variance", algorithm="bp", optimizer="sgd", **extra) -> Parameterisation:
+    """A named parameterisation, derived by the constraint solver.
+
+    ``name`` ∈ {"SP", "NTK", "MF", "muP", "muPC", "depth-muP"}; ``convention`` ∈ {"variance", "std"};
+    ``algorithm`` ∈ {"bp", "pc", "gnt", "tp", "dtp"}; extras: ``gamma_bar_L`` (PC inference step
+    exponent, number or sympy Symbol; selects seed 003's single-shot PC), ``e_B`` (GNT
+    preconditioner exponent, default 1), ``pc_model`` ("equilibrium" | "single-shot"),
+    ``gauge`` (None = as derived, "a0" = seed 003's a_l = 0 gauge), ``uniform_lr``.
+    """
+    bad = [k for k in extra if k not in _EXTRA]
+    if bad:
+        raise ValueError(f"unknown argument(s) {bad}; allowed extras: {', '.join(_EXTRA)}")
+    gauge = extra.pop("gauge", None)
+    cname = canonical_name(name)
+    if cname in ("muPC", "depth-muP"):
+        from .depth import solve_depth
+
+        base = "MF" if cname == "muPC" else "muP"
+        p, _ = derive_width(base, convention, algorithm, optimizer, **extra)
+        alpha, gamma = solve_depth()
+        from dataclasses import replace
+
+        p = replace(p, name=cname, depth_alpha=alpha, depth_gamma=gamma)
+    else:
+        p, _ = derive_width(cname, convention, algorithm, optimizer, **extra)
+    if gauge is not None:
+        if p.convention != "std":
+            raise ValueError("gauge='a0' is defined for the std convention")
+        p = p.gauge(gauge)
+    return p
