@@ -182,15 +182,19 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
     """Particle Euler–Maruyama for the forward (and backward) SDE at initialisation.
 
     ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (nfd.md §2);
-    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (nfd.md §1, Prop. 1).
+    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (nfd.md §1);
+    ``design="post_branch"``: ``h_{l+1} = h_l + φ(√dt ξ_l)`` (skip added after φ of the branch — the
+    reading under which seed 002 Prop. 1's bound E[h^{l+1}] ≥ E[h^l] + c₁√(T/L)σ + c₂ applies).
+    For relu, "post" converges to reflected Brownian motion (bounded in L) while "post_branch"
+    grows like √L; both are measured (the seed's Eq. 9 was lost).
     Backward (pre only): ``g_L = v φ'(h_L)``, ``g_l = g_{l+1} + φ'(h_l) √dt ξ̃_l``, ξ̃ ~ N(0, E[g_{l+1}g_{l+1}ᵀ]).
     """
     T = positive_float(T, "T")
     L = positive_int(L, "L")
     M = positive_int(M, "M", minimum=2)
     rng = generator(rng, seed)
-    if design not in ("pre", "post"):
-        raise ValueError(f"design must be 'pre' or 'post', got {design!r}")
+    if design not in ("pre", "post", "post_branch"):
+        raise ValueError(f"design must be 'pre', 'post' or 'post_branch', got {design!r}")
     act = _activation(activation)
     H0, v = initial_features(X, M, rng)
     P = H0.shape[1]
@@ -202,11 +206,12 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
         H = path.X
     else:
         if interaction != "empirical":
-            raise ValueError("design='post' supports interaction='empirical' only")
+            raise ValueError(f"design={design!r} supports interaction='empirical' only")
         H = np.empty((L + 1, M, P))
         H[0] = H0
         for l in range(L):
-            H[l + 1] = act.phi(H[l] + correlate(dW[l], H[l].T @ H[l] / M))
+            xi = correlate(dW[l], H[l].T @ H[l] / M)
+            H[l + 1] = act.phi(H[l] + xi) if design == "post" else H[l] + act.phi(xi)
         if not np.all(np.isfinite(H)):
             raise ValueError("post-activation particles diverged (non-finite values)")
     G = np.empty((0,))

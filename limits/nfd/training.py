@@ -110,17 +110,22 @@ class TrainParticles(Result):
     memory_bytes: int
 
 
-def memory_estimate(K: int, L: int, M: int) -> int:
-    """Bytes held by the solver: φ(h), g, and two per-layer normal stores, each K·(L+1)·M float64."""
-    return int(4 * K * (L + 1) * M * 8 + 4 * (L + 1) * M * 8)
+def memory_estimate(K: int, L: int, M: int, n_pass: int | None = None) -> int:
+    """Bytes held by the solver: per recorded forward pass φ(h) and normals (2·L·M), per training
+    pass φ(h), g and backward normals (3·(L+1)·M), float64."""
+    n_pass = K if n_pass is None else n_pass
+    return int(8 * M * (2 * n_pass * L + 3 * K * (L + 1) + 4 * (L + 1)))
 
 
 def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, M: int = 4096,
                     activation="tanh", eta_bar: float = 1.0, *, train_input_layer: bool = True,
                     rng=None, seed=None, max_memory_gb: float = 4.0, target_se: float | None = None,
-                    progress_bar: bool = False) -> TrainParticles:
+                    joint_eval: bool = True, progress_bar: bool = False) -> TrainParticles:
     """Run the NFD particle solver for ``K = len(X_train)`` online-SGD steps (one sample per step).
 
+    ``joint_eval=True`` records the test-input passes in the Gaussian families too (as in a finite
+    network, where they read the same W_0), so f_test has the right joint law across steps;
+    ``False`` draws them as leaves (right marginals per step, cheaper).
     Raises ``ValueError`` for T ≤ 0, L < 1, non-finite data, mismatched shapes, or a memory
     estimate above ``max_memory_gb``; warns when the particle standard error of the test outputs
     exceeds ``target_se`` (too few particles for the requested accuracy).
@@ -138,10 +143,12 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     Xte = np.zeros((0, d)) if X_test is None else finite_array(X_test, "X_test", ndim=2)
     if Xte.shape[1] != d:
         raise ValueError(f"X_test must have d={d} columns, got {Xte.shape[1]}")
-    mem = memory_estimate(K, L, M)
+    P = Xte.shape[0]
+    n_pass = K + (K + 1) * P if joint_eval else K
+    mem = memory_estimate(K, L, M, n_pass)
     if mem > positive_float(max_memory_gb, "max_memory_gb") * 2**30:
-        raise ValueError(f"M={M} particles with K={K}, L={L} need ≈{mem / 2**30:.2f} GB > max_memory_gb="
-                         f"{max_memory_gb}; reduce M or raise max_memory_gb")
+        raise ValueError(f"M={M} particles with K={K}, L={L}, {n_pass} forward passes need ≈{mem / 2**30:.2f} GB "
+                         f"> max_memory_gb={max_memory_gb}; reduce M (or use joint_eval=False)")
     rng = generator(rng, seed)
     import limits
 
@@ -150,12 +157,15 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     sdt = np.sqrt(dt)
     u = rng.standard_normal((M, d))
     v0 = rng.standard_normal(M)
-    Phi = np.empty((K, L + 1, M))   # φ(h^{(j)}_l)
-    G = np.empty((K, L + 1, M))     # g^{(j)}_l
+    PhiAll = np.empty((n_pass, L, M))  # φ(h^{(a)}_l) of every recorded forward pass, l < L
+    Phi = np.empty((K, L + 1, M))      # φ(h^{(j)}_l) of training passes (drift terms)
+    G = np.empty((K, L + 1, M))        # g^{(j)}_l
+    train_idx = np.zeros(K, dtype=int)
     chi = np.zeros(K)
-    fwd = [GrowingCholesky(K, M) for _ in range(L)]
+    fwd = [GrowingCholesky(n_pass, M) for _ in range(L)]
     bwd = [GrowingCholesky(K, M) for _ in range(L)]
     deficient = 0
+    npass = 0
 
     def h0(x, k):
         h = u @ x / np.sqrt(d)
@@ -165,27 +175,33 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         return h
 
     def forward(x, k, record: bool):
-        """Forward pass of x with weights after k updates; record=True appends it to the families."""
-        nonlocal deficient
+        """Forward pass of x with weights after k updates; record=True makes it a member of every
+        layer's Gaussian family (later passes are drawn conditionally on it)."""
+        nonlocal deficient, npass
         h = h0(x, k)
         Hs = np.empty((L + 1, M))
         Hs[0] = h
         a = eta_bar * chi[:k]
+        tr = train_idx[:k]
         for l in range(L):
             ph = act.phi(h)
-            c = Phi[:k, l] @ ph / M if k else np.zeros(0)
-            ckk = float(ph @ ph) / M
             fam = fwd[l]
+            m = fam.n
+            c = PhiAll[:m, l] @ ph / M if m else np.zeros(0)
+            ckk = float(ph @ ph) / M
             w, r = fam.conditional(c, ckk)
             z = rng.standard_normal(M) if r > 0 else np.zeros(M)
             zeta = fam.sample(w, r, z)
             if record:
                 fam.append(w, r, z)
+                PhiAll[m, l] = ph
                 deficient += r == 0.0
             h = h + sdt * zeta
             if k:
-                h = h - dt * ((a * c) @ G[:k, l + 1])
+                h = h - dt * ((a * c[tr]) @ G[:k, l + 1])
             Hs[l + 1] = h
+        if record:
+            npass += 1
         phL = act.phi(h)
         contrib = v0 * phL
         if k:
@@ -215,7 +231,6 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         if not np.all(np.isfinite(G[k])):
             raise ValueError("backward pass produced non-finite values (training diverged; lower eta_bar)")
 
-    P = Xte.shape[0]
     f_test = np.zeros((K + 1, P))
     f_se = np.zeros((K + 1, P))
     f_train = np.zeros(K)
@@ -223,7 +238,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
 
     def evaluate(k):
         for p in range(P):
-            _, contrib = forward(Xte[p], k, record=False)
+            _, contrib = forward(Xte[p], k, record=joint_eval)
             f_test[k, p] = contrib.mean()
             f_se[k, p] = contrib.std(ddof=1) / np.sqrt(M)
 
@@ -231,6 +246,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
 
     for k in progress(range(K), total=K, desc="NFD particles", disable=None if progress_bar else True):
         evaluate(k)
+        train_idx[k] = npass
         Hs, contrib = forward(Xtr[k], k, record=True)
         if not np.all(np.isfinite(Hs)):
             raise ValueError("forward pass produced non-finite values (training diverged; lower eta_bar)")
@@ -241,10 +257,10 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         backward(Hs, k)
     evaluate(K)
 
-    def min_eigs(fams):
+    def min_eigs(fams, idx):
         out = np.zeros((K, L))
         for l, fam in enumerate(fams):
-            C = fam.covariance()
+            C = fam.covariance()[np.ix_(idx, idx)]
             for k in range(K):
                 B = C[: k + 1, : k + 1]
                 scale = max(float(np.max(np.diag(B))), 1e-300)
@@ -259,5 +275,5 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
                           f"M={M} particles are too few (≈{need} needed)", RuntimeWarning, stacklevel=2)
     return TrainParticles(T=T, L=L, M=M, K=K, activation=_act_name(activation), eta_bar=eta_bar,
                           train_input_layer=bool(train_input_layer), f_train=f_train, chi=chi, f_test=f_test,
-                          f_test_se=f_se, min_eig_forward=min_eigs(fwd), min_eig_backward=min_eigs(bwd),
+                          f_test_se=f_se, min_eig_forward=min_eigs(fwd, train_idx), min_eig_backward=min_eigs(bwd, np.arange(K)),
                           feature_rms=feat, rank_deficient_pivots=int(deficient), memory_bytes=mem)

@@ -1,0 +1,126 @@
+"""NFD training dynamics (nfd.md §4): growing rank-tolerant factor, particle solver vs finite
+decoupled networks (identical law at M = n), low-rank finite networks vs dense and vs limits.finite."""
+import numpy as np
+import pytest
+
+from limits.finite.gia import gia_task, online_sgd
+from limits.nfd.training import GrowingCholesky, memory_estimate, train_particles
+
+
+def test_growing_cholesky_rank_deficient():
+    rng = np.random.default_rng(0)
+    M = 50
+    vecs = [rng.standard_normal(M), rng.standard_normal(M)]
+    vecs.append(vecs[0].copy())                 # exact repeat → zero pivot
+    vecs.append(2 * vecs[1] - vecs[0])          # in the span → zero pivot
+    vecs.append(rng.standard_normal(M))
+    V = np.array(vecs)
+    Gram = V @ V.T / M
+    fam = GrowingCholesky(len(vecs), M)
+    zeros = 0
+    for k in range(len(vecs)):
+        w, r = fam.conditional(Gram[k, :k], Gram[k, k])
+        zeros += r == 0.0
+        fam.append(w, r, rng.standard_normal(M))
+    assert zeros == 2
+    np.testing.assert_allclose(fam.covariance(), Gram, atol=1e-12)
+    assert np.all(np.isfinite(fam.R))
+
+
+def test_eta_zero_outputs_constant():
+    Xtr, ytr, Xte = gia_task(K=3)
+    tp = train_particles(Xtr, ytr, Xte, L=4, M=256, eta_bar=0.0, seed=1)
+    np.testing.assert_allclose(tp.f_test, np.broadcast_to(tp.f_test[0], tp.f_test.shape), atol=1e-12)
+
+
+def test_repeated_input_unchanged_layer_is_rank_deficient():
+    # η̄ = 0 and the same input twice: every layer's second pass equals the first (rank 1)
+    Xtr, ytr, Xte = gia_task(K=1)
+    X2 = np.vstack([Xtr, Xtr])
+    tp = train_particles(X2, np.r_[ytr, ytr], None, L=3, M=128, eta_bar=0.0, seed=2)
+    assert tp.rank_deficient_pivots == 2 * 3          # forward + backward, each layer
+    # with test passes recorded jointly, each repeated test pass (k = 1, 2) is deficient as well
+    tp2 = train_particles(X2, np.r_[ytr, ytr], Xte, L=3, M=128, eta_bar=0.0, seed=2)
+    assert tp2.rank_deficient_pivots == 2 * 3 + 2 * Xte.shape[0] * 3
+    assert np.all(np.abs(tp.min_eig_forward[1]) < 1e-10)
+    assert np.all(np.isfinite(tp.f_test))
+
+
+def test_finite_lowrank_equals_dense():
+    Xtr, ytr, Xte = gia_task(K=3)
+    for mode in ("coupled", "decoupled"):
+        for train_in in (True, False):
+            a = online_sgd(Xtr, ytr, Xte, n=24, L=5, mode=mode, seed=3, train_input_layer=train_in)
+            b = online_sgd(Xtr, ytr, Xte, n=24, L=5, mode=mode, seed=3, train_input_layer=train_in, dense=True)
+            np.testing.assert_allclose(a.f_test, b.f_test, atol=1e-10)
+            np.testing.assert_allclose(a.chi, b.chi, atol=1e-10)
+    # regenerated weights (store_gb=0) give the same network
+    c = online_sgd(Xtr, ytr, Xte, n=24, L=5, seed=3, store_gb=0.0)
+    d = online_sgd(Xtr, ytr, Xte, n=24, L=5, seed=3)
+    np.testing.assert_array_equal(c.f_test, d.f_test)
+
+
+def test_finite_matches_limits_finite_backprop():
+    """The GIA networks against limits.finite's batched forward/backward (coupled and decoupled)."""
+    fin = pytest.importorskip("limits.finite")
+    Xtr, ytr, Xte = gia_task(K=3)
+    n, L, T, eta = 16, 4, 1.0, 0.7
+    d = Xtr.shape[1]
+    s = np.sqrt(T / L)
+    net = fin.Network(readin=fin.Dense(d, n, mult=1 / np.sqrt(d)),
+                      blocks=[fin.Block((fin.Dense(n, n, mult=1 / np.sqrt(n)),), True, branch=s) for _ in range(L)],
+                      readout=fin.Dense(n, 1, mult=1 / n), activation="tanh", out_scale=1.0)
+    for mode in ("coupled", "decoupled"):
+        ref = online_sgd(Xtr, ytr, Xte, n=n, L=L, T=T, eta_bar=eta, mode=mode, seed=5, dense=True)
+        rng0 = np.random.default_rng([5, 0])
+        U = rng0.standard_normal((n, d))
+        v = rng0.standard_normal(n)
+        W = {"in": U[None].copy(), "out": v[None, None, :].copy()}
+        Wb = {}
+        for l in range(L):
+            W[f"{l + 1}.1"] = np.random.default_rng([5, 1, l]).standard_normal((n, n))[None]
+            Wb[f"{l + 1}.1"] = (np.random.default_rng([5, 2, l]).standard_normal((n, n))[None]
+                                if mode == "decoupled" else W[f"{l + 1}.1"])
+        w = fin.Weights(W, {}, Wb)
+        for k in range(Xtr.shape[0]):
+            _, g, fwd = fin.loss_and_grads(net, w, Xtr[k:k + 1], ytr[k:k + 1, None], reduction="sum")
+            for name in W:
+                upd = eta * n * g.dW[name]
+                w.W[name] -= upd
+                if name in w.Wb and w.Wb[name] is not w.W[name]:
+                    w.Wb[name] -= upd
+        f = fin.forward(net, w, Xte).f[0, :, 0]
+        np.testing.assert_allclose(f, ref.f_test[-1], atol=1e-10)
+
+
+def test_particles_match_decoupled_finite_in_law():
+    """Gaussian conditioning makes the M-particle scheme a decoupled width-M network in law."""
+    Xtr, ytr, Xte = gia_task(K=3, P_test=2)
+    n, L, S = 48, 4, 120
+    pa = np.array([train_particles(Xtr, ytr, Xte, L=L, M=n, seed=s).f_test[-1] for s in range(S)])
+    de = np.array([online_sgd(Xtr, ytr, Xte, n=n, L=L, mode="decoupled", seed=10_000 + s).f_test[-1]
+                   for s in range(S)])
+    z = (pa.mean(0) - de.mean(0)) / np.sqrt(pa.var(0, ddof=1) / S + de.var(0, ddof=1) / S)
+    assert np.all(np.abs(z) < 4), z
+    # variance is matched too (F-test-like ratio within sampling error)
+    ratio = pa.var(0, ddof=1) / de.var(0, ddof=1)
+    assert np.all((ratio > 0.55) & (ratio < 1.8)), ratio
+
+
+def test_memory_and_bad_input():
+    Xtr, ytr, Xte = gia_task(K=2)
+    assert memory_estimate(20, 64, 10_000) < 4 * 2**30
+    with pytest.raises(ValueError, match="max_memory_gb"):
+        train_particles(Xtr, ytr, Xte, L=64, M=10**7, seed=0)
+    with pytest.raises(ValueError, match="T"):
+        train_particles(Xtr, ytr, Xte, T=0, seed=0)
+    with pytest.raises(ValueError, match="L"):
+        train_particles(Xtr, ytr, Xte, L=0, seed=0)
+    with pytest.raises(ValueError, match="y_train"):
+        train_particles(Xtr, ytr[:1], Xte, seed=0)
+    bad = Xtr.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X_train"):
+        train_particles(bad, ytr, Xte, seed=0)
+    with pytest.warns(RuntimeWarning, match="too few"):
+        train_particles(Xtr, ytr, Xte, L=2, M=16, seed=0, target_se=1e-4)
