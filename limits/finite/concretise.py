@@ -15,8 +15,10 @@ Std convention (Tensor Programs IV, seed 003):
     (d = 0 unless the parameterisation has one).
 Both: the input layer also gets 1/√d_in (``input_scale``), learning rates act on the raw weights
 (W resp. w), residual branches get ``L^{-α}`` (or ``branch=`` given explicitly, e.g. √(T/L)), and
-depth-dependent learning rates ``η_l · L^{-lr_depth[layer]}`` may be added (Tensor Programs VI:
-SGD ∝ L^{α−γ}, i.e. lr_depth = γ − α).
+depth-dependent learning rates ``η_l · L^{-lr_depth[layer]}`` may be added. By default, for
+residual nets, hidden-layer rates get ``L^{p.depth_lr_exponent}`` (Tensor Programs VI: SGD ∝ L^{α−γ},
+Adam ∝ L^{-γ}); read-in/read-out are not depth-scaled. Variance convention with
+``p.optimizer == "adam"``: η_l = η0 N^{-c_l} (no γ², seed 000 §A.6).
 
 L is the number of weight layers (spec README): hidden blocks = L − 2 unless ``blocks=`` is given.
 """
@@ -69,13 +71,22 @@ def _exponent(p, layer, symbol, subs):
 
 
 def _depth_exponent(p, subs):
-    for attr in ("alpha", "depth_exponent"):
+    for attr in ("depth_alpha", "alpha", "depth_exponent"):
         v = getattr(p, attr, None)
         if v is not None and not callable(v):
             return _num(v, f"p.{attr}", subs)
     if isinstance(p, _DictParam) and "alpha" in p._d:
         return _num(p._d["alpha"], "alpha", subs)
     return None
+
+
+def _depth_lr(p, subs):
+    v = getattr(p, "depth_lr_exponent", None)
+    if callable(v):
+        v = v()
+    if v is None and isinstance(p, _DictParam):
+        v = p._d.get("depth_lr_exponent")
+    return None if v is None else _num(v, "p.depth_lr_exponent", subs)
 
 
 def concretise(p, N, L, *, d_in=None, d_out=1, activation="linear", eta0=1.0, gamma0=1.0, sigma=1.0,
@@ -85,7 +96,7 @@ def concretise(p, N, L, *, d_in=None, d_out=1, activation="linear", eta0=1.0, ga
     """Concrete network for parameterisation ``p`` at width N, depth L (weight layers).
 
     ``d_in`` defaults to N. ``sigma`` multiplies every init std (``sigma_in``/``sigma_out`` per end).
-    ``alpha``: residual branch L^{-α} (default: the parameterisation's depth exponent, else 1/2);
+    ``alpha``: residual branch L^{-α} (default: ``p.depth_alpha``, else 1/2);
     ``branch`` overrides the branch multiplier outright. ``lr_depth``: dict layer → exponent e, the
     learning rate of that layer class is multiplied by L^{-e}. ``subs``: values for free symbols
     (e.g. ``{"gamma_bar_L": 0}``). The returned Network's ``meta`` records all exponents used.
@@ -113,7 +124,12 @@ def concretise(p, N, L, *, d_in=None, d_out=1, activation="linear", eta0=1.0, ga
         alpha = 0.5 if alpha is None else alpha
     alpha = float(alpha)
     br = float(branch) if branch is not None else (L ** (-alpha) if residual else 1.0)
-    lr_depth = dict(lr_depth or {})
+    if lr_depth is None:
+        e = _depth_lr(p, subs) if residual else None
+        lr_depth = {} if e is None else {"hidden": -e}
+    lr_depth = dict(lr_depth)
+    optimizer = getattr(p, "optimizer", None) or (p._d.get("optimizer", "sgd") if isinstance(p, _DictParam)
+                                                  else "sgd")
     sig = {"input": float(sigma if sigma_in is None else sigma_in), "hidden": float(sigma),
            "output": float(sigma if sigma_out is None else sigma_out)}
     fan = {"input": d_in, "hidden": N, "output": N}
@@ -126,7 +142,8 @@ def concretise(p, N, L, *, d_in=None, d_out=1, activation="linear", eta0=1.0, ga
             mult /= math.sqrt(d_in)
         if conv == "variance":
             std = sig[lay] * N ** (-b / 2)
-            lr = float(eta0) * gamma**2 * N ** (-c)
+            # seed 000: SGD η = η0 γ² N^{-c}; Adam (§A.6) η = η0 N^{-c}
+            lr = float(eta0) * (gamma**2 if optimizer != "adam" else 1.0) * N ** (-c)
         else:
             std = sig[lay] * N ** (-b)
             lr = float(eta0) * N ** (-c)
@@ -137,6 +154,6 @@ def concretise(p, N, L, *, d_in=None, d_out=1, activation="linear", eta0=1.0, ga
     hidden = tuple(Block(tuple(dense("hidden") for _ in range(block_layers)), residual=residual,
                          branch=br if residual else 1.0) for _ in range(nb))
     meta = {"convention": conv, "exponents": ex, "d": d, "gamma": gamma, "alpha": alpha, "branch": br,
-            "N": N, "L": L, "eta0": float(eta0), "gamma0": float(gamma0), "lr_depth": lr_depth}
+            "N": N, "L": L, "eta0": float(eta0), "gamma0": float(gamma0), "lr_depth": lr_depth, "optimizer": optimizer}
     return Network(dense("input"), hidden, dense("output"), activation=activation, out_scale=1.0 / gamma,
                    post_activation=post_activation, meta=meta)

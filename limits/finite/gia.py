@@ -181,3 +181,217 @@ def gia_task(d: int = 10, K: int = 4, P_test: int = 4, seed: int = 12345):
     Xte = sphere(P_test)
     ytr = np.sin(Xtr @ beta / np.sqrt(d)) + 0.5
     return Xtr, ytr, Xte
+
+
+# ============================================================================ GIA sweep (nfd.md §5)
+@dataclass(frozen=True)
+class GIASweep(Result):
+    """Coupled vs decoupled finite networks over an (n, L) grid, common random numbers per seed.
+
+    ``f_coupled``/``f_decoupled``: (len(ns), len(Ls), S, K+1, P) test outputs after k updates.
+    ``gap_mean``/``gap_se``: (len(ns), len(Ls), P) paired mean and SE of f_coupled − f_decoupled
+    at the final step.
+    """
+
+    ns: np.ndarray
+    Ls: np.ndarray
+    seeds: np.ndarray
+    T: float
+    eta_bar: float
+    activation: str
+    train_input_layer: bool
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    f_coupled: np.ndarray
+    f_decoupled: np.ndarray
+    gap_mean: np.ndarray
+    gap_se: np.ndarray
+    seconds: float
+
+
+def gia_sweep(ns, Ls, n_seeds: int = 8, X_train=None, y_train=None, X_test=None, T: float = 1.0,
+              activation="tanh", eta_bar: float = 1.0, train_input_layer: bool = True, seed0: int = 0,
+              progress_bar: bool = True) -> GIASweep:
+    """Run coupled and decoupled online SGD for every (n, L) and seed (same init for both modes)."""
+    import time
+
+    from ..progress import progress
+
+    ns = np.array([positive_int(n, "ns") for n in np.atleast_1d(ns)])
+    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
+    n_seeds = positive_int(n_seeds, "n_seeds", minimum=2)
+    if X_train is None:
+        X_train, y_train, X_test = gia_task()
+    K, P = len(X_train), len(X_test)
+    fc = np.zeros((len(ns), len(Ls), n_seeds, K + 1, P))
+    fd = np.zeros_like(fc)
+    t0 = time.perf_counter()
+    jobs = [(i, j, s) for i in range(len(ns)) for j in range(len(Ls)) for s in range(n_seeds)]
+    for i, j, s in progress(jobs, total=len(jobs), desc="GIA sweep", disable=None if progress_bar else True):
+        kw = dict(n=int(ns[i]), L=int(Ls[j]), T=T, activation=activation, eta_bar=eta_bar,
+                  seed=seed0 + s, train_input_layer=train_input_layer)
+        fc[i, j, s] = online_sgd(X_train, y_train, X_test, mode="coupled", **kw).f_test
+        fd[i, j, s] = online_sgd(X_train, y_train, X_test, mode="decoupled", **kw).f_test
+    gap = fc[..., -1, :] - fd[..., -1, :]
+    return GIASweep(ns=ns, Ls=Ls, seeds=np.arange(seed0, seed0 + n_seeds), T=float(T), eta_bar=float(eta_bar),
+                    activation=activation if isinstance(activation, str) else repr(activation),
+                    train_input_layer=bool(train_input_layer), X_train=np.asarray(X_train, float),
+                    y_train=np.asarray(y_train, float), X_test=np.asarray(X_test, float),
+                    f_coupled=fc, f_decoupled=fd, gap_mean=gap.mean(axis=2),
+                    gap_se=gap.std(axis=2, ddof=1) / np.sqrt(n_seeds), seconds=time.perf_counter() - t0)
+
+
+def extrapolate_inverse(x, y, se):
+    """Weighted least squares ``y = a + b/x``; returns (a, se_a, b, se_b, chi2/dof).
+    Used for n → ∞ (x = n) and L → ∞ (x = L) extrapolation of the GIA gap."""
+    x, y, se = (np.asarray(v, float) for v in (x, y, se))
+    if x.size < 2:
+        raise ValueError("need at least two points to extrapolate")
+    w = 1.0 / np.maximum(se, 1e-300) ** 2
+    A = np.stack([np.ones_like(x), 1.0 / x], axis=1)
+    Aw = A * np.sqrt(w)[:, None]
+    coef, *_ = np.linalg.lstsq(Aw, y * np.sqrt(w), rcond=None)
+    cov = np.linalg.inv(Aw.T @ Aw)
+    dof = max(x.size - 2, 1)
+    chi2 = float(np.sum(w * (y - A @ coef) ** 2)) / dof
+    scale = max(chi2, 1.0) if x.size > 2 else 1.0
+    return float(coef[0]), float(np.sqrt(cov[0, 0] * scale)), float(coef[1]), float(np.sqrt(cov[1, 1] * scale)), chi2
+
+
+# ============================================================================ two-layer blocks (nfd.md §6)
+def two_layer_net(d, n, L, T=1.0, activation="tanh"):
+    """limits.finite Network: ``u^l = n^{-1/2} W^{l,1} φ(h^l)``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^{l,2} φ(u^l)``,
+    ``h⁰ = Ux/√d``, ``f = n^{-1} v·φ(h^L)``, all weights N(0, 1)."""
+    from .network import Block, Dense, Network
+
+    s = np.sqrt(T / L)
+    blocks = [Block((Dense(n, n, mult=1 / np.sqrt(n)), Dense(n, n, mult=1 / np.sqrt(n))), True, branch=s)
+              for _ in range(L)]
+    return Network(readin=Dense(d, n, mult=1 / np.sqrt(d)), blocks=blocks, readout=Dense(n, 1, mult=1 / n),
+                   activation=activation, out_scale=1.0)
+
+
+def layer_rates(L, n, eta_bar, T=1.0, correction=False):
+    """Per-layer learning rates: η = η̄ n everywhere; with ``correction`` the first internal layer of
+    every block gets η₁ = η̄ n √(L/T) (nfd.md §6, seed 002 Eq. 8)."""
+    base = eta_bar * n
+    rates = {"in": base, "out": base}
+    for i in range(1, L + 1):
+        rates[f"{i}.1"] = base * (np.sqrt(L / T) if correction else 1.0)
+        rates[f"{i}.2"] = base
+    return rates
+
+
+@dataclass(frozen=True)
+class CollapseStudy(Result):
+    """One SGD step on one sample, measured per layer against frozen-weight baselines (App. H).
+
+    ``du_rms[j, s]``: rms over units and blocks of u(W¹_1, h_1) − u(W¹_0, h_1) (first-layer learning);
+    ``dr_rms[j, s]``: L × rms of r(W²_1, u_1) − r(W²_0, u_1), r = √(T/L) W² φ(u)/√n (residual-stream
+    learning, scaled by L so that Θ(1/L) per block reads Θ(1)); both without and with the correction.
+    """
+
+    Ls: np.ndarray
+    n: int
+    eta_bar: float
+    T: float
+    du_rms: np.ndarray
+    dr_rms: np.ndarray
+    du_rms_corrected: np.ndarray
+    dr_rms_corrected: np.ndarray
+
+
+def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="tanh", seed=0) -> CollapseStudy:
+    """Measure first-layer vs residual-increment learning after one SGD step, vs depth L."""
+    from .backward import loss_and_grads
+    from .forward import forward
+    from .weights import init_weights
+
+    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, d))
+    x *= np.sqrt(d) / np.linalg.norm(x)
+    y = np.array([[1.0]])
+    out = {c: (np.zeros((len(Ls), n_seeds)), np.zeros((len(Ls), n_seeds))) for c in (False, True)}
+    act = _act(activation)
+    for j, L in enumerate(Ls):
+        net = two_layer_net(d, n, int(L), T, activation)
+        s_branch = np.sqrt(T / L)
+        w0 = init_weights(net, n_seeds, seed=seed + 1000 * j)
+        _, g, _ = loss_and_grads(net, w0, x, y, reduction="sum")
+        for corr in (False, True):
+            rates = layer_rates(int(L), n, eta_bar, T, corr)
+            w1 = w0.copy()
+            for name in w1.W:
+                w1.W[name] = w1.W[name] - rates[name] * g.dW[name]
+            f1 = forward(net, w1, x)
+            du = np.zeros(n_seeds)
+            dr = np.zeros(n_seeds)
+            for i in range(1, int(L) + 1):
+                a1 = f1.inp[f"{i}.1"]            # φ(h^l) after the update, (S, 1, n)
+                u1 = f1.pre[f"{i}.1"]
+                u_frozen = np.einsum("sij,spj->spi", w0.W[f"{i}.1"], a1) / np.sqrt(n)
+                du += np.mean((u1 - u_frozen) ** 2, axis=(1, 2))
+                a2 = act.phi(u1)
+                r1 = s_branch * np.einsum("sij,spj->spi", w1.W[f"{i}.2"], a2) / np.sqrt(n)
+                r_frozen = s_branch * np.einsum("sij,spj->spi", w0.W[f"{i}.2"], a2) / np.sqrt(n)
+                dr += np.mean((r1 - r_frozen) ** 2, axis=(1, 2))
+            out[corr][0][j] = np.sqrt(du / L)
+            out[corr][1][j] = L * np.sqrt(dr / L)
+    return CollapseStudy(Ls=Ls, n=int(n), eta_bar=float(eta_bar), T=float(T), du_rms=out[False][0],
+                         dr_rms=out[False][1], du_rms_corrected=out[True][0], dr_rms_corrected=out[True][1])
+
+
+@dataclass(frozen=True)
+class TransferStudy(Result):
+    """Final training loss (mean over seeds) vs η̄ for several depths, without/with the correction."""
+
+    Ls: np.ndarray
+    etas: np.ndarray
+    loss: np.ndarray            # (2, len(Ls), len(etas)): [plain, corrected]
+    loss_se: np.ndarray
+    best_eta: np.ndarray        # (2, len(Ls))
+    n: int
+    steps: int
+
+
+def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, activation="tanh",
+                   seed=0) -> TransferStudy:
+    """Full-batch GD on a fixed synthetic regression task; divergent runs get loss = inf."""
+    from .backward import loss_and_grads
+    from .weights import init_weights
+
+    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
+    etas = np.asarray(etas, float)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((P, d))
+    X *= np.sqrt(d) / np.linalg.norm(X, axis=1, keepdims=True)
+    beta = rng.standard_normal(d)
+    Y = np.sin(X @ beta / np.sqrt(d))[:, None]
+    loss = np.full((2, len(Ls), len(etas)), np.inf)
+    loss_se = np.zeros_like(loss)
+    for j, L in enumerate(Ls):
+        net = two_layer_net(d, n, int(L), T, activation)
+        w_init = init_weights(net, n_seeds, seed=seed + 7 * j + 1)
+        for c, corr in enumerate((False, True)):
+            for e, eta in enumerate(etas):
+                rates = layer_rates(int(L), n, eta, T, corr)
+                w = w_init.copy()
+                ok = True
+                with np.errstate(all="ignore"):
+                    for _ in range(steps):
+                        lv, g, _ = loss_and_grads(net, w, X, Y, reduction="mean")
+                        if not np.all(np.isfinite(lv)) or np.max(lv) > 1e6:
+                            ok = False
+                            break
+                        for name in w.W:
+                            w.W[name] = w.W[name] - rates[name] * g.dW[name]
+                    if ok:
+                        lv, _, _ = loss_and_grads(net, w, X, Y, reduction="mean")
+                        ok = bool(np.all(np.isfinite(lv)))
+                if ok:
+                    loss[c, j, e] = float(np.mean(lv))
+                    loss_se[c, j, e] = float(np.std(lv, ddof=1) / np.sqrt(n_seeds))
+    best = etas[np.argmin(loss, axis=2)]
+    return TransferStudy(Ls=Ls, etas=etas, loss=loss, loss_se=loss_se, best_eta=best, n=int(n), steps=int(steps))
