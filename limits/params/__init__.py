@@ -105,8 +105,8 @@ def solve(algorithm="bp", desiderata=("init", "feature-learning"), convention="s
 
 
 def table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance", **kw):
-    """Table of named parameterisations (see :mod:`.table`)."""
-    from .table import make_table
+    """Table of named parameterisations (see :mod:`.tables`)."""
+    from .tables import make_table
 
     return make_table(names, algorithm=algorithm, convention=convention, **kw)
 

@@ -17,6 +17,8 @@ TP4 / seed 003 conditions in the std convention, converted when a variance resul
 """
 from __future__ import annotations
 
+import functools
+
 import sympy as sp
 
 from .constraints import E_B, GAMMA_BAR_L, U, seed000_quantities, std_requirements, unknowns
@@ -65,7 +67,7 @@ def _select(sol, given: dict):
     if not ok:
         raise ValueError("no solution piece is valid for the given parameters:\n" + str(sol))
     p, conds = ok[0]
-    notes = tuple(f"valid for {c}" for c in conds)
+    notes = (f"valid for {' and '.join(str(c) for c in conds)}",) if conds else ()
     return p, notes
 
 
@@ -83,8 +85,21 @@ def _from_values(values, convention, **kw):
     return Parameterisation.make(a, b, c, d, convention=convention, **kw)
 
 
+@functools.lru_cache(maxsize=256)
+def _derive_cached(name, convention, algorithm, optimizer, gamma_bar_L, e_B, pc_model, uniform_lr):
+    return _derive_width(name, convention, algorithm, optimizer, gamma_bar_L, e_B, pc_model, uniform_lr)
+
+
 def derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", gamma_bar_L=None, e_B=None,
                  pc_model=None, uniform_lr=True):
+    """Solve for the width exponents of ``name`` ∈ {SP, NTK, MF, muP}; returns (Parameterisation, Solution)."""
+    g = None if gamma_bar_L is None else as_exponent(gamma_bar_L, "gamma_bar_L")
+    eb = None if e_B is None else as_exponent(e_B, "e_B")
+    return _derive_cached(canonical_name(name), convention, algorithm, optimizer, g, eb, pc_model, bool(uniform_lr))
+
+
+def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", gamma_bar_L=None, e_B=None,
+                  pc_model=None, uniform_lr=True):
     """Solve for the width exponents of ``name`` ∈ {SP, NTK, MF, muP}; returns (Parameterisation, Solution)."""
     name = canonical_name(name)
     if name not in ("SP", "NTK", "MF", "muP"):
@@ -142,7 +157,8 @@ def derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", g
         from .classify import update_exponents
 
         r = update_exponents(p)["r"]
-        if not (sp.simplify(r) > 0) == sp.true:
+        r_ref = sp.simplify(r.subs(REFERENCE_POINT)) if r.free_symbols else r
+        if not bool(r_ref > 0):
             raise ValueError(f"no kernel regime exists for algorithm={algorithm!r}: the NTK-type conditions "
                              f"(f_0 = Θ(1), Condition 3.2, r_L = 0) force r = {r}"
                              + (" (CLT: α = 1/2, seed 003 Cor. C.1)" if algorithm in ("tp", "dtp") else ""))
