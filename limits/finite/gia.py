@@ -21,6 +21,7 @@ import numpy as np
 
 from ..checks import finite_array, nonnegative_float, positive_float, positive_int
 from ..results import Result
+from ._blas import limit_blas
 
 
 def _act(activation):
@@ -60,6 +61,7 @@ class FiniteSGDRun(Result):
     feature_rms: np.ndarray
 
 
+@limit_blas
 def online_sgd(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activation="tanh",
                eta_bar: float = 1.0, mode: str = "coupled", seed: int = 0, train_input_layer: bool = True,
                store_gb: float = 0.5, dense: bool = False) -> FiniteSGDRun:
@@ -302,6 +304,7 @@ class CollapseStudy(Result):
     dr_rms_corrected: np.ndarray
 
 
+@limit_blas
 def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="tanh", seed=0) -> CollapseStudy:
     """Measure first-layer vs residual-increment learning after one SGD step, vs depth L."""
     from .backward import loss_and_grads
@@ -356,6 +359,7 @@ class TransferStudy(Result):
     steps: int
 
 
+@limit_blas
 def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, activation="tanh",
                    seed=0) -> TransferStudy:
     """Full-batch GD on a fixed synthetic regression task; divergent runs get loss = inf."""
