@@ -28,7 +28,9 @@ from .parameterisation import LAYERS, Parameterisation
 
 
 def _num(e, what):
-    e = sp.simplify(e)
+    e = sp.expand(e)
+    if e.free_symbols:
+        e = sp.simplify(e)
     if e.free_symbols:
         raise ValueError(f"{what} = {e} depends on {sorted(map(str, e.free_symbols))}; substitute numbers "
                          f"with p.subs({{...}}) before classifying")

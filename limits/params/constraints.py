@@ -28,6 +28,7 @@ Two frameworks, following the seeds:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -73,6 +74,7 @@ def substitution(p: Parameterisation) -> dict:
 
 
 # ====================================================================== seed 000 (variance)
+@functools.lru_cache(maxsize=64)
 def seed000_quantities(algorithm: str = "bp", uniform_lr: bool = True) -> dict:
     """Desiderata 1–3 of seed 000 as quantities (variance convention, gradient flow).
 
@@ -140,6 +142,7 @@ def _alpha_lln(algorithm):
     return HALF if algorithm in ("tp", "dtp") else sp.Integer(1)
 
 
+@functools.lru_cache(maxsize=256)
 def std_quantities(algorithm: str = "bp", optimizer: str = "sgd", gamma_bar_L=None, e_B=None) -> dict:
     """Per-layer update exponents and conditions in the std convention (TP4 / seed 003).
 
