@@ -1,0 +1,230 @@
+"""``limits nfd ...`` — kernel ODE, particle Euler–Maruyama, NFD training, GIA and two-layer studies."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def _inputs(args):
+    rng = np.random.default_rng(args.seed)
+    Z = rng.standard_normal((args.P, args.d))
+    return Z / np.linalg.norm(Z, axis=1, keepdims=True) * np.sqrt(args.d)
+
+
+def _load_X(path):
+    from ..checks import finite_array
+
+    if str(path).endswith(".npz"):
+        with np.load(path, allow_pickle=False) as z:
+            return finite_array(z[z.files[0]], "X", ndim=2)
+    return finite_array(np.load(path, allow_pickle=False), "X", ndim=2)
+
+
+def _emit(obj, args, text):
+    from ..results import to_jsonable
+
+    if args.json:
+        print(json.dumps(to_jsonable(obj), indent=1))
+    else:
+        print(text)
+
+
+def _input_args(s):
+    s.add_argument("--X", default=None, help=".npy/.npz P×d input array (default: random points on the sphere)")
+    s.add_argument("--P", type=int, default=4)
+    s.add_argument("--d", type=int, default=3)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--T", type=float, default=1.0)
+    s.add_argument("--activation", default="erf")
+    s.add_argument("--json", action="store_true")
+
+
+def cmd_kernel_ode(args):
+    from .kernel_ode import kernel_ode, residual_recursion
+
+    X = _load_X(args.X) if args.X else _inputs(args)
+    k = kernel_ode(X, T=args.T, activation=args.activation)
+    out = {"T": k.T, "activation": k.activation, "Sigma": k.Sigma, "K": k.K, "Gamma0": k.Gamma0,
+           "nfev": k.nfev, "converged": k.converged, "error_estimate": k.error_estimate}
+    lines = [f"kernel ODE, {k.activation}, T = {k.T}: nfev {k.nfev}, error estimate {k.error_estimate:.2e}",
+             "Sigma_T =", np.array2string(k.Sigma, precision=6), "K_T =", np.array2string(k.K, precision=6)]
+    if args.L:
+        r = residual_recursion(X, args.L, args.T, args.activation)
+        out["euler_error"] = float(np.abs(r.Sigma[-1] - k.Sigma).max())
+        lines.append(f"Euler scheme (L = {args.L}) max |Σ_L − Σ_T| = {out['euler_error']:.3e}")
+    if args.save:
+        k.save(args.save)
+        lines.append(f"saved {args.save}.npz/.json")
+    _emit(out, args, "\n".join(lines))
+    return 0
+
+
+def cmd_particles(args):
+    from .kernel_ode import kernel_ode
+    from .sde import particles
+
+    X = _load_X(args.X) if args.X else _inputs(args)
+    p = particles(X, args.T, args.L, args.M, args.activation, seed=args.seed, design=args.design,
+                  interaction=args.interaction)
+    out = {"L": p.L, "M": p.M, "design": p.design, "Sigma_L": p.Sigma_emp[-1], "K_L": p.K_emp,
+           "mean_feature": p.mean_feature[-1], "rms_feature": p.rms_feature[-1]}
+    lines = [f"particle Euler–Maruyama ({p.design}, {p.interaction}), L = {p.L}, M = {p.M}",
+             "empirical Σ_L =", np.array2string(p.Sigma_emp[-1], precision=5),
+             f"feature mean {p.mean_feature[-1]:+.4f}, rms {p.rms_feature[-1]:.4f}"]
+    if p.design == "pre":
+        k = kernel_ode(X, T=args.T, activation=args.activation)
+        out["max_abs_err_vs_ode"] = float(np.abs(p.Sigma_emp[-1] - k.Sigma).max())
+        out["mc_scale"] = float(np.sqrt(2.0 / p.M) * np.abs(k.Sigma).max())
+        lines.append(f"max |Σ_emp − Σ_T(ODE)| = {out['max_abs_err_vs_ode']:.3e} (MC scale ≈ {out['mc_scale']:.1e})")
+    _emit(out, args, "\n".join(lines))
+    return 0
+
+
+def cmd_train(args):
+    from .training import train_particles
+
+    from ..finite.gia import gia_task
+
+    Xtr, ytr, Xte = gia_task(d=args.d, K=args.K, P_test=args.P)
+    tp = train_particles(Xtr, ytr, Xte, T=args.T, L=args.L, M=args.M, activation=args.activation,
+                         eta_bar=args.eta_bar, train_input_layer=not args.freeze_input, seed=args.seed,
+                         progress_bar=True, target_se=args.target_se)
+    out = {"f_train": tp.f_train, "chi": tp.chi, "f_test": tp.f_test, "f_test_se": tp.f_test_se,
+           "min_eig_forward": tp.min_eig_forward.min(axis=1), "min_eig_backward": tp.min_eig_backward.min(axis=1),
+           "memory_bytes": tp.memory_bytes}
+    lines = [f"NFD particles: K = {tp.K} steps, L = {tp.L}, M = {tp.M}, η̄ = {tp.eta_bar}",
+             "step  f(x_k)    χ_k     λmin fwd   λmin bwd"]
+    for k in range(tp.K):
+        lines.append(f"{k:4d} {tp.f_train[k]:+.4f} {tp.chi[k]:+.4f}  {out['min_eig_forward'][k]:.3e}  "
+                     f"{out['min_eig_backward'][k]:.3e}")
+    lines.append("final test outputs: " + ", ".join(f"{v:+.4f}±{s:.4f}" for v, s in zip(tp.f_test[-1], tp.f_test_se[-1])))
+    if args.save:
+        tp.save(args.save)
+    _emit(out, args, "\n".join(lines))
+    return 0
+
+
+def cmd_gia(args):
+    from ..gallery.nfd import gia_study
+    from ..results import atomic_write_text, to_jsonable
+
+    data = gia_study(ns=args.ns, Ls=args.Ls, n_seeds=args.seeds, M=args.M, n_particle_seeds=args.particle_seeds,
+                     K=args.K, train_input_layer=not args.freeze_input, progress_bar=True)
+    lines = [f"GIA sweep (input layer {'frozen' if args.freeze_input else 'trained'}), test point 0 and rms over points:",
+             "   n     L    gap(x0) ± SE        rms gap"]
+    for i, n in enumerate(data["ns"]):
+        for j, L in enumerate(data["Ls"]):
+            g, s = data["gap_mean"][i, j], data["gap_se"][i, j]
+            lines.append(f"{n:5d} {L:5d}  {g[0]:+.4f} ± {s[0]:.4f}   {np.sqrt(np.mean(g ** 2)):.4f}")
+    lines.append("n → ∞ extrapolated gap per L (x0): " + ", ".join(
+        f"L={L}: {g:+.4f}±{s:.4f}" for L, g, s in zip(data["Ls"], data["gap_ninf"][:, 0], data["gap_ninf_se"][:, 0])))
+    if "gap_Linf" in data:
+        lines.append("L → ∞ (a + b/L fit) per test point: " + ", ".join(
+            f"{g:+.4f}±{s:.4f}" for g, s in zip(data["gap_Linf"], data["gap_Linf_se"])))
+    if "gap_rate_L" in data:
+        lines.append(f"rms gap vs L log–log slope {data['gap_rate_L'][0]:+.3f} "
+                     f"[{data['gap_rate_L'][1]:+.3f}, {data['gap_rate_L'][2]:+.3f}]")
+    if args.out:
+        atomic_write_text(args.out, json.dumps(to_jsonable(data), indent=1))
+        lines.append(f"data written to {args.out}")
+    _emit(data, args, "\n".join(lines))
+    return 0
+
+
+def cmd_two_layer(args):
+    from ..gallery.nfd import two_layer_study
+    from ..results import atomic_write_text, to_jsonable
+
+    data = two_layer_study(Ls=args.Ls, n=args.n, eta_bar=args.eta_bar, n_seeds=args.seeds, etas=args.etas,
+                           transfer_Ls=args.Ls, transfer_n=args.transfer_n, steps=args.steps)
+    lines = ["   L   Δu (η̄n)         Δu (η₁ corrected)   L·Δr (η̄n)"]
+    for j, L in enumerate(data["Ls"]):
+        lines.append(f"{L:4d}  {data['du_rms'][j]:.4f}±{data['du_rms_se'][j]:.4f}  "
+                     f"{data['du_rms_corrected'][j]:.4f}±{data['du_rms_corrected_se'][j]:.4f}  "
+                     f"{data['dr_rms'][j]:.4f}±{data['dr_rms_se'][j]:.4f}")
+    for key in ("du_rms", "du_rms_corrected", "dr_rms"):
+        if key + "_rate" in data:
+            r = data[key + "_rate"]
+            lines.append(f"slope of {key} vs L: {r[0]:+.3f} [{r[1]:+.3f}, {r[2]:+.3f}]")
+    lines.append("best η̄ per depth (plain / corrected): " + ", ".join(
+        f"L={L}: {a:g}/{b:g}" for L, a, b in zip(data["transfer_Ls"], data["best_eta"][0], data["best_eta"][1])))
+    if args.out:
+        atomic_write_text(args.out, json.dumps(to_jsonable(data), indent=1))
+    _emit(data, args, "\n".join(lines))
+    return 0
+
+
+def register(subparsers):
+    p = subparsers.add_parser("nfd", help="Neural Feature Dynamics: SDE limits of deep ResNets (seed 002)")
+    sub = p.add_subparsers(dest="nfd_command", metavar="NFD_COMMAND", required=True)
+
+    s = sub.add_parser("kernel-ode", help="adaptive solve of dΣ/dt = E[φφᵀ] (infinite-depth NNGP)")
+    _input_args(s)
+    s.add_argument("--L", type=int, default=0, help="also compare with the Euler scheme of depth L")
+    s.add_argument("--save", default=None, help="save the result (PATH.npz + PATH.json)")
+    s.set_defaults(func=cmd_kernel_ode)
+
+    s = sub.add_parser("particles", help="particle Euler–Maruyama of the forward/backward SDE at init")
+    _input_args(s)
+    s.add_argument("--L", type=int, default=64)
+    s.add_argument("--M", type=int, default=10_000)
+    s.add_argument("--design", default="pre", choices=["pre", "post", "post_branch"])
+    s.add_argument("--interaction", default="empirical", choices=["empirical", "exact"])
+    s.set_defaults(func=cmd_particles)
+
+    s = sub.add_parser("train", help="NFD particle solver for online SGD (nfd.md §4)")
+    s.add_argument("--K", type=int, default=4)
+    s.add_argument("--L", type=int, default=16)
+    s.add_argument("--M", type=int, default=4096)
+    s.add_argument("--T", type=float, default=1.0)
+    s.add_argument("--d", type=int, default=10)
+    s.add_argument("--P", type=int, default=4, help="test inputs")
+    s.add_argument("--eta-bar", type=float, default=1.0)
+    s.add_argument("--activation", default="tanh")
+    s.add_argument("--freeze-input", action="store_true")
+    s.add_argument("--target-se", type=float, default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--save", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("gia", help="coupled vs decoupled finite networks vs NFD over (n, L) (nfd.md §5)")
+    s.add_argument("--ns", type=int, nargs="+", default=[128, 256, 512])
+    s.add_argument("--Ls", type=int, nargs="+", default=[8, 32, 128])
+    s.add_argument("--seeds", type=int, default=8)
+    s.add_argument("--M", type=int, default=8192)
+    s.add_argument("--particle-seeds", type=int, default=4)
+    s.add_argument("--K", type=int, default=4)
+    s.add_argument("--freeze-input", action="store_true")
+    s.add_argument("--out", default=None, help="write the data as JSON")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_gia)
+
+    s = sub.add_parser("two-layer", help="two-layer block collapse and the depth-aware LR correction (nfd.md §6)")
+    s.add_argument("--Ls", type=int, nargs="+", default=[4, 16, 64])
+    s.add_argument("--n", type=int, default=128)
+    s.add_argument("--eta-bar", type=float, default=0.5)
+    s.add_argument("--seeds", type=int, default=3)
+    s.add_argument("--etas", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.4, 0.8, 1.6])
+    s.add_argument("--transfer-n", type=int, default=64)
+    s.add_argument("--steps", type=int, default=15)
+    s.add_argument("--out", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_two_layer)
+
+
+def default_job(outdir) -> list[str]:
+    """Fast (< 2 s): kernel ODE on 4 sphere points, saved to OUTDIR/nfd_kernel_ode_T1."""
+    from .kernel_ode import kernel_ode, residual_recursion
+
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((4, 3))
+    X = Z / np.linalg.norm(Z, axis=1, keepdims=True) * np.sqrt(3)
+    k = kernel_ode(X, T=1.0, activation="erf")
+    path = Path(outdir) / "nfd_kernel_ode_T1"
+    k.save(path)
+    err = np.abs(residual_recursion(X, 64, 1.0, "erf").Sigma[-1] - k.Sigma).max()
+    return [f"nfd kernel ODE (erf, T=1, P=4): λmin(K_T) = {np.linalg.eigvalsh(k.K)[0]:.4f}, "
+            f"Euler L=64 error {err:.2e}; saved {path}.npz/.json"]
