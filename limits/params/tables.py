@@ -102,7 +102,7 @@ def _regime(p):
 
 def make_table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance", gauge=None,
                optimizer="sgd", with_regime=True, **extra) -> Table:
-    from .named import canonical_name, named
+    from .named import canonical_name
 
     check_choice(convention, ("variance", "std"), "convention")
     if isinstance(names, str):
@@ -110,13 +110,32 @@ def make_table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="var
     names = [canonical_name(n) for n in names]
     if not names:
         raise ValueError("names must list at least one parameterisation")
+    cols = [(n, n, algorithm, dict(extra, optimizer=optimizer)) for n in names]
+    g = "" if gauge is None else f", gauge {gauge}"
+    alg = algorithm + (f"/{optimizer}" if optimizer != "sgd" else "")
+    title = f"Width parameterisations ({convention} convention, algorithm {alg}{g}; derived by the constraint solver)"
+    return make_column_table(cols, convention=convention, gauge=gauge, with_regime=with_regime, title=title,
+                             algorithm=algorithm)
+
+
+def make_column_table(columns, convention="std", gauge=None, with_regime=True, title=None, algorithm="mixed") -> Table:
+    """Table with one column per ``(label, name, algorithm, extras)`` — e.g. seed 003 Table 1,
+    which puts SGD μP, GNT μP, PC μP(γ̄_L) and TP μP side by side."""
+    from .named import named
+
+    check_choice(convention, ("variance", "std"), "convention")
+    if not columns:
+        raise ValueError("columns must not be empty")
+    names = [c[0] for c in columns]
+    if len(set(names)) != len(names):
+        raise ValueError(f"column labels must be unique, got {names}")
     params, notes = [], []
-    for n in names:
+    for n, nm, alg, ex in columns:
         try:
-            kw = dict(extra)
+            kw = dict(ex)
             if gauge is not None:
                 kw["gauge"] = gauge
-            params.append(named(n, convention=convention, algorithm=algorithm, optimizer=optimizer, **kw))
+            params.append(named(nm, convention=convention, algorithm=alg, **kw))
         except ValueError as exc:
             params.append(None)
             notes.append(f"{n}: {str(exc).splitlines()[0]}")
@@ -155,7 +174,5 @@ def make_table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="var
         reg = [None if p is None else _regime(p) for p in params]
         rows.append(("r", "r (Δh = Θ(N^-r))", "$r$", tuple("—" if x is None else x[0] for x in reg)))
         rows.append(("regime", "regime", "regime", tuple("—" if x is None else x[1] for x in reg)))
-    g = "" if gauge is None else f", gauge {gauge}"
-    alg = algorithm + (f"/{optimizer}" if optimizer != "sgd" else "")
-    title = f"Width parameterisations ({convention} convention, algorithm {alg}{g}; derived by the constraint solver)"
+    title = title or f"Parameterisations ({convention} convention; derived by the constraint solver)"
     return Table(title, convention, algorithm, tuple(names), tuple(rows), tuple(dict.fromkeys(notes)), tuple(params))
