@@ -26,3 +26,11 @@ from .gradients import (pc_gradients, bp_gradients, gn_gradients, cosine, layer_
 
 __all__ += ["pc_gradients", "bp_gradients", "gn_gradients", "cosine", "layer_cosines", "total_cosine",
             "Training", "train"]
+from .inference import Inference, infer, lambda_max, bp_gradients_nonlinear, pc_gradients_at
+from .spectra import (Spectrum, init_weights, extreme_eigenvalues, condition_number, condition_grid,
+                      mp_edges, mp_density, semicircle_density, hessian_parts, WEYL_LAMBDA_MAX,
+                      WEYL_LAMBDA_MIN, OFFDIAG_EDGE_DEEP)
+
+__all__ += ["Inference", "infer", "lambda_max", "bp_gradients_nonlinear", "pc_gradients_at", "Spectrum",
+            "init_weights", "extreme_eigenvalues", "condition_number", "condition_grid", "mp_edges",
+            "mp_density", "semicircle_density", "hessian_parts", "WEYL_LAMBDA_MAX", "WEYL_LAMBDA_MIN", "OFFDIAG_EDGE_DEEP"]
