@@ -45,9 +45,9 @@ class GrowingCholesky:
     ``ζ = w·Z + √r z_new``.  Rank deficiency (r ≈ 0, e.g. a layer seen twice unchanged) is normal.
     """
 
-    def __init__(self, kmax: int, M: int, rel_tol: float = 1e-12):
+    def __init__(self, kmax: int, M: int, rel_tol: float = 1e-12, store_normals: bool = True):
         self.R = np.zeros((kmax, kmax))
-        self.Z = np.zeros((kmax, M))
+        self.Z = np.zeros((kmax if store_normals else 0, M))
         self.n = 0
         self.rel_tol = rel_tol
 
@@ -64,6 +64,22 @@ class GrowingCholesky:
             r = 0.0
         return w, r
 
+    def back_solve(self, w: np.ndarray) -> np.ndarray:
+        """β with Rᵀ β = w (zero pivots → β_b = 0): the regression coefficients on the members."""
+        n = self.n
+        R = self.R
+        beta = np.zeros(n)
+        for b in range(n - 1, -1, -1):
+            piv = R[b, b]
+            if piv > 0.0:
+                beta[b] = (w[b] - R[b + 1:n, b] @ beta[b + 1:n]) / piv
+        return beta
+
+    def solve(self, e: np.ndarray) -> np.ndarray:
+        """A solution γ of (RRᵀ) γ = e on the non-degenerate members (pseudo-inverse style)."""
+        w, _ = self.conditional(e, 0.0)
+        return self.back_solve(w)
+
     def sample(self, w, r, z):
         out = w @ self.Z[: self.n] if self.n else np.zeros(self.Z.shape[1])
         return out + np.sqrt(r) * z
@@ -72,12 +88,33 @@ class GrowingCholesky:
         k = self.n
         self.R[k, :k] = w
         self.R[k, k] = np.sqrt(r)
-        self.Z[k] = z if r > 0 else 0.0
+        if self.Z.shape[0]:
+            self.Z[k] = z if r > 0 else 0.0
         self.n += 1
 
     def covariance(self) -> np.ndarray:
         R = self.R[: self.n, : self.n]
         return R @ R.T
+
+
+def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B):
+    """Draw W x/√n given W X = √n A (this side, factor ``fam``) and Wᵀ Y = √n B (other side, factor
+    ``other``): A β + Y γ + Π_Y^⊥ ξ with β the regression of x on X, r = x − Xβ, γ = G_Y⁻¹E[B r]."""
+    M = x.shape[0]
+    m = fam.n
+    if m:
+        beta = fam.back_solve(w)
+        out = beta @ A
+        resid = x - beta @ X
+    else:
+        out = np.zeros(M)
+        resid = x
+    fresh = np.sqrt(r) * z
+    if other.n:
+        gam = other.solve(B @ resid / M)
+        out = out + gam @ Y
+        fresh = fresh - other.solve(Y @ fresh / M) @ Y       # project the fresh noise off span(Y)
+    return out + fresh
 
 
 @dataclass(frozen=True)
@@ -99,6 +136,7 @@ class TrainParticles(Result):
     activation: str
     eta_bar: float
     train_input_layer: bool
+    mode: str
     f_train: np.ndarray
     chi: np.ndarray
     f_test: np.ndarray
@@ -114,15 +152,24 @@ def memory_estimate(K: int, L: int, M: int, n_pass: int | None = None) -> int:
     """Bytes held by the solver: per recorded forward pass φ(h) and normals (2·L·M), per training
     pass φ(h), g and backward normals (3·(L+1)·M), float64."""
     n_pass = K if n_pass is None else n_pass
-    return int(8 * M * (2 * n_pass * L + 3 * K * (L + 1) + 4 * (L + 1)))
+    return int(8 * M * (2 * n_pass * L + 3 * K * (L + 1) + 4 * (L + 1)))   # coupled: ζ values replace normals
 
 
 def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, M: int = 4096,
                     activation="tanh", eta_bar: float = 1.0, *, train_input_layer: bool = True,
                     rng=None, seed=None, max_memory_gb: float = 4.0, target_se: float | None = None,
-                    joint_eval: bool = True, progress_bar: bool = False) -> TrainParticles:
+                    joint_eval: bool = True, mode: str = "decoupled",
+                    progress_bar: bool = False) -> TrainParticles:
     """Run the NFD particle solver for ``K = len(X_train)`` online-SGD steps (one sample per step).
 
+    ``mode="decoupled"`` (default) is NFD (gradient independence: ζ̃ independent of ζ).
+    ``mode="coupled"`` keeps the reused-weight (response) terms of ordinary backprop: with W^l
+    constrained by every forward product W φ^a = √n ζ^a and backward product Wᵀ g^b = √n ζ̃^b, Gaussian
+    conditioning gives for a new forward pass
+    ``ζ = Σ_a β_a ζ^a + Σ_b γ_b g^b + Π_g^⊥ ξ``, β = G_φ⁻¹E[φ^a φ], r = φ − Σβ_a φ^a, γ = G_g⁻¹E[ζ̃^b r],
+    ξ fresh with variance E[r²] (and symmetrically for backward passes). With M particles this has
+    the law of the ordinary (coupled) width-M network; M → ∞ gives the infinite-width, finite-depth
+    dynamics *with* the response terms (beyond the seed; nfd.md §5).
     ``joint_eval=True`` records the test-input passes in the Gaussian families too (as in a finite
     network, where they read the same W_0), so f_test has the right joint law across steps;
     ``False`` draws them as leaves (right marginals per step, cheaper).
@@ -145,6 +192,11 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         raise ValueError(f"X_test must have d={d} columns, got {Xte.shape[1]}")
     P = Xte.shape[0]
     n_pass = K + (K + 1) * P if joint_eval else K
+    if mode not in ("decoupled", "coupled"):
+        raise ValueError(f"mode must be 'decoupled' or 'coupled', got {mode!r}")
+    coupled = mode == "coupled"
+    if coupled and not joint_eval:
+        raise ValueError("mode='coupled' needs joint_eval=True (test passes also read W)")
     mem = memory_estimate(K, L, M, n_pass)
     if mem > positive_float(max_memory_gb, "max_memory_gb") * 2**30:
         raise ValueError(f"M={M} particles with K={K}, L={L}, {n_pass} forward passes need ≈{mem / 2**30:.2f} GB "
@@ -162,8 +214,11 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     G = np.empty((K, L + 1, M))        # g^{(j)}_l
     train_idx = np.zeros(K, dtype=int)
     chi = np.zeros(K)
-    fwd = [GrowingCholesky(n_pass, M) for _ in range(L)]
-    bwd = [GrowingCholesky(K, M) for _ in range(L)]
+    fwd = [GrowingCholesky(n_pass, M, store_normals=not coupled) for _ in range(L)]
+    bwd = [GrowingCholesky(K, M, store_normals=not coupled) for _ in range(L)]
+    if coupled:
+        Aval = np.empty((n_pass, L, M))    # ζ^{(a)}_l values (forward products W φ/√n)
+        Bval = np.empty((K, L, M))         # ζ̃^{(b)}_l values (backward products Wᵀ g/√n)
     deficient = 0
     npass = 0
 
@@ -191,10 +246,16 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             ckk = float(ph @ ph) / M
             w, r = fam.conditional(c, ckk)
             z = rng.standard_normal(M) if r > 0 else np.zeros(M)
-            zeta = fam.sample(w, r, z)
+            if coupled:
+                zeta = _coupled_draw(fam, w, r, z, ph, PhiAll[:m, l], Aval[:m, l], bwd[l], G[:bwd[l].n, l + 1],
+                                     Bval[:bwd[l].n, l])
+            else:
+                zeta = fam.sample(w, r, z)
             if record:
                 fam.append(w, r, z)
                 PhiAll[m, l] = ph
+                if coupled:
+                    Aval[m, l] = zeta
                 deficient += r == 0.0
             h = h + sdt * zeta
             if k:
@@ -220,7 +281,12 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             fam = bwd[l]
             w, r = fam.conditional(dvec, dkk)
             z = rng.standard_normal(M) if r > 0 else np.zeros(M)
-            zt = fam.sample(w, r, z)
+            if coupled:
+                nf = fwd[l].n
+                zt = _coupled_draw(fam, w, r, z, g, G[:k, l + 1], Bval[:k, l], fwd[l], PhiAll[:nf, l], Aval[:nf, l])
+                Bval[k, l] = zt
+            else:
+                zt = fam.sample(w, r, z)
             fam.append(w, r, z)
             deficient += r == 0.0
             inc = sdt * zt
@@ -274,6 +340,6 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             warnings.warn(f"particle standard error of f_test is {worst:.3g} > target_se={target_se:g}; "
                           f"M={M} particles are too few (≈{need} needed)", RuntimeWarning, stacklevel=2)
     return TrainParticles(T=T, L=L, M=M, K=K, activation=_act_name(activation), eta_bar=eta_bar,
-                          train_input_layer=bool(train_input_layer), f_train=f_train, chi=chi, f_test=f_test,
+                          train_input_layer=bool(train_input_layer), mode=mode, f_train=f_train, chi=chi, f_test=f_test,
                           f_test_se=f_se, min_eig_forward=min_eigs(fwd, train_idx), min_eig_backward=min_eigs(bwd, np.arange(K)),
                           feature_rms=feat, rank_deficient_pivots=int(deficient), memory_bytes=mem)

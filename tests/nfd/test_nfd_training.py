@@ -124,3 +124,25 @@ def test_memory_and_bad_input():
         train_particles(bad, ytr, Xte, seed=0)
     with pytest.warns(RuntimeWarning, match="too few"):
         train_particles(Xtr, ytr, Xte, L=2, M=16, seed=0, target_se=1e-4)
+
+
+def test_coupled_particles_match_coupled_finite_in_law():
+    """Coupled mode (reused-weight response terms by Gaussian conditioning on both W φ and Wᵀ g)
+    has the law of ordinary backprop networks at M = n."""
+    Xtr, ytr, Xte = gia_task(K=3, P_test=2)
+    n, L, S = 32, 4, 150
+    pc = np.array([train_particles(Xtr, ytr, Xte, L=L, M=n, seed=s, mode="coupled").f_test[-1] for s in range(S)])
+    co = np.array([online_sgd(Xtr, ytr, Xte, n=n, L=L, mode="coupled", seed=20_000 + s).f_test[-1] for s in range(S)])
+    z = (pc.mean(0) - co.mean(0)) / np.sqrt(pc.var(0, ddof=1) / S + co.var(0, ddof=1) / S)
+    assert np.all(np.abs(z) < 4), z
+
+
+def test_coupled_solver_exact_identities():
+    # with one step there is no reuse yet: coupled and decoupled agree exactly given the same stream
+    Xtr, ytr, Xte = gia_task(K=1)
+    a = train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="coupled")
+    b = train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="decoupled")
+    np.testing.assert_allclose(a.f_test[0], b.f_test[0], atol=1e-12)
+    np.testing.assert_allclose(a.f_train, b.f_train, atol=1e-12)
+    with pytest.raises(ValueError, match="mode"):
+        train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="sideways")
