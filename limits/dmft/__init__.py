@@ -1,0 +1,273 @@
+"""Dynamical mean field theory of feature learning (Bordelon & Pehlevan 2022; dmft.md).
+
+Mean-field network with ``depth`` = L hidden layers (seed 000's "L" counts weight layers: use
+``depth = L_seed − 1``)::
+
+    h¹ = W⁰x/√D,  h^{l+1} = W^l φ(h^l)/√N,  f = w·φ(h^L)/(γ0 N),   all weights N(0, 1)
+    loss ½ Σ_μ (f_μ − y_μ)²,  dθ/dt = −γ0² N ∂loss/∂θ  (1/P is NOT pinned; see gd_time_step)
+
+    d = limits.dmft.solve(X, y, depth=L, activation="linear", gamma0=1.0, T=..., dt=...)
+    d.t, d.f (len(t)×P), d.loss, d.ntk, d.Phi, d.G, d.iterations, d.residual, d.converged
+
+``method="gd"`` (default) is exact N → ∞ gradient descent with step ``dt`` (see
+:mod:`limits.dmft.grid` for why); ``method="flow"`` is gradient flow, first order in dt, or second
+order with ``richardson=True``. Linear networks use the exact causal solver
+(:mod:`limits.dmft.linear`), nonlinear ones the alternating Monte Carlo scheme
+(:mod:`limits.dmft.nonlinear`). ``lazy`` is the γ0 → 0 (kernel regression) limit.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..checks import finite_array, generator, positive_float, positive_int
+from .grid import DMFTParams, TimeGrid, from_abcd, gd_time_step, make_grid
+from .linear import StepTooLarge, march, ntk_equal_time, picard
+from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
+from .result import DMFTResult
+
+__all__ = ["solve", "lazy", "DMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
+           "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk"]
+
+MEMORY_LIMIT_BYTES = 6e9
+
+
+def _activation(activation):
+    import limits
+
+    if isinstance(activation, str) and activation == "linear":
+        try:
+            return limits.activation("linear"), "linear"
+        except (ImportError, ModuleNotFoundError):
+            class _Lin:
+                name = "linear"
+                phi = staticmethod(lambda x: x)
+                dphi = staticmethod(lambda x: np.ones_like(x))
+                d2phi = staticmethod(lambda x: np.zeros_like(x))
+            return _Lin(), "linear"
+    try:
+        act = limits.activation(activation)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"activation: unknown activation {activation!r} ({exc})") from None
+    name = activation if isinstance(activation, str) else getattr(act, "name", "callable")
+    return act, name
+
+
+def _inputs(X, y, depth, gamma0):
+    X = finite_array(X, "X", ndim=2)
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be P×D with P, D >= 1, got shape {X.shape}")
+    y = finite_array(y, "y")
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must have shape (P,) = ({X.shape[0]},) matching X's rows, got {y.shape}")
+    depth = positive_int(depth, "depth")
+    gamma0 = positive_float(gamma0, "gamma0")
+    Kx = X @ X.T / X.shape[1]
+    return X, y, Kx, depth, gamma0
+
+
+def lazy_ntk(X, depth, activation="linear"):
+    """γ0 → 0 NTK ``K = Σ_{l=0}^{L} G^{l+1}_0 ∘ Φ^l_0`` (P×P) of the mean-field net at initialisation.
+
+    Two-layer relu gives the arc-cosine form ``K = k1(K^x) + k0(K^x) ∘ K^x`` (dmft.md §4).
+    """
+    X = finite_array(X, "X", ndim=2)
+    depth = positive_int(depth, "depth")
+    Kx = X @ X.T / X.shape[1]
+    act, name = _activation(activation)
+    if name == "linear":
+        return (depth + 1) * Kx
+    Phi, G = lazy_kernels(act, Kx, depth)
+    K = G[0] * Kx
+    for l in range(depth):
+        K = K + (G[l + 1] if l + 1 < depth else 1.0) * Phi[l]
+    return K
+
+
+def lazy(X, y, depth, activation="linear", T=None, dt=None, steps=None, method="gd"):
+    """Kernel-regression (γ0 → 0) trajectory: Δ_k = (I − dt K)^k y (gd) or Δ(t) = e^{−Kt} y (flow)."""
+    X, y, Kx, depth, _ = _inputs(X, y, depth, 1.0)
+    grid = make_grid(T, dt, steps)
+    K = lazy_ntk(X, depth, activation)
+    lam, V = np.linalg.eigh(0.5 * (K + K.T))
+    c = V.T @ y
+    t = grid.t
+    if method == "gd":
+        if grid.dt * lam[-1] >= 2.0:
+            raise StepTooLarge(f"dt too large: dt*lambda_max(K) = {grid.dt * lam[-1]:.3g} >= 2")
+        fac = (1.0 - grid.dt * lam)[None, :] ** np.arange(grid.n_t)[:, None]
+    elif method == "flow":
+        fac = np.exp(-t[:, None] * lam[None, :])
+    else:
+        raise ValueError(f"method must be 'gd' or 'flow', got {method!r}")
+    Delta = (fac * c[None, :]) @ V.T
+    return t, y[None, :] - Delta, K
+
+
+def toy_task(P=20, D=40, rng=None, seed=None):
+    """Seed 000 toy task (App. A.8): x ~ N(0, I_D), labels y ∈ {−1, 1} drawn uniformly at random."""
+    rng = generator(rng, seed)
+    P = positive_int(P, "P")
+    D = positive_int(D, "D")
+    X = rng.standard_normal((P, D))
+    y = rng.choice(np.array([-1.0, 1.0]), size=P)
+    return X, y
+
+
+def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, damping, strict,
+                solver, bar, keep_two_time):
+    P = Kx.shape[0]
+    n = grid.n_t * P
+    t0 = time.perf_counter()
+    f_se = np.zeros((grid.n_t, P))
+    message = ""
+    if name == "linear" and solver in ("auto", "march", "picard"):
+        need = (6 * depth + 2) * n * n * 8 if solver != "picard" else (10 * depth + 6) * n * n * 8
+        if need > MEMORY_LIMIT_BYTES:
+            raise ValueError(f"dt: grid too fine ({grid.n_t} times × {P} samples needs ~{need / 1e9:.1f} GB); "
+                             f"use a larger dt (or gd_step extrapolation)")
+        if solver == "picard":
+            st, iters, res, conv, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=tol,
+                                             max_iter=max_iter, damping=damping)
+            label = "linear-picard"
+            if not conv:
+                message = f"Picard iteration stopped at residual {res:.3e} > tol {tol:g}"
+                if strict:
+                    raise DMFTNotConverged(message)
+        else:
+            st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar)
+            iters, conv, label = 1, True, "linear-march"
+            # residual: one global (triangular-solve) sweep of the fixed-point map from the solution
+            if n <= 700:
+                _, _, res, _, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=0.0, max_iter=1,
+                                         init=st)
+                message = "exact causal block forward substitution; residual = one Picard sweep"
+            else:
+                res = 0.0
+                message = ("exact causal block forward substitution (residual check skipped for "
+                           f"n = {n} > 700; exact by construction)")
+        Phi2, G2 = st.H, st.G
+        Delta = st.Delta
+    else:
+        need = (8 * depth + 4) * n * n * 8 + 6 * M * n * 8
+        if need > MEMORY_LIMIT_BYTES:
+            raise ValueError(f"dt: grid too fine for the MC solver (~{need / 1e9:.1f} GB); use a larger dt or smaller M")
+        st = solve_mc(act, Kx, y, depth, gamma0, grid.dt, grid.n_steps, M=M, rng=rng, tol=tol,
+                      max_iter=max_iter, damping=damping, strict=strict, progress=bar,
+                      linear=(name == "linear"))
+        Phi2, G2, Delta, f_se = st.Phi, st.G, st.Delta, st.f_se
+        iters, res, conv, label = st.iterations, st.residual, st.converged, "mc-alternating"
+        message = ("converged" if conv else "NOT converged") + f" after {iters} sweeps, M = {M}"
+        lam = np.linalg.eigvalsh(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1])[-1]
+        if grid.dt * lam >= 2.0:
+            raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(T)) = {grid.dt * lam:.3g} >= 2")
+    ntk = ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)
+    eq = lambda mats: np.stack([np.stack([m[k * P:(k + 1) * P, k * P:(k + 1) * P] for k in range(grid.n_t)])  # noqa: E731
+                                for m in mats])
+    f = y[None, :] - Delta
+    if not np.all(np.isfinite(f)):
+        raise DMFTNotConverged("DMFT produced non-finite predictions (dt too large or divergence)")
+    return dict(t=grid.t, f=f, Delta=Delta, ntk=ntk, Phi=eq(Phi2), G=eq(G2), f_se=f_se, iterations=int(iters),
+                residual=float(res), converged=bool(conv), message=message, solver=label,
+                wall=time.perf_counter() - t0,
+                Phi2=np.stack(Phi2) if keep_two_time else None, G2=np.stack(G2) if keep_two_time else None)
+
+
+def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=None, method="gd",
+          richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,
+          damping=None, strict=True, solver="auto", progress=False, keep_two_time=False) -> DMFTResult:
+    """Solve the DMFT of a depth-L mean-field network trained on (X, y) (dmft.md §2–3).
+
+    Time grid: ``T`` (final time) and ``dt``, or ``dt`` and ``steps``. ``method="gd"``: exact
+    infinite-width GD with learning-rate step ``dt`` (seed 000 runs: ``dt = gd_time_step(η0, P)``).
+    ``gd_step=s < dt``: approximate GD with the small step ``s`` by solving on grids ``dt`` and
+    ``dt/2`` and extrapolating linearly in the step to ``s`` (error O(dt²); for long runs whose
+    exact grid would be too large). ``method="flow"``: gradient flow, first order in dt;
+    ``richardson=True`` extrapolates dt, dt/2 to dt → 0 (second order).
+    Nonlinear activations use M Monte Carlo paths per layer (``rng`` or ``seed``), ``tol``
+    (default 1e-8), ``damping`` β (default 0.7), ``max_iter`` sweeps; ``strict`` raises
+    :class:`DMFTNotConverged` instead of returning ``converged=False``. ``solver``: "auto",
+    "march" (exact linear), "picard" (global linear iteration), "mc" (force the MC scheme).
+    Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
+    ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
+    """
+    t_start = time.perf_counter()
+    X, y, Kx, depth, gamma0 = _inputs(X, y, depth, gamma0)
+    act, name = _activation(activation)
+    grid = make_grid(T, dt, steps)
+    if method not in ("gd", "flow"):
+        raise ValueError(f"method must be 'gd' or 'flow', got {method!r}")
+    if solver not in ("auto", "march", "picard", "mc"):
+        raise ValueError(f"solver must be 'auto', 'march', 'picard' or 'mc', got {solver!r}")
+    if solver in ("march", "picard") and name != "linear":
+        raise ValueError(f"solver={solver!r} needs activation='linear'")
+    M = positive_int(M, "M", minimum=2)
+    max_iter = positive_int(max_iter, "max_iter")
+    if tol is None:
+        tol = 1e-10 if solver == "picard" else 1e-8
+    tol = positive_float(tol, "tol")
+    if damping is None:
+        damping = 1.0 if solver == "picard" else 0.7
+    damping = positive_float(damping, "damping")
+    if damping > 1:
+        raise ValueError(f"damping must be in (0, 1], got {damping}")
+    K0 = lazy_ntk(X, depth, activation)
+    lam0 = float(np.linalg.eigvalsh(K0)[-1])
+    if grid.dt * lam0 >= 2.0:
+        raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(0)) = {grid.dt * lam0:.3g} >= 2")
+    if gd_step is not None:
+        if method != "gd":
+            raise ValueError("gd_step is only meaningful with method='gd'")
+        gd_step = positive_float(gd_step, "gd_step")
+        if gd_step >= grid.dt:
+            raise ValueError(f"gd_step must be < dt for extrapolation (or use dt=gd_step), got {gd_step}")
+    rng = generator(rng, seed) if name != "linear" or solver == "mc" else None
+    bar = None
+    if progress:
+        from ..progress import progress as _pb
+        bar = _pb
+    if solver == "auto":
+        solver_eff = "march" if name == "linear" else "mc"
+    else:
+        solver_eff = solver
+    args = (act, name, Kx, y, depth, gamma0)
+    kw = dict(M=M, tol=tol, max_iter=max_iter, damping=damping, strict=strict, solver=solver_eff, bar=bar)
+    extrap = (method == "flow" and richardson) or gd_step is not None
+    if not extrap:
+        out = _solve_grid(*args, grid, rng=rng, keep_two_time=keep_two_time, **kw)
+        target_msg = "exact GD, step dt" if method == "gd" else "gradient flow, first order in dt"
+    else:
+        coarse = _solve_grid(*args, grid, rng=rng, keep_two_time=False, **kw)
+        fine_grid = TimeGrid(grid.dt / 2, grid.n_steps * 2)
+        rng2 = None if rng is None else np.random.default_rng(rng.integers(2**63))
+        fine = _solve_grid(*args, fine_grid, rng=rng2, keep_two_time=keep_two_time, **kw)
+        s = 0.0 if method == "flow" else gd_step
+        h = grid.dt
+        w = (h - 2 * s) / h          # f(s) ≈ f(h/2) + w (f(h/2) − f(h))
+        out = dict(fine)
+        sub = slice(None, None, 2)
+        for key in ("f", "ntk", "Phi", "G"):
+            fv = fine[key][sub] if key in ("f", "ntk") else fine[key][:, sub]
+            out[key] = fv + w * (fv - coarse[key])
+        out["t"] = grid.t
+        out["Delta"] = y[None, :] - out["f"]
+        out["f_se"] = np.sqrt(fine["f_se"][sub] ** 2 * (1 + w) ** 2 + coarse["f_se"] ** 2 * w ** 2)
+        out["iterations"] = coarse["iterations"] + fine["iterations"]
+        out["residual"] = max(coarse["residual"], fine["residual"])
+        out["converged"] = coarse["converged"] and fine["converged"]
+        out["Phi2"] = out["G2"] = None
+        target_msg = (f"step extrapolation from dt={h:g}, dt/2 to step {s:g} (error O(dt^2)); "
+                      + ("gradient flow" if method == "flow" else "GD"))
+    f = out["f"]
+    Delta = out["Delta"]
+    loss = 0.5 * np.sum(Delta ** 2, axis=1)
+    return DMFTResult(
+        t=out["t"], f=f, loss=loss, loss_mean=loss / y.size, Delta=Delta, y=y, ntk=out["ntk"],
+        Phi=out["Phi"], G=out["G"], f_se=out["f_se"], depth=depth, activation=str(name), gamma0=gamma0,
+        dt=grid.dt, method=method, solver=out["solver"],
+        iterations=out["iterations"], residual=out["residual"], converged=out["converged"],
+        message=f"{target_msg}; {out['message']}", mc_samples=M if out["solver"] == "mc-alternating" else 0,
+        wall_time_s=time.perf_counter() - t_start, Phi2=out["Phi2"], G2=out["G2"])
