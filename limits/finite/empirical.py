@@ -27,7 +27,7 @@ from ._blas import limit_blas
 from ..checks import positive_int
 from ..results import Result
 from .forward import _Phi, check_inputs
-from .weights import draw_layer, streams_from_root
+from .weights import draw_layer, root_seed, streams_from_root
 
 
 @dataclass(frozen=True)
@@ -70,17 +70,23 @@ def _sqrt_factor(G):
         return out
 
 
-def _conditional_layer(dense, a, streams, shared_input=False):
-    """Exact draw of ``m a Wᵀ + b`` for fresh W ~ N(0, std²): (S, P, fan_out) and flop count."""
-    S = len(streams)
-    P = a.shape[-2]
-    fo = dense.fan_out
-    Z = np.empty((S, P, fo))
-    bias = np.empty((S, fo)) if dense.bias else None
-    for s, g in enumerate(streams):
-        Z[s] = g.standard_normal((P, fo))
-        if bias is not None:
-            bias[s] = g.standard_normal(fo)
+def _normals_per_init(net, P):
+    """Layout of the normals one init consumes in the conditional sampler: [(P·fan_out, bias?)…]."""
+    return [(P * d.fan_out, d.fan_out if d.bias else 0) for d in net.layers().values()]
+
+
+def _draw_normals(streams, total):
+    """One call per init from substream (init, 0), consumed in a fixed order → chunk invariance."""
+    Z = np.empty((len(streams), total))
+    for k in range(len(streams)):
+        streams.gen(k, 0).standard_normal(total, out=Z[k])
+    return Z
+
+
+def _conditional_layer(dense, a, Z, bias, shared_input=False):
+    """Exact draw of ``m a Wᵀ + b`` for fresh W ~ N(0, std²): (S, P, fan_out) and flop count.
+    ``Z`` (S, P, fan_out) and ``bias`` (S, fan_out) are the standard normals to use."""
+    S, P, fo = Z.shape
     if shared_input:
         G = a[0] @ a[0].T
         R = _sqrt_factor(G[None])[0]
@@ -99,8 +105,8 @@ def _conditional_layer(dense, a, streams, shared_input=False):
     return u, flops
 
 
-def _dense_layer(dense, a, streams):
-    W, b, _ = draw_layer(streams, dense)
+def _dense_layer(dense, a, streams, j):
+    W, b, _ = draw_layer(streams, j, dense)
     u = np.matmul(a, W.transpose(0, 2, 1))
     if dense.mult != 1.0:
         u *= dense.mult
@@ -122,13 +128,23 @@ def _chunk_forward(net, X, streams, method, want_phi):
     K = np.empty((S, nB + 1, P, P))
     Kphi = np.empty((S, nB + 1, P, P)) if want_phi else None
     flops = 0.0
+    if method == "conditional":
+        layout = _normals_per_init(net, P)
+        Zall = _draw_normals(streams, sum(n + nb for n, nb in layout))
+        offsets = iter(np.cumsum([0] + [n + nb for n, nb in layout])[:-1])
+
+    jcount = iter(range(10**9))
 
     def layer(d, a, shared=False):
         nonlocal flops
+        j = next(jcount)
         if method == "dense":
-            u, fl = _dense_layer(d, a, streams)
+            u, fl = _dense_layer(d, a, streams, j)
         else:
-            u, fl = _conditional_layer(d, a, streams, shared_input=shared)
+            off = int(next(offsets))
+            Z = Zall[:, off:off + P * d.fan_out].reshape(S, P, d.fan_out)
+            bias = Zall[:, off + P * d.fan_out: off + P * d.fan_out + d.fan_out] if d.bias else None
+            u, fl = _conditional_layer(d, a, Z, bias, shared_input=shared)
         flops += fl
         return u
 
@@ -172,6 +188,8 @@ def _auto_chunk(net, P, method, memory_mb):
     per_init = 8.0 * (8 * P * N + 2 * (net.n_blocks + 2) * P * P)
     if method == "dense":
         per_init += 8.0 * 2 * N * N
+    else:
+        per_init += 8.0 * sum(n + nb for n, nb in _normals_per_init(net, P))
     return max(1, int(memory_mb * 2**20 // per_init))
 
 
@@ -190,9 +208,7 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
         method = "conditional"
     if method not in ("conditional", "dense"):
         raise ValueError(f"method must be 'auto', 'conditional' or 'dense', got {method!r}")
-    from ..checks import generator
-
-    root = int(generator(rng, seed).integers(0, 2**63 - 1))
+    root = root_seed(rng, seed)
     P = X.shape[0]
     nB = net.n_blocks
     if chunk is None:

@@ -9,19 +9,60 @@ import numpy as np
 from ..checks import generator, positive_int
 
 
-def init_streams(n_inits, rng=None, seed=None, start=0) -> list:
-    """One independent ``Generator`` per initialisation index ``start … start+n_inits−1``.
+_JUMP = 0x9E3779B97F4A7C15F39CC0605CEDC835
+_MASK128 = (1 << 128) - 1
 
-    The streams are children of one root entropy drawn from ``rng`` (or ``seed``), keyed by the init
-    index, so init s gets the same numbers however the inits are chunked."""
+
+class Streams:
+    """Reproducible per-init random streams, cheap to position.
+
+    Init index s, layer j draws from one PCG64 stream (seeded by ``SeedSequence(root)``) advanced by
+    ``(s·2^20 + j)·J mod 2^128`` with J = ⌊(φ−1)·2^128⌋ odd (the jump numpy's ``PCG64.jumped`` uses;
+    power-of-two jumps would give correlated PCG streams). Distinct (s, j) are ≥ ~2^77 draws apart,
+    so init s gets the same numbers however the inits are chunked, and positioning costs a state
+    reset, not a new generator. ``streams[a:b]`` selects a sub-range of init indices.
+    """
+
+    def __init__(self, root: int, indices):
+        self.root = int(root)
+        self.indices = np.asarray(list(indices), dtype=np.int64)
+        if self.indices.size and (self.indices.min() < 0 or self.indices.max() >= 2**31):
+            raise ValueError("init indices must lie in [0, 2^31)")
+        self._bg = np.random.PCG64(np.random.SeedSequence(self.root))
+        self._state0 = self._bg.state
+        self._gen = np.random.Generator(self._bg)
+
+    def __len__(self):
+        return int(self.indices.size)
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return Streams(self.root, self.indices[item])
+        raise TypeError("Streams can only be sliced")
+
+    def gen(self, k: int, j: int = 0) -> np.random.Generator:
+        """Generator positioned at the start of substream (init ``indices[k]``, layer ``j``); consume
+        it before asking for the next one (the generator object is shared)."""
+        self._bg.state = self._state0
+        if not 0 <= j < 2**20:
+            raise ValueError("layer index j must lie in [0, 2^20)")
+        self._bg.advance((((int(self.indices[k]) << 20) + int(j)) * _JUMP) & _MASK128)
+        return self._gen
+
+
+def init_streams(n_inits, rng=None, seed=None, start=0) -> Streams:
+    """Streams of inits ``start … start+n_inits−1`` with a root drawn from ``rng`` (or ``seed``)."""
     n_inits = positive_int(n_inits, "n_inits")
-    root = int(generator(rng, seed).integers(0, 2**63 - 1))
-    return streams_from_root(root, range(start, start + n_inits))
+    return streams_from_root(root_seed(rng, seed), range(start, start + n_inits))
 
 
-def streams_from_root(root: int, indices) -> list:
-    return [np.random.Generator(np.random.PCG64(np.random.SeedSequence(root, spawn_key=(int(s),))))
-            for s in indices]
+def root_seed(rng=None, seed=None) -> int:
+    """The one integer that fixes every init's stream (drawn from ``rng`` or built from ``seed``)."""
+    return int(generator(rng, seed).integers(0, 2**63 - 1))
+
+
+def streams_from_root(root: int, indices) -> Streams:
+    return Streams(root, indices)
 
 
 @dataclass
@@ -83,19 +124,20 @@ def _decoupled_names(net, decoupled) -> tuple:
     return dec
 
 
-def draw_layer(streams, dense, decoupled=False):
-    """Draw W (S, out, in), b (S, out) or None, and an independent backward copy if ``decoupled``,
-    each init from its own stream, in the fixed order W, b, W̃."""
+def draw_layer(streams, j, dense, decoupled=False):
+    """Draw W (S, out, in), b (S, out) or None, and an independent backward copy if ``decoupled``;
+    init k from substream (k, j), in the fixed order W, b, W̃."""
     S = len(streams)
     W = np.empty((S, dense.fan_out, dense.fan_in))
     b = np.empty((S, dense.fan_out)) if dense.bias else None
     Wb = np.empty_like(W) if decoupled else None
-    for s, g in enumerate(streams):
-        W[s] = g.standard_normal((dense.fan_out, dense.fan_in))
+    for k in range(S):
+        g = streams.gen(k, j)
+        g.standard_normal(out=W[k])
         if b is not None:
-            b[s] = g.standard_normal(dense.fan_out)
+            g.standard_normal(out=b[k])
         if Wb is not None:
-            Wb[s] = g.standard_normal((dense.fan_out, dense.fan_in))
+            g.standard_normal(out=Wb[k])
     W *= dense.std
     if b is not None:
         b *= dense.bias_std
@@ -109,14 +151,16 @@ def init_weights(net, n_inits=1, rng=None, seed=None, decoupled=False, streams=N
 
     ``decoupled``: False (ordinary backprop), True (every layer but the read-in gets an independent
     backward copy W̃, nfd.md §5 "GIA"), "hidden" (hidden blocks only) or a list of layer names.
-    ``streams`` (list of Generators, one per init) overrides rng/seed.
+    ``streams`` (a :class:`Streams`, e.g. ``init_streams(10, seed=0)[3:5]``) overrides rng/seed.
     """
     if streams is None:
         streams = init_streams(n_inits, rng, seed)
+    elif not isinstance(streams, Streams):
+        raise ValueError("streams must be a limits.finite.weights.Streams")
     dec = set(_decoupled_names(net, decoupled))
     W, b, Wb = {}, {}, {}
-    for name, dense in net.layers().items():
-        w, bb, wb = draw_layer(streams, dense, decoupled=name in dec)
+    for j, (name, dense) in enumerate(net.layers().items()):
+        w, bb, wb = draw_layer(streams, j, dense, decoupled=name in dec)
         W[name] = w
         if bb is not None:
             b[name] = bb

@@ -75,7 +75,7 @@ def test_dense_kernels_equal_forward_grams():
     net = F.resnet(4, 12, 2, activation="erf", sigma_b2=0.1, rho=0.5)
     X = np.random.default_rng(0).standard_normal((3, 4))
     ek = F.empirical_kernels(net, X, 4, seed=9, method="dense", chunk=2, phi_kernels=True)
-    root = int(np.random.default_rng(9).integers(0, 2**63 - 1))
+    root = F.weights.root_seed(seed=9)
     from limits.finite.weights import streams_from_root
     w = F.init_weights(net, streams=streams_from_root(root, range(4)))
     fwd = F.forward(net, w, X)
@@ -177,3 +177,18 @@ def test_bad_inputs_raise_valueerror():
         F.Network(F.Dense(3, 4), (F.Block((F.Dense(5, 5),)),), F.Dense(5, 1))
     with pytest.raises(ValueError, match="decoupled"):
         F.init_weights(net, 1, seed=0, decoupled=["nope"])
+
+
+def test_per_init_streams_are_uncorrelated():
+    # neighbouring inits and neighbouring layers of one init must give independent normals
+    st = F.init_streams(400, seed=3)
+    Z = np.array([st.gen(k, 0).standard_normal(500) for k in range(400)])
+    Zl = np.array([st.gen(k, 1).standard_normal(500) for k in range(400)])
+    n = Z[:-1].size
+    z_init = np.sum(Z[:-1] * Z[1:]) / np.sqrt(n)      # ~ N(0, 1) under independence
+    z_layer = np.sum(Z * Zl) / np.sqrt(Z.size)
+    z_far = np.sum(Z[:200] * Z[200:]) / np.sqrt(Z[:200].size)
+    assert max(abs(z_init), abs(z_layer), abs(z_far)) < 4.5
+    assert abs(Z.mean() * np.sqrt(Z.size)) < 4.5 and abs(Z.var() - 1) < 0.02
+    # reproducible, and slicing selects the same streams
+    np.testing.assert_array_equal(st[5:7].gen(1, 0).standard_normal(500), Z[6])

@@ -1,0 +1,219 @@
+"""Empirical exponent checker ("coordinate check that reports exponents", params.md §5).
+
+Train finite networks for a few small steps at widths ``N ∈ {2^k}`` (or depths ``L ∈ {2^k}``),
+measure per-representation ``|Δh|_rms``, per-layer ``|mult·ΔW·input|_rms``, ``|Δf|_rms`` and
+``|f_0|_rms`` over independent seeds, and fit log–log slopes with confidence intervals
+(:func:`limits.stats.loglog_fit`, weighted by the standard errors over seeds). Each fitted slope
+is printed next to a symbolic prediction:
+
+* width checks: ``p.one_step_exponents()`` of a ``limits.params`` parameterisation (duck-typed —
+  this module does not import the theory package), or a ``predicted`` dict;
+* depth / two-layer-block checks: predictions are passed in by the caller
+  (``limits.validate.params`` / ``limits.gallery.params`` take them from ``limits.params.depth``).
+
+Quantities (keys): ``"df"``, ``"f0"``, ``"dh:<rep>"`` (``rep`` ∈ ``h0, h1, …, u<b>.<k>``; the
+aggregate ``"dh:hidden"`` is the mean over the deeper stream states h1…hB), ``"dWh:<layer>"``
+(``in``, ``out``, ``<b>.<k>``; ``"dh:last"`` is the last stream state hB; aggregates ``"dWh:hidden"`` = mean over all hidden layers,
+``"dWh:block1"``/``"dWh:block2"`` = mean over the first/second layer of every block), and
+``"incr:block2"`` (= branch × ``dWh:block2``: the update of the residual increment).
+
+Uses only the public API of :mod:`limits.finite` (``concretise``, ``train``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import generator, positive_int
+from ..progress import progress
+from ..results import Result
+from ..stats import loglog_fit, mean_se
+
+
+@dataclass(frozen=True)
+class ExponentFit(Result):
+    """Fitted log–log slope of one quantity against ``x_name`` ("N" or "L")."""
+
+    quantity: str
+    x_name: str
+    x: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    slope: float
+    slope_se: float
+    ci_low: float
+    ci_high: float
+    predicted: float | None
+    consistent: bool | None
+
+    def line(self) -> str:
+        pred = "" if self.predicted is None else f"{self.predicted:+.3f}"
+        ok = "" if self.consistent is None else ("yes" if self.consistent else "NO")
+        return (f"| {self.quantity} | {self.slope:+.3f} ± {self.slope_se:.3f} | [{self.ci_low:+.3f}, "
+                f"{self.ci_high:+.3f}] | {pred} | {ok} |")
+
+
+@dataclass(frozen=True)
+class CoordCheck(Result):
+    """All fits of one sweep plus its inputs (``samples``: (n_x, seeds, n_quantities))."""
+
+    name: str
+    x_name: str
+    x: np.ndarray
+    quantities: tuple
+    samples: np.ndarray
+    fits: tuple
+    seeds: int
+    steps: int
+    eta0: float
+    activation: str
+    settings: dict
+
+    def fit(self, quantity) -> ExponentFit:
+        for f in self.fits:
+            if f.quantity == quantity:
+                return f
+        raise KeyError(f"no fit for {quantity!r}; have {[f.quantity for f in self.fits]}")
+
+    def to_markdown(self) -> str:
+        head = (f"**{self.name}** — slopes of log(quantity) vs log {self.x_name} over {self.x_name} = "
+                f"{', '.join(str(int(v)) for v in self.x)}; {self.seeds} seeds, {self.steps} step(s), "
+                f"η0 = {self.eta0:g}, {self.activation}\n\n"
+                "| quantity | fitted slope ± SE | 95% CI | predicted | prediction in CI |\n|---|---|---|---|---|")
+        return head + "\n" + "\n".join(f.line() for f in self.fits) + "\n"
+
+    def __str__(self):
+        return self.to_markdown()
+
+
+def _toy_data(d_in, P, rng):
+    X = rng.standard_normal((P, d_in))
+    Y = np.sign(rng.standard_normal((P, 1)))
+    Y[Y == 0] = 1.0
+    return X, Y
+
+
+def _measure(res, net):
+    """Dict quantity -> (S,) array from one TrainResult (last record vs init)."""
+    out = {}
+    df = res.f[-1] - res.f[0]
+    out["df"] = np.sqrt(np.mean(df ** 2, axis=(1, 2)))
+    out["f0"] = np.sqrt(np.mean(res.f[0] ** 2, axis=(1, 2)))
+    dh = res.dh_rms[-1]
+    for i, nm in enumerate(res.rep_names):
+        out[f"dh:{nm}"] = dh[:, i]
+    deep = [i for i, nm in enumerate(res.rep_names) if nm.startswith("h") and nm != "h0"]
+    if deep:
+        out["dh:hidden"] = dh[:, deep].mean(axis=1)
+        out["dh:last"] = dh[:, max(deep, key=lambda i: int(res.rep_names[i][1:]))]
+    whr = res.dWh_rms[-1]
+    for i, nm in enumerate(res.layer_names):
+        out[f"dWh:{nm}"] = whr[:, i]
+    hid = [i for i, nm in enumerate(res.layer_names) if nm not in ("in", "out")]
+    if hid:
+        out["dWh:hidden"] = whr[:, hid].mean(axis=1)
+    b1 = [i for i, nm in enumerate(res.layer_names) if nm.endswith(".1") and nm not in ("in", "out")]
+    b2 = [i for i, nm in enumerate(res.layer_names) if nm.endswith(".2")]
+    if b1:
+        out["dWh:block1"] = whr[:, b1].mean(axis=1)
+    if b2:
+        out["dWh:block2"] = whr[:, b2].mean(axis=1)
+        branch = float(net.blocks[0].branch) if net.blocks else 1.0
+        out["incr:block2"] = branch * out["dWh:block2"]
+    return out
+
+
+def _fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seeds, steps, eta0, activation):
+    samples = np.stack([np.stack([m[q] for q in quantities], axis=1) for m in per_x], axis=0)
+    fits = []
+    for j, q in enumerate(quantities):
+        y = samples[:, :, j]
+        mean, se = mean_se(y, axis=1)
+        if np.any(mean <= 0) or not np.all(np.isfinite(mean)):
+            raise ValueError(f"quantity {q!r} is not positive/finite at every {x_name}; cannot fit a power law")
+        fit = loglog_fit(xs, mean, yerr=np.maximum(se, 1e-300))
+        pred = predicted.get(q) if predicted else None
+        pred = None if pred is None else float(pred)
+        cons = None if pred is None else bool(fit.ci_low - tol <= pred <= fit.ci_high + tol)
+        fits.append(ExponentFit(q, x_name, np.asarray(xs, float), mean, se, fit.slope, fit.slope_se, fit.ci_low,
+                                fit.ci_high, pred, cons))
+    return CoordCheck(name, x_name, np.asarray(xs, float), tuple(quantities), samples, tuple(fits), seeds, steps,
+                      float(eta0), str(activation), settings)
+
+
+def _train_chunks(net, X, Y, steps, seeds, seed, chunk, lr_scale=1.0):
+    from .training import train
+
+    parts = []
+    for start in range(0, seeds, chunk):
+        k = min(chunk, seeds - start)
+        res = train(net, X, Y, steps, n_inits=k, seed=[int(seed), start], optimizer="gd", lr_scale=lr_scale,
+                    record_every=max(1, steps), keep_weights=False)
+        parts.append(_measure(res, net))
+    return {q: np.concatenate([p[q] for p in parts]) for q in parts[0]}
+
+
+def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=("df", "dh:h0", "dh:hidden"),
+                seeds=8, steps=1, eta0=0.05, activation="tanh", d_in=16, P=8, seed=0, predicted=None,
+                tol=0.0, chunk=None, name=None, progress_bar=False, **concretise_kw) -> CoordCheck:
+    """Width sweep for parameterisation ``p`` (a ``limits.params`` object or anything
+    ``concretise`` accepts). Predictions default to ``p.one_step_exponents()`` when ``steps`` = 1.
+    ``tol`` widens the consistency interval (default 0: prediction must lie in the 95% CI)."""
+    from .concretise import concretise
+
+    widths = [positive_int(n, "widths") for n in widths]
+    if len(widths) < 3:
+        raise ValueError("widths needs at least 3 values for a slope fit")
+    seeds = positive_int(seeds, "seeds", minimum=2)
+    steps = positive_int(steps, "steps")
+    rng = generator(seed=seed)
+    X, Y = _toy_data(positive_int(d_in, "d_in"), positive_int(P, "P"), rng)
+    if predicted is None and steps == 1 and hasattr(p, "one_step_exponents"):
+        predicted = {k: v for k, v in p.one_step_exponents().items()}
+    chunk = chunk or seeds
+    per_n = []
+    for N in progress(widths, desc="width check", disable=None if progress_bar else True):
+        net = concretise(p, N, L, d_in=d_in, activation=activation, eta0=eta0, **concretise_kw)
+        per_n.append(_train_chunks(net, X, Y, steps, seeds, seed, max(1, min(chunk, seeds if N < 1024 else 2))))
+    nm = name or f"{getattr(p, 'name', 'custom')} width check"
+    settings = {"L": L, "d_in": d_in, "P": P, "seed": seed}
+    return _fit_all(nm, "N", widths, per_n, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
+
+
+def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, quantities=("dh:hidden",),
+                seeds=8, steps=1, eta0=0.05, activation="tanh", d_in=16, P=8, seed=0, predicted=None, tol=0.0,
+                freeze=("in",), block_layers=1, branch=None, lr_block=None, name=None, progress_bar=False,
+                **concretise_kw) -> CoordCheck:
+    """Depth sweep of residual networks: ``depths`` = number of residual blocks B (weight layers
+    L = B + 2), branch ``B^{-alpha}`` (or ``branch(B)`` callable), layers in ``freeze`` get
+    learning rate 0 (default: the read-in, so stream changes come from the residual blocks only),
+    ``lr_block``: optional ``{k: callable(B) -> factor}`` multiplying the learning rate of the
+    k-th layer of every block (e.g. the two-layer-block correction ``{1: lambda B: B**0.5}``)."""
+    from .concretise import concretise
+
+    depths = [positive_int(b, "depths") for b in depths]
+    if len(depths) < 3:
+        raise ValueError("depths needs at least 3 values for a slope fit")
+    seeds = positive_int(seeds, "seeds", minimum=2)
+    rng = generator(seed=seed)
+    X, Y = _toy_data(positive_int(d_in, "d_in"), positive_int(P, "P"), rng)
+    per = []
+    for B in progress(depths, desc="depth check", disable=None if progress_bar else True):
+        br = branch(B) if callable(branch) else (B ** (-float(alpha)) if branch is None else float(branch))
+        net = concretise(p, N, B + 2, d_in=d_in, activation=activation, eta0=eta0, residual=True, blocks=B,
+                         block_layers=block_layers, branch=br, lr_depth={}, **concretise_kw)
+        over = {name_: 0.0 for name_ in freeze}
+        if lr_block:
+            layers = net.layers()
+            for k, fac in lr_block.items():
+                for b in range(1, B + 1):
+                    nm_ = f"{b}.{k}"
+                    over[nm_] = layers[nm_].lr * float(fac(B))
+        if over:
+            net = net.with_lr(1.0, **over)
+        per.append(_train_chunks(net, X, Y, steps, seeds, seed, seeds))
+    nm = name or f"{getattr(p, 'name', 'custom')} depth check (α = {alpha})"
+    settings = {"N": N, "alpha": float(alpha), "d_in": d_in, "P": P, "seed": seed, "freeze": list(freeze),
+                "block_layers": block_layers}
+    return _fit_all(nm, "L", depths, per, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
