@@ -186,3 +186,37 @@ def classify(p: Parameterisation) -> Classification:
         for k in ("D1", "D2", "D3"):
             desiderata[k] = tuple(_verdict(x, vs) for x in dq[k])
     return Classification(regime, r, r_layers, init, stab, cond, desiderata, readout_only, tuple(notes), p)
+
+
+def one_step_exponents(p: Parameterisation) -> dict:
+    """Growth exponents (powers of N) of what one small BP step from initialisation changes,
+    first order in the learning rate — the predictions of the empirical exponent checker
+    (``limits.finite.coordcheck``). Keys follow ``limits.finite.train`` records:
+
+    ``"df"`` (rms change of f), ``"f0"`` (f at init), ``"dh:h0"`` (first representation),
+    ``"dh:hidden"`` (deeper stream states: own + propagated updates), ``"dWh:in"``,
+    ``"dWh:hidden"``, ``"dWh:out"`` (rms of multiplier·ΔW·input; for the read-out this is before
+    the output scale 1/γ, hence ``+ d`` in the variance convention).
+    Derived from the std-convention one-step quantities (TP4 with the initial read-out).
+    """
+    if p.algorithm != "bp":
+        raise ValueError("one_step_exponents covers algorithm='bp' (finite BP training); got " + repr(p.algorithm))
+    s = p.to_std()
+    q = std_quantities("bp", s.optimizer, None, None, one_step=True)
+    subs = substitution(s)
+    ev = lambda e, k: _num(sp.expand(e.subs(subs)), k)  # noqa: E731
+    r = {lay: ev(q["r"][lay], f"r_{lay}") for lay in LAYERS}
+    rf = ev(q["r_feat"], "r")
+    w = ev(sp.Symbol("a_output", real=True) + sp.Symbol("b_output", real=True), "w")
+    a2 = ev(q["A2"].exponent, "A2")
+    d = p.d if p.convention == "variance" else sp.Integer(0)
+    return {
+        "df": sp.Max(-r["output"], a2),
+        "f0": sp.Rational(1, 2) - w,
+        "dh:h0": -r["input"],
+        "dh:hidden": sp.Max(-r["input"], -r["hidden"]),
+        "dWh:in": -r["input"],
+        "dWh:hidden": -r["hidden"],
+        "dWh:out": -r["output"] + d,
+        "r": rf,
+    }

@@ -143,11 +143,15 @@ def _alpha_lln(algorithm):
 
 
 @functools.lru_cache(maxsize=256)
-def std_quantities(algorithm: str = "bp", optimizer: str = "sgd", gamma_bar_L=None, e_B=None) -> dict:
+def std_quantities(algorithm: str = "bp", optimizer: str = "sgd", gamma_bar_L=None, e_B=None,
+                   one_step: bool = False) -> dict:
     """Per-layer update exponents and conditions in the std convention (TP4 / seed 003).
 
     Returns ``{"r": {"input": r_1, "hidden": r_h, "output": r_L}, "alpha": α, "init": [...],
     "A2": Quantity, "extra": [...]}`` where ``r_l`` are decay exponents (Δ = Θ(N^{-r_l})).
+    ``one_step=True``: the first update from initialisation (backward signal through the initial
+    read-out, ``N^{-(a_L+b_L)}``) instead of TP4's ``min(a_L+b_L, 2a_L+c_L)`` (which accounts for
+    the read-out having moved in earlier steps).
     """
     check_choice(algorithm, ("bp", "pc", "gnt", "tp", "dtp"), "algorithm")
     check_choice(optimizer, ("sgd", "adam"), "optimizer")
@@ -162,11 +166,11 @@ def std_quantities(algorithm: str = "bp", optimizer: str = "sgd", gamma_bar_L=No
     else:
         th = {lay: 2 * a[lay] + c[lay] for lay in LAYERS}
         if algorithm == "bp":
-            we = sp.Min(w, th["output"])               # backward signal through the (updated) read-out (TP4)
+            we = w if one_step else sp.Min(w, th["output"])   # backward signal through the read-out (TP4)
             r = {"input": we + th["input"], "hidden": we + th["hidden"] - 1, "output": th["output"] - 1}
         elif algorithm == "gnt":
             eb = E_B if e_B is None else e_B
-            we = sp.Min(w, th["output"])
+            we = w if one_step else sp.Min(w, th["output"])
             pre = eb * (1 - 2 * we)                    # (δδᵀ + ρ)^{-e_B}, δᵀδ = Θ(N^{1-2w}) (seed 003 Prop. 3.3)
             r = {"input": we + pre + th["input"], "hidden": we + pre + th["hidden"] - 1,
                  "output": th["output"] - 1}

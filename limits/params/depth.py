@@ -141,9 +141,13 @@ def two_layer_block(eta1_n=1, eta1_L=0, eta2_n=1, eta2_L=0):
       Δu_j = n^{-1/2} Σ_k ΔW¹_jk φ(h_k): LLN (update aligned with φ(h)) → n^{1/2} η_1 L^{-1/2} n^{-3/2};
       ∂f/∂W²_ij = √(T/L) n^{-1/2} ∂f/∂h_i φ(u_j) = L^{-1/2} n^{-3/2};
       Δ(increment)_i = √(T/L) n^{-1/2} Σ_j ΔW²_ij φ(u_j) (LLN) → L^{-1} n^{-1} η_2.
-    Returns exponents of (n, L) for ``delta_u`` (first-layer feature update, per block),
-    ``delta_increment`` (residual-stream increment update, per block) and ``delta_stream``
-    (increments summed coherently over L blocks).
+    Returns exponents of (n, L) for ``delta_u`` (first-layer feature update from ΔW¹, per block),
+    ``delta_increment`` (update of the residual increment from ΔW², per block),
+    ``delta_stream_direct`` (those increments summed over L blocks), ``delta_stream_via_u`` (the
+    stream change caused by Δu through the fixed W², summed coherently over blocks) and
+    ``delta_stream`` (the larger of the two). With η_1 = η̄ n: Δu = Θ(L^{-1/2}) (collapse), stream
+    Θ(1). With the corrected η_1 = η̄ n √L: Δu = Θ(1) but the indirect stream change becomes
+    Θ(L^{1/2}) (first order in η̄; measured by ``limits.validate.params``).
     """
     e1n, e1L, e2n, e2L = (as_exponent(v, k) for v, k in ((eta1_n, "eta1_n"), (eta1_L, "eta1_L"),
                                                           (eta2_n, "eta2_n"), (eta2_L, "eta2_L")))
@@ -156,9 +160,17 @@ def two_layer_block(eta1_n=1, eta1_L=0, eta2_n=1, eta2_L=0):
     df_dW2 = (-HALF + df_dh[0], -HALF)
     dW2 = (e2n + df_dW2[0], e2L + df_dW2[1])
     dinc = (-HALF + 1 + dW2[0], -HALF + dW2[1])
-    dstream = (dinc[0], dinc[1] + 1)
+    dstream_direct = (dinc[0], dinc[1] + 1)
+    # indirect path: Δu_j = c_u (W²ᵀ g)_j with (W²ᵀ g)_j = Θ(n^{1/2}·n^{-1}) (CLT), so
+    # c_u = n^{du_n + 1/2} L^{du_L}; the increment changes by √(T/L) n^{-1/2} Σ_j W²_ij φ' Δu_j whose
+    # coherent part Σ_j W²_ij (W²ᵀ g)_j ≈ n g_i gives L^{-1/2} n^{-1/2} c_u n · n^{-1} per block, with
+    # the same sign in every block (same g) → summed coherently over L blocks.
+    via_u_block = (du[0], du[1] - HALF)
+    dstream_via_u = (via_u_block[0], via_u_block[1] + 1)
+    dstream = (sp.Max(dstream_direct[0], dstream_via_u[0]), sp.Max(dstream_direct[1], dstream_via_u[1]))
     f = lambda t: (sp.nsimplify(t[0]), sp.nsimplify(t[1]))  # noqa: E731
-    return {"delta_u": f(du), "delta_increment": f(dinc), "delta_stream": f(dstream)}
+    return {"delta_u": f(du), "delta_increment": f(dinc), "delta_stream_direct": f(dstream_direct),
+            "delta_stream_via_u": f(dstream_via_u), "delta_stream": f(dstream)}
 
 
 def two_layer_block_correction():

@@ -247,6 +247,13 @@ class Parameterisation:
                 return False
         return all(same(u, v) for u, v in zip((*x.a, *x.b, *x.c), (*y.a, *y.b, *y.c)))
 
+    def one_step_exponents(self) -> dict:
+        """Predicted growth exponents of one-step BP updates (see
+        :func:`limits.params.classify.one_step_exponents`); used by ``limits.finite.coordcheck``."""
+        from .classify import one_step_exponents
+
+        return one_step_exponents(self)
+
     # ------------------------------------------------------------------ display
     def to_dict(self) -> dict:
         out = {"name": self.name, "convention": self.convention, "algorithm": self.algorithm,

@@ -70,4 +70,7 @@ def test_two_layer_block_collapse_and_correction():
     x, y = two_layer_block_correction()
     assert (x, y) == (1, h)                                # η_1 = η̄ n √(L/T)
     fixed = two_layer_block(eta1_n=x, eta1_L=y)
-    assert fixed["delta_u"] == (0, 0) and fixed["delta_stream"] == (0, 0)
+    assert fixed["delta_u"] == (0, 0) and fixed["delta_stream_direct"] == (0, 0)
+    # first order in η̄: the corrected Δu feeds back coherently through W² (stream ∝ L^{1/2})
+    assert b["delta_stream_via_u"] == (0, 0) and fixed["delta_stream_via_u"] == (0, h)
+    assert fixed["delta_stream"] == (0, h)
