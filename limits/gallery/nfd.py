@@ -132,6 +132,9 @@ def training_study(Ls=(4, 16), n=256, M=4096, K=4, n_seeds=8, n_particle_seeds=4
                                        seed=seed + 100 + s) for s in range(n_particle_seeds)], dtype=object)
         fp = np.array([p.f_test for p in pa])
         out[f"L{L}_particle_mean"], out[f"L{L}_particle_se"] = fp.mean(0), fp.std(0, ddof=1) / np.sqrt(len(fp))
+        fpc = np.array([train_particles(Xtr, ytr, Xte, T=T, L=int(L), M=M, activation=activation, eta_bar=eta_bar,
+                                        seed=seed + 100 + s, mode="coupled").f_test for s in range(n_particle_seeds)])
+        out[f"L{L}_pcoupled_mean"], out[f"L{L}_pcoupled_se"] = fpc.mean(0), fpc.std(0, ddof=1) / np.sqrt(len(fpc))
         out[f"L{L}_mineig_fwd"] = np.min(pa[0].min_eig_forward, axis=1)
         out[f"L{L}_mineig_bwd"] = np.min(pa[0].min_eig_backward, axis=1)
         for mode in ("coupled", "decoupled"):
@@ -253,6 +256,17 @@ def _plt():
     return pyplot()
 
 
+def _plain_log_ticks(fig):
+    """Log axes: label only the major decades (avoids overlapping minor labels)."""
+    from matplotlib.ticker import NullFormatter
+
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_minor_formatter(NullFormatter())
+    return fig
+
+
 def _plot_kernel_ode(data, params):
     plt = _plt()
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
@@ -268,7 +282,7 @@ def _plot_kernel_ode(data, params):
     axs[1].set(xlabel="T", ylabel="eigenvalue / max|K|", title="strict PD and RKHS nesting")
     axs[0].legend(fontsize=6)
     axs[1].legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_forward(data, params):
@@ -283,7 +297,7 @@ def _plot_forward(data, params):
     axs[1].set(xscale="log", yscale="log", xlabel="width n", ylabel="rms ‖K_emp − Σ_L‖_F", title="error vs width")
     for ax in axs:
         ax.legend()
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_postact(data, params):
@@ -296,7 +310,7 @@ def _plot_postact(data, params):
     ax.loglog(data["Ls"], data["pre_rms"][0] * np.sqrt(np.asarray(data["Ls"]) / data["Ls"][0]), "k:", label="∝ √L")
     ax.set(xlabel="depth L", ylabel="feature rms at layer L", title=f"{params['activation']} features vs depth")
     ax.legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_loss_T(data, params):
@@ -306,7 +320,7 @@ def _plot_loss_T(data, params):
     ax.semilogx(data["Ts"], data["test"], "s-", label="test")
     ax.set(xlabel="time horizon T", ylabel="MSE", title="NNGP K_T ridge regression vs T")
     ax.legend()
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_training(data, params):
@@ -315,12 +329,14 @@ def _plot_training(data, params):
     fig, axs = plt.subplots(1, len(Ls) + 1, figsize=(3.2 * (len(Ls) + 1), 3))
     k = data["steps"]
     for ax, L in zip(axs, Ls):
-        for key, lab, mk in (("particle", "NFD particles", "-"), ("decoupled", "finite decoupled", "o"),
-                             ("coupled", "finite coupled", "s")):
+        for key, lab, mk in (("particle", "NFD particles", "-"), ("pcoupled", "particles + response terms", "--"),
+                             ("decoupled", "finite decoupled", "o"), ("coupled", "finite coupled", "s")):
+            if f"L{L}_{key}_mean" not in data:
+                continue
             m, s = data[f"L{L}_{key}_mean"][:, 0], data[f"L{L}_{key}_se"][:, 0]
-            if key == "particle":
-                ax.plot(k, m, "-", label=lab)
-                ax.fill_between(k, m - 2 * s, m + 2 * s, alpha=0.3)
+            if key in ("particle", "pcoupled"):
+                line, = ax.plot(k, m, mk, label=lab)
+                ax.fill_between(k, m - 2 * s, m + 2 * s, alpha=0.25, color=line.get_color())
             else:
                 ax.errorbar(k, m, s, fmt=mk, mfc="none", label=lab)
         ax.set(xlabel="SGD step k", ylabel="f(x_test,0)", title=f"L = {L}")
@@ -330,7 +346,7 @@ def _plot_training(data, params):
         axs[-1].plot(np.arange(1, len(data[f"L{L}_mineig_bwd"]) + 1), data[f"L{L}_mineig_bwd"], "s--", label=f"bwd L={L}")
     axs[-1].set(yscale="log", xlabel="passes k+1", ylabel="λmin / max diag", title="Assumption 1")
     axs[-1].legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_gia(data, params):
@@ -349,7 +365,7 @@ def _plot_gia(data, params):
     axs[1].set(xscale="log", xlabel="depth L", ylabel="extrapolated gap", title="GIA gap vs depth")
     axs[0].legend(fontsize=6)
     axs[1].legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_gia_limit(data, params):
@@ -362,7 +378,7 @@ def _plot_gia_limit(data, params):
     ax.set(xscale="log", xlabel="depth L", ylabel="f_coupled − f_NFD (n = ∞ particles)",
            title=f"response-term gap, M = {data['M']}")
     ax.legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 def _plot_two_layer(data, params):
@@ -379,7 +395,7 @@ def _plot_two_layer(data, params):
             ax.plot(data["etas"], data["loss"][c, j], "o-", label=f"L={L}")
         ax.set(xscale="log", yscale="log", xlabel="η̄", ylabel="train loss", title=title)
         ax.legend(fontsize=6)
-    return fig
+    return _plain_log_ticks(fig)
 
 
 # ============================================================================ registry
