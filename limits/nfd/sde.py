@@ -178,7 +178,8 @@ def initial_features(X, M: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf", *, rng=None, seed=None,
-              design="pre", interaction="empirical", backward=True, store_path=True) -> ParticleInit:
+              design="pre", interaction="empirical", backward=True, store_path=True,
+              target_se: float | None = None) -> ParticleInit:
     """Particle Euler–Maruyama for the forward (and backward) SDE at initialisation.
 
     ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (nfd.md §2);
@@ -188,6 +189,8 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
     For relu, "post" converges to reflected Brownian motion (bounded in L) while "post_branch"
     grows like √L; both are measured (the seed's Eq. 9 was lost).
     Backward (pre only): ``g_L = v φ'(h_L)``, ``g_l = g_{l+1} + φ'(h_l) √dt ξ̃_l``, ξ̃ ~ N(0, E[g_{l+1}g_{l+1}ᵀ]).
+    ``target_se``: warn (RuntimeWarning, with the Monte Carlo error) when the particle standard
+    error of the terminal covariance exceeds it — too few particles for the requested accuracy.
     """
     T = positive_float(T, "T")
     L = positive_int(L, "L")
@@ -228,6 +231,15 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
         G = euler_maruyama(None, bdiff, GT, T, L, dWb, reverse=True).X
         Gam = np.einsum("lma,lmb->lab", G, G) / M
     Sig = np.einsum("lma,lmb->lab", H, H) / M
+    if target_se is not None:
+        prod = H[L][:, :, None] * H[L][:, None, :]
+        se = float(np.max(prod.std(axis=0, ddof=1)) / np.sqrt(M))
+        if se > target_se:
+            import warnings
+
+            warnings.warn(f"Monte Carlo standard error of Σ_L is ≈{se:.3g} > target_se={target_se:g}; "
+                          f"M={M} particles are too few (≈{int(np.ceil(M * (se / target_se) ** 2))} needed)",
+                          RuntimeWarning, stacklevel=2)
     F = act.phi(H[L])
     mean_feat = H.mean(axis=(1, 2))
     rms = np.sqrt((H ** 2).mean(axis=(1, 2)))

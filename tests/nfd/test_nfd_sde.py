@@ -105,3 +105,8 @@ def test_bad_input():
         particles(X, T=1.0, L=4, M=10, seed=0, design="sideways")
     with pytest.raises(ValueError, match="rng"):
         particles(X, T=1.0, L=4, M=10)
+
+
+def test_too_few_particles_warns_with_mc_error():
+    with pytest.warns(RuntimeWarning, match="too few"):
+        particles(_X(), T=1.0, L=4, M=50, seed=0, target_se=1e-3)

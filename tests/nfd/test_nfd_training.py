@@ -146,3 +146,28 @@ def test_coupled_solver_exact_identities():
     np.testing.assert_allclose(a.f_train, b.f_train, atol=1e-12)
     with pytest.raises(ValueError, match="mode"):
         train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="sideways")
+
+
+from hypothesis import given, settings, strategies as st
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=9), st.integers(0, 10**6))
+def test_growing_cholesky_property(pattern, seed):
+    """Any sequence of members (with repeats and linear combinations) is reproduced exactly."""
+    rng = np.random.default_rng(seed)
+    M = 40
+    base = rng.standard_normal((3, M))
+    mix = rng.standard_normal((6, 3))
+    mix[4] = 0.0                                  # the zero vector is allowed too
+    V = np.array([mix[i] @ base for i in pattern])
+    Gram = V @ V.T / M
+    fam = GrowingCholesky(len(V), M)
+    for k in range(len(V)):
+        w, r = fam.conditional(Gram[k, :k], Gram[k, k])
+        fam.append(w, r, rng.standard_normal(M))
+    np.testing.assert_allclose(fam.covariance(), Gram, atol=1e-9 * max(1.0, np.abs(Gram).max()))
+    # pseudo-solve: G γ = G e has a solution reproducing G e
+    e = rng.standard_normal(len(V))
+    gam = fam.solve(Gram @ e)
+    np.testing.assert_allclose(Gram @ gam, Gram @ e, atol=1e-7 * max(1.0, np.abs(Gram).max()))
