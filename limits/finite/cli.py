@@ -1,0 +1,135 @@
+"""``limits finite ...`` — finite-network Monte Carlo and training from the command line.
+
+    limits finite kernels --activation erf --width 500 --depth 10 --inits 200 [--mlp] [--rho 0.3]
+                          [--sigma-w2 1.2 --sigma-b2 0.2] [--P 4 --d-in 10 | --X X.npy] [--json]
+    limits finite train --param MF --width 256 --depth 5 --steps 200 [--optimizer gd|sgd|online|adam|flow]
+                        [--eta0 0.025 --gamma0 1] [--residual] [--inits 4] [--X data.npz] [--json]
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+def _emit(obj, args, text):
+    from ..results import to_jsonable
+
+    if args.json:
+        print(json.dumps(to_jsonable(obj), indent=1))
+    else:
+        print(text)
+
+
+def _inputs(args, rng, d_in):
+    from .data import load_arrays, sphere_inputs
+
+    if args.X:
+        X, Y = load_arrays(args.X)
+        return X, Y
+    return sphere_inputs(args.P, d_in, rng=rng), None
+
+
+def cmd_kernels(args):
+    from . import empirical_kernels, mlp, resnet
+
+    rng = np.random.default_rng(args.seed)
+    X, _ = _inputs(args, rng, args.d_in)
+    kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2)
+    if args.mlp:
+        net = mlp(X.shape[1], args.width, args.depth, **kw)
+    else:
+        rho = args.rho if args.rho is not None else 1.0 / np.sqrt(args.depth)
+        net = resnet(X.shape[1], args.width, args.depth, rho=rho, block_layers=args.block_layers, **kw)
+    ek = empirical_kernels(net, X, args.inits, rng=rng, method=args.method, keep_samples=False,
+                           progress_bar=not args.json)
+    P = X.shape[0]
+    j = 1 if P > 1 else 0
+    lines = [f"{'mlp' if args.mlp else 'resnet'} {args.activation}, N={args.width}, blocks={args.depth}, "
+             f"{args.inits} inits, P={P}, method={ek.method}, {ek.seconds:.2f}s",
+             f"{'layer':>6} {'K[0,0] mean ± SE':>24} {'K[0,%d] mean ± SE' % j:>24}"]
+    for l in range(ek.mean.shape[0]):
+        lines.append(f"{l:>6} {ek.mean[l, 0, 0]:>13.6f} ± {ek.se[l, 0, 0]:<8.2g} "
+                     f"{ek.mean[l, 0, j]:>13.6f} ± {ek.se[l, 0, j]:<8.2g}")
+    lines.append(f"{'out':>6} {ek.out_mean[0, 0]:>13.6f} ± {ek.out_se[0, 0]:<8.2g} "
+                 f"{ek.out_mean[0, j]:>13.6f} ± {ek.out_se[0, j]:<8.2g}")
+    _emit({"mean": ek.mean, "se": ek.se, "out_mean": ek.out_mean, "out_se": ek.out_se, "n_inits": ek.n_inits,
+           "width": ek.width, "method": ek.method, "seconds": ek.seconds, "X": X}, args, "\n".join(lines))
+    return 0
+
+
+def cmd_train(args):
+    from .. import params
+    from . import concretise, train
+    from .data import load_arrays, toy_task
+
+    rng = np.random.default_rng(args.seed)
+    if args.X:
+        X, Y = load_arrays(args.X)
+        if Y is None:
+            raise ValueError("X: training data needs an .npz with arrays X and Y")
+    else:
+        X, Y = toy_task(rng=rng)
+    p = params.named(args.param, convention="variance", algorithm="bp")
+    net = concretise(p, args.width, args.depth, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
+                     eta0=args.eta0, gamma0=args.gamma0, residual=args.residual)
+    kw = {}
+    if args.optimizer == "sgd":
+        kw["batch_size"] = args.batch_size
+    if args.optimizer == "flow":
+        kw["dt"] = args.dt
+    r = train(net, X, Y, args.steps, n_inits=args.inits, rng=rng, optimizer=args.optimizer,
+              record_every=max(1, args.steps // 10), center=args.center, progress_bar=not args.json, **kw)
+    lines = [f"{args.param} ({'residual' if args.residual else 'MLP'}), N={args.width}, L={args.depth}, "
+             f"{args.optimizer}, {args.inits} inits, {r.seconds:.2f}s" + ("" if r.converged else "  DIVERGED"),
+             f"{'step':>6} {'loss mean':>12} {'± SE':>10}"]
+    for k, st in enumerate(r.steps):
+        m = r.loss[k].mean()
+        se = r.loss[k].std(ddof=1) / np.sqrt(r.loss.shape[1]) if r.loss.shape[1] > 1 else float("nan")
+        lines.append(f"{st:>6} {m:>12.6g} {se:>10.2g}")
+    _emit({"steps": r.steps, "loss": r.loss, "dh_rms": r.dh_rms, "rep_names": r.rep_names,
+           "converged": r.converged, "network": net.describe()}, args, "\n".join(lines))
+    return 0 if r.converged else 1
+
+
+def register(subparsers):
+    p = subparsers.add_parser("finite", help="finite-network simulators: kernel Monte Carlo, training")
+    sub = p.add_subparsers(dest="finite_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda a: (p.print_help(), 0)[1])
+
+    s = sub.add_parser("kernels", help="per-layer mean empirical kernel ± SE over initialisations")
+    s.add_argument("--activation", default="erf")
+    s.add_argument("--width", type=int, default=500)
+    s.add_argument("--depth", type=int, default=10, help="number of hidden blocks L")
+    s.add_argument("--inits", type=int, default=200)
+    s.add_argument("--mlp", action="store_true", help="feed-forward instead of residual")
+    s.add_argument("--rho", type=float, default=None, help="residual branch scale (default 1/sqrt(L))")
+    s.add_argument("--block-layers", dest="block_layers", type=int, default=1)
+    s.add_argument("--sigma-w2", dest="sigma_w2", type=float, default=1.0)
+    s.add_argument("--sigma-b2", dest="sigma_b2", type=float, default=0.0)
+    s.add_argument("--P", type=int, default=3, help="number of random inputs (on the sphere of radius √d)")
+    s.add_argument("--d-in", dest="d_in", type=int, default=10)
+    s.add_argument("--X", default=None, help=".npy/.npz inputs (rows = samples)")
+    s.add_argument("--method", default="auto", choices=["auto", "conditional", "dense"])
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_kernels)
+
+    s = sub.add_parser("train", help="train finite networks of a named parameterisation (seed 000 toy task)")
+    s.add_argument("--param", default="MF", help="SP | NTK | MF | muP (variance convention)")
+    s.add_argument("--width", type=int, default=128)
+    s.add_argument("--depth", type=int, default=5, help="weight layers L (hidden blocks = L − 2)")
+    s.add_argument("--activation", default="linear")
+    s.add_argument("--residual", action="store_true")
+    s.add_argument("--steps", type=int, default=100)
+    s.add_argument("--optimizer", default="gd", choices=["gd", "sgd", "online", "adam", "flow"])
+    s.add_argument("--batch-size", dest="batch_size", type=int, default=5)
+    s.add_argument("--dt", type=float, default=0.01)
+    s.add_argument("--eta0", type=float, default=0.025)
+    s.add_argument("--gamma0", type=float, default=1.0)
+    s.add_argument("--inits", type=int, default=4)
+    s.add_argument("--center", action="store_true", help="train the centred output f − f0")
+    s.add_argument("--X", default=None, help=".npz with arrays X and Y (default: seed 000 toy task)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_train)
