@@ -181,3 +181,15 @@ def two_layer_block_correction():
     du = two_layer_block(eta1_n=0, eta1_L=0)["delta_u"]
     sol = sp.solve([sp.Eq(du[0] + x, 0), sp.Eq(du[1] + y, 0)], [x, y], dict=True)[0]
     return sol[x], sol[y]
+
+
+def s_expectation(N=N, L=L, alpha=HALF, gamma0=1):
+    """Exact E[s(θ)] − 1 at initialisation for seed 000's mean-field linear ResNet (Eqs. 104–105):
+    with independent N(0,1) weights, ``E‖x (I + W/(L^α √N))‖² = ‖x‖² (1 + L^{-2α})`` and
+    ``E‖w_L‖² = N``, so ``E[s] − 1 = (γ0² N)^{-1} Σ_{k=0}^{L-2} q^k`` with ``q = 1 + L^{-2α}``
+    (k = 0 is the ‖w_L‖² term). At α = 1/2 this is ``(e − 1) L/N`` as L → ∞ (Eq. 107: Θ(L/N))."""
+    a = as_exponent(alpha, "alpha") if not isinstance(alpha, sp.Basic) or alpha.is_number else alpha
+    q = 1 + L ** (-2 * a) if isinstance(L, sp.Basic) else 1 + sp.Integer(L) ** (-2 * a)
+    k = sp.Symbol("k", integer=True, nonnegative=True)
+    total = sp.summation(q ** k, (k, 0, L - 2))
+    return sp.simplify(total / (gamma0 ** 2 * N))

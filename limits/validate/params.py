@@ -1,0 +1,186 @@
+"""params validation: symbolic exponents (limits.params) vs fitted log–log slopes of finite
+networks (limits.finite.coordcheck), plus the θ-shift symmetry as an exact finite-network identity.
+
+Each statistical case compares a predicted exponent with the fitted slope (± SE over seeds,
+weighted log–log fit); it passes when |z| ≤ 4 and the prediction lies in the slope's 95% CI.
+Quick mode: widths 2^6…2^9, depths 2^2…2^6; full (``limits validate params --full``): widths
+2^6…2^11, depths 2^2…2^7.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..stats import RateFit
+from . import Case, register_case
+
+COMP = "params"
+
+
+def _sizes(quick):
+    widths = [2 ** k for k in range(6, 10 if quick else 12)]
+    depths = [2 ** k for k in range(2, 7 if quick else 8)]
+    return widths, depths, (6 if quick else 8)
+
+
+def _case(name, fit, detail=""):
+    rate = RateFit(fit.slope, 0.0, fit.slope_se, fit.ci_low, fit.ci_high, 0.95)
+    return Case.statistical(COMP, name, fit.predicted, fit.slope, fit.slope_se, rate=rate,
+                            rate_expected=fit.predicted,
+                            detail=detail or f"{fit.quantity} vs {fit.x_name}: slope {fit.slope:+.3f} "
+                            f"[{fit.ci_low:+.3f}, {fit.ci_high:+.3f}], predicted {fit.predicted:+.3f}")
+
+
+def _width(name, quantity, quick, seed, label):
+    from ..finite.coordcheck import width_check
+    from ..params import named
+
+    widths, _, seeds = _sizes(quick)
+    c = width_check(named(name, convention="variance"), widths=widths, seeds=seeds, quantities=(quantity,),
+                    seed=seed)
+    return _case(label, c.fit(quantity))
+
+
+@register_case(COMP, "μP features: |Δh| = Θ(1) in N (one GD step)")
+def _mup_features(rng, quick):
+    return _width("muP", "dh:hidden", quick, int(rng.integers(2**31)), "μP features: |Δh| = Θ(1) in N (one GD step)")
+
+
+@register_case(COMP, "MF features: |Δh| = Θ(1) in N")
+def _mf_features(rng, quick):
+    return _width("MF", "dh:h0", quick, int(rng.integers(2**31)), "MF features: |Δh| = Θ(1) in N")
+
+
+@register_case(COMP, "NTK features: |Δh| = Θ(N^-1/2)")
+def _ntk_features(rng, quick):
+    return _width("NTK", "dh:hidden", quick, int(rng.integers(2**31)), "NTK features: |Δh| = Θ(N^-1/2)")
+
+
+@register_case(COMP, "SP output blow-up: |Δf| = Θ(N) after one step")
+def _sp_output(rng, quick):
+    return _width("SP", "df", quick, int(rng.integers(2**31)), "SP output blow-up: |Δf| = Θ(N) after one step")
+
+
+@register_case(COMP, "θ-shift symmetry: μP and MF train identically (finite nets)")
+def _shift(rng, quick):
+    """μP and MF are one θ-shift apart (TP4): the same seeds must give the same f(t) to rounding."""
+    from ..finite import concretise, train
+    from ..params import named
+
+    seed = int(rng.integers(2**31))
+    X = rng.standard_normal((6, 8))
+    Y = np.sign(rng.standard_normal((6, 1)))
+    outs = []
+    for name in ("muP", "MF"):
+        net = concretise(named(name, convention="variance"), 128, 4, d_in=8, activation="tanh", eta0=0.1)
+        outs.append(train(net, X, Y, 5, n_inits=2, seed=seed, keep_weights=False).f)
+    assert named("muP").equivalent(named("MF"))
+    return Case.exact(COMP, "θ-shift symmetry: μP and MF train identically (finite nets)", outs[0], outs[1],
+                      tol=1e-10, detail="5 GD steps, N=128, L=4, tanh; max relative difference of f(t)")
+
+
+def _depth(alpha, quick, seed):
+    from ..finite.coordcheck import depth_check
+    from ..params import alpha_analysis, named
+
+    _, depths, seeds = _sizes(quick)
+    from ..params import as_exponent
+
+    alpha_ = float(as_exponent(alpha, "alpha"))
+    pred = float(alpha_analysis(alpha)["init_log_growth_exponent"])   # = 1 − 2α: feature update L^{1−2α}
+    c = depth_check(named("MF", convention="std"), depths=depths, N=64 if quick else 128, alpha=alpha_, seeds=seeds,
+                    quantities=("dh:last",), predicted={"dh:last": pred}, seed=seed)
+    return c.fit("dh:last")
+
+
+@register_case(COMP, "Depth-μP (α = 1/2): residual feature updates flat in L")
+def _depth_half(rng, quick):
+    return _case("Depth-μP (α = 1/2): residual feature updates flat in L", _depth("1/2", quick, int(rng.integers(2**31))))
+
+
+@register_case(COMP, "α = 1: residual feature updates Θ(L^-1)")
+def _depth_one(rng, quick):
+    return _case("α = 1: residual feature updates Θ(L^-1)", _depth(1, quick, int(rng.integers(2**31))))
+
+
+def _block(quick, seed, corrected, quantity, freeze_w2=False):
+    from ..finite.coordcheck import depth_check
+    from ..params import named, two_layer_block, two_layer_block_correction
+
+    _, depths, seeds = _sizes(quick)
+    x, y = two_layer_block_correction()
+    tb = two_layer_block(eta1_n=x, eta1_L=y if corrected else 0)
+    pred = {"dWh:block1": tb["delta_u"][1], "incr:block2": tb["delta_increment"][1],
+            "dh:last": (tb["delta_stream_via_u"] if freeze_w2 else tb["delta_stream"])[1]}
+    lr = {}
+    if corrected:
+        lr[1] = lambda B, y=float(y): B ** y
+    if freeze_w2:
+        lr[2] = lambda B: 0.0
+    c = depth_check(named("MF", convention="std"), depths=depths, N=64 if quick else 128, block_layers=2,
+                    branch=lambda B: B ** -0.5, seeds=seeds, quantities=(quantity,), lr_block=lr or None,
+                    predicted={quantity: float(pred[quantity])}, seed=seed)
+    return c.fit(quantity)
+
+
+@register_case(COMP, "two-layer block, η = η̄n: first-layer update Θ(L^-1/2) (collapse)")
+def _block_collapse(rng, quick):
+    return _case("two-layer block, η = η̄n: first-layer update Θ(L^-1/2) (collapse)",
+                 _block(quick, int(rng.integers(2**31)), False, "dWh:block1"))
+
+
+@register_case(COMP, "two-layer block, η_1 = η̄n√L: first-layer update Θ(1)")
+def _block_fixed(rng, quick):
+    return _case("two-layer block, η_1 = η̄n√L: first-layer update Θ(1)",
+                 _block(quick, int(rng.integers(2**31)), True, "dWh:block1"))
+
+
+@register_case(COMP, "two-layer block: residual increment update Θ(L^-1) per block")
+def _block_incr(rng, quick):
+    return _case("two-layer block: residual increment update Θ(L^-1) per block",
+                 _block(quick, int(rng.integers(2**31)), False, "incr:block2"))
+
+
+@register_case(COMP, "two-layer block, corrected, W² frozen: stream change via Δu Θ(L^1/2)")
+def _block_via_u(rng, quick):
+    return _case("two-layer block, corrected, W² frozen: stream change via Δu Θ(L^1/2)",
+                 _block(quick, int(rng.integers(2**31)), True, "dh:last", freeze_w2=True),
+                 detail="first order in η̄: the corrected first-layer update feeds back coherently through W² "
+                        "(limits.params.two_layer_block 'delta_stream_via_u')")
+
+
+@register_case(COMP, "s(θ) − 1 = Θ(L/N) at init (mean-field linear ResNet, α = 1/2)")
+def _s_theta(rng, quick):
+    """Uses the PC engineer's ``limits.pc.s_seed000_eq104``; theory from ``limits.params.depth``:
+    exact ``E[s] − 1 = N^{-1} Σ_{k=0}^{L-2} (1 + 1/L)^k`` (→ (e − 1) L/N) and the N-exponent −1."""
+    import sympy as sp
+
+    from ..params.depth import s_expectation
+    from ..stats import loglog_fit, mean_se
+    try:
+        from ..pc import s_seed000_eq104
+    except ImportError as exc:  # pragma: no cover - depends on the pc component
+        raise RuntimeError("limits.pc.s_seed000_eq104 not available") from exc
+    seeds = 8 if quick else 16
+    widths = [64, 128, 256, 512] if quick else [64, 128, 256, 512, 1024]
+    depths = [4, 8, 16, 32] if quick else [4, 8, 16, 32, 64]
+
+    def sample(N, L):
+        vals = []
+        for _ in range(seeds):
+            W = [rng.standard_normal((N, 4))] + [rng.standard_normal((N, N)) for _ in range(L - 2)] + \
+                [rng.standard_normal((1, N))]
+            vals.append(s_seed000_eq104(W, N, alpha=0.5) - 1.0)
+        return mean_se(vals)
+
+    mN = [sample(N, 8) for N in widths]
+    fitN = loglog_fit(widths, [m for m, _ in mN], yerr=[s for _, s in mN])
+    pN = float(sp.diff(sp.log(s_expectation()), sp.Symbol("N", positive=True)) * sp.Symbol("N", positive=True))
+    mL = [sample(128, L) for L in depths]
+    exact = [float(s_expectation(128, L)) for L in depths]
+    fitL = loglog_fit(depths, [m for m, _ in mL], yerr=[s for _, s in mL])
+    return [Case.statistical(COMP, "s(θ) − 1 vs N at L = 8: slope −1", pN, fitN.slope, fitN.slope_se, rate=fitN,
+                             rate_expected=pN, detail=f"widths {widths}, {seeds} seeds per point"),
+            Case.statistical(COMP, "E[s(θ)] − 1 at N = 128 vs exact (1/N)Σ_k (1+1/L)^k, L = 4…", exact,
+                             [m for m, _ in mL], [s for _, s in mL], rate=fitL,
+                             detail=f"depths {depths}; fitted L-slope {fitL.slope:+.3f} (finite-L curvature of "
+                                    "Σ(1+1/L)^k; asymptotically (e−1)L/N, slope 1)")]
