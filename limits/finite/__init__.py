@@ -64,6 +64,20 @@ Gradients and training
 per-layer learning rates from the Network, ``center=True`` (train f − f0), ``decoupled=``,
 records of loss, outputs, per-layer |Δh_l|_rms, ‖ΔW‖_F and |ΔW·input|_rms.
 
+Target propagation
+------------------
+``train(..., algorithm="tp"|"dtp", tp_beta=β, tp_mu=μ)`` (plain MLPs): linear feedback at the ridge
+fixed point ``Q* = A_{k−1}ᵀ(A_kA_kᵀ + μI)⁻¹A_k`` (seed 003 Eq. S.120, applied by a solve),
+output target ``f − β∂ℓ/∂f``, DTP/TP target propagation, local-loss updates; read-out by BP.
+:mod:`limits.finite.tp`: ``targets``, ``tp_gradients``, ``feedback_apply``, ``ridge_feedback``.
+
+Randomness and BLAS
+-------------------
+Init s, layer j draws from a PCG64 substream (``weights.Streams``; ``init_streams(n, seed=)``,
+``root_seed``), so every result is reproducible from ``seed`` and independent of chunking.
+Heavy loops run with ``$LIMITS_BLAS_THREADS`` (default 1) OpenBLAS threads (``_blas.blas_threads``):
+multi-threaded BLAS is 10–100× slower for these small batched products on a shared machine.
+
 Data
 ----
 :mod:`limits.finite.data`: ``gaussian_inputs``, ``sphere_inputs``, ``toy_task`` (seed 000 §A.8:
@@ -79,11 +93,11 @@ from .forward import Forward, forward, output
 from .network import Block, Dense, Network, mlp, resnet
 from .optim import GD, Adam
 from .training import TrainResult, train
-from .weights import Weights, init_streams, init_weights
+from .weights import Streams, Weights, init_streams, init_weights, root_seed
 
 __all__ = [
     "Block", "Dense", "Network", "mlp", "resnet", "concretise",
-    "Weights", "init_weights", "init_streams",
+    "Weights", "Streams", "init_weights", "init_streams", "root_seed",
     "Forward", "forward", "output",
     "EmpiricalKernels", "empirical_kernels", "kernels_of",
     "Grads", "backward", "mse_loss", "loss_and_grads",

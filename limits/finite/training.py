@@ -94,14 +94,25 @@ def _measure(net, w, w0, fwd_probe, fwd0_probe):
 def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, optimizer="gd",
           lr_scale=1.0, batch_size=None, dt=None, betas=(0.9, 0.999), eps=1e-8, center=False,
           reduction="mean", decoupled=False, X_test=None, probe=None, record_every=1,
-          record_features=True, keep_weights=True, progress_bar=False) -> TrainResult:
+          record_features=True, keep_weights=True, progress_bar=False, algorithm="bp", tp_beta=1.0,
+          tp_mu=0.0) -> TrainResult:
     """Train ``net`` on (X, Y); see the module docstring. ``weights`` (a :class:`Weights`, copied)
-    or fresh ``init_weights(net, n_inits, rng|seed, decoupled)``."""
+    or fresh ``init_weights(net, n_inits, rng|seed, decoupled)``. ``algorithm``: "bp" (backprop),
+    "tp"/"dtp" (target propagation with ridge-fixed-point linear feedback, :mod:`limits.finite.tp`,
+    output step ``tp_beta``, ridge ``tp_mu``; plain MLPs only)."""
     X = check_inputs(net, X)
     P = X.shape[0]
     Y = _targets(Y, P, net.d_out)
     steps = positive_int(steps, "steps", minimum=0)
     record_every = positive_int(record_every, "record_every")
+    if algorithm not in ("bp", "tp", "dtp"):
+        raise ValueError(f"algorithm must be 'bp', 'tp' or 'dtp', got {algorithm!r}")
+    if algorithm != "bp":
+        from .tp import check_plain, tp_gradients
+
+        check_plain(net)
+        tp_beta = positive_float(tp_beta, "tp_beta")
+        tp_mu = positive_float(tp_mu, "tp_mu", allow_zero=True)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     lr_scale = positive_float(lr_scale, "lr_scale", allow_zero=True)
@@ -204,7 +215,11 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
         fwd = forward(net, w, Xb, check=False)
         fb = fwd.f if f0 is None else fwd.f - (f0 if idx is None else f0[:, idx])
         _, g = mse_loss(fb, Yb, reduction)
-        grads = backward(net, w, fwd, g)
+        if algorithm == "bp":
+            grads = backward(net, w, fwd, g)
+        else:
+            grads = tp_gradients(net, w, fwd, g, tp_beta, tp_mu, algorithm,
+                                 c=1.0 / Xb.shape[0] if reduction == "mean" else 1.0)
         gd = {("W", n): v for n, v in grads.dW.items()}
         gd.update({("b", n): v for n, v in grads.db.items()})
         upd = opt.update(gd)
