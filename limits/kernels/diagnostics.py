@@ -13,7 +13,7 @@ import numpy as np
 
 LARGE = 1e100          # kernels above this are flagged as exploding (overflow is near 1e308)
 COND_WARN = 1e14       # condition numbers above this are flagged as (numerically) singular
-MAX_EIG_P = 2500       # skip the O(P³) spectrum for larger Gram matrices
+MAX_EIG_P = 400        # full spectrum up to this size; Cholesky + LAPACK condition estimate above
 
 
 class KernelWarning(RuntimeWarning):
@@ -30,15 +30,26 @@ def check_on_explode(on_explode: str) -> str:
     return on_explode
 
 
-def layer_ok(K) -> bool:
-    return bool(np.all(np.isfinite(K))) and float(np.max(np.abs(K))) <= LARGE
+def layer_ok(K, psd=False) -> bool:
+    """Finite and not exploding. For PSD kernels |K_αβ| ≤ max_α K_αα, so the diagonal suffices."""
+    A = np.diag(K) if psd else K
+    return bool(np.all(np.isfinite(A))) and float(np.max(np.abs(A))) <= LARGE
 
 
 def spectrum_summary(K):
     """(min eigenvalue, condition number) of a symmetric matrix, or (None, None) when too large."""
     K = np.asarray(K)
-    if K.shape[0] > MAX_EIG_P or not np.all(np.isfinite(K)):
+    if not np.all(np.isfinite(K)):
         return None, None
+    if K.shape[0] > MAX_EIG_P:
+        from scipy.linalg import lapack
+
+        c, info = lapack.dpotrf(K, lower=1)
+        if info != 0:
+            return float("-inf"), float("inf")   # not numerically positive definite
+        anorm = float(np.max(np.sum(np.abs(K), axis=0)))
+        rcond, _ = lapack.dpocon(c, anorm, uplo="L")
+        return None, (float("inf") if rcond == 0 else 1.0 / rcond)   # 1-norm estimate
     lam = np.linalg.eigvalsh(0.5 * (K + K.T))
     lo, hi = float(lam[0]), float(lam[-1])
     cond = float("inf") if lo <= 0 else hi / lo
@@ -51,6 +62,8 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> 
     if diag.get("exploded_at", -1) >= 0:
         msgs.append(f"{what} exploded at layer {diag['exploded_at']} (|K| > {LARGE:g} or non-finite); "
                     "later layers are +inf")
+    elif not (np.all(np.isfinite(K_last)) and np.all(np.isfinite(K_out))):
+        msgs.append(f"{what} has non-finite entries at the last layer")
     else:
         lo, cond = spectrum_summary(K_last)
         diag["min_eig_K_L"] = lo
@@ -60,7 +73,8 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> 
         diag["cond_K_out"] = cond2
         scale = float(np.max(np.abs(K_last))) if np.size(K_last) else 1.0
         if lo is not None and lo < -1e-10 * max(1.0, scale) * np.shape(K_last)[0]:
-            msgs.append(f"{what} at the last layer is not PSD (min eigenvalue {lo:.3e})")
+            msgs.append(f"{what} at the last layer is not PSD (min eigenvalue {lo:.3e})"
+                        if np.isfinite(lo) else f"{what} at the last layer is not numerically positive definite")
         if cond is not None and cond > COND_WARN and np.shape(K_last)[0] > 1:
             msgs.append(f"{what} at the last layer is ill-conditioned (condition number {cond:.3e})")
     diag["warnings"] = msgs

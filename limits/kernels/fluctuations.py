@@ -34,7 +34,7 @@ from ..checks import positive_int
 from ..results import Result
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price
-from .fourpoint import cov4
+from .fourpoint import cov4, cov4_erf
 from .nngp import _run
 
 
@@ -142,7 +142,10 @@ def kernel_fluctuations(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b
                 M4[p, 2 + q] = M4[2 + q, p] = Kab[idx_a[p], idx_b[q]]
         S4[t] = M4
         kinds[t] = (obs_phi[i], obs_phi[j])
-    cvals, _, _ = cov4(act.phi, kinds, S4)
+    if str(getattr(act, "name", "")) == "erf":
+        cvals, _, _ = cov4_erf(kinds, S4)      # inner pair in closed form, ~1e-9
+    else:
+        cvals, _, _ = cov4(act.phi, kinds, S4)  # tensor Gauss–Hermite (see fourpoint.py for accuracy)
     Sigma = np.zeros((n, n))
     Sigma[iu, ju] = cvals * obs_scale[iu] * obs_scale[ju]
     Sigma = Sigma + np.triu(Sigma, 1).T

@@ -4,16 +4,19 @@
 ``E[f(x₁)f(x₂)g(y₁)g(y₂)] − E[f(x₁)f(x₂)] E[g(y₁)g(y₂)]`` where f, g ∈ {φ, id}. Coincident
 variables (identical rows of the covariance, e.g. x₁ = x₂ on a diagonal entry, or x = y in the same
 layer) are merged first, so the tensor Gauss–Hermite rule runs in r ≤ 4 dimensions
-(orders 96, 64, 24, 14 for r = 1..4), on a symmetric eigen-square-root (PSD-safe).
+(orders 128, 128, 36, 20 for r = 1..4), on a symmetric eigen-square-root (PSD-safe).
 Used by :mod:`limits.kernels.fluctuations` (seed 004 App. C: the C̃–C̃ block of the Hessian).
+
+Accuracy: for erf use :func:`cov4_erf` (inner pair exact, ~1e-9). The generic tensor rule converges
+slowly for saturating φ at large variance when four distinct variables are involved (relative error
+~1e-3 at variances ≈ 2, ~1e-2 at ≈ 4 with order 20); 1–2 distinct variables (e.g. P = 1) are
+accurate to ~1e-10.
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-ORDERS = {1: 96, 2: 64, 3: 24, 4: 14}
+ORDERS = {1: 128, 2: 128, 3: 36, 4: 20}
 _RULES: dict = {}
 
 
@@ -24,8 +27,10 @@ def rule(r: int, n: int | None = None):
     if key not in _RULES:
         z, w = np.polynomial.hermite_e.hermegauss(n)
         w = w / w.sum()
-        Z = np.array(list(itertools.product(z, repeat=r)))
-        W = np.prod(np.array(list(itertools.product(w, repeat=r))), axis=1)
+        Z = np.stack([g.ravel() for g in np.meshgrid(*([z] * r), indexing="ij")], axis=1)
+        W = np.ones(1)
+        for _ in range(r):
+            W = np.multiply.outer(W, w).ravel()
         _RULES[key] = (Z, W)
     return _RULES[key]
 
@@ -71,13 +76,12 @@ def cov4(phi, kinds, Sigma4, max_nodes_batch=4_000_000):
         step = max(1, max_nodes_batch // (Z.shape[0] * r))
         for s0 in range(0, len(mem), step):
             sl = slice(s0, s0 + step)
-            pts = np.einsum("qr,bkr->bqk", Z, R[sl])                   # (b, Q, r)
+            pts = np.matmul(R[sl], Z.T)                                  # (b, r, Q)
             fx = phi(pts) if (kx or ky) else None
             vals = []
             for slot in range(4):
                 use_phi = kx if slot < 2 else ky
-                v = pts[..., pat[slot]]
-                vals.append(fx[..., pat[slot]] if use_phi else v)
+                vals.append((fx if use_phi else pts)[:, pat[slot], :])
             ex = vals[0] * vals[1]
             ey = vals[2] * vals[3]
             e4 = (ex * ey) @ W
@@ -87,3 +91,112 @@ def cov4(phi, kinds, Sigma4, max_nodes_batch=4_000_000):
             mx[mem[sl]] = e2x
             my[mem[sl]] = e2y
     return out, mx, my
+
+
+# ---------------------------------------------------------------------------------------------
+# erf: inner pair in closed form (bivariate normal CDF via Owen's T), outer pair by 2-D quadrature
+# ---------------------------------------------------------------------------------------------
+_SQRT2 = np.sqrt(2.0)
+
+
+def _phi2(h, k, r):
+    """Bivariate standard normal CDF Φ₂(h, k; r) for |r| < 1 via Owen's T (vectorised)."""
+    from scipy.special import ndtr, owens_t
+
+    h = np.where(np.abs(h) < 1e-12, np.copysign(1e-12, h + 0.0), h)
+    k = np.where(np.abs(k) < 1e-12, np.copysign(1e-12, k + 0.0), k)
+    sq = np.sqrt(1.0 - r * r)
+    a_h = (k - r * h) / (h * sq)
+    a_k = (h - r * k) / (k * sq)
+    beta = np.where(h * k > 0, 0.0, 0.5)
+    return 0.5 * (ndtr(h) + ndtr(k)) - owens_t(h, a_h) - owens_t(k, a_k) - beta
+
+
+def erf_pair_mean(m1, m2, c11, c12, c22):
+    """E[erf(m₁+w₁) erf(m₂+w₂)], w ~ N(0, [[c11, c12], [c12, c22]]), exactly:
+    erf(t) = E_ζ sign(√2 t − ζ) turns it into E[sign(a₁+U₁) sign(a₂+U₂)] with U ~ N(0, 2C + I),
+    = 4Φ₂(h₁, h₂; r) − 2Φ(h₁) − 2Φ(h₂) + 1."""
+    from scipy.special import ndtr
+
+    s1 = np.sqrt(2.0 * c11 + 1.0)
+    s2 = np.sqrt(2.0 * c22 + 1.0)
+    r = np.clip(2.0 * c12 / (s1 * s2), -1 + 1e-15, 1 - 1e-15)
+    h1 = _SQRT2 * m1 / s1
+    h2 = _SQRT2 * m2 / s2
+    return 4.0 * _phi2(h1, h2, r) - 2.0 * ndtr(h1) - 2.0 * ndtr(h2) + 1.0
+
+
+def _outer_order(s, rank):
+    if rank == 1:
+        return int(np.clip(64 * max(1.0, s), 64, 160)) // 2 * 2
+    return int(np.clip(28 * max(1.0, s), 28, 128)) // 2 * 2
+
+
+def cov4_erf(kinds, Sigma4, max_nodes_batch=3_000_000):
+    """Same contract as :func:`cov4` for φ = erf, accurate to ~1e-9: the (y₁, y₂) pair is integrated in
+    closed form given (x₁, x₂) (conditional Gaussian, :func:`erf_pair_mean`); the (x₁, x₂) pair by a
+    2-D Gauss–Hermite rule on an eigen-square-root, order adapted to the largest standard deviation."""
+    from scipy.special import erf
+
+    S4 = np.array(Sigma4, dtype=np.float64)
+    kinds = np.array(kinds, dtype=bool)
+    B = S4.shape[0]
+    # put a φ pair in the inner (closed-form) position
+    swap = (~kinds[:, 1]) & kinds[:, 0]
+    perm = np.array([2, 3, 0, 1])
+    S4[swap] = S4[swap][:, perm][:, :, perm]
+    kinds[swap] = kinds[swap][:, ::-1]
+    out = np.empty(B)
+    mx = np.empty(B)
+    my = np.empty(B)
+    both_id = ~kinds[:, 0] & ~kinds[:, 1]
+    if np.any(both_id):  # Isserlis
+        S = S4[both_id]
+        out[both_id] = S[:, 0, 2] * S[:, 1, 3] + S[:, 0, 3] * S[:, 1, 2]
+        mx[both_id] = S[:, 0, 1]
+        my[both_id] = S[:, 2, 3]
+    todo = np.nonzero(~both_id)[0]
+    if todo.size:
+        Sxx = S4[todo][:, :2, :2]
+        Sxy = S4[todo][:, :2, 2:]
+        Syy = S4[todo][:, 2:, 2:]
+        lam, V = np.linalg.eigh(0.5 * (Sxx + Sxx.transpose(0, 2, 1)))
+        lam = np.clip(lam, 0.0, None)
+        R = V * np.sqrt(lam)[:, None, :]                                   # Sxx = R Rᵀ
+        tol = 1e-13 * np.maximum(lam[:, -1:], 1e-300)
+        inv = np.where(lam > tol, 1.0 / np.where(lam > tol, lam, 1.0), 0.0)
+        Sxx_pinv = (V * inv[:, None, :]) @ V.transpose(0, 2, 1)
+        Bm = Sxy.transpose(0, 2, 1) @ Sxx_pinv                              # E[y|x] = B x
+        Sc = Syy - Bm @ Sxy
+        Sc = 0.5 * (Sc + Sc.transpose(0, 2, 1))
+        Sc[:, 0, 0] = np.maximum(Sc[:, 0, 0], 0.0)
+        Sc[:, 1, 1] = np.maximum(Sc[:, 1, 1], 0.0)
+        BR = Bm @ R                                                          # m = B R z
+        smax = np.sqrt(lam[:, -1])
+        rank = np.where(lam[:, 0] > tol[:, 0], 2, 1)
+        orders = np.array([_outer_order(s_, r_) for s_, r_ in zip(smax, rank)])
+        for n, rk in sorted(set(zip(orders.tolist(), rank.tolist()))):
+            Z, W = rule(rk, int(n))
+            if rk == 1:                       # x₁, x₂ collinear: integrate along the top eigenvector
+                Z = np.concatenate([np.zeros_like(Z), Z], axis=1)
+            sel = np.nonzero((orders == n) & (rank == rk))[0]
+            step = max(1, max_nodes_batch // Z.shape[0])
+            for s0 in range(0, sel.size, step):
+                g = sel[s0:s0 + step]
+                x = np.matmul(R[g], Z.T)                                     # (b, 2, Q)
+                m = np.matmul(BR[g], Z.T)
+                fx = np.where(kinds[todo[g], 0][:, None, None], erf(x), x)
+                ex = fx[:, 0] * fx[:, 1]
+                ey = erf_pair_mean(m[:, 0], m[:, 1], Sc[g, 0, 0][:, None], Sc[g, 0, 1][:, None],
+                                   Sc[g, 1, 1][:, None])
+                e4 = (ex * ey) @ W
+                e2x = ex @ W
+                e2y = erf_pair_mean(0.0, 0.0, Syy[g, 0, 0], Syy[g, 0, 1], Syy[g, 1, 1])
+                idx = todo[g]
+                out[idx] = e4 - e2x * e2y
+                mx[idx] = e2x
+                my[idx] = e2y
+    # undo the swap for the returned means
+    mx_, my_ = mx.copy(), my.copy()
+    mx_[swap], my_[swap] = my[swap], mx[swap]
+    return out, mx_, my_

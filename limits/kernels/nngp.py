@@ -22,7 +22,7 @@ import numpy as np
 from ..results import Result
 from . import diagnostics as _diag
 from ._args import resolve
-from .expectations import dgram, gram
+from .expectations import dgram, gram, moments
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,14 @@ def _run(K0m, arch, ntk=True, on_explode="warn") -> NNGPResult:
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             Kp = Ks[l - 1]
-            E = gram(act, Kp)
+            E, G = moments(act, Kp, derivative=ntk)
             C = r2 * (arch.sigma_w2 * E + arch.sigma_b2)
             Cs[l] = C
             Ks[l] = Kp + C if arch.residual else C
             if ntk:
-                G = dgram(act, Kp)
                 branch = C + r2 * arch.sigma_w2 * G * Th[l - 1]
                 Th[l] = Th[l - 1] + branch if arch.residual else branch
-            if not _diag.layer_ok(Ks[l]) or (ntk and not _diag.layer_ok(Th[l])):
+            if not _diag.layer_ok(Ks[l], psd=True) or (ntk and not _diag.layer_ok(Th[l], psd=True)):
                 exploded = l
                 break
         if exploded >= 0:
@@ -101,8 +100,9 @@ def _run(K0m, arch, ntk=True, on_explode="warn") -> NNGPResult:
             T_out = np.full((P, P), np.inf) if ntk else None
         else:
             KL = Ks[L]
-            K_out = arch.sigma_w2_out * gram(act, KL) + arch.sigma_b2_out
-            T_out = K_out + arch.sigma_w2_out * dgram(act, KL) * Th[L] if ntk else None
+            E, G = moments(act, KL, derivative=ntk)
+            K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
+            T_out = K_out + arch.sigma_w2_out * G * Th[L] if ntk else None
     diag = {"exploded_at": exploded, "max_abs_K": float(np.max(np.abs(Ks[: exploded if exploded > 0 else L + 1]))),
             "warnings": []}
     diag = _diag.finish(diag, Ks[L], K_out, on_explode, what="NNGP kernel")

@@ -15,17 +15,13 @@ import numpy as np
 from ..checks import finite_array, positive_float, positive_int
 from ..results import Result
 from ._args import resolve
-from .expectations import diag_price
+from .expectations import diag_price, pair_dkernel, pair_kernel
 
 _INVPHI = (np.sqrt(5.0) - 1.0) / 2.0
 
 
 def _pair_moments(act, k11, k12, k22):
-    from .. import gaussian
-
-    E = np.asarray(gaussian.kernel(act, k11, k12, k22), dtype=np.float64)
-    G = np.asarray(gaussian.dkernel(act, k11, k12, k22), dtype=np.float64)
-    return E, G
+    return pair_kernel(act, k11, k12, k22), pair_dkernel(act, k11, k12, k22)
 
 
 def chi_out_entries(act, k11, k12, k22, rho, depth, sigma_w2, sigma_b2, sigma_w2_out, residual=True):

@@ -26,7 +26,7 @@ from ..checks import positive_int
 from ..results import Result
 from . import diagnostics as _diag
 from ._args import resolve
-from .expectations import cross_price, dgram, dgram_price, gram
+from .expectations import cross_price, dgram, diag_price, gram, moments
 
 
 @dataclass(frozen=True)
@@ -70,17 +70,20 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             Kp = Ks[l - 1]
-            C = arch.rho ** 2 * (arch.sigma_w2 * gram(act, Kp) + arch.sigma_b2)
-            R = dgram_price(act, Kp)
+            E, R = moments(act, Kp)
+            np.fill_diagonal(R, diag_price(act, np.diag(Kp)))       # E[φ'² + φφ''] on the diagonal
             if arch.residual:
-                Ks[l] = Kp + C
-                eta[l] = r2sw2 * R * chi[l - 1]
-                chi[l] = chi[l - 1] + eta[l]
+                np.multiply(E, r2sw2, out=Ks[l])
+                Ks[l] += arch.rho ** 2 * arch.sigma_b2
+                Ks[l] += Kp
+                np.multiply(R, chi[l - 1], out=eta[l])
+                eta[l] *= r2sw2
+                np.add(chi[l - 1], eta[l], out=chi[l])
             else:
-                Ks[l] = C
+                Ks[l] = arch.rho ** 2 * (arch.sigma_w2 * E + arch.sigma_b2)
                 eta[l] = r2sw2 * R * eta[l - 1]
                 chi[l] = eta[l]
-            if not (_diag.layer_ok(Ks[l]) and _diag.layer_ok(chi[l])):
+            if not (_diag.layer_ok(Ks[l], psd=True) and _diag.layer_ok(chi[l])):
                 exploded = l
                 break
         if exploded >= 0:
@@ -89,8 +92,10 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
             K_out = np.full((P, P), np.inf)
             chi_out = np.full((P, P), np.inf)
         else:
-            K_out = arch.sigma_w2_out * gram(act, Ks[L]) + arch.sigma_b2_out
-            chi_out = arch.sigma_w2_out * dgram_price(act, Ks[L]) * chi[L]
+            E, R = moments(act, Ks[L])
+            np.fill_diagonal(R, diag_price(act, np.diag(Ks[L])))
+            K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
+            chi_out = arch.sigma_w2_out * R * chi[L]
     diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[L], K_out, on_explode,
                         what="response recursion")
     return ResponseResult(eta, chi, chi_out, Ks, K_out, N, int(arch.d_in), arch.as_dict(), diag)
