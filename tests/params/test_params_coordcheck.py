@@ -57,7 +57,7 @@ def test_depth_full_sweep_and_two_layer_block():
     p = named("MF", convention="std")
     depths = [2 ** k for k in range(2, 8)]
     for alpha in (0.5, 1.0):
-        c = depth_check(p, depths=depths, N=64, alpha=alpha, seeds=6, quantities=("dh:last",),
+        c = depth_check(p, depths=depths, N=256, alpha=alpha, seeds=6, quantities=("dh:last",),
                         predicted={"dh:last": 1 - 2 * alpha}, seed=5)
         assert c.fit("dh:last").consistent, c.to_markdown()
     x, y = two_layer_block_correction()
