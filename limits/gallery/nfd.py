@@ -461,9 +461,9 @@ register("nfd_gia_limit", component="nfd",
 register("nfd_two_layer", component="nfd",
          compute=_wrap(two_layer_study, ("Ls", "n", "eta_bar", "n_seeds", "etas", "transfer_Ls", "transfer_n", "steps")),
          plot=_plot_two_layer,
-         params={"Ls": [4, 16, 64], "n": 128, "eta_bar": 0.5, "n_seeds": 3, "etas": [0.05, 0.1, 0.2, 0.4, 0.8, 1.6],
-                 "transfer_Ls": [4, 16, 64], "transfer_n": 64, "steps": 15},
-         quick={"Ls": [4, 16, 64], "n": 64, "etas": [0.1, 0.4, 1.6], "transfer_Ls": [4, 16], "transfer_n": 32,
+         params={"Ls": [4, 16, 64, 256], "n": 128, "eta_bar": 0.5, "n_seeds": 3,
+                 "etas": [0.4, 0.8, 1.6, 3.2, 6.4, 12.8], "transfer_Ls": [4, 16, 64], "transfer_n": 64, "steps": 20},
+         quick={"Ls": [4, 16, 64], "n": 64, "etas": [0.4, 1.6, 6.4], "transfer_Ls": [4, 16], "transfer_n": 32,
                 "steps": 5, "n_seeds": 2},
          caption="Two-layer residual blocks (tanh, T = 1): one-step first-layer update Δu (frozen-W¹ baseline) "
                  "collapses like L^{-1/2} under η = η̄ n and is restored by η₁ = η̄ n √(L/T); right: GD train "
