@@ -59,3 +59,49 @@ def test_public_api_names():
     assert classify(named("NTK")).regime == "kernel"
     r = limits.params.depth_regime(R(1, 2), R(1, 2))
     assert r.stable_init and r.stable_training and r.nontrivial and r.faithful
+
+
+def test_regimes_and_failure_exponents():
+    R = sp.Rational
+    mup = named("muP", convention="std")
+    slow = Parameterisation.make(a=mup.a, b=mup.b, c=[1, 1, 1])          # learning rate N^-1 too small
+    c = classify(slow)
+    assert c.regime == "trivial" and c.r == 1 and not c.condition_3_2.holds
+    assert c.condition_3_2.exponent == -1 and c.condition_3_2.status == "vanishes as N^-1"
+    vanish = Parameterisation.make(a=0, b=[0, 1, R(1, 2)], c=0)             # hidden init N^{-1/2}
+    c = classify(vanish)
+    assert c.regime == "unstable" and {v.key: v.exponent for v in c.init}["init.hidden"] == -R(1, 2)
+    assert not c.desideratum("D1")
+    explode = Parameterisation.make(a=0, b=[0, R(1, 2), 0], c=1)            # read-out too large: f_0 ∝ N^{1/2}
+    c = classify(explode)
+    assert c.regime == "unstable" and {v.key: v.exponent for v in c.init}["init.output"] == R(1, 2)
+    assert "blows up" in str(c)
+
+
+def test_inconsistent_and_symbolic_inputs():
+    from limits.params import solve
+
+    sol = solve("bp", ["D1", "D2", "D3"], convention="variance", fixed={"d": 0})
+    assert sol.empty
+    with pytest.raises(ValueError, match="no solution"):
+        sol.unique()
+    p = named("muP", convention="std", algorithm="pc", gamma_bar_L=sp.Symbol("gamma_bar_L"))
+    with pytest.raises(ValueError, match="gamma_bar_L"):
+        classify(p)
+    assert classify(p.subs({"gamma_bar_L": -1})).regime == "feature-learning"
+    with pytest.raises(ValueError, match="variance-convention desiderata"):
+        solve("bp", ["init"], convention="variance")
+    with pytest.raises(ValueError, match="kind"):
+        solve("bp", ["D1"], convention="std")
+    with pytest.raises(ValueError, match="gamma_bar_L is only meaningful"):
+        named("muP", algorithm="bp", gamma_bar_L=0)
+    with pytest.raises(ValueError, match="p must be a Parameterisation"):
+        classify({"a": 0})
+
+
+def test_adam_variance_convention():
+    p = named("muP", convention="std", optimizer="adam")
+    v = p.to_variance()
+    assert v.optimizer == "adam" and v.to_std() == p
+    assert classify(p).regime == classify(v).regime == "feature-learning"
+    assert classify(p.shift(sp.Rational(1, 3))).regime == "feature-learning"
