@@ -3,7 +3,8 @@
 ``train(net, X, Y, steps, ...)`` with optimizer
   * "gd"     full-batch gradient descent, ``θ ← θ − η_θ ∂ℓ/∂θ``;
   * "sgd"    minibatch SGD (``batch_size``; minibatches drawn without replacement per epoch,
-             the same sequence for every init, from ``rng``);
+             the same sequence for every init; from ``rng``/``seed`` the init root is drawn first,
+             then the seed of the minibatch-order generator);
   * "online" one sample per step, rows of X in order (pass fresh rows for fresh data);
   * "adam"   full-batch (or minibatch with ``batch_size``) Adam;
   * "flow"   gradient flow dθ/dt = −η_θ ∂ℓ/∂θ by explicit Euler with step ``dt`` (time t = k·dt).
@@ -30,7 +31,7 @@ from ..results import Result
 from .backward import backward, mse_loss
 from .forward import check_inputs, forward
 from .optim import GD, Adam
-from .weights import Weights, init_weights
+from .weights import Weights, init_weights, streams_from_root
 
 OPTIMIZERS = ("gd", "sgd", "online", "adam", "flow")
 
@@ -90,16 +91,30 @@ def _measure(net, w, w0, fwd_probe, fwd0_probe):
     return dh, np.stack(fro, axis=1), np.stack(whr, axis=1)
 
 
+def _concat(parts) -> "TrainResult":
+    p0 = parts[0]
+    cat = lambda name, axis=1: (None if getattr(p0, name) is None
+                                else np.concatenate([getattr(p, name) for p in parts], axis=axis))
+    final = None
+    if p0.final is not None:
+        final = {k: np.concatenate([p.final[k] for p in parts], axis=0) for k in p0.final}
+    return TrainResult(p0.steps, p0.t, cat("loss"), cat("f"), cat("f_test"), cat("dh_rms"), p0.rep_names,
+                       cat("dW_fro"), cat("dWh_rms"), p0.layer_names, p0.optimizer, p0.center, p0.decoupled,
+                       float(sum(p.seconds for p in parts)), final, all(p.converged for p in parts))
+
+
 @limit_blas
 def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, optimizer="gd",
           lr_scale=1.0, batch_size=None, dt=None, betas=(0.9, 0.999), eps=1e-8, center=False,
           reduction="mean", decoupled=False, X_test=None, probe=None, record_every=1,
           record_features=True, keep_weights=True, progress_bar=False, algorithm="bp", tp_beta=1.0,
-          tp_mu=0.0) -> TrainResult:
+          tp_mu=0.0, chunk=None, _order_seed=None) -> TrainResult:
     """Train ``net`` on (X, Y); see the module docstring. ``weights`` (a :class:`Weights`, copied)
     or fresh ``init_weights(net, n_inits, rng|seed, decoupled)``. ``algorithm``: "bp" (backprop),
     "tp"/"dtp" (target propagation with ridge-fixed-point linear feedback, :mod:`limits.finite.tp`,
-    output step ``tp_beta``, ridge ``tp_mu``; plain MLPs only)."""
+    output step ``tp_beta``, ridge ``tp_mu``; plain MLPs only). ``chunk``: train the inits in groups of
+    this size (memory: all weights of a group are held at once); records are identical to one batch."""
+    lr_scale0, batch_size0, dt0 = lr_scale, batch_size, dt
     X = check_inputs(net, X)
     P = X.shape[0]
     Y = _targets(Y, P, net.d_out)
@@ -131,14 +146,30 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
         batch_size = 1
     Xt = None if X_test is None else check_inputs(net, X_test, "X_test")
     Xp = X if probe is None else check_inputs(net, probe, "probe")
-    rng_mb = None
-    if optimizer == "sgd" or (optimizer == "adam" and batch_size is not None):
-        rng_mb = generator(rng, seed if rng is None else None) if (rng is not None or seed is not None) \
-            else None
-        if rng_mb is None:
-            raise ValueError("minibatch training needs rng= or seed= for the minibatch order")
+    minibatch = optimizer == "sgd" or (optimizer == "adam" and batch_size is not None)
+    root = None
+    if _order_seed is None and (weights is None or minibatch):
+        if rng is None and seed is None:
+            raise ValueError("pass rng= or seed= (initialisation and/or minibatch order)")
+        g = generator(rng, seed)
+        root = int(g.integers(0, 2**63 - 1))
+        _order_seed = int(g.integers(0, 2**63 - 1))
+    rng_mb = np.random.default_rng(_order_seed) if minibatch else None
     if weights is None:
-        w = init_weights(net, n_inits, rng=rng, seed=seed, decoupled=decoupled)
+        n_inits = positive_int(n_inits, "n_inits")
+        if chunk is not None and positive_int(chunk, "chunk") < n_inits:
+            parts = []
+            for a in range(0, n_inits, chunk):
+                wk = init_weights(net, streams=streams_from_root(root, range(a, min(a + chunk, n_inits))),
+                                  decoupled=decoupled)
+                parts.append(train(net, X, Y, steps, weights=wk, optimizer=optimizer, lr_scale=lr_scale0,
+                                   batch_size=batch_size0, dt=dt0, betas=betas, eps=eps, center=center,
+                                   reduction=reduction, X_test=X_test, probe=probe, record_every=record_every,
+                                   record_features=record_features, keep_weights=keep_weights,
+                                   progress_bar=progress_bar, algorithm=algorithm, tp_beta=tp_beta,
+                                   tp_mu=tp_mu, _order_seed=_order_seed))
+            return _concat(parts)
+        w = init_weights(net, streams=streams_from_root(root, range(n_inits)), decoupled=decoupled)
     else:
         if not isinstance(weights, Weights):
             raise ValueError("weights must be a limits.finite.Weights")
