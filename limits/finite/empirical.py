@@ -195,12 +195,14 @@ def _auto_chunk(net, P, method, memory_mb):
 
 @limit_blas
 def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
-                      keep_samples=True, phi_kernels=False, progress_bar=False) -> EmpiricalKernels:
+                      keep_samples=True, phi_kernels=False, progress_bar=False, workers=1) -> EmpiricalKernels:
     """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.
 
     ``method``: "auto" (= "conditional"), "conditional" or "dense" (see module docstring).
     ``chunk``: inits per batch (default from ``memory_mb``). ``keep_samples``: keep the per-init
     Grams (needed for single-network fluctuations); otherwise only mean and SE are kept.
+    ``workers``: threads processing chunks concurrently (numpy/scipy release the GIL for RNG fills,
+    erf and matmul; results are identical for any value; memory budget is shared).
     """
     X = check_inputs(net, X)
     n_inits = positive_int(n_inits, "n_inits")
@@ -211,8 +213,11 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     root = root_seed(rng, seed)
     P = X.shape[0]
     nB = net.n_blocks
+    workers = positive_int(workers, "workers")
     if chunk is None:
-        chunk = _auto_chunk(net, P, method, memory_mb)
+        chunk = _auto_chunk(net, P, method, memory_mb / workers)
+        if workers > 1:
+            chunk = min(chunk, -(-n_inits // workers))
     chunk = min(positive_int(chunk, "chunk"), n_inits)
     if keep_samples and 8.0 * n_inits * (nB + 2) * P * P * (2 if phi_kernels else 1) > 4 * 2**30:
         raise ValueError("keep_samples: per-init Grams would exceed 4 GB; pass keep_samples=False")
@@ -223,23 +228,37 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     flops = 0.0
     t0 = time.perf_counter()
     starts = range(0, n_inits, chunk)
+
+    def work(st):
+        return _chunk_forward(net, X, streams_from_root(root, range(st, min(st + chunk, n_inits))), method,
+                              phi_kernels)
+
+    pool = None
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=workers)
+        results = pool.map(work, starts)
+    else:
+        results = map(work, starts)
     if progress_bar:
         from ..progress import progress
 
-        starts = progress(starts, total=len(starts), desc="kernels")
-    for st in starts:
-        idx = range(st, min(st + chunk, n_inits))
-        streams = streams_from_root(root, idx)
-        K, Kout, Kphi, fl = _chunk_forward(net, X, streams, method, phi_kernels)
-        flops += fl
-        if shift is None:
-            shift, shift_o = K[0].copy(), Kout[0].copy()
-        d = K - shift; s1 += d.sum(0); s2 += (d * d).sum(0)
-        do = Kout - shift_o; o1 += do.sum(0); o2 += (do * do).sum(0)
-        if keep_samples:
-            Ks.append(K); Kouts.append(Kout)
-            if Kphi is not None:
-                Kphis.append(Kphi)
+        results = progress(results, total=len(starts), desc="kernels")
+    try:
+        for K, Kout, Kphi, fl in results:
+            flops += fl
+            if shift is None:
+                shift, shift_o = K[0].copy(), Kout[0].copy()
+            d = K - shift; s1 += d.sum(0); s2 += (d * d).sum(0)
+            do = Kout - shift_o; o1 += do.sum(0); o2 += (do * do).sum(0)
+            if keep_samples:
+                Ks.append(K); Kouts.append(Kout)
+                if Kphi is not None:
+                    Kphis.append(Kphi)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     secs = time.perf_counter() - t0
     n = n_inits
     mean = shift + s1 / n

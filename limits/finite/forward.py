@@ -63,6 +63,11 @@ class Forward:
     z: list
     f: np.ndarray
 
+    def postactivations(self) -> dict:
+        """Layer name → the array that layer multiplies (S|1, P, fan_in): φ(h) of the previous
+        representation for pre-activation nets ('in' → the inputs X)."""
+        return dict(self.inp)
+
     def preactivations(self) -> dict:
         """Name → (S, P, width) for every hidden representation: stream states 'h0'…'hB' and the
         inner pre-activations of multi-layer blocks 'u{l}.{k}' (k < last)."""
