@@ -65,7 +65,7 @@ class Verdict:
 
 
 def _verdict(q, subs):
-    e = sp.expand(q.exponent.subs(subs))
+    e = sp.expand(q.exponent.xreplace(subs))
     e = _num(e, q.key)
     holds = bool({"=0": e == 0, "<=0": e <= 0, ">=0": e >= 0, "<0": e < 0, ">0": e > 0}[q.requirement])
     return Verdict(q.key, q.label, holds, e, q.requirement, q.source)
@@ -88,9 +88,9 @@ def update_exponents(p: Parameterisation) -> dict:
     q = std_quantities(model_alg, s.optimizer, s.gamma_bar_L, s.e_B)
     subs = substitution(s)
     subs.update(_params_subs(s))
-    out = {f"r_{lay}": sp.expand(q["r"][lay].subs(subs)) for lay in LAYERS}
-    out["r"] = sp.expand(q["r_feat"].subs(subs))
-    out["A2"] = sp.expand(q["A2"].exponent.subs(subs))
+    out = {f"r_{lay}": sp.expand(q["r"][lay].xreplace(subs)) for lay in LAYERS}
+    out["r"] = sp.expand(q["r_feat"].xreplace(subs))
+    out["A2"] = sp.expand(q["A2"].exponent.xreplace(subs))
     out["alpha"] = q["alpha"]
     return out
 
@@ -155,8 +155,8 @@ def classify(p: Parameterisation) -> Classification:
     subs = substitution(s)
     subs.update(_params_subs(s))
     init = tuple(_verdict(x, subs) for x in q["init"])
-    r_layers = {lay: _num(q["r"][lay].subs(subs), f"r_{lay}") for lay in LAYERS}
-    r = _num(q["r_feat"].subs(subs), "r")
+    r_layers = {lay: _num(q["r"][lay].xreplace(subs), f"r_{lay}") for lay in LAYERS}
+    r = _num(q["r_feat"].xreplace(subs), "r")
     from .constraints import Quantity
 
     stab = tuple(_verdict(Quantity(f"r.{lay}", -q["r"][lay], "<=0",
@@ -204,7 +204,7 @@ def one_step_exponents(p: Parameterisation) -> dict:
     s = p.to_std()
     q = std_quantities("bp", s.optimizer, None, None, one_step=True)
     subs = substitution(s)
-    ev = lambda e, k: _num(sp.expand(e.subs(subs)), k)  # noqa: E731
+    ev = lambda e, k: _num(sp.expand(e.xreplace(subs)), k)  # noqa: E731
     r = {lay: ev(q["r"][lay], f"r_{lay}") for lay in LAYERS}
     rf = ev(q["r_feat"], "r")
     w = ev(sp.Symbol("a_output", real=True) + sp.Symbol("b_output", real=True), "w")

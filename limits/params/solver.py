@@ -116,11 +116,43 @@ def _as_linear(e, syms):
     return np.array(coeffs), const
 
 
+def _interval(conds, s):
+    """Exact feasible interval of linear conditions in one symbol: (lo, lo_strict, hi, hi_strict, ok)."""
+    lo, hi, los, his = -sp.oo, sp.oo, False, False
+    for e, k in conds:
+        a = sp.expand(e).coeff(s)
+        b = sp.expand(e - a * s)
+        if a.free_symbols or b.free_symbols:
+            return None
+        if a == 0:
+            val = {"ge": b >= 0, "gt": b > 0, "le": b <= 0, "lt": b < 0, "eq": b == 0}[k]
+            if not bool(val):
+                return (0, False, 0, False, False)
+            continue
+        root = -b / a
+        kinds = [k] if k != "eq" else ["ge", "le"]
+        for kk in kinds:
+            # a s + b ≥ 0  ⇔  s ≥ root (a > 0) or s ≤ root (a < 0)
+            lower = (kk in ("ge", "gt")) == (a > 0)
+            strict = kk in ("gt", "lt")
+            if lower:
+                if root > lo or (root == lo and strict):
+                    lo, los = root, strict
+            else:
+                if root < hi or (root == hi and strict):
+                    hi, his = root, strict
+    ok = lo < hi or (lo == hi and not los and not his)
+    return (lo, los, hi, his, bool(ok))
+
+
 def _feasible(conds, syms) -> bool:
     """Exact check for ≤1 symbol, LP otherwise. ``conds``: list of (expr, kind) meaning expr ⋈ 0."""
     if not conds:
         return True
     if len(syms) == 1:
+        iv = _interval(conds, syms[0])
+        if iv is not None:
+            return iv[4]
         s = syms[0]
         rels = []
         for e, k in conds:
@@ -165,6 +197,17 @@ def _simplify_conditions(conds, syms):
         out.append(rel)
     if len(syms) == 1 and out:
         s = syms[0]
+        iv = _interval(conds, s)
+        if iv is not None:
+            lo, los, hi, his, _ = iv
+            if lo == hi:
+                return (sp.Eq(s, lo),)
+            res = []
+            if lo != -sp.oo:
+                res.append(sp.StrictLessThan(lo, s) if los else sp.LessThan(lo, s))
+            if hi != sp.oo:
+                res.append(sp.StrictLessThan(s, hi) if his else sp.LessThan(s, hi))
+            return tuple(res)
         sset = sp.S.Reals
         for r in out:
             sset = sset.intersect(sp.solveset(r, s, sp.S.Reals))
@@ -210,9 +253,9 @@ def solve_quantities(quantities, unknowns, fixed=None) -> Solution:
             free |= v.free_symbols
         free |= params
         # linsolve may leave consistency conditions among parameters: re-check every equation
-        sub_conds = [(sp.expand(e.subs(values)), "eq") for e in eqs]
+        sub_conds = [(sp.expand(e.xreplace(values)), "eq") for e in eqs]
         sub_conds = [(e, k) for e, k in sub_conds if e != 0]
-        sub = [(sp.expand(e.subs(values)), k) for e, k in ineqs] + sub_conds
+        sub = [(sp.expand(e.xreplace(values)), k) for e, k in ineqs] + sub_conds
         ok = True
         rest = []
         for e, k in sub:
