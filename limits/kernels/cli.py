@@ -1,0 +1,181 @@
+"""`limits nngp`, `limits response`, `limits critical-line` (human-readable by default, --json)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def _load_matrix(path, key):
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{key}: file {path} does not exist")
+    if p.suffix == ".npy":
+        return np.load(p, allow_pickle=False)
+    if p.suffix == ".npz":
+        with np.load(p, allow_pickle=False) as z:
+            if key in z.files:
+                return z[key]
+            if len(z.files) == 1:
+                return z[z.files[0]]
+            raise ValueError(f"{key}: {path} holds {z.files}; store the array under '{key}'")
+    if p.suffix in (".csv", ".txt"):
+        return np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None, ndmin=2)
+    raise ValueError(f"{key}: unsupported file type {p.suffix!r} (use .npy, .npz, .csv, .txt)")
+
+
+def _data(args):
+    if args.X and args.K0:
+        raise ValueError("give --X or --K0, not both")
+    if args.K0:
+        return None, _load_matrix(args.K0, "K0")
+    if args.X:
+        return _load_matrix(args.X, "X"), None
+    rng = np.random.default_rng(args.seed)
+    P, d = args.random
+    return rng.standard_normal((P, d)), None
+
+
+def _common(s):
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--X", help="data file P×d_in (.npy/.npz/.csv), samples are rows")
+    g.add_argument("--K0", help="read-in kernel file P×P instead of data")
+    s.add_argument("--random", nargs=2, type=int, default=(3, 10), metavar=("P", "D"),
+                   help="without --X/--K0: P standard-normal inputs of dimension D (default 3 10)")
+    s.add_argument("--seed", type=int, default=0, help="seed for --random inputs")
+    s.add_argument("--depth", "-L", type=int, default=10)
+    s.add_argument("--activation", default="erf")
+    s.add_argument("--sigma-w2", type=float, default=1.0)
+    s.add_argument("--sigma-b2", type=float, default=0.0)
+    for side in ("in", "out"):
+        s.add_argument(f"--sigma-w2-{side}", type=float, default=None)
+        s.add_argument(f"--sigma-b2-{side}", type=float, default=None)
+    s.add_argument("--residual", action="store_true", help="residual network (seed 004 Eq. 1)")
+    s.add_argument("--rho", type=float, default=1.0, help="branch scale (β with --depth-scaling)")
+    s.add_argument("--depth-scaling", choices=("none", "sqrt", "linear"), default="none",
+                   help="ρ_eff = rho, rho/√L or rho/L")
+    s.add_argument("--d-in", type=int, default=None, help="input dimension (needed with --K0 for response)")
+    s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json")
+    s.add_argument("--json", action="store_true")
+
+
+def _kw(args):
+    return dict(depth=args.depth, activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2,
+                residual=args.residual, rho=args.rho, sigma_w2_in=args.sigma_w2_in,
+                sigma_b2_in=args.sigma_b2_in, sigma_w2_out=args.sigma_w2_out, sigma_b2_out=args.sigma_b2_out,
+                depth_scaling=args.depth_scaling)
+
+
+def _clean(x):
+    """JSON-safe: NaN/inf → None (strict JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _dump(obj):
+    print(json.dumps(_clean(obj)))
+
+
+def _fmt(M):
+    return np.array2string(np.asarray(M), precision=6, suppress_small=True, max_line_width=120)
+
+
+def cmd_nngp(args):
+    from . import nngp
+
+    X, K0 = _data(args)
+    r = nngp(X, K0=K0, d_in=args.d_in, **_kw(args))
+    if args.save:
+        r.save(args.save)
+    if args.json:
+        _dump({"params": r.params, "diagnostics": r.diagnostics, "K": r.K.tolist(),
+               "K_out": r.K_out.tolist(), "Theta_out": r.Theta_out.tolist()})
+        return 0
+    p = r.params
+    print(f"NNGP ({'residual' if p['residual'] else 'feed-forward'}, {p['activation']}, L={p['depth']}, "
+          f"σ_w²={p['sigma_w2']}, σ_b²={p['sigma_b2']}, ρ={p['rho']:.6g})")
+    print("K^0 =\n" + _fmt(r.K[0]))
+    print(f"K^{p['depth']} =\n" + _fmt(r.K[-1]))
+    print("K_out =\n" + _fmt(r.K_out))
+    print("NTK Θ_out (NTK parameterisation) =\n" + _fmt(r.Theta_out))
+    print(f"diagnostics: {r.diagnostics}")
+    return 0
+
+
+def cmd_response(args):
+    from . import response
+
+    X, K0 = _data(args)
+    s = response(X, K0=K0, d_in=args.d_in, width=args.width, **_kw(args))
+    if args.save:
+        s.save(args.save)
+    if args.json:
+        _dump({"params": s.params, "width": s.width, "d_in": s.d_in, "eta": s.eta.tolist(),
+               "chi": s.chi.tolist(), "chi_out": s.chi_out.tolist(), "diagnostics": s.diagnostics})
+        return 0
+    print(f"response (N={s.width}, d_in={s.d_in}, η⁰ = N/d_in = {s.width / s.d_in:g})")
+    print("layer  η^l[0,0]      η^l[0,1]      χ^l[0,0]      χ^l[0,1]")
+    P = s.eta.shape[1]
+    j = 1 if P > 1 else 0
+    for l in range(s.eta.shape[0]):
+        print(f"{l:5d}  {s.eta[l, 0, 0]:12.6g}  {s.eta[l, 0, j]:12.6g}  {s.chi[l, 0, 0]:12.6g}  {s.chi[l, 0, j]:12.6g}")
+    print("χ_out =\n" + _fmt(s.chi_out))
+    return 0
+
+
+def cmd_critical(args):
+    from . import critical_line
+
+    rows = []
+    for b in args.sigma_b2:
+        c = critical_line(args.activation, b)
+        rows.append({"activation": c.activation, "sigma_b2": c.sigma_b2, "sigma_w2": c.sigma_w2,
+                     "qstar": c.qstar, "chi1": c.chi1, "converged": c.converged, "note": c.note})
+    if args.json:
+        _dump(rows)
+        return 0
+    print(f"order-to-chaos line (χ_1 = 1) for {args.activation}:")
+    print("   σ_b²         σ_w²           q*")
+    for r in rows:
+        print(f"{r['sigma_b2']:8.4g}  {r['sigma_w2']:.10f}  {r['qstar']:.10g}  {r['note']}")
+    return 0
+
+
+def register(sub):
+    s = sub.add_parser("nngp", help="NNGP/NTK kernels of a feed-forward or residual network")
+    _common(s)
+    s.set_defaults(func=cmd_nngp)
+    s = sub.add_parser("response", help="response functions η^l, χ^l, χ_out (seed 004 Eq. 45–48)")
+    _common(s)
+    s.add_argument("--width", "-N", type=int, required=True)
+    s.set_defaults(func=cmd_response)
+    s = sub.add_parser("critical-line", help="σ_w² on the order-to-chaos line for given σ_b²")
+    s.add_argument("activation")
+    s.add_argument("--sigma-b2", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_critical)
+
+
+def default_job(outdir) -> list[str]:
+    """Critical-line table for tanh and erf (≈1 s) → OUTDIR/kernels_critical_line.json."""
+    from ..results import atomic_write_text
+    from . import critical_line
+
+    rows = []
+    for act in ("tanh", "erf"):
+        for b in (0.0, 0.05, 0.1, 0.2, 0.3):
+            c = critical_line(act, b)
+            rows.append({"activation": act, "sigma_b2": b, "sigma_w2": c.sigma_w2, "qstar": c.qstar})
+    path = Path(outdir) / "kernels_critical_line.json"
+    atomic_write_text(path, json.dumps(_clean(rows), indent=1))
+    tanh = next(r for r in rows if r["activation"] == "tanh" and r["sigma_b2"] == 0.05)
+    return [f"kernels critical line: {path} (tanh σ_b²=0.05 → σ_w²={tanh['sigma_w2']:.6f}, "
+            f"q*={tanh['qstar']:.6f})"]
