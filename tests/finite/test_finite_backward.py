@@ -135,3 +135,39 @@ def test_batched_inits_equal_single_init_runs():
         np.testing.assert_allclose(ls[0], loss[s], rtol=1e-13)
         for k in g.dW:
             np.testing.assert_allclose(gs.dW[k][0], g.dW[k][s], rtol=1e-12, atol=1e-15)
+
+
+from hypothesis import given, settings, strategies as st
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), act=st.sampled_from(["tanh", "erf", "relu", "gelu"]),
+       post=st.booleans(), layers=st.integers(1, 2))
+def test_backward_is_linear_in_output_gradient(seed, act, post, layers):
+    net = F.resnet(3, 5, 2, d_out=2, activation=act, rho=0.6, sigma_b2=0.1, post_activation=post,
+                   block_layers=1 if post else layers)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((3, 3))
+    w = F.init_weights(net, 2, seed=seed)
+    fwd = F.forward(net, w, X)
+    g1, g2 = rng.standard_normal((2, 2, 3, 2))
+    a, b, c = (F.backward(net, w, fwd, g) for g in (g1, g2, 2.0 * g1 - 3.0 * g2))
+    for k in a.dW:
+        np.testing.assert_allclose(c.dW[k], 2.0 * a.dW[k] - 3.0 * b.dW[k], rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), act=st.sampled_from(["tanh", "erf", "relu"]))
+def test_hidden_unit_permutation_invariance(seed, act):
+    # permuting the hidden units of a plain MLP (rows of W_l, b_l; columns of W_{l+1}) leaves f unchanged
+    net = F.mlp(3, 6, 1, d_out=2, activation=act, sigma_b2=0.2)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((4, 3))
+    w = F.init_weights(net, 1, seed=seed)
+    perm = rng.permutation(6)
+    w2 = w.copy()
+    w2.W["in"] = w.W["in"][:, perm]
+    w2.b["in"] = w.b["in"][:, perm]
+    w2.W["1.1"] = w.W["1.1"][:, :, perm]
+    w2.Wb = dict(w2.W)
+    np.testing.assert_allclose(F.forward(net, w2, X).f, F.forward(net, w, X).f, rtol=1e-12, atol=1e-14)
