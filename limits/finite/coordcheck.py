@@ -157,13 +157,13 @@ def _fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seed
                       float(eta0), str(activation), settings)
 
 
-def _train_chunks(net, X, Y, steps, seeds, seed, chunk, lr_scale=1.0):
+def _train_chunks(net, X, Y, steps, seeds, seed, chunk, lr_scale=1.0, optimizer="gd"):
     from .training import train
 
     parts = []
     for start in range(0, seeds, chunk):
         k = min(chunk, seeds - start)
-        res = train(net, X, Y, steps, n_inits=k, seed=[int(seed), start], optimizer="gd", lr_scale=lr_scale,
+        res = train(net, X, Y, steps, n_inits=k, seed=[int(seed), start], optimizer=optimizer, lr_scale=lr_scale,
                     record_every=max(1, steps), keep_weights=False)
         parts.append(_measure(res, net))
     return {q: np.concatenate([p[q] for p in parts]) for q in parts[0]}
@@ -173,7 +173,7 @@ def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=(
                 seeds=8, steps=1, eta0=0.05, activation="tanh", d_in=16, P=8, seed=0, predicted=None,
                 tol=0.0, chunk=None, name=None, progress_bar=False, **concretise_kw) -> CoordCheck:
     """Width sweep for parameterisation ``p`` (a ``limits.params`` object or anything
-    ``concretise`` accepts). Predictions default to ``p.one_step_exponents()`` when ``steps`` = 1.
+    ``concretise`` accepts), trained with full-batch GD (Adam when ``p.optimizer == "adam"``). Predictions default to ``p.one_step_exponents()`` when ``steps`` = 1.
     ``tol`` widens the consistency interval (default 0: prediction must lie in the 95% CI)."""
     from .concretise import concretise
 
@@ -187,10 +187,12 @@ def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=(
     if predicted is None and steps == 1 and hasattr(p, "one_step_exponents"):
         predicted = {k: v for k, v in p.one_step_exponents().items()}
     chunk = chunk or seeds
+    opt = "adam" if getattr(p, "optimizer", "sgd") == "adam" else "gd"   # Adam's first step is η·sign(g)
     per_n = []
     for N in progress(widths, desc="width check", disable=None if progress_bar else True):
         net = concretise(p, N, L, d_in=d_in, activation=activation, eta0=eta0, **concretise_kw)
-        per_n.append(_train_chunks(net, X, Y, steps, seeds, seed, max(1, min(chunk, seeds if N < 1024 else 2))))
+        per_n.append(_train_chunks(net, X, Y, steps, seeds, seed, max(1, min(chunk, seeds if N < 1024 else 2)),
+                                   optimizer=opt))
     nm = name or f"{getattr(p, 'name', 'custom')} width check"
     settings = {"L": L, "d_in": d_in, "P": P, "seed": seed}
     return _fit_all(nm, "N", widths, per_n, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)

@@ -109,6 +109,7 @@ class Classification:
     readout_only: bool = False
     notes: tuple = ()
     parameterisation: Parameterisation | None = None
+    depth: object = None                              # DepthRegime (TP6) when p has α and γ
 
     @property
     def failures(self) -> list:
@@ -130,7 +131,13 @@ class Classification:
                 "init": conv(self.init), "stability": conv(self.stability),
                 "condition_3_2": conv([self.condition_3_2])[0],
                 "desiderata": {k: conv(v) for k, v in self.desiderata.items()},
-                "readout_only": self.readout_only, "notes": list(self.notes)}
+                "readout_only": self.readout_only, "notes": list(self.notes),
+                "depth": None if self.depth is None else {
+                    "alpha": fmt(self.depth.alpha), "gamma": fmt(self.depth.gamma),
+                    "stable_init": self.depth.stable_init, "stable_training": self.depth.stable_training,
+                    "nontrivial": self.depth.nontrivial, "faithful": self.depth.faithful,
+                    "sgd_lr_exponent": fmt(self.depth.sgd_lr_exponent),
+                    "adam_lr_exponent": fmt(self.depth.adam_lr_exponent)}}
 
     def __str__(self):
         lines = [f"regime: {self.regime}   r = {fmt(self.r)}   r_l: " +
@@ -141,6 +148,8 @@ class Classification:
             lines.append(f"  seed 000 {k}: {'holds' if all(v.holds for v in vs) else 'VIOLATED'}")
             for v in vs:
                 lines.append("    " + str(v))
+        if self.depth is not None:
+            lines.append(f"  depth: {self.depth}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -185,7 +194,13 @@ def classify(p: Parameterisation) -> Classification:
         vs = substitution(v)
         for k in ("D1", "D2", "D3"):
             desiderata[k] = tuple(_verdict(x, vs) for x in dq[k])
-    return Classification(regime, r, r_layers, init, stab, cond, desiderata, readout_only, tuple(notes), p)
+    depth = None
+    if p.depth_alpha is not None and p.depth_gamma is not None and not (
+            p.depth_alpha.free_symbols or p.depth_gamma.free_symbols):
+        from .depth import depth_regime
+
+        depth = depth_regime(p.depth_alpha, p.depth_gamma)
+    return Classification(regime, r, r_layers, init, stab, cond, desiderata, readout_only, tuple(notes), p, depth)
 
 
 def one_step_exponents(p: Parameterisation) -> dict:

@@ -165,7 +165,7 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
     return (p if convention == "std" else p.to_variance()), sol
 
 
-def named(name, convention="variance", algorithm="bp", optimizer="sgd", **extra) -> Parameterisation:
+def named(name, convention="variance", algorithm=None, optimizer="sgd", **extra) -> Parameterisation:
     """A named parameterisation, derived by the constraint solver.
 
     ``name`` ∈ {"SP", "NTK", "MF", "muP", "muPC", "depth-muP"}; ``convention`` ∈ {"variance", "std"};
@@ -173,12 +173,16 @@ def named(name, convention="variance", algorithm="bp", optimizer="sgd", **extra)
     exponent, number or sympy Symbol; selects seed 003's single-shot PC), ``e_B`` (GNT
     preconditioner exponent, default 1), ``pc_model`` ("equilibrium" | "single-shot"),
     ``gauge`` (None = as derived, "a0" = seed 003's a_l = 0 gauge), ``uniform_lr``.
+    ``algorithm`` defaults to "bp" ("pc" for "muPC", a predictive-coding parameterisation).
     """
     bad = [k for k in extra if k not in _EXTRA]
     if bad:
         raise ValueError(f"unknown argument(s) {bad}; allowed extras: {', '.join(_EXTRA)}")
+    extra = dict(extra)
     gauge = extra.pop("gauge", None)
     cname = canonical_name(name)
+    if algorithm is None:
+        algorithm = "pc" if cname == "muPC" else "bp"
     if cname in ("muPC", "depth-muP"):
         from .depth import solve_depth
 

@@ -254,6 +254,33 @@ class Parameterisation:
 
         return one_step_exponents(self)
 
+    def multipliers(self) -> dict:
+        """Symbolic per-layer numbers in terms of width ``N``, depth ``L`` (residual branches) and
+        the data dimension ``D``: ``{layer: {"multiplier", "init_variance", "learning_rate"}}`` in
+        this object's convention (std: ``N^{-a}``, ``N^{-2b}``, ``N^{-c}``; variance: ``N^{-a}``,
+        ``N^{-b}``, ``γ0² N^{2d-c}`` for SGD), hidden multipliers including ``L^{-α}`` and the
+        learning rate including ``L^{depth_lr_exponent}``; the read-in multiplier includes ``D^{-1/2}``
+        and (variance) the read-out includes ``1/γ = N^{-d}``. Seed 001 Table 1 in exponent form."""
+        N, L, D = sp.Symbol("N", positive=True), sp.Symbol("L", positive=True), sp.Symbol("D", positive=True)
+        out = {}
+        for i, lay in enumerate(LAYERS):
+            mult = N ** (-self.a[i])
+            if lay == "input":
+                mult = mult / sp.sqrt(D)
+            if lay == "hidden" and self.depth_alpha is not None:
+                mult = mult * L ** (-self.depth_alpha)
+            if lay == "output" and self.convention == "variance":
+                mult = mult * N ** (-self.d)
+            var = N ** (-(2 if self.convention == "std" else 1) * self.b[i])
+            lr = N ** (-self.c[i])
+            if self.convention == "variance" and self.optimizer == "sgd":
+                lr = lr * N ** (2 * self.d)
+            if lay == "hidden" and self.depth_lr_exponent is not None:
+                lr = lr * L ** self.depth_lr_exponent
+            out[lay] = {"multiplier": sp.simplify(mult), "init_variance": sp.simplify(var),
+                        "learning_rate": sp.simplify(lr)}
+        return out
+
     # ------------------------------------------------------------------ display
     def to_dict(self) -> dict:
         out = {"name": self.name, "convention": self.convention, "algorithm": self.algorithm,

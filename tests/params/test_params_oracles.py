@@ -178,6 +178,19 @@ def test_mupc_multipliers_seed001():
     assert [sp.simplify(N ** (-2 * b)) for b in spc.b[1:]] == [1 / N, 1 / N]
 
 
+def test_mupc_multiplier_form():
+    N, L, D = sp.symbols("N L D", positive=True)
+    m = named("muPC").multipliers()          # algorithm defaults to "pc" for μPC
+    assert named("muPC").algorithm == "pc"
+    assert sp.simplify(m["input"]["multiplier"] - 1 / sp.sqrt(D)) == 0          # N_0^{-1/2}
+    assert sp.simplify(m["hidden"]["multiplier"] - 1 / sp.sqrt(N * L)) == 0     # (N L)^{-1/2}
+    assert sp.simplify(m["output"]["multiplier"] - 1 / N) == 0                   # N^{-1} (incl. 1/γ)
+    assert all(m[k]["init_variance"] == 1 for k in m)                            # N(0, 1) weights
+    s = named("SP", algorithm="pc").multipliers()
+    assert [s[k]["multiplier"] for k in ("hidden", "output")] == [1, 1]
+    assert [s[k]["init_variance"] for k in ("hidden", "output")] == [1 / N, 1 / N]
+
+
 def test_cross_convention_consistency():
     """Seed 000 (variance) and TP4/seed 003 (std) generators derive the same parameterisations."""
     for name in ("SP", "NTK", "MF", "muP"):
