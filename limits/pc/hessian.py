@@ -322,10 +322,13 @@ def block_equilibrium(net: Net, X, Y, nudge=None, decay=0.0):
     """Equilibrium by solving ``H_z z = b`` with :class:`BlockCholesky` (all samples at once)."""
     from .equilibrium import Equilibrium, _energy, forward, output_jacobians, predictions, rescaling
 
+    from ._threads import blas_threads
+
     lay = layout(net, False, nudge, decay)
-    chol = BlockCholesky(net, lay)
-    b = rhs(net, lay, X, Y)
-    Zc = chol.solve(b)
+    with blas_threads():
+        chol = BlockCholesky(net, lay)
+        b = rhs(net, lay, X, Y)
+        Zc = chol.solve(b)
     res = np.linalg.norm(hessian_operator(net, lay).matmat(Zc) - b) / max(np.linalg.norm(b), 1e-300)
     off = lay.offsets
     zfree = [Zc[off[p]:off[p + 1]].T for p in range(len(lay.layers))]

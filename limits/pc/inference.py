@@ -96,6 +96,15 @@ def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, laye
     """Run ``steps`` of activity inference and report energy, gradient norm and distance to ``z*``
     (closed form for linear networks, or ``reference`` = list of arrays). Stops early when the
     relative distance (or, without a reference, the gradient norm) falls below ``tol``."""
+    from ._threads import blas_threads
+
+    with blas_threads():
+        return _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activation, init, update,
+                      optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn)
+
+
+def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activation, init, update,
+           optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn):
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, X, Y)
     if not (np.isfinite(beta) and beta > 0):

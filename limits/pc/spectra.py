@@ -92,6 +92,13 @@ def extreme_eigenvalues(weights, multipliers=None, skips=None, layer_weights=Non
         method = "dense" if n <= 1500 else "lanczos"
     if method not in ("dense", "lanczos", "lobpcg"):
         raise ValueError(f"method must be 'auto', 'dense', 'lanczos' or 'lobpcg', got {method!r}")
+    from ._threads import blas_threads
+
+    with blas_threads():
+        return _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar)
+
+
+def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar):
     if measure_memory:
         tracemalloc.start()
     t0 = time.perf_counter()
