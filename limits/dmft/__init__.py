@@ -26,6 +26,7 @@ from .grid import DMFTParams, TimeGrid, from_abcd, gd_time_step, make_grid
 from .linear import StepTooLarge, march, ntk_equal_time, picard
 from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
 from .result import DMFTResult
+from ._threads import blas_limited
 
 __all__ = ["solve", "lazy", "DMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
            "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk"]
@@ -176,6 +177,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                 Phi2=np.stack(Phi2) if keep_two_time else None, G2=np.stack(G2) if keep_two_time else None)
 
 
+@blas_limited
 def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=None, method="gd",
           richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,
           damping=None, strict=True, solver="auto", progress=False, keep_two_time=False) -> DMFTResult:
