@@ -111,6 +111,8 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
     eb = None if e_B is None else as_exponent(e_B, "e_B")
     if algorithm == "pc" and pc_model is None:
         pc_model = "single-shot" if g is not None else "equilibrium"
+    if algorithm == "pc" and pc_model == "single-shot" and g is None:
+        g = GAMMA_BAR_L                     # keep γ̄_L symbolic
     seed000 = optimizer == "sgd" and (algorithm == "bp" or (algorithm == "pc" and pc_model == "equilibrium"))
     kw = dict(algorithm=algorithm, optimizer=optimizer, name=name,
               gamma_bar_L=g if algorithm == "pc" and pc_model == "single-shot" else None,

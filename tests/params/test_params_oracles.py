@@ -210,3 +210,11 @@ def test_table_formats():
     assert "regime" in t.to_markdown()
     with pytest.raises(ValueError, match="unknown parameterisation"):
         table(["SP", "nope"])
+
+
+def test_pc_single_shot_default_is_symbolic():
+    p = named("muP", convention="std", algorithm="pc", pc_model="single-shot", gauge="a0")
+    assert p.gamma_bar_L == G and sp.simplify(p.c[1] + G) == 0
+    # equilibrium PC (seed 000) without γ̄_L coincides with the single-shot result at γ̄_L = 0
+    eq = named("muP", convention="std", algorithm="pc", gauge="a0")
+    assert eq.pc_model == "equilibrium" and (eq.b, eq.c) == (p.subs({"gamma_bar_L": 0}).b, p.subs({"gamma_bar_L": 0}).c)
