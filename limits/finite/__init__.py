@@ -64,6 +64,11 @@ Gradients and training
 per-layer learning rates from the Network, ``center=True`` (train f − f0), ``decoupled=``,
 records of loss, outputs, per-layer |Δh_l|_rms, ‖ΔW‖_F and |ΔW·input|_rms.
 
+Empirical NTK
+-------------
+``empirical_ntk(net, w, X, output=0, lr_weighted=False, per_layer=False)`` → (S, P, P) from one
+backward pass (per layer ``m² (g gᵀ)∘(a aᵀ) + m_b² g gᵀ``).
+
 Target propagation
 ------------------
 ``train(..., algorithm="tp"|"dtp", tp_beta=β, tp_mu=μ)`` (plain MLPs): linear feedback at the ridge
@@ -91,6 +96,7 @@ from .concretise import concretise
 from .empirical import EmpiricalKernels, empirical_kernels, kernels_of
 from .forward import Forward, forward, output
 from .network import Block, Dense, Network, mlp, resnet
+from .ntk import empirical_ntk
 from .optim import GD, Adam
 from .training import TrainResult, train
 from .weights import Streams, Weights, init_streams, init_weights, root_seed
@@ -101,6 +107,6 @@ __all__ = [
     "Forward", "forward", "output",
     "EmpiricalKernels", "empirical_kernels", "kernels_of",
     "Grads", "backward", "mse_loss", "loss_and_grads",
-    "GD", "Adam", "TrainResult", "train",
+    "GD", "Adam", "TrainResult", "train", "empirical_ntk",
 ]
 

@@ -220,7 +220,8 @@ def mlp(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b2=0
     """Feed-forward net ``h⁰ = W_in x + b``, ``h^l = W φ(h^{l−1}) + b`` (``blocks`` hidden N×N layers),
     ``f = W_out φ(h^B) + b``; kernels.md §2 conventions: ``W ~ N(0, σ_w²/fan_in)``.
 
-    ``parameterisation="ntk"`` puts 1/√fan_in into the multiplier (weights N(0, σ_w²)) instead.
+    ``parameterisation="ntk"``: ``W = σ_w w/√fan_in``, ``b = σ_b β`` with w, β ~ N(0, 1) the trained
+    parameters (multiplier σ_w/√fan_in, std 1) — the convention of ``limits.kernels.nngp``'s NTK.
     Seed 000 depth L (weight layers) ↔ ``blocks = L − 2``; DMFT depth L ↔ ``blocks = L − 1``.
     """
     return _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
@@ -258,7 +259,9 @@ def _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_
     def dense(fi, fo, s2, b2):
         if parameterisation == "standard":
             return Dense(fi, fo, mult=1.0, std=math.sqrt(s2 / fi), lr=lr, **_bias_kw(b2))
-        return Dense(fi, fo, mult=1.0 / math.sqrt(fi), std=math.sqrt(s2), lr=lr, **_bias_kw(b2))
+        # NTK parameterisation: W = σ w/√fan_in, b = σ_b β with w, β ~ N(0, 1) trainable
+        return Dense(fi, fo, mult=math.sqrt(s2 / fi), std=1.0, lr=lr, bias=b2 > 0, bias_std=1.0,
+                     bias_mult=math.sqrt(b2))
 
     readin = dense(d_in, width, sw2_in, sb2_in)
     hidden = tuple(Block(tuple(dense(width, width, sw2, sb2) for _ in range(block_layers)),
