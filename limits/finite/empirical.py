@@ -49,6 +49,7 @@ class EmpiricalKernels(Result):
     seconds: float
     flops: float
     chunk: int
+    overflow: bool = False
 
     @property
     def gflops(self) -> float:
@@ -269,11 +270,17 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
         se, se_o = np.sqrt(var / n), np.sqrt(var_o / n)
     else:
         se, se_o = np.full_like(mean, np.nan), np.full_like(mean_o, np.nan)
+    overflow = not (np.all(np.isfinite(mean)) and np.all(np.isfinite(mean_o)))
+    if overflow:
+        import warnings
+
+        warnings.warn("empirical_kernels: activations overflowed (inf/NaN in the kernels) — the network "
+                      "explodes at these parameters; see EmpiricalKernels.overflow", RuntimeWarning, stacklevel=2)
     return EmpiricalKernels(mean, se, mean_o, se_o,
                             np.concatenate(Ks) if keep_samples else None,
                             np.concatenate(Kouts) if keep_samples else None,
                             np.concatenate(Kphis) if (keep_samples and phi_kernels) else None,
-                            n, net.width, method, secs, flops, chunk)
+                            n, net.width, method, secs, flops, chunk, overflow)
 
 
 def kernels_of(fwd) -> np.ndarray:

@@ -195,3 +195,11 @@ def test_per_init_streams_are_uncorrelated():
     assert abs(Z.mean() * np.sqrt(Z.size)) < 4.5 and abs(Z.var() - 1) < 0.02
     # reproducible, and slicing selects the same streams
     np.testing.assert_array_equal(st[5:7].gen(1, 0).standard_normal(500), Z[6])
+
+
+def test_exploding_network_is_flagged_not_silent():
+    net = F.mlp(3, 8, 60, activation="relu", sigma_w2=1e6)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning, match="overflow"):
+        ek = F.empirical_kernels(net, np.ones((2, 3)), 3, seed=0)
+    assert ek.overflow
+    assert not F.empirical_kernels(F.mlp(3, 8, 1), np.ones((2, 3)), 3, seed=0).overflow
