@@ -33,6 +33,9 @@ def _inputs(args, rng, d_in):
 def cmd_kernels(args):
     from . import empirical_kernels, mlp, resnet
 
+    from ..checks import positive_int
+
+    positive_int(args.depth, "depth")
     rng = np.random.default_rng(args.seed)
     X, _ = _inputs(args, rng, args.d_in)
     kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2)

@@ -171,3 +171,19 @@ def test_hidden_unit_permutation_invariance(seed, act):
     w2.W["1.1"] = w.W["1.1"][:, :, perm]
     w2.Wb = dict(w2.W)
     np.testing.assert_allclose(F.forward(net, w2, X).f, F.forward(net, w, X).f, rtol=1e-12, atol=1e-14)
+
+
+def test_user_callable_activation():
+    import limits
+
+    act = limits.activation(np.sin, dphi=np.cos, d2phi=lambda x: -np.sin(x), name="sin")
+    net = F.resnet(3, 5, 2, d_out=1, activation=act, rho=0.5, sigma_b2=0.1)
+    assert _fd_check(net) < 1e-6
+    X = np.random.default_rng(0).standard_normal((2, 3))
+    w = F.init_weights(net, 1, seed=0)
+    W = {k: v[0] for k, v in w.W.items()}
+    b = {k: v[0] for k, v in w.b.items()}
+    h = X @ W["in"].T + b["in"]
+    for l in (1, 2):
+        h = h + 0.5 * (np.sin(h) @ W[f"{l}.1"].T + b[f"{l}.1"])
+    np.testing.assert_allclose(F.forward(net, w, X).f[0], np.sin(h) @ W["out"].T + b["out"], rtol=1e-13)

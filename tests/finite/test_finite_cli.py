@@ -29,3 +29,7 @@ def test_cli_train(capsys):
     out = json.loads(capsys.readouterr().out)
     loss = np.array(out["loss"])
     assert loss.shape[1] == 2 and np.all(loss[-1] < loss[0])
+
+
+def test_cli_bad_depth_is_an_error(capsys):
+    assert main(["finite", "kernels", "--depth", "0", "--width", "8", "--inits", "2"]) != 0
