@@ -25,7 +25,7 @@ from ..results import Result
 from ._args import resolve_activation
 from .expectations import diag_price
 
-_QGRID = np.logspace(-12, 8, 241)
+_QGRID = np.logspace(-12, 5, 171)
 
 
 def _Ephi2(act, q):
@@ -99,7 +99,7 @@ def _qstar(act, sw2, sb2):
         return 0.0, 0.0, True, "q* = 0 (σ_b² = 0, φ(0) = 0, contracting length map)"
     if fq[-1] > 0:
         return float("inf"), float("inf"), False, "length map has no finite fixed point (q grows without bound)"
-    return float("nan"), float("nan"), False, "no stable fixed point found on q ∈ [1e-12, 1e8]"
+    return float("nan"), float("nan"), False, "no stable fixed point found on q ∈ [1e-12, 1e5]"
 
 
 def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
@@ -200,7 +200,7 @@ def critical_line(activation, sigma_b2=0.0) -> CriticalPoint:
     idx = np.nonzero(np.sign(fs[:-1]) * np.sign(fs[1:]) <= 0)[0]
     if idx.size == 0:
         raise ValueError(f"sigma_b2: no order-to-chaos point found for {name} at sigma_b2 = {sb2:g} "
-                         "(q − E[φ²]/E[φ'²] = σ_b² has no root on q ∈ [1e-12, 1e8])")
+                         "(q − E[φ²]/E[φ'²] = σ_b² has no root on q ∈ [1e-12, 1e5])")
     i = idx[0]
     if fs[i] == 0.0:
         q = float(qs[i])
@@ -227,10 +227,26 @@ class PhaseDiagram(Result):
     critical_sigma_w2: np.ndarray
 
 
+def _bisect(f, lo, hi, n=60):
+    """Vectorised bisection on a sign change f(lo)·f(hi) ≤ 0 (arrays); returns the midpoint."""
+    flo = f(lo)
+    for _ in range(n):
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        left = np.sign(fm) == np.sign(flo)
+        lo = np.where(left, mid, lo)
+        flo = np.where(left, fm, flo)
+        hi = np.where(left, hi, mid)
+    return 0.5 * (lo + hi)
+
+
 def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
-    """Evaluate :func:`fixed_point` on the grid ``sigma_b2 × sigma_w2`` plus :func:`critical_line`."""
+    """χ_1, ξ_c, q*, c* on the grid ``sigma_b2 × sigma_w2`` (vectorised over the grid: q* by a scan of
+    the length map on a log grid + bisection in log q, c* by bisection) plus :func:`critical_line`.
+    Points without a finite q* (unbounded length map) are NaN in every field and listed as such by
+    ``qstar = inf``."""
+    from .. import gaussian
     from ..checks import finite_array
-    from ..progress import progress
 
     sw = finite_array(sigma_w2, "sigma_w2", ndim=1)
     sb = finite_array(sigma_b2, "sigma_b2", ndim=1)
@@ -239,16 +255,39 @@ def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
     if np.any(sb < 0):
         raise ValueError("sigma_b2 grid must be >= 0")
     act = resolve_activation(activation)
-    shape = (sb.size, sw.size)
-    chi1, xic, qs, cs = (np.empty(shape) for _ in range(4))
-    for i in progress(range(sb.size), total=sb.size, desc="phase diagram"):
-        for j in range(sw.size):
-            fp = fixed_point(act, sw[j], sb[i])
-            chi1[i, j], xic[i, j], qs[i, j], cs[i, j] = fp.chi1, fp.xi_c, fp.qstar, fp.cstar
+    W, B = np.meshgrid(sw, sb)
+    w, b = W.ravel(), B.ravel()
+    qg = np.logspace(-10, 4, 71)
+    F = w[:, None] * _Ephi2(act, np.broadcast_to(qg, (w.size, qg.size))) + b[:, None] - qg[None, :]
+    crossing = (F[:, :-1] > 0) & (F[:, 1:] <= 0)
+    has = crossing.any(axis=1)
+    last = np.where(has, crossing.shape[1] - 1 - np.argmax(crossing[:, ::-1], axis=1), 0)
+    lo, hi = np.log(qg[last]), np.log(qg[np.minimum(last + 1, qg.size - 1)])
+    f = lambda lq: w * _Ephi2(act, np.exp(lq)) + b - np.exp(lq)  # noqa: E731
+    q = np.exp(_bisect(f, lo, hi))
+    phi0 = float(np.asarray(act.phi(np.array([0.0])))[0])
+    zero = (~has) & (b == 0) & (phi0 == 0.0) & np.all(F < 0, axis=1)
+    unbounded = (~has) & ~zero
+    q = np.where(zero, 0.0, np.where(unbounded, np.inf, q))
+    qs = np.where(np.isfinite(q) & (q > 0), q, 1.0)
+    d0 = float(np.asarray(act.dphi(np.array([0.0])))[0])
+    chi1 = np.where(q > 0, w * _Edphi2(act, qs), w * d0 * d0)
+    chaotic = (chi1 > 1 + 1e-10) & (q > 0) & np.isfinite(q)
+    g = lambda c: (w * np.asarray(gaussian.kernel(act, qs, c * qs, qs)) + b) / qs - c  # noqa: E731
+    lo_c = np.where(g(np.zeros_like(w)) >= 0, 0.0, -1.0)
+    c = np.where(chaotic, _bisect(g, lo_c, np.full_like(w, 1 - 1e-9)), 1.0)
+    c = np.where(chaotic & (np.abs(g(np.zeros_like(w))) == 0) & (lo_c == 0), 0.0, c)
+    chi_c = np.where(q > 0, w * np.asarray(gaussian.dkernel(act, qs, c * qs, qs)), chi1)
+    with np.errstate(divide="ignore"):
+        xi_c = np.where(chi_c < 1, -1.0 / np.log(np.where(chi_c < 1, chi_c, 0.5)), np.inf)
+    bad = ~np.isfinite(q)
+    chi1, xi_c, c = (np.where(bad, np.nan, a) for a in (chi1, xi_c, c))
+    shape = W.shape
     crit = np.empty(sb.size)
-    for i, b in enumerate(sb):
+    for i, bb in enumerate(sb):
         try:
-            crit[i] = critical_line(act, b).sigma_w2
+            crit[i] = critical_line(act, bb).sigma_w2
         except ValueError:
             crit[i] = np.inf
-    return PhaseDiagram(str(getattr(act, "name", "custom")), sw, sb, chi1, xic, qs, cs, crit)
+    return PhaseDiagram(str(getattr(act, "name", "custom")), sw, sb, chi1.reshape(shape), xi_c.reshape(shape),
+                        q.reshape(shape), c.reshape(shape), crit)
