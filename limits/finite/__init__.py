@@ -76,6 +76,12 @@ fixed point ``Q* = A_{k−1}ᵀ(A_kA_kᵀ + μI)⁻¹A_k`` (seed 003 Eq. S.120, 
 output target ``f − β∂ℓ/∂f``, DTP/TP target propagation, local-loss updates; read-out by BP.
 :mod:`limits.finite.tp`: ``targets``, ``tp_gradients``, ``feedback_apply``, ``ridge_feedback``.
 
+Gauss–Newton targets
+--------------------
+``train(..., algorithm="gnt", gnt_damping=ρ, gnt_power=e_B)``: per-layer signal
+``J(JᵀJ + ρI)^{-e_B} ∂ℓ/∂f`` with J = ∂f/∂u_l (seed 003 Prop. 3.3; e_B = 0 is BP);
+:func:`limits.finite.gnt.gnt_gradients`.
+
 Randomness and BLAS
 -------------------
 Init s, layer j draws from a PCG64 substream (``weights.Streams``; ``init_streams(n, seed=)``,

@@ -108,11 +108,12 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
           lr_scale=1.0, batch_size=None, dt=None, betas=(0.9, 0.999), eps=1e-8, center=False,
           reduction="mean", decoupled=False, X_test=None, probe=None, record_every=1,
           record_features=True, keep_weights=True, progress_bar=False, algorithm="bp", tp_beta=1.0,
-          tp_mu=0.0, chunk=None, _order_seed=None) -> TrainResult:
+          tp_mu=0.0, gnt_damping=1.0, gnt_power=1.0, chunk=None, _order_seed=None) -> TrainResult:
     """Train ``net`` on (X, Y); see the module docstring. ``weights`` (a :class:`Weights`, copied)
     or fresh ``init_weights(net, n_inits, rng|seed, decoupled)``. ``algorithm``: "bp" (backprop),
     "tp"/"dtp" (target propagation with ridge-fixed-point linear feedback, :mod:`limits.finite.tp`,
-    output step ``tp_beta``, ridge ``tp_mu``; plain MLPs only). ``chunk``: train the inits in groups of
+    output step ``tp_beta``, ridge ``tp_mu``; plain MLPs only), "gnt" (Gauss–Newton targets,
+    :mod:`limits.finite.gnt`, damping ``gnt_damping``, preconditioner power ``gnt_power`` = e_B). ``chunk``: train the inits in groups of
     this size (memory: all weights of a group are held at once); records are identical to one batch."""
     lr_scale0, batch_size0, dt0 = lr_scale, batch_size, dt
     X = check_inputs(net, X)
@@ -120,9 +121,14 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
     Y = _targets(Y, P, net.d_out)
     steps = positive_int(steps, "steps", minimum=0)
     record_every = positive_int(record_every, "record_every")
-    if algorithm not in ("bp", "tp", "dtp"):
-        raise ValueError(f"algorithm must be 'bp', 'tp' or 'dtp', got {algorithm!r}")
-    if algorithm != "bp":
+    if algorithm not in ("bp", "tp", "dtp", "gnt"):
+        raise ValueError(f"algorithm must be 'bp', 'tp', 'dtp' or 'gnt', got {algorithm!r}")
+    if algorithm == "gnt":
+        from .gnt import gnt_gradients
+
+        gnt_damping = positive_float(gnt_damping, "gnt_damping")
+        gnt_power = positive_float(gnt_power, "gnt_power", allow_zero=True)
+    if algorithm in ("tp", "dtp"):
         from .tp import check_plain, tp_gradients
 
         check_plain(net)
@@ -167,7 +173,8 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
                                    reduction=reduction, X_test=X_test, probe=probe, record_every=record_every,
                                    record_features=record_features, keep_weights=keep_weights,
                                    progress_bar=progress_bar, algorithm=algorithm, tp_beta=tp_beta,
-                                   tp_mu=tp_mu, _order_seed=_order_seed))
+                                   tp_mu=tp_mu, gnt_damping=gnt_damping, gnt_power=gnt_power,
+                                   _order_seed=_order_seed))
             return _concat(parts)
         w = init_weights(net, streams=streams_from_root(root, range(n_inits)), decoupled=decoupled)
     else:
@@ -248,6 +255,8 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
         _, g = mse_loss(fb, Yb, reduction)
         if algorithm == "bp":
             grads = backward(net, w, fwd, g)
+        elif algorithm == "gnt":
+            grads = gnt_gradients(net, w, fwd, g, gnt_damping, gnt_power)
         else:
             grads = tp_gradients(net, w, fwd, g, tp_beta, tp_mu, algorithm,
                                  c=1.0 / Xb.shape[0] if reduction == "mean" else 1.0)
