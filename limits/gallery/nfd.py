@@ -444,7 +444,7 @@ register("nfd_training", component="nfd",
 register("nfd_gia", component="nfd",
          compute=_wrap(gia_study, ("ns", "Ls", "n_seeds", "M", "n_particle_seeds", "K", "train_input_layer")),
          plot=_plot_gia,
-         params={"ns": [128, 256, 512], "Ls": [8, 32, 128], "n_seeds": 8, "M": 8192, "n_particle_seeds": 4, "K": 4,
+         params={"ns": [128, 256, 512], "Ls": [4, 16, 64], "n_seeds": 8, "M": 4096, "n_particle_seeds": 3, "K": 4,
                  "train_input_layer": True},
          quick={"ns": [64, 128], "Ls": [4, 16], "n_seeds": 4, "M": 1024, "n_particle_seeds": 2, "K": 3},
          caption="GIA: coupled − decoupled final test output (tanh, d = 10, T = 1, η̄ = 1, online SGD), common "
@@ -452,7 +452,7 @@ register("nfd_gia", component="nfd",
          seed_ref="seed 002 Cor. 1, Fig. 4; nfd.md §5")
 register("nfd_gia_limit", component="nfd",
          compute=_wrap(gia_limit_study, ("Ls", "M", "n_seeds", "K", "train_input_layer")), plot=_plot_gia_limit,
-         params={"Ls": [4, 16, 64, 256], "M": 8192, "n_seeds": 8, "K": 4, "train_input_layer": True},
+         params={"Ls": [4, 16, 64, 256], "M": 4096, "n_seeds": 6, "K": 4, "train_input_layer": True},
          quick={"Ls": [4, 16, 64], "M": 1024, "n_seeds": 3, "K": 3},
          caption="Beyond the seed: infinite-width finite-depth dynamics with the reused-weight response terms "
                  "(coupled particles) minus NFD (decoupled particles), final test outputs vs L "
