@@ -103,7 +103,10 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
         from .hessian import block_equilibrium
 
         return block_equilibrium(net, X, Y, nudge=nudge, decay=decay)
-    return _telescoped(net, X, Y, nudge)
+    from ._threads import blas_threads
+
+    with blas_threads():
+        return _telescoped(net, X, Y, nudge)
 
 
 def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:

@@ -107,6 +107,15 @@ def train(weights, X, Y, objective="pc", optimizer="gd", lr=0.01, steps=100, mul
     """Train the raw weights by GD (small ``lr`` ≈ gradient flow with dt = lr) or Adam on F*
     (``objective="pc"``, PC with equilibrated activities) or the MSE (``"bp"``), recording MSE, F*,
     s(θ) and PC–BP cosines. Raises ``ValueError`` if the loss becomes non-finite (divergence)."""
+    from ._threads import blas_threads
+
+    with blas_threads():
+        return _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, layer_weights,
+                      adam_betas, adam_eps, record_every)
+
+
+def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, layer_weights, adam_betas,
+           adam_eps, record_every):
     if objective not in ("pc", "bp"):
         raise ValueError(f"objective must be 'pc' or 'bp', got {objective!r}")
     if optimizer not in ("gd", "adam"):
@@ -118,13 +127,18 @@ def train(weights, X, Y, objective="pc", optimizer="gd", lr=0.01, steps=100, mul
     m = [np.zeros_like(w) for w in W]
     v = [np.zeros_like(w) for w in W]
     rec = {"mse": [], "energy": [], "s": [], "cos": [], "cos_total": []}
+    B = X.shape[0]
     for t in range(steps + 1):
-        gp = pc_gradients(W, X, Y, multipliers, skips, layer_weights)
-        gb = bp_gradients(W, X, Y, multipliers, skips)
+        cur = make_net(W, multipliers, skips, layer_weights)
+        e = _telescoped(cur, X, Y, None)
+        if not np.isfinite(e.mse):
+            raise ValueError(f"training diverged at step {t} (lr = {lr} too large?)")
+        zs = [X] + list(e.z)
+        hs = [X] + list(e.forward)
+        G = output_jacobians(cur)
+        gp = [-(cur.lam[l - 1] * cur.a[l - 1] / B) * (e.errors[l - 1].T @ zs[l - 1]) for l in range(1, cur.L + 1)]
+        gb = [-(cur.a[l - 1] / B) * ((e.residual @ G[l]).T @ hs[l - 1]) for l in range(1, cur.L + 1)]
         if t % record_every == 0 or t == steps:
-            e = _telescoped(make_net(W, multipliers, skips, layer_weights), X, Y, None)
-            if not np.isfinite(e.mse):
-                raise ValueError(f"training diverged at step {t} (lr = {lr} too large?)")
             rec["mse"].append(e.mse)
             rec["energy"].append(e.energy)
             rec["s"].append(float(np.linalg.eigvalsh(e.S)[-1]))
