@@ -23,7 +23,7 @@ import numpy as np
 
 from ..checks import finite_array, generator, positive_float, positive_int
 from .grid import DMFTParams, TimeGrid, from_abcd, gd_time_step, make_grid
-from .linear import StepTooLarge, march, ntk_equal_time, picard
+from .linear import StepTooLarge, march, march_lowrank, ntk_equal_time, picard
 from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
 from .result import DMFTResult
 from ._threads import blas_limited
@@ -125,8 +125,10 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
     t0 = time.perf_counter()
     f_se = np.zeros((grid.n_t, P))
     message = ""
-    if name == "linear" and solver in ("auto", "march", "picard"):
-        need = (6 * depth + 2) * n * n * 8 if solver != "picard" else (10 * depth + 6) * n * n * 8
+    Heq = Geq = None
+    if name == "linear" and solver in ("auto", "march", "march-dense", "picard"):
+        mult = {"picard": 10 * depth + 6, "march-dense": 6 * depth + 2}.get(solver, 4 * depth)
+        need = mult * n * n * 8
         if need > MEMORY_LIMIT_BYTES:
             raise ValueError(f"dt: grid too fine ({grid.n_t} times × {P} samples needs ~{need / 1e9:.1f} GB); "
                              f"use a larger dt (or gd_step extrapolation)")
@@ -138,20 +140,30 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                 message = f"Picard iteration stopped at residual {res:.3e} > tol {tol:g}"
                 if strict:
                     raise DMFTNotConverged(message)
-        else:
+            Phi2, G2, Delta = st.H, st.G, st.Delta
+        elif solver == "march-dense":
             st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar)
+            iters, conv, label, res = 1, True, "linear-march-dense", 0.0
+            message = "exact causal block forward substitution (dense rows)"
+            Phi2, G2, Delta = st.H, st.G, st.Delta
+        else:
+            o = march_lowrank(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar,
+                              keep_two_time=keep_two_time)
             iters, conv, label = 1, True, "linear-march"
-            # residual: one global (triangular-solve) sweep of the fixed-point map from the solution
-            if n <= 700:
-                _, _, res, _, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=0.0, max_iter=1,
-                                         init=st)
-                message = "exact causal block forward substitution; residual = one Picard sweep"
+            Delta, Heq, Geq = o["Delta"], o["Heq"], o["Geq"]
+            Phi2, G2 = o.get("H2"), o.get("G2")
+            message = (f"exact causal block forward substitution with low-rank source factors "
+                       f"(ranks H: {o['ranks'][0]}, G: {o['ranks'][1]})")
+            if n <= 400:
+                # residual: the dense-row march, then one global (triangular-solve) sweep of the map
+                st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, check_step=False)
+                _, _, res_p, _, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=0.0, max_iter=1,
+                                           init=st)
+                res = max(res_p, float(np.max(np.abs(st.Delta - Delta))))
+                message += "; residual = one Picard sweep + |low-rank − dense march|"
             else:
                 res = 0.0
-                message = ("exact causal block forward substitution (residual check skipped for "
-                           f"n = {n} > 700; exact by construction)")
-        Phi2, G2 = st.H, st.G
-        Delta = st.Delta
+                message += f"; residual check skipped for n = {n} > 400"
     else:
         need = (8 * depth + 4) * n * n * 8 + 6 * M * n * 8
         if need > MEMORY_LIMIT_BYTES:
@@ -165,16 +177,21 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
         lam = np.linalg.eigvalsh(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1])[-1]
         if grid.dt * lam >= 2.0:
             raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(T)) = {grid.dt * lam:.3g} >= 2")
-    ntk = ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)
     eq = lambda mats: np.stack([np.stack([m[k * P:(k + 1) * P, k * P:(k + 1) * P] for k in range(grid.n_t)])  # noqa: E731
                                 for m in mats])
+    if Heq is None:
+        Heq, Geq = eq(Phi2), eq(G2)
+    ntk = np.einsum("tab,ab->tab", Geq[0], Kx)
+    for l in range(depth):
+        ntk = ntk + (Geq[l + 1] if l + 1 < depth else 1.0) * Heq[l]
     f = y[None, :] - Delta
     if not np.all(np.isfinite(f)):
         raise DMFTNotConverged("DMFT produced non-finite predictions (dt too large or divergence)")
-    return dict(t=grid.t, f=f, Delta=Delta, ntk=ntk, Phi=eq(Phi2), G=eq(G2), f_se=f_se, iterations=int(iters),
+    return dict(t=grid.t, f=f, Delta=Delta, ntk=ntk, Phi=Heq, G=Geq, f_se=f_se, iterations=int(iters),
                 residual=float(res), converged=bool(conv), message=message, solver=label,
                 wall=time.perf_counter() - t0,
-                Phi2=np.stack(Phi2) if keep_two_time else None, G2=np.stack(G2) if keep_two_time else None)
+                Phi2=np.stack(Phi2) if keep_two_time and Phi2 is not None else None,
+                G2=np.stack(G2) if keep_two_time and G2 is not None else None)
 
 
 @blas_limited
@@ -202,9 +219,9 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     grid = make_grid(T, dt, steps)
     if method not in ("gd", "flow"):
         raise ValueError(f"method must be 'gd' or 'flow', got {method!r}")
-    if solver not in ("auto", "march", "picard", "mc"):
-        raise ValueError(f"solver must be 'auto', 'march', 'picard' or 'mc', got {solver!r}")
-    if solver in ("march", "picard") and name != "linear":
+    if solver not in ("auto", "march", "march-dense", "picard", "mc"):
+        raise ValueError(f"solver must be 'auto', 'march', 'march-dense', 'picard' or 'mc', got {solver!r}")
+    if solver in ("march", "march-dense", "picard") and name != "linear":
         raise ValueError(f"solver={solver!r} needs activation='linear'")
     M = positive_int(M, "M", minimum=2)
     max_iter = positive_int(max_iter, "max_iter")

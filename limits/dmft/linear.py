@@ -209,3 +209,185 @@ def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1
             break
     state = LinearState(H=H, G=G, ar=ar, bu=bu, Delta=Delta, f=y[None, :] - Delta)
     return state, it, history[-1], converged, history
+
+
+class _Factor:
+    """Incrementally built factor E (n × k) with E Eᵀ = a growing PSD matrix, one block row per time.
+
+    New columns only appear at the block row where the Schur complement of the new block has
+    eigenvalues above ``tol`` (relative); they are zero in every earlier row, which is what keeps
+    the causal recursions below consistent as the factor grows.
+    """
+
+    def __init__(self, n, P, tol, cap=8):
+        self.n, self.P, self.tol = n, P, tol
+        self.E = np.zeros((n, cap))
+        self.k = 0
+        self.gram = np.zeros((0, 0))
+        self.scale = 0.0
+
+    def _grow(self, need):
+        if need > self.E.shape[1]:
+            new = np.zeros((self.n, max(need, 2 * self.E.shape[1])))
+            new[:, :self.E.shape[1]] = self.E
+            self.E = new
+
+    def append(self, t, row):
+        """``row`` = (P × (t+1)P) block row t of the matrix (cross-covariances, then the diagonal block)."""
+        P = self.P
+        k0, k1 = t * P, (t + 1) * P
+        V = 0.5 * (row[:, k0:k1] + row[:, k0:k1].T)
+        self.scale = max(self.scale, float(np.max(np.abs(np.diag(V)))) if V.size else 0.0)
+        k = self.k
+        if k > 0 and t > 0:
+            rhs = row[:, :k0] @ self.E[:k0, :k]          # P × k
+            try:
+                a = np.linalg.solve(self.gram, rhs.T).T
+            except np.linalg.LinAlgError:
+                a = np.linalg.lstsq(self.gram, rhs.T, rcond=None)[0].T
+        else:
+            a = np.zeros((P, k))
+        S = V - a @ a.T
+        lam, Q = np.linalg.eigh(0.5 * (S + S.T))
+        keep = lam > self.tol * max(self.scale, 1e-300)
+        b = Q[:, keep] * np.sqrt(lam[keep])[None, :]
+        r = b.shape[1]
+        self._grow(k + r)
+        self.E[k0:k1, :k] = a
+        self.E[k0:k1, k:k + r] = b
+        newrow = np.concatenate([a, b], axis=1)
+        g = np.zeros((k + r, k + r))
+        g[:k, :k] = self.gram
+        g += newrow.T @ newrow
+        self.gram = g
+        self.k = k + r
+
+    @property
+    def cols(self):
+        return self.E[:, :self.k]
+
+
+def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=None, check_step=True,
+                  keep_two_time=False):
+    """Causal march with low-rank source factors (same equations as :func:`march`).
+
+    The kernels H^l, G^l of a deep linear net have small numerical rank (≈ 2P here, not n_t·P), so
+    the sources of layer l are represented as ``u^l = E^{l−1} ξ``, ``r^l = F^{l+1} ζ`` with
+    incrementally built factors (:class:`_Factor`), and only the field coefficients
+    ``α_u E, α_r F, β_u E, β_r F`` (n × k) plus the response rows ``α_r = γ0 dt A^l`` (l < L) and
+    ``β_u = γ0 dt B^{l−1}`` (l > 1) with their partners are kept as n × n arrays. The readout is
+    ``f(t) = ⟨z^L(t) h^L(t)⟩/γ0`` (z^L = w(t)). Cost O(L P³ n_t³) with a ~4× smaller constant
+    than :func:`march` and half the memory; exact up to the rank truncation ``rank_tol`` (relative
+    eigenvalue cut-off of each Schur complement).
+
+    Returns dict(f, Delta, Heq (L,n_t,P,P), Geq (L,n_t,P,P), ranks, H2/G2 (two-time, if requested)).
+    """
+    P = Kx.shape[0]
+    L = depth
+    n_t = n_steps + 1
+    n = n_t * P
+    g = gamma0 * dt
+    lam, Q = np.linalg.eigh(Kx)
+    keep = lam > 1e-14 * max(lam[-1], 1e-300)
+    e0 = Q[:, keep] * np.sqrt(lam[keep])[None, :]
+    E0 = np.tile(e0, (n_t, 1))                         # factor of Φ⁰ = K^x (time-constant)
+    FL1 = np.ones((n, 1))                              # factor of G^{L+1} = 1
+    Ef = [_Factor(n, P, rank_tol) for _ in range(L)]   # factor of H^l (index l-1)
+    Ff = [_Factor(n, P, rank_tol) for _ in range(L)]   # factor of G^l
+    full = lambda cond: np.zeros((n, n)) if cond else None  # noqa: E731
+    au = [full(l >= 1) for l in range(L)]              # α_u (needed for B^{l−1}, l ≥ 2)
+    bu = [full(l >= 1) for l in range(L)]
+    ar = [full(l <= L - 2) for l in range(L)]          # α_r (needed for A^l, l ≤ L−1)
+    br = [full(l <= L - 2) for l in range(L)]
+    cap = 2 * P + 8
+    Phu = [np.zeros((n, cap)) for _ in range(L)]
+    Phr = [np.zeros((n, cap)) for _ in range(L)]
+    Pzu = [np.zeros((n, cap)) for _ in range(L)]
+    Pzr = [np.zeros((n, cap)) for _ in range(L)]
+
+    def fit(arrs, l, k):
+        if k > arrs[l].shape[1]:
+            new = np.zeros((n, max(k, 2 * arrs[l].shape[1])))
+            new[:, :arrs[l].shape[1]] = arrs[l]
+            arrs[l] = new
+
+    Heq = np.zeros((L, n_t, P, P))
+    Geq = np.zeros((L, n_t, P, P))
+    Hrow = [None] * L
+    Grow = [None] * L
+    Dvec = np.zeros(n)
+    f = np.zeros((n_t, P))
+    Delta = np.zeros((n_t, P))
+    it = range(n_t) if progress is None else progress(range(n_t), total=n_t, desc="dmft march")
+    for t in it:
+        k0, k1 = t * P, (t + 1) * P
+        for l in range(L):                                  # forward sweep (h fields)
+            Es = E0 if l == 0 else Ef[l - 1].cols
+            Fs = FL1 if l == L - 1 else Ff[l + 1].cols
+            kE, kF = Es.shape[1], Fs.shape[1]
+            fit(Phu, l, kE), fit(Pzu, l, kE), fit(Phr, l, kF), fit(Pzr, l, kF)
+            Phu[l][k0:k1, :kE] = Es[k0:k1]
+            if au[l] is not None:
+                au[l][k0:k1, k0:k1] = np.eye(P)
+            if t > 0:
+                if l == 0:
+                    C = g * np.tile(Kx, (1, t)) * Dvec[None, :k0]
+                else:
+                    C = g * Hrow[l - 1][:, :k0] * Dvec[None, :k0] + ar[l - 1][k0:k1, :k0]
+                if au[l] is not None:
+                    au[l][k0:k1, :k0] = C @ bu[l][:k0, :k0]
+                if ar[l] is not None:
+                    ar[l][k0:k1, :k0] = C @ br[l][:k0, :k0]
+                Phu[l][k0:k1, :kE] += C @ Pzu[l][:k0, :kE]
+                Phr[l][k0:k1, :kF] = C @ Pzr[l][:k0, :kF]
+            hu, hr = Phu[l][k0:k1, :kE], Phr[l][k0:k1, :kF]
+            row = hu @ Phu[l][:k1, :kE].T + hr @ Phr[l][:k1, :kF].T
+            row[:, k0:k1] = 0.5 * (row[:, k0:k1] + row[:, k0:k1].T)
+            Hrow[l] = row
+            Heq[l, t] = row[:, k0:k1]
+            Ef[l].append(t, row)
+        for l in range(L - 1, -1, -1):                      # backward sweep (z fields)
+            Es = E0 if l == 0 else Ef[l - 1].cols
+            Fs = FL1 if l == L - 1 else Ff[l + 1].cols
+            kE, kF = Es.shape[1], Fs.shape[1]
+            fit(Phu, l, kE), fit(Pzu, l, kE), fit(Phr, l, kF), fit(Pzr, l, kF)
+            Pzr[l][k0:k1, :kF] = Fs[k0:k1]
+            Pzu[l][k0:k1, :kE] = 0.0
+            if br[l] is not None:
+                br[l][k0:k1, k0:k1] = np.eye(P)
+            if t > 0:
+                if l == L - 1:
+                    D = g * np.broadcast_to(Dvec[None, :k0], (P, k0))
+                else:
+                    D = g * Grow[l + 1][:, :k0] * Dvec[None, :k0] + bu[l + 1][k0:k1, :k0]
+                if bu[l] is not None:
+                    bu[l][k0:k1, :k0] = D @ au[l][:k0, :k0]
+                if br[l] is not None:
+                    br[l][k0:k1, :k0] = D @ ar[l][:k0, :k0]
+                Pzu[l][k0:k1, :kE] = D @ Phu[l][:k0, :kE]
+                Pzr[l][k0:k1, :kF] += D @ Phr[l][:k0, :kF]
+            zu, zr = Pzu[l][k0:k1, :kE], Pzr[l][k0:k1, :kF]
+            row = zu @ Pzu[l][:k1, :kE].T + zr @ Pzr[l][:k1, :kF].T
+            row[:, k0:k1] = 0.5 * (row[:, k0:k1] + row[:, k0:k1].T)
+            Grow[l] = row
+            Geq[l, t] = row[:, k0:k1]
+            Ff[l].append(t, row)
+        # readout f(t) = ⟨z^L(t) h^L(t)⟩ / γ0  (z^L = w(t); u^L, r^L independent)
+        l = L - 1
+        kE = Phu[l].shape[1]
+        kF = Phr[l].shape[1]
+        f[t] = (np.sum(Pzu[l][k0:k1] * Phu[l][k0:k1], axis=1) + np.sum(Pzr[l][k0:k1] * Phr[l][k0:k1], axis=1)) / gamma0
+        Delta[t] = y - f[t]
+        Dvec[k0:k1] = Delta[t]
+        if check_step:
+            K = Geq[0, t] * Kx + sum((Geq[l + 1, t] if l + 1 < L else 1.0) * Heq[l, t] for l in range(L))
+            lam_max = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
+            if not np.isfinite(lam_max) or dt * lam_max >= 2.0:
+                raise StepTooLarge(
+                    f"dt too large for the explicit scheme: dt*lambda_max(K(t)) = {dt * lam_max:.3g} >= 2 "
+                    f"at t = {t * dt:g}; reduce dt")
+    out = dict(f=f, Delta=Delta, Heq=Heq, Geq=Geq, ranks=([e.k for e in Ef], [e.k for e in Ff]))
+    if keep_two_time:
+        out["H2"] = [e.cols @ e.cols.T for e in Ef]
+        out["G2"] = [e.cols @ e.cols.T for e in Ff]
+    return out
