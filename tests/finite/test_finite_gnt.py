@@ -52,3 +52,19 @@ def test_gnt_training_reduces_loss():
     assert np.all(r.loss[-1] < 0.5 * r.loss[0])
     with pytest.raises(ValueError, match="gnt_damping"):
         F.train(net, X / np.sqrt(40), Y, 1, seed=0, algorithm="gnt", gnt_damping=0.0)
+
+
+def test_update_directions_and_cosines():
+    from limits.finite.compare import cosines, update_directions
+
+    net, w, fwd, g = _setup(d_out=2)
+    X = fwd.X
+    Y = fwd.f[0] - g[0] * X.shape[0]          # targets consistent with g for init 0 (any Y works)
+    d = update_directions(net, w, X, Y, algorithms=("bp", "gnt"), gnt_power=0.0)
+    c = cosines(d["bp"], d["gnt"])
+    np.testing.assert_allclose(c["all"], 1.0, rtol=1e-12)     # e_B = 0: identical directions
+    d = update_directions(net, w, X, Y, algorithms=("bp", "gnt"), gnt_damping=0.1)
+    c = cosines(d["bp"], d["gnt"])
+    assert np.all(np.abs(c["all"]) <= 1 + 1e-12) and np.all(c["all"] < 1 - 1e-6)
+    with pytest.raises(ValueError, match="algorithms"):
+        update_directions(net, w, X, Y, algorithms=("pc",))
