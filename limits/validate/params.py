@@ -64,13 +64,13 @@ def _sp_output(rng, quick):
     return _width("SP", "df", quick, int(rng.integers(2**31)), "SP output blow-up: |Δf| = Θ(N) after one step")
 
 
-def _adam(c, quick, seed, eta0):
+def _adam(c, quick, seed, eta0, quantity="dh:hidden"):
     from ..finite.coordcheck import width_check
     from ..params import Parameterisation
 
     widths, _, seeds = _sizes(quick)
     p = Parameterisation.make(a=0, b=[0, "1/2", 1], c=c, optimizer="adam", name=f"Adam, c = {c} (a = 0 gauge)")
-    return width_check(p, widths=widths, seeds=seeds, quantities=("dh:hidden",), eta0=eta0, seed=seed).fit("dh:hidden")
+    return width_check(p, widths=widths, seeds=seeds, quantities=(quantity,), eta0=eta0, seed=seed).fit(quantity)
 
 
 @register_case(COMP, "Adam μP (c = 0, 1, 1): |Δh| = Θ(1)")
@@ -78,10 +78,10 @@ def _adam_mup(rng, quick):
     return _case("Adam μP (c = 0, 1, 1): |Δh| = Θ(1)", _adam((0, 1, 1), quick, int(rng.integers(2**31)), 1e-3))
 
 
-@register_case(COMP, "Adam with SGD-μP rates (c = −1, 0, 1): |Δh| = Θ(N)")
+@register_case(COMP, "Adam with SGD-μP rates (c = −1, 0, 1): hidden update |ΔW h| = Θ(N)")
 def _adam_sgd_rates(rng, quick):
-    return _case("Adam with SGD-μP rates (c = −1, 0, 1): |Δh| = Θ(N)",
-                 _adam((-1, 0, 1), quick, int(rng.integers(2**31)), 1e-5))
+    return _case("Adam with SGD-μP rates (c = −1, 0, 1): hidden update |ΔW h| = Θ(N)",
+                 _adam((-1, 0, 1), quick, int(rng.integers(2**31)), 1e-5, "dWh:hidden"))
 
 
 @register_case(COMP, "θ-shift symmetry: μP and MF train identically (finite nets)")
