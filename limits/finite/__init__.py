@@ -19,8 +19,8 @@ One-layer, two-layer (``block_layers=2``) and n-skip residual blocks; plain (MLP
 ``residual=False``; branch multiplier β = ρ, √(T/L), L^{-α} — any number.
 Builders: ``mlp(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, ...)`` and
 ``resnet(..., rho=, block_layers=, post_activation=)`` use kernels.md conventions
-(W ~ N(0, σ_w²/fan_in), biases N(0, σ_b²), ``parameterisation="ntk"`` puts 1/√fan_in in the
-multiplier). ``blocks`` counts hidden N×N blocks: seed 004 / nfd L → blocks = L; seed 000 depth L
+(W ~ N(0, σ_w²/fan_in), biases N(0, σ_b²); ``parameterisation="ntk"``: W = σ_w w/√fan_in,
+b = σ_b β with w, β ~ N(0, 1) trained — the convention of ``limits.kernels.nngp``'s Θ). ``blocks`` counts hidden N×N blocks: seed 004 / nfd L → blocks = L; seed 000 depth L
 (weight layers) → L − 2; DMFT depth L (hidden layers) → L − 1.
 ``net.layer_names()`` → ['in', '1.1', …, 'B.k', 'out']; ``net.describe()`` prints the numbers;
 ``net.with_lr(scale, **{'in': 0.0})`` rescales / freezes learning rates.
@@ -47,10 +47,10 @@ l = 0..B, ``fwd.pre[name]``/``fwd.inp[name]`` each layer's output/input, ``fwd.z
 Empirical kernels (Monte Carlo over inits)
 ------------------------------------------
 ``ek = empirical_kernels(net, X, n_inits, rng=|seed=, method="auto"|"conditional"|"dense",
-chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False)`` → ``EmpiricalKernels``:
+chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False, workers=1)`` → ``EmpiricalKernels``:
 ``ek.K`` (S, B+1, P, P) per-init Grams ``h^l h^lᵀ/N``, ``ek.K_out`` (S, P, P) = ``f fᵀ/d_out``,
 ``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se``, ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
-``ek.seconds``, ``ek.gflops``. "conditional" (default) samples each layer's output exactly from its
+``ek.seconds``, ``ek.gflops``, ``ek.overflow`` (inf/NaN, with a RuntimeWarning). "conditional" (default) samples each layer's output exactly from its
 Gaussian law given the layer input (each weight is used once at init), O(P²N) per layer;
 "dense" draws full weight matrices. ``kernels_of(fwd)`` gives the Grams of an explicit forward.
 
@@ -62,7 +62,13 @@ Gradients and training
 ``train(net, X, Y, steps, ...)`` (see :mod:`limits.finite.training`): optimizers "gd", "sgd"
 (minibatch), "online" (one sample per step), "adam", "flow" (gradient flow, small Euler steps),
 per-layer learning rates from the Network, ``center=True`` (train f − f0), ``decoupled=``,
-records of loss, outputs, per-layer |Δh_l|_rms, ‖ΔW‖_F and |ΔW·input|_rms.
+``chunk=`` (train inits in groups; identical records), ``algorithm="bp"|"tp"|"dtp"|"gnt"``.
+``TrainResult``: ``steps``, ``t``, ``loss`` (R, S), ``f`` (R, S, P, d_out), ``f_test``,
+``dh_rms`` (R, S, n_rep; names ``rep_names`` = 'h0'…'hB', 'u1.1'…), ``dW_fro``/``dWh_rms``
+(R, S, n_layers; ``layer_names``), ``converged`` (False if the loss became inf/NaN),
+``final_weights()``. Optimisers ``GD(lrs)``, ``Adam(lrs, betas, eps)`` work on any dict of arrays.
+:mod:`limits.finite.compare`: ``update_directions`` (BP/GNT/TP/DTP descent directions) and
+``cosines`` (per layer and overall).
 
 Empirical NTK
 -------------
