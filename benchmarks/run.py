@@ -1,0 +1,52 @@
+"""Run every benchmark (benchmarks/bench_*.py) and print ratios against in-run baselines.
+
+    python benchmarks/run.py            # full sizes (performance.md)
+    python benchmarks/run.py --quick    # reduced sizes
+    python benchmarks/run.py gaussian   # only benchmarks/bench_gaussian.py
+
+Each module exposes ``run(quick: bool) -> list[dict]`` with keys name, seconds,
+baseline_seconds, ratio, target, note. Absolute times on shared 2-core machines are noise;
+the ratio against a baseline measured in the same run is the number to read.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("only", nargs="*", help="benchmark module suffixes, e.g. gaussian kernels")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
+    args = ap.parse_args(argv)
+    rows = []
+    for path in sorted(HERE.glob("bench_*.py")):
+        key = path.stem[len("bench_"):]
+        if args.only and key not in args.only:
+            continue
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        print(f"== {key}", flush=True)
+        for r in mod.run(args.quick):
+            r = {"module": key, **r}
+            rows.append(r)
+            base = r.get("baseline_seconds")
+            ratio = r.get("ratio")
+            print(f"  {r['name']}: {r['seconds']:.3f} s"
+                  + (f" | baseline {base:.3f} s | ratio {ratio:.1f}x" if base is not None and ratio is not None else "")
+                  + (f" | target {r['target']}" if r.get("target") else "")
+                  + (f"\n      {r['note']}" if r.get("note") else ""), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Activation registry: φ, φ', φ'' (vectorised numpy) and closed-form Gaussian kernels.
+
+For ``(u, v) ~ N(0, [[k11, k12], [k12, k22]])`` (kernels.md §1):
+
+======  ============================================  ==============================================
+φ       E[φ(u)φ(v)]                                   E[φ'(u)φ'(v)]
+======  ============================================  ==============================================
+linear  k12                                           1
+erf     (2/π) arcsin(2k12/√((1+2k11)(1+2k22)))         (4/π)/√((1+2k11)(1+2k22) − 4k12²)
+relu    √(k11k22)/(2π)(sin θ + (π−θ)cos θ)            (π − θ)/(2π),  θ = arccos(k12/√(k11k22))
+======  ============================================  ==============================================
+
+(erf/relu: Williams 1997, Cho & Saul 2009.) For relu, θ is computed as
+``atan2(√((√(k11k22) − |k12|)(√(k11k22) + |k12|)), k12)`` which keeps full relative accuracy near |c| = 1 where arccos
+loses half the digits. relu'' is taken as 0: the δ-function it really is only ever appears
+multiplied by relu itself (φ''φ = 0) in the response recursions.
+
+``strip`` is the half-width of the strip around the real axis in which φ is analytic (tanh:
+π/2, sigmoid: π; entire functions get an effective value): the Gaussian engine sets its
+quadrature step from it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+from scipy import special
+
+_SQRT2 = math.sqrt(2.0)
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation with its first two derivatives and (optional) closed-form kernels."""
+
+    name: str
+    phi: Callable[[np.ndarray], np.ndarray]
+    dphi: Callable[[np.ndarray], np.ndarray]
+    d2phi: Callable[[np.ndarray], np.ndarray]
+    kernel: Optional[Callable] = None    # (k11, k12, k22) -> E[φ(u)φ(v)]
+    dkernel: Optional[Callable] = None   # (k11, k12, k22) -> E[φ'(u)φ'(v)]
+    strip: float = 1.0                   # analyticity half-width, for quadrature step selection
+    smooth: bool = True                  # C^∞ (quadrature converges spectrally)
+    exact_derivatives: bool = True       # False for user functions differentiated numerically
+
+    def __call__(self, x):
+        return self.phi(x)
+
+    def derivative(self, order: int) -> Callable:
+        """φ, φ' or φ'' for order 0, 1, 2."""
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        return (self.phi, self.dphi, self.d2phi)[order]
+
+
+# ------------------------------------------------------------------ closed forms
+def _relu_theta(k11, k12, k22):
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    # det = k11 k22 − k12² factored to avoid cancellation as |c| -> 1
+    g = np.sqrt(k11 * k22)
+    det = np.maximum((g - np.abs(k12)) * (g + np.abs(k12)), 0.0)
+    return np.arctan2(np.sqrt(det), k12), det
+
+
+def relu_kernel(k11, k12, k22):
+    """E[relu(u) relu(v)] = (1/2π)(√det + (π − θ) k12), θ = atan2(√det, k12) (arc-cosine kernel, n=1)."""
+    theta, det = _relu_theta(k11, k12, k22)
+    return (np.sqrt(det) + (np.pi - theta) * np.asarray(k12, dtype=np.float64)) / (2.0 * np.pi)
+
+
+def relu_dkernel(k11, k12, k22):
+    """E[step(u) step(v)] = (π − θ)/(2π)."""
+    theta, _ = _relu_theta(k11, k12, k22)
+    return (np.pi - theta) / (2.0 * np.pi)
+
+
+def erf_kernel(k11, k12, k22):
+    """E[erf(u) erf(v)] = (2/π) arcsin(2k12/√((1+2k11)(1+2k22)))."""
+    k11, k12, k22 = (np.asarray(a, dtype=np.float64) for a in (k11, k12, k22))
+    arg = 2.0 * k12 / np.sqrt((1.0 + 2.0 * k11) * (1.0 + 2.0 * k22))
+    return (2.0 / np.pi) * np.arcsin(np.clip(arg, -1.0, 1.0))
+
+
+def erf_dkernel(k11, k12, k22):
+    """E[erf'(u) erf'(v)] = (4/π) / √((1+2k11)(1+2k22) − 4k12²)."""
+    k11, k12, k22 = (np.asarray(a, dtype=np.float64) for a in (k11, k12, k22))
+    return (4.0 / np.pi) / np.sqrt((1.0 + 2.0 * k11) * (1.0 + 2.0 * k22) - 4.0 * k12 * k12)
+
+
+def linear_kernel(k11, k12, k22):
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    return k12.copy()
+
+
+def linear_dkernel(k11, k12, k22):
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    return np.ones_like(k12)
+
+
+# ------------------------------------------------------------------ elementwise functions
+def _sigmoid(x):
+    return special.expit(x)
+
+
+def _dsigmoid(x):
+    s = special.expit(x)
+    return s * (1.0 - s)
+
+
+def _d2sigmoid(x):
+    s = special.expit(x)
+    return s * (1.0 - s) * (1.0 - 2.0 * s)
+
+
+def _tanh(x):
+    return np.tanh(x)
+
+
+def _dtanh(x):
+    t = np.tanh(x)
+    return 1.0 - t * t
+
+
+def _d2tanh(x):
+    t = np.tanh(x)
+    return -2.0 * t * (1.0 - t * t)
+
+
+def _gelu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x * special.ndtr(x)
+
+
+def _dgelu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return special.ndtr(x) + x * _INV_SQRT2PI * np.exp(-0.5 * x * x)
+
+
+def _d2gelu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return _INV_SQRT2PI * np.exp(-0.5 * x * x) * (2.0 - x * x)
+
+
+def _erf(x):
+    return special.erf(x)
+
+
+def _derf(x):
+    x = np.asarray(x, dtype=np.float64)
+    return (2.0 / math.sqrt(math.pi)) * np.exp(-x * x)
+
+
+def _d2erf(x):
+    x = np.asarray(x, dtype=np.float64)
+    return (-4.0 / math.sqrt(math.pi)) * x * np.exp(-x * x)
+
+
+def _relu(x):
+    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
+
+
+def _drelu(x):
+    return (np.asarray(x, dtype=np.float64) > 0).astype(np.float64)
+
+
+def _zeros_like(x):
+    return np.zeros_like(np.asarray(x, dtype=np.float64))
+
+
+def _identity(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def _ones_like(x):
+    return np.ones_like(np.asarray(x, dtype=np.float64))
+
+
+_BUILTIN = {
+    "linear": Activation("linear", _identity, _ones_like, _zeros_like, linear_kernel, linear_dkernel,
+                         strip=np.inf),
+    "relu": Activation("relu", _relu, _drelu, _zeros_like, relu_kernel, relu_dkernel, strip=0.0,
+                       smooth=False),
+    "erf": Activation("erf", _erf, _derf, _d2erf, erf_kernel, erf_dkernel, strip=2.0),
+    "tanh": Activation("tanh", _tanh, _dtanh, _d2tanh, strip=math.pi / 2),
+    "gelu": Activation("gelu", _gelu, _dgelu, _d2gelu, strip=2.0),
+    "sigmoid": Activation("sigmoid", _sigmoid, _dsigmoid, _d2sigmoid, strip=math.pi),
+}
+_ALIASES = {"identity": "linear", "id": "linear", "logistic": "sigmoid", "ReLU": "relu"}
+_USER: dict[str, Activation] = {}
+
+
+def registered() -> list[str]:
+    """Names of all registered activations (built-in and user-registered)."""
+    return sorted(set(_BUILTIN) | set(_USER))
+
+
+def _numeric_derivative(f, order):
+    h = 1e-4 if order == 1 else 1e-3
+
+    def d(x):
+        x = np.asarray(x, dtype=np.float64)
+        if order == 1:
+            return (f(x + h) - f(x - h)) / (2 * h)
+        return (f(x + h) - 2 * f(x) + f(x - h)) / (h * h)
+
+    return d
+
+
+def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0, smooth=True,
+               register=False) -> Activation:
+    """Look up a registered activation by name, or wrap a user function.
+
+    ``activation("erf")``; ``activation(np.sin, dphi=np.cos, d2phi=lambda x: -np.sin(x), name="sin")``.
+    User functions without derivatives get central finite differences (accuracy ~1e-8 for φ',
+    ~1e-6 for φ''; ``exact_derivatives`` is then False). ``register=True`` makes the name
+    available to ``activation(name)`` and to the command line.
+    """
+    if isinstance(name_or_callable, Activation):
+        return name_or_callable
+    if isinstance(name_or_callable, str):
+        key = _ALIASES.get(name_or_callable, name_or_callable)
+        key = _ALIASES.get(key.lower(), key.lower()) if key not in _BUILTIN and key not in _USER else key
+        if key in _BUILTIN:
+            return _BUILTIN[key]
+        if key in _USER:
+            return _USER[key]
+        raise ValueError(f"activation: unknown activation {name_or_callable!r}; "
+                         f"known: {', '.join(registered())}")
+    if not callable(name_or_callable):
+        raise ValueError(f"activation must be a name or a callable, got {type(name_or_callable).__name__}")
+    f = name_or_callable
+    exact = dphi is not None and d2phi is not None
+    act = Activation(
+        name or getattr(f, "__name__", "user"),
+        f,
+        dphi if dphi is not None else _numeric_derivative(f, 1),
+        d2phi if d2phi is not None else _numeric_derivative(f, 2),
+        strip=float(strip), smooth=smooth, exact_derivatives=exact,
+    )
+    if register:
+        if act.name in _BUILTIN:
+            raise ValueError(f"name {act.name!r} is a built-in activation")
+        _USER[act.name] = act
+    return act
