@@ -157,24 +157,28 @@ def _fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seed
                       float(eta0), str(activation), settings)
 
 
-def _train_chunks(net, X, Y, steps, seeds, seed, chunk, lr_scale=1.0, optimizer="gd"):
+def _train_chunks(net, X, Y, steps, seeds, seed, chunk, lr_scale=1.0, optimizer="gd", train_kw=None):
     from .training import train
 
     parts = []
     for start in range(0, seeds, chunk):
         k = min(chunk, seeds - start)
         res = train(net, X, Y, steps, n_inits=k, seed=[int(seed), start], optimizer=optimizer, lr_scale=lr_scale,
-                    record_every=max(1, steps), keep_weights=False)
+                    record_every=max(1, steps), keep_weights=False, **(train_kw or {}))
         parts.append(_measure(res, net))
     return {q: np.concatenate([p[q] for p in parts]) for q in parts[0]}
 
 
 def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=("df", "dh:h0", "dh:hidden"),
                 seeds=8, steps=1, eta0=0.05, activation="tanh", d_in=16, P=8, seed=0, predicted=None,
-                tol=0.0, chunk=None, name=None, progress_bar=False, **concretise_kw) -> CoordCheck:
+                tol=0.0, chunk=None, name=None, progress_bar=False, train_kw=None, gnt_damping0=1.0,
+                **concretise_kw) -> CoordCheck:
     """Width sweep for parameterisation ``p`` (a ``limits.params`` object or anything
     ``concretise`` accepts), trained with full-batch GD (Adam when ``p.optimizer == "adam"``). Predictions default to ``p.one_step_exponents()`` when ``steps`` = 1.
-    ``tol`` widens the consistency interval (default 0: prediction must lie in the 95% CI)."""
+    ``tol`` widens the consistency interval (default 0: prediction must lie in the 95% CI).
+    ``p.algorithm`` ∈ {"bp", "tp", "dtp", "gnt"} selects the finite training rule; for GNT the
+    damping is ``gnt_damping0 · N^{predicted["gnt_damping_exponent"]}``. ``train_kw``: extra
+    arguments for ``limits.finite.train`` (dict, or callable N → dict)."""
     from .concretise import concretise
 
     widths = [positive_int(n, "widths") for n in widths]
@@ -188,11 +192,20 @@ def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=(
         predicted = {k: v for k, v in p.one_step_exponents().items()}
     chunk = chunk or seeds
     opt = "adam" if getattr(p, "optimizer", "sgd") == "adam" else "gd"   # Adam's first step is η·sign(g)
+    alg = getattr(p, "algorithm", "bp")
+    alg = alg if alg in ("bp", "tp", "dtp", "gnt") else "bp"
     per_n = []
     for N in progress(widths, desc="width check", disable=None if progress_bar else True):
         net = concretise(p, N, L, d_in=d_in, activation=activation, eta0=eta0, **concretise_kw)
+        kw = {"algorithm": alg}
+        if alg == "gnt":
+            # damping of the same order as the preconditioner δᵀδ (seed 003; exponent from the theory side)
+            dexp = float((predicted or {}).get("gnt_damping_exponent", 0.0))
+            kw.update(gnt_power=float(getattr(p, "e_B", 1) or 0), gnt_damping=float(gnt_damping0) * N ** dexp)
+        if train_kw is not None:
+            kw.update(train_kw(N) if callable(train_kw) else train_kw)
         per_n.append(_train_chunks(net, X, Y, steps, seeds, seed, max(1, min(chunk, seeds if N < 1024 else 2)),
-                                   optimizer=opt))
+                                   optimizer=opt, train_kw=kw))
     nm = name or f"{getattr(p, 'name', 'custom')} width check"
     settings = {"L": L, "d_in": d_in, "P": P, "seed": seed}
     return _fit_all(nm, "N", widths, per_n, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)

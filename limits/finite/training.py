@@ -235,8 +235,9 @@ def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, opt
             ri += 1
         if k == steps or not converged:
             if not converged:
-                loss_r[ri:] = np.nan
-                f_r[ri:] = np.nan
+                for arr in (loss_r, f_r, ft_r, dh_r, fro_r, whr_r):
+                    if arr is not None:
+                        arr[ri:] = np.nan
             break
         # -- one optimisation step ------------------------------------------------------------
         if optimizer == "online":

@@ -162,8 +162,9 @@ def test_divergence_is_reported_not_silent():
     X, Y = data.toy_task(seed=0)
     net = _toy_net(16).with_lr(1e4)
     with np.errstate(all="ignore"):
-        r = F.train(net, X, Y, 50, n_inits=1, seed=0)
+        r = F.train(net, X, Y, 50, n_inits=1, seed=0, X_test=X[:2])
     assert not r.converged
+    assert np.isnan(r.loss[-1]).all() and np.isnan(r.f_test[-1]).all() and np.isnan(r.dh_rms[-1]).all()
 
 
 def test_train_bad_input():
