@@ -212,17 +212,23 @@ def one_step_exponents(p: Parameterisation) -> dict:
     ``"dh:hidden"`` (deeper stream states: own + propagated updates), ``"dWh:in"``,
     ``"dWh:hidden"``, ``"dWh:out"`` (rms of multiplier·ΔW·input; for the read-out this is before
     the output scale 1/γ, hence ``+ d`` in the variance convention).
-    Derived from the std-convention one-step quantities (TP4 with the initial read-out).
+    Derived from the std-convention one-step quantities (TP4 with the initial read-out; seed 003
+    S.143 for TP/DTP with α = 1/2; Prop. 3.3 for GNT, whose damping must scale like δᵀδ:
+    ``"gnt_damping_exponent"`` = 1 − 2(a_L + b_L)).
     """
-    if p.algorithm != "bp":
-        raise ValueError("one_step_exponents covers algorithm='bp' (finite BP training); got " + repr(p.algorithm))
+    if p.algorithm not in ("bp", "gnt", "tp", "dtp"):
+        raise ValueError("one_step_exponents covers algorithm 'bp', 'gnt', 'tp', 'dtp' (finite training); got "
+                         + repr(p.algorithm))
     s = p.to_std()
-    q = std_quantities("bp", s.optimizer, None, None, one_step=True)
+    q = std_quantities(s.algorithm, s.optimizer, None, s.e_B, one_step=True)
     subs = substitution(s)
     ev = lambda e, k: _num(sp.expand(e.xreplace(subs)), k)  # noqa: E731
     r = {lay: ev(q["r"][lay], f"r_{lay}") for lay in LAYERS}
     rf = ev(q["r_feat"], "r")
     w = ev(sp.Symbol("a_output", real=True) + sp.Symbol("b_output", real=True), "w")
+    extra = {}
+    if s.algorithm == "gnt":   # damping of the same order as δᵀδ = Θ(N^{1-2w}) (seed 003 §C / Ishikawa–Karakida)
+        extra["gnt_damping_exponent"] = 1 - 2 * w
     a2 = ev(q["A2"].exponent, "A2")
     d = p.d if p.convention == "variance" else sp.Integer(0)
     return {
@@ -234,4 +240,5 @@ def one_step_exponents(p: Parameterisation) -> dict:
         "dWh:hidden": -r["hidden"],
         "dWh:out": -r["output"] + d,
         "r": rf,
+        **extra,
     }

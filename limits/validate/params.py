@@ -84,6 +84,40 @@ def _adam_sgd_rates(rng, quick):
                  _adam((-1, 0, 1), quick, int(rng.integers(2**31)), 1e-5, "dWh:hidden"))
 
 
+def _local(p, quick, seed, eta0, quantity="dh:hidden"):
+    from ..finite.coordcheck import width_check
+
+    widths, _, seeds = _sizes(quick)
+    widths = widths[:-1] if not quick else widths          # TP/GNT cost more per step
+    return width_check(p, widths=widths, seeds=seeds, quantities=(quantity,), eta0=eta0, seed=seed).fit(quantity)
+
+
+@register_case(COMP, "TP μP (b_L = 1/2, seed 003 Thm 5.1): |Δh| = Θ(1)")
+def _tp_mup(rng, quick):
+    from ..params import named
+
+    return _case("TP μP (b_L = 1/2, seed 003 Thm 5.1): |Δh| = Θ(1)",
+                 _local(named("muP", convention="std", algorithm="tp"), quick, int(rng.integers(2**31)), 0.05))
+
+
+@register_case(COMP, "DTP with SGD-μP init (b_L = 1): |Δh| = Θ(N^3/2)")
+def _tp_bp_init(rng, quick):
+    from ..params import Parameterisation
+
+    p = Parameterisation.make(a=0, b=[0, "1/2", 1], c=[-1, 0, 1], algorithm="dtp", name="DTP with SGD-μP exponents")
+    return _case("DTP with SGD-μP init (b_L = 1): |Δh| = Θ(N^3/2)",
+                 _local(p, quick, int(rng.integers(2**31)), 1e-7, "dh:h0"),
+                 detail="feedback Q_L ∝ N^{w − 1/2} amplifies targets when the read-out is small (S.154)")
+
+
+@register_case(COMP, "GNT μP (e_B = 1, damping ∝ N^-1): |Δh| = Θ(1)")
+def _gnt_mup(rng, quick):
+    from ..params import named
+
+    return _case("GNT μP (e_B = 1, damping ∝ N^-1): |Δh| = Θ(1)",
+                 _local(named("muP", convention="std", algorithm="gnt"), quick, int(rng.integers(2**31)), 0.05))
+
+
 @register_case(COMP, "θ-shift symmetry: μP and MF train identically (finite nets)")
 def _shift(rng, quick):
     """μP and MF are one θ-shift apart (TP4): the same seeds must give the same f(t) to rounding."""

@@ -67,3 +67,18 @@ def test_depth_full_sweep_and_two_layer_block():
                         quantities=("dWh:block1",), predicted={"dWh:block1": float(tb["delta_u"][1])},
                         lr_block={1: (lambda B: B ** float(y))} if corr else None, seed=4)
         assert c.fit("dWh:block1").consistent, c.to_markdown()
+
+
+def test_local_rules_one_step_predictions_and_quick_check():
+    from limits.params import Parameterisation
+
+    tp = named("muP", convention="std", algorithm="tp")
+    assert tp.one_step_exponents()["dh:hidden"] == 0
+    bad = Parameterisation.make(a=0, b=[0, "1/2", 1], c=[-1, 0, 1], algorithm="dtp")
+    assert bad.one_step_exponents()["dh:h0"] == 1.5
+    gnt = named("muP", convention="std", algorithm="gnt")
+    assert gnt.one_step_exponents()["gnt_damping_exponent"] == -1
+    c = width_check(tp, widths=[32, 64, 128, 256], seeds=3, quantities=("dh:hidden",), seed=2)
+    assert c.fit("dh:hidden").consistent
+    with pytest.raises(ValueError, match="one_step_exponents covers"):
+        named("muP", convention="std", algorithm="pc", gamma_bar_L=0).one_step_exponents()
