@@ -33,3 +33,12 @@ def test_cli_train(capsys):
 
 def test_cli_bad_depth_is_an_error(capsys):
     assert main(["finite", "kernels", "--depth", "0", "--width", "8", "--inits", "2"]) != 0
+
+
+def test_cli_ntk_json(capsys):
+    assert main(["finite", "ntk", "--mlp", "--width", "16", "--depth", "1", "--inits", "6", "--chunk", "4",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    m = np.array(out["mean"])
+    assert m.shape == (3, 3) and out["n_inits"] == 6
+    np.testing.assert_allclose(m, m.T, rtol=1e-12)
