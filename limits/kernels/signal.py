@@ -138,9 +138,13 @@ def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
         hi = 1.0 - 1e-6
         while g(hi) >= 0 and hi > 1 - 1e-3:
             hi = 1.0 - 10 * (1.0 - hi)
-        lo = 0.0 if g(0.0) >= 0 else -1.0
-        if g(lo) == 0.0:
-            c = lo
+        g0 = g(0.0)
+        g0 = 0.0 if abs(g0) < 1e-12 else g0
+        lo = 0.0 if g0 >= 0 else -1.0
+        if lo == 0.0 and g0 == 0.0 and g(1e-6) > 1e-15:      # c = 0 is an unstable fixed point (odd φ, σ_b² = 0)
+            lo = 1e-6
+        if lo == 0.0 and g0 == 0.0:
+            c = 0.0
         elif g(lo) > 0 > g(hi):
             c = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
         else:
@@ -274,9 +278,13 @@ def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
     chi1 = np.where(q > 0, w * _Edphi2(act, qs), w * d0 * d0)
     chaotic = (chi1 > 1 + 1e-10) & (q > 0) & np.isfinite(q)
     g = lambda c: (w * np.asarray(gaussian.kernel(act, qs, c * qs, qs)) + b) / qs - c  # noqa: E731
-    lo_c = np.where(g(np.zeros_like(w)) >= 0, 0.0, -1.0)
+    g0 = g(np.zeros_like(w))
+    g0 = np.where(np.abs(g0) < 1e-12, 0.0, g0)
+    lo_c = np.where(g0 >= 0, 0.0, -1.0)
+    stuck = (g0 == 0) & ~(g(np.full_like(w, 1e-6)) > 1e-15)     # c = 0 is the stable fixed point
+    lo_c = np.where((g0 == 0) & ~stuck, 1e-6, lo_c)          # c = 0 unstable: look above it
     c = np.where(chaotic, _bisect(g, lo_c, np.full_like(w, 1 - 1e-9)), 1.0)
-    c = np.where(chaotic & (np.abs(g(np.zeros_like(w))) == 0) & (lo_c == 0), 0.0, c)
+    c = np.where(chaotic & stuck, 0.0, c)
     chi_c = np.where(q > 0, w * np.asarray(gaussian.dkernel(act, qs, c * qs, qs)), chi1)
     with np.errstate(divide="ignore"):
         xi_c = np.where(chi_c < 1, -1.0 / np.log(np.where(chi_c < 1, chi_c, 0.5)), np.inf)
