@@ -117,9 +117,9 @@ def default_job(outdir):
     from . import solve
 
     g0, y = 1.5, 1.0
-    d = solve([[1.0]], [y], depth=1, gamma0=g0, T=2.0, dt=0.025, method="flow", richardson=True)
+    d = solve([[1.0]], [y], depth=1, gamma0=g0, T=2.0, dt=0.05, method="flow", richardson=True)
     sol = solve_ivp(lambda t, f: 2 * np.sqrt(1 + g0 ** 2 * f ** 2) * (y - f), (0, 2.0), [0.0], rtol=1e-12,
                     atol=1e-13, dense_output=True)
     err = float(np.max(np.abs(d.f[:, 0] - sol.sol(d.t)[0])))
     return [f"dmft: two-layer linear single-sample oracle, max |f_DMFT − f_ODE| = {err:.1e} "
-            f"(dt = 0.025, Richardson, γ0 = {g0})"]
+            f"(dt = 0.05, Richardson, γ0 = {g0})"]
