@@ -3,6 +3,17 @@
 Plain numpy, float64, batched over S independent initialisations (leading axis = init index),
 hand-written backward passes verified against finite differences.
 
+Quick start::
+
+    import numpy as np, limits, limits.finite as F
+    X = F.data.sphere_inputs(4, 10, seed=0)
+    net = F.resnet(10, 500, 50, activation="erf", sigma_w2=1.2, sigma_b2=0.2, rho=50 ** -0.5)
+    ek = F.empirical_kernels(net, X, 1000, seed=1)          # ek.mean[l] ± ek.se[l], l = 0..50
+    p = limits.params.named("MF", convention="variance", algorithm="bp")
+    net = F.concretise(p, N=256, L=5, d_in=40, eta0=0.025)  # seed 000 mean-field MLP
+    X, Y = F.data.toy_task(seed=0)
+    r = F.train(net, X, Y, 200, n_inits=8, seed=0)          # r.loss (R, 8), r.dh_rms, …
+
 Describe a network
 ------------------
 ``Network(readin, blocks, readout, activation, out_scale, post_activation, readin_phi, readout_phi)``
@@ -111,6 +122,7 @@ from .network import Block, Dense, Network, mlp, resnet
 from .ntk import empirical_ntk
 from .optim import GD, Adam
 from .training import TrainResult, train
+from . import data
 from .weights import Streams, Weights, init_streams, init_weights, root_seed
 
 __all__ = [

@@ -247,3 +247,104 @@ def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, 
     settings = {"N": N, "alpha": float(alpha), "d_in": d_in, "P": P, "seed": seed, "freeze": list(freeze),
                 "block_layers": block_layers}
     return _fit_all(nm, "L", depths, per, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
+
+
+# ---------------------------------------------------------------------------------------------
+# Minimal single-shot predictive-coding step (seed 003 §4.1, Eqs. 3–4, S.22–S.33). limits.finite has
+# no PC training rule; this is the smallest piece needed to measure the γ̄_L-dependent exponents.
+def _phi_fns(activation):
+    if activation == "linear":
+        return (lambda u: u), (lambda u: np.ones_like(u))
+    if activation == "tanh":
+        return np.tanh, (lambda u: 1.0 - np.tanh(u) ** 2)
+    raise ValueError(f"activation must be 'linear' or 'tanh' for the PC step, got {activation!r}")
+
+
+def pc_single_shot_step(net, W, X, Y, gamma_L, activation="tanh"):
+    """One PC weight update after ONE sequential inference sweep with forward initialisation
+    (seed 003: F-ini, single-shot SI, no FPA), batched over inits.
+
+    Plain MLP ``u_1 = m_1 W_1 x``, ``u_l = m_l W_l φ(u_{l−1})``, ``f = out_scale·m_L W_L φ(u_{L−1})``;
+    states ``v_l`` start at ``u_l`` (so e_{l,0} = 0); the sweep goes from the top:
+    ``v_{L−1} += γ_L φ'(v_{L−1}) ⊙ W̃_Lᵀ (y − f)``, then ``v_l += γ_{l+1} φ'(v_l) ⊙ W̃_{l+1}ᵀ e_{l+1}`` with
+    ``e_{l+1} = v_{l+1} − W̃_{l+1} φ(v_l)`` and γ_{l<L} = 1 (W̃ = m·W); afterwards
+    ``e_l = v_l − W̃_l φ(v_{l−1})``, ``e_L = y − W̃_L φ(v_{L−1})`` and the weights move by
+    ``ΔW_l = lr_l · m_l · e_lᵀ φ(v_{l−1}) / P`` (S.33; the step sizes γ_l are omitted there).
+    Returns ``(dWh, dh)``: per layer rms of ``m_l ΔW_l · (input at init)`` (S, n_layers) and per hidden
+    representation rms of the change of u_l after the update (S, n_hidden).
+    """
+    phi, dphi = _phi_fns(activation)
+    names = net.layer_names()
+    layers = net.layers()
+    m = [layers[n].mult for n in names]
+    lr = [layers[n].lr for n in names]
+    Ws = [W[n] for n in names]
+    Lw = len(names)
+    out_scale = float(net.out_scale)
+    eff = [mi * Wi for mi, Wi in zip(m, Ws)]
+    eff[-1] = eff[-1] * out_scale
+
+    def fwd(E):
+        us = [np.matmul(X, np.swapaxes(E[0], 1, 2))]
+        for k in range(1, Lw - 1):
+            us.append(np.matmul(phi(us[-1]), np.swapaxes(E[k], 1, 2)))
+        f = np.matmul(phi(us[-1]), np.swapaxes(E[-1], 1, 2))
+        return us, f
+
+    us, f = fwd(eff)
+    v = [u.copy() for u in us]
+    eL = Y[None] - f                                       # (S, P, d_out)
+    v[-1] = v[-1] + gamma_L * dphi(us[-1]) * np.matmul(eL, eff[-1])
+    for k in range(Lw - 3, -1, -1):                      # layers below, sequential (already-updated above)
+        e_above = v[k + 1] - np.matmul(phi(v[k]), np.swapaxes(eff[k + 1], 1, 2))
+        v[k] = v[k] + 1.0 * dphi(v[k]) * np.matmul(e_above, eff[k + 1])
+    ins = [np.broadcast_to(X, us[0].shape[:2] + X.shape[1:])] + [phi(vk) for vk in v]
+    errs = [v[0] - np.matmul(X, np.swapaxes(eff[0], 1, 2))]
+    for k in range(1, Lw - 1):
+        errs.append(v[k] - np.matmul(phi(v[k - 1]), np.swapaxes(eff[k], 1, 2)))
+    errs.append(Y[None] - np.matmul(phi(v[-1]), np.swapaxes(eff[-1], 1, 2)))
+    P = X.shape[0]
+    dW = []
+    for k in range(Lw):
+        scale = lr[k] * m[k] * (out_scale if k == Lw - 1 else 1.0)
+        dW.append(scale * np.matmul(np.swapaxes(errs[k], 1, 2), ins[k]) / P)
+    ins0 = [np.broadcast_to(X, us[0].shape[:2] + X.shape[1:])] + [phi(u) for u in us]
+    dWh = np.stack([np.sqrt(np.mean((m[k] * np.matmul(ins0[k], np.swapaxes(dW[k], 1, 2))) ** 2, axis=(1, 2)))
+                    for k in range(Lw)], axis=1)
+    new = [mi * (Wi + dWi) for mi, Wi, dWi in zip(m, Ws, dW)]
+    new[-1] = new[-1] * out_scale
+    us1, _ = fwd(new)
+    dh = np.stack([np.sqrt(np.mean((a - b) ** 2, axis=(1, 2))) for a, b in zip(us1, us)], axis=1)
+    return dWh, dh
+
+
+def pc_width_check(p, widths=tuple(2 ** k for k in range(6, 11)), L=3, gamma_prime=1.0, seeds=8, eta0=0.05,
+                   activation="tanh", d_in=16, P=8, seed=0, predicted=None, tol=0.0, name=None) -> CoordCheck:
+    """Width sweep of one single-shot PC step (:func:`pc_single_shot_step`) for a std-convention
+    parameterisation with ``p.gamma_bar_L`` (γ_L = γ' N^{-γ̄_L}). Quantities: ``dWh:in``,
+    ``dWh:hidden`` (mean over hidden layers), ``dWh:out``, ``dh:hidden`` (mean over hidden
+    representations). ``predicted``: growth exponents (e.g. −r_l from ``limits.params``)."""
+    from .concretise import concretise
+    from .weights import init_weights
+
+    g = getattr(p, "gamma_bar_L", None)
+    if g is None:
+        raise ValueError("p.gamma_bar_L is required (single-shot PC with γ_L = γ' N^{-γ̄_L})")
+    g = float(g)
+    widths = [positive_int(n, "widths") for n in widths]
+    if len(widths) < 3:
+        raise ValueError("widths needs at least 3 values for a slope fit")
+    seeds = positive_int(seeds, "seeds", minimum=2)
+    rng = generator(seed=seed)
+    X, Y = _toy_data(positive_int(d_in, "d_in"), positive_int(P, "P"), rng)
+    per = []
+    for N in widths:
+        net = concretise(p, N, L, d_in=d_in, activation=activation, eta0=eta0)
+        w = init_weights(net, seeds, seed=[int(seed), 17])
+        dWh, dh = pc_single_shot_step(net, w.W, X, Y, float(gamma_prime) * N ** (-g), activation)
+        per.append({"dWh:in": dWh[:, 0], "dWh:hidden": dWh[:, 1:-1].mean(axis=1), "dWh:out": dWh[:, -1],
+                    "dh:hidden": dh[:, 1:].mean(axis=1) if dh.shape[1] > 1 else dh[:, 0]})
+    nm = name or f"{getattr(p, 'name', 'custom')} single-shot PC (γ̄_L = {g:g})"
+    q = ("dWh:in", "dWh:hidden", "dWh:out", "dh:hidden")
+    return _fit_all(nm, "N", widths, per, list(q), predicted, tol, {"L": L, "gamma_prime": gamma_prime, "seed": seed},
+                    seeds, 1, eta0, activation)
