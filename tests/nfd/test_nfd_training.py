@@ -171,3 +171,17 @@ def test_growing_cholesky_property(pattern, seed):
     e = rng.standard_normal(len(V))
     gam = fam.solve(Gram @ e)
     np.testing.assert_allclose(Gram @ gam, Gram @ e, atol=1e-7 * max(1.0, np.abs(Gram).max()))
+
+
+def test_response_gap_does_not_decay_like_one_over_L():
+    """Measured GIA outcome (nfd.md §5): at (near-)infinite width the coupled − NFD gap of the test
+    outputs is nonzero and essentially L-independent; O(1/L) decay (seed 002 Cor. 1) would make the
+    L = 64 gap 8× smaller than the L = 8 gap."""
+    Xtr, ytr, Xte = gia_task(K=4)
+    gaps = {}
+    for L in (8, 64):
+        g = [train_particles(Xtr, ytr, Xte, L=L, M=1024, seed=s, mode="coupled").f_test[-1]
+             - train_particles(Xtr, ytr, Xte, L=L, M=1024, seed=s, mode="decoupled").f_test[-1] for s in range(3)]
+        gaps[L] = np.sqrt(np.mean(np.mean(g, axis=0) ** 2))
+    assert gaps[8] > 0.01
+    assert gaps[64] > 0.5 * gaps[8], gaps
