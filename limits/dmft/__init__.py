@@ -29,7 +29,7 @@ from .result import DMFTResult
 from ._threads import blas_limited
 
 __all__ = ["solve", "lazy", "DMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
-           "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk"]
+           "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk", "seed000"]
 
 MEMORY_LIMIT_BYTES = 6e9
 
@@ -106,6 +106,23 @@ def lazy(X, y, depth, activation="linear", T=None, dt=None, steps=None, method="
         raise ValueError(f"method must be 'gd' or 'flow', got {method!r}")
     Delta = (fac * c[None, :]) @ V.T
     return t, y[None, :] - Delta, K
+
+
+def seed000(X, y, steps, L=5, eta0=0.025, gamma0=1.0, loss="mean", **kw) -> DMFTResult:
+    """N = ∞ curve of a seed-000 mean-field BP run (Fig. 2 / A.3): L weight layers, GD with
+    η = η0 γ² N^{-c} on the loss (1/2P)Σ(f−y)² (``loss="mean"``, Eq. 1) for ``steps`` steps.
+
+    Maps via :func:`from_abcd` (depth = L − 1, one step = dt = η0/P) and solves exact GD; compare
+    ``result.loss_mean`` with the finite nets' Eq. 1 loss at step k = ``result.t / result.dt``.
+    Cost O(L P³ steps³), memory ≈ 32 (L−1) (steps·P)² bytes (P = 20: ~150 steps/min on 1 core).
+    """
+    from fractions import Fraction
+
+    half = Fraction(1, 2)
+    X = finite_array(X, "X", ndim=2)
+    m = from_abcd([0] + [half] * (L - 1), [0] * L, 0, half, gamma0=gamma0, eta0=eta0, P=X.shape[0], loss=loss)
+    return solve(X, y, depth=m.depth, activation=kw.pop("activation", "linear"), gamma0=m.gamma0, dt=m.dt,
+                 steps=steps, **kw)
 
 
 def toy_task(P=20, D=40, rng=None, seed=None):

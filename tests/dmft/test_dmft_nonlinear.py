@@ -131,3 +131,11 @@ def test_abcd_family_is_one_dynamics_at_finite_width():
     mf = run([0, 0.5, 0.5], [0, 0, 0], 0)
     mup = run([-0.5, 0, 0], [1, 1, 1], 1)
     assert np.max(np.abs(mf - mup)) < 1e-10
+
+
+def test_seed000_helper_matches_explicit_call():
+    X, y = dm.toy_task(6, 10, seed=0)
+    a = dm.seed000(X, y, steps=12)
+    b = dm.solve(X, y, depth=4, gamma0=1.0, dt=0.025 / 6, steps=12)
+    assert np.array_equal(a.f, b.f) and a.depth == 4 and abs(a.dt - 0.025 / 6) < 1e-15
+    assert np.allclose(a.loss_mean, np.mean((a.f - y) ** 2, axis=1) / 2)
