@@ -90,7 +90,7 @@ def _fig2_compute(params, rng, param="mf"):
         out[k] = np.array(out[k])
     if param == "mf" and params.get("dmft", True):
         T = steps * eta0 / P
-        tt, loss, msg = _dmft_curve(X, y, L - 1, g0, T, eta0)
+        tt, loss, msg = _dmft_curve(X, y, L - 1, g0, T, eta0, params.get("dmft_coarse", 40))
         out["dmft_note"] = msg
         if tt is not None:
             out["dmft_steps"], out["dmft_loss"] = tt, loss
@@ -129,7 +129,7 @@ def _fig2_plot(data, params, title):
 
 FIG2_PARAMS = dict(P=20, D=40, L=5, gamma0=1.0, eta0=0.025, widths=[8, 16, 32, 64, 128, 256, 512, 1024, 2048],
                    steps=1000, record_every=20)
-FIG2_QUICK = dict(widths=[8, 32, 128], steps=300, record_every=10)
+FIG2_QUICK = dict(widths=[8, 32, 128], steps=300, record_every=10, dmft_coarse=30)
 
 register("seed000_fig2", component=COMP,
          compute=lambda p, rng: _fig2_compute(p, rng, "mf"),

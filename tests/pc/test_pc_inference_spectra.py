@@ -138,6 +138,11 @@ def test_rmt_references():
     assert 1.85 < eo[-1] < 2.1 and abs(eo[0] + eo[-1]) < 1e-10    # H = 2: O edge = σ_max(W) ≈ 2
     eh = np.linalg.eigvalsh(H)
     assert eh[-1] <= ev[-1] + eo[-1] + 1e-9 and eh[0] >= ev[0] + eo[0] - 1e-9
+
+
+@pytest.mark.slow
+def test_rmt_deep_offdiagonal_edge():
+    rng = np.random.default_rng(9)
     # deep chains: the off-diagonal band has row variance 2, so its edge tends to 2√2, not the
     # dense-Wigner ±2 assumed in seed 001 §A.2.3, so "λ_max ≤ 7" is not a valid Weyl bound (the
     # valid one is ≈ 5 + 2√2; finite-N draws above 7 do occur)
@@ -156,3 +161,27 @@ def test_bad_spectrum_inputs():
         pc.init_weights(0, 2, "sp", seed=0)
     with pytest.raises(ValueError, match="beta"):
         pc.infer([np.eye(2), np.eye(2)], np.ones((1, 2)), np.ones((1, 2)), beta=-1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("param,skips", [("sp", None), ("mupc", "1-skip"), ("orthogonal", None)])
+def test_lanczos_matches_dense_at_moderate_size(param, skips):
+    rng = np.random.default_rng(11)
+    W, a = pc.init_weights(40, 40, param, rng=rng)
+    d = pc.extreme_eigenvalues(W, a, skips, method="dense")
+    l = pc.extreme_eigenvalues(W, a, skips, method="lanczos")
+    assert abs(l.lambda_max - d.lambda_max) < 1e-9 * d.lambda_max
+    assert abs(l.lambda_min - d.lambda_min) < 1e-9 * d.lambda_max
+    assert abs(l.kappa / d.kappa - 1) < 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("skips", [None, "1-skip", 3])
+def test_block_cholesky_equals_telescoped_larger(skips):
+    rng = np.random.default_rng(12)
+    W, a = pc.init_weights(96, 24, "mupc" if skips else "sp", d_in=10, d_out=4, rng=rng)
+    X, Y = rng.standard_normal((8, 10)), rng.standard_normal((8, 4))
+    e1 = pc.equilibrium(W, X, Y, a, skips)
+    e2 = pc.equilibrium(W, X, Y, a, skips, method="block")
+    scale = max(np.max(np.abs(z)) for z in e1.z)
+    assert max(np.max(np.abs(u - v)) for u, v in zip(e1.z, e2.z)) < 1e-10 * max(1, scale)
