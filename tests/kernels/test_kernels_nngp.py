@@ -147,3 +147,29 @@ def test_duplicate_inputs_flag_singular_kernel():
     with pytest.warns(KernelWarning, match="ill-conditioned|PSD"):
         r = nngp(X, depth=3)
     assert r.diagnostics["cond_K_L"] > 1e14 or r.diagnostics["min_eig_K_L"] <= 0
+
+
+@pytest.mark.parametrize("name", ["tanh", "gelu", "sigmoid"])
+def test_mehler_gram_matches_brute_force_and_falls_back(name):
+    """Hermite-expansion Grams (limits.kernels.hermite) vs a fine 2-D trapezoid, 1e-10; a short
+    expansion (M = 8) must route the uncertified entries to the exact fallback and stay exact."""
+    from limits.kernels.hermite import gram_mehler
+
+    act = limits.activation(name)
+    X = _X(8, 20, seed=4)
+    K = 2.0 * X @ X.T / 20 + 0.3
+    z = np.arange(-9, 9 + 1e-9, 0.01)
+    w = np.exp(-z * z / 2) / np.sqrt(2 * np.pi) * 0.01
+
+    def brute(f, k11, k12, k22):
+        b = k12 / np.sqrt(k11)
+        c = np.sqrt(max(k22 - b * b, 0.0))
+        return float((f(np.sqrt(k11) * z) * w) @ (f(b * z[:, None] + c * z[None, :]) @ w))
+
+    for f in (act.phi, act.dphi):
+        E, _ = gram_mehler(f, K, exact=lambda a, b, c: limits.gaussian.expect2(f, f, a, b, c))
+        for (a, b) in [(0, 1), (2, 5), (3, 3), (6, 7)]:
+            assert abs(E[a, b] - brute(f, K[a, a], K[a, b], K[b, b])) < 1e-10
+        E8, nfb = gram_mehler(f, K, M=8, exact=lambda a, b, c: limits.gaussian.expect2(f, f, a, b, c))
+        assert nfb > 0
+        np.testing.assert_allclose(E8, E, rtol=0, atol=1e-10)
