@@ -45,6 +45,7 @@ class Equilibrium(Result):
     method: str = "telescoped"
     cond_S: float = 1.0
     converged: bool = True
+    z_in: np.ndarray | None = None
 
     @property
     def s(self) -> float:
@@ -89,6 +90,8 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
     ``method="block"`` forces the block-tridiagonal (banded) Cholesky solve of ``H_z z = b``.
     """
     net = make_net(weights, multipliers, skips, layer_weights, biases)
+    if X is None:
+        return _unsupervised(net, Y, nudge, decay, method)
     X, Y = check_data(net, X, Y)
     if nudge is not None:
         nudge = float(nudge)
@@ -107,6 +110,32 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
 
     with blas_threads():
         return _telescoped(net, X, Y, nudge)
+
+
+def _unsupervised(net: Net, Y, nudge, decay, method) -> Equilibrium:
+    """Unsupervised PC (z_0 free, seed 001 §A.2.1): with the input free the energy is minimised over
+    z_0 as well, ``min_{z_0} ½ (y − c − G_0 z_0)ᵀ S⁻¹ (y − c − G_0 z_0)`` — a generalised least-squares
+    problem solved (minimum-norm z_0) through the Cholesky factor of S; then the supervised
+    equilibrium at x = z_0*. Returned ``forward[…]`` are computed from z_0*; ``z_in`` holds z_0*."""
+    if decay or method != "telescoped" or nudge is not None:
+        raise ValueError("the unsupervised equilibrium (X=None) supports only method='telescoped', "
+                         "no decay and no nudge")
+    from ..checks import finite_array
+
+    Y = finite_array(Y, "Y")
+    if Y.ndim == 1:
+        Y = Y[:, None] if net.d_out == 1 else Y[None, :]
+    if Y.ndim != 2 or Y.shape[1] != net.d_out:
+        raise ValueError(f"Y must be B×d_out with d_out = {net.d_out}, got shape {Y.shape}")
+    G = output_jacobians(net)
+    S = rescaling(net, G)
+    Lc = np.linalg.cholesky(S)
+    c = forward(net, np.zeros((1, net.d_in)))[-1]            # bias offset of the output
+    A = sla.solve_triangular(Lc, G[0], lower=True)
+    Bm = sla.solve_triangular(Lc, (Y - c).T, lower=True)
+    Z0 = np.linalg.lstsq(A, Bm, rcond=None)[0].T
+    with_blas = _telescoped(net, Z0, Y, None)
+    return Equilibrium(**{**with_blas.__dict__, "method": "telescoped (unsupervised)", "z_in": Z0})
 
 
 def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:

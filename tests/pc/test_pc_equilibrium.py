@@ -240,3 +240,23 @@ def test_bad_inputs():
         pc.equilibrium(W, X, Y, skips="1-skip")          # widths 3 → 4 cannot have identity skip
     with pytest.raises(ValueError, match="nudge"):
         pc.equilibrium(W, X, Y, nudge=-1)
+
+
+def test_unsupervised_equilibrium_is_stationary_and_minimal():
+    rng = np.random.default_rng(21)
+    W = rand_net(rng, [6, 4, 4, 3], 1.1)                      # d_in > d_out: F* = 0 (input explains y)
+    Y = rng.standard_normal((3, 3))
+    e = pc.equilibrium(W, None, Y)
+    assert e.energy < 1e-24 and e.z_in.shape == (3, 6)
+    W = rand_net(rng, [2, 4, 4, 3], 1.1)                      # d_in < d_out: generalised least squares
+    e = pc.equilibrium(W, None, Y)
+    net = pc.make_net(W)
+    lay = pc.layout(net, unsupervised=True)
+    Hu = pc.activity_hessian(W, unsupervised=True, dense=True)
+    b = pc.rhs(net, lay, None, Y)
+    z = np.concatenate([e.z_in.T] + [v.T for v in e.z])
+    np.testing.assert_allclose(Hu @ z - b, 0, atol=1e-10)    # ∇_z F = 0 over all free layers incl. z_0
+    zmin = np.linalg.lstsq(Hu, b, rcond=None)[0]
+    zs = np.split(zmin, np.cumsum(lay.sizes)[:-1])
+    Fmin = pc.energy(W, zs[0].T, Y, [v.T for v in zs[1:]])
+    assert abs(Fmin - e.energy) < 1e-12
