@@ -27,6 +27,17 @@ def _task(K, d=10, P=1, seed=0):
 
 
 def run(quick: bool) -> list[dict]:
+    try:
+        from limits.finite._blas import blas_threads
+    except ImportError:                      # pragma: no cover
+        import contextlib
+
+        blas_threads = contextlib.nullcontext
+    with blas_threads():                     # one BLAS thread: spinning threads distort CPU times
+        return _run(quick)
+
+
+def _run(quick: bool) -> list[dict]:
     from limits.finite.gia import online_sgd
     from limits.nfd import kernel_ode, residual_recursion
     from limits.nfd.training import memory_estimate, train_particles
@@ -60,14 +71,22 @@ def run(quick: bool) -> list[dict]:
         for v in vals:
             p = dict(base, **{var: v})
             Xk, yk, Xt = _task(p["K"])
-            c0 = time.process_time()
-            _timed(lambda: train_particles(Xk, yk, Xt, L=p["L"], M=p["M"], seed=1, joint_eval=False))
-            ts.append(time.process_time() - c0)      # CPU time: robust to waiting on a shared machine
+            best = np.inf
+            for _ in range(2):                        # min CPU time of 2 runs (robust to a shared machine)
+                c0 = time.process_time()
+                train_particles(Xk, yk, Xt, L=p["L"], M=p["M"], seed=1, joint_eval=False)
+                best = min(best, time.process_time() - c0)
+            ts.append(best)
         f = loglog_fit(vals, ts)
+        extra = ""
+        if var == "K":                                # two-term model t = a K + b K² (per-pass + pairwise work)
+            Kv = np.asarray(vals, float)
+            coef, *_ = np.linalg.lstsq(np.stack([Kv, Kv ** 2], 1), np.asarray(ts), rcond=None)
+            extra = f"; fit t = a K + b K²: a = {coef[0]:.2e} s, b = {coef[1]:.2e} s (K² term dominates for K > {coef[0] / max(coef[1], 1e-300):.0f})"
         rows.append({"name": f"NFD cost exponent in {var}", "seconds": float(ts[-1]), "baseline_seconds": float(ts[0]),
                      "ratio": float(ts[-1] / ts[0]), "target": f"exponent ≈ {expected[var]:g} (O(K² L M))",
                      "note": f"CPU-time exponent {f.slope:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}] over {var} = {vals}; "
-                             f"others {base}; seconds/baseline = CPU time at the largest/smallest {var}"})
+                             f"others {base}; seconds/baseline = CPU time at the largest/smallest {var}{extra}"})
     # 3. kernel ODE ----------------------------------------------------------------------
     P = 200 if not quick else 60
     rng = np.random.default_rng(0)
