@@ -189,8 +189,11 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
         for l in range(L):
             Su = Phi[l - 1] if l else Kt
             Sr = G[l + 1] if l + 1 < L else ones
-            Fu, Fu_p = _factor(Su, rcond)
-            Fr, Fr_p = _factor(Sr, rcond)
+            try:
+                Fu, Fu_p = _factor(Su, rcond)
+                Fr, Fr_p = _factor(Sr, rcond)
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                raise DMFTNotConverged(f"nonlinear DMFT diverged at sweep {it}: {exc}") from None
             u = Zu[l] @ Fu.T
             r = Zr[l] @ Fr.T
             C = (g0dt * Su * Dv[None, :] + (ar[l - 1] if l else 0.0)) * strict_mask
