@@ -173,3 +173,13 @@ def test_mehler_gram_matches_brute_force_and_falls_back(name):
         E8, nfb = gram_mehler(f, K, M=8, exact=lambda a, b, c: limits.gaussian.expect2(f, f, a, b, c))
         assert nfb > 0
         np.testing.assert_allclose(E8, E, rtol=0, atol=1e-10)
+
+
+def test_residual_linear_ntk_identity():
+    X = _X()
+    r = nngp(X, depth=4, activation="linear", sigma_w2=0.8, sigma_b2=0.1, residual=True, rho=0.5)
+    T = r.K[0]
+    for l in range(1, 5):
+        T = T + r.C[l] + 0.25 * 0.8 * T
+        np.testing.assert_allclose(r.Theta[l], T, rtol=1e-13)
+    np.testing.assert_allclose(r.Theta_out, r.K_out + 0.8 * r.Theta[4], rtol=1e-13)

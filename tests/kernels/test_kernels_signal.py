@@ -100,3 +100,18 @@ def test_chi_out_entries_consistent_with_response():
     s = response(K0=K0, depth=12, width=100, d_in=100, residual=True, rho=0.3, sigma_w2=1.25, sigma_b2=0.05)
     cd, co = chi_out_entries(act, 0.05, 0.03, 0.07, 0.3, 12, 1.25, 0.05, 1.25)
     assert abs(cd - s.chi_out[0, 0]) < 1e-12 and abs(co - s.chi_out[0, 1]) < 1e-12
+
+
+def test_vectorised_phase_diagram_matches_fixed_point():
+    from limits.kernels import phase_diagram
+
+    sw = np.array([0.8, 1.5, 2.5, 4.0])
+    sb = np.array([0.0, 0.05, 0.2])
+    pd = phase_diagram("tanh", sw, sb)
+    for i, b in enumerate(sb):
+        for j, w in enumerate(sw):
+            fp = fixed_point("tanh", w, b)
+            assert abs(pd.qstar[i, j] - fp.qstar) <= 1e-9 * max(1.0, fp.qstar)
+            assert abs(pd.chi1[i, j] - fp.chi1) <= 1e-9
+            assert abs(pd.cstar[i, j] - fp.cstar) <= 1e-7
+    assert abs(pd.critical_sigma_w2[1] - 1.760955) < 5e-7
