@@ -4,10 +4,9 @@ two-layer P = 10, 50 steps, M = 2000 (< 2 min), each with a naive baseline measu
 Baselines: for the deep linear solver, the textbook global fixed-point iteration of the same
 (H, G, A, B) equations with dense inverses of I − CD and I − DC (``picard(..., solver="dense")``),
 timed on a smaller grid (the dense route is O(iters · L · (TP)³) and would take far too long at
-the full size) and compared with the causal march on that same grid; for the nonlinear solver,
-the same MC scheme with the per-path time march replaced by an unstructured dense solve
-(``np.linalg.solve`` of the single-site linear system at every sweep is not applicable to a
-nonlinear march, so the baseline is the un-vectorised per-path loop over the M paths).
+the full size) and compared with the causal march on that same grid; for the nonlinear solver's
+inner loop (the single-site equations of M sampled paths), the whole-path fixed-point iteration
+with dense products that ignores causality (:func:`_whole_path_iteration`).
 """
 from __future__ import annotations
 
@@ -21,21 +20,21 @@ def _toy(P, D, seed):
     return rng.standard_normal((P, D)), rng.choice(np.array([-1.0, 1.0]), size=P)
 
 
-def _per_path_march(act, u, r, C, D, P, n_t):
-    """Naive reference: march each path separately (no batching over paths)."""
-    M, n = u.shape
-    ph = np.zeros((M, n))
-    for m in range(M):
-        h = np.zeros(n)
-        z = np.zeros(n)
-        g = np.zeros(n)
-        for t in range(n_t):
-            k0, k1 = t * P, (t + 1) * P
-            h[k0:k1] = u[m, k0:k1] + C[k0:k1, :k0] @ g[:k0]
-            z[k0:k1] = r[m, k0:k1] + D[k0:k1, :k0] @ ph[m, :k0]
-            ph[m, k0:k1] = act.phi(h[k0:k1])
-            g[k0:k1] = act.dphi(h[k0:k1]) * z[k0:k1]
-    return ph
+def _whole_path_iteration(act, u, r, C, D, tol=1e-13, max_iter=10_000):
+    """Naive reference: solve the single-site equations h = u + C g, z = r + D φ(h), g = φ'(h) z
+    for whole paths at once by fixed-point iteration with dense (unstructured) products,
+    ignoring causality; converges (the operators are nilpotent) after up to ~n_t sweeps."""
+    h, z = u.copy(), r.copy()
+    for it in range(max_iter):
+        ph = act.phi(h)
+        g = act.dphi(h) * z
+        hn = u + g @ C.T
+        zn = r + ph @ D.T
+        err = max(np.max(np.abs(hn - h)), np.max(np.abs(zn - z)))
+        h, z = hn, zn
+        if err < tol:
+            break
+    return act.phi(h), it + 1
 
 
 def run(quick: bool) -> list[dict]:
@@ -52,7 +51,7 @@ def run(quick: bool) -> list[dict]:
     d = dm.solve(X, y, depth=5, gamma0=1.0, dt=0.0025, steps=steps)
     full = time.perf_counter() - t0
     # same-run baseline vs march on a smaller grid (dense global iteration)
-    Pb, sb = (10, 12) if quick else (10, 20)
+    Pb, sb = (10, 8) if quick else (10, 12)
     Xb, yb = _toy(Pb, 20, 1)
     Kx = Xb @ Xb.T / 20
     t0 = time.perf_counter()
@@ -86,17 +85,17 @@ def run(quick: bool) -> list[dict]:
     u = rng.standard_normal((Mb, n))
     r = rng.standard_normal((Mb, n))
     strict = np.kron(np.tril(np.ones((n_t, n_t)), -1), np.ones((P, P)))
-    C = 0.01 * rng.standard_normal((n, n)) * strict
-    Dm = 0.01 * rng.standard_normal((n, n)) * strict
+    C = 0.3 / n * rng.standard_normal((n, n)) * strict
+    Dm = 0.3 / n * rng.standard_normal((n, n)) * strict
     t0 = time.perf_counter()
     ph_b, _, _ = _march_paths(act, u, r, C, Dm, P, n_t)
     tb = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ph_n = _per_path_march(act, u, r, C, Dm, P, n_t)
+    ph_n, sweeps = _whole_path_iteration(act, u, r, C, Dm)
     tn = time.perf_counter() - t0
-    out.append(dict(name=f"dmft MC single-site march, {Mb} paths batched vs per-path loop", seconds=tb,
-                    baseline_seconds=tn, ratio=tn / tb, target="ratio > 1",
-                    note=f"max |Δφ| = {np.max(np.abs(ph_b - ph_n)):.1e}"))
+    out.append(dict(name=f"dmft MC single-site causal march vs whole-path dense iteration ({Mb} paths)",
+                    seconds=tb, baseline_seconds=tn, ratio=tn / tb, target="ratio > 1",
+                    note=f"{sweeps} dense sweeps; max |Δφ| = {np.max(np.abs(ph_b - ph_n)):.1e}"))
     return out
 
 
