@@ -260,7 +260,7 @@ def _phi_fns(activation):
     raise ValueError(f"activation must be 'linear' or 'tanh' for the PC step, got {activation!r}")
 
 
-def pc_single_shot_step(net, W, X, Y, gamma_L, activation="tanh"):
+def pc_single_shot_step(net, W, X, Y, gamma_L, activation="tanh", return_updates=False):
     """One PC weight update after ONE sequential inference sweep with forward initialisation
     (seed 003: F-ini, single-shot SI, no FPA), batched over inits.
 
@@ -271,7 +271,8 @@ def pc_single_shot_step(net, W, X, Y, gamma_L, activation="tanh"):
     ``e_l = v_l − W̃_l φ(v_{l−1})``, ``e_L = y − W̃_L φ(v_{L−1})`` and the weights move by
     ``ΔW_l = lr_l · m_l · e_lᵀ φ(v_{l−1}) / P`` (S.33; the step sizes γ_l are omitted there).
     Returns ``(dWh, dh)``: per layer rms of ``m_l ΔW_l · (input at init)`` (S, n_layers) and per hidden
-    representation rms of the change of u_l after the update (S, n_hidden).
+    representation rms of the change of u_l after the update (S, n_hidden); with ``return_updates``
+    also ``{layer name: ΔW}`` (raw-weight updates, (S, out, in)).
     """
     phi, dphi = _phi_fns(activation)
     names = net.layer_names()
@@ -315,6 +316,8 @@ def pc_single_shot_step(net, W, X, Y, gamma_L, activation="tanh"):
     new[-1] = new[-1] * out_scale
     us1, _ = fwd(new)
     dh = np.stack([np.sqrt(np.mean((a - b) ** 2, axis=(1, 2))) for a, b in zip(us1, us)], axis=1)
+    if return_updates:
+        return dWh, dh, dict(zip(names, dW))
     return dWh, dh
 
 

@@ -83,3 +83,49 @@ def test_local_rules_one_step_predictions_and_quick_check():
     assert c.fit("dh:hidden").consistent
     with pytest.raises(ValueError, match="one_step_exponents covers"):
         named("muP", convention="std", algorithm="pc", gamma_bar_L=0).one_step_exponents()
+
+
+def test_pc_single_shot_step_matches_seed003_first_order():
+    """Seed 003 Eqs. S.26–S.28/S.42 (linear net): after one F-ini sequential sweep v_l − u_l = γ_L b_l with
+    b_l = −P ∂ℓ/∂u_l (the BP signal), so e_1 = γ_L b_1 (read-in: exactly BP) and, for hidden layers,
+    e_l = γ_L (b_l − W̃_l b_{l−1}) — not the BP signal. ΔW_l = lr_l m_l e_lᵀ h_{l−1} / P up to O(γ_L²)."""
+    from limits.finite import concretise, init_weights, loss_and_grads
+    from limits.finite.coordcheck import pc_single_shot_step
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((5, 6)), rng.standard_normal((5, 1))
+    p = named("muP", convention="std", algorithm="pc", gamma_bar_L=0, gauge="a0")
+    net = concretise(p, 32, 4, d_in=6, activation="linear", eta0=1.0)
+    w = init_weights(net, 2, seed=1)
+    g = 1e-6
+    _, _, dW = pc_single_shot_step(net, w.W, X, Y, g, "linear", return_updates=True)
+    _, grads, fwd = loss_and_grads(net, w, X, Y)
+    layers = net.layers()
+    names = net.layer_names()
+    P = X.shape[0]
+    b = {n: -P * grads.dpre[n] for n in names}
+    for i, n in enumerate(names[:-1]):
+        d = layers[n]
+        if i == 0:
+            e = g * b[n]
+            inp = X[None]
+        else:
+            prev = names[i - 1]
+            e = g * (b[n] - np.matmul(b[prev], np.swapaxes(d.mult * w.W[n], 1, 2)))
+            inp = fwd.inp[n]
+        expect = d.lr * d.mult * np.matmul(np.swapaxes(e, 1, 2), np.broadcast_to(inp, e.shape[:2] + inp.shape[-1:])) / P
+        assert np.linalg.norm(dW[n] - expect) <= 1e-4 * np.linalg.norm(expect), n   # O(γ_L) relative
+    # the read-in update is exactly γ_L × the BP (gradient-descent) update
+    assert np.allclose(dW["in"] / g, -layers["in"].lr * grads.dW["in"], rtol=1e-4)
+
+
+def test_pc_width_check_quick():
+    from limits.finite.coordcheck import pc_width_check
+    from limits.params import update_exponents
+
+    p = named("muP", convention="std", algorithm="pc", gamma_bar_L=-1, gauge="a0")
+    u = update_exponents(p)
+    c = pc_width_check(p, widths=[32, 64, 128, 256], seeds=3, predicted={"dh:hidden": -u["r"]}, seed=1)
+    assert c.fit("dh:hidden").consistent
+    with pytest.raises(ValueError, match="gamma_bar_L"):
+        pc_width_check(named("muP", convention="std"), widths=[32, 64, 128])
