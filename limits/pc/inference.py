@@ -8,6 +8,8 @@ energy (no 1/B), with:
 * ``init="forward"`` (F-ini), ``"zeros"``, ``"random"`` (needs ``rng``) or explicit arrays;
 * ``fpa=True``: fixed-prediction assumption — predictions and φ' frozen at the forward pass;
 * ``optimizer="adam"``;
+* ``batch_mean=True``: descend the 1/B batch-averaged energy (seed 000 Eq. 2), i.e. per-sample step β/B
+  (the bound becomes β < 2B/λ_max);
 * any activation via ``limits.activation(name)`` (φ on hidden layers; the same routine as linear).
 
 For linear networks the distance to the closed-form ``z*`` is recorded at every step (small gradients
@@ -92,7 +94,7 @@ def lambda_max(weights, multipliers=None, skips=None, layer_weights=None, nudge=
 def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, layer_weights=None,
           activation=None, init="forward", update="simultaneous", optimizer="gd", fpa=False, nudge=None,
           decay=0.0, tol=1e-10, rng=None, reference=None, record_every=1, adam_betas=(0.9, 0.999),
-          adam_eps=1e-8, warn=True) -> Inference:
+          adam_eps=1e-8, warn=True, batch_mean=False) -> Inference:
     """Run ``steps`` of activity inference and report energy, gradient norm and distance to ``z*``
     (closed form for linear networks, or ``reference`` = list of arrays). Stops early when the
     relative distance (or, without a reference, the gradient norm) falls below ``tol``."""
@@ -100,11 +102,13 @@ def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, laye
 
     with blas_threads():
         return _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activation, init, update,
-                      optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn)
+                      optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn,
+                      batch_mean)
 
 
 def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activation, init, update,
-           optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn):
+           optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn,
+           batch_mean=False):
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, X, Y)
     if not (np.isfinite(beta) and beta > 0):
@@ -119,9 +123,10 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
     L = net.L
     linear = phi is None
     beta_bound = None
+    scale = X.shape[0] if batch_mean else 1.0       # gradient of the 1/B batch-averaged energy
     if linear and optimizer == "gd":
         lmax = lambda_max(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay)
-        beta_bound = 2.0 / lmax
+        beta_bound = 2.0 * scale / lmax
         if beta >= beta_bound and warn:
             warnings.warn(f"beta = {beta:g} exceeds the GD stability bound 2/λ_max(H_z) = {beta_bound:.6g}; "
                           "inference will diverge", RuntimeWarning, stacklevel=2)
@@ -195,7 +200,7 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
         for k in order:
             gk = g[k] if g is not None else _grads(net, new, phi, Y, nudge, decay, fwd, only=k)[0][k]
             if optimizer == "gd":
-                step = beta * gk
+                step = (beta / scale) * gk
             else:
                 b1, b2 = adam_betas
                 m[k] = b1 * m[k] + (1 - b1) * gk
