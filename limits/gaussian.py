@@ -248,7 +248,10 @@ def _gram(f, g, K, name="K"):
         raise ValueError(f"{name} must be symmetric")
     d = np.diag(K)
     iu = np.triu_indices(K.shape[0])
-    vals = expect2(f, g, d[iu[0]], K[iu], d[iu[1]])
+    try:
+        vals = expect2(f, g, d[iu[0]], K[iu], d[iu[1]])
+    except ValueError as exc:
+        raise ValueError(f"{name} is not a valid covariance matrix: {exc}") from None
     out = np.empty_like(K)
     out[iu] = vals
     out[(iu[1], iu[0])] = vals
