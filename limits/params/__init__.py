@@ -41,6 +41,18 @@ Derivation machinery
   Adam ``(LN)^{-1/2}``, two-layer residual block correction ``η_1 = η̄ n √(L/T)``;
 * :func:`table` — Markdown / LaTeX / dict tables; CLI in :mod:`.cli`;
 * :func:`parse` — restricted parser for user-typed exponents (no eval/sympify of raw text).
+
+Cross-checks against finite networks (not imported here — theory never imports limits.finite):
+``p.one_step_exponents()`` feeds ``limits.finite.coordcheck.width_check`` (BP/Adam/TP/DTP/GNT) and
+``pc_width_check`` (single-shot PC); ``limits validate params [--full]`` runs the cases of
+``limits/validate/params.py``; figures ``params_coordcheck_width``, ``params_coordcheck_depth``,
+``params_two_layer_block``, ``params_pc_single_shot`` (``limits figure NAME``).
+
+Findings worth knowing (derived by the solver, confirmed by the exponent checker):
+* seed 003's PC NTK-type read-out rate: Eq. S.62 gives ``c_L = 1 − γ̄_L`` (S.73's ``c_L = 1`` makes
+  the read-out update blow up as ``N^{-γ̄_L}`` for γ̄_L < 0); the μP column holds for −1 ≤ γ̄_L ≤ 0.
+* two-layer residual blocks: the corrected first-layer rate ``η̄ n √L`` restores Δu = Θ(1) but,
+  to first order in η̄, the stream change through W² then grows as ``L^{1/2}``.
 """
 from __future__ import annotations
 

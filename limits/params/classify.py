@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from .constraints import GAMMA_BAR_L, E_B, U, seed000_quantities, std_quantities, substitution
+from .constraints import E_B, GAMMA_BAR_L, seed000_quantities, std_quantities, substitution
 from .expr import fmt
 from .parameterisation import LAYERS, Parameterisation
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .expr import fmt, latex
-from .parameterisation import LAYERS, check_choice
+from .parameterisation import check_choice
 
 _LAB = {"input": ("1", "1"), "hidden": ("l", "l"), "output": ("L", "L")}
 
