@@ -125,6 +125,39 @@ def seed000(X, y, steps, L=5, eta0=0.025, gamma0=1.0, loss="mean", **kw) -> DMFT
                  steps=steps, **kw)
 
 
+def _solve_residual(X, y, Kx, depth, gamma0, beta0, act, name, grid, method, M, rng, seed, tol, max_iter,
+                    damping, strict, t_start):
+    from .residual import solve_residual_mc
+
+    if depth < 2:
+        raise ValueError("depth must be >= 2 for a residual network (beta0 given)")
+    if method != "gd":
+        raise ValueError("the residual solver supports method='gd' only")
+    n = grid.n_t * Kx.shape[0]
+    if n > 120:
+        raise ValueError(f"dt: the residual solver (Jacobian responses) is limited to n_t·P <= 120, got {n}")
+    rng = generator(rng, seed)
+    M = positive_int(M, "M", minimum=2)
+    o = solve_residual_mc(act, Kx, y, depth, gamma0, beta0, grid.dt, grid.n_steps, M=M, rng=rng,
+                          tol=1e-8 if tol is None else positive_float(tol, "tol"), max_iter=max_iter,
+                          damping=0.7 if damping is None else damping, strict=strict)
+    P = Kx.shape[0]
+    eq = lambda mats: np.stack([np.stack([m[k * P:(k + 1) * P, k * P:(k + 1) * P] for k in range(grid.n_t)])  # noqa: E731
+                                for m in mats])
+    Heq, Geq = eq(o["Phi"]), eq(o["G"])
+    # NTK of the residual net: input layer G¹∘K^x, branches β² G^{l+1}∘Φ^l, readout Φ^L
+    ntk = Geq[0] * Kx[None] + Heq[depth - 1] + o["beta"] ** 2 * sum(Geq[l + 1] * Heq[l] for l in range(depth - 1))
+    f = o["f"]
+    loss = 0.5 * np.sum(o["Delta"] ** 2, axis=1)
+    return DMFTResult(
+        t=grid.t, f=f, loss=loss, loss_mean=loss / y.size, Delta=o["Delta"], y=y, ntk=ntk, Phi=Heq, G=Geq,
+        f_se=o["f_se"], depth=depth, activation=str(name), gamma0=gamma0, dt=grid.dt, method=method,
+        solver="mc-residual", iterations=o["iterations"], residual=o["residual"], converged=o["converged"],
+        message=(f"residual net, beta0 = {beta0:g} (branch {o['beta']:.4g}); "
+                 + ("converged" if o["converged"] else "NOT converged") + f" after {o['iterations']} sweeps, M = {M}"),
+        mc_samples=M, wall_time_s=time.perf_counter() - t_start)
+
+
 def toy_task(P=20, D=40, rng=None, seed=None):
     """Seed 000 toy task (App. A.8): x ~ N(0, I_D), labels y ∈ {−1, 1} drawn uniformly at random."""
     rng = generator(rng, seed)
@@ -214,7 +247,8 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
 @blas_limited
 def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=None, method="gd",
           richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,
-          damping=None, strict=True, solver="auto", progress=False, keep_two_time=False) -> DMFTResult:
+          damping=None, strict=True, solver="auto", progress=False, keep_two_time=False,
+          beta0=None) -> DMFTResult:
     """Solve the DMFT of a depth-L mean-field network trained on (X, y) (dmft.md §2–3).
 
     Time grid: ``T`` (final time) and ``dt``, or ``dt`` and ``steps``. ``method="gd"``: exact
@@ -227,6 +261,8 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     (default 1e-8), ``damping`` β (default 0.7), ``max_iter`` sweeps; ``strict`` raises
     :class:`DMFTNotConverged` instead of returning ``converged=False``. ``solver``: "auto",
     "march" (exact linear), "picard" (global linear iteration), "mc" (force the MC scheme).
+    ``beta0``: residual network ``h^{l+1} = h^l + (β0/√(L−1)) W^l φ(h^l)/√N`` (dmft.md §5; Monte
+    Carlo with Jacobian responses, :mod:`limits.dmft.residual`; small grids only).
     Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
     ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
     """
@@ -234,6 +270,9 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     X, y, Kx, depth, gamma0 = _inputs(X, y, depth, gamma0)
     act, name = _activation(activation)
     grid = make_grid(T, dt, steps)
+    if beta0 is not None:
+        return _solve_residual(X, y, Kx, depth, gamma0, positive_float(beta0, "beta0"), act, name, grid, method,
+                               M, rng, seed, tol, max_iter, damping, strict, t_start)
     if method not in ("gd", "flow"):
         raise ValueError(f"method must be 'gd' or 'flow', got {method!r}")
     if solver not in ("auto", "march", "march-dense", "picard", "mc"):
