@@ -196,7 +196,7 @@ def gia_study(ns=(128, 256, 512), Ls=(8, 32, 128), n_seeds=8, M=8192, n_particle
 
 
 def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=1.0, activation="tanh",
-                    train_input_layer=True, seed=0, progress_bar=False):
+                    train_input_layer=True, seed=0, progress_bar=False, response=("forward", "backward")):
     """Infinite width, finite depth (M particles → ∞): coupled (response terms) vs decoupled (NFD)
     particle solutions of the same SGD run, for growing L. Paired by seed (same u, v, first draws)."""
     from ..finite.gia import extrapolate_inverse, gia_task
@@ -212,7 +212,7 @@ def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=
     for j, s in progress(jobs, total=len(jobs), desc="GIA limit", disable=None if progress_bar else True):
         kw = dict(T=T, L=int(Ls[j]), M=M, activation=activation, eta_bar=eta_bar,
                   train_input_layer=train_input_layer, seed=seed + s)
-        fc[j, s] = train_particles(Xtr, ytr, Xte, mode="coupled", **kw).f_test[-1]
+        fc[j, s] = train_particles(Xtr, ytr, Xte, mode="coupled", response=response, **kw).f_test[-1]
         fd[j, s] = train_particles(Xtr, ytr, Xte, mode="decoupled", **kw).f_test[-1]
     gap = fc - fd
     gm, gs = gap.mean(1), gap.std(1, ddof=1) / np.sqrt(n_seeds)

@@ -138,9 +138,10 @@ def cmd_gia_limit(args):
     from ..results import atomic_write_text, to_jsonable
 
     data = gia_limit_study(Ls=args.Ls, M=args.M, n_seeds=args.seeds, K=args.K,
-                           train_input_layer=not args.freeze_input, progress_bar=True)
+                           train_input_layer=not args.freeze_input, progress_bar=True, response=args.response)
     lines = [f"infinite-width coupled − NFD (decoupled) particles, M = {args.M}, input layer "
-             f"{'frozen' if args.freeze_input else 'trained'}:", "    L   gap(x0) ± SE      rms gap"]
+             f"{'frozen' if args.freeze_input else 'trained'}, response terms in {'+'.join(args.response)} passes:",
+             "    L   gap(x0) ± SE      rms gap"]
     for j, L in enumerate(data["Ls"]):
         lines.append(f"{L:5d}  {data['gap_mean'][j, 0]:+.4f} ± {data['gap_se'][j, 0]:.4f}   {data['gap_rms'][j]:.4f}")
     if "gap_Linf" in data:
@@ -230,6 +231,8 @@ def register(subparsers):
     s.add_argument("--seeds", type=int, default=8)
     s.add_argument("--K", type=int, default=4)
     s.add_argument("--freeze-input", action="store_true")
+    s.add_argument("--response", nargs="+", choices=["forward", "backward"], default=["forward", "backward"],
+                   help="which passes keep the reused-weight terms (ablation)")
     s.add_argument("--out", default=None)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gia_limit)

@@ -97,7 +97,7 @@ class GrowingCholesky:
         return R @ R.T
 
 
-def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B):
+def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B, response=True):
     """Draw W x/√n given W X = √n A (this side, factor ``fam``) and Wᵀ Y = √n B (other side, factor
     ``other``): A β + Y γ + Π_Y^⊥ ξ with β the regression of x on X, r = x − Xβ, γ = G_Y⁻¹E[B r]."""
     M = x.shape[0]
@@ -110,7 +110,7 @@ def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B):
         out = np.zeros(M)
         resid = x
     fresh = np.sqrt(r) * z
-    if other.n:
+    if other.n and response:
         gam = other.solve(B @ resid / M)
         out = out + gam @ Y
         fresh = fresh - other.solve(Y @ fresh / M) @ Y       # project the fresh noise off span(Y)
@@ -158,7 +158,7 @@ def memory_estimate(K: int, L: int, M: int, n_pass: int | None = None) -> int:
 def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, M: int = 4096,
                     activation="tanh", eta_bar: float = 1.0, *, train_input_layer: bool = True,
                     rng=None, seed=None, max_memory_gb: float = 4.0, target_se: float | None = None,
-                    joint_eval: bool = True, mode: str = "decoupled",
+                    joint_eval: bool = True, mode: str = "decoupled", response=("forward", "backward"),
                     progress_bar: bool = False) -> TrainParticles:
     """Run the NFD particle solver for ``K = len(X_train)`` online-SGD steps (one sample per step).
 
@@ -170,6 +170,8 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     ξ fresh with variance E[r²] (and symmetrically for backward passes). With M particles this has
     the law of the ordinary (coupled) width-M network; M → ∞ gives the infinite-width, finite-depth
     dynamics *with* the response terms (beyond the seed; nfd.md §5).
+    ``response`` (coupled mode, diagnostic ablation): which draws include the reused-weight terms —
+    forward passes (W φ given earlier Wᵀ g) and/or backward passes (Wᵀ g given earlier W φ).
     ``joint_eval=True`` records the test-input passes in the Gaussian families too (as in a finite
     network, where they read the same W_0), so f_test has the right joint law across steps;
     ``False`` draws them as leaves (right marginals per step, cheaper).
@@ -195,6 +197,9 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     if mode not in ("decoupled", "coupled"):
         raise ValueError(f"mode must be 'decoupled' or 'coupled', got {mode!r}")
     coupled = mode == "coupled"
+    response = tuple(response)
+    if not set(response) <= {"forward", "backward"}:
+        raise ValueError(f"response must be a subset of ('forward', 'backward'), got {response!r}")
     if coupled and not joint_eval:
         raise ValueError("mode='coupled' needs joint_eval=True (test passes also read W)")
     mem = memory_estimate(K, L, M, n_pass)
@@ -248,7 +253,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             z = rng.standard_normal(M) if r > 0 else np.zeros(M)
             if coupled:
                 zeta = _coupled_draw(fam, w, r, z, ph, PhiAll[:m, l], Aval[:m, l], bwd[l], G[:bwd[l].n, l + 1],
-                                     Bval[:bwd[l].n, l])
+                                     Bval[:bwd[l].n, l], "forward" in response)
             else:
                 zeta = fam.sample(w, r, z)
             if record:
@@ -283,7 +288,8 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             z = rng.standard_normal(M) if r > 0 else np.zeros(M)
             if coupled:
                 nf = fwd[l].n
-                zt = _coupled_draw(fam, w, r, z, g, G[:k, l + 1], Bval[:k, l], fwd[l], PhiAll[:nf, l], Aval[:nf, l])
+                zt = _coupled_draw(fam, w, r, z, g, G[:k, l + 1], Bval[:k, l], fwd[l], PhiAll[:nf, l], Aval[:nf, l],
+                                   "backward" in response)
                 Bval[k, l] = zt
             else:
                 zt = fam.sample(w, r, z)

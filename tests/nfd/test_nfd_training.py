@@ -146,6 +146,13 @@ def test_coupled_solver_exact_identities():
     np.testing.assert_allclose(a.f_train, b.f_train, atol=1e-12)
     with pytest.raises(ValueError, match="mode"):
         train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="sideways")
+    with pytest.raises(ValueError, match="response"):
+        train_particles(Xtr, ytr, Xte, L=3, M=64, seed=4, mode="coupled", response=("sideways",))
+    # no response terms at all = the decoupled scheme (identical random stream)
+    Xtr3, ytr3, Xte3 = gia_task(K=3)
+    c = train_particles(Xtr3, ytr3, Xte3, L=3, M=64, seed=4, mode="coupled", response=())
+    d = train_particles(Xtr3, ytr3, Xte3, L=3, M=64, seed=4, mode="decoupled")
+    np.testing.assert_allclose(c.f_test, d.f_test, atol=1e-10)
 
 
 from hypothesis import given, settings, strategies as st
