@@ -51,7 +51,7 @@ def run(quick: bool) -> list[dict]:
     d = dm.solve(X, y, depth=5, gamma0=1.0, dt=0.0025, steps=steps)
     full = time.perf_counter() - t0
     # same-run baseline vs march on a smaller grid (dense global iteration)
-    Pb, sb = (10, 8) if quick else (10, 12)
+    Pb, sb = (10, 8) if quick else (10, 10)
     Xb, yb = _toy(Pb, 20, 1)
     Kx = Xb @ Xb.T / 20
     t0 = time.perf_counter()
