@@ -102,3 +102,31 @@ def test_parser_symbols_and_decimals():
     assert parse("0.25") == R(1, 4)
     assert parse("1/2 + 1/3") == R(5, 6)
     assert Fraction(1, 3) == Fraction(str(parse("2/6")))
+
+
+@SETTINGS
+@given(quarters, st.sampled_from(["bp", "pc"]))
+def test_every_member_of_the_seed000_family_is_feature_learning(cval, alg):
+    """The one-dimensional solution family of Desiderata 1–3 (free symbol = one exponent) classifies as
+    feature-learning at every point, and satisfies D1–D3 — both frameworks agree."""
+    from limits.params import solve
+
+    piece = solve(alg, ["D1", "D2", "D3"], convention="variance").unique()
+    (free,) = piece.free
+    vals = {k.name: v.subs(free, cval) for k, v in piece.values.items()}
+    p = Parameterisation.make(a=[vals["a_input"], vals["a_hidden"], vals["a_output"]],
+                              b=[vals["b_input"], vals["b_hidden"], vals["b_output"]],
+                              c=[vals["c_input"], vals["c_hidden"], vals["c_output"]], d=vals["d"],
+                              convention="variance", algorithm=alg)
+    c = classify(p)
+    assert c.regime == "feature-learning" and all(c.desideratum(k) for k in ("D1", "D2", "D3"))
+    assert p.equivalent(named("muP", algorithm=alg))        # all members are one θ-orbit
+
+
+def test_solve_with_expression_fixed():
+    from limits.params import solve
+
+    piece = solve("bp", ["D1", "D2", "D3"], convention="variance", fixed={"c_input - 2*d": 0}).unique()
+    assert piece.value("c_input") == 1 and piece.value("a_input") == R(-1, 2)     # μP: η = Θ(1)
+    with pytest.raises(ValueError):
+        solve("bp", ["D1"], convention="variance", fixed={"c_input + __x": 0})
