@@ -114,7 +114,7 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
         if which in ("both", "max"):
             try:
                 lmax = float(spla.eigsh(op, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False,
-                                        maxiter=20 * n)[0])
+                                        maxiter=20 * n, ncv=min(n - 1, 60))[0])
             except spla.ArpackNoConvergence as exc:
                 converged = False
                 lmax = float(np.max(exc.eigenvalues)) if len(exc.eigenvalues) else np.nan
@@ -124,7 +124,7 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
                 inv = spla.LinearOperator((n, n), matvec=chol.solve, matmat=chol.solve, dtype=np.float64)
                 try:
                     mu = float(spla.eigsh(inv, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False,
-                                          maxiter=20 * n)[0])
+                                          maxiter=20 * n, ncv=min(n - 1, 60))[0])
                     lmin = 1.0 / mu
                 except spla.ArpackNoConvergence as exc:
                     converged = False
