@@ -219,7 +219,8 @@ def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, 
     L = B + 2), branch ``B^{-alpha}`` (or ``branch(B)`` callable), layers in ``freeze`` get
     learning rate 0 (default: the read-in, so stream changes come from the residual blocks only),
     ``lr_block``: optional ``{k: callable(B) -> factor}`` multiplying the learning rate of the
-    k-th layer of every block (e.g. the two-layer-block correction ``{1: lambda B: B**0.5}``)."""
+    k-th layer of every block (e.g. the two-layer-block correction ``{1: lambda B: B**0.5}``, or a
+    depth-dependent rate ``{1: lambda B: B**-0.5}``). Trained with GD (Adam if ``p.optimizer`` is "adam")."""
     from .concretise import concretise
 
     depths = [positive_int(b, "depths") for b in depths]
@@ -242,7 +243,8 @@ def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, 
                     over[nm_] = layers[nm_].lr * float(fac(B))
         if over:
             net = net.with_lr(1.0, **over)
-        per.append(_train_chunks(net, X, Y, steps, seeds, seed, seeds))
+        opt = "adam" if getattr(p, "optimizer", "sgd") == "adam" else "gd"
+        per.append(_train_chunks(net, X, Y, steps, seeds, seed, seeds, optimizer=opt))
     nm = name or f"{getattr(p, 'name', 'custom')} depth check (α = {alpha})"
     settings = {"N": N, "alpha": float(alpha), "d_in": d_in, "P": P, "seed": seed, "freeze": list(freeze),
                 "block_layers": block_layers}

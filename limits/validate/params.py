@@ -160,6 +160,36 @@ def _depth_one(rng, quick):
     return _case("α = 1: residual feature updates Θ(L^-1)", _depth(1, quick, int(rng.integers(2**31))))
 
 
+def _adam_depth(lr_exp, quick, seed):
+    """Adam, mean-field width, branch L^{-1/2}, hidden rate ∝ L^{lr_exp}: TP6 effective update
+    L^{-γ} with γ = −lr_exp (Adam), summed stream update L^{1−α−γ}."""
+    import sympy as sp
+
+    from ..finite.coordcheck import depth_check
+    from ..params import named
+    from ..params.depth import ALPHA, GAMMA, depth_quantities
+
+    _, depths, seeds = _sizes(quick)
+    e = depth_quantities()["training_update"].exponent
+    pred = float(e.subs({ALPHA: sp.Rational(1, 2), GAMMA: -sp.nsimplify(lr_exp)}))
+    p = named("MF", convention="std", optimizer="adam")
+    c = depth_check(p, depths=depths, N=64 if quick else 128, alpha=0.5, seeds=seeds, quantities=("dh:last",),
+                    predicted={"dh:last": pred}, lr_block={1: (lambda B: B ** float(lr_exp))}, eta0=1e-3, seed=seed)
+    return c.fit("dh:last")
+
+
+@register_case(COMP, "Depth-μP with Adam (η ∝ L^-1/2): residual feature updates flat in L")
+def _adam_depth_mup(rng, quick):
+    return _case("Depth-μP with Adam (η ∝ L^-1/2): residual feature updates flat in L",
+                 _adam_depth(-0.5, quick, int(rng.integers(2**31))))
+
+
+@register_case(COMP, "Adam without depth scaling (α = 1/2): residual feature updates ∝ L^1/2")
+def _adam_depth_plain(rng, quick):
+    return _case("Adam without depth scaling (α = 1/2): residual feature updates ∝ L^1/2",
+                 _adam_depth(0.0, quick, int(rng.integers(2**31))))
+
+
 def _block(quick, seed, corrected, quantity, freeze_w2=False):
     from ..finite.coordcheck import depth_check
     from ..params import named, two_layer_block, two_layer_block_correction
