@@ -128,3 +128,14 @@ def test_save_load_roundtrip(tmp_path):
     k.save(tmp_path / "k")
     k2 = type(k).load(tmp_path / "k")
     assert k.equals(k2)
+
+
+def test_relu_single_input_closed_form():
+    # relu, one input: dΣ/dt = Σ/2 ⇒ Σ_T = e^{T/2} Σ_0, K = Σ_T/2; E[φ'²] = 1/2 ⇒ Γ_0 = ½ e^{T/2}
+    X = np.array([[1.0, -2.0, 0.5]])
+    q0 = float(X @ X.T) / 3
+    for T in (0.5, 2.0):
+        k = kernel_ode(X, T=T, activation="relu")
+        np.testing.assert_allclose(k.Sigma[0, 0], np.exp(T / 2) * q0, rtol=1e-9)
+        np.testing.assert_allclose(k.K[0, 0], np.exp(T / 2) * q0 / 2, rtol=1e-9)
+        np.testing.assert_allclose(k.Gamma0[0, 0], 0.5 * np.exp(T / 2), rtol=1e-9)
