@@ -260,3 +260,28 @@ def test_unsupervised_equilibrium_is_stationary_and_minimal():
     zs = np.split(zmin, np.cumsum(lay.sizes)[:-1])
     Fmin = pc.energy(W, zs[0].T, Y, [v.T for v in zs[1:]])
     assert abs(Fmin - e.energy) < 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(0, 10_000),
+       st.sampled_from([None, "1-skip", 2]), st.booleans(), st.booleans())
+def test_property_telescoped_equals_dense_solve(H, N, d_in, d_out, seed, skips, weighted, nudged):
+    rng = np.random.default_rng(seed)
+    dims = [d_in] + [N] * H + [d_out]
+    W = rand_net(rng, dims, 1.5)
+    lam = rng.uniform(0.2, 5.0, H + 1) if weighted else None
+    nudge = float(rng.uniform(0.1, 3.0)) if nudged else None
+    if skips == 2 and H < 3:
+        skips = None
+    X, Y = rng.standard_normal((2, d_in)), rng.standard_normal((2, d_out))
+    e = pc.equilibrium(W, X, Y, skips=skips, layer_weights=lam, nudge=nudge)
+    net = pc.make_net(W, None, skips, lam)
+    lay = pc.layout(net, nudge=nudge)
+    if lay.n == 0:
+        return
+    Hd = pc.activity_hessian(W, None, skips, lam, nudge=nudge, dense=True)
+    zd = np.linalg.solve(Hd, pc.rhs(net, lay, X, Y))
+    zc = np.concatenate([z.T for z in e.z] + ([e.z_out.T] if nudge else []))
+    np.testing.assert_allclose(zc, zd, atol=1e-9 * max(1, np.abs(zd).max()))
+    if not weighted and not nudged:
+        assert e.energy <= e.mse + 1e-12            # S = I + Σ G Gᵀ ⪰ I  ⇒  F* ≤ MSE
