@@ -133,7 +133,7 @@ def test_save_load_roundtrip(tmp_path):
 def test_relu_single_input_closed_form():
     # relu, one input: dΣ/dt = Σ/2 ⇒ Σ_T = e^{T/2} Σ_0, K = Σ_T/2; E[φ'²] = 1/2 ⇒ Γ_0 = ½ e^{T/2}
     X = np.array([[1.0, -2.0, 0.5]])
-    q0 = float(X @ X.T) / 3
+    q0 = float((X @ X.T)[0, 0]) / 3
     for T in (0.5, 2.0):
         k = kernel_ode(X, T=T, activation="relu")
         np.testing.assert_allclose(k.Sigma[0, 0], np.exp(T / 2) * q0, rtol=1e-9)
