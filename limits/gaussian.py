@@ -55,6 +55,8 @@ def _resolve(f):
         if order > 2:
             raise ValueError(f"derivative order {order} of {name!r} not available (max 2)")
         strip = act.strip if act.smooth or order == 0 else 0.0
+        # derivatives have higher-order poles at the same places: a larger trapezoid prefactor
+        strip = strip / (1.0 + 0.3 * order)
         return act.derivative(order), act, order, strip
     if callable(f):
         return f, None, 0, 1.0
@@ -197,22 +199,43 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None):
     return out
 
 
-def expect2(f, g, k11, k12, k22, n=None, closed_form=True):
+def _mehler_pays(fs, gs, k11, k22) -> bool:
+    """Use the Mehler series when both functions are smooth and the batch shares variances."""
+    if not (fs > 0 and gs > 0) or k11.size < 64:
+        return False
+    n_var = np.unique(k11).size + np.unique(k22).size
+    return n_var * 8 <= k11.size
+
+
+def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     """E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]]), vectorised by broadcasting.
 
     Raises ``ValueError`` naming the argument for NaN/inf, negative variances or a non-PSD
     covariance (|k12| > √(k11 k22) beyond a 1e-10 relative tolerance). ``n`` forces the
     number of quadrature nodes per dimension; ``closed_form=False`` forces quadrature.
+    ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
+    shares variances, e.g. Gram matrices; tensor trapezoid otherwise), "mehler" or "trapezoid".
     """
     fn, fa, fo, fs = _resolve(f)
     gn, ga, go, gs = _resolve(g)
     k11, k12, k22 = _validate_cov(k11, k12, k22)
     shape = k11.shape
-    if closed_form and fa is not None and fa is ga and fo == go:
-        closed = fa.kernel if fo == 0 else (fa.dkernel if fo == 1 else None)
+    if closed_form:
+        closed = _closed(f, g)
         if closed is not None:
             return np.asarray(closed(k11, k12, k22), dtype=np.float64).reshape(shape)[()]
-    out = _quad2(fn, gn, k11.ravel(), k12.ravel(), k22.ravel(), fs, gs, n)
+    a, b, c = k11.ravel(), k12.ravel(), k22.ravel()
+    if method not in ("auto", "mehler", "trapezoid"):
+        raise ValueError(f"method must be 'auto', 'mehler' or 'trapezoid', got {method!r}")
+    if n is None and (method == "mehler" or (method == "auto" and _mehler_pays(fs, gs, a, c))):
+        from .mehler import series
+
+        out, ok = series(fn, gn, a, b, c)
+        if not np.all(ok):
+            bad = ~ok
+            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)
+    else:
+        out = _quad2(fn, gn, a, b, c, fs, gs, n)
     return out.reshape(shape)[()]
 
 
@@ -247,15 +270,37 @@ def _gram(f, g, K, name="K"):
     if not np.allclose(K, K.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
         raise ValueError(f"{name} must be symmetric")
     d = np.diag(K)
+    fn, _, _, fs = _resolve(f)
+    gn, _, _, gs = _resolve(g)
     iu = np.triu_indices(K.shape[0])
     try:
-        vals = expect2(f, g, d[iu[0]], K[iu], d[iu[1]])
+        _validate_cov(d[iu[0]], K[iu], d[iu[1]])
+        if fs > 0 and gs > 0 and K.shape[0] >= 8 and _closed(f, g) is None:
+            # Mehler series on the whole matrix; diagonal and uncertified entries exactly
+            from .mehler import gram_series
+
+            E, ok = gram_series(fn, gn, K)
+            bad = ~ok[iu]
+            E[iu[0][bad], iu[1][bad]] = expect2(f, g, d[iu[0][bad]], K[iu][bad], d[iu[1][bad]],
+                                                method="trapezoid")
+            vals = E[iu]
+        else:
+            vals = expect2(f, g, d[iu[0]], K[iu], d[iu[1]])
     except ValueError as exc:
         raise ValueError(f"{name} is not a valid covariance matrix: {exc}") from None
     out = np.empty_like(K)
     out[iu] = vals
     out[(iu[1], iu[0])] = vals
     return out
+
+
+def _closed(f, g):
+    """The closed-form kernel used by expect2 for (f, g), or None."""
+    _, fa, fo, _ = _resolve(f)
+    _, ga, go, _ = _resolve(g)
+    if fa is not None and fa is ga and fo == go:
+        return fa.kernel if fo == 0 else (fa.dkernel if fo == 1 else None)
+    return None
 
 
 def gram(act, K):

@@ -248,3 +248,23 @@ def test_cli_expect_and_activations(capsys):
     assert main(["activations"]) == 0
     assert "tanh" in capsys.readouterr().out
     assert main(["expect", "nope"]) == 2
+
+
+def test_mehler_paths_agree_with_trapezoid():
+    """The Mehler series (certified tail, used for shared-variance batches and Gram matrices)
+    agrees with the tensor trapezoid; uncertified entries (|c| -> 1) fall back exactly."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 4))
+    K = X @ X.T / 4
+    K[1] = K[0]
+    K[:, 1] = K[:, 0]          # two identical inputs: |c| = 1 off the diagonal
+    d = np.diag(K)
+    iu = np.triu_indices(40)
+    for f, g in (("tanh", "tanh"), ("gelu", "sigmoid"), ("tanh'", "tanh'")):
+        ref = G.expect2(f, g, d[iu[0]], K[iu], d[iu[1]], method="trapezoid")
+        ser = G.expect2(f, g, d[iu[0]], K[iu], d[iu[1]], method="mehler")
+        assert np.max(np.abs(ser - ref)) < 1e-10
+        gr = G._gram(f, g, K)
+        assert np.max(np.abs(gr[iu] - ref)) < 1e-10
+    with pytest.raises(ValueError, match="method"):
+        G.expect2("tanh", "tanh", 1.0, 0.2, 1.0, method="simpson")
