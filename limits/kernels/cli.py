@@ -170,8 +170,8 @@ def default_job(outdir) -> list[str]:
     from . import critical_line
 
     rows = []
-    for act in ("tanh", "erf"):
-        for b in (0.0, 0.05, 0.1, 0.2, 0.3):
+    for act, bs in (("tanh", (0.0, 0.05, 0.1, 0.2)), ("erf", (0.0, 0.05, 0.1))):
+        for b in bs:
             c = critical_line(act, b)
             rows.append({"activation": act, "sigma_b2": b, "sigma_w2": c.sigma_w2, "qstar": c.qstar})
     path = Path(outdir) / "kernels_critical_line.json"

@@ -25,7 +25,7 @@ from ..results import Result
 from ._args import resolve_activation
 from .expectations import diag_price
 
-_QGRID = np.logspace(-12, 5, 171)
+_QGRID = np.logspace(-12, 5, 69)
 
 
 def _Ephi2(act, q):
@@ -127,7 +127,7 @@ def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
     else:
         chi1 = float(sw2 * _Edphi2(act, np.array(q)))
         chi_q = float(sw2 * diag_price(act, np.array(q)))
-    xi_q = float("inf") if chi_q >= 1 else -1.0 / np.log(chi_q)
+    xi_q = float("inf") if chi_q >= 1 else float(-1.0 / np.log(chi_q))
     if abs(chi1 - 1.0) <= 1e-10:
         phase = "critical"
     else:
@@ -154,7 +154,7 @@ def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
         chi_c = chi1
     else:
         chi_c = float(sw2 * gaussian.dkernel(act, q, c * q, q))
-    xi_c = float("inf") if chi_c >= 1 else -1.0 / np.log(chi_c)
+    xi_c = float("inf") if chi_c >= 1 - 1e-12 else float(-1.0 / np.log(chi_c))
     return SignalPropagation(name, sw2, sb2, float(q), float(c), float(chi1), chi_c, xi_q, xi_c, phase,
                              conv, float(res), note)
 
@@ -287,7 +287,7 @@ def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
     c = np.where(chaotic & stuck, 0.0, c)
     chi_c = np.where(q > 0, w * np.asarray(gaussian.dkernel(act, qs, c * qs, qs)), chi1)
     with np.errstate(divide="ignore"):
-        xi_c = np.where(chi_c < 1, -1.0 / np.log(np.where(chi_c < 1, chi_c, 0.5)), np.inf)
+        xi_c = np.where(chi_c < 1 - 1e-12, -1.0 / np.log(np.where(chi_c < 1 - 1e-12, chi_c, 0.5)), np.inf)
     bad = ~np.isfinite(q)
     chi1, xi_c, c = (np.where(bad, np.nan, a) for a in (chi1, xi_c, c))
     shape = W.shape
