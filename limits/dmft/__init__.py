@@ -177,7 +177,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
     message = ""
     Heq = Geq = None
     if name == "linear" and solver in ("auto", "march", "march-dense", "picard"):
-        mult = {"picard": 10 * depth + 6, "march-dense": 6 * depth + 2}.get(solver, 4 * depth)
+        mult = {"picard": 10 * depth + 6, "march-dense": 6 * depth + 2}.get(solver, max(4 * (depth - 1), 1))
         need = mult * n * n * 8
         if need > MEMORY_LIMIT_BYTES:
             raise ValueError(f"dt: grid too fine ({grid.n_t} times × {P} samples needs ~{need / 1e9:.1f} GB); "
