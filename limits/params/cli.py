@@ -112,7 +112,7 @@ def _common(s, convention_default):
 
 def register(subparsers):
     s = subparsers.add_parser("table", help="parameterisation tables derived by the constraint solver")
-    s.add_argument("names", nargs="*", help="SP NTK MF muP muPC depth-muP (default: SP NTK MF muP)")
+    s.add_argument("names", nargs="*", help="SP SP-stable NTK MF muP muPC depth-muP (default: SP NTK MF muP)")
     _common(s, "variance")
     s.add_argument("--gauge", default=None, choices=["a0"], help="std convention: a_l = 0 gauge (seed 003)")
     s.add_argument("--format", default="md", choices=["md", "latex", "json"])
@@ -146,7 +146,7 @@ def standard_tables() -> dict:
     return {
         "params_seed000_table2_bp": table(["SP", "NTK", "MF", "muP"], algorithm="bp", convention="variance"),
         "params_seed000_table2_pc": table(["SP", "NTK", "MF", "muP"], algorithm="pc", convention="variance"),
-        "params_tp4_table1_std": table(["SP", "NTK", "muP"], algorithm="bp", convention="std"),
+        "params_tp4_table1_std": table(["SP-stable", "SP", "NTK", "muP"], algorithm="bp", convention="std"),
         "params_seed003_table1": make_column_table(
             [("SP", "SP", "bp", {}), ("SGD muP", "muP", "bp", {}), ("GNT muP", "muP", "gnt", {}),
              ("PC muP", "muP", "pc", {"gamma_bar_L": G}), ("TP muP", "muP", "tp", {})],

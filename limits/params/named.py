@@ -4,6 +4,7 @@
 | name | desiderata solved | defining condition |
 |---|---|---|
 | SP | initialisation Θ(1) (read-out at fan-in scale) | no multipliers (a_l = 0), raw learning rate Θ(1) |
+| SP-stable | SP initialisation + stable + Condition 3.2 (hidden updates reach the output) | a_l = 0, one global learning rate (TP4's "SP, lr η/N") |
 | NTK | init + df/dt = Θ(1) (variance) / kernel regime (std) | unit-variance weights (b_l = 0), no output scale (d = 0) |
 | MF | Desiderata 1–3 / feature learning | unit-variance weights (b_l = 0) |
 | muP | Desiderata 1–3 / feature learning | raw learning rate Θ(1) (η = Θ(1)) |
@@ -21,20 +22,21 @@ import functools
 
 import sympy as sp
 
-from .constraints import E_B, GAMMA_BAR_L, U, seed000_quantities, std_requirements, unknowns
+from .constraints import E_B, GAMMA_BAR_L, U, seed000_quantities, std_quantities, std_requirements, unknowns
 from .expr import as_exponent
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, Parameterisation, check_choice
 from .solver import solve_quantities
 
 _ALIASES = {
     "sp": "SP", "standard": "SP",
+    "sp-stable": "SP-stable", "sp (η/n)": "SP-stable", "sp-eta/n": "SP-stable",
     "ntk": "NTK", "ntp": "NTK",
     "mf": "MF", "mean-field": "MF", "meanfield": "MF",
     "mup": "muP", "μp": "muP",
     "mupc": "muPC", "μpc": "muPC",
     "depth-mup": "depth-muP", "depth-μp": "depth-muP", "depthmup": "depth-muP",
 }
-NAMES = ("SP", "NTK", "MF", "muP", "muPC", "depth-muP")
+NAMES = ("SP", "SP-stable", "NTK", "MF", "muP", "muPC", "depth-muP")
 _EXTRA = ("gamma_bar_L", "e_B", "pc_model", "gauge", "uniform_lr")
 REFERENCE_POINT = {GAMMA_BAR_L: sp.Integer(0), E_B: sp.Integer(0)}
 
@@ -102,8 +104,8 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
                   pc_model=None, uniform_lr=True):
     """Solve for the width exponents of ``name`` ∈ {SP, NTK, MF, muP}; returns (Parameterisation, Solution)."""
     name = canonical_name(name)
-    if name not in ("SP", "NTK", "MF", "muP"):
-        raise ValueError(f"derive_width handles SP, NTK, MF, muP; got {name!r}")
+    if name not in ("SP", "SP-stable", "NTK", "MF", "muP"):
+        raise ValueError(f"derive_width handles SP, SP-stable, NTK, MF, muP; got {name!r}")
     check_choice(convention, CONVENTIONS, "convention")
     check_choice(algorithm, ALGORITHMS, "algorithm")
     check_choice(optimizer, OPTIMIZERS, "optimizer")
@@ -113,7 +115,8 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
         pc_model = "single-shot" if g is not None else "equilibrium"
     if algorithm == "pc" and pc_model == "single-shot" and g is None:
         g = GAMMA_BAR_L                     # keep γ̄_L symbolic
-    seed000 = optimizer == "sgd" and (algorithm == "bp" or (algorithm == "pc" and pc_model == "equilibrium"))
+    seed000 = optimizer == "sgd" and (algorithm == "bp" or (algorithm == "pc" and pc_model == "equilibrium")) \
+        and name != "SP-stable"
     kw = dict(algorithm=algorithm, optimizer=optimizer, name=name,
               gamma_bar_L=g if algorithm == "pc" and pc_model == "single-shot" else None,
               e_B=(eb if eb is not None else sp.Integer(1)) if algorithm == "gnt" else None,
@@ -145,6 +148,16 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
         qs = std_requirements("kernel", algorithm, optimizer, gg, ee)
         qs = [x for x in qs if x.key.startswith("init")]
         fixed = {**_zero("a"), **_zero("c")}
+    elif name == "SP-stable":
+        from .constraints import Quantity
+
+        init = [x for x in std_requirements("kernel", algorithm, optimizer, gg, ee) if x.key.startswith("init")]
+        stable = [x for x in std_requirements("stable", algorithm, optimizer, gg, ee) if not x.key.startswith("init")]
+        a2 = std_quantities(algorithm if not (algorithm == "pc" and pc_model == "equilibrium") else "bp",
+                            optimizer, gg, ee)["A2"]
+        qs = init + stable + [a2, Quantity("lr.hidden=input", U["c_hidden"] - U["c_input"], "=0", "one learning rate"),
+                              Quantity("lr.output=input", U["c_output"] - U["c_input"], "=0", "one learning rate")]
+        fixed = _zero("a")
     elif name == "NTK":
         qs, fixed = std_requirements("kernel", algorithm, optimizer, gg, ee), _zero("b")
     elif name == "MF":

@@ -62,9 +62,14 @@ def test_seed000_solution_set_is_one_dimensional():
 
 # TP4 Table 1 (std convention): a, b, c, r, regime
 def test_tp4_table1():
-    spn = Parameterisation.make(a=0, b=[0, h, h], c=1)           # SP with lr η/N
+    spn = named("SP-stable", convention="std")                 # SP with lr η/N, derived (stable + Cond. 3.2)
+    assert spn.a == (0, 0, 0) and spn.b == (0, h, h) and spn.c == (1, 1, 1)
     c = classify(spn)
     assert c.r == h and c.regime == "kernel"
+    t = table(["SP-stable", "SP", "NTK", "muP"], convention="std")
+    assert [t.cell("r", n) for n in ("SP-stable", "SP", "NTK", "muP")] == [h, -1, h, 0]
+    assert [t.cell("regime", n) for n in ("SP-stable", "SP", "NTK", "muP")] == [
+        "kernel", "unstable", "kernel", "feature-learning"]
     sp1 = named("SP", convention="std")
     assert sp1.a == (0, 0, 0) and sp1.b == (0, h, h) and sp1.c == (0, 0, 0)
     c = classify(sp1)
