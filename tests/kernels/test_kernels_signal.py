@@ -55,7 +55,7 @@ def test_optimal_rho_matches_response_and_scales_like_inverse_sqrt_depth():
     kw = dict(K0=K0, sigma_w2=1.25, sigma_b2=0.05, d_in=100)
     out = {}
     for L in (10, 40, 160):
-        o = optimal_rho(depth=L, **kw)
+        o = optimal_rho(depth=L, n_grid=25, **kw)
         assert o.converged.all()
         out[L] = o.rho_star
     # the maximiser is a maximum of the full response() P×P recursion too
@@ -70,7 +70,7 @@ def test_optimal_rho_matches_response_and_scales_like_inverse_sqrt_depth():
         assert other < best
     # off-diagonal optimum is larger (seed 004 §III C); ρ*√L approaches a constant
     assert np.all(out[10][0, 1] > out[10][0, 0])
-    s = [out[L][0, 0] * np.sqrt(L) for L in (10, 40, 160)]
+    s = [out[L][0, 0] * np.sqrt(L) for L in (10, 40, 160)]     # 1.03, 0.977, 0.970
     assert abs(s[2] - s[1]) < abs(s[1] - s[0]) and abs(s[2] / s[1] - 1) < 0.02
 
 
@@ -105,8 +105,8 @@ def test_chi_out_entries_consistent_with_response():
 def test_vectorised_phase_diagram_matches_fixed_point():
     from limits.kernels import phase_diagram
 
-    sw = np.array([0.8, 1.5, 2.5, 4.0])
-    sb = np.array([0.0, 0.05, 0.2])
+    sw = np.array([0.8, 2.5, 4.0])
+    sb = np.array([0.0, 0.05])
     pd = phase_diagram("tanh", sw, sb)
     for i, b in enumerate(sb):
         for j, w in enumerate(sw):
