@@ -11,6 +11,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -183,7 +184,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     for mod in _component_clis():
         mod.register(sub)
+    _accept_negative_fractions(p)
     return p
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+|\d*\.\d+)([eE][-+]?\d+)?(/\d+)?$")
+
+
+def _accept_negative_fractions(parser):
+    """Let option values like ``--a1 "-1/2"`` through (argparse would read them as flags)."""
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _accept_negative_fractions(sub)
 
 
 def main(argv=None) -> int:
@@ -196,6 +210,9 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"limits: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:          # e.g. `limits table | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("limits: interrupted (finished results were saved)", file=sys.stderr)
         return 130
