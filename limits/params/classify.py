@@ -5,12 +5,14 @@
 * TP4 / seed 003 framework (every algorithm; std convention): per-layer update exponents
   ``r_l`` (``ΔW_l h_{l-1} = Θ(N^{-r_l})``), the feature-update exponent ``r = min(r_input,
   r_hidden)``, initialisation, stability, Condition 3.2 (hidden updates reach the output).
-  Regime: ``"unstable"`` (initialisation not Θ(1) or anything blows up),
-  ``"feature-learning"`` (stable, Condition 3.2 holds, r = 0), ``"kernel"`` (stable,
-  Condition 3.2 holds, r > 0), ``"trivial"`` (stable but the hidden layers' updates do not reach
-  the output; ``readout_only`` says whether the read-out alone still learns at Θ(1)).
-  Kernel/feature-learning require Condition 3.2 as in seed 003 §3.2 ("both NTK and feature
-  learning regimes are characterized by this condition").
+  Regime: ``"unstable"`` (initialisation not Θ(1) or anything blows up), ``"feature-learning"``
+  (stable, nontrivial, r = 0), ``"kernel"`` (stable, nontrivial, r > 0), ``"trivial"`` (stable,
+  Δf → 0). Nontrivial: for BP (SGD/Adam, and PC on the equilibrated energy) the TP4 rule
+  ``a_L+b_L+r = 1 or 2a_L+c_L = 1`` (Condition 3.2 holds or the read-out's own update is Θ(1); so a
+  μP net with a zero/small read-out init is feature-learning, and "read-out only" learning counts as
+  kernel, flagged ``readout_only``); for GNT, single-shot PC and TP/DTP the seed 003 rule — Condition
+  3.2 must hold ("both NTK and feature learning regimes are characterized by this condition",
+  §3.2), which is what makes TP/DTP have no kernel regime.
 * seed 000 Desiderata 1–3 (variance convention, canonical ``d``) for ``bp`` and equilibrium PC.
 
 Each :class:`Verdict` carries the growth exponent ``e`` of its worst term: Θ(1) iff e = 0,
@@ -180,13 +182,16 @@ def classify(p: Parameterisation) -> Classification:
         v = _verdict(x, subs)
         if not v.holds:
             notes.append(f"{x.label}: violated (γ̄_L > 0: inference contributes only at higher order)")
+    tp4 = model_alg == "bp"           # TP4 rules (spec params.md §2); seed 003 rules otherwise
+    readout_moves = r_layers["output"] == 0
+    nontrivial = cond.holds or (tp4 and readout_moves)
     if not all(v.holds for v in init) or not all(v.holds for v in stab):
         regime = "unstable"
-    elif cond.holds:
+    elif nontrivial:
         regime = "feature-learning" if r == 0 else "kernel"
     else:
         regime = "trivial"
-    readout_only = regime == "trivial" and r_layers["output"] == 0
+    readout_only = (not cond.holds) and readout_moves and regime != "unstable"
     desiderata = {}
     if s.optimizer == "sgd" and (s.algorithm == "bp" or (s.algorithm == "pc" and s.pc_model == "equilibrium")):
         v = p if p.convention == "variance" else p.to_variance()

@@ -105,3 +105,19 @@ def test_adam_variance_convention():
     assert v.optimizer == "adam" and v.to_std() == p
     assert classify(p).regime == classify(v).regime == "feature-learning"
     assert classify(p.shift(sp.Rational(1, 3))).regime == "feature-learning"
+
+
+def test_tp4_nontriviality_rule_for_bp():
+    """TP4: nontrivial ⇔ a_L+b_L+r = 1 or 2a_L+c_L = 1. A μP net with a tiny read-out init (b_L = 2)
+    is still feature-learning (seed 003: b_L ≥ 1 reduces to b_L = 1 after one update); read-out-only
+    learning is a kernel regime for BP, while seed 003's rule (Condition 3.2) is used for TP."""
+    R = sp.Rational
+    small_head = Parameterisation.make(a=0, b=[0, R(1, 2), 2], c=[-1, 0, 1])
+    c = classify(small_head)
+    assert c.regime == "feature-learning" and not c.condition_3_2.holds and c.readout_only
+    frozen = Parameterisation.make(a=0, b=[0, R(1, 2), 1], c=[0, 1, 1])        # hidden rates N^-1 too small
+    c = classify(frozen)
+    assert c.regime == "kernel" and c.r == 1 and c.readout_only
+    tp_frozen = Parameterisation.make(a=0, b=[0, R(1, 2), R(1, 2)], c=[1, 2, 1], algorithm="tp")
+    c = classify(tp_frozen)
+    assert c.regime == "trivial" and c.readout_only
