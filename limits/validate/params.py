@@ -118,6 +118,32 @@ def _gnt_mup(rng, quick):
                  _local(named("muP", convention="std", algorithm="gnt"), quick, int(rng.integers(2**31)), 0.05))
 
 
+def _small_head(steps, quick, seed):
+    """μP rates with a tiny read-out init (b_L = 2, std, a = 0): the first step sees the initial read-out
+    (one-step exponent: features N^{-1}); from the second step the moved read-out dominates — TP4's
+    r = min(a_L+b_L, 2a_L+c_L) + … gives Θ(1) (seed 003: "b_L ≥ 1 reduces to b_L = 1")."""
+    from ..finite.coordcheck import width_check
+    from ..params import Parameterisation, update_exponents
+
+    widths, _, seeds = _sizes(quick)
+    p = Parameterisation.make(a=0, b=[0, "1/2", 2], c=[-1, 0, 1], name="μP rates, read-out b_L = 2")
+    pred = p.one_step_exponents()["dh:hidden"] if steps == 1 else -update_exponents(p)["r"]
+    return width_check(p, widths=widths, seeds=seeds, quantities=("dh:hidden",), steps=steps, eta0=0.5,
+                       predicted={"dh:hidden": float(pred)}, seed=seed).fit("dh:hidden")
+
+
+@register_case(COMP, "small read-out (b_L = 2), 1 step: |Δh| = Θ(N^-1) (initial read-out)")
+def _small_head_1(rng, quick):
+    return _case("small read-out (b_L = 2), 1 step: |Δh| = Θ(N^-1) (initial read-out)",
+                 _small_head(1, quick, int(rng.integers(2**31))))
+
+
+@register_case(COMP, "small read-out (b_L = 2), 2 steps: |Δh| = Θ(1) (TP4 r with min(a+b, 2a+c))")
+def _small_head_2(rng, quick):
+    return _case("small read-out (b_L = 2), 2 steps: |Δh| = Θ(1) (TP4 r with min(a+b, 2a+c))",
+                 _small_head(2, quick, int(rng.integers(2**31))))
+
+
 @register_case(COMP, "θ-shift symmetry: μP and MF train identically (finite nets)")
 def _shift(rng, quick):
     """μP and MF are one θ-shift apart (TP4): the same seeds must give the same f(t) to rounding."""
