@@ -35,7 +35,7 @@ Derivation machinery
 --------------------
 * :mod:`.constraints` — quantities ``X ∝ N^e`` with requirements, per desideratum/algorithm;
 * :func:`solve` — piecewise-linear exact solver → :class:`Solution` (pieces, free symbols);
-* :func:`named` — SP, NTK, MF, muP (+ muPC, depth-muP) derived from desiderata + one defining condition;
+* :func:`named` — SP, SP-stable, NTK, MF, muP (+ muPC, depth-muP) derived from desiderata + one defining condition;
 * :func:`classify` — verdicts, regime, per-layer r_l, blow-up/vanishing exponents;
 * :mod:`.depth` — :func:`depth_regime` (TP6), :func:`alpha_analysis` (seed 000 §A.5),
   Adam ``(LN)^{-1/2}``, two-layer residual block correction ``η_1 = η̄ n √(L/T)``;
