@@ -10,6 +10,13 @@ Public API::
     f = limits.kernels.fixed_point("tanh", 1.5, 0.05)      # q*, c*, χ_1, ξ_q, ξ_c
     v = limits.kernels.kernel_fluctuations(X, ..., width=N) # O(1/N) covariance of empirical kernels
     o = limits.kernels.optimal_rho(K0=..., depth=L, ...)    # ρ* = argmax χ_out; rho_star_estimate (Eq. 61/62)
+
+Conventions: X is P×d_in (rows are samples) or pass K0 (P×P); read-in/read-out variances default to
+the hidden ones; ρ for a feed-forward layer multiplies the whole layer (σ² → ρ²σ²); NTK in the NTK
+parameterisation. Gaussian expectations: closed forms (erf, relu, linear) on whole Gram matrices,
+Mehler expansion with a certified tail (``hermite.py``) for smooth activations at P ≥ 8, otherwise
+``limits.gaussian``. Cost O(L P²) per recursion; memory (L+1)P² floats per stored stack (K, C, Θ;
+pass ntk=False to skip Θ). Results are frozen dataclasses with ``.save``/``.load`` and ``diagnostics``.
 """
 from __future__ import annotations
 
