@@ -29,6 +29,16 @@ from limits.style import paper_style, pyplot, theory_vs_finite, PALETTE
 from IPython.display import Markdown, display
 plt = pyplot()
 
+def int_xticks(ax, xs):
+    """Plain integer labels at the given positions of a log x-axis."""
+    from matplotlib.ticker import NullLocator
+    ax.set_xticks(list(xs)); ax.set_xticklabels([str(int(v)) for v in xs]); ax.xaxis.set_minor_locator(NullLocator())
+
+def power_law(x, y, exponent):
+    """Predicted power law x**exponent with its prefactor fitted to the data (geometric mean)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    return np.exp(np.mean(np.log(y) - exponent * np.log(x))) * x ** exponent
+
 def show(fig):
     """Display a figure inline and free it."""
     display(fig)
@@ -320,6 +330,7 @@ with paper_style():
     ax.loglog(Ls, rd, "o-", label="argmax χ_out (diagonal)")
     ax.loglog(Ls, ro, "s-", label="argmax χ_out (off-diagonal)")
     ax.loglog(Ls, e61, "k--", label="Eq. 61"); ax.loglog(Ls, e62, "k:", label="Eq. 62")
+    int_xticks(ax, Ls)
     ax.set(xlabel="depth L", ylabel=r"$\\rho^*$", title=r"$\\rho^* \\propto L^{-1/2}$")
     ax.legend()
     show(fig)
@@ -430,6 +441,7 @@ with paper_style():
         eS = [np.abs(limits.nfd.residual_recursion(X, int(L), 1.0, act).Sigma[-1] - k.Sigma).max() for L in Ls]
         eG = [np.abs(limits.nfd.residual_recursion(X, int(L), 1.0, act).Gamma[0] - k.Gamma0).max() for L in Ls]
         ax.loglog(Ls, eS, "o-", label=f"{act}: Σ_T"); ax.loglog(Ls, eG, "s--", label=f"{act}: Γ_0")
+        int_xticks(ax, Ls)
         print(f"{act}: slope Σ_T {loglog_fit(Ls, eS)} | slope Γ_0 {loglog_fit(Ls, eG)}")
     ax.set(xlabel="depth L", ylabel="max |Euler − ODE|", title="Euler error ∝ 1/L")
     ax.legend()
@@ -456,7 +468,8 @@ with paper_style():
     theory_vs_finite(ax, Lf, th, est, se, label="Euler (n = ∞, depth L)", finite_label=f"finite n={nf}, {Sf} nets")
     ax.axhline(kf.Sigma[0, 0], color="k", ls="--", label="kernel ODE (L = ∞)")
     ax.set(xscale="log", xlabel="depth L", ylabel=r"$\\Sigma^L_{11}$", title="forward kernel, erf, T = 1")
-    ax.legend()
+    int_xticks(ax, Lf)
+    ax.legend(loc="lower right")
     show(fig)
 print("z-scores finite vs Euler:", np.round((np.array(est) - th) / np.array(se), 2))
 '''),
@@ -517,6 +530,7 @@ with paper_style():
     ax.errorbar(Lg, rms, rms_se, fmt="o", mfc="none", label="measured rms gap (coupled − NFD)")
     ax.plot(Lg, rms[0] * (np.array(Lg) / Lg[0]) ** -1.0, "k--", label="Cor. 1: ∝ 1/L")
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="rms test-output gap", title="GIA at infinite width")
+    int_xticks(ax, Lg)
     ax.legend()
     show(fig)
 print("rms gap per L:", np.round(rms, 4), "| fitted slope", fit, "| slope −1 inside CI:", fit.contains(-1.0))
@@ -537,10 +551,11 @@ with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     for key, expo, lab, col in (("du_rms", -0.5, "η = η̄n", PALETTE[0]), ("du_rms_corrected", 0.0, "η₁ = η̄n√(L/T)", PALETTE[1])):
         v = getattr(c, key); m, s = v.mean(1), v.std(1, ddof=1) / np.sqrt(v.shape[1])
-        theory_vs_finite(ax, Lc, m[0] * (np.array(Lc) / Lc[0]) ** expo, m, s, label=f"L^{expo:g} ({lab})",
+        theory_vs_finite(ax, Lc, power_law(Lc, m, expo), m, s, label=f"L^{expo:g} ({lab})",
                          finite_label=f"finite, {lab}", color=col)
         print(f"{lab}: Δu rms {np.round(m, 4)} | slope {loglog_fit(Lc, m, s)} (predicted {expo})")
     ax.set(xscale="log", yscale="log", xlabel="depth L", ylabel="first-layer |Δu| (rms)", title="two-layer blocks")
+    int_xticks(ax, Lc)
     ax.legend()
     show(fig)
 '''),
@@ -627,6 +642,7 @@ with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     theory_vs_finite(ax, Ns, th, ms, ss, label="(L−1)/(γ0² N)", finite_label=f"finite nets, {reps} inits")
     ax.set(xscale="log", yscale="log", xlabel="width N", ylabel="s(θ) − 1", title="MF linear MLP at init")
+    int_xticks(ax, Ns)
     ax.legend(); show(fig)
 print("z:", np.round((ms - th) / ss, 2), "| fitted slope", loglog_fit(Ns, ms, ss), "(expected −1)")
 '''),
@@ -770,6 +786,7 @@ with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     for i, (k, K) in enumerate(kappa.items()):
         ax.loglog(Hs, K[-1], "o-", color=PALETTE[i], label=f"{k}, N={Ns[-1]}")
+        int_xticks(ax, Hs)
     ax.set(xlabel="hidden layers H", ylabel="κ(H_z)", title="conditioning at initialisation")
     ax.legend(); show(fig)
 from limits.stats import loglog_fit
@@ -997,6 +1014,7 @@ with paper_style():
                 print(f"γ̄_L = {gbar:+d}, layer {l + 1}: cos(PC, {lab}) = {np.round(m, 3)} at M = {Ms}")
         ax[k].axhline(1.0, color="k", ls="--", lw=1)
         ax[k].set(xscale="log", xlabel="hidden width M", ylabel="cosine", title=f"γ̄_L = {gbar}, M_L = {ML}")
+        int_xticks(ax[k], Ms)
     ax[0].legend(fontsize=5); show(fig)
 '''),
         ("md", r"""
@@ -1004,7 +1022,7 @@ with paper_style():
 
 `limits.finite.coordcheck.pc_width_check` runs one forward-initialised sequential inference sweep and one weight step of
 single-shot PC on tanh networks ($L=3$) across widths; `width_check` does the same for TP. Lines: the exponent predicted by
-`limits.params.update_exponents` (anchored at the smallest width); points: finite networks (mean ± SE over seeds); the fitted
+`limits.params.update_exponents` (prefactor fitted); points: finite networks (mean ± SE over seeds); the fitted
 tail slope has a 95% CI.
 """),
         ("code", '''
@@ -1030,10 +1048,11 @@ with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     for i, (lab, f) in enumerate(cases.items()):
         pred = 0.0 if f.predicted is None else float(f.predicted)
-        theory_vs_finite(ax, f.x, f.mean[0] * (f.x / f.x[0]) ** pred, f.mean, f.se, label=f"N^{pred:g}", finite_label=lab,
+        theory_vs_finite(ax, f.x, power_law(f.x, f.mean, pred), f.mean, f.se, label=f"N^{pred:g}", finite_label=lab,
                          color=PALETTE[i])
         print(f"{lab:20s} hidden feature update slope {f.tail_slope:+.3f} [{f.tail_ci_low:+.3f}, {f.tail_ci_high:+.3f}], predicted {pred:+.1f}")
     ax.set(xscale="log", yscale="log", xlabel="width N", ylabel="|Δh| (hidden, one step)", title="μP: Θ(1) updates")
+    int_xticks(ax, widths)
     ax.legend(fontsize=6); show(fig)
 '''),
         ("md", r"""
@@ -1064,10 +1083,11 @@ with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     for i, (lab, p) in enumerate((("S.73 literal (c_L = 1)", lit), ("derived (c_L = 3/2)", der))):
         f = sweep(p, "dWh:out")
-        theory_vs_finite(ax, f.x, f.mean[0] * (f.x / f.x[0]) ** float(f.predicted), f.mean, f.se,
+        theory_vs_finite(ax, f.x, power_law(f.x, f.mean, float(f.predicted)), f.mean, f.se,
                          label=f"predicted N^{float(f.predicted):+g}", finite_label=lab, color=PALETTE[i])
         print(f"{lab:24s} read-out update slope {f.tail_slope:+.3f} [{f.tail_ci_low:+.3f}, {f.tail_ci_high:+.3f}], predicted {float(f.predicted):+.2f}")
     ax.set(xscale="log", yscale="log", xlabel="width N", ylabel="|ΔW_L h|", title="PC NTK-type, γ̄_L = −1/2")
+    int_xticks(ax, widths)
     ax.legend(fontsize=6); show(fig)
 '''),
         ("code", FOOTER),
