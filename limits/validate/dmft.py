@@ -28,9 +28,16 @@ def finite_trajectories(X, y, depth, activation, gamma0, dt, steps, N, n_inits, 
     from ..finite import concretise, train
 
     net = concretise(MF, N=N, L=depth + 1, d_in=X.shape[1], activation=activation, eta0=dt, gamma0=gamma0)
-    tr = train(net, X, y, steps, n_inits=n_inits, seed=seed, optimizer="gd", reduction="sum", center=True,
-               record_features=False, keep_weights=False)
-    return tr.f[:, :, :, 0]
+    # chunk the inits so that weights + copies (~6 per N×N matrix) stay below ~1 GB
+    per_init = 6 * 8 * (max(depth - 1, 0) * N * N + N * (X.shape[1] + 1))
+    chunk = int(max(1, min(n_inits, 1e9 // per_init)))
+    out = []
+    for c, start in enumerate(range(0, n_inits, chunk)):
+        k = min(chunk, n_inits - start)
+        tr = train(net, X, y, steps, n_inits=k, seed=[seed, c], optimizer="gd", reduction="sum", center=True,
+                   record_features=False, keep_weights=False)
+        out.append(tr.f[:, :, :, 0])
+    return np.concatenate(out, axis=1)
 
 
 def dmft_reference(X, y, depth, activation, gamma0, dt, steps, M, replicas, seed):
@@ -90,11 +97,11 @@ def _case(name, res, detail):
 CASES = {
     # name: (depth, activation, P, D, gamma0, dt, steps, widths_full, widths_quick, S_full, S_quick)
     "deep linear, seed-000 L = 5 weight layers (depth 4), γ0 = 1": (4, "linear", 6, 10, 1.0, 0.02, 20,
-                                                                    [256, 512, 1024, 2048, 4096],
+                                                                    [128, 256, 512, 1024, 2048],
                                                                     [128, 256, 512, 1024], 8, 6),
     "two-layer tanh, γ0 = 1": (1, "tanh", 4, 6, 1.0, 0.1, 10, [256, 512, 1024, 2048, 4096],
                                [128, 256, 512, 1024, 2048], 16, 12),
-    "three-layer tanh (depth 2), γ0 = 1": (2, "tanh", 3, 5, 1.0, 0.1, 8, [256, 512, 1024, 2048, 4096],
+    "three-layer tanh (depth 2), γ0 = 1": (2, "tanh", 3, 5, 1.0, 0.1, 8, [128, 256, 512, 1024, 2048],
                                            [128, 256, 512, 1024], 12, 8),
 }
 
