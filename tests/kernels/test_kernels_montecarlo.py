@@ -80,3 +80,11 @@ def test_kernels_symmetric_psd(seed, P, L, act, sw2, sb2, residual, rho):
         assert np.array_equal(K, K.T)
         scale = max(1.0, float(np.max(np.abs(K))))
         assert np.linalg.eigvalsh(K)[0] >= -1e-10 * scale * P
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_ntk_matches_empirical_ntk_of_finite_nets(residual):
+    from limits.validate.kernels import _ntk_case
+
+    c = _ntk_case(residual)(np.random.default_rng(2), True)
+    assert c.verdict == "pass", (c.theory, c.estimate, c.se, c.z)
