@@ -67,9 +67,16 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     Ks[0] = K0m
     eta[0] = chi[0] = N / arch.d_in
     exploded = -1
+    fused = str(getattr(act, "name", "")) == "erf"
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             Kp = Ks[l - 1]
+            if fused:
+                _erf_step(Kp, chi[l - 1], eta[l - 1], Ks[l], eta[l], chi[l], arch)
+                if not (_diag.layer_ok(Ks[l], psd=True) and _diag.layer_ok(chi[l])):
+                    exploded = l
+                    break
+                continue
             E, R = moments(act, Kp)
             np.fill_diagonal(R, diag_price(act, np.diag(Kp)))       # E[φ'² + φφ''] on the diagonal
             if arch.residual:
@@ -99,6 +106,38 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[L], K_out, on_explode,
                         what="response recursion")
     return ResponseResult(eta, chi, chi_out, Ks, K_out, N, int(arch.d_in), arch.as_dict(), diag)
+
+
+def _erf_step(Kp, chi_prev, eta_prev, K_new, eta_new, chi_new, arch):
+    """One erf layer of the kernel + elementwise-response recursion with the constant factors folded
+    (13 passes over P² instead of 17): s = 2K/√(a_α a_β), E = (2/π) arcsin s,
+    R = (4/π)/√(a_α a_β (1 − s²)) off the diagonal, E[φ'² + φφ''] on it."""
+    P = Kp.shape[0]
+    d = np.diag(Kp)
+    inv = 1.0 / np.sqrt(1.0 + 2.0 * d)
+    dp = diag_price(arch.activation, d)
+    W2 = np.multiply.outer(2.0 * inv, inv)                     # exactly symmetric
+    s_ = np.multiply(Kp, W2)
+    if s_.max() > 1.0 or s_.min() < -1.0:
+        np.clip(s_, -1.0, 1.0, out=s_)
+    G = np.multiply(s_, s_)
+    np.subtract(1.0, G, out=G)
+    np.sqrt(G, out=G)
+    np.divide(W2, G, out=G)                                    # (π/2) E[φ'φ']
+    G.flat[:: P + 1] = dp * (np.pi / 2.0)                      # (π/2) E[φ'² + φφ'']
+    np.arcsin(s_, out=s_)                                      # (π/2) E[φφ]
+    r2 = arch.rho ** 2
+    c = r2 * arch.sigma_w2 * (2.0 / np.pi)
+    np.multiply(s_, c, out=K_new)
+    if arch.residual:
+        K_new += Kp
+    K_new += r2 * arch.sigma_b2
+    np.multiply(G, chi_prev if arch.residual else eta_prev, out=eta_new)
+    eta_new *= c
+    if arch.residual:
+        np.add(chi_prev, eta_new, out=chi_new)
+    else:
+        chi_new[...] = eta_new
 
 
 @dataclass(frozen=True)
