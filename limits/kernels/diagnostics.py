@@ -33,7 +33,10 @@ def check_on_explode(on_explode: str) -> str:
 def layer_ok(K, psd=False) -> bool:
     """Finite and not exploding. For PSD kernels |K_αβ| ≤ max_α K_αα, so the diagonal suffices."""
     A = np.diag(K) if psd else K
-    return bool(np.all(np.isfinite(A))) and float(np.max(np.abs(A))) <= LARGE
+    if A.size == 0:
+        return True
+    hi, lo = float(A.max()), float(A.min())     # NaN propagates through max/min; no P² temporaries
+    return np.isfinite(hi) and np.isfinite(lo) and max(abs(hi), abs(lo)) <= LARGE
 
 
 def spectrum_summary(K):
