@@ -107,3 +107,25 @@ def test_response_requires_d_in_with_K0():
         response(K0=np.eye(2), depth=2, width=10)
     s = response(K0=np.eye(2) * 0.05, depth=2, width=500, d_in=100)
     assert s.eta[0, 0, 0] == 5.0
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), act=st.sampled_from(["erf", "tanh", "relu", "linear"]),
+       L=st.integers(1, 5), sw2=st.floats(0.2, 2.5), sb2=st.floats(0.0, 0.5), rho=st.floats(0.05, 1.2),
+       residual=st.booleans())
+def test_response_equals_tangent_property(seed, act, L, sw2, sb2, rho, residual):
+    """For every activation and architecture: χ^l_αβ · d_in/N = (∂K^l/∂K⁰)[E_αβ + E_βα] (1e-9)."""
+    X = np.random.default_rng(seed).standard_normal((3, 4))
+    kw = dict(depth=L, activation=act, sigma_w2=sw2, sigma_b2=sb2, residual=residual, rho=rho)
+    s = response(X, width=8, on_explode="ignore", **kw)
+    dK0 = np.zeros((3, 3))
+    dK0[0, 2] = dK0[2, 0] = 1.0
+    t = linear_response(X, dK0, **kw)
+    np.testing.assert_allclose(t.dK[:, 0, 2] * 8 / 4, s.chi[:, 0, 2], rtol=1e-9, atol=1e-12)
+    dK0 = np.zeros((3, 3))
+    dK0[1, 1] = 1.0
+    t = linear_response(X, dK0, **kw)
+    np.testing.assert_allclose(t.dK[:, 1, 1] * 8 / 4, s.chi[:, 1, 1], rtol=1e-9, atol=1e-12)
