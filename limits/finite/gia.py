@@ -309,7 +309,7 @@ def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="t
     """Measure first-layer vs residual-increment learning after one SGD step, vs depth L."""
     from .backward import loss_and_grads
     from .forward import forward
-    from .weights import init_weights
+    from .weights import init_streams, init_weights
 
     Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
     rng = np.random.default_rng(seed)
@@ -321,27 +321,28 @@ def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="t
     for j, L in enumerate(Ls):
         net = two_layer_net(d, n, int(L), T, activation)
         s_branch = np.sqrt(T / L)
-        w0 = init_weights(net, n_seeds, seed=seed + 1000 * j)
-        _, g, _ = loss_and_grads(net, w0, x, y, reduction="sum")
-        for corr in (False, True):
-            rates = layer_rates(int(L), n, eta_bar, T, corr)
-            w1 = w0.copy()
-            for name in w1.W:
-                w1.W[name] = w1.W[name] - rates[name] * g.dW[name]
-            f1 = forward(net, w1, x)
-            du = np.zeros(n_seeds)
-            dr = np.zeros(n_seeds)
-            for i in range(1, int(L) + 1):
-                a1 = f1.inp[f"{i}.1"]            # φ(h^l) after the update, (S, 1, n)
-                u1 = f1.pre[f"{i}.1"]
-                u_frozen = np.einsum("sij,spj->spi", w0.W[f"{i}.1"], a1) / np.sqrt(n)
-                du += np.mean((u1 - u_frozen) ** 2, axis=(1, 2))
-                a2 = act.phi(u1)
-                r1 = s_branch * np.einsum("sij,spj->spi", w1.W[f"{i}.2"], a2) / np.sqrt(n)
-                r_frozen = s_branch * np.einsum("sij,spj->spi", w0.W[f"{i}.2"], a2) / np.sqrt(n)
-                dr += np.mean((r1 - r_frozen) ** 2, axis=(1, 2))
-            out[corr][0][j] = np.sqrt(du / L)
-            out[corr][1][j] = L * np.sqrt(dr / L)
+        streams = init_streams(n_seeds, seed=seed + 1000 * j)
+        for s in range(n_seeds):                 # one init at a time: memory ≈ 3 · 2L · n² · 8 bytes
+            w0 = init_weights(net, streams=streams[s:s + 1])
+            _, g, _ = loss_and_grads(net, w0, x, y, reduction="sum")
+            for corr in (False, True):
+                rates = layer_rates(int(L), n, eta_bar, T, corr)
+                w1 = w0.copy()
+                for name in w1.W:
+                    w1.W[name] = w1.W[name] - rates[name] * g.dW[name]
+                f1 = forward(net, w1, x)
+                du = dr = 0.0
+                for i in range(1, int(L) + 1):
+                    a1 = f1.inp[f"{i}.1"]            # φ(h^l) after the update, (1, 1, n)
+                    u1 = f1.pre[f"{i}.1"]
+                    u_frozen = np.einsum("sij,spj->spi", w0.W[f"{i}.1"], a1) / np.sqrt(n)
+                    du += float(np.mean((u1 - u_frozen) ** 2))
+                    a2 = act.phi(u1)
+                    r1 = s_branch * np.einsum("sij,spj->spi", w1.W[f"{i}.2"], a2) / np.sqrt(n)
+                    r_frozen = s_branch * np.einsum("sij,spj->spi", w0.W[f"{i}.2"], a2) / np.sqrt(n)
+                    dr += float(np.mean((r1 - r_frozen) ** 2))
+                out[corr][0][j, s] = np.sqrt(du / L)
+                out[corr][1][j, s] = L * np.sqrt(dr / L)
     return CollapseStudy(Ls=Ls, n=int(n), eta_bar=float(eta_bar), T=float(T), du_rms=out[False][0],
                          dr_rms=out[False][1], du_rms_corrected=out[True][0], dr_rms_corrected=out[True][1])
 

@@ -96,11 +96,15 @@ def _(rng, quick):
     net = finite.Network(readin=finite.Dense(d, n, mult=1 / np.sqrt(d)),
                          blocks=[finite.Block((finite.Dense(n, n, mult=1 / np.sqrt(n)),), True, branch=s) for _ in range(L)],
                          readout=finite.Dense(n, 1, mult=1 / n), activation="erf", out_scale=1.0)
-    w = finite.init_weights(net, S, seed=int(rng.integers(2**31)))
-    fwd = finite.forward(net, w, X)
-    g = finite.backward(net, w, fwd, np.ones((S, 3, 1)))
-    G0 = n * g.dh[0]                                  # g^0 = n ∂f/∂h^0, (S, P, n)
-    emp = np.einsum("spi,sqi->spq", G0, G0) / n
+    base = int(rng.integers(2**31))
+    emp = []
+    for c0 in range(0, S, 10):                         # chunks of 10 inits keep memory ≈ 10·L·n²·8 bytes
+        w = finite.init_weights(net, min(10, S - c0), seed=base + c0)
+        fwd = finite.forward(net, w, X)
+        g = finite.backward(net, w, fwd, np.ones((w.n_inits, 3, 1)))
+        G0 = n * g.dh[0]                              # g^0 = n ∂f/∂h^0, (S, P, n)
+        emp.append(np.einsum("spi,sqi->spq", G0, G0) / n)
+    emp = np.concatenate(emp)
     rec = residual_recursion(X, L, 1.0, "erf")
     iu = np.triu_indices(3)
     m, se = emp.mean(0)[iu], emp.std(0, ddof=1)[iu] / np.sqrt(S)
@@ -114,12 +118,15 @@ def _(rng, quick):
     from .. import finite
     from ..nfd import particles
 
-    d, n, L, S = 4, (256 if quick else 1024), 32, (40 if quick else 100)
+    d, n, L, S = 4, (256 if quick else 512), 32, (40 if quick else 100)
     X = np.ones((1, d))
     net = finite.resnet(d, n, L, activation="relu", rho=np.sqrt(1.0 / L), post_activation=True)
-    w = finite.init_weights(net, S, seed=int(rng.integers(2**31)))
-    h = finite.forward(net, w, X).h[L][:, 0, :]          # (S, n)
-    fin = h.mean(axis=1)
+    seed0 = int(rng.integers(2**31))
+    fin = []
+    for c0 in range(0, S, 5):                          # chunks of 5 inits: memory ≈ 5·L·n²·8 bytes
+        w = finite.init_weights(net, min(5, S - c0), seed=seed0 + c0)
+        fin.append(finite.forward(net, w, X).h[L][:, 0, :].mean(axis=1))
+    fin = np.concatenate(fin)
     base = int(rng.integers(2**30))
     par = np.array([particles(X, 1.0, L, n, "relu", seed=base + s, design="post", backward=False).mean_feature[-1]
                     for s in range(S)])
