@@ -109,7 +109,7 @@ def train(weights, X, Y, objective="pc", optimizer="gd", lr=0.01, steps=100, mul
     s(θ) and PC–BP cosines. Raises ``ValueError`` if the loss becomes non-finite (divergence)."""
     from ._threads import blas_threads
 
-    with blas_threads():
+    with blas_threads(), np.errstate(over="ignore", invalid="ignore"):   # divergence is detected explicitly
         return _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, layer_weights,
                       adam_betas, adam_eps, record_every)
 
