@@ -302,12 +302,32 @@ def _kappa_compute(params, rng):
     from .. import pc
 
     out = {}
-    for key, (param, skips) in params["variants"].items():
-        g = pc.condition_grid(params["widths"], params["depths"], param, None if skips == "none" else skips,
-                              d_in=params["d_in"], d_out=params["d_out"], rng=rng)
-        out[key] = g["kappa"]
-        out[key + "_lmin"] = g["lambda_min"]
-        out[key + "_lmax"] = g["lambda_max"]
+    for key, spec in params["variants"].items():
+        param, skips = spec[0], spec[1]
+        act = spec[2] if len(spec) > 2 else "linear"
+        sk = None if skips == "none" else skips
+        if act == "linear":
+            g = pc.condition_grid(params["widths"], params["depths"], param, sk,
+                                  d_in=params["d_in"], d_out=params["d_out"], rng=rng)
+            out[key], out[key + "_lmin"], out[key + "_lmax"] = g["kappa"], g["lambda_min"], g["lambda_max"]
+            out[key + "_computed"] = np.ones_like(g["kappa"], dtype=bool)
+            continue
+        # nonlinear: dense Hessian at the forward-pass activities of one random sample
+        K = np.ones((len(params["widths"]), len(params["depths"])))
+        lo, hi = K.copy(), K.copy()
+        done = np.zeros_like(K, dtype=bool)
+        for i, N in enumerate(params["widths"]):
+            for j, H in enumerate(params["depths"]):
+                if N * H > params.get("max_dense", 4096):
+                    continue
+                W, a = pc.init_weights(N, H, param, d_in=params["d_in"], d_out=params["d_out"], rng=rng)
+                x, y = rng.standard_normal(params["d_in"]), rng.standard_normal(params["d_out"])
+                ev = np.linalg.eigvalsh(pc.nonlinear_activity_hessian(W, x, y, act, multipliers=a,
+                                                                      skips=sk if H >= 2 else None, dense=True))
+                lo[i, j], hi[i, j] = ev[0], ev[-1]
+                K[i, j] = abs(ev[-1]) / abs(ev[0])
+                done[i, j] = True
+        out[key], out[key + "_lmin"], out[key + "_lmax"], out[key + "_computed"] = K, lo, hi, done
     out["widths"] = np.array(params["widths"])
     out["depths"] = np.array(params["depths"])
     return out
@@ -320,7 +340,11 @@ def _kappa_plot(data, params):
     keys = list(params["variants"])
     fig, ax = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.3), squeeze=False)
     for i, k in enumerate(keys):
-        im = ax[0, i].imshow(np.log10(data[k]), origin="lower", cmap="magma")
+        mask = ~np.asarray(data.get(k + "_computed", np.ones_like(data[k], dtype=bool)), dtype=bool)
+        im = ax[0, i].imshow(np.ma.masked_array(np.log10(data[k]), mask), origin="lower", cmap="magma")
+        if np.any(data[k + "_lmin"][~mask] < 0):
+            for (r, c) in zip(*np.where((data[k + "_lmin"] < 0) & ~mask)):
+                ax[0, i].text(c, r, "−", ha="center", va="center", color="cyan", fontsize=9)
         ax[0, i].set_xticks(range(len(data["depths"])), [str(h) for h in data["depths"]])
         ax[0, i].set_yticks(range(len(data["widths"])), [str(n) for n in data["widths"]])
         ax[0, i].set(xlabel="hidden layers H", ylabel="width N", title=f"log10 κ(H_z): {k}")
@@ -333,11 +357,15 @@ def _kappa_plot(data, params):
 _KGRID = [2, 4, 8, 16, 32, 64, 128]
 _KQUICK = dict(widths=[2, 4, 8, 16, 32], depths=[2, 4, 8, 16, 32])
 register("seed001_fig2", component=COMP, compute=_kappa_compute, plot=_kappa_plot,
-         params=dict(widths=_KGRID, depths=_KGRID, d_in=10, d_out=10, variants={"SP MLP": ("sp", "none")}),
-         quick=_KQUICK,
-         caption="Condition number of the activity Hessian of randomly initialised linear MLPs (standard "
-                 "parameterisation) over width N and hidden layers H (seed 001 Fig. 2, linear case); Lanczos + "
-                 "block-Cholesky shift-invert beyond n = 1500.",
+         params=dict(widths=_KGRID, depths=_KGRID, d_in=10, d_out=10, max_dense=4096,
+                     variants={"SP MLP linear": ("sp", "none"), "SP MLP tanh": ("sp", "none", "tanh"),
+                               "SP MLP relu": ("sp", "none", "relu")}),
+         quick=dict(_KQUICK, max_dense=1024),
+         caption="Condition number |λ_max|/|λ_min| of the activity Hessian of randomly initialised MLPs (standard "
+                 "parameterisation) over width N and hidden layers H (seed 001 Fig. 2). Linear: Lanczos + "
+                 "block-Cholesky shift-invert beyond n = 1500; tanh/ReLU: dense Hessian at the forward-pass "
+                 "activities of one random sample (N·H ≤ max_dense, blank otherwise; '−' marks a negative "
+                 "eigenvalue).",
          seed_ref="seed 001 Fig. 2")
 register("seed001_fig4", component=COMP, compute=_kappa_compute, plot=_kappa_plot,
          params=dict(widths=_KGRID, depths=_KGRID, d_in=10, d_out=10,

@@ -13,13 +13,13 @@ from .equilibrium import (Equilibrium, equilibrium, energy, rescaling, s_theta, 
                           s_seed000_eq25, s_seed000_eq104, S_seed001_eq32, seed003_fixed_point,
                           Seed003FixedPoint)
 from .hessian import (activity_hessian, ep_hessian, hessian_operator, BlockCholesky, layout, rhs,
-                      block_equilibrium)
+                      block_equilibrium, nonlinear_activity_hessian)
 
 __all__ = [
     "Net", "make_net", "forward", "output_jacobians", "Equilibrium", "equilibrium", "energy",
     "rescaling", "s_theta", "s_seed000_eq6", "s_seed000_eq25", "s_seed000_eq104", "S_seed001_eq32",
     "seed003_fixed_point", "Seed003FixedPoint", "activity_hessian", "ep_hessian", "hessian_operator",
-    "BlockCholesky", "layout", "rhs", "block_equilibrium",
+    "BlockCholesky", "layout", "rhs", "block_equilibrium", "nonlinear_activity_hessian",
 ]
 from .gradients import (pc_gradients, bp_gradients, gn_gradients, cosine, layer_cosines, total_cosine,
                         Training, train)

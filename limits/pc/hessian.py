@@ -347,3 +347,49 @@ def block_equilibrium(net: Net, X, Y, nudge=None, decay=0.0):
                        mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out,
                        nudge=nudge, method="block" if not decay else f"block (decay {decay:g})",
                        cond_S=float(ev[-1] / ev[0]), converged=bool(res < 1e-8))
+
+
+def nonlinear_activity_hessian(weights, x, y, activation, z=None, multipliers=None, skips=None,
+                               layer_weights=None, dense=False):
+    """Activity Hessian of the nonlinear PC energy for one sample at activities ``z`` (hidden layers;
+    default: the forward pass), e.g. for seed 001 Fig. 2's tanh / ReLU columns.
+
+    With ``e_l = z_l − a_l W_l φ(z_{l−1}) − τ_l z_{src}`` the Hessian is ``Σ_l λ_l J_lᵀJ_l`` with the
+    linearised maps ``a_l W_l diag(φ'(z_{l−1}))`` (exactly the linear Hessian of the effective weights)
+    plus the curvature term ``−λ_l a_l diag(φ''(z_{l−1}) ⊙ W_lᵀ e_l)`` on block l−1. φ acts on hidden
+    layers only (the input enters linearly), as in :func:`limits.pc.energy`."""
+    from .equilibrium import _phi, predictions
+    from .network import check_data, forward
+
+    net = make_net(weights, multipliers, skips, layer_weights)
+    X, Y = check_data(net, np.atleast_2d(x), np.atleast_2d(y), "x", "y")
+    if X.shape[0] != 1:
+        raise ValueError("x must be a single sample (the Hessian is per sample)")
+    act = _phi(activation)
+    if z is None:
+        hs = forward(net, X, act.phi if act is not None else None)
+        zs = [X] + hs[1:net.L] + [Y]
+    else:
+        z = [np.atleast_2d(np.asarray(v, float)) for v in z]
+        if len(z) != net.H:
+            raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)}")
+        zs = [X] + z + [Y]
+    if act is None:
+        return activity_hessian(net.W, net.a, _net_skips(net), net.lam, dense=dense)
+    Weff = [net.W[0]] + [net.W[l - 1] * act.dphi(zs[l - 1][0])[None, :] for l in range(2, net.L + 1)]
+    Hl = activity_hessian(Weff, net.a, _net_skips(net), net.lam, dense=True)
+    mus = predictions(net, zs, act)
+    lay = layout(net)
+    for l in range(2, net.L + 1):
+        e = zs[l][0] - mus[l - 1][0]
+        curv = -net.lam[l - 1] * net.a[l - 1] * act.d2phi(zs[l - 1][0]) * (net.W[l - 1].T @ e)
+        p = lay.layers.index(l - 1)
+        sl = slice(lay.offsets[p], lay.offsets[p + 1])
+        Hl[sl, sl] += np.diag(curv)
+    return Hl if dense else sp.csr_matrix(Hl)
+
+
+def _net_skips(net):
+    from .inference import _skips_arg
+
+    return _skips_arg(net)

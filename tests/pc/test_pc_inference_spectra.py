@@ -184,3 +184,30 @@ def test_block_cholesky_equals_telescoped_larger(skips):
     e2 = pc.equilibrium(W, X, Y, a, skips, method="block")
     scale = max(np.max(np.abs(z)) for z in e1.z)
     assert max(np.max(np.abs(u - v)) for u, v in zip(e1.z, e2.z)) < 1e-10 * max(1, scale)
+
+
+@pytest.mark.parametrize("act", ["tanh", "erf", "linear"])
+@pytest.mark.parametrize("skips", [None, "1-skip"])
+def test_nonlinear_activity_hessian_matches_finite_differences(act, skips):
+    import limits
+
+    rng = np.random.default_rng(13)
+    W, a = pc.init_weights(4, 3, "sp", d_in=3, d_out=2, rng=rng)
+    W = [1.5 * w for w in W]
+    x, y = rng.standard_normal(3), rng.standard_normal(2)
+    z = [rng.standard_normal((1, 4)) for _ in range(3)]
+    Hn = pc.nonlinear_activity_hessian(W, x, y, act, z=z, multipliers=a, skips=skips, dense=True)
+    n = 12
+    flat = np.concatenate([v.ravel() for v in z])
+
+    def F(v):
+        zz = [c.reshape(1, 4) for c in np.split(v, 3)]
+        return pc.energy(W, x[None], y[None], zz, multipliers=a, skips=skips, activation=act)
+
+    h = 1e-4
+    Hfd = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
+            Hfd[i, j] = (F(flat + ei + ej) - F(flat + ei - ej) - F(flat - ei + ej) + F(flat - ei - ej)) / (4 * h * h)
+    np.testing.assert_allclose(Hn, Hfd, atol=2e-6)
