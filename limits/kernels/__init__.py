@@ -14,7 +14,7 @@ Public API::
 Conventions: X is P×d_in (rows are samples) or pass K0 (P×P); read-in/read-out variances default to
 the hidden ones; ρ for a feed-forward layer multiplies the whole layer (σ² → ρ²σ²); NTK in the NTK
 parameterisation. Gaussian expectations: closed forms (erf, relu, linear) on whole Gram matrices,
-Mehler expansion with a certified tail (``hermite.py``) for smooth activations at P ≥ 8, otherwise
+Mehler expansion with a certified tail (``limits.mehler``, via ``limits.gaussian.gram``) for smooth activations at P ≥ 8, otherwise
 ``limits.gaussian``. Cost O(L P²) per recursion; memory (L+1)P² floats per stored stack (K, C, Θ;
 pass ntk=False to skip Θ). Results are frozen dataclasses with ``.save``/``.load`` and ``diagnostics``.
 """

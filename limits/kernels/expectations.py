@@ -23,23 +23,6 @@ def _closed(act, which):
     return f if callable(f) else None
 
 
-MEHLER_MIN_P = 8       # below this the per-entry engine is as fast
-
-
-def _smooth(act, K) -> bool:
-    """Use the Mehler route (limits.kernels.hermite) for smooth activations on Grams of size ≥ 8."""
-    return (bool(getattr(act, "smooth", False)) and getattr(act, "exact_derivatives", True)
-            and np.shape(K)[0] >= MEHLER_MIN_P and bool(np.all(np.isfinite(K))))
-
-
-def _mehler(act, f, K):
-    from .. import gaussian
-    from .hermite import gram_mehler
-
-    E, _ = gram_mehler(f, K, exact=lambda k11, k12, k22: gaussian.expect2(f, f, k11, k12, k22))
-    return E
-
-
 def gram(act, K):
     """P×P matrix E_{N(0,K)}[φ(u_α) φ(u_β)] (closed form on the whole matrix when the activation has
     one — no per-entry overhead — else :func:`limits.gaussian.gram`)."""
@@ -47,9 +30,7 @@ def gram(act, K):
     if f is not None:
         d = np.diag(K)
         E = np.asarray(f(d[:, None], K, d[None, :]), dtype=np.float64)
-    elif _smooth(act, K):
-        E = _mehler(act, act.phi, K)
-    else:
+    else:  # Mehler series with certified tail for smooth φ (limits.mehler), quadrature otherwise
         from .. import gaussian
 
         E = np.asarray(gaussian.gram(act, K), dtype=np.float64)
@@ -62,8 +43,6 @@ def dgram(act, K):
     if f is not None:
         d = np.diag(K)
         G = np.asarray(f(d[:, None], K, d[None, :]), dtype=np.float64)
-    elif _smooth(act, K):
-        G = _mehler(act, act.dphi, K)
     else:
         from .. import gaussian
 
