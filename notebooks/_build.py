@@ -737,7 +737,7 @@ print("z:", np.round((ms - th) / ss, 2), "| fitted slope", loglog_fit(Ns, ms, ss
 $L\big((1+1/L)^{L-1}-1\big)/(\gamma_0^2N)$, which tends to $(e-1)L/N$ only as $L\to\infty$.
 """),
         ("code", '''
-grid = [(32, 4), (32, 8), (32, 16), (64, 16), (128, 16)] if QUICK else [(64, 4), (64, 8), (64, 16), (64, 32), (128, 32), (256, 32), (256, 64)]
+grid = [(32, L_) for L_ in (4, 8, 16, 32)] if QUICK else [(128, L_) for L_ in (4, 8, 16, 32, 64, 128)]   # fixed N, L varies
 reps_r = 10 if QUICK else 30
 Dr = 10
 rows = []
@@ -752,7 +752,7 @@ x, mr, sr, exact, asym = np.array(rows).T
 o = np.argsort(x)
 with paper_style():
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
-    theory_vs_finite(ax, x[o], exact[o], mr[o], sr[o], label="exact init mean", finite_label=f"finite ResNets, {reps_r} inits")
+    theory_vs_finite(ax, x[o], exact[o], mr[o], sr[o], label="exact init mean", finite_label=f"finite ResNets, N={grid[0][0]}, {reps_r} inits")
     ax.plot(x[o], asym[o], "k--", label="(e−1) L/N (Eq. 19, L → ∞)")
     ax.set(xscale="log", yscale="log", xlabel="L / N", ylabel="s(θ) − 1", title="MF linear ResNet, α = 1/2")
     ax.legend(); show(fig)
