@@ -624,9 +624,8 @@ does **not** shrink from $L=4$ to $L=64$ (or 256 in full mode): the fitted log�
 Cor. 1's slope −1 is outside its confidence interval, and the $a+b/L$ extrapolation to $L=\infty$ leaves a gap
 many standard errors from 0. A first-order argument agrees: the reused-weight correction is $O(T/L)$ per layer
 but adds up over $L$ layers. In section 3 the decoupled finite networks match the NFD particles, and the paired
-(common-random-number) gap between coupled and decoupled finite networks is printed at one depth; in quick mode
-it is small next to the per-network scatter, so the infinite-width particle comparison of section 4 is the
-sharper test. The validation case `limits validate nfd` ("GIA at infinite width") and the
+(common-random-number) gap between coupled and decoupled finite networks is printed at one depth, for comparison
+with the infinite-width gap of section 4 (the sharper test: no finite-width noise). The validation case `limits validate nfd` ("GIA at infinite width") and the
 figure `nfd_gia_limit` record the full-size numbers; freezing the input layer (`train_input_layer=False`)
 shrinks the gap by the factor printed in section 4, again without a clear decay in $L$.
 
@@ -1225,7 +1224,8 @@ display(Markdown(Report(tuple(cases)).to_markdown("Seed 003: checks of this note
 ## Where our measurement disagrees with the paper
 
 * **NTK-type exponents for PC (Eq. S.71–S.74).** Taken literally at $\bar\gamma_L = -1/2$ ($c_L = 1$) they are not stable: the constraint
-  solver predicts a read-out update growing like $N^{1/2}$, and finite networks show it (below). The solver's own NTK-type
+  solver predicts a read-out update growing like $N^{1/2}$, and the finite networks below follow that slope (fitted slope and
+  95% CI printed; the CI is wide in quick mode). The solver's own NTK-type
   parameterisation has $c_L = 1-\bar\gamma_L = 3/2$ and keeps the read-out update bounded.
 * **Eq. 16 upper limit.** As printed, the sum in Eq. 16 runs over $i = 2..l-1$; it must run to $l$. With the printed limit the
   hidden activity at $l = 2$ misses a term (section 2 prints the error), while the corrected sum matches the equilibrium to rounding.
