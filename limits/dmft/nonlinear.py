@@ -3,13 +3,15 @@
 Single-site equations on the time grid (left sums, exact for GD with step dt), layer l = 1..L:
 
     h^l(t) = u^l(t) + Σ_{s<t} C^l(t,s) g^l(s),     C^l = γ0 dt [A^{l−1} + Φ^{l−1} Δ]
-    z^l(t) = r^l(t) + Σ_{s<t} D^l(t,s) φ(h^l(s)),  D^l = γ0 dt [B^l + G^{l+1} Δ]
+    z^l(t) = r^l(t) + Σ_{s≤t} D^l(t,s) φ(h^l(s)),  D^l = γ0 dt [B^l + G^{l+1} Δ]   (ΔG part: s < t)
     g^l = φ'(h^l) z^l,   u^l ~ N(0, Φ^{l−1}),  r^l ~ N(0, G^{l+1}),  Φ⁰ = K^x, G^{L+1} = 1, A⁰ = B^L = 0
 
 One sweep: (i) per layer draw M source paths from the current kernels (eigen-factor, rank deficiency
 tolerated: eigenvalues ≤ rcond·λ_max dropped), (ii) march every path causally in time,
 (iii) Φ^l = ⟨φφᵀ⟩, G^l = ⟨ggᵀ⟩ and responses by Stein's lemma, γ0 dt A^l = ⟨φ(h^l) r^lᵀ⟩ Σ_r⁺,
-γ0 dt B^{l−1} = ⟨g^l u^lᵀ⟩ Σ_u⁺ (masked to be strictly causal), (iv) the readout
+γ0 dt B^{l−1} = ⟨g^l u^lᵀ⟩ Σ_u⁺ (A strictly causal; B causal *including* the equal-time block
+B(t,t) = diag⟨φ''(h^l(t)) z^l(t)⟩, since g^l(t) depends on u^l(t) directly — zero for linear φ),
+(iv) the readout
 ``f(t) = γ0⁻¹⟨z^L(t)φ(h^L(t)) − z^L(0)φ(h^L(0))⟩`` (z^L = w(t); the t = 0 term has mean zero and
 is subtracted as a control variate, so the MC error does not blow up as γ0 → 0), Δ = y − f,
 (v) damped update X ← (1−β)X + βX_new. The standard normals behind the samples are drawn once
@@ -92,13 +94,14 @@ def _march_paths(act, u, r, C, D, P, n_t):
     for t in range(n_t):
         k0, k1 = t * P, (t + 1) * P
         ht = u[:, k0:k1].copy()
-        zt = r[:, k0:k1].copy()
         if t > 0:
             ht += g[:, :k0] @ C[k0:k1, :k0].T
-            zt += ph[:, :k0] @ D[k0:k1, :k0].T
         h[:, k0:k1] = ht
-        z[:, k0:k1] = zt
         ph[:, k0:k1] = act.phi(ht)
+        # D carries the equal-time response block B(t, t) = diag⟨φ''(h^{l+1}) z^{l+1}⟩ (nonzero for
+        # nonlinear φ), so z(t) uses φ(h(s)) for s ≤ t
+        zt = r[:, k0:k1] + ph[:, :k1] @ D[k0:k1, :k1].T
+        z[:, k0:k1] = zt
         g[:, k0:k1] = act.dphi(ht) * zt
     return ph, g, z
 
@@ -126,16 +129,16 @@ def _responses(act, u, r, C, D, P, n_t, want_A, want_B, chunk=256):
         for t in range(n_t):
             k0, k1 = t * P, (t + 1) * P
             ht = uc[:, k0:k1].copy()
-            zt = rc[:, k0:k1].copy()
             if t > 0:
                 ht += g[:, :k0] @ C[k0:k1, :k0].T
-                zt += ph[:, :k0] @ D[k0:k1, :k0].T
-            h[:, k0:k1], z[:, k0:k1] = ht, zt
+            h[:, k0:k1] = ht
             ph[:, k0:k1] = act.phi(ht)
+            zt = rc[:, k0:k1] + ph[:, :k1] @ D[k0:k1, :k1].T
+            z[:, k0:k1] = zt
             d1 = act.dphi(ht)
             d2 = act.d2phi(ht)
             g[:, k0:k1] = d1 * zt
-            dprev = act.dphi(h[:, :k0]) if t > 0 else None
+            dnow = act.dphi(h[:, :k1])
             for k in srcs:
                 th = np.zeros((m, P, n))
                 tz = np.zeros((m, P, n))
@@ -145,8 +148,9 @@ def _responses(act, u, r, C, D, P, n_t, want_A, want_B, chunk=256):
                     tz[:, :, k0:k1] += np.eye(P)[None]
                 if t > 0:
                     th += np.matmul(C[None, k0:k1, :k0], Tg[k][:, :k0, :])
-                    tz += np.matmul(D[None, k0:k1, :k0], dprev[:, :, None] * Th[k][:, :k0, :])
-                Th[k][:, k0:k1], Tz[k][:, k0:k1] = th, tz
+                Th[k][:, k0:k1] = th
+                tz += np.matmul(D[None, k0:k1, :k1], dnow[:, :, None] * Th[k][:, :k1, :])
+                Tz[k][:, k0:k1] = tz
                 Tg[k][:, k0:k1] = (d2 * zt)[:, :, None] * th + d1[:, :, None] * tz
         if want_A:
             A += np.sum(act.dphi(h)[:, :, None] * Th["r"], axis=0)
@@ -167,6 +171,7 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
     Kt = tile(Kx)
     ones = np.ones((n, n))
     strict_mask = np.kron(np.tril(np.ones((n_t, n_t)), -1), np.ones((P, P)))
+    causal_mask = np.kron(np.tril(np.ones((n_t, n_t))), np.ones((P, P)))     # includes s = t blocks
     Phi0, G0 = lazy_kernels(act, Kx, L, linear=linear)
     Phi = [tile(K) for K in Phi0]
     G = [tile(K) for K in G0]
@@ -197,7 +202,7 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
             u = Zu[l] @ Fu.T
             r = Zr[l] @ Fr.T
             C = (g0dt * Su * Dv[None, :] + (ar[l - 1] if l else 0.0)) * strict_mask
-            D = (g0dt * Sr * Dv[None, :] + (bu[l + 1] if l + 1 < L else 0.0)) * strict_mask
+            D = g0dt * Sr * Dv[None, :] * strict_mask + (bu[l + 1] * causal_mask if l + 1 < L else 0.0)
             ph, gg, z = _march_paths(act, u, r, C, D, P, n_t)
             newPhi[l] = ph.T @ ph / M
             newG[l] = gg.T @ gg / M
@@ -209,12 +214,12 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
                 if want_A:
                     newar[l] = Aj * strict_mask
                 if want_B:
-                    newbu[l] = Bj * strict_mask
+                    newbu[l] = Bj * causal_mask
             elif responses == "stein":
                 if want_A:
                     newar[l] = ((ph.T @ Zr[l]) / M @ Fr_p) * strict_mask
                 if want_B:
-                    newbu[l] = ((gg.T @ Zu[l]) / M @ Fu_p) * strict_mask
+                    newbu[l] = ((gg.T @ Zu[l]) / M @ Fu_p) * causal_mask
             if l == L - 1:
                 prod = (z * ph).reshape(M, n_t, P)
                 cen = (prod - prod[:, :1, :]) / gamma0

@@ -9,9 +9,10 @@ GD with rate γ0² N on ½Σ_μΔ_μ² (step dt). Single-site equations (left su
 
     h¹(t)      = u¹ + γ0 dt Σ_{s<t} K^x Δ(s) g¹(s)
     h^{l+1}(t) = h^l(t) + β [u^{l+1}(t) + Σ_{s<t} (R_A^l + γ0 β dt Φ^l Δ)(t,s) g^{l+1}(s)]
-    z^l(t)     = r^l(t) + Σ_{s<t} (R_B^l + γ0 β dt G^{l+1} Δ)(t,s) φ(h^l(s)),   z^L = w(t)
+    z^l(t)     = r^l(t) + Σ_{s≤t} R_B^l(t,s) φ(h^l(s)) + γ0 β dt Σ_{s<t} (G^{l+1} Δ)(t,s) φ(h^l(s)),  z^L = w(t)
     g^L = φ'(h^L) z^L,   g^l = g^{l+1} + β φ'(h^l) z^l
-    R_A^l = ⟨∂φ(h^l(t))/∂r^l(s)⟩,  R_B^l = ⟨∂g^{l+1}(t)/∂u^{l+1}(s)⟩,  u^{l+1} ~ N(0, Φ^l),  r^l ~ N(0, G^{l+1})
+    R_A^l = ⟨∂φ(h^l(t))/∂r^l(s)⟩ (s < t),  R_B^l = ⟨∂g^{l+1}(t)/∂u^{l+1}(s)⟩ (s ≤ t: g^{l+1}(t) depends on
+    u^{l+1}(t) directly),  u^{l+1} ~ N(0, Φ^l),  r^l ~ N(0, G^{l+1})
 
 The residual stream couples every layer of a path, so all layers are marched jointly in time;
 responses are averaged pathwise Jacobians (forward-mode tangents), which limits this solver to
@@ -71,8 +72,7 @@ def _march(act, src, ops, P, n_t, L, beta, fam=None):
         for k in range(L - 1, -1, -1):
             D = ops["DL"] if k == L - 1 else ops["Dz"][k]
             zt = (w0[:, k0:k1] if k == L - 1 else rs[k][:, k0:k1]).copy()
-            if t > 0:
-                zt += ph[k][:, :k0] @ D[k0:k1, :k0].T
+            zt += ph[k][:, :k1] @ D[k0:k1, :k1].T       # D includes the equal-time response block
             z[k][:, k0:k1] = zt
             d1 = dph[k][:, k0:k1]
             if k == L - 1:
@@ -83,8 +83,7 @@ def _march(act, src, ops, P, n_t, L, beta, fam=None):
                 tz = np.zeros((m, P, n))
                 if fam == ("r", k):
                     tz[:, :, k0:k1] += I[None]
-                if t > 0:
-                    tz += np.matmul(D[None, k0:k1, :k0], dph[k][:, :k0, None] * Th[k][:, :k0, :])
+                tz += np.matmul(D[None, k0:k1, :k1], dph[k][:, :k1, None] * Th[k][:, :k1, :])
                 Tz[k][:, k0:k1] = tz
                 d2 = act.d2phi(h[k][:, k0:k1])
                 tg = (d2 * zt)[:, :, None] * Th[k][:, k0:k1, :] + d1[:, :, None] * tz
@@ -128,6 +127,7 @@ def solve_residual_mc(act, Kx, y, depth, gamma0, beta0, dt, n_steps, M=2000, rng
     tile = lambda K: np.kron(np.ones((n_t, n_t)), K)  # noqa: E731
     Kt = tile(Kx)
     strict_m = np.kron(np.tril(np.ones((n_t, n_t)), -1), np.ones((P, P)))
+    causal_m = np.kron(np.tril(np.ones((n_t, n_t))), np.ones((P, P)))
     # initial kernels: run the march once with all operators zero (t-independent fields)
     Phi = [None] * L
     G = [None] * L
@@ -161,7 +161,8 @@ def solve_residual_mc(act, Kx, y, depth, gamma0, beta0, dt, n_steps, M=2000, rng
         ops = {"C0": g0dt * Kt * Dv[None, :] * strict_m,
                "Ch": [None] + [beta * (RA[k - 1] + g0dt * beta * Phi[k - 1] * Dv[None, :]) * strict_m
                                for k in range(1, L)],
-               "Dz": [(RB[k] + g0dt * beta * G[k + 1] * Dv[None, :]) * strict_m for k in range(L - 1)] + [None],
+               "Dz": [RB[k] * causal_m + g0dt * beta * G[k + 1] * Dv[None, :] * strict_m for k in range(L - 1)]
+               + [None],
                "DL": g0dt * np.ones((n, n)) * Dv[None, :] * strict_m}
         try:
             src = sources(Phi, G)
@@ -186,7 +187,7 @@ def solve_residual_mc(act, Kx, y, depth, gamma0, beta0, dt, n_steps, M=2000, rng
                 tb = _march(act, sub, ops, P, n_t, L, beta, fam=("u", j + 1))
                 nRB[j] += np.sum(tb["Tg"][j + 1], axis=0)
             nRA[j] = nRA[j] / M * strict_m
-            nRB[j] = nRB[j] / M * strict_m
+            nRB[j] = nRB[j] / M * causal_m
         Dn = y[None, :] - fn
         res = max(float(np.max(np.abs(Dn - Delta))),
                   *(float(np.max(np.abs(a - b))) for a, b in zip(nPhi + nG + nRA + nRB, Phi + G + RA + RB)))

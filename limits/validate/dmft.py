@@ -9,8 +9,8 @@ averaging over S seeds (standard errors over seeds).
 
 Statistics: per network the RMS deviation from the DMFT trajectory, e(N) = rms_{t,μ}(f_N − f_∞)
 (with the DMFT's Monte Carlo variance, estimated from R replicas, subtracted), is averaged over seeds and fitted on a log–log scale against N (expected slope −½, the
-fluctuation scale); the seed-mean trajectory at the largest N is z-tested against the DMFT curve
-(the Monte Carlo error of the nonlinear DMFT, from R independent replicas, is added in quadrature).
+fluctuation scale); the seed-mean outputs at the final time and the largest N are z-tested against the DMFT (the
+Monte Carlo error of the nonlinear DMFT, from R = 8 independent replicas, added in quadrature).
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def _toy(P, D, seed):
 def _case(name, res, detail):
     se = np.sqrt(res["f_last_se"] ** 2 + res["f_inf_se"] ** 2)
     fit = res["fit"]
-    c = Case.statistical("dmft", name, res["f_inf"][1:], res["f_last_mean"][1:], se[1:], rate=fit,
+    # z-test on the final-time outputs (P entries: few comparisons, so |z| ≤ 4 is a real test)
+    c = Case.statistical("dmft", name, res["f_inf"][-1], res["f_last_mean"][-1], se[-1], rate=fit,
                          rate_expected=-0.5,
                          detail=detail + f"; rms gap per net {np.array2string(res['rms'], precision=4)} at N = "
                                          f"{list(res['widths'])}; slope {fit.slope:+.3f} "
@@ -100,7 +101,7 @@ CASES = {
                                                                     [128, 256, 512, 1024, 2048],
                                                                     [128, 256, 512, 1024], 8, 6),
     "two-layer tanh, γ0 = 1": (1, "tanh", 4, 6, 1.0, 0.1, 10, [256, 512, 1024, 2048, 4096],
-                               [128, 256, 512, 1024, 2048], 16, 12),
+                               [128, 256, 512, 1024, 2048], 16, 16),
     "three-layer tanh (depth 2), γ0 = 1": (2, "tanh", 3, 5, 1.0, 0.1, 8, [128, 256, 512, 1024, 2048],
                                            [128, 256, 512, 1024], 12, 8),
 }
@@ -112,7 +113,8 @@ def _make(name):
     def run(rng, quick):
         X, y = _toy(P, D, 7)
         res = convergence_study(X, y, depth, act, g0, dt, steps, wq if quick else wf, Sq if quick else Sf,
-                                M=2000 if quick else 8000, replicas=4, seed=int(rng.integers(2**31)))
+                                M=(4000 if depth == 1 else 2000) if quick else 8000, replicas=8,
+                                seed=int(rng.integers(2**31)))
         return _case(name, res, f"P={P}, D={D}, dt=η0={dt}, {steps} GD steps, centred outputs")
 
     return run
