@@ -104,7 +104,8 @@ class Training(Result):
 
 def train(weights, X, Y, objective="pc", optimizer="gd", lr=0.01, steps=100, multipliers=None, skips=None,
           layer_weights=None, adam_betas=(0.9, 0.999), adam_eps=1e-8, record_every=1) -> Training:
-    """Train the raw weights by GD (small ``lr`` ≈ gradient flow with dt = lr) or Adam on F*
+    """Train the raw weights by GD, Adam, or gradient flow (``optimizer="flow"``: RK45 with ``lr`` as the
+    time unit of one step) on F*
     (``objective="pc"``, PC with equilibrated activities) or the MSE (``"bp"``), recording MSE, F*,
     s(θ) and PC–BP cosines. Raises ``ValueError`` if the loss becomes non-finite (divergence)."""
     from ._threads import blas_threads
@@ -118,11 +119,13 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
            adam_eps, record_every):
     if objective not in ("pc", "bp"):
         raise ValueError(f"objective must be 'pc' or 'bp', got {objective!r}")
-    if optimizer not in ("gd", "adam"):
-        raise ValueError(f"optimizer must be 'gd' or 'adam', got {optimizer!r}")
+    if optimizer not in ("gd", "adam", "flow"):
+        raise ValueError(f"optimizer must be 'gd', 'adam' or 'flow', got {optimizer!r}")
     if not (np.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be > 0, got {lr}")
     net, X, Y = _prep(weights, X, Y, multipliers, skips, layer_weights, None)
+    if optimizer == "flow":
+        return _train_flow(net, X, Y, objective, lr, steps, multipliers, skips, layer_weights, record_every)
     W = [w.copy() for w in net.W]
     m = [np.zeros_like(w) for w in W]
     v = [np.zeros_like(w) for w in W]
@@ -161,3 +164,41 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
             raise ValueError(f"training diverged at step {t} (non-finite weights; lr = {lr} too large?)")
     return Training(objective, optimizer, float(lr), int(steps), np.array(rec["mse"]), np.array(rec["energy"]),
                     np.array(rec["s"]), np.array(rec["cos"]), np.array(rec["cos_total"]), W, True)
+
+
+def _train_flow(net, X, Y, objective, dt, steps, multipliers, skips, layer_weights, record_every):
+    """Gradient flow dW/dt = −∇ (F* or MSE) integrated by adaptive RK45 (rtol 1e-9) to T = steps·dt,
+    recorded every ``record_every·dt`` (the GD run with lr = dt is its Euler discretisation)."""
+    from scipy.integrate import solve_ivp
+
+    shapes = [w.shape for w in net.W]
+    sizes = [int(np.prod(sh)) for sh in shapes]
+
+    def unflat(v):
+        return [c.reshape(sh) for c, sh in zip(np.split(v, np.cumsum(sizes)[:-1]), shapes)]
+
+    def rhs(t, v):
+        W = unflat(v)
+        g = pc_gradients(W, X, Y, multipliers, skips, layer_weights) if objective == "pc" else \
+            bp_gradients(W, X, Y, multipliers, skips)
+        return -np.concatenate([x.ravel() for x in g])
+
+    ts = np.arange(0, steps + 1, record_every) * dt
+    if ts[-1] < steps * dt:
+        ts = np.append(ts, steps * dt)
+    sol = solve_ivp(rhs, (0.0, steps * dt), np.concatenate([w.ravel() for w in net.W]), t_eval=ts,
+                    rtol=1e-9, atol=1e-12, method="RK45")
+    if not sol.success:
+        raise ValueError(f"gradient-flow integration failed: {sol.message}")
+    rec = {"mse": [], "energy": [], "s": [], "cos": [], "cos_total": []}
+    for k in range(sol.y.shape[1]):
+        W = unflat(sol.y[:, k])
+        e = _telescoped(make_net(W, multipliers, skips, layer_weights), X, Y, None)
+        gp = pc_gradients(W, X, Y, multipliers, skips, layer_weights)
+        gb = bp_gradients(W, X, Y, multipliers, skips)
+        rec["mse"].append(e.mse); rec["energy"].append(e.energy)
+        rec["s"].append(float(np.linalg.eigvalsh(e.S)[-1]))
+        rec["cos"].append(layer_cosines(gp, gb)); rec["cos_total"].append(total_cosine(gp, gb))
+    return Training(objective, "flow", float(dt), int(steps), np.array(rec["mse"]), np.array(rec["energy"]),
+                    np.array(rec["s"]), np.array(rec["cos"]), np.array(rec["cos_total"]), unflat(sol.y[:, -1]),
+                    bool(sol.success))

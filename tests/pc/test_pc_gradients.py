@@ -121,3 +121,17 @@ def test_training_pc_and_bp_gd_and_adam():
             assert np.all(tr.energy <= tr.mse + 1e-15)             # F* = MSE/s ≤ MSE
     with pytest.raises(ValueError, match="diverged"):
         pc.train(W, X, Y, objective="bp", lr=1e4, steps=50)
+
+
+def test_gradient_flow_is_the_small_step_limit_of_gd():
+    rng = np.random.default_rng(6)
+    W = rand_net(rng, [3, 5, 5, 1], 1.0)
+    X, Y = rng.standard_normal((6, 3)), rng.standard_normal((6, 1))
+    T = 0.5
+    fl = pc.train(W, X, Y, objective="pc", optimizer="flow", lr=T / 4, steps=4, record_every=4)
+    errs = []
+    for n in (50, 100, 200):
+        gd = pc.train(W, X, Y, objective="pc", optimizer="gd", lr=T / n, steps=n, record_every=n)
+        errs.append(abs(gd.energy[-1] - fl.energy[-1]))
+    assert errs[1] < 0.6 * errs[0] and errs[2] < 0.6 * errs[1]        # Euler error O(dt)
+    assert errs[2] < 1e-3 * fl.energy[0]
