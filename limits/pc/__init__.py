@@ -8,7 +8,7 @@ envelope theorem, iterative inference, spectra and conditioning at scale.
 
 Conventions: samples are rows; ε_l := z_l − prediction_l; r := y − f(x); energies use 1/B.
 """
-from .network import Net, make_net, forward, output_jacobians
+from .network import Net, make_net, forward, output_jacobians, with_dummy_latents
 from .equilibrium import (Equilibrium, equilibrium, energy, rescaling, s_theta, s_seed000_eq6,
                           s_seed000_eq25, s_seed000_eq104, S_seed001_eq32, seed003_fixed_point,
                           Seed003FixedPoint)
@@ -16,7 +16,7 @@ from .hessian import (activity_hessian, ep_hessian, hessian_operator, BlockChole
                       block_equilibrium, nonlinear_activity_hessian)
 
 __all__ = [
-    "Net", "make_net", "forward", "output_jacobians", "Equilibrium", "equilibrium", "energy",
+    "Net", "make_net", "forward", "output_jacobians", "with_dummy_latents", "Equilibrium", "equilibrium", "energy",
     "rescaling", "s_theta", "s_seed000_eq6", "s_seed000_eq25", "s_seed000_eq104", "S_seed001_eq32",
     "seed003_fixed_point", "Seed003FixedPoint", "activity_hessian", "ep_hessian", "hessian_operator",
     "BlockCholesky", "layout", "rhs", "block_equilibrium", "nonlinear_activity_hessian",

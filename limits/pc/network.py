@@ -221,3 +221,18 @@ def output_jacobians(net: Net) -> list[np.ndarray]:
                 g = g + net.tau[m - 1] * G[m]
         G[l] = g
     return G
+
+
+def with_dummy_latents(weights, multipliers=None, input=False, output=True):
+    """Add "dummy" end latents (seed 001 §A.2.1): ``F_0 = ½‖x − z_0‖²`` and/or ``F_L = ½‖y − z_L‖²``
+    are identity layers prepended / appended to the chain, so the old end activities become free
+    (the output dummy adds a diagonal block ``2I`` to H_z). Returns ``(weights, multipliers)``."""
+    W = [np.asarray(w, float) for w in weights]
+    a = [1.0] * len(W) if multipliers is None else [float(v) for v in np.broadcast_to(multipliers, (len(W),))]
+    if input:
+        W = [np.eye(W[0].shape[1])] + W
+        a = [1.0] + a
+    if output:
+        W = W + [np.eye(W[-1].shape[0])]
+        a = a + [1.0]
+    return W, np.array(a)

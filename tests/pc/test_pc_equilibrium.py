@@ -302,3 +302,14 @@ def test_telescoped_is_accurate_where_hessian_is_ill_conditioned():
     assert np.abs(z1 - zref).max() <= 1e-12 * np.abs(zref).max()
     assert e.cond_S < 1e3
     assert pc.extreme_eigenvalues(W, a, "1-skip").kappa > 1e6
+
+
+def test_dummy_output_latent_adds_2I_block():
+    rng = np.random.default_rng(41)
+    W = rand_net(rng, [3, 4, 4, 2])
+    W2, a2 = pc.with_dummy_latents(W, output=True)
+    Hd = pc.activity_hessian(W2, a2, dense=True)
+    np.testing.assert_allclose(Hd[-2:, -2:], 2 * np.eye(2), atol=0)
+    X, Y = rng.standard_normal((2, 3)), rng.standard_normal((2, 2))
+    e = pc.equilibrium(W2, X, Y, a2)
+    assert e.S.shape == (2, 2) and e.energy <= pc.equilibrium(W, X, Y).energy + 1e-15   # S_new = S_old + I
