@@ -103,7 +103,7 @@ CASES = {
     "two-layer tanh, γ0 = 1": (1, "tanh", 4, 6, 1.0, 0.1, 10, [256, 512, 1024, 2048, 4096],
                                [128, 256, 512, 1024, 2048], 16, 16),
     "three-layer tanh (depth 2), γ0 = 1": (2, "tanh", 3, 5, 1.0, 0.1, 8, [128, 256, 512, 1024, 2048],
-                                           [128, 256, 512, 1024], 12, 8),
+                                           [128, 256, 512, 1024], 16, 16),
 }
 
 
@@ -113,7 +113,7 @@ def _make(name):
     def run(rng, quick):
         X, y = _toy(P, D, 7)
         res = convergence_study(X, y, depth, act, g0, dt, steps, wq if quick else wf, Sq if quick else Sf,
-                                M=(4000 if depth == 1 else 2000) if quick else 8000, replicas=8,
+                                M=(4000 if depth == 1 else 3000) if quick else 8000, replicas=8,
                                 seed=int(rng.integers(2**31)))
         return _case(name, res, f"P={P}, D={D}, dt=η0={dt}, {steps} GD steps, centred outputs")
 
