@@ -38,6 +38,8 @@ def _concrete_cli_examples():
         cmd = m.group(1)
         if any(tok in cmd for tok in ("NAME", "COMPONENT", "…", "[", "|")) or cmd.strip() in ("limits", "limits run"):
             continue
+        if cmd.startswith(("limits figure ", "limits validate")):
+            continue          # expensive; figure names are checked by test_figure_names_in_readme_exist
         cmds.append(cmd)
     return sorted(set(cmds))
 
@@ -50,3 +52,21 @@ def test_cli_examples_in_readme_work(cmd, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (cmd, proc.stderr[-2000:])
     assert proc.stdout.strip()
+    assert EXPECTED_OUTPUT.get(cmd, "") in proc.stdout
+
+
+# what the README says these commands show
+EXPECTED_OUTPUT = {"limits table NTK --algorithm tp": "no kernel regime exists",
+                   "limits critical-line tanh --sigma-b2 0.05": "1.76095"}
+
+
+def test_figure_names_in_readme_exist():
+    import limits.gallery as gallery
+
+    names = set()
+    for m in re.finditer(r"`limits figure ([^`]*)`", _text()):
+        names |= {t for t in m.group(1).split() if not t.startswith("-") and t != "NAME"}
+    names |= set(re.findall(r"figures/([A-Za-z0-9_]+)\.png", _text()))
+    assert names
+    missing = names - set(gallery.figures())
+    assert not missing, missing
