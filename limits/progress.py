@@ -7,7 +7,7 @@ import sys
 
 def progress(iterable=None, total=None, desc=None, disable=None, **kwargs):
     """``tqdm`` wrapper. Disabled automatically in CI/non-TTY runs or with ``LIMITS_PROGRESS=0``."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm          # plain text bar (tqdm.auto needs ipywidgets inside Jupyter)
 
     if disable is None:
         env = os.environ.get("LIMITS_PROGRESS")

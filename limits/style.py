@@ -38,10 +38,14 @@ def _rc():
 
 
 def pyplot():
-    """Import ``matplotlib.pyplot`` on the non-interactive Agg backend."""
+    """Import ``matplotlib.pyplot`` — on the non-interactive Agg backend, except inside a Jupyter
+    kernel, whose inline backend is left alone so figures still display."""
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg", force=False)
+    if "ipykernel" not in sys.modules:
+        matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     return plt
