@@ -54,7 +54,7 @@ def cmd_run(args):
     from . import gallery
 
     for name in gallery.default_names():
-        made = gallery.make(name, quick=args.quick, outdir=outdir)
+        made = gallery.make(name, quick=not args.full, outdir=outdir)
         lines.append(f"figure {name}: {made.paths['png']} ({'cached' if made.cached else f'{made.wall_time_s:.1f}s'})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
     print("\n".join(lines))
@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("run", help="main job: default tables and figures into figures/")
     s.add_argument("--outdir", default="figures")
-    s.add_argument("--quick", action="store_true", help="small, fast variants of the figures")
+    s.add_argument("--full", action="store_true",
+                   help="paper-sized figures (default: the quick variants, about a minute in all)")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/NAME.npz/.json → .png/.pdf)")

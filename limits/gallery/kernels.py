@@ -70,7 +70,7 @@ def _fig2_plot(data, p):
     return fig
 
 
-register("seed004_fig2", component=COMP, compute=_fig2_compute, plot=_fig2_plot,
+register("seed004_fig2", component=COMP, default=True, compute=_fig2_compute, plot=_fig2_plot,
          params=dict(L=20, N=500, d=100, sigma_w2=1.2, sigma_b2=0.2, rho=1.0, inits=1000, fd_inits=200),
          quick=dict(L=8, N=200, inits=200, fd_inits=40),
          caption="Residual kernels C^l (off-diagonal entry of a 2-sample Gram) and response η^l, ResNet vs "

@@ -450,7 +450,7 @@ register("nfd_gia", component="nfd",
          caption="GIA: coupled − decoupled final test output (tanh, d = 10, T = 1, η̄ = 1, online SGD), common "
                  "random numbers; left vs width, right extrapolated n → ∞ vs depth.",
          seed_ref="seed 002 Cor. 1, Fig. 4; nfd.md §5")
-register("nfd_gia_limit", component="nfd",
+register("nfd_gia_limit", component="nfd", default=True,
          compute=_wrap(gia_limit_study, ("Ls", "M", "n_seeds", "K", "train_input_layer")), plot=_plot_gia_limit,
          params={"Ls": [4, 16, 64, 256], "M": 4096, "n_seeds": 6, "K": 4, "train_input_layer": True},
          quick={"Ls": [4, 16, 64], "M": 1024, "n_seeds": 3, "K": 3},

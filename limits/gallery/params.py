@@ -78,7 +78,7 @@ register("params_coordcheck_width", component="params", compute=_width_compute, 
          caption="One GD step (η0 = 0.05, tanh, L = 3, P = 8, d = 16) at widths 2^6…2^11, 8 seeds: fitted "
                  "log–log slopes (largest 4 widths, 95% CI) vs the symbolic exponents of limits.params "
                  "(μP/MF Θ(1), NTK N^{-1/2} features; SP output N^{1}).",
-         seed_ref="params.md §5; seed 000 Table 2; TP4 Table 1", default=False)
+         seed_ref="params.md §5; seed 000 Table 2; TP4 Table 1", default=True)
 
 
 def _depth_compute(params, rng):
