@@ -1,0 +1,90 @@
+"""BLAS thread control for loops of many small matrix products (simulators, block solvers, DMFT).
+
+On a shared machine multi-threaded OpenBLAS spin-waits and can be 10–100× slower than one thread
+on small products (measured: block Cholesky at N = H = 128 took 11.5 s CPU with the default
+threads, 0.11 s with one). ``blas_threads(n)`` sets the thread count of every loaded OpenBLAS
+(numpy's and scipy's, found in ``/proc/self/maps`` or next to numpy) via ctypes and restores it
+afterwards — a no-op where none is found. The default ``n`` is ``$LIMITS_BLAS_THREADS`` (1).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import glob
+import os
+
+_LIBS = None
+_NAMES = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+          ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+          ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+          ("openblas_set_num_threads", "openblas_get_num_threads"))
+
+
+def _candidate_paths():
+    import numpy
+    import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
+
+    paths = set()
+    try:
+        with open("/proc/self/maps") as fh:
+            paths |= {ln.split()[-1] for ln in fh if "openblas" in ln and ".so" in ln.split()[-1]}
+    except OSError:
+        pass
+    here = os.path.dirname(numpy.__file__)
+    paths |= set(glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas*")))
+    paths |= set(glob.glob(os.path.join(here, ".libs", "*openblas*")))
+    return sorted(paths)
+
+
+def _libs():
+    global _LIBS
+    if _LIBS is not None:
+        return _LIBS
+    _LIBS = []
+    for path in _candidate_paths():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name, get_name in _NAMES:
+            if hasattr(lib, set_name) and hasattr(lib, get_name):
+                setter, getter = getattr(lib, set_name), getattr(lib, get_name)
+                setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
+                _LIBS.append((setter, getter))
+                break
+    return _LIBS
+
+
+def default_threads() -> int:
+    try:
+        return int(os.environ.get("LIMITS_BLAS_THREADS", "1"))
+    except ValueError:
+        return 1
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None = None):
+    """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1)."""
+    n = default_threads() if n is None else int(n)
+    libs = _libs() if n > 0 else []
+    old = []
+    try:
+        for setter, getter in libs:
+            old.append((setter, int(getter())))
+            setter(n)
+        yield
+    finally:
+        for setter, value in old:
+            setter(value)
+
+
+def limit_blas(fn):
+    """Decorator: run ``fn`` inside :func:`blas_threads`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with blas_threads():
+            return fn(*args, **kwargs)
+
+    return wrapper
