@@ -68,11 +68,12 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     eta[0] = chi[0] = N / arch.d_in
     exploded = -1
     fused = str(getattr(act, "name", "")) == "erf"
+    W = np.empty((P, P)) if fused else None                   # scratch reused by every fused layer
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             Kp = Ks[l - 1]
             if fused:
-                _erf_step(Kp, chi[l - 1], eta[l - 1], Ks[l], eta[l], chi[l], arch)
+                _erf_step(Kp, chi[l - 1], eta[l - 1], Ks[l], eta[l], chi[l], arch, W)
                 if not (_diag.layer_ok(Ks[l], psd=True) and _diag.layer_ok(chi[l])):
                     exploded = l
                     break
@@ -108,32 +109,36 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     return ResponseResult(eta, chi, chi_out, Ks, K_out, N, int(arch.d_in), arch.as_dict(), diag)
 
 
-def _erf_step(Kp, chi_prev, eta_prev, K_new, eta_new, chi_new, arch):
-    """One erf layer of the kernel + elementwise-response recursion with the constant factors folded
-    (13 passes over P² instead of 17): s = 2K/√(a_α a_β), E = (2/π) arcsin s,
-    R = (4/π)/√(a_α a_β (1 − s²)) off the diagonal, E[φ'² + φφ''] on it."""
+def _erf_step(Kp, chi_prev, eta_prev, K_new, eta_new, chi_new, arch, W=None):
+    """One erf layer of the kernel + elementwise-response recursion, written straight into the output
+    slices with one reusable P×P scratch ``W`` (no per-layer temporaries): s = 2K/√(a_α a_β),
+    E = (2/π) arcsin s, R = (4/π)/√(a_α a_β (1 − s²)) off the diagonal, E[φ'² + φφ''] on it."""
     P = Kp.shape[0]
+    if W is None:
+        W = np.empty_like(Kp)
     d = np.diag(Kp)
     inv = 1.0 / np.sqrt(1.0 + 2.0 * d)
     dp = diag_price(arch.activation, d)
-    W2 = np.multiply.outer(2.0 * inv, inv)                     # exactly symmetric
-    s_ = np.multiply(Kp, W2)
-    if s_.max() > 1.0 or s_.min() < -1.0:
+    X = chi_prev if arch.residual else eta_prev
+    np.multiply.outer(2.0 * inv, inv, out=W)                   # exactly symmetric
+    s_ = np.multiply(Kp, W, out=K_new)                         # s (K_new used as scratch)
+    np.multiply(s_, s_, out=eta_new)                           # s²
+    if not eta_new.max() <= 1.0 and not np.isnan(eta_new.max()):
         np.clip(s_, -1.0, 1.0, out=s_)
-    G = np.multiply(s_, s_)
-    np.subtract(1.0, G, out=G)
-    np.sqrt(G, out=G)
-    np.divide(W2, G, out=G)                                    # (π/2) E[φ'φ']
-    G.flat[:: P + 1] = dp * (np.pi / 2.0)                      # (π/2) E[φ'² + φφ'']
-    np.arcsin(s_, out=s_)                                      # (π/2) E[φφ]
+        np.multiply(s_, s_, out=eta_new)
+    np.multiply(W, X, out=W)
+    np.subtract(1.0, eta_new, out=eta_new)
+    np.sqrt(eta_new, out=eta_new)
+    np.divide(W, eta_new, out=eta_new)                         # (π/2) E[φ'φ'] ∘ X
+    eta_new.flat[:: P + 1] = dp * (np.pi / 2.0) * np.diag(X)   # (π/2) E[φ'² + φφ''] ∘ X
     r2 = arch.rho ** 2
     c = r2 * arch.sigma_w2 * (2.0 / np.pi)
-    np.multiply(s_, c, out=K_new)
+    eta_new *= c
+    np.arcsin(s_, out=K_new)                                   # (π/2) E[φφ]
+    K_new *= c
     if arch.residual:
         K_new += Kp
     K_new += r2 * arch.sigma_b2
-    np.multiply(G, chi_prev if arch.residual else eta_prev, out=eta_new)
-    eta_new *= c
     if arch.residual:
         np.add(chi_prev, eta_new, out=chi_new)
     else:
