@@ -16,7 +16,8 @@ order with ``richardson=True``. Linear networks use the exact causal solver
 (:mod:`limits.dmft.nonlinear`). ``lazy`` is the γ0 → 0 (kernel regression) limit; ``beta0=``
 solves the residual network of dmft.md §5 (:mod:`limits.dmft.residual`).
 
-Cost. Linear: O(L P³ n_t³) time, ≈ 32 (L−1) (n_t P)² bytes (P = 20, L = 5, 100 steps: ~15 s, 1 core).
+Cost. Linear: O(L P³ n_t³) time, ≈ 32 (L−1) (n_t P)² bytes (P = 20, L = 5, 100 steps: ~6 s on one idle
+core, ~50 s on the loaded 2-core box).
 Nonlinear: O(sweeps · L · M · (n_t P)²) plus, for L ≥ 2, Jacobian responses O(M (n_t P)³).
 Seed 000 Fig. 2 (L = 5 weight layers, P = 20, η0 = 0.025, mean loss): exact GD is
 ``seed000(X, y, steps)`` (≤ ~200 steps is practical); for ~1000 steps solve on a coarse grid
@@ -122,7 +123,7 @@ def seed000(X, y, steps, L=5, eta0=0.025, gamma0=1.0, loss="mean", **kw) -> DMFT
 
     Maps via :func:`from_abcd` (depth = L − 1, one step = dt = η0/P) and solves exact GD; compare
     ``result.loss_mean`` with the finite nets' Eq. 1 loss at step k = ``result.t / result.dt``.
-    Cost O(L P³ steps³), memory ≈ 32 (L−1) (steps·P)² bytes (P = 20: ~150 steps/min on 1 core).
+    Cost O(L P³ steps³), memory ≈ 32 (L−1) (steps·P)² bytes (P = 20: 100 steps ≈ 6 s, 200 ≈ 1 min).
     """
     from fractions import Fraction
 
