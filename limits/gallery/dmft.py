@@ -139,10 +139,10 @@ def plot_conv(data, params):
 
 register("dmft_finite_convergence", component="dmft", compute=compute_conv, plot=plot_conv,
          params=dict(P=4, D=6, depth=1, activation="tanh", gamma0=1.0, dt=0.1, steps=10,
-                     widths=[256, 512, 1024, 2048, 4096], seeds=16, M=4000, replicas=4, data_seed=7),
+                     widths=[256, 512, 1024, 2048, 4096], seeds=16, M=4000, replicas=8, data_seed=7),
          quick=dict(widths=[128, 256, 512, 1024], seeds=8, M=2000),
          caption="Two-layer tanh mean-field networks (centred outputs, GD step η0 = dt = 0.1 on ½Σ(f−y)², "
-                 "γ0 = 1, P = 4, D = 6) vs the Monte Carlo DMFT (4 replicas × M paths): left, loss curves of one "
+                 "γ0 = 1, P = 4, D = 6) vs the Monte Carlo DMFT (8 replicas × M paths): left, loss curves of one "
                  "network per width and the DMFT; right, per-network RMS deviation from the DMFT trajectory "
                  "(mean ± SE over seeds) with its log–log fit (expected slope −1/2) and the deviation of the "
                  "seed-averaged trajectory.",
