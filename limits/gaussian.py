@@ -279,7 +279,7 @@ def _gram(f, g, K, name="K"):
             # Mehler series on the whole matrix; diagonal and uncertified entries exactly
             from .mehler import gram_series
 
-            E, ok = gram_series(fn, gn, K)
+            E, ok = gram_series(fn, gn, K, upper=True)
             bad = ~ok[iu]
             E[iu[0][bad], iu[1][bad]] = expect2(f, g, d[iu[0][bad]], K[iu][bad], d[iu[1][bad]],
                                                 method="trapezoid")

@@ -78,24 +78,43 @@ def series(f, g, k11, k12, k22, M: int = 120, tol: float = 1e-11, chunk: int = 6
     return out, ok
 
 
-def gram_series(f, g, K, M: int = 120, tol: float = 1e-11):
+def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, block: int = 16384):
     """P×P matrix E_{N(0,K)}[f(u_α) g(u_β)] by a Horner sweep on whole matrices (no gathers).
     Returns ``(E, ok)``; ``ok[α, β]`` False where the certified bound exceeds ``tol`` (the diagonal,
-    |c| = 1, is always flagged so the caller computes it by 1-D quadrature)."""
+    |c| = 1, is always flagged so the caller computes it by 1-D quadrature).
+
+    The sweep runs over row blocks of about ``block`` entries so that the M+1 Horner steps stay in
+    cache; with ``upper=True`` only the upper triangle (β ≥ α) is computed — the lower triangle of
+    ``E`` is then left at zero and ``ok`` False there. Each entry sees exactly the same floating-point
+    operations as the unblocked sweep."""
     K = np.asarray(K, dtype=np.float64)
+    P = K.shape[0]
     s = np.sqrt(np.maximum(np.diag(K), 0.0))
     a, ma = coefficients(f, s, M)
     b, mb = (a, ma) if g is f else coefficients(g, s, M)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = K / np.outer(s, s)
     rho = np.where(np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
-    E = np.outer(a[:, M], b[:, M])
-    for k in range(M - 1, -1, -1):
-        E *= rho
-        E += np.outer(a[:, k], b[:, k])
+    aT, bT = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    E = np.zeros((P, P))
+    r0 = 0
+    while r0 < P:
+        c0 = r0 if upper else 0
+        r1 = min(P, r0 + max(1, block // max(1, P - c0)))
+        R = rho[r0:r1, c0:]
+        Eb = np.multiply.outer(aT[M, r0:r1], bT[M, c0:])
+        T = np.empty_like(Eb)
+        for k in range(M - 1, -1, -1):
+            Eb *= R
+            np.multiply.outer(aT[k, r0:r1], bT[k, c0:], out=T)
+            Eb += T
+        E[r0:r1, c0:] = Eb
+        r0 = r1
     ta = np.maximum(ma - np.einsum("ik,ik->i", a, a), 0.0)
     tb = np.maximum(mb - np.einsum("ik,ik->i", b, b), 0.0)
     bound = np.abs(rho) ** (M + 1) * np.sqrt(np.outer(ta, tb)) + 1e-15 * np.sqrt(np.outer(ma, mb))
     ok = bound <= tol * np.maximum(1.0, np.abs(E))
     np.fill_diagonal(ok, False)
+    if upper:
+        ok[np.tril_indices(P, -1)] = False
     return E, ok
