@@ -75,6 +75,7 @@ class Spectrum(Result):
     seconds: float
     peak_bytes: int
     converged: bool
+    note: str = ""          # e.g. "numerically singular": λ_min below double-precision resolution
 
 
 def extreme_eigenvalues(weights, multipliers=None, skips=None, layer_weights=None, nudge=None, decay=0.0,
@@ -104,6 +105,7 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
     t0 = time.perf_counter()
     lmax = lmin = np.nan
     converged = True
+    note = ""
     if method == "dense":
         Hd = activity_hessian(net.W, net.a, _skip_spec(net), net.lam, unsupervised, nudge, decay, dense=True)
         ev = np.linalg.eigvalsh(Hd)
@@ -119,8 +121,19 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
                 converged = False
                 lmax = float(np.max(exc.eigenvalues)) if len(exc.eigenvalues) else np.nan
         if which in ("both", "min"):
-            if method == "lanczos":
+            try:
                 chol = BlockCholesky(net, lay, progress_bar=progress_bar)
+            except ValueError as exc:
+                if "not positive definite" not in str(exc):
+                    raise
+                # PD in exact arithmetic (seed 001 Thm A.1) but κ beyond 1/ε_mach: report κ = ∞
+                chol = None
+                lmin = 0.0
+                note = ("numerically singular: block Cholesky failed, λ_min is below the double-precision "
+                        f"resolution ~ε·λ_max (κ ≳ 1e16); {exc}")
+            if chol is None:
+                pass
+            elif method == "lanczos":
                 inv = spla.LinearOperator((n, n), matvec=chol.solve, matmat=chol.solve, dtype=np.float64)
                 try:
                     mu = float(spla.eigsh(inv, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False,
@@ -130,7 +143,6 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
                     converged = False
                     lmin = 1.0 / float(np.max(exc.eigenvalues)) if len(exc.eigenvalues) else np.nan
             else:
-                chol = BlockCholesky(net, lay, progress_bar=progress_bar)
                 M = spla.LinearOperator((n, n), matvec=chol.solve, matmat=chol.solve, dtype=np.float64)
                 rng = np.random.default_rng(0)
                 X0 = rng.standard_normal((n, 2))
@@ -144,7 +156,7 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
         peak = int(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     kappa = float(lmax / lmin) if (np.isfinite(lmax) and np.isfinite(lmin) and lmin > 0) else float("inf")
-    return Spectrum(float(lmax), float(lmin), kappa, int(n), method, secs, peak, bool(converged))
+    return Spectrum(float(lmax), float(lmin), kappa, int(n), method, secs, peak, bool(converged), note)
 
 
 def _skip_spec(net):

@@ -211,3 +211,14 @@ def test_nonlinear_activity_hessian_matches_finite_differences(act, skips):
             ei, ej = np.eye(n)[i] * h, np.eye(n)[j] * h
             Hfd[i, j] = (F(flat + ei + ej) - F(flat + ei - ej) - F(flat - ei + ej) + F(flat - ei - ej)) / (4 * h * h)
     np.testing.assert_allclose(Hn, Hfd, atol=2e-6)
+
+
+def test_numerically_singular_hessian_reports_infinite_kappa():
+    """SP 1-skip ResNets are PD in exact arithmetic but κ(H_z) exceeds 1/ε: report κ = ∞ with a
+    note instead of a misleading 'not positive definite' error (found by the seed-001 notebook)."""
+    import limits
+
+    W, a = limits.pc.init_weights(32, 128, "sp", d_in=10, d_out=10, rng=np.random.default_rng(1))
+    sp = limits.pc.extreme_eigenvalues(W, a, "1-skip", method="lanczos")
+    assert sp.kappa == float("inf") and "numerically singular" in sp.note
+    assert np.isfinite(sp.lambda_max) and sp.lambda_max > 0
