@@ -234,9 +234,27 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
         if not np.all(ok):
             bad = ~ok
             out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)
+    elif n is None and method == "auto" and _generic_mehler_pays(fa, fs, ga, gs, a.size):
+        # unrelated triples: Mehler series with coefficients interpolated in s (limits.mehler)
+        from .mehler import series_generic
+
+        out, ok = series_generic(fn, gn, a, b, c)
+        if not np.all(ok):
+            bad = ~ok
+            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)
     else:
         out = _quad2(fn, gn, a, b, c, fs, gs, n)
     return out.reshape(shape)[()]
+
+
+_GENERIC_MIN = 512      # below this the interpolant's fixed set-up (~10 ms) does not pay
+
+
+def _generic_mehler_pays(fa, fs, ga, gs, size) -> bool:
+    """Registered smooth activations (or their derivatives) on a batch large enough to amortise the
+    coefficient interpolant; user callables keep the tensor trapezoid."""
+    return (size >= _GENERIC_MIN and fa is not None and ga is not None and 0 < fs and 0 < gs
+            and fa.smooth and ga.smooth)
 
 
 # ------------------------------------------------------------------ conveniences

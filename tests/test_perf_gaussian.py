@@ -37,3 +37,43 @@ def test_gram_matches_trapezoid(name):
     ref = G.expect2(name, name, d[iu[0]], K[iu], d[iu[1]], method="trapezoid")
     np.testing.assert_allclose(E[iu], ref, rtol=0, atol=1e-10 * max(1.0, np.abs(ref).max()))
     np.testing.assert_array_equal(E, E.T)
+
+
+def _random_triples(n, rng, kmax=2.0):
+    k11 = rng.uniform(0.0, kmax, n)
+    k22 = rng.uniform(0.0, kmax, n)
+    c = rng.uniform(-1.0, 1.0, n)
+    k11[:3] = 0.0                 # degenerate variances and |c| = 1 go through the fallback
+    c[3:6] = [1.0, -1.0, 0.999999]
+    return k11, c * np.sqrt(k11 * k22), k22
+
+
+@pytest.mark.parametrize("f,g", [("tanh", "tanh"), ("gelu", "gelu"), ("sigmoid", "tanh"),
+                                 ("tanh'", "tanh'"), ("gelu''", "sigmoid")])
+def test_generic_batch_matches_converged_trapezoid(f, g):
+    rng = np.random.default_rng(5)
+    k11, k12, k22 = _random_triples(1500, rng)
+    fast = G.expect2(f, g, k11, k12, k22)                       # auto: interpolated Mehler series
+    sub = np.r_[np.arange(8), rng.choice(1500, 120, replace=False)]
+    ref = G.expect2(f, g, k11[sub], k12[sub], k22[sub], n=609)  # converged tensor trapezoid
+    np.testing.assert_allclose(fast[sub], ref, rtol=0, atol=1e-11)
+
+
+@pytest.mark.slow
+def test_generic_series_certificate_and_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    from limits.mehler import series_generic
+
+    rng = np.random.default_rng(6)
+    k11, k12, k22 = _random_triples(600, rng, kmax=3.0)
+    phi = activation("tanh").phi
+    v, ok = series_generic(phi, phi, k11, k12, k22)
+    assert ok[6:].mean() > 0.95
+    mpmath.mp.dps = 30
+    for i in (7, 250):
+        s1, s2 = np.sqrt(k11[i]), np.sqrt(k22[i])
+        cc = k12[i] / (s1 * s2)
+        a, b = mpmath.mpf(cc), mpmath.sqrt(1 - mpmath.mpf(cc) ** 2)
+        val = mpmath.quad(lambda x, y: mpmath.tanh(s1 * x) * mpmath.tanh(s2 * (a * x + b * y))
+                          * mpmath.exp(-(x * x + y * y) / 2) / (2 * mpmath.pi), [-12, 0, 12], [-12, 0, 12])
+        assert ok[i] and abs(v[i] - float(val)) < 1e-12
