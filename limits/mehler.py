@@ -226,15 +226,20 @@ def series_generic(f, g, k11, k12, k22, tol: float = 1e-11, chunk: int = 4096):
         la = np.log(np.maximum(ac, 1e-300))
     need = la[:, None] * (ladder[None, :] + 1.0) + np.log(tail)[None, :] <= np.log(1e-2 * tol)
     mi = np.where(need.any(axis=1), np.argmax(need, axis=1), len(ladder) - 1)
-    for j in np.unique(mi):
+    order = np.argsort(mi.astype(np.int8), kind="stable")      # radix sort
+    counts = np.bincount(mi, minlength=len(ladder))
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for j in np.nonzero(counts)[0]:
         M = int(ladder[j])
-        idx_all = np.nonzero(mi == j)[0]
+        idx_all = order[starts[j]:starts[j + 1]]
         for lo in range(0, idx_all.size, chunk):
             idx = idx_all[lo:lo + chunk]
-            AT = Ca[:, : M + 1].T @ _cheb_T(t1[idx], Da)           # (M+1, m)
-            BT = Cb[:, : M + 1].T @ _cheb_T(t2[idx], Db)
-            ma = Ca[:, -1] @ _cheb_T(t1[idx], Da)
-            mb = Cb[:, -1] @ _cheb_T(t2[idx], Db)
+            T1 = _cheb_T(t1[idx], Da)
+            T2 = _cheb_T(t2[idx], Db)
+            AT = Ca[:, : M + 1].T @ T1                              # (M+1, m)
+            BT = Cb[:, : M + 1].T @ T2
+            ma = Ca[:, -1] @ T1
+            mb = Cb[:, -1] @ T2
             sa = np.einsum("km,km->m", AT, AT)
             sb = np.einsum("km,km->m", BT, BT)
             np.multiply(AT, BT, out=AT)
