@@ -45,6 +45,16 @@ class NonlinearState:
     history: list
 
 
+
+def damp(old, new, b):
+    """Damped update X ← (1 − b) X + b X_new for each array of a list (dmft.md §3 step 5)."""
+    return [(1 - b) * o + b * nw for o, nw in zip(old, new)]
+
+
+def max_change(new, old) -> float:
+    """Largest absolute entry change between two lists of arrays (the convergence residual)."""
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(new, old))
+
 def _factor(S, rcond=1e-10):
     """Principal square root F = S^{1/2} (n×n, F Fᵀ = S up to eigenvalues ≤ rcond·λ_max, which are
     dropped) and its pseudo-inverse. The principal root is continuous in S, so resampling with
@@ -226,18 +236,12 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
                 fn = cen.mean(axis=0)
                 f_se = cen.std(axis=0, ddof=1) / np.sqrt(M)
         Dn = y[None, :] - fn
-        res = max(float(np.max(np.abs(Dn - Delta))),
-                  *(float(np.max(np.abs(a - b))) for a, b in zip(newPhi + newG, Phi + G)),
-                  *(float(np.max(np.abs(a - b))) for a, b in zip(newar + newbu, ar + bu)))
+        res = max_change([Dn, *newPhi, *newG, *newar, *newbu], [Delta, *Phi, *G, *ar, *bu])
         history.append(res)
         if not np.isfinite(res):
             break
-        b = damping
-        Phi = [(1 - b) * o + b * nw for o, nw in zip(Phi, newPhi)]
-        G = [(1 - b) * o + b * nw for o, nw in zip(G, newG)]
-        ar = [(1 - b) * o + b * nw for o, nw in zip(ar, newar)]
-        bu = [(1 - b) * o + b * nw for o, nw in zip(bu, newbu)]
-        Delta = (1 - b) * Delta + b * Dn
+        Phi, G, ar, bu = (damp(o, nw, damping) for o, nw in ((Phi, newPhi), (G, newG), (ar, newar), (bu, newbu)))
+        Delta = (1 - damping) * Delta + damping * Dn
         f = fn
         if res < tol:
             converged = True

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nonlinear import DMFTNotConverged, _factor
+from .nonlinear import DMFTNotConverged, _factor, damp, max_change
 
 
 def _march(act, src, ops, P, n_t, L, beta, fam=None):
@@ -189,17 +189,12 @@ def solve_residual_mc(act, Kx, y, depth, gamma0, beta0, dt, n_steps, M=2000, rng
             nRA[j] = nRA[j] / M * strict_m
             nRB[j] = nRB[j] / M * causal_m
         Dn = y[None, :] - fn
-        res = max(float(np.max(np.abs(Dn - Delta))),
-                  *(float(np.max(np.abs(a - b))) for a, b in zip(nPhi + nG + nRA + nRB, Phi + G + RA + RB)))
+        res = max_change([Dn, *nPhi, *nG, *nRA, *nRB], [Delta, *Phi, *G, *RA, *RB])
         history.append(res)
         if not np.isfinite(res):
             break
-        b = damping
-        Phi = [(1 - b) * o + b * nw for o, nw in zip(Phi, nPhi)]
-        G = [(1 - b) * o + b * nw for o, nw in zip(G, nG)]
-        RA = [(1 - b) * o + b * nw for o, nw in zip(RA, nRA)]
-        RB = [(1 - b) * o + b * nw for o, nw in zip(RB, nRB)]
-        Delta = (1 - b) * Delta + b * Dn
+        Phi, G, RA, RB = (damp(o, nw, damping) for o, nw in ((Phi, nPhi), (G, nG), (RA, nRA), (RB, nRB)))
+        Delta = (1 - damping) * Delta + damping * Dn
         if res < tol:
             converged = True
             break
