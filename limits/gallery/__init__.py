@@ -19,10 +19,8 @@ data; ``replot(name)`` redraws from the data file without recomputing.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import io
 import json
-import pkgutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +54,6 @@ class FigureSpec:
 
 
 _FIGURES: dict[str, FigureSpec] = {}
-_LOADED = False
 
 
 def register(name, *, component, compute, plot, params, quick=None, caption="", seed_ref="",
@@ -70,13 +67,9 @@ def register(name, *, component, compute, plot, params, quick=None, caption="", 
 
 
 def _load_all():
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    from .._plugins import load_submodules
+
+    load_submodules(__name__)
 
 
 def figures() -> dict[str, FigureSpec]:

@@ -15,11 +15,9 @@ Only this package and ``limits.gallery`` import both theory and finite simulator
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -86,7 +84,6 @@ class _Registered:
 
 
 _CASES: list[_Registered] = []
-_LOADED = False
 
 
 def register_case(component: str, name: str, slow: bool = False):
@@ -98,13 +95,9 @@ def register_case(component: str, name: str, slow: bool = False):
 
 
 def _load_all():
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    from .._plugins import load_submodules
+
+    load_submodules(__name__)
 
 
 def components() -> list[str]:
