@@ -10,6 +10,7 @@ The vectorised run is the public ``limits.kernels.response`` (which also compute
 """
 from __future__ import annotations
 
+import resource
 import time
 
 import numpy as np
@@ -51,10 +52,14 @@ def _case(name, act, P, L, P_sub, L_sub, rho, target, quick):
 
     sw2, sb2, N, d = 1.2, 0.2, 500, 100
     X = _inputs(P, d)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), time.process_time()
     s = response(X, depth=L, activation=act, sigma_w2=sw2, sigma_b2=sb2, residual=True, rho=rho, width=N,
                  on_explode="ignore")
     fast, cpu = time.perf_counter() - t0, time.process_time() - c0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    user, sys_ = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
+    out_gb = 3 * (L + 1) * P * P * 8 / 1e9
     t0 = time.perf_counter()
     Kb, chib = _baseline_per_entry(X[:P_sub], L_sub, act, sw2, sb2, rho, N)
     base_sub = time.perf_counter() - t0
@@ -66,7 +71,9 @@ def _case(name, act, P, L, P_sub, L_sub, rho, target, quick):
     scale = (P * (P + 1) / 2) / (P_sub * (P_sub + 1) / 2) * (L / L_sub)
     base = base_sub * scale
     return {"name": name, "seconds": fast, "baseline_seconds": base, "ratio": base / fast, "target": target,
-            "note": f"CPU time of the fast run {cpu:.2f}s (wall time on a shared machine is noisier); "
+            "note": f"CPU time of the fast run {cpu:.2f}s = user {user:.2f}s + system {sys_:.2f}s (system time is "
+                    f"the kernel zeroing/faulting in the {out_gb:.1f} GB of per-layer K, η, χ the result returns; "
+                    f"it varies with the VM's memory state, not with the code); "
                     f"baseline: per-entry scalar loop on P_sub={P_sub}, L_sub={L_sub} ({base_sub:.2f}s), "
                     f"extrapolated ×{scale:.0f} by entries×layers; max |fast − baseline| on the subset "
                     f"{err:.1e}; ρ={rho:g}, σ_w²={sw2}, σ_b²={sb2}, N={N}{' (quick sizes)' if quick else ''}"}
