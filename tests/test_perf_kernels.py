@@ -38,3 +38,26 @@ def test_fused_erf_step_matches_generic(residual, seed):
     for got, ref in ((K_new, K_ref), (eta_new, eta_ref), (chi_new, chi_ref)):
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0)
     np.testing.assert_array_equal(K_new, K_new.T)
+
+
+@pytest.mark.parametrize("act", ["erf", "tanh", "relu"])
+@pytest.mark.parametrize("residual", [True, False])
+def test_inplace_nngp_matches_textbook_recursion(act, residual):
+    """limits.kernels.nngp (in-place layer loop with reused scratch) vs the recursion written out
+    with limits.gaussian.gram/dgram (seed 004 Eq. 29–30)."""
+    from limits import gaussian
+    from limits.kernels import nngp
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((17, 5))
+    sw2, sb2, rho, L = 1.3, 0.1, 0.8, 4
+    r = nngp(X, depth=L, activation=act, sigma_w2=sw2, sigma_b2=sb2, residual=residual, rho=rho)
+    K = sw2 * X @ X.T / 5 + sb2
+    Th = K.copy()
+    for l in range(1, L + 1):
+        C = rho ** 2 * (sw2 * gaussian.gram(act, K) + sb2)
+        branch = C + rho ** 2 * sw2 * gaussian.dgram(act, K) * Th
+        K = K + C if residual else C
+        Th = Th + branch if residual else branch
+        np.testing.assert_allclose(r.K[l], K, rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(r.Theta[l], Th, rtol=1e-11, atol=1e-12)

@@ -50,19 +50,21 @@ def dgram(act, K):
     return 0.5 * (G + G.T)
 
 
-def moments(act, K, derivative=True):
+def moments(act, K, derivative=True, out=None, gout=None, work=None):
     """(E[φφ], E[φ'φ']) on a P×P Gram in one pass; for erf both share the normalised argument
     s = 2K/√((1+2K_αα)(1+2K_ββ)):  E = (2/π) arcsin s,  G = (4/π) / (√(a_α a_β) √(1 − s²)),
-    a = 1 + 2 diag K — one arcsin and one sqrt per entry, no per-entry Python overhead."""
+    a = 1 + 2 diag K — one arcsin and one sqrt per entry, no per-entry Python overhead.
+    ``out``/``gout``/``work`` (P×P float64, optional) receive E, G and serve as scratch so a layer loop
+    allocates nothing per layer (``out`` must not alias ``K``)."""
     if _name(act) == "erf":
         inv = 1.0 / np.sqrt(1.0 + 2.0 * np.diag(K))
-        W = np.outer(inv, inv)                    # exactly symmetric
-        s_ = np.multiply(K, W)
+        W = np.multiply.outer(inv, inv, out=work)     # exactly symmetric
+        s_ = np.multiply(K, W, out=out)
         s_ *= 2.0
         np.clip(s_, -1.0, 1.0, out=s_)
         G = None
         if derivative:
-            G = np.multiply(s_, s_)
+            G = np.multiply(s_, s_, out=gout)
             np.subtract(1.0, G, out=G)
             np.sqrt(G, out=G)
             np.divide(W, G, out=G)
@@ -70,7 +72,15 @@ def moments(act, K, derivative=True):
         E = np.arcsin(s_, out=s_)
         E *= _TWO_OVER_PI
         return E, G
-    return gram(act, K), (dgram(act, K) if derivative else None)
+    E = gram(act, K)
+    G = dgram(act, K) if derivative else None
+    if out is not None:
+        out[...] = E
+        E = out
+    if G is not None and gout is not None:
+        gout[...] = G
+        G = gout
+    return E, G
 
 
 def pair_kernel(act, k11, k12, k22):

@@ -78,16 +78,27 @@ def _run(K0m, arch, ntk=True, on_explode="warn") -> NNGPResult:
     if ntk:
         Th[0] = K0m
     exploded = -1
+    Gb = np.empty((P, P)) if ntk else None            # scratch reused by every layer (no per-layer
+    Wb = np.empty((P, P))                              # temporaries: each would be freshly faulted in)
+    c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             Kp = Ks[l - 1]
-            E, G = moments(act, Kp, derivative=ntk)
-            C = r2 * (arch.sigma_w2 * E + arch.sigma_b2)
-            Cs[l] = C
-            Ks[l] = Kp + C if arch.residual else C
+            E, G = moments(act, Kp, derivative=ntk, out=Cs[l], gout=Gb, work=Wb)
+            C = Cs[l]                                  # C = ρ²(σ_w² E + σ_b²), in place
+            C *= c_w
+            C += c_b
+            if arch.residual:
+                np.add(Kp, C, out=Ks[l])
+            else:
+                Ks[l] = C
             if ntk:
-                branch = C + r2 * arch.sigma_w2 * G * Th[l - 1]
-                Th[l] = Th[l - 1] + branch if arch.residual else branch
+                T = Th[l]                              # Θ^l = [Θ^{l-1}] + C + ρ²σ_w² G ∘ Θ^{l-1}
+                np.multiply(G, Th[l - 1], out=T)
+                T *= c_w
+                T += C
+                if arch.residual:
+                    T += Th[l - 1]
             if not _diag.layer_ok(Ks[l], psd=True) or (ntk and not _diag.layer_ok(Th[l], psd=True)):
                 exploded = l
                 break
