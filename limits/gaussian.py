@@ -240,7 +240,7 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
         # unrelated triples: Mehler series with coefficients interpolated in s (limits.mehler)
         from .mehler import series_generic
 
-        out, ok = series_generic(fn, gn, a, b, c)
+        out, ok = series_generic(fn, gn, a, b, c, tol=1e-12)      # certified to 1e-12 (trapezoid-level)
         if not np.all(ok):
             bad = ~ok
             out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)

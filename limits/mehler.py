@@ -200,10 +200,10 @@ def series_generic(f, g, k11, k12, k22, tol: float = 1e-11, chunk: int = 4096):
     r2 = (float(s2.min()), float(s2.max()))
     if g is f:                                    # one interpolant on the union of both ranges
         r1 = r2 = (min(r1[0], r2[0]), max(r1[1], r2[1]))
-    itf = coefficient_interpolant(f, r1[0], r1[1], Mmax, 1e-2 * tol)
+    itf = coefficient_interpolant(f, r1[0], r1[1], Mmax, 0.1 * tol)
     if itf is None:
         return out, ok
-    itg = itf if g is f else coefficient_interpolant(g, r2[0], r2[1], Mmax, 1e-2 * tol)
+    itg = itf if g is f else coefficient_interpolant(g, r2[0], r2[1], Mmax, 0.1 * tol)
     if itg is None:
         return out, ok
     (Ca, Da, ea, ema), (Cb, Db, eb, emb) = itf, itg
