@@ -216,7 +216,9 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     covariance (|k12| > √(k11 k22) beyond a 1e-10 relative tolerance). ``n`` forces the
     number of quadrature nodes per dimension; ``closed_form=False`` forces quadrature.
     ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
-    shares variances, e.g. Gram matrices; tensor trapezoid otherwise), "mehler" or "trapezoid".
+    shares variances, e.g. Gram matrices; for ≥ 512 unrelated triples of registered smooth
+    activations the Mehler series with Chebyshev-in-s coefficient interpolants, certified to 1e-12;
+    tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid".
     """
     fn, fa, fo, fs = _resolve(f)
     gn, ga, go, gs = _resolve(g)

@@ -12,6 +12,11 @@ O(#triples · n²) for tensor quadrature. Truncation after M terms is bounded pe
 |c|^{M+1} √(T_f T_g), T_f = E[f(u)²] − Σ_{k≤M} a_k² (Parseval/Cauchy–Schwarz); triples whose
 bound exceeds ``tol`` (|c| near 1, very large variances) are returned in a mask so the caller
 can fall back to exact 2-D quadrature. Nothing is silently truncated.
+
+Unrelated triples (every variance different) use :func:`series_generic`: a_k(s) is a smooth function
+of s, so it is interpolated by a Chebyshev polynomial in s over the batch's range (degree chosen so the
+error measured at check points, ×10, is below the target) and evaluated for a whole chunk by one
+matrix product; the interpolation error enters the per-triple certificate.
 """
 from __future__ import annotations
 
