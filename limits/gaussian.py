@@ -170,8 +170,10 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None):
         a = np.where(zero1, 0.0, k12 / np.where(zero1, 1.0, s1))
         b2 = np.maximum(k22 - a * a, 0.0)
     b = np.sqrt(b2)
-    # |c| = 1 up to rounding: conditional variance below 1e-14 of k22
-    degenerate = ~zero1 & ~zero2 & (b2 <= 1e-28 * np.maximum(k22, 1e-300) + 0.0)
+    # |c| = 1 up to rounding (e.g. the diagonal of a Gram matrix, where b² = k22 − (k12/√k11)² is a few
+    # ulps of k22): dropping b z2 changes E[f g] by ≈ (b²/2) E[f g''] ≤ 5e-16 k22 max|g''| — far below
+    # the quadrature error — and turns an n² tensor rule into an n-point 1-D rule.
+    degenerate = ~zero1 & ~zero2 & (b2 <= 1e-15 * np.maximum(k22, 1e-300))
     regular = ~zero1 & ~zero2 & ~degenerate
 
     if np.any(zero1):

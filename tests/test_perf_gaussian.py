@@ -77,3 +77,15 @@ def test_generic_series_certificate_and_mpmath():
         val = mpmath.quad(lambda x, y: mpmath.tanh(s1 * x) * mpmath.tanh(s2 * (a * x + b * y))
                           * mpmath.exp(-(x * x + y * y) / 2) / (2 * mpmath.pi), [-12, 0, 12], [-12, 0, 12])
         assert ok[i] and abs(v[i] - float(val)) < 1e-12
+
+
+@pytest.mark.parametrize("q", [0.3, 2.0, 7.0])
+def test_rounding_degenerate_pair_uses_1d_rule_accurately(q):
+    """A Gram diagonal (k12 = k11 = k22 up to rounding) takes the 1-D rule; it must agree with
+    E[φ(u)²] from the 1-D expectation to quadrature accuracy."""
+    k12 = np.sqrt(q) * np.sqrt(q)                       # a few ulps off q
+    for f in ("tanh", "sigmoid", "tanh'"):
+        v = G.expect2(f, f, q, k12, q, closed_form=False, method="trapezoid")
+        fn = G._resolve(f)[0]
+        ref = G.expect(lambda x: fn(x) ** 2, q, n=1217)
+        assert abs(v - ref) < 1e-13
