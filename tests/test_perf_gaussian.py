@@ -81,11 +81,17 @@ def test_generic_series_certificate_and_mpmath():
 
 @pytest.mark.parametrize("q", [0.3, 2.0, 7.0])
 def test_rounding_degenerate_pair_uses_1d_rule_accurately(q):
-    """A Gram diagonal (k12 = k11 = k22 up to rounding) takes the 1-D rule; it must agree with
-    E[φ(u)²] from the 1-D expectation to quadrature accuracy."""
+    """A Gram diagonal (k12 = k11 = k22 up to rounding) takes the 1-D rule: it must agree with
+    mpmath (30 digits) to 1e-12 and with the 2-D tensor rule at c = 1 − 1e-14 to 1e-13."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 30
     k12 = np.sqrt(q) * np.sqrt(q)                       # a few ulps off q
-    for f in ("tanh", "sigmoid", "tanh'"):
+    s = mpmath.sqrt(q)
+    for f, fm in (("tanh", mpmath.tanh), ("sigmoid", lambda x: 1 / (1 + mpmath.exp(-x))),
+                  ("tanh'", lambda x: mpmath.sech(x) ** 2)):
         v = G.expect2(f, f, q, k12, q, closed_form=False, method="trapezoid")
-        fn = G._resolve(f)[0]
-        ref = G.expect(lambda x: fn(x) ** 2, q, n=1217)
-        assert abs(v - ref) < 1e-13
+        v2 = G.expect2(f, f, q, q * (1 - 1e-14), q, closed_form=False, method="trapezoid")
+        ref = float(mpmath.quad(lambda x: fm(s * x) ** 2 * mpmath.exp(-x * x / 2) / mpmath.sqrt(2 * mpmath.pi),
+                                [-40, -5, 0, 5, 40]))
+        assert abs(v - ref) < 1e-12
+        assert abs(v - v2) < 1e-13
