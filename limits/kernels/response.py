@@ -27,12 +27,18 @@ from ..results import Result
 from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price, gram, moments
+from .nngp import check_keep, layer_slots
 
 
 @dataclass(frozen=True)
 class ResponseResult(Result):
     """``eta[l]``, ``chi[l]`` (l = 0..L, each P×P), ``chi_out`` (P×P), the NNGP kernels ``K[l]`` and
-    ``K_out`` they were evaluated on, ``width`` N, ``d_in``, parameters and diagnostics."""
+    ``K_out`` they were evaluated on, ``width`` N, ``d_in``, parameters and diagnostics.
+
+    ``layers`` names the layer index l of each stored slice: None (default, ``keep="all"``) means
+    every layer 0..L; with ``keep="last"`` it is ``(0, L)`` and ``eta``, ``chi``, ``K`` have shape
+    (2, P, P): ``eta[0]`` = η⁰, ``eta[1]`` = η^L, ``chi[1]`` = χ^L, ``K[1]`` = K^L (``[-1]`` is the last
+    layer either way)."""
 
     eta: np.ndarray
     chi: np.ndarray
@@ -43,14 +49,21 @@ class ResponseResult(Result):
     d_in: int
     params: dict
     diagnostics: dict
+    layers: tuple | None = None
 
 
 def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
              sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, width,
-             K0=None, d_in=None, depth_scaling="none", on_explode="warn") -> ResponseResult:
+             K0=None, d_in=None, depth_scaling="none", on_explode="warn", keep="all") -> ResponseResult:
     """Elementwise response η^l, χ^l, χ_out of seed 004 Eq. 45–48 / C15–C17 (feed-forward counterpart
     with ``residual=False``: η^l = ρ²σ_w² R ∘ η^{l-1}, χ^l = η^l). Same arguments as :func:`nngp`
-    plus ``width`` = N; with ``K0`` instead of ``X`` also pass ``d_in`` (η⁰ = N/d_in)."""
+    plus ``width`` = N; with ``K0`` instead of ``X`` also pass ``d_in`` (η⁰ = N/d_in).
+
+    ``keep`` ∈ {"all", "last"}: "all" (default) returns every layer, arrays of shape (L+1, P, P) and
+    ``layers=None``; "last" stores only layers 0 and L — ``eta``, ``chi``, ``K`` of shape (2, P, P),
+    ``layers=(0, L)`` — so the 3(L+1)P² per-layer arrays are never allocated (O(P²) memory); the kept
+    layers and ``chi_out``/``K_out`` are bit-identical to those of keep="all"."""
+    keep = check_keep(keep)
     N = positive_int(width, "width")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
@@ -61,9 +74,11 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     _diag.check_on_explode(on_explode)
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2sw2 = arch.rho ** 2 * arch.sigma_w2
-    Ks = np.empty((L + 1, P, P))
-    eta = np.empty((L + 1, P, P))
-    chi = np.empty((L + 1, P, P))
+    last = keep == "last"
+    n, ix = layer_slots(L, keep)
+    Ks = np.empty((n, P, P))
+    eta = np.empty((n, P, P))
+    chi = np.empty((n, P, P))
     Ks[0] = K0m
     eta[0] = chi[0] = N / arch.d_in
     exploded = -1
@@ -71,41 +86,47 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     W = np.empty((P, P)) if fused else None                   # scratch reused by every fused layer
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
-            Kp = Ks[l - 1]
+            i, ip = ix(l), ix(l - 1)                   # slots of layers l and l−1 (= l, l−1 for keep="all")
+            Kp = Ks[ip]
             if fused:
-                _erf_step(Kp, chi[l - 1], eta[l - 1], Ks[l], eta[l], chi[l], arch, W)
-                if not (_diag.layer_ok(Ks[l], psd=True) and _diag.layer_ok(chi[l])):
+                _erf_step(Kp, chi[ip], eta[ip], Ks[i], eta[i], chi[i], arch, W)
+                if not (_diag.layer_ok(Ks[i], psd=True) and _diag.layer_ok(chi[i])):
                     exploded = l
                     break
                 continue
             E, R = moments(act, Kp)
             np.fill_diagonal(R, diag_price(act, np.diag(Kp)))       # E[φ'² + φφ''] on the diagonal
             if arch.residual:
-                np.multiply(E, r2sw2, out=Ks[l])
-                Ks[l] += arch.rho ** 2 * arch.sigma_b2
-                Ks[l] += Kp
-                np.multiply(R, chi[l - 1], out=eta[l])
-                eta[l] *= r2sw2
-                np.add(chi[l - 1], eta[l], out=chi[l])
+                np.multiply(E, r2sw2, out=Ks[i])
+                Ks[i] += arch.rho ** 2 * arch.sigma_b2
+                Ks[i] += Kp
+                np.multiply(R, chi[ip], out=eta[i])
+                eta[i] *= r2sw2
+                np.add(chi[ip], eta[i], out=chi[i])
             else:
-                Ks[l] = arch.rho ** 2 * (arch.sigma_w2 * E + arch.sigma_b2)
-                eta[l] = r2sw2 * R * eta[l - 1]
-                chi[l] = eta[l]
-            if not (_diag.layer_ok(Ks[l], psd=True) and _diag.layer_ok(chi[l])):
+                Ks[i] = arch.rho ** 2 * (arch.sigma_w2 * E + arch.sigma_b2)
+                eta[i] = r2sw2 * R * eta[ip]
+                chi[i] = eta[i]
+            if not (_diag.layer_ok(Ks[i], psd=True) and _diag.layer_ok(chi[i])):
                 exploded = l
                 break
         if exploded >= 0:
+            first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
             for a in (Ks, eta, chi):
-                a[exploded:] = np.inf
+                a[first:] = np.inf
             K_out = np.full((P, P), np.inf)
             chi_out = np.full((P, P), np.inf)
         else:
-            E, R = moments(act, Ks[L])
-            np.fill_diagonal(R, diag_price(act, np.diag(Ks[L])))
+            KL = Ks[ix(L)]
+            E, R = moments(act, KL)
+            np.fill_diagonal(R, diag_price(act, np.diag(KL)))
             K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
-            chi_out = arch.sigma_w2_out * R * chi[L]
-    diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[L], K_out, on_explode,
+            chi_out = arch.sigma_w2_out * R * chi[ix(L)]
+    diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[ix(L)], K_out, on_explode,
                         what="response recursion")
+    if last:
+        return ResponseResult(eta[:2], chi[:2], chi_out, Ks[:2], K_out, N, int(arch.d_in), arch.as_dict(),
+                              diag, layers=(0, L))
     return ResponseResult(eta, chi, chi_out, Ks, K_out, N, int(arch.d_in), arch.as_dict(), diag)
 
 
