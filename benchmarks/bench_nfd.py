@@ -7,15 +7,9 @@ import time
 
 import numpy as np
 
+from _timing import timed
 
-def _timed(fn, repeat=1):
-    best = np.inf
-    out = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+
 
 
 def _task(K, d=10, P=1, seed=0):
@@ -49,11 +43,11 @@ def _run(quick: bool) -> list[dict]:
     Xtr, ytr, Xte = _task(K)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     c0 = time.process_time()
-    t_part, tp = _timed(lambda: train_particles(Xtr, ytr, Xte, L=L, M=M, seed=0))
+    t_part, tp = timed(lambda: train_particles(Xtr, ytr, Xte, L=L, M=M, seed=0))
     cpu_part = time.process_time() - c0
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     n_base = 1024 if not quick else 512
-    t_fin, _ = _timed(lambda: online_sgd(Xtr, ytr, Xte, n=n_base, L=L, mode="decoupled", seed=0, store_gb=1.5))
+    t_fin, _ = timed(lambda: online_sgd(Xtr, ytr, Xte, n=n_base, L=L, mode="decoupled", seed=0, store_gb=1.5))
     rows.append({"name": f"NFD particles K={K}, L={L}, M={M}", "seconds": t_part, "baseline_seconds": t_fin,
                  "ratio": t_part / t_fin, "target": "< 60 s, < 4 GB",
                  "note": f"baseline: decoupled finite ResNet width {n_base} (same K, L; the particle run has the law "
@@ -91,8 +85,8 @@ def _run(quick: bool) -> list[dict]:
     P = 200 if not quick else 60
     rng = np.random.default_rng(0)
     X = rng.standard_normal((P, 5))
-    t_ode, k = _timed(lambda: kernel_ode(X, T=1.0, activation="erf", error_estimate=False))
-    t_eul, r = _timed(lambda: residual_recursion(X, 100, 1.0, "erf"))
+    t_ode, k = timed(lambda: kernel_ode(X, T=1.0, activation="erf", error_estimate=False))
+    t_eul, r = timed(lambda: residual_recursion(X, 100, 1.0, "erf"))
     rows.append({"name": f"kernel ODE erf P={P} (rtol 1e-10, with backward kernel)", "seconds": t_ode,
                  "baseline_seconds": t_eul, "ratio": t_ode / t_eul, "target": "seconds",
                  "note": f"baseline: Euler recursion L=100 (error {np.abs(r.Sigma[-1] - k.Sigma).max():.1e}); "

@@ -15,17 +15,11 @@ import time
 import tracemalloc
 
 import numpy as np
+
+from _timing import timed
 import scipy.linalg as sla
 
 
-def _timeit(fn, repeat=1):
-    best = np.inf
-    out = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def _net(N, H, d_in, d_out, seed):
@@ -41,7 +35,7 @@ def bench_equilibrium(N, L, B, d_out=10, d_in=32):
     rng = np.random.default_rng(1)
     X, Y = rng.standard_normal((B, d_in)), rng.standard_normal((B, d_out))
     c0 = time.process_time()
-    t, e = _timeit(lambda: pc.equilibrium(W, X, Y, a), repeat=2)
+    t, e = timed(lambda: pc.equilibrium(W, X, Y, a), repeat=2)
     cpu = (time.process_time() - c0) / 2
     return {"name": f"pc equilibrium N={N} L={L} B={B} d_out={d_out}", "seconds": t, "baseline_seconds": None,
             "ratio": None, "target": "< 1 s",
@@ -54,7 +48,7 @@ def bench_vs_dense(N, H, B=16, d_out=10, d_in=32):
     W, a = _net(N, H, d_in, d_out, 2)
     rng = np.random.default_rng(3)
     X, Y = rng.standard_normal((B, d_in)), rng.standard_normal((B, d_out))
-    t_fast, e = _timeit(lambda: pc.equilibrium(W, X, Y, a), repeat=3)
+    t_fast, e = timed(lambda: pc.equilibrium(W, X, Y, a), repeat=3)
 
     def dense():
         net = pc.make_net(W, a)
@@ -63,7 +57,7 @@ def bench_vs_dense(N, H, B=16, d_out=10, d_in=32):
         b = pc.rhs(net, lay, X, Y)
         return sla.cho_solve(sla.cho_factor(Hd, lower=True, overwrite_a=True, check_finite=False), b)
 
-    t_dense, zd = _timeit(dense)
+    t_dense, zd = timed(dense)
     zf = np.concatenate([z.T for z in e.z])
     err = float(np.max(np.abs(zf - zd)) / np.max(np.abs(zd)))
     return {"name": f"pc equilibrium vs dense H_z solve, N={N} H={H} B={B}", "seconds": t_fast,
@@ -85,8 +79,8 @@ def bench_kappa(N, H, param="sp", skips=None, dense_N=None, dense_H=None):
     note = ""
     if dense_N:
         W2, a2 = pc.init_weights(dense_N, dense_H, param, seed=5)
-        tb, sd = _timeit(lambda: pc.extreme_eigenvalues(W2, a2, skips, method="dense"))
-        tl, sl = _timeit(lambda: pc.extreme_eigenvalues(W2, a2, skips, method="lanczos", tol=1e-6))
+        tb, sd = timed(lambda: pc.extreme_eigenvalues(W2, a2, skips, method="dense"))
+        tl, sl = timed(lambda: pc.extreme_eigenvalues(W2, a2, skips, method="lanczos", tol=1e-6))
         base, ratio = tb, tb / tl
         note = (f"ratio measured at N={dense_N}, H={dense_H} (dense eigvalsh vs Lanczos, κ rel. diff "
                 f"{abs(sd.kappa - sl.kappa) / sd.kappa:.1e}); ")

@@ -26,6 +26,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
     args = ap.parse_args(argv)
     rows = []
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))      # for the shared benchmarks/_timing.py
     for path in sorted(HERE.glob("bench_*.py")):
         key = path.stem[len("bench_"):]
         if args.only and key not in args.only:
