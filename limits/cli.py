@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import re
 import sys
 import time
@@ -33,12 +32,9 @@ def _component_clis():
 
 
 def _print(obj, as_json: bool):
-    from .results import to_jsonable
+    from .cliutil import emit
 
-    if as_json:
-        print(json.dumps(to_jsonable(obj), indent=1))
-    else:
-        print(obj)
+    emit(obj, argparse.Namespace(json=as_json), obj)
 
 
 # ---------------------------------------------------------------- core commands

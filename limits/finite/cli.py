@@ -8,18 +8,10 @@
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
-
-def _emit(obj, args, text):
-    from ..results import to_jsonable
-
-    if args.json:
-        print(json.dumps(to_jsonable(obj), indent=1))
-    else:
-        print(text)
+from ..cliutil import emit as _emit
 
 
 def _inputs(args, rng, d_in):

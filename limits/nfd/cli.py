@@ -6,29 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cliutil import emit as _emit, load_array
+
 
 def _inputs(args):
     rng = np.random.default_rng(args.seed)
     Z = rng.standard_normal((args.P, args.d))
     return Z / np.linalg.norm(Z, axis=1, keepdims=True) * np.sqrt(args.d)
-
-
-def _load_X(path):
-    from ..checks import finite_array
-
-    if str(path).endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            return finite_array(z[z.files[0]], "X", ndim=2)
-    return finite_array(np.load(path, allow_pickle=False), "X", ndim=2)
-
-
-def _emit(obj, args, text):
-    from ..results import to_jsonable
-
-    if args.json:
-        print(json.dumps(to_jsonable(obj), indent=1))
-    else:
-        print(text)
 
 
 def _input_args(s):
@@ -44,7 +28,7 @@ def _input_args(s):
 def cmd_kernel_ode(args):
     from .kernel_ode import kernel_ode, residual_recursion
 
-    X = _load_X(args.X) if args.X else _inputs(args)
+    X = load_array(args.X, "X", ndim=2) if args.X else _inputs(args)
     k = kernel_ode(X, T=args.T, activation=args.activation)
     out = {"T": k.T, "activation": k.activation, "Sigma": k.Sigma, "K": k.K, "Gamma0": k.Gamma0,
            "nfev": k.nfev, "converged": k.converged, "error_estimate": k.error_estimate}
@@ -65,7 +49,7 @@ def cmd_particles(args):
     from .kernel_ode import kernel_ode
     from .sde import particles
 
-    X = _load_X(args.X) if args.X else _inputs(args)
+    X = load_array(args.X, "X", ndim=2) if args.X else _inputs(args)
     p = particles(X, args.T, args.L, args.M, args.activation, seed=args.seed, design=args.design,
                   interaction=args.interaction)
     out = {"L": p.L, "M": p.M, "design": p.design, "Sigma_L": p.Sigma_emp[-1], "K_L": p.K_emp,

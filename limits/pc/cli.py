@@ -8,19 +8,11 @@ inference against the closed form.
 """
 from __future__ import annotations
 
-import json
 import warnings
 
 import numpy as np
 
-
-def _emit(obj, args, text):
-    from ..results import to_jsonable
-
-    if args.json:
-        print(json.dumps(to_jsonable(obj), indent=1))
-    else:
-        print(text)
+from ..cliutil import emit as _emit, load_array
 
 
 def _skips(s):
@@ -29,15 +21,6 @@ def _skips(s):
     if s.isdigit():
         return int(s)
     return s
-
-
-def _load_array(path, name):
-    from ..checks import finite_array
-
-    if str(path).endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            return finite_array(z[z.files[0]], name)
-    return finite_array(np.load(path, allow_pickle=False), name)
 
 
 def _load_weights(path):
@@ -56,8 +39,8 @@ def _problem(args):
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out, rng=rng)
     d_in, d_out = W[0].shape[1], W[-1].shape[0]
-    X = _load_array(args.X, "X") if getattr(args, "X", None) else rng.standard_normal((args.batch, d_in))
-    Y = _load_array(args.Y, "Y") if getattr(args, "Y", None) else rng.standard_normal((X.shape[0], d_out))
+    X = load_array(args.X, "X") if getattr(args, "X", None) else rng.standard_normal((args.batch, d_in))
+    Y = load_array(args.Y, "Y") if getattr(args, "Y", None) else rng.standard_normal((X.shape[0], d_out))
     return W, a, X, Y
 
 
