@@ -14,10 +14,14 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "activations", "gaussian", "mehler", "results", "checks", "progress", "style", "stats", "blas",
-    "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery",
+    "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking",
 )
 
-__all__ = ["activation", "__version__", *_SUBMODULES]
+# names re-exported at the top level: the one network description and the check of any prediction
+_EXPORTS = {"Model": "model", "mlp": "model", "resnet": "model", "ModelError": "model",
+            "check": "checking", "CheckResult": "checking"}
+
+__all__ = ["activation", "__version__", *_SUBMODULES, *_EXPORTS]
 
 
 def activation(name_or_callable, **kwargs):
@@ -28,6 +32,10 @@ def activation(name_or_callable, **kwargs):
 
 
 def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
     if name in _SUBMODULES:
         module = importlib.import_module(f".{name}", __name__)
         globals()[name] = module

@@ -25,7 +25,14 @@ from .nngp import NNGPResult, nngp
 from .response import LinearResponseResult, ResponseResult, linear_response, response
 from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_line, fixed_point, phase_diagram
 
+from .cross import KernelResult, kernel
+from ..model import kernel_view as _kview, with_model as _with_model
+
+nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
+response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))
+
 __all__ = [
+    "kernel", "KernelResult",
     "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
     "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
     "KernelWarning", "KernelExplosion",
@@ -36,7 +43,13 @@ def __getattr__(name):  # heavier optional pieces load on first use
     if name in ("kernel_fluctuations", "KernelFluctuations"):
         from . import fluctuations
 
+        if name == "kernel_fluctuations":
+            fn = _with_model(fluctuations.kernel_fluctuations, _kview("limits.kernels.kernel_fluctuations",
+                                                                      ntk_arg=None))
+            globals()[name] = fn
+            return fn
         return getattr(fluctuations, name)
+
     if name in ("optimal_rho", "OptimalRho", "rho_star_estimate"):
         from . import optimal
 
