@@ -517,3 +517,53 @@ def kernel_view(what, ntk_arg="ntk"):
         return kw
 
     return view
+
+
+FEATURE_LEARNING_PARAMS = ("MF", "muP", "depth-muP")
+
+
+def dmft_view(m: Model, given: dict) -> dict:
+    """``limits.dmft.solve`` of a mean-field model: MF/μP/Depth-μP, N(0, 1) weights, no biases, one
+    output, one-layer pre-activation blocks; residual blocks need ``depth_scaling="sqrt"``
+    (β0/√depth, dmft.md §5). The legacy ``depth`` (hidden layers) is ``m.depth + 1``; ``dt``
+    defaults to the model's learning rate (GD step η0)."""
+    what = "limits.dmft.solve"
+    m.require(what, params=FEATURE_LEARNING_PARAMS, block_layers_one=True, pre_activation=True,
+              no_bias=True, unit_variances=True)
+    if m.d_out != 1:
+        raise ModelError(f"{what} cannot treat this model: d_out = {m.d_out} (one output only)")
+    kw = {"depth": m.n_hidden_layers, "activation": m.act if not isinstance(m.activation, str) else m.activation,
+          "gamma0": m.gamma0}
+    if m.residual:
+        if m.depth_scaling != "sqrt":
+            raise ModelError(f"{what} cannot treat this model: residual DMFT needs depth_scaling='sqrt' "
+                             f"(branch β0/√depth), got {m.depth_scaling!r}")
+        kw["beta0"] = m.rho
+    if given.get("dt") is None and given.get("steps") is None:
+        kw["dt"] = m.lr
+    X = given.get("X")
+    if X is not None and getattr(X, "ndim", 0) == 2 and X.shape[1] != m.d_in:
+        raise ValueError(f"X has {X.shape[1]} columns but the model has d_in = {m.d_in}")
+    return kw
+
+
+def nfd_view(what: str, depth_arg: str | None = None):
+    """NFD view: the pre-activation ResNet of nfd.md, h^l = h^{l−1} + √(T/L) W φ(h^{l−1})/√N,
+    i.e. ``resnet(d_in, L, depth_scaling="sqrt", rho=√T)`` with unit weight variances, no biases;
+    ``T = rho²``. ``depth_arg`` names the solver's depth argument (particles: ``L``)."""
+
+    def view(m: Model, given: dict) -> dict:
+        m.require(what, residual=True, block_layers_one=True, pre_activation=True, no_bias=True,
+                  unit_variances=True)
+        if m.depth_scaling != "sqrt":
+            raise ModelError(f"{what} cannot treat this model: NFD branches are √(T/L) "
+                             f"(depth_scaling='sqrt', rho=√T), got depth_scaling={m.depth_scaling!r}")
+        kw = {"T": m.rho ** 2, "activation": m.act}
+        if depth_arg is not None:
+            kw[depth_arg] = m.depth
+        X = given.get("X")
+        if X is not None and getattr(X, "ndim", 0) == 2 and X.shape[1] != m.d_in:
+            raise ValueError(f"X has {X.shape[1]} columns but the model has d_in = {m.d_in}")
+        return kw
+
+    return view

@@ -355,3 +355,12 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
         iterations=out["iterations"], residual=out["residual"], converged=out["converged"],
         message=f"{target_msg}; {out['message']}", mc_samples=M if out["solver"] == "mc-alternating" else 0,
         wall_time_s=time.perf_counter() - t_start, Phi2=out["Phi2"], G2=out["G2"])
+
+
+def _model_entry_points():
+    from ..model import dmft_view, with_model
+
+    return with_model(solve, dmft_view, "limits.dmft.solve")
+
+
+solve = _model_entry_points()

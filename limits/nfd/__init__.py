@@ -18,6 +18,11 @@ from .kernel_ode import (KernelODE, NestingCheck, ResidualRecursion, input_gram,
 from .sde import (ParticleInit, SDEPath, backward_coefficients, brownian_increments, correlate,
                   euler_maruyama, forward_coefficients, particles, psd_sqrt)
 
+from ..model import nfd_view as _nfd_view, with_model as _with_model
+
+kernel_ode = _with_model(kernel_ode, _nfd_view("limits.nfd.kernel_ode"), "limits.nfd.kernel_ode")
+particles = _with_model(particles, _nfd_view("limits.nfd.particles", depth_arg="L"), "limits.nfd.particles")
+
 __all__ = ["kernel_ode", "KernelODE", "residual_recursion", "ResidualRecursion", "nesting_check",
            "NestingCheck", "input_gram", "particles", "ParticleInit", "euler_maruyama", "SDEPath",
            "brownian_increments", "forward_coefficients", "backward_coefficients", "correlate", "psd_sqrt"]
