@@ -466,7 +466,7 @@ def merge_model_kwargs(model, given: dict, defaults: dict, what: str, view) -> d
 __all__ = ["Model", "ModelError", "mlp", "resnet", "as_model", "NAMED_PARAMS", "DEPTH_SCALINGS"]
 
 
-def with_model(fn, view, what=None):
+def with_model(fn, view, what=None, record=True):
     """Wrap a theory entry point so it also takes ``model=`` (a :class:`Model`, dict or model file):
     ``view(model, kwargs)`` returns the keyword arguments the model fixes; passing any of them
     explicitly as well is an error (one source of truth). The old keyword signature is unchanged."""
@@ -490,7 +490,16 @@ def with_model(fn, view, what=None):
         if clash:
             raise ValueError(f"{what}: pass either model= or {clash}, not both "
                              "(change the model with model.with_(...))")
-        return fn(**{**bound.arguments, **fixed})
+        out = fn(**{**bound.arguments, **fixed})
+        if record and isinstance(getattr(out, "params", None), dict) and isinstance(m.activation, str):
+            # the result remembers its model and inputs, so limits.check can rebuild the finite networks
+            extra = {"model": m.to_dict()}
+            if bound.arguments.get("X") is not None:
+                import numpy as np
+
+                extra["X"] = np.asarray(bound.arguments["X"], dtype=np.float64)
+            out = replace(out, params={**out.params, **extra})
+        return out
 
     params = list(sig.parameters.values())
     extra = inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=None)

@@ -42,6 +42,8 @@ class KernelResult(Result):
     model: dict
     diagnostics: dict
     symmetric: bool = False
+    X1: np.ndarray | None = None
+    X2: np.ndarray | None = None
 
     @property
     def shape(self):
@@ -176,8 +178,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
             while len(Ts) < L + 1:
                 Ts.append(np.full((P1, P2), np.inf))
     return KernelResult(K_out if "nngp" in get else None, T_out, np.stack(Ks) if layers else None,
-                        np.stack(Ts) if layers and want_ntk else None, m.to_dict() if isinstance(m.activation, str)
-                        else {"activation": m.activation_name}, diag)
+                        np.stack(Ts) if layers and want_ntk else None, _model_dict(m), diag, False, X1, X2)
 
 
 def _pair(fn, act, a, K, b):
@@ -213,5 +214,8 @@ def _symmetric(m, X, get, layers, want_ntk):
     _flag(diag, want_ntk)
     return KernelResult(r.K_out if "nngp" in get else None, r.Theta_out if want_ntk else None,
                         r.K if layers else None, r.Theta if layers and want_ntk else None,
-                        m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name},
-                        diag, symmetric=True)
+                        _model_dict(m), diag, True, X, None)
+
+
+def _model_dict(m):
+    return m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name}

@@ -1,0 +1,415 @@
+"""``limits.check``: any theory prediction against finite networks built from the same Model.
+
+    c = limits.check(result, widths=(64, 128, 256, 512), inits=256, seed=0)
+    c.passed, c.z, c.worst_z, c.rate, c.rate_ci, c.extrapolated, c.power, c.to_markdown(), c.plot()
+
+For every width N the finite observable of ``result`` (its :attr:`observable`) is simulated on
+``inits`` independent initialisations of ``model.finite(N)`` — the one place a Model becomes a
+finite network — giving per-init samples Y_s (one row per init, one column per compared entry).
+From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
+
+* **N → ∞ extrapolation** per entry: weighted least squares of mean_N = a + b/N (the O(1/N)
+  finite-width bias of kernels at init), ``z_inf = (a − theory)/se(a)``, compared with a
+  Bonferroni threshold (family-wise ``alpha``).
+* **scale test**: per init δ_s = ⟨Y_s − t, t⟩/⟨t, t⟩ (the relative error along the prediction;
+  computed per init so correlations between entries are accounted for), extrapolated the same
+  way to δ∞ ± se. ``power`` = (z_{α/2} + z_{0.8})·se(δ∞): the smallest relative bias of the
+  prediction this check detects with 80 % probability.
+* **finite-size rate**: the relative RMS deviation of single networks from the prediction,
+  r_N = ‖Y_s − t‖/‖t‖ averaged over inits, fitted as r_N ∝ N^rate (log–log, 99 % CI) against the
+  expected rate (−1/2 for kernels at init: O(N^{-1/2}) fluctuations around the limit).
+
+``passed`` needs all three. Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
+σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
+hidden layers → h^l h^lᵀ/N; NTK → the empirical NTK Σ_θ ∂f/∂θ ∂f/∂θ of the NTK parameterisation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checks import positive_int
+from .results import Result
+
+DEFAULT_WIDTHS = (64, 128, 256, 512)
+Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
+
+
+@dataclass(frozen=True)
+class CheckResult(Result):
+    """Theory vs finite networks (module docstring). Arrays: ``widths`` (n_w,), ``theory`` (n_e,),
+    ``estimate``/``se``/``z`` (n_w, n_e), ``extrapolated``/``extrapolated_se``/``z_inf`` (n_e,),
+    ``rms``/``rms_se`` (n_w,)."""
+
+    what: str
+    labels: tuple
+    widths: np.ndarray
+    inits: int
+    theory: np.ndarray
+    estimate: np.ndarray
+    se: np.ndarray
+    z: np.ndarray
+    extrapolated: np.ndarray
+    extrapolated_se: np.ndarray
+    z_inf: np.ndarray
+    z_crit: float
+    rms: np.ndarray
+    rms_se: np.ndarray
+    rate: float
+    rate_ci: tuple
+    rate_expected: float
+    scale_bias: float
+    scale_bias_se: float
+    scale_z_crit: float
+    power: float
+    passed: bool
+    reasons: tuple
+    model: dict
+    seed: int
+    seconds: float
+    details: dict = field(default_factory=dict)
+
+    @property
+    def worst_z(self) -> float:
+        """Largest |z| of the N → ∞ extrapolation (the statistic ``passed`` uses)."""
+        return float(np.max(np.abs(self.z_inf))) if self.z_inf.size else 0.0
+
+    def to_markdown(self) -> str:
+        ok = "PASS" if self.passed else "FAIL"
+        rows = [f"### check: {self.what} — **{ok}**", "",
+                f"model: {self.details.get('model_text', '')}", "",
+                "| width | inits | max abs z | relative RMS deviation of one network |",
+                "|---:|---:|---:|---|"]
+        for i, N in enumerate(self.widths):
+            rows.append(f"| {int(N)} | {self.inits} | {np.max(np.abs(self.z[i])):.2f} | "
+                        f"{self.rms[i]:.4g} ± {self.rms_se[i]:.2g} |")
+        rows += ["", "| statistic | value | criterion |", "|---|---|---|",
+                 f"| N → ∞ extrapolation, worst \\|z\\| over {self.theory.size} entries | {self.worst_z:.2f} | "
+                 f"< {self.z_crit:.2f} (Bonferroni, family-wise α = {self.details.get('alpha', 0.01):g}) |",
+                 f"| relative bias along the prediction δ∞ | {self.scale_bias:+.4f} ± {self.scale_bias_se:.4f} | "
+                 f"\\|z\\| < {self.scale_z_crit:.2f} |",
+                 f"| finite-size rate of the RMS deviation | {self.rate:+.3f} [{self.rate_ci[0]:+.3f}, "
+                 f"{self.rate_ci[1]:+.3f}] (99 % CI) | contains {self.rate_expected:+g} |",
+                 f"| power: smallest relative bias detected with 80 % probability | {self.power:.3%} | |"]
+        if self.reasons:
+            rows += ["", "Failed because: " + "; ".join(self.reasons)]
+        return "\n".join(rows)
+
+    def __str__(self):
+        return self.to_markdown()
+
+    def plot(self, path=None):
+        """Two panels: extrapolated entries vs theory (with ±2 SE), and the RMS deviation against N
+        with the expected rate. Saved to ``path`` (.png/.pdf) when given; returns the Figure."""
+        import matplotlib
+
+        if path is not None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+        t = self.theory
+        lo, hi = float(min(t.min(), self.extrapolated.min())), float(max(t.max(), self.extrapolated.max()))
+        pad = 0.05 * (hi - lo + 1e-12)
+        a1.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.6", lw=1, label="theory = finite")
+        a1.errorbar(t, self.estimate[-1], yerr=2 * self.se[-1], fmt="o", ms=3, alpha=0.6,
+                    label=f"N = {int(self.widths[-1])} (±2 SE)")
+        a1.errorbar(t, self.extrapolated, yerr=2 * self.extrapolated_se, fmt="s", ms=3,
+                    label="N → ∞ extrapolation (±2 SE)")
+        a1.set_xlabel("theory")
+        a1.set_ylabel("finite networks")
+        a1.set_title(f"{self.what}: worst |z∞| = {self.worst_z:.2f}")
+        a1.legend(fontsize=7, loc="upper left")
+        N = self.widths.astype(float)
+        a2.errorbar(N, self.rms, yerr=2 * self.rms_se, fmt="o", label="one network vs theory (RMS, ±2 SE)")
+        ref = self.rms[0] * (N / N[0]) ** self.rate_expected
+        a2.plot(N, ref, "--", color="0.4", label=f"expected N^{self.rate_expected:+g}")
+        a2.set_xscale("log")
+        a2.set_yscale("log")
+        a2.set_xlabel("width N")
+        a2.set_ylabel("relative RMS deviation")
+        a2.set_title(f"rate {self.rate:+.3f} [{self.rate_ci[0]:+.2f}, {self.rate_ci[1]:+.2f}]")
+        a2.legend(fontsize=7, loc="lower left")
+        fig.suptitle(("PASS" if self.passed else "FAIL") + f" — power: detects ≥ {self.power:.2%} relative bias",
+                     fontsize=9)
+        if path is not None:
+            fig.savefig(path, metadata={"CreationDate": None} if str(path).endswith(".pdf") else None)
+        return fig
+
+
+# ---------------------------------------------------------------------------------------------- statistics
+def _wls_extrapolate(N, means, ses):
+    """Per column: fit mean_N = a + b/N (weights 1/se²); return a, se(a) (scaled by √max(1, χ²/dof))."""
+    N = np.asarray(N, dtype=float)
+    A = np.stack([np.ones_like(N), 1.0 / N], axis=1)                  # (n_w, 2)
+    se = np.maximum(ses, 1e-300)
+    a_out = np.empty(means.shape[1])
+    s_out = np.empty(means.shape[1])
+    dof = max(N.size - 2, 1)
+    for j in range(means.shape[1]):
+        w = 1.0 / se[:, j]
+        Aw = A * w[:, None]
+        bw = means[:, j] * w
+        Q, R = np.linalg.qr(Aw)
+        coef = np.linalg.solve(R, Q.T @ bw)
+        resid = bw - Aw @ coef
+        chi2 = float(resid @ resid) / dof if N.size > 2 else 1.0
+        var_a = float(np.sum(np.linalg.solve(R.T, np.array([1.0, 0.0])) ** 2))   # [(RᵀR)⁻¹]₀₀ = ‖R⁻ᵀe₁‖²
+        a_out[j] = coef[0]
+        s_out[j] = np.sqrt(var_a * max(chi2, 1.0))
+    return a_out, s_out
+
+
+def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, labels=None, model=None,
+            seed=0, seconds=0.0, details=None) -> CheckResult:
+    """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries)."""
+    from scipy.stats import norm
+
+    from .stats import loglog_fit
+
+    widths = np.asarray(widths, dtype=int)
+    t = np.asarray(theory, dtype=float).ravel()
+    n_e = t.size
+    if n_e == 0:
+        raise ValueError("nothing to compare: the prediction has no entries")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("the prediction contains inf/NaN (an overflowed kernel); nothing to check")
+    tt = float(t @ t)
+    if tt == 0:
+        raise ValueError("the prediction is identically zero; a relative check is undefined")
+    means, ses, rms, rms_se, deltas, delta_se = [], [], [], [], [], []
+    S = None
+    for Y in samples:
+        Y = np.asarray(Y, dtype=float).reshape(len(Y), n_e)
+        S = Y.shape[0]
+        if S < 2:
+            raise ValueError("inits must be >= 2 (a standard error needs two initialisations)")
+        if not np.all(np.isfinite(Y)):
+            raise ValueError("the finite networks overflowed (inf/NaN); use smaller variances or depth")
+        means.append(Y.mean(0))
+        ses.append(Y.std(0, ddof=1) / np.sqrt(S))
+        D = Y - t
+        r = np.sqrt(np.mean(D * D, axis=1) / (tt / n_e))
+        rms.append(r.mean())
+        rms_se.append(r.std(ddof=1) / np.sqrt(S))
+        d = (D @ t) / tt
+        deltas.append(d.mean())
+        delta_se.append(d.std(ddof=1) / np.sqrt(S))
+    means, ses = np.array(means), np.array(ses)
+    ses = np.where(ses > 0, ses, 1e-15 * np.maximum(np.abs(means), 1.0))
+    z = (means - t) / ses
+    if widths.size >= 2:
+        a, sa = _wls_extrapolate(widths, means, ses)
+        dinf, dse = _wls_extrapolate(widths, np.array(deltas)[:, None], np.maximum(np.array(delta_se), 1e-300)[:, None])
+        dinf, dse = float(dinf[0]), float(dse[0])
+    else:
+        a, sa = means[-1], ses[-1]
+        dinf, dse = float(deltas[-1]), float(delta_se[-1])
+    z_inf = (a - t) / np.maximum(sa, 1e-300)
+    z_crit = float(norm.isf(alpha / (2 * n_e)))
+    z1 = float(norm.isf(alpha / 2))
+    reasons = []
+    if np.max(np.abs(z_inf)) > z_crit:
+        j = int(np.argmax(np.abs(z_inf)))
+        lab = labels[j] if labels is not None else str(j)
+        reasons.append(f"entry {lab}: extrapolated {a[j]:.6g} ± {sa[j]:.2g} vs theory {t[j]:.6g} "
+                       f"(z = {z_inf[j]:+.2f}, threshold {z_crit:.2f})")
+    if abs(dinf) > z1 * dse:
+        reasons.append(f"relative bias along the prediction {dinf:+.4f} ± {dse:.4f} (z = {dinf / dse:+.2f})")
+    rate, ci = float("nan"), (float("nan"), float("nan"))
+    if widths.size >= 3 and np.all(np.array(rms) > 0):
+        fit = loglog_fit(widths, np.array(rms), yerr=np.array(rms_se), level=0.99)
+        rate, ci = fit.slope, (fit.ci_low, fit.ci_high)
+        if not fit.contains(rate_expected):
+            reasons.append(f"finite-size rate {rate:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] excludes the expected "
+                           f"{rate_expected:+g}")
+    power = (z1 + Z_POWER) * dse
+    model = model or {}
+    det = {"alpha": alpha, **(details or {})}
+    return CheckResult(str(what), tuple(labels or ()), widths, int(S), t, means, ses, z, a, sa, z_inf, z_crit,
+                       np.array(rms), np.array(rms_se), rate, ci, float(rate_expected), dinf, dse, z1,
+                       float(power), not reasons, tuple(reasons), model, int(seed), float(seconds), det)
+
+
+# ---------------------------------------------------------------------------------------------- observables
+def _seeds(seed, n):
+    return [int(s.generate_state(1, dtype=np.uint64)[0] >> 1)
+            for s in np.random.SeedSequence(int(seed)).spawn(n)]
+
+
+def _tri(P1, P2, symmetric):
+    if symmetric:
+        return np.triu_indices(P1)
+    ii, jj = np.meshgrid(np.arange(P1), np.arange(P2), indexing="ij")
+    return ii.ravel(), P1 + jj.ravel()
+
+
+def _nngp_samples(m, net, X, idx, S, seed, layers):
+    """Per init: [hidden layers' h hᵀ/N at ``layers``…, read-out E[f fᵀ|h^L]] at the index pairs."""
+    from .finite import empirical_kernels
+
+    v = m.variances()
+    ek = empirical_kernels(net, X, S, seed=seed, keep_samples=True, phi_kernels=True)
+    i, j = idx
+    parts = [ek.K[:, l, i, j] for l in layers]
+    parts.append(v["sigma_w2_out"] * ek.K_phi[:, -1, i, j] + v["sigma_b2_out"])
+    return np.concatenate(parts, axis=1)
+
+
+def _ntk_samples(net, X, idx, S, seed, chunk=None):
+    from .finite import init_weights
+    from .finite.ntk import empirical_ntk
+    from .finite.weights import init_streams
+
+    i, j = idx
+    N, P = net.width, X.shape[0]
+    per = 8.0 * (net.n_blocks + 2) * N * N + 8.0 * 6 * (net.n_blocks + 2) * P * N
+    chunk = chunk or max(1, min(S, int(256 * 2**20 // per)))
+    streams = init_streams(S, seed=seed)
+    out = []
+    for st in range(0, S, chunk):
+        w = init_weights(net, streams=streams[st:st + chunk])
+        Th = empirical_ntk(net, w, X)
+        out.append(Th[:, i, j])
+    return np.concatenate(out, axis=0)
+
+
+def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer_theory=None, progress=None,
+                  alpha=0.01):
+    from .progress import progress as _progress
+
+    symmetric = X2 is None
+    X = X1 if symmetric else np.vstack([X1, X2])
+    P1 = X1.shape[0]
+    P2 = P1 if symmetric else X2.shape[0]
+    idx = _tri(P1, P2, symmetric)
+    results = {}
+    t0 = time.perf_counter()
+    seeds = _seeds(seed, 2 * len(widths))
+    pairs = list(zip(idx[0].tolist(), (idx[1] - (0 if symmetric else P1)).tolist()))
+    kinds = [k for k, th in (("nngp", theory_nngp), ("ntk", theory_ntk)) if th is not None]
+    bar = _progress(total=len(kinds) * len(widths), desc="check", disable=progress)
+    for kind in kinds:
+        samples = []
+        if kind == "nngp":
+            layers = sorted(layer_theory) if layer_theory else []
+            th = np.concatenate([*(layer_theory[l][idx[0], idx[1] - (0 if symmetric else P1)]
+                                   for l in layers), theory_nngp[idx[0], idx[1] - (0 if symmetric else P1)]])
+            labels = [f"K^{l}[{a},{b}]" for l in layers for a, b in pairs] + [f"K_out[{a},{b}]" for a, b in pairs]
+        else:
+            th = theory_ntk[idx[0], idx[1] - (0 if symmetric else P1)]
+            labels = [f"Θ_out[{a},{b}]" for a, b in pairs]
+        for k, N in enumerate(widths):
+            net = m.finite(int(N))
+            s = seeds[k + (0 if kind == "nngp" else len(widths))]
+            if kind == "nngp":
+                samples.append(_nngp_samples(m, net, X, idx, inits, s, layers))
+            else:
+                samples.append(_ntk_samples(net, X, idx, inits, s))
+            bar.update(1)
+        results[kind] = (th, samples, labels)
+    bar.close()
+    return results, time.perf_counter() - t0
+
+
+def _combine(parts, widths, m, seed, seconds, alpha, details):
+    """One CheckResult from several observables (entries concatenated; samples per width side by side)."""
+    names = list(parts)
+    th = np.concatenate([parts[k][0] for k in names])
+    labels = [lab for k in names for lab in parts[k][2]]
+    samples = [np.concatenate([parts[k][1][i] for k in names], axis=1) for i in range(len(widths))]
+    if len(names) > 1:
+        # relative tests per observable would weigh NNGP and NTK by their scale; normalise each block
+        scales = np.concatenate([np.full(parts[k][0].size, np.sqrt(np.mean(parts[k][0] ** 2)) or 1.0)
+                                 for k in names])
+        th_n = th / scales
+        samples_n = [s / scales for s in samples]
+        res = analyse(" + ".join(names), widths, th_n, samples_n, labels=labels, model=m.to_dict(), seed=seed,
+                      seconds=seconds, alpha=alpha, details={**details, "normalised_by": "RMS of each observable"})
+        return res
+    return analyse(names[0], widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, seconds=seconds,
+                   alpha=alpha, details=details)
+
+
+def _model_and_inputs(result, model, X):
+    from .model import as_model
+
+    mdict = None
+    params = getattr(result, "params", None)
+    if model is None:
+        mdict = getattr(result, "model", None)
+        if not mdict and isinstance(params, dict):
+            mdict = params.get("model")
+        if not mdict:
+            raise ValueError("check: this result does not record its model; pass model= (a limits.Model) "
+                             "or compute the result with model=")
+        model = mdict
+    m = as_model(model)
+    return m
+
+
+def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=None, alpha=0.01,
+          layers=False, progress=None) -> CheckResult:
+    """Check a theory ``result`` against finite networks of the same Model (module docstring).
+
+    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
+    :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
+    K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
+    outputs; see :mod:`limits.checking_dmft`). ``widths``: at least three for the rate fit;
+    ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
+    ``numpy.random.SeedSequence(seed).spawn``).
+    """
+    widths = tuple(positive_int(w, "widths") for w in np.atleast_1d(widths))
+    if len(widths) < 2:
+        raise ValueError("widths: give at least two widths (three or more for the finite-size rate)")
+    if len(set(widths)) != len(widths):
+        raise ValueError("widths must be distinct")
+    widths = tuple(sorted(widths))
+    inits = positive_int(inits, "inits", minimum=2)
+    from .kernels.cross import KernelResult
+    from .kernels.nngp import NNGPResult
+
+    if isinstance(result, KernelResult):
+        m = _model_and_inputs(result, model, X)
+        X1 = result.X1 if X is None else np.asarray(X, dtype=float)
+        if X1 is None:
+            raise ValueError("check: pass X= (the inputs of this kernel)")
+        X2 = None if result.symmetric else result.X2
+        parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
+                                    layer_theory=_layer_theory(result, layers), progress=progress)
+        return _combine(parts, widths, m, seed, secs, alpha,
+                        {"model_text": m.describe(), "observable": "read-out kernels of finite networks",
+                         "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
+    if isinstance(result, NNGPResult):
+        m = _model_and_inputs(result, model, X)
+        Xr = result.params.get("X") if X is None else np.asarray(X, dtype=float)
+        if Xr is None:
+            raise ValueError("check: pass X= (the inputs of this NNGP result)")
+        Xr = np.asarray(Xr, dtype=float)
+        lt = None
+        if layers:
+            if result.layers is not None:
+                lt = {int(l): result.K[i] for i, l in enumerate(result.layers)}
+            else:
+                lt = {l: result.K[l] for l in range(result.K.shape[0])}
+        parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
+                                    layer_theory=lt, progress=progress)
+        return _combine(parts, widths, m, seed, secs, alpha,
+                        {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+    if type(result).__name__ == "DMFTResult":
+        from .checking_dmft import check_dmft
+
+        return check_dmft(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
+    raise ValueError(f"check: no finite-network observable is known for {type(result).__name__}; supported: "
+                     "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
+                     "DMFTResult (limits.dmft.solve with model=)")
+
+
+def _layer_theory(result, layers):
+    if not layers:
+        return None
+    if result.K is None:
+        raise ValueError("check(..., layers=True) needs the per-layer blocks: compute the kernel with layers=True")
+    return {l: result.K[l] for l in range(result.K.shape[0])}
