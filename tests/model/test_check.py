@@ -1,0 +1,72 @@
+"""limits.check: correct predictions pass, a 5 % error is flagged, statistics are honest."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import limits
+
+
+@pytest.fixture(scope="module")
+def setup():
+    rng = np.random.default_rng(1)
+    X1, X2 = rng.standard_normal((3, 8)), rng.standard_normal((4, 8))
+    m = limits.mlp(8, 2, activation="erf", sigma_w2=1.5, sigma_b2=0.1)
+    return m, X1, X2
+
+
+def test_correct_kernel_prediction_passes_and_wrong_one_is_flagged(setup):
+    m, X1, X2 = setup
+    k = limits.kernels.kernel(m, X1, X2)
+    c = limits.check(k, seed=0)
+    assert c.passed, c.to_markdown()
+    assert -0.6 < c.rate < -0.4 and c.rate_ci[0] <= -0.5 <= c.rate_ci[1]
+    assert c.power < 0.05                      # the default sizes detect a 5 % error
+    bad = limits.check(replace(k, nngp=1.05 * k.nngp, ntk=1.05 * k.ntk), seed=0)
+    assert not bad.passed and abs(bad.scale_bias + 0.05 / 1.05) < 4 * bad.scale_bias_se
+    for get in ("nngp", "ntk"):
+        kk = limits.kernels.kernel(m, X1, X2, get=get)
+        arr = getattr(kk, get)
+        assert not limits.check(replace(kk, **{get: 1.05 * arr}), seed=1).passed
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_residual_nngp_with_layers(act):
+    X = np.random.default_rng(4).standard_normal((3, 6))
+    m = limits.resnet(6, 3, activation=act, sigma_w2=1.1, sigma_b2=0.05, rho=0.8)
+    r = limits.kernels.nngp(X, model=m)
+    c = limits.check(r, widths=(64, 128, 256), inits=128, seed=2, layers=True)
+    assert c.passed, c.to_markdown()
+    assert len(c.labels) == c.theory.size == 4 * 6 + 6 + 6   # K^0..K^3, K_out, Θ_out upper triangles
+
+
+def test_check_outputs(setup, tmp_path):
+    m, X1, X2 = setup
+    c = limits.check(limits.kernels.kernel(m, X1, get="nngp"), widths=(32, 64, 128), inits=32, seed=0)
+    md = c.to_markdown()
+    assert "power" in md and "rate" in md
+    fig = c.plot(tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 1000
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    c.save(tmp_path / "c")
+    c2 = type(c).load(tmp_path / "c")
+    np.testing.assert_array_equal(c2.z_inf, c.z_inf)
+    assert c2.passed == c.passed
+    # identical seeds → identical checks
+    c3 = limits.check(limits.kernels.kernel(m, X1, get="nngp"), widths=(32, 64, 128), inits=32, seed=0)
+    np.testing.assert_array_equal(c3.estimate, c.estimate)
+
+
+def test_check_bad_input(setup):
+    m, X1, _ = setup
+    k = limits.kernels.kernel(m, X1, get="nngp")
+    with pytest.raises(ValueError, match="inits"):
+        limits.check(k, inits=1)
+    with pytest.raises(ValueError, match="widths"):
+        limits.check(k, widths=(64,))
+    with pytest.raises(ValueError, match="no finite-network observable"):
+        limits.check(object())
+    with pytest.raises(ValueError, match="model"):
+        limits.check(limits.kernels.nngp(X1, depth=2))
