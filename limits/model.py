@@ -416,11 +416,13 @@ def _custom_param(p: dict):
 def _builder(residual, d_in, depth, kw):
     kw = _apply_aliases(kw)
     if "depth" in kw:
-        raise ValueError("depth given twice (positionally and as a keyword or alias)")
-    return Model(d_in=d_in, depth=depth, residual=residual, **kw)
+        if depth is not None:
+            raise ValueError("depth given twice (positionally and as a keyword or alias)")
+        depth = kw.pop("depth")
+    return Model(d_in=d_in, depth=1 if depth is None else depth, residual=residual, **kw)
 
 
-def mlp(d_in, depth=1, **kw) -> Model:
+def mlp(d_in, depth=None, **kw) -> Model:
     """Feed-forward model: read-in, ``depth`` hidden N×N layers, read-out (``depth`` counts the
     hidden N×N layers, so the network has depth + 2 weight layers; ``blocks=`` is an alias).
     Other keywords: the :class:`Model` fields (activation, sigma_w2, sigma_b2, sigma_*_in/out,
@@ -431,7 +433,7 @@ def mlp(d_in, depth=1, **kw) -> Model:
     return _builder(False, d_in, depth, kw)
 
 
-def resnet(d_in, depth=1, **kw) -> Model:
+def resnet(d_in, depth=None, **kw) -> Model:
     """Residual model: read-in, ``depth`` residual blocks h^l = h^{l−1} + ρ_eff F(h^{l−1}), read-out
     (``depth`` counts residual blocks — seed 004's and NFD's L; ``blocks=`` is an alias). ``rho`` with
     ``depth_scaling`` ∈ {"none", "sqrt", "linear", "alpha"} sets ρ_eff; ``block_layers=2`` for
