@@ -99,14 +99,14 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     Overflow of one kernel (e.g. the NTK growing like χ₁^L in the chaotic phase) never touches the
     other: each has its own ``*_exploded_at`` in ``diagnostics``.
     """
-    from ..model import as_model
+    from ..model import ModelError, as_model
 
     m = as_model(model)
     get = _get(get)
     what = "limits.kernels.kernel"
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if "ntk" in get and m.param_name == "SP":
-        raise ValueError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
+        raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
                          "learning rate; use parameterisation='NTK' or get=('nngp',)")
     X1 = _inputs(X1, "X1", m.d_in)
     want_ntk = "ntk" in get
