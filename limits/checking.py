@@ -290,7 +290,7 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
     seeds = _seeds(seed, 2 * len(widths))
     pairs = list(zip(idx[0].tolist(), (idx[1] - (0 if symmetric else P1)).tolist()))
     kinds = [k for k, th in (("nngp", theory_nngp), ("ntk", theory_ntk)) if th is not None]
-    bar = _progress(total=len(kinds) * len(widths), desc="check", disable=progress)
+    bar = _progress(total=len(kinds) * len(widths), desc="check", disable=None if progress is None else not progress)
     for kind in kinds:
         samples = []
         if kind == "nngp":

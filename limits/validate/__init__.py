@@ -65,6 +65,19 @@ class Case(Result):
                    None if rate is None else (rate.ci_low, rate.ci_high), rate_expected, detail)
 
     @classmethod
+    def from_check(cls, component, name, c, detail=""):
+        """A case from a :class:`limits.checking.CheckResult` (``limits.check``): the worst entry of
+        the N → ∞ extrapolation, the finite-size rate, and the check's own verdict (which also
+        includes the scale test)."""
+        i = int(np.argmax(np.abs(c.z_inf)))
+        extra = (f"widths {[int(n) for n in c.widths]}, {c.inits} inits each; worst |z∞| {c.worst_z:.2f} "
+                 f"(threshold {c.z_crit:.2f}); δ∞ = {c.scale_bias:+.4f} ± {c.scale_bias_se:.4f}; "
+                 f"power {c.power:.2%}" + ("; " + "; ".join(c.reasons) if c.reasons else ""))
+        return cls(component, name, float(c.theory[i]), float(c.extrapolated[i]), float(c.extrapolated_se[i]),
+                   float(c.z_inf[i]), "pass" if c.passed else "fail", "statistical", c.rate, tuple(c.rate_ci),
+                   c.rate_expected, f"{detail}; {extra}" if detail else extra)
+
+    @classmethod
     def exact(cls, component, name, reference, value, tol=1e-10, detail=""):
         """Identity check: passes when max |value − reference| ≤ tol · max(1, |reference|)."""
         r = np.atleast_1d(np.asarray(reference, float))

@@ -19,32 +19,24 @@ def _inputs(rng, P=3, d=100):
 
 
 def _per_layer(residual, act="erf"):
+    """Every layer's NNGP kernel K^l and the read-out kernel of one Model against finite networks of
+    that Model at three widths — a thin use of ``limits.check``."""
     def case(rng, quick):
-        from .. import finite as F
-        from ..kernels import nngp
+        import limits
+        from ..kernels import kernel
 
         L = 6 if quick else 10
         N, S = (200, 300) if quick else (500, 1000)
         X = _inputs(rng, P=3 if act == "erf" else 10)     # P ≥ 8 routes tanh Grams through Mehler
         pars = {**PARS, "activation": act}
-        r = nngp(X, depth=L, residual=residual, rho=1.0, **pars)
-        net = (F.resnet(X.shape[1], N, L, rho=1.0, **pars) if residual
-               else F.mlp(X.shape[1], N, L, **pars))
-        ek = F.empirical_kernels(net, X, S, rng=rng, keep_samples=False)
-        iu = np.triu_indices(X.shape[0])
-        th = np.concatenate([r.K[:, iu[0], iu[1]].ravel(), r.K_out[iu]])
-        est = np.concatenate([ek.mean[:, iu[0], iu[1]].ravel(), ek.out_mean[iu]])
-        se = np.concatenate([ek.se[:, iu[0], iu[1]].ravel(), ek.out_se[iu]])
+        m = (limits.resnet(X.shape[1], L, rho=1.0, **pars) if residual else limits.mlp(X.shape[1], L, **pars))
+        k = kernel(m, X, get="nngp", layers=True)
+        c = limits.check(k, widths=(N // 2, N, 2 * N), inits=S, seed=int(rng.integers(2**31)), layers=True,
+                         progress=False)
         kind = "residual" if residual else "feed-forward"
         how = "closed form" if act == "erf" else "Mehler-expansion Grams"
-        from scipy.stats import norm
-
-        zc = max(4.0, float(norm.isf(0.005 / th.size)))   # family-wise 1% over the entries
-        return Case.statistical(COMPONENT, f"{kind} NNGP K^l (l=0..{L}) and K_out vs Monte Carlo, {act} ({how})",
-                                th, est, se, z_crit=zc,
-                                detail=f"N={N}, {S} inits, P={X.shape[0]}, d_in=100, σ_w²=1.2, σ_b²=0.2, ρ=1; "
-                                       f"{th.size} entries, worst |z| shown (threshold {zc:.2f}: Bonferroni, "
-                                       "family-wise 1%); O(1/N) bias is below the SE here")
+        return Case.from_check(COMPONENT, f"{kind} NNGP K^l (l=0..{L}) and K_out vs finite networks, {act} ({how})",
+                               c, detail=f"limits.check of {m.describe()}; P={X.shape[0]}")
     return case
 
 
@@ -214,57 +206,24 @@ def _rho_star_finite(rng, quick):
     return case
 
 
-def empirical_ntk(net, weights, X):
-    """Per-init NTK Θ_αβ = Σ_params ∂f_α/∂θ · ∂f_β/∂θ of a d_out = 1 network in the parameterisation
-    of limits.kernels (every weight and bias written as std × a unit-variance trainable variable), from
-    P one-hot backward passes of limits.finite. Returns (S, P, P)."""
-    from .. import finite as F
-
-    fwd = F.forward(net, weights, X)
-    S, P = fwd.f.shape[0], X.shape[0]
-    layers = net.layers()
-    grads = []
-    for a in range(P):
-        g = np.zeros_like(fwd.f)
-        g[:, a, 0] = 1.0
-        gr = F.backward(net, weights, fwd, g)
-        vec = []
-        for name, dense in layers.items():
-            vec.append(dense.std * gr.dW[name].reshape(S, -1))
-            if dense.bias:
-                vec.append(dense.bias_std * gr.db[name].reshape(S, -1))
-        grads.append(np.concatenate(vec, axis=1))
-    G = np.stack(grads, axis=1)                      # (S, P, n_params)
-    return np.einsum("spk,sqk->spq", G, G)
-
-
 def _ntk_case(residual):
+    """Read-out NTK of one Model against the empirical NTK of finite networks of that Model
+    (NTK parameterisation) at three widths — a thin use of ``limits.check``."""
     def case(rng, quick):
-        from .. import finite as F
-        from ..kernels import nngp
+        import limits
+        from ..kernels import kernel
 
         L = 3
-        N, S = (128, 60) if quick else (256, 300)
+        widths, S = ((64, 128, 256), 60) if quick else ((128, 256, 512), 300)
         X = _inputs(rng, P=2, d=20)
         kw = dict(activation="erf", sigma_w2=1.2, sigma_b2=0.2)
-        r = nngp(X, depth=L, residual=residual, rho=0.7 if residual else 1.0, **kw)
-        net = (F.resnet(20, N, L, rho=0.7, parameterisation="ntk", **kw) if residual
-               else F.mlp(20, N, L, parameterisation="ntk", **kw))
-        vals = []
-        chunk = 20
-        for s0 in range(0, S, chunk):
-            w = F.init_weights(net, min(chunk, S - s0), rng=rng)
-            vals.append(empirical_ntk(net, w, X))
-        T = np.concatenate(vals)
-        iu = np.triu_indices(2)
-        m = T.mean(0)[iu]
-        se = T.std(0, ddof=1)[iu] / np.sqrt(T.shape[0])
+        m = limits.resnet(20, L, rho=0.7, **kw) if residual else limits.mlp(20, L, **kw)
+        c = limits.check(kernel(m, X, get="ntk"), widths=widths, inits=S, seed=int(rng.integers(2**31)),
+                         progress=False)
         kind = "residual (ρ=0.7)" if residual else "feed-forward"
-        return Case.statistical(COMPONENT, f"{kind} NTK Θ_out vs empirical NTK of finite nets (NTK param.)",
-                                r.Theta_out[iu], m, se,
-                                detail=f"L={L}, N={N}, {T.shape[0]} inits, erf, σ_w²=1.2, σ_b²=0.2, P=2; "
-                                       "per-sample gradients from limits.finite.backward, each parameter "
-                                       "scaled by its init std (NTK parameterisation)")
+        return Case.from_check(COMPONENT, f"{kind} NTK Θ_out vs empirical NTK of finite nets (NTK param.)", c,
+                               detail=f"L={L}, erf, σ_w²=1.2, σ_b²=0.2, P=2; per-sample gradients from "
+                                      "limits.finite.backward (NTK parameterisation)")
     return case
 
 
