@@ -163,8 +163,10 @@ def _wls_extrapolate(N, means, ses):
 
 
 def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, labels=None, model=None,
-            seed=0, seconds=0.0, details=None) -> CheckResult:
-    """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries)."""
+            seed=0, seconds=0.0, details=None, theory_se=None) -> CheckResult:
+    """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries).
+    ``theory_se``: Monte Carlo standard error of the prediction itself (e.g. nonlinear DMFT); it is
+    added in quadrature to every comparison and its mean square is removed from the RMS deviation."""
     from scipy.stats import norm
 
     from .stats import loglog_fit
@@ -176,6 +178,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
         raise ValueError("nothing to compare: the prediction has no entries")
     if not np.all(np.isfinite(t)):
         raise ValueError("the prediction contains inf/NaN (an overflowed kernel); nothing to check")
+    tse = np.zeros_like(t) if theory_se is None else np.broadcast_to(np.asarray(theory_se, float).ravel(), t.shape)
     tt = float(t @ t)
     if tt == 0:
         raise ValueError("the prediction is identically zero; a relative check is undefined")
@@ -191,7 +194,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
         means.append(Y.mean(0))
         ses.append(Y.std(0, ddof=1) / np.sqrt(S))
         D = Y - t
-        r = np.sqrt(np.mean(D * D, axis=1) / (tt / n_e))
+        r = np.sqrt(np.maximum(np.mean(D * D, axis=1) - np.mean(tse ** 2), 0.0) / (tt / n_e))
         rms.append(r.mean())
         rms_se.append(r.std(ddof=1) / np.sqrt(S))
         d = (D @ t) / tt
@@ -199,7 +202,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
         delta_se.append(d.std(ddof=1) / np.sqrt(S))
     means, ses = np.array(means), np.array(ses)
     ses = np.where(ses > 0, ses, 1e-15 * np.maximum(np.abs(means), 1.0))
-    z = (means - t) / ses
+    z = (means - t) / np.sqrt(ses ** 2 + tse ** 2)
     if widths.size >= 2:
         a, sa = _wls_extrapolate(widths, means, ses)
         dinf, dse = _wls_extrapolate(widths, np.array(deltas)[:, None], np.maximum(np.array(delta_se), 1e-300)[:, None])
@@ -207,6 +210,8 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     else:
         a, sa = means[-1], ses[-1]
         dinf, dse = float(deltas[-1]), float(delta_se[-1])
+    sa = np.sqrt(sa ** 2 + tse ** 2)
+    dse = float(np.sqrt(dse ** 2 + float(np.sum((t * tse) ** 2)) / tt ** 2))
     z_inf = (a - t) / np.maximum(sa, 1e-300)
     z_crit = float(norm.isf(alpha / (2 * n_e)))
     z1 = float(norm.isf(alpha / 2))

@@ -501,6 +501,12 @@ def with_model(fn, view, what=None, record=True):
 
                 extra["X"] = np.asarray(bound.arguments["X"], dtype=np.float64)
             out = replace(out, params={**out.params, **extra})
+        elif record and hasattr(out, "inputs") and getattr(out, "inputs", 0) is None and isinstance(m.activation, str):
+            import numpy as np
+
+            X = bound.arguments.get("X")
+            out = replace(out, inputs={"model": m.to_dict(),
+                                       **({} if X is None else {"X": np.asarray(X, dtype=np.float64)})})
         return out
 
     params = list(sig.parameters.values())
@@ -550,7 +556,7 @@ def dmft_view(m: Model, given: dict) -> dict:
             raise ModelError(f"{what} cannot treat this model: residual DMFT needs depth_scaling='sqrt' "
                              f"(branch β0/√depth), got {m.depth_scaling!r}")
         kw["beta0"] = m.rho
-    if given.get("dt") is None and given.get("steps") is None:
+    if given.get("dt") is None and (given.get("T") is None or given.get("steps") is None):
         kw["dt"] = m.lr
     X = given.get("X")
     if X is not None and getattr(X, "ndim", 0) == 2 and X.shape[1] != m.d_in:

@@ -43,6 +43,7 @@ class DMFTResult(Result):
     wall_time_s: float = 0.0
     Phi2: np.ndarray | None = None
     G2: np.ndarray | None = None
+    inputs: dict | None = None     # {"model": Model dict, "X": P×D} when solved with model= (for limits.check)
 
     @property
     def P(self) -> int:

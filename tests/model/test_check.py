@@ -70,3 +70,18 @@ def test_check_bad_input(setup):
         limits.check(object())
     with pytest.raises(ValueError, match="model"):
         limits.check(limits.kernels.nngp(X1, depth=2))
+
+
+def test_dmft_prediction_checked_against_trained_networks():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4, 6))
+    y = np.sign(X[:, 0])
+    m = limits.mlp(6, 1, activation="linear", parameterisation="MF", gamma0=1.0, lr=0.1)
+    d = limits.dmft.solve(X, y, model=m, steps=6)
+    assert limits.Model.from_dict(d.inputs["model"]) == m
+    c = limits.check(d, widths=(64, 128, 256), inits=48, seed=0)
+    assert c.passed, c.to_markdown()
+    bad = limits.check(replace(d, f=1.05 * d.f), widths=(64, 128, 256), inits=48, seed=0)
+    assert not bad.passed
+    with pytest.raises(ValueError, match="record"):
+        limits.check(limits.dmft.solve(X, y, depth=2, activation="linear", gamma0=1.0, dt=0.1, steps=2))
