@@ -128,6 +128,8 @@ class CheckResult(Result):
         a2.plot(N, ref, "--", color="0.4", label=f"expected N^{self.rate_expected:+g}")
         a2.set_xscale("log")
         a2.set_yscale("log")
+        a2.set_xticks(N, [str(int(n)) for n in N])
+        a2.minorticks_off()
         a2.set_xlabel("width N")
         a2.set_ylabel("relative RMS deviation")
         a2.set_title(f"rate {self.rate:+.3f} [{self.rate_ci[0]:+.2f}, {self.rate_ci[1]:+.2f}]")

@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for mod in _component_clis():
         mod.register(sub)
+    from . import model_cli
+
+    model_cli.register(sub)
     _accept_negative_fractions(p)
     return p
 

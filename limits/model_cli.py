@@ -1,0 +1,189 @@
+"""`limits model`, `limits kernel`, `limits check`: describe a network once, compute its kernels between
+two input sets, and check a prediction against finite networks of the same model.
+
+    limits model --resnet --d-in 10 --depth 20 --activation erf --rho 0.3 --out m.toml
+    limits kernel --model m.toml --x1 a.npy --x2 b.npy --json
+    limits check --model m.toml --what nngp --x x.npy --widths 64 128 256 512
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def model_arguments(s, required=False):
+    """``--model FILE`` (a .toml/.json model description) for any command."""
+    s.add_argument("--model", required=required, metavar="FILE",
+                   help="model file (.toml or .json; write one with `limits model ... --out FILE`)")
+
+
+def load_model(path):
+    from .model import Model
+
+    return Model.load(path)
+
+
+def _array(path, name):
+    from .kernels.cli import _load_matrix
+
+    a = np.asarray(_load_matrix(path, name), dtype=float)
+    if a.ndim == 1:
+        a = a[None, :]
+    return a
+
+
+# ------------------------------------------------------------------------------------------ limits model
+def cmd_model(args):
+    from .cliutil import emit
+    from .model import Model, mlp, resnet
+
+    if args.show:
+        m = load_model(args.show)
+    else:
+        kw = {k: getattr(args, k) for k in ("activation", "sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in",
+                                            "sigma_w2_out", "sigma_b2_out", "parameterisation", "gamma0", "lr",
+                                            "d_out")}
+        if args.resnet:
+            kw.update(rho=args.rho, depth_scaling=args.depth_scaling, alpha=args.alpha,
+                      block_layers=args.block_layers, post_activation=args.post_activation)
+        elif args.block_layers != 1 or args.post_activation or args.depth_scaling != "none":
+            raise ValueError("--block-layers/--post-activation/--depth-scaling need --resnet")
+        if args.d_in is None:
+            raise ValueError("--d-in is required (input dimension)")
+        m = (resnet if args.resnet else mlp)(args.d_in, args.depth, **kw)
+    if args.out:
+        m.save(args.out)
+    text = m.describe() + (f"\nwritten to {args.out}" if args.out else "\n\n" + m.to_toml())
+    emit(m.to_dict() if isinstance(m, Model) else m, args, text)
+    return 0
+
+
+def _model_parser(sub):
+    s = sub.add_parser("model", help="describe a network once (read-in, depth blocks, read-out, "
+                                     "parameterisation) and save it as a model file")
+    s.add_argument("--show", metavar="FILE", help="describe an existing model file")
+    s.add_argument("--resnet", action="store_true", help="residual blocks (default: a feed-forward MLP)")
+    s.add_argument("--d-in", type=int, default=None, help="input dimension")
+    s.add_argument("--depth", type=int, default=1,
+                   help="hidden N×N blocks between read-in and read-out (the one meaning of depth "
+                        "in every limits command; weight layers = depth·block_layers + 2)")
+    s.add_argument("--d-out", type=int, default=1)
+    s.add_argument("--activation", default="erf")
+    s.add_argument("--sigma-w2", type=float, default=1.0)
+    s.add_argument("--sigma-b2", type=float, default=0.0)
+    for end in ("in", "out"):
+        s.add_argument(f"--sigma-w2-{end}", type=float, default=None, help=f"default: --sigma-w2")
+        s.add_argument(f"--sigma-b2-{end}", type=float, default=None, help=f"default: --sigma-b2")
+    s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier")
+    s.add_argument("--depth-scaling", default="none", choices=("none", "sqrt", "linear", "alpha"),
+                   help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha")
+    s.add_argument("--alpha", type=float, default=0.5)
+    s.add_argument("--block-layers", type=int, default=1)
+    s.add_argument("--post-activation", action="store_true")
+    s.add_argument("--parameterisation", "--param", default="NTK",
+                   help="SP, NTK (default), MF, muP, depth-muP, muPC")
+    s.add_argument("--gamma0", type=float, default=1.0)
+    s.add_argument("--lr", type=float, default=1.0, help="base learning rate η0")
+    s.add_argument("--out", default=None, help="write the model file (.toml or .json)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_model)
+
+
+# ------------------------------------------------------------------------------------------ limits kernel
+def cmd_kernel(args):
+    from .cliutil import emit
+    from .kernels import kernel
+
+    m = load_model(args.model)
+    X1 = _array(args.x1, "x1")
+    X2 = None if args.x2 is None else _array(args.x2, "x2")
+    k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
+    if args.save:
+        k.save(args.save)
+    lines = [m.describe(), f"inputs: X1 {X1.shape}" + ("" if X2 is None else f", X2 {X2.shape}")]
+    for name in args.get:
+        arr = getattr(k, name)
+        lines.append(f"{name.upper()} ({arr.shape[0]}×{arr.shape[1]}):")
+        with np.printoptions(precision=8, suppress=False, linewidth=120, threshold=200):
+            lines.append(str(arr))
+    lines += [f"warning: {w}" for w in k.diagnostics["warnings"]]
+    if args.save:
+        lines.append(f"saved {args.save}.npz/.json")
+    emit({"nngp": k.nngp, "ntk": k.ntk, "diagnostics": k.diagnostics, "model": k.model}, args, "\n".join(lines))
+    return 0
+
+
+def _kernel_parser(sub):
+    s = sub.add_parser("kernel", help="NNGP/NTK read-out kernels of a model between two input sets (P1×P2)")
+    model_arguments(s, required=True)
+    s.add_argument("--x1", required=True, help="inputs P1×d_in (.npy/.npz/.csv), samples are rows")
+    s.add_argument("--x2", default=None, help="second input set P2×d_in (default: X1 against itself)")
+    s.add_argument("--get", nargs="+", default=["nngp", "ntk"], choices=("nngp", "ntk"))
+    s.add_argument("--layers", action="store_true", help="also keep every layer's block")
+    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_kernel)
+
+
+# ------------------------------------------------------------------------------------------ limits check
+def cmd_check(args):
+    from . import check
+    from .cliutil import emit
+
+    m = load_model(args.model)
+    X = _array(args.x, "x")
+    if args.what in ("nngp", "ntk", "kernel"):
+        from .kernels import kernel
+
+        get = ("nngp", "ntk") if args.what == "kernel" else (args.what,)
+        X2 = None if args.x2 is None else _array(args.x2, "x2")
+        res = kernel(m, X, X2, get=get, layers=args.layers)
+    else:
+        from . import dmft
+
+        if args.y is None:
+            raise ValueError("--what dmft needs --y (targets, P values)")
+        y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
+        res = dmft.solve(X, y, model=m, steps=args.steps)
+    if args.plot:
+        parent = Path(args.plot).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise ValueError(f"--plot: directory {str(parent)!r} does not exist or is not writable")
+    c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)
+    if args.plot:
+        import matplotlib.pyplot as plt
+
+        fig = c.plot(args.plot)
+        plt.close(fig)
+    text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
+    emit({"passed": c.passed, "worst_z": c.worst_z, "rate": c.rate, "rate_ci": c.rate_ci,
+          "rate_expected": c.rate_expected, "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se,
+          "power": c.power, "reasons": list(c.reasons), "widths": c.widths, "inits": c.inits}, args, text)
+    return 0 if c.passed else 1
+
+
+def _check_parser(sub):
+    s = sub.add_parser("check", help="check a model's prediction against finite networks of the same model "
+                                     "(z-scores, N → ∞ extrapolation, finite-size rate, power)")
+    model_arguments(s, required=True)
+    s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"))
+    s.add_argument("--x", required=True, help="inputs P×d_in (.npy/.npz/.csv)")
+    s.add_argument("--x2", default=None, help="second input set for kernel checks")
+    s.add_argument("--y", default=None, help="targets for --what dmft")
+    s.add_argument("--steps", type=int, default=10, help="GD steps for --what dmft (step = the model's lr)")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
+    s.add_argument("--inits", type=int, default=256, help="initialisations per width")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--layers", action="store_true", help="kernel checks: every layer, not just the read-out")
+    s.add_argument("--plot", default=None, metavar="FILE", help="save the check's figure (.png/.pdf)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_check)
+
+
+def register(subparsers):
+    _model_parser(subparsers)
+    _kernel_parser(subparsers)
+    _check_parser(subparsers)
+
