@@ -276,9 +276,18 @@ def _accept_negative_fractions(parser):
 _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
 
 
-def _check_outputs(args):
-    from .cliutil import ensure_writable_file, ensure_writable_result
+# input files of component commands, checked (exist, readable, numpy data without pickles)
+# before the command runs, so every command gives the same clear error naming the option
+_INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 
+
+def _check_files(args):
+    from .cliutil import check_input_file, ensure_writable_file, ensure_writable_result
+
+    for attr, flag in _INPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str):
+            check_input_file(value, flag)
     if args.command in ("run", "figure", "validate"):
         return                      # these check their own outputs (they know the final paths)
     for attr, flag in _OUTPUT_OPTIONS.items():
@@ -292,7 +301,7 @@ def _dispatch(argv):
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
-    _check_outputs(args)
+    _check_files(args)
     return int(args.func(args) or 0)
 
 
@@ -374,7 +383,7 @@ def main(argv=None) -> int:
         if program:
             _exit_quietly_on_interrupt()
         try:
-            print("limits: interrupted (finished results were saved)", file=sys.stderr)
+            print("limits: interrupted", file=sys.stderr)
         except Exception:
             pass
         return EXIT_INTERRUPTED

@@ -83,13 +83,10 @@ def rescue_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="limits-rescued-"))
 
 
-def load_array(path, name, ndim=None, allow_empty=False):
-    """A user array from ``.npy`` or ``.npz`` (its first array), never unpickled. A missing,
-    unreadable, corrupt or pickled file, a non-numeric, empty (unless ``allow_empty``) or
-    NaN/inf array, or a wrong number of dimensions raise ``ValueError`` naming ``name``."""
+def _numpy_arrays(path, name, first_only):
+    """``[(key, array), …]`` of an .npy/.npz file, never unpickled; any problem → ``ValueError``
+    naming ``name``."""
     import numpy as np
-
-    from .checks import finite_array
 
     p = Path(path)
     if not p.exists():
@@ -106,9 +103,9 @@ def load_array(path, name, ndim=None, allow_empty=False):
             with np.load(p, allow_pickle=False) as z:
                 if not z.files:
                     raise ValueError(f"{name}: {path} holds no arrays")
-                arr = z[z.files[0]]
+                out = [(k, z[k]) for k in (z.files[:1] if first_only else z.files)]
         elif magic == b"\x93NUMPY":
-            arr = np.load(p, allow_pickle=False)
+            out = [("", np.load(p, allow_pickle=False))]
         else:
             raise ValueError(f"{name}: {path} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
     except ValueError as exc:
@@ -122,8 +119,37 @@ def load_array(path, name, ndim=None, allow_empty=False):
     except Exception as exc:  # corrupt zip/header, truncated data, ...
         raise ValueError(f"{name}: cannot read {path}: corrupt or truncated file "
                          f"({type(exc).__name__}: {exc})") from None
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name}: {path} holds a {arr.dtype} array; a real numeric array is needed")
+    for key, arr in out:
+        if arr.dtype.kind not in "biuf":
+            what = f"{path}[{key}]" if key else str(path)
+            raise ValueError(f"{name}: {what} is a {arr.dtype} array; a real numeric array is needed")
+    return out
+
+
+def check_input_file(path, name):
+    """Before a command runs: ``path`` exists, is a readable file and — for numpy data (.npy/.npz,
+    recognised by content or suffix) — every array in it loads without pickle and is real numeric.
+    ``ValueError`` naming ``name`` otherwise. Shapes and values are the command's business."""
+    p = Path(path)
+    numpyish = p.suffix.lower() in (".npy", ".npz")
+    if p.is_file() and not numpyish:
+        try:
+            with open(p, "rb") as fh:
+                numpyish = fh.read(6) in (b"\x93NUMPY",) or fh.seek(0) == 0 and fh.read(2) == b"PK"
+        except OSError as exc:
+            raise ValueError(f"{name}: cannot read {path} ({_describe(exc)})") from None
+    if numpyish or not p.is_file():
+        _numpy_arrays(p, name, first_only=False)
+    return p
+
+
+def load_array(path, name, ndim=None, allow_empty=False):
+    """A user array from ``.npy`` or ``.npz`` (its first array), never unpickled. A missing,
+    unreadable, corrupt or pickled file, a non-numeric, empty (unless ``allow_empty``) or
+    NaN/inf array, or a wrong number of dimensions raise ``ValueError`` naming ``name``."""
+    from .checks import finite_array
+
+    (_, arr), = _numpy_arrays(path, name, first_only=True)
     if not allow_empty and arr.size == 0:
         raise ValueError(f"{name}: {path} holds an empty array (shape {arr.shape})")
     return finite_array(arr, name, ndim=ndim)
