@@ -284,6 +284,9 @@ _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 def _check_files(args):
     from .cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
+    seed = getattr(args, "seed", None)
+    if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
+        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
     for attr, flag in _INPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if isinstance(value, str):
@@ -370,7 +373,7 @@ def main(argv=None) -> int:
             except Exception:
                 pass
             return 0
-        except BaseException as exc:        # noqa: BLE001 — this is the boundary
+        except Exception as exc:        # noqa: BLE001 — this is the boundary
             code, msg = _classify(exc)
             if code == EXIT_INTERNAL:
                 path = _write_crash_report(exc, argv)

@@ -138,6 +138,9 @@ class Report:
 def run(components_: list[str] | None = None, quick: bool = True, seed: int = 0, include_slow=True,
         progress_bar=True) -> Report:
     """Run the registered cases of the given components (all when None)."""
+    from ..checks import positive_int
+
+    positive_int(seed, "seed", minimum=0)
     _load_all()
     known = {c.component for c in _CASES}
     if components_:
