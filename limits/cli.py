@@ -4,21 +4,38 @@ Core commands live here (``run``, ``figure``, ``validate``, ``expect``, ``activa
 component adds its own by providing ``limits/<component>/cli.py`` with
 ``register(subparsers)`` (and optionally ``default_job(outdir) -> list[str]`` to contribute to
 the main job, ``limits`` with no arguments).
+
+Every command runs inside one error boundary (:func:`main`), installed before anything heavy is
+imported or the command line is parsed:
+
+* exit 0 — success; exit 1 — the command ran but its check failed (not converged, a validation
+  case failed), as each command documents;
+* exit 2 — a user error: bad arguments, bad values (``ValueError``), missing, unreadable or
+  unwritable files (``OSError``), not enough memory for the requested sizes. One line on stderr,
+  ``limits: error: ...``;
+* exit 70 (``EX_SOFTWARE``) — an internal error (a bug): one line on stderr naming the file
+  where the full traceback was written (``$TMPDIR/limits-error-*.txt``);
+* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up.
+
+Output paths (``--outdir``, ``--out``, ``--save``) are checked for writability before any
+computation. Paper-size figures go to ``OUTDIR/full/``, quick variants to ``OUTDIR/`` (the
+committed gallery); a quick run never replaces a paper-size result.
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.util
-import re
 import sys
-import time
-from pathlib import Path
 
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite")
+EXIT_USAGE = 2
+EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
+EXIT_INTERRUPTED = 130
+FULL_SUBDIR = "full"
 
 
 def _component_clis():
+    import importlib
+    import importlib.util
+
     mods = []
     for comp in COMPONENTS:
         name = f"limits.{comp}.cli"
@@ -32,15 +49,33 @@ def _component_clis():
 
 
 def _print(obj, as_json: bool):
+    import argparse
+
     from .cliutil import emit
 
     emit(obj, argparse.Namespace(json=as_json), obj)
 
 
 # ---------------------------------------------------------------- core commands
+def figure_dir(outdir, quick: bool):
+    """Where ``limits figure`` puts a figure: quick variants in ``OUTDIR`` (the committed gallery),
+    paper-size ones in ``OUTDIR/full`` — so neither ever replaces the other."""
+    from pathlib import Path
+
+    return Path(outdir) if quick else Path(outdir) / FULL_SUBDIR
+
+
 def cmd_run(args):
     """Main job: default tables and figures into the output directory."""
+    import time
+    from pathlib import Path
+
+    from .cliutil import ensure_writable_dir
+
     outdir = Path(args.outdir)
+    figdir = figure_dir(outdir, quick=not args.full)
+    ensure_writable_dir(outdir, "--outdir")
+    ensure_writable_dir(figdir, "--outdir")
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     lines = []
@@ -50,7 +85,7 @@ def cmd_run(args):
     from . import gallery
 
     for name in gallery.default_names():
-        made = gallery.make(name, quick=not args.full, outdir=outdir)
+        made = gallery.make(name, quick=not args.full, outdir=figdir)
         lines.append(f"figure {name}: {made.paths['png']} ({'cached' if made.cached else f'{made.wall_time_s:.1f}s'})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
     print("\n".join(lines))
@@ -59,6 +94,7 @@ def cmd_run(args):
 
 def cmd_figure(args):
     from . import gallery
+    from .cliutil import ensure_writable_dir
 
     if args.list:
         for name, spec in gallery.figures().items():
@@ -66,16 +102,20 @@ def cmd_figure(args):
         return 0
     names = list(gallery.figures()) if args.all else args.names
     if not names:
-        print("give figure NAME(s), --all or --list", file=sys.stderr)
-        return 2
+        raise ValueError("give figure NAME(s), --all or --list")
+    for name in names:              # every name checked before the first (possibly long) computation
+        gallery.get(name)
+    outdir = figure_dir(args.outdir, args.quick)
+    ensure_writable_dir(outdir, "--outdir")
     summary = []
     for name in names:
         if args.replot:
-            gallery.replot(name, args.outdir)
-            summary.append({"name": name, "replotted": True})
-            print(f"{name}: replotted from {args.outdir}/{name}.npz")
+            paths = gallery.replot(name, outdir)
+            summary.append({"name": name, "replotted": True, **{k: str(v) for k, v in paths.items()}})
+            if not args.json:
+                print(f"{name}: {paths['png']}  (replotted from {paths['npz']})")
             continue
-        made = gallery.make(name, quick=args.quick, outdir=args.outdir, force=args.force)
+        made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
         summary.append({"name": name, "wall_time_s": made.wall_time_s, "cached": made.cached, **made.paths})
         if not args.json:
             print(f"{name}: {made.paths['png']}  ({'cached data' if made.cached else f'computed in {made.wall_time_s:.1f}s'})")
@@ -85,18 +125,27 @@ def cmd_figure(args):
 
 
 def cmd_validate(args):
+    from pathlib import Path
+
     from . import validate
+    from .cliutil import ensure_writable_file, rescue_dir
 
     comps = None if (args.all or not args.components) else args.components
-    report = validate.run(comps, quick=not args.full, seed=args.seed)
     suffix = "" if comps is None else "_" + "_".join(comps)
     out = Path(args.out) if args.out else Path(args.outdir) / f"validation{suffix}.md"
-    validate.write_report(report, out)
+    ensure_writable_file(out, "--out" if args.out else "--outdir")
+    report = validate.run(comps, quick=not args.full, seed=args.seed)
     if args.json:
         _print([c.__dict__ for c in report.cases], True)
     else:
         print(report.to_markdown())
-        print(f"report written to {out}")
+    try:
+        validate.write_report(report, out)
+    except OSError as exc:          # the report took minutes: never lose it
+        rescued = validate.write_report(report, rescue_dir() / out.name)
+        raise OSError(f"could not write the report to {out} ({exc.strerror or exc}); "
+                      f"it was saved to {rescued} instead") from None
+    print(f"report written to {out}", file=sys.stderr if args.json else sys.stdout)
     return 0 if report.passed else 1
 
 
@@ -131,25 +180,47 @@ def cmd_expect(args):
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser_class():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        """Argument errors as one line, ``limits: error: ...`` (exit 2), pointing at ``--help``."""
+
+        def error(self, message):
+            raise _UsageError(f"{message} (see `{self.prog} --help`)")
+
+    return Parser
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser():
+    import argparse
+
+    p = _parser_class()(
         prog="limits",
         description="Infinite-width and infinite-depth limits of neural networks, cross-validated "
-                    "against finite networks. With no command, runs the main job (`limits run`).")
+                    "against finite networks. With no command, runs the main job (`limits run`).",
+        epilog="Exit status: 0 ok; 1 a check failed (not converged, validation failed); 2 bad input or "
+               "files; 70 internal error (traceback saved to a file in the temp dir); 130 interrupted.")
     p.add_argument("--version", action="version", version=f"limits {__import__('limits').__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("run", help="main job: default tables and figures into figures/")
     s.add_argument("--outdir", default="figures")
     s.add_argument("--full", action="store_true",
-                   help="paper-sized figures (default: the quick variants, about a minute in all)")
+                   help="paper-sized figures, into OUTDIR/full/ (default: the quick variants, about a minute "
+                        "in all, into OUTDIR/)")
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/NAME.npz/.json → .png/.pdf)")
+    s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/full/NAME.npz/.json → .png/.pdf)")
     s.add_argument("names", nargs="*", metavar="NAME")
     s.add_argument("--all", action="store_true", help="every registered figure")
     s.add_argument("--list", action="store_true", help="list the registered figures")
-    s.add_argument("--quick", action="store_true", help="reduced sizes for a fast run (CI)")
+    s.add_argument("--quick", action="store_true",
+                   help="reduced sizes for a fast run (CI), into OUTDIR/ instead of OUTDIR/full/")
     s.add_argument("--force", action="store_true", help="recompute even if cached data match")
     s.add_argument("--replot", action="store_true", help="redraw from the stored data only")
     s.add_argument("--outdir", default="figures")
@@ -188,34 +259,143 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_NEGATIVE_NUMBER = re.compile(r"^-(\d+|\d*\.\d+)([eE][-+]?\d+)?(/\d+)?$")
+_NEGATIVE_NUMBER = r"^-(\d+|\d*\.\d+)([eE][-+]?\d+)?(/\d+)?$"
 
 
 def _accept_negative_fractions(parser):
     """Let option values like ``--a1 "-1/2"`` through (argparse would read them as flags)."""
-    parser._negative_number_matcher = _NEGATIVE_NUMBER
+    import argparse
+    import re
+
+    parser._negative_number_matcher = re.compile(_NEGATIVE_NUMBER)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 _accept_negative_fractions(sub)
 
 
-def main(argv=None) -> int:
+# output options of component commands, checked before the command runs:
+# ``--save PATH`` writes PATH.npz + PATH.json, ``--out FILE`` one file
+_OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
+
+
+# input files of component commands, checked (exist, readable, numpy data without pickles)
+# before the command runs, so every command gives the same clear error naming the option
+_INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
+
+
+def _check_files(args):
+    from .cliutil import check_input_file, ensure_writable_file, ensure_writable_result
+
+    seed = getattr(args, "seed", None)
+    if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
+        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    for attr, flag in _INPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str):
+            check_input_file(value, flag)
+    if args.command in ("run", "figure", "validate"):
+        return                      # these check their own outputs (they know the final paths)
+    for attr, flag in _OUTPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str) and value:
+            (ensure_writable_result if attr == "save" else ensure_writable_file)(value, flag)
+
+
+def _dispatch(argv):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        args = parser.parse_args(["run", *([] if argv is None else argv)])
+        args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
+    _check_files(args)
+    return int(args.func(args) or 0)
+
+
+def _write_crash_report(exc, argv) -> str | None:
+    """Full traceback of an internal error into ``$TMPDIR/limits-error-*.txt``; returns the path."""
+    import os
+    import platform
+    import tempfile
+    import time
+    import traceback
+
     try:
-        return int(args.func(args) or 0)
-    except ValueError as exc:
-        print(f"limits: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:          # e.g. `limits table | head`
-        sys.stderr.close()
-        return 0
+        from .results import atomic_write_text
+
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        path = os.path.join(tempfile.gettempdir(), f"limits-error-{stamp}-{os.getpid()}.txt")
+        cmd = " ".join(["limits", *(sys.argv[1:] if argv is None else [str(a) for a in argv])])
+        text = (f"command: {cmd}\npython {platform.python_version()} on {platform.platform()}\n"
+                f"limits {__import__('limits').__version__}\n\n"
+                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        atomic_write_text(path, text)
+        return path
+    except Exception:               # never let the report itself crash the boundary
+        return None
+
+
+def _classify(exc):
+    """(exit status, one-line message) for an exception escaping a command."""
+    if isinstance(exc, _UsageError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, ValueError):
+        return EXIT_USAGE, str(exc) or type(exc).__name__
+    if isinstance(exc, OSError):
+        if exc.filename is not None:
+            where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
+            return EXIT_USAGE, f"{where}: {exc.strerror or exc}"
+        return EXIT_USAGE, str(exc) or type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return EXIT_USAGE, "not enough memory for the requested sizes; reduce them"
+    return EXIT_INTERNAL, None
+
+
+def _exit_quietly_on_interrupt():
+    """From now on (shutdown of a finished program), Ctrl-C ends the process silently with 130."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+
+
+def main(argv=None) -> int:
+    """Run ``limits ARGV`` inside the error boundary; returns the exit status (see the module
+    docstring). ``argv=None`` means the real command line (then Ctrl-C during interpreter
+    shutdown is silent too); a list runs in-process (tests)."""
+    program = argv is None
+    try:
+        try:
+            return _dispatch(argv)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BrokenPipeError:      # e.g. `limits table | head`
+            try:
+                sys.stderr.close()
+            except Exception:
+                pass
+            return 0
+        except Exception as exc:        # noqa: BLE001 — this is the boundary
+            code, msg = _classify(exc)
+            if code == EXIT_INTERNAL:
+                path = _write_crash_report(exc, argv)
+                where = f"full traceback in {path}" if path else "could not save the traceback"
+                msg = (f"internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}) "
+                       f"— a bug in limits; {where}")
+            print(f"limits: error: {msg}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
+            return code
     except KeyboardInterrupt:
-        print("limits: interrupted (finished results were saved)", file=sys.stderr)
-        return 130
+        if program:
+            _exit_quietly_on_interrupt()
+        try:
+            print("limits: interrupted", file=sys.stderr)
+        except Exception:
+            pass
+        return EXIT_INTERRUPTED
+    finally:
+        if program:
+            _exit_quietly_on_interrupt()
 
 
 if __name__ == "__main__":

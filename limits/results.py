@@ -15,6 +15,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,30 @@ def register_result(cls):
     return cls
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (``/proc/self/status``);
+    elsewhere set-and-restore under a lock."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename).
+
+    The file gets the mode an ordinary ``open(path, "w")`` would give, ``0o666 & ~umask``
+    (``tempfile.mkstemp`` alone would leave it at 0600). Readers never see a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -38,6 +61,7 @@ def atomic_write_bytes(path, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -55,9 +55,11 @@ def notebook(cells):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     out = []
-    for kind, text in cells:
+    for i, (kind, text) in enumerate(cells):
         text = text.strip("\n")
-        out.append(new_markdown_cell(text) if kind == "md" else new_code_cell(text))
+        # fixed cell ids (nbformat would draw random ones), so rebuilding leaves the files unchanged
+        cell_id = f"cell-{i:03d}"
+        out.append(new_markdown_cell(text, id=cell_id) if kind == "md" else new_code_cell(text, id=cell_id))
     nb.cells = out
     return nb
 
@@ -1261,12 +1263,25 @@ with paper_style():
 
 
 # ------------------------------------------------------------------------------------------ main
+def _atomic_write_text(path, text):
+    """limits.results.atomic_write_text of the checkout this script lives in."""
+    if str(HERE.parent) not in sys.path:
+        sys.path.insert(0, str(HERE.parent))
+    from limits.results import atomic_write_text
+
+    atomic_write_text(path, text)
+
+
 def build(names=None):
     for name, fn in NOTEBOOKS.items():
         if names and name not in names:
             continue
         path = HERE / f"{name}.ipynb"
-        nbformat.write(notebook(fn()), path)
+        text = nbformat.writes(notebook(fn())) + "\n"
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            print("unchanged", path.relative_to(HERE.parent))
+            continue
+        _atomic_write_text(path, text)
         print("wrote", path.relative_to(HERE.parent))
 
 

@@ -12,9 +12,13 @@ A figure module (``limits/gallery/<component>.py``, discovered automatically) re
              params={...}, quick={...overrides for --quick...},
              caption="...", seed_ref="seed 004 Fig. 2", default=False)
 
-``make(name)`` writes ``figures/NAME.npz`` + ``figures/NAME.json`` (all parameters, the data,
-wall time) and ``figures/NAME.png`` / ``.pdf``; a second call with unchanged parameters reuses the
-data; ``replot(name)`` redraws from the data file without recomputing.
+``make(name, outdir=D)`` writes ``D/NAME.npz`` + ``D/NAME.json`` (all parameters, the data,
+wall time) and ``D/NAME.png`` / ``.pdf``; a second call with unchanged parameters reuses the
+data; ``replot(name)`` redraws from the data file without recomputing. The command line puts
+paper-size figures in ``figures/full/`` and quick ones in ``figures/`` (``limits.cli.figure_dir``);
+``make`` itself never replaces a paper-size result by a quick one. Plots are written
+byte-for-byte reproducibly (no dates or version strings in the PNG/PDF metadata), so
+re-running a figure leaves a clean git tree.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import hashlib
 import io
 import json
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -118,25 +123,41 @@ def save_data(outdir, spec: FigureSpec, params: dict, data: dict, wall_time: flo
 
 
 def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
-    """The stored payload of a figure: ``{'params':…, 'data':…, 'wall_time_s':…, …}``."""
+    """The stored payload of a figure: ``{'params':…, 'data':…, 'wall_time_s':…, …}``.
+    Missing or unreadable data raise ``ValueError`` naming the file."""
     p = _paths(outdir, name)
-    payload = json.loads(p["json"].read_text())
-    with np.load(p["npz"], allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    payload["params"] = _decode(payload["params"], arrays)
-    payload["data"] = _decode(payload["data"], arrays)
+    for key in ("json", "npz"):
+        if not p[key].is_file():
+            raise ValueError(f"figure {name}: no stored data {p[key]} — compute it first "
+                             f"(drop --replot, or give the --outdir/--quick it was made with)")
+    try:
+        payload = json.loads(p["json"].read_text())
+        with np.load(p["npz"], allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        payload["params"] = _decode(payload["params"], arrays)
+        payload["data"] = _decode(payload["data"], arrays)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"figure {name}: cannot read the stored data {p['json']} / {p['npz']} "
+                         f"({type(exc).__name__}: {exc}); recompute it with --force") from None
     return payload
+
+
+# reproducible bytes: no creation date, no software/version strings
+_SAVE_METADATA = {"png": {"Software": None},
+                  "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
 
 
 def _save_plot(fig, outdir, name):
     p = _paths(outdir, name)
-    for ext in ("png", "pdf"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext)
-        atomic_write_bytes(p[ext], buf.getvalue())
-    from ..style import pyplot
+    try:
+        for ext in ("png", "pdf"):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, metadata=_SAVE_METADATA[ext])
+            atomic_write_bytes(p[ext], buf.getvalue())
+    finally:
+        from ..style import pyplot
 
-    pyplot().close(fig)
+        pyplot().close(fig)
 
 
 def replot(name: str, outdir=DEFAULT_OUTDIR):
@@ -151,6 +172,14 @@ def replot(name: str, outdir=DEFAULT_OUTDIR):
     return _paths(outdir, name)
 
 
+def _stored(p) -> dict | None:
+    try:
+        old = json.loads(p["json"].read_text())
+        return old if isinstance(old, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class MadeFigure:
     name: str
@@ -160,25 +189,41 @@ class MadeFigure:
 
 
 def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = False) -> MadeFigure:
-    """Compute (or reuse cached data), save data, plot. Returns paths and the compute wall time."""
+    """Compute (or reuse cached data), save data, plot. Returns paths and the compute wall time.
+
+    Refuses (``ValueError``) to replace a stored paper-size result by a quick one. If the data
+    cannot be written after the computation, they are saved to a fresh temp directory and the
+    ``OSError`` names it, so no computed result is lost."""
     spec = get(name)
     params = spec.resolved_params(quick)
     p = _paths(outdir, name)
     cached = False
     wall = 0.0
-    if not force and p["json"].exists() and p["npz"].exists():
+    old = _stored(p) if p["json"].exists() else None
+    if old is not None and quick and old.get("quick") is False and old.get("figure") == name:
+        raise ValueError(f"figure {name}: {p['json']} holds the paper-size result; refusing to replace it "
+                         f"by the quick variant (write the quick one to another directory)")
+    if not force and old is not None and p["npz"].exists():
+        cached = old.get("key") == _key(spec, params)
         try:
-            old = json.loads(p["json"].read_text())
-            cached = old.get("key") == _key(spec, params)
             wall = float(old.get("wall_time_s", 0.0))
-        except (ValueError, OSError):
-            cached = False
+        except (TypeError, ValueError):
+            wall = 0.0
     if not cached:
         rng = np.random.default_rng(spec.seed)
         t0 = time.perf_counter()
         data = spec.compute(dict(params), rng)
         wall = time.perf_counter() - t0
-        save_data(outdir, spec, params, data, wall, quick)
+        try:
+            save_data(outdir, spec, params, data, wall, quick)
+        except OSError as exc:
+            from ..cliutil import rescue_dir
+
+            rescued = rescue_dir()
+            save_data(rescued, spec, params, data, wall, quick)
+            raise OSError(f"figure {name}: could not write {p['npz']} ({exc.strerror or exc}); the computed "
+                          f"data were saved to {rescued}/{name}.npz + .json instead (copy them back and "
+                          f"run with --replot)") from None
     replot(name, outdir)
     return MadeFigure(name, {k: str(v) for k, v in p.items()}, wall, cached)
 
