@@ -39,6 +39,10 @@ def _problem(args):
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out, rng=rng)
     d_in, d_out = W[0].shape[1], W[-1].shape[0]
+    if not getattr(args, "X", None):
+        from ..checks import positive_int
+
+        positive_int(args.batch, "--batch")
     X = load_array(args.X, "X") if getattr(args, "X", None) else rng.standard_normal((args.batch, d_in))
     Y = load_array(args.Y, "Y") if getattr(args, "Y", None) else rng.standard_normal((X.shape[0], d_out))
     return W, a, X, Y
@@ -112,9 +116,12 @@ def cmd_infer(args):
     from . import infer
 
     W, a, X, Y = _problem(args)
+    auto_ok = args.activation in (None, "linear", "identity") and args.optimizer == "gd"
+    beta = args.beta if args.beta is not None else ("auto" if auto_ok else 0.1)
+    steps = args.steps if args.steps is not None else ("auto" if auto_ok else 1000)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = infer(W, X, Y, beta=args.beta, steps=args.steps, multipliers=a, skips=_skips(args.skips),
+        r = infer(W, X, Y, beta=beta, steps=steps, multipliers=a, skips=_skips(args.skips),
                   layer_weights=_lam(args), activation=args.activation, init=args.init, update=args.update,
                   optimizer=args.optimizer, fpa=args.fpa, tol=args.tol,
                   rng=np.random.default_rng(args.seed + 1))
@@ -155,8 +162,11 @@ def register(subparsers):
 
     s = sub.add_parser("infer", help="iterative inference vs the closed-form equilibrium")
     _net_args(s)
-    s.add_argument("--beta", type=float, default=0.1)
-    s.add_argument("--steps", type=int, default=1000)
+    s.add_argument("--beta", type=float, default=None,
+                   help="activity step size (default: 2/(λ_min + λ_max) of H_z for linear GD, else 0.1)")
+    s.add_argument("--steps", type=int, default=None,
+                   help="maximum steps (default: enough for --tol at the GD contraction rate for linear GD, "
+                        "capped at 100000; else 1000)")
     s.add_argument("--activation", default=None)
     s.add_argument("--init", default="forward", choices=["forward", "zeros", "random"])
     s.add_argument("--update", default="simultaneous", choices=["simultaneous", "sequential"])
