@@ -68,3 +68,86 @@ def test_table_with_symbolic_gamma_specialises(g):
                            ("PC muP", "muP", "pc", {"gamma_bar_L": g})], convention="std", gauge="a0")
     md = t.to_markdown()
     assert "feature-learning (−1 ≤ γ̄_L ≤ 0)" in md
+
+
+# ----------------------------------------------------------------------------- pc
+import limits.pc as pc  # noqa: E402
+
+W2 = [np.full((3, 2), 0.5), np.full((1, 3), 0.3)]
+
+
+def _pcW(seed=0):
+    return pc.init_weights(8, 3, "sp", rng=np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: pc.equilibrium(W2, np.zeros((0, 2)), np.zeros((0, 1))), "X has no samples"),
+    (lambda: pc.equilibrium(W2, np.zeros((0, 2)), np.zeros((0, 1)), method="block"), "X has no samples"),
+    (lambda: pc.equilibrium(W2, None, np.zeros((0, 1))), "Y has no samples"),
+    (lambda: pc.infer(W2, np.zeros((0, 2)), np.zeros((0, 1))), "X has no samples"),
+    (lambda: pc.equilibrium([np.ones((0, 2)), np.ones((1, 0))], np.ones((4, 2)), np.ones((4, 1))), r"weights\[0\]"),
+    (lambda: pc.equilibrium([np.ones((3, 2)), np.ones((0, 3))], np.ones((4, 2)), np.zeros((4, 0))), r"weights\[1\]"),
+    (lambda: pc.activity_hessian([np.ones((0, 2)), np.ones((1, 0))], dense=True), r"weights\[0\]"),
+    (lambda: pc.equilibrium([np.full((3, 2), 1e200), np.full((1, 3), 1e200)], np.ones((4, 2)), np.ones((4, 1))),
+     "overflowed"),
+    (lambda: pc.equilibrium([np.full((3, 2), 1e200), np.full((1, 3), 1e200)], np.ones((4, 2)), np.ones((4, 1)),
+                            method="block"), "overflowed"),
+    (lambda: pc.energy(W2, np.ones((4, 2)), np.ones((4, 1)), [np.full((4, 3), np.nan)]), r"z\[0\]"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), tol=np.nan), "tol"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), tol=-1), "tol"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), record_every=0), "record_every"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), beta="x"), "beta"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), beta=-0.1), "beta"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), init=[np.ones((2, 2))]), r"init\[0\]"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), init=[np.full((4, 3), np.nan)]), r"init\[0\]"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), reference=[np.ones((2, 2))]), "reference"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), steps="auto", tol=0), "tol > 0"),
+    (lambda: pc.infer(W2, np.ones((4, 2)), np.ones((4, 1)), beta="auto", activation="tanh"), "auto"),
+])
+def test_pc_hostile_inputs(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_pc_train_overflow_reports_divergence():
+    rng = np.random.default_rng(5)
+    W = [rng.standard_normal((8, 4)), rng.standard_normal((8, 8)), rng.standard_normal((1, 8))]
+    X, Y = rng.standard_normal((10, 4)), np.sign(rng.standard_normal((10, 1)))
+    with pytest.raises(ValueError, match="diverged"):
+        pc.train(W, X, Y, lr=1e3, steps=50)
+
+
+def test_pc_infer_auto_step_converges_and_matches_closed_form():
+    rng = np.random.default_rng(0)
+    W, a = _pcW()
+    X, Y = rng.standard_normal((5, 8)), rng.standard_normal((5, 1))
+    sp_ = pc.extreme_eigenvalues(W, a)
+    r = pc.infer(W, X, Y, multipliers=a, beta="auto", steps="auto", tol=1e-10)
+    assert r.converged and not r.diverged
+    assert abs(r.beta - 2.0 / (sp_.lambda_min + sp_.lambda_max)) < 1e-12
+    assert r.beta < r.beta_bound
+    e = pc.equilibrium(W, X, Y, multipliers=a)
+    for z, zs in zip(r.z, e.z):
+        assert np.max(np.abs(z - zs)) <= 1e-8 * max(1.0, np.max(np.abs(zs)))
+    # the step estimate is an upper bound from the slowest mode
+    rho = pc.inference.gd_rate(r.beta, sp_.lambda_min, sp_.lambda_max)
+    assert abs(rho - (sp_.kappa - 1) / (sp_.kappa + 1)) < 1e-12
+    assert r.steps <= pc.inference.gd_steps_needed(rho, 1e-10, r.distance[0])
+
+
+def test_pc_infer_nonconvergence_message_says_what_to_change():
+    rng = np.random.default_rng(0)
+    W, a = _pcW()
+    X, Y = rng.standard_normal((5, 8)), rng.standard_normal((5, 1))
+    with pytest.warns(RuntimeWarning, match="raise steps"):
+        r = pc.infer(W, X, Y, multipliers=a, beta=0.01, steps=10)
+    assert not r.converged and "more steps are needed" in r.message and "beta='auto'" in r.message
+
+
+def test_pc_cli_infer_defaults_converge(capsys):
+    from limits.cli import main
+
+    assert main(["pc", "infer"]) == 0
+    assert "converged in" in capsys.readouterr().out
+    assert main(["pc", "equilibrium", "--batch", "0"]) == 2
+    assert "--batch" in capsys.readouterr().err
