@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._blas import limit_blas
-from ..checks import positive_int
+from ..checks import positive_float, positive_int
 from ..results import Result
 from .forward import _Phi, check_inputs
 from .weights import draw_layer, root_seed, streams_from_root
@@ -216,6 +216,7 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     P = X.shape[0]
     nB = net.n_blocks
     workers = positive_int(workers, "workers")
+    memory_mb = positive_float(memory_mb, "memory_mb")
     if chunk is None:
         chunk = _auto_chunk(net, P, method, memory_mb / workers)
         if workers > 1:

@@ -46,9 +46,11 @@ def forward_convergence_study(Ls=(2, 4, 8, 16, 32), n_big=2048, ns=(64, 128, 256
     * error vs n at L = L_fixed: rms over inits of |h^L h^Lᵀ/n − Σ_L| (expected slope −1/2).
     """
     from .. import finite
+    from ..checks import sample_count
     from ..nfd import kernel_ode, residual_recursion
     from ..stats import loglog_fit
 
+    n_inits = sample_count(n_inits, "n_inits")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((P, d))
     k = kernel_ode(X, T=T, activation=activation)
@@ -122,9 +124,12 @@ def loss_vs_T_study(Ts=(0.1, 0.25, 0.5, 1, 2, 4, 8), P_train=40, P_test=200, d=5
 def training_study(Ls=(4, 16), n=256, M=4096, K=4, n_seeds=8, n_particle_seeds=4, T=1.0, eta_bar=1.0,
                    activation="tanh", seed=0):
     """NFD particles vs finite coupled/decoupled networks over SGD steps; λ_min of pass covariances."""
+    from ..checks import sample_count
     from ..finite.gia import gia_task, online_sgd
     from ..nfd.training import train_particles
 
+    n_seeds = sample_count(n_seeds, "n_seeds")
+    n_particle_seeds = sample_count(n_particle_seeds, "n_particle_seeds")
     Xtr, ytr, Xte = gia_task(K=K)
     out = {"Ls": np.asarray(Ls), "steps": np.arange(K + 1)}
     for L in Ls:

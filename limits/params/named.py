@@ -82,7 +82,8 @@ def _select(sol, given: dict):
         else:
             other.append((p, pending))
     if not ok and not other:
-        raise ValueError("no solution piece is valid for the given parameters:\n" + str(sol))
+        given_txt = ", ".join(f"{k} = {v}" for k, v in user.items())
+        raise ValueError(f"no solution piece is valid for the given parameters ({given_txt}):\n" + str(sol))
     p, conds = (ok or other)[0]
     notes = (f"valid for {' and '.join(str(c) for c in conds)}",) if conds else ()
     return p, notes
