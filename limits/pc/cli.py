@@ -24,18 +24,47 @@ def _skips(s):
 
 
 def _load_weights(path):
-    with np.load(path, allow_pickle=False) as z:
-        names = sorted(z.files, key=lambda k: int("".join(c for c in k if c.isdigit()) or 0))
-        return [np.asarray(z[k], float) for k in names]
+    """W_1..W_L from an .npz (arrays ordered by the number in their names); never unpickled."""
+    from ..checks import finite_array
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files") or not z.files:
+                raise ValueError(f"--weights: {path} must be an .npz holding arrays W1..WL")
+            names = sorted(z.files, key=lambda k: int("".join(c for c in k if c.isdigit()) or 0))
+            return [finite_array(z[k], f"--weights {k}", ndim=2) for k in names]
+    except OSError as exc:
+        raise ValueError(f"--weights: cannot read {path} ({exc})") from None
+    except ValueError as exc:
+        if str(exc).startswith("--weights"):
+            raise
+        raise ValueError(f"--weights: {path} is not an .npz of numeric arrays W1..WL") from None
+
+
+def _no_multipliers_without_weights(args):
+    if args.multipliers is not None and not args.weights:
+        raise ValueError("--multipliers applies to --weights only (--param sets the multipliers of generated "
+                         "weights)")
+
+
+def _floats(text, flag):
+    """Comma-separated numbers of a command-line option, or ValueError naming the option."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}") from None
 
 
 def _problem(args):
     from . import init_weights
 
     rng = np.random.default_rng(args.seed)
+    _no_multipliers_without_weights(args)
     if getattr(args, "weights", None):
         W = _load_weights(args.weights)
-        a = None if args.multipliers is None else [float(v) for v in args.multipliers.split(",")]
+        a = _floats(args.multipliers, "--multipliers")
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out, rng=rng)
     d_in, d_out = W[0].shape[1], W[-1].shape[0]
@@ -67,7 +96,7 @@ def _net_args(s, spectrum=False):
 
 
 def _lam(args):
-    return None if args.layer_weights is None else [float(v) for v in args.layer_weights.split(",")]
+    return _floats(args.layer_weights, "--layer-weights")
 
 
 def cmd_equilibrium(args):
@@ -94,9 +123,10 @@ def cmd_spectrum(args):
     from . import extreme_eigenvalues
     from .spectra import init_weights
 
+    _no_multipliers_without_weights(args)
     if args.weights:
         W = _load_weights(args.weights)
-        a = None if args.multipliers is None else [float(v) for v in args.multipliers.split(",")]
+        a = _floats(args.multipliers, "--multipliers")
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out,
                             rng=np.random.default_rng(args.seed))
