@@ -33,6 +33,15 @@ def positive_int(n, name: str, minimum: int = 1) -> int:
     return n
 
 
+def sample_count(n, name: str) -> int:
+    """Number of independent samples (inits, seeds) a standard error is computed from: an integer
+    ``>= 2`` (the SE of one sample is undefined) or ``ValueError`` naming ``name``."""
+    n = positive_int(n, name)
+    if n < 2:
+        raise ValueError(f"{name} must be >= 2 for a standard error, got {n}")
+    return n
+
+
 def positive_float(x, name: str, allow_zero: bool = False) -> float:
     """Finite float ``x > 0`` (or ``>= 0``) or ``ValueError`` naming ``name``."""
     try:

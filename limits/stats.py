@@ -8,13 +8,33 @@ import numpy as np
 from scipy import stats as _st
 
 
-def mean_se(samples, axis: int = 0):
-    """Sample mean and its standard error (ddof = 1) along ``axis``."""
+def mean_se(samples, axis: int = 0, name: str = "samples"):
+    """Sample mean and its standard error (ddof = 1) along ``axis``; ``ValueError`` naming ``name``
+    for fewer than 2 samples (a standard error from one sample is undefined)."""
     x = np.asarray(samples, dtype=np.float64)
     n = x.shape[axis]
     if n < 2:
-        raise ValueError("mean_se needs at least 2 samples along the axis")
+        raise ValueError(f"mean_se needs at least 2 samples along the axis ({name}: got {n})")
     return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def mean_se_or_none(samples, axis: int = 0, name: str = "samples"):
+    """Like :func:`mean_se`, but with one sample the standard error is reported as unavailable
+    (``None``) instead of NaN; zero samples raise ``ValueError`` naming ``name``."""
+    x = np.asarray(samples, dtype=np.float64)
+    n = x.shape[axis]
+    if n < 1:
+        raise ValueError(f"{name}: no samples along axis {axis} (a mean needs at least 1)")
+    if n == 1:
+        return x.mean(axis=axis), None
+    return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def se_text(se, n: int, unit: str = "init", spec: str = ".2g") -> str:
+    """Printable standard error: the number, or ``"n/a (1 init)"`` when it is unavailable."""
+    if se is None:
+        return f"n/a ({n} {unit}{'' if n == 1 else 's'})"
+    return format(float(se), spec)
 
 
 def zscore(theory, estimate, se, floor: float = 1e-300):

@@ -75,8 +75,18 @@ def _inputs(X, y, depth, gamma0):
         raise ValueError(f"y must have shape (P,) = ({X.shape[0]},) matching X's rows, got {y.shape}")
     depth = positive_int(depth, "depth")
     gamma0 = positive_float(gamma0, "gamma0")
-    Kx = X @ X.T / X.shape[1]
-    return X, y, Kx, depth, gamma0
+    return X, y, _input_gram(X), depth, gamma0
+
+
+def _input_gram(X):
+    """``K^x = X Xᵀ / D`` of validated non-empty inputs; ValueError if it overflows float64."""
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be P×D with P, D >= 1, got shape {X.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        Kx = X @ X.T / X.shape[1]
+    if not np.all(np.isfinite(Kx)):
+        raise ValueError("X is too large in magnitude: the input Gram X Xᵀ/D overflows float64")
+    return Kx
 
 
 def lazy_ntk(X, depth, activation="linear"):
@@ -86,7 +96,7 @@ def lazy_ntk(X, depth, activation="linear"):
     """
     X = finite_array(X, "X", ndim=2)
     depth = positive_int(depth, "depth")
-    Kx = X @ X.T / X.shape[1]
+    Kx = _input_gram(X)
     act, name = _activation(activation)
     if name == "linear":
         return (depth + 1) * Kx

@@ -60,7 +60,7 @@ Empirical kernels (Monte Carlo over inits)
 ``ek = empirical_kernels(net, X, n_inits, rng=|seed=, method="auto"|"conditional"|"dense",
 chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False, workers=1)`` → ``EmpiricalKernels``:
 ``ek.K`` (S, B+1, P, P) per-init Grams ``h^l h^lᵀ/N``, ``ek.K_out`` (S, P, P) = ``f fᵀ/d_out``,
-``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se``, ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
+``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se`` (the SEs are None for one init), ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
 ``ek.seconds``, ``ek.gflops``, ``ek.overflow`` (inf/NaN, with a RuntimeWarning). "conditional" (default) samples each layer's output exactly from its
 Gaussian law given the layer input (each weight is used once at init), O(P²N) per layer;
 "dense" draws full weight matrices. ``kernels_of(fwd)`` gives the Grams of an explicit forward.

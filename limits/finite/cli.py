@@ -12,14 +12,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..cliutil import emit as _emit
+from ..stats import mean_se_or_none, se_text
 
 
 def _inputs(args, rng, d_in):
+    from ..checks import positive_int
     from .data import load_arrays, sphere_inputs
 
     if args.X:
         X, Y = load_arrays(args.X)
         return X, Y
+    positive_int(args.P, "P")
+    positive_int(d_in, "d_in")
     return sphere_inputs(args.P, d_in, rng=rng), None
 
 
@@ -41,14 +45,16 @@ def cmd_kernels(args):
                            progress_bar=not args.json)
     P = X.shape[0]
     j = 1 if P > 1 else 0
+    n = ek.n_inits
+    se = (lambda a, *ix: se_text(None if a is None else a[ix], n))   # noqa: E731
     lines = [f"{'mlp' if args.mlp else 'resnet'} {args.activation}, N={args.width}, blocks={args.depth}, "
              f"{args.inits} inits, P={P}, method={ek.method}, {ek.seconds:.2f}s",
              f"{'layer':>6} {'K[0,0] mean ± SE':>24} {'K[0,%d] mean ± SE' % j:>24}"]
     for l in range(ek.mean.shape[0]):
-        lines.append(f"{l:>6} {ek.mean[l, 0, 0]:>13.6f} ± {ek.se[l, 0, 0]:<8.2g} "
-                     f"{ek.mean[l, 0, j]:>13.6f} ± {ek.se[l, 0, j]:<8.2g}")
-    lines.append(f"{'out':>6} {ek.out_mean[0, 0]:>13.6f} ± {ek.out_se[0, 0]:<8.2g} "
-                 f"{ek.out_mean[0, j]:>13.6f} ± {ek.out_se[0, j]:<8.2g}")
+        lines.append(f"{l:>6} {ek.mean[l, 0, 0]:>13.6f} ± {se(ek.se, l, 0, 0):<8} "
+                     f"{ek.mean[l, 0, j]:>13.6f} ± {se(ek.se, l, 0, j):<8}")
+    lines.append(f"{'out':>6} {ek.out_mean[0, 0]:>13.6f} ± {se(ek.out_se, 0, 0):<8} "
+                 f"{ek.out_mean[0, j]:>13.6f} ± {se(ek.out_se, 0, j):<8}")
     _emit({"mean": ek.mean, "se": ek.se, "out_mean": ek.out_mean, "out_se": ek.out_se, "n_inits": ek.n_inits,
            "width": ek.width, "method": ek.method, "seconds": ek.seconds, "X": X}, args, "\n".join(lines))
     return 0
@@ -59,6 +65,7 @@ def cmd_ntk(args):
     from . import empirical_ntk, init_weights, mlp, resnet
 
     positive_int(args.inits, "inits")
+    positive_int(args.chunk, "chunk")
     rng = np.random.default_rng(args.seed)
     X, _ = _inputs(args, rng, args.d_in)
     kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2, parameterisation="ntk")
@@ -69,12 +76,12 @@ def cmd_ntk(args):
         w = init_weights(net, min(args.chunk, args.inits - a), rng=rng)
         chunks.append(empirical_ntk(net, w, X))
     T = np.concatenate(chunks)
-    m = T.mean(0)
-    se = T.std(0, ddof=1) / np.sqrt(len(T)) if len(T) > 1 else np.full_like(m, np.nan)
+    m, se = mean_se_or_none(T, name="inits")
     lines = [f"empirical NTK (NTK parameterisation), {'mlp' if args.mlp else 'resnet'} {args.activation}, "
              f"N={args.width}, blocks={args.depth}, {args.inits} inits; mean ± SE:"]
     for i in range(m.shape[0]):
-        lines.append("  " + "  ".join(f"{m[i, j]:10.5f} ± {se[i, j]:<8.2g}" for j in range(m.shape[1])))
+        lines.append("  " + "  ".join(f"{m[i, j]:10.5f} ± {se_text(None if se is None else se[i, j], len(T)):<8}"
+                                      for j in range(m.shape[1])))
     _emit({"mean": m, "se": se, "n_inits": len(T), "X": X}, args, "\n".join(lines))
     return 0
 
@@ -105,9 +112,8 @@ def cmd_train(args):
              f"{args.optimizer}, {args.inits} inits, {r.seconds:.2f}s" + ("" if r.converged else "  DIVERGED"),
              f"{'step':>6} {'loss mean':>12} {'± SE':>10}"]
     for k, st in enumerate(r.steps):
-        m = r.loss[k].mean()
-        se = r.loss[k].std(ddof=1) / np.sqrt(r.loss.shape[1]) if r.loss.shape[1] > 1 else float("nan")
-        lines.append(f"{st:>6} {m:>12.6g} {se:>10.2g}")
+        m, se = mean_se_or_none(r.loss[k], name="inits")
+        lines.append(f"{st:>6} {m:>12.6g} {se_text(se, r.loss.shape[1]):>10}")
     _emit({"steps": r.steps, "loss": r.loss, "dh_rms": r.dh_rms, "rep_names": r.rep_names,
            "converged": r.converged, "network": net.describe()}, args, "\n".join(lines))
     return 0 if r.converged else 1

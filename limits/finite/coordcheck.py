@@ -335,6 +335,9 @@ def pc_width_check(p, widths=tuple(2 ** k for k in range(6, 11)), L=3, gamma_pri
     g = getattr(p, "gamma_bar_L", None)
     if g is None:
         raise ValueError("p.gamma_bar_L is required (single-shot PC with γ_L = γ' N^{-γ̄_L})")
+    if getattr(g, "free_symbols", None):
+        raise ValueError(f"p.gamma_bar_L = {g} is symbolic; substitute a number first, e.g. "
+                         f"p.subs({{'{sorted(map(str, g.free_symbols))[0]}': -0.5}})")
     g = float(g)
     widths = [positive_int(n, "widths") for n in widths]
     if len(widths) < 3:

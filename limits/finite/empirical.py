@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._blas import limit_blas
-from ..checks import positive_int
+from ..checks import positive_float, positive_int
 from ..results import Result
 from .forward import _Phi, check_inputs
 from .weights import draw_layer, root_seed, streams_from_root
@@ -34,12 +34,13 @@ from .weights import draw_layer, root_seed, streams_from_root
 class EmpiricalKernels(Result):
     """``K`` (S, B+1, P, P): stream Grams ``h^l h^lᵀ/N`` per init (None if ``keep_samples=False``);
     ``K_out`` (S, P, P): read-out Gram ``f fᵀ/d_out``; ``K_phi`` (S, B+1, P, P): ``φ(h^l)φ(h^l)ᵀ/N``
-    (if requested); ``mean``/``se`` (B+1, P, P) and ``out_mean``/``out_se`` over inits."""
+    (if requested); ``mean``/``se`` (B+1, P, P) and ``out_mean``/``out_se`` over inits. A standard
+    error needs ≥ 2 inits: with ``n_inits = 1`` ``se`` and ``out_se`` are None (unavailable), never NaN."""
 
     mean: np.ndarray
-    se: np.ndarray
+    se: np.ndarray | None
     out_mean: np.ndarray
-    out_se: np.ndarray
+    out_se: np.ndarray | None
     K: np.ndarray | None
     K_out: np.ndarray | None
     K_phi: np.ndarray | None
@@ -215,6 +216,7 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     P = X.shape[0]
     nB = net.n_blocks
     workers = positive_int(workers, "workers")
+    memory_mb = positive_float(memory_mb, "memory_mb")
     if chunk is None:
         chunk = _auto_chunk(net, P, method, memory_mb / workers)
         if workers > 1:
@@ -268,8 +270,8 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
         var = np.clip((s2 - s1 * s1 / n) / (n - 1), 0, None)
         var_o = np.clip((o2 - o1 * o1 / n) / (n - 1), 0, None)
         se, se_o = np.sqrt(var / n), np.sqrt(var_o / n)
-    else:
-        se, se_o = np.full_like(mean, np.nan), np.full_like(mean_o, np.nan)
+    else:                                   # one init: the SE is undefined → reported as unavailable
+        se = se_o = None
     overflow = not (np.all(np.isfinite(mean)) and np.all(np.isfinite(mean_o)))
     if overflow:
         import warnings

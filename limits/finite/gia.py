@@ -82,6 +82,10 @@ def online_sgd(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activat
     if ytr.shape[0] != Xtr.shape[0]:
         raise ValueError("y_train and X_train have different lengths")
     K, d = Xtr.shape
+    positive_int(K, "len(X_train)")
+    positive_int(d, "X_train columns (d)")
+    if Xte.shape[1] != d:
+        raise ValueError(f"X_test must have d={d} columns (as X_train), got {Xte.shape[1]}")
     act = _act(activation)
     s = np.sqrt(T / L)
     rng0 = np.random.default_rng([seed, 0])
@@ -220,8 +224,8 @@ def gia_sweep(ns, Ls, n_seeds: int = 8, X_train=None, y_train=None, X_test=None,
 
     from ..progress import progress
 
-    ns = np.array([positive_int(n, "ns") for n in np.atleast_1d(ns)])
-    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
+    ns = _int_list(ns, "ns")
+    Ls = _int_list(Ls, "Ls")
     n_seeds = positive_int(n_seeds, "n_seeds", minimum=2)
     if X_train is None:
         X_train, y_train, X_test = gia_task()
@@ -244,10 +248,24 @@ def gia_sweep(ns, Ls, n_seeds: int = 8, X_train=None, y_train=None, X_test=None,
                     gap_se=gap.std(axis=2, ddof=1) / np.sqrt(n_seeds), seconds=time.perf_counter() - t0)
 
 
+def _int_list(v, name):
+    """Non-empty 1-D list of integers >= 1 (widths, depths) or ValueError naming ``name``."""
+    out = np.array([positive_int(x, name) for x in np.atleast_1d(v)], dtype=np.int64)
+    if out.size == 0:
+        raise ValueError(f"{name} must list at least one value")
+    return out
+
+
 def extrapolate_inverse(x, y, se):
     """Weighted least squares ``y = a + b/x``; returns (a, se_a, b, se_b, chi2/dof).
     Used for n → ∞ (x = n) and L → ∞ (x = L) extrapolation of the GIA gap."""
-    x, y, se = (np.asarray(v, float) for v in (x, y, se))
+    x, y, se = (finite_array(v, k, ndim=1) for v, k in ((x, "x"), (y, "y"), (se, "se")))
+    if not x.shape == y.shape == se.shape:
+        raise ValueError(f"x, y and se must have equal lengths, got {x.shape}, {y.shape}, {se.shape}")
+    if np.any(x <= 0):
+        raise ValueError("x (widths or depths) must be > 0")
+    if np.any(se < 0):
+        raise ValueError("se must be >= 0")
     if x.size < 2:
         raise ValueError("need at least two points to extrapolate")
     w = 1.0 / np.maximum(se, 1e-300) ** 2
@@ -311,7 +329,12 @@ def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="t
     from .forward import forward
     from .weights import init_streams, init_weights
 
-    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
+    Ls = _int_list(Ls, "Ls")
+    n = positive_int(n, "n")
+    d = positive_int(d, "d")
+    n_seeds = positive_int(n_seeds, "n_seeds")
+    T = positive_float(T, "T")
+    eta_bar = nonnegative_float(eta_bar, "eta_bar")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((1, d))
     x *= np.sqrt(d) / np.linalg.norm(x)
@@ -354,7 +377,7 @@ class TransferStudy(Result):
     Ls: np.ndarray
     etas: np.ndarray
     loss: np.ndarray            # (2, len(Ls), len(etas)): [plain, corrected]
-    loss_se: np.ndarray
+    loss_se: np.ndarray | None  # None for one seed
     best_eta: np.ndarray        # (2, len(Ls))
     n: int
     steps: int
@@ -363,12 +386,21 @@ class TransferStudy(Result):
 @limit_blas
 def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, activation="tanh",
                    seed=0) -> TransferStudy:
-    """Full-batch GD on a fixed synthetic regression task; divergent runs get loss = inf."""
+    """Full-batch GD on a fixed synthetic regression task; divergent runs get loss = inf (and SE 0).
+    ``loss_se`` is None for ``n_seeds = 1`` (a standard error needs ≥ 2 seeds)."""
     from .backward import loss_and_grads
     from .weights import init_weights
 
-    Ls = np.array([positive_int(L, "Ls") for L in np.atleast_1d(Ls)])
-    etas = np.asarray(etas, float)
+    Ls = _int_list(Ls, "Ls")
+    etas = finite_array(etas, "etas", ndim=1)
+    if etas.size == 0 or np.any(etas < 0):
+        raise ValueError(f"etas must list at least one learning rate >= 0, got {etas.tolist()}")
+    n = positive_int(n, "n")
+    steps = positive_int(steps, "steps", minimum=0)
+    P = positive_int(P, "P")
+    d = positive_int(d, "d")
+    n_seeds = positive_int(n_seeds, "n_seeds")
+    T = positive_float(T, "T")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((P, d))
     X *= np.sqrt(d) / np.linalg.norm(X, axis=1, keepdims=True)
@@ -397,6 +429,8 @@ def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, acti
                         ok = bool(np.all(np.isfinite(lv)))
                 if ok:
                     loss[c, j, e] = float(np.mean(lv))
-                    loss_se[c, j, e] = float(np.std(lv, ddof=1) / np.sqrt(n_seeds))
+                    if n_seeds > 1:
+                        loss_se[c, j, e] = float(np.std(lv, ddof=1) / np.sqrt(n_seeds))
     best = etas[np.argmin(loss, axis=2)]
-    return TransferStudy(Ls=Ls, etas=etas, loss=loss, loss_se=loss_se, best_eta=best, n=int(n), steps=int(steps))
+    return TransferStudy(Ls=Ls, etas=etas, loss=loss, loss_se=loss_se if n_seeds > 1 else None, best_eta=best,
+                         n=int(n), steps=int(steps))

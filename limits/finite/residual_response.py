@@ -63,8 +63,10 @@ class FDResponse(Result):
     n_inits: int
 
     def mean_se(self, name):
-        a = getattr(self, name)
-        return a.mean(0), a.std(0, ddof=1) / np.sqrt(a.shape[0])
+        """Mean and standard error over inits (ValueError for one init: the SE is undefined)."""
+        from ..stats import mean_se
+
+        return mean_se(getattr(self, name), axis=0, name="n_inits")
 
 
 def fd_response(X, depth, width, n_inits, *, entry=(0, 1), eps=1e-5, rng=None, seed=None, activation="erf",

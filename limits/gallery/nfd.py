@@ -46,9 +46,11 @@ def forward_convergence_study(Ls=(2, 4, 8, 16, 32), n_big=2048, ns=(64, 128, 256
     * error vs n at L = L_fixed: rms over inits of |h^L h^Lᵀ/n − Σ_L| (expected slope −1/2).
     """
     from .. import finite
+    from ..checks import sample_count
     from ..nfd import kernel_ode, residual_recursion
     from ..stats import loglog_fit
 
+    n_inits = sample_count(n_inits, "n_inits")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((P, d))
     k = kernel_ode(X, T=T, activation=activation)
@@ -122,9 +124,12 @@ def loss_vs_T_study(Ts=(0.1, 0.25, 0.5, 1, 2, 4, 8), P_train=40, P_test=200, d=5
 def training_study(Ls=(4, 16), n=256, M=4096, K=4, n_seeds=8, n_particle_seeds=4, T=1.0, eta_bar=1.0,
                    activation="tanh", seed=0):
     """NFD particles vs finite coupled/decoupled networks over SGD steps; λ_min of pass covariances."""
+    from ..checks import sample_count
     from ..finite.gia import gia_task, online_sgd
     from ..nfd.training import train_particles
 
+    n_seeds = sample_count(n_seeds, "n_seeds")
+    n_particle_seeds = sample_count(n_particle_seeds, "n_particle_seeds")
     Xtr, ytr, Xte = gia_task(K=K)
     out = {"Ls": np.asarray(Ls), "steps": np.arange(K + 1)}
     for L in Ls:
@@ -148,9 +153,12 @@ def gia_study(ns=(128, 256, 512), Ls=(8, 32, 128), n_seeds=8, M=8192, n_particle
               eta_bar=1.0, activation="tanh", train_input_layer=True, seed=0, progress_bar=False):
     """Coupled − decoupled gap of the final test outputs over (n, L), n → ∞ extrapolation per L,
     and the L-trend of the extrapolated gap; plus finite − particle (NFD) differences."""
+    from ..checks import sample_count
     from ..finite.gia import extrapolate_inverse, gia_sweep, gia_task
     from ..nfd.training import train_particles
 
+    n_seeds = sample_count(n_seeds, "n_seeds")
+    n_particle_seeds = sample_count(n_particle_seeds, "n_particle_seeds")
     Xtr, ytr, Xte = gia_task(K=K)
     sw = gia_sweep(ns, Ls, n_seeds, Xtr, ytr, Xte, T, activation, eta_bar, train_input_layer, seed0=seed,
                    progress_bar=progress_bar)
@@ -199,11 +207,14 @@ def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=
                     train_input_layer=True, seed=0, progress_bar=False, response=("forward", "backward")):
     """Infinite width, finite depth (M particles → ∞): coupled (response terms) vs decoupled (NFD)
     particle solutions of the same SGD run, for growing L. Paired by seed (same u, v, first draws)."""
-    from ..finite.gia import extrapolate_inverse, gia_task
+    from ..checks import sample_count
+    from ..finite.gia import _int_list, extrapolate_inverse, gia_task
     from ..nfd.training import train_particles
     from ..progress import progress
     from ..stats import loglog_fit
 
+    Ls = _int_list(Ls, "Ls")
+    n_seeds = sample_count(n_seeds, "n_seeds")
     Xtr, ytr, Xte = gia_task(K=K)
     P = Xte.shape[0]
     fc = np.zeros((len(Ls), n_seeds, P))
@@ -233,9 +244,11 @@ def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=
 def two_layer_study(Ls=(4, 16, 64), n=128, eta_bar=0.5, n_seeds=3, etas=(0.05, 0.1, 0.2, 0.4, 0.8, 1.6),
                     transfer_Ls=(4, 16, 64), transfer_n=64, steps=15, seed=0):
     """First-layer collapse vs L and learning-rate transfer with/without η₁ = η̄ n √(L/T)."""
+    from ..checks import sample_count
     from ..finite.gia import collapse_study, transfer_study
     from ..stats import loglog_fit
 
+    n_seeds = sample_count(n_seeds, "n_seeds")
     c = collapse_study(Ls, n=n, eta_bar=eta_bar, n_seeds=n_seeds, seed=seed)
     out = {"Ls": c.Ls}
     for key in ("du_rms", "dr_rms", "du_rms_corrected", "dr_rms_corrected"):

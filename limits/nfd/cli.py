@@ -10,6 +10,10 @@ from ..cliutil import emit as _emit, load_array
 
 
 def _inputs(args):
+    from ..checks import positive_int
+
+    positive_int(args.P, "--P")
+    positive_int(args.d, "--d")
     rng = np.random.default_rng(args.seed)
     Z = rng.standard_normal((args.P, args.d))
     return Z / np.linalg.norm(Z, axis=1, keepdims=True) * np.sqrt(args.d)
@@ -90,9 +94,19 @@ def cmd_train(args):
     return 0
 
 
+def _seeds(n, flag):
+    """Seed counts of the studies: their ± columns are standard errors, which need ≥ 2 samples."""
+    from ..checks import sample_count
+
+    return sample_count(n, flag)
+
+
 def cmd_gia(args):
     from ..gallery.nfd import gia_study
     from ..results import atomic_write_text, to_jsonable
+
+    _seeds(args.seeds, "--seeds")
+    _seeds(args.particle_seeds, "--particle-seeds")
 
     data = gia_study(ns=args.ns, Ls=args.Ls, n_seeds=args.seeds, M=args.M, n_particle_seeds=args.particle_seeds,
                      K=args.K, train_input_layer=not args.freeze_input, progress_bar=True)
@@ -121,6 +135,8 @@ def cmd_gia_limit(args):
     from ..gallery.nfd import gia_limit_study
     from ..results import atomic_write_text, to_jsonable
 
+    _seeds(args.seeds, "--seeds")
+
     data = gia_limit_study(Ls=args.Ls, M=args.M, n_seeds=args.seeds, K=args.K,
                            train_input_layer=not args.freeze_input, progress_bar=True, response=args.response)
     lines = [f"infinite-width coupled − NFD (decoupled) particles, M = {args.M}, input layer "
@@ -143,6 +159,8 @@ def cmd_gia_limit(args):
 def cmd_two_layer(args):
     from ..gallery.nfd import two_layer_study
     from ..results import atomic_write_text, to_jsonable
+
+    _seeds(args.seeds, "--seeds")
 
     data = two_layer_study(Ls=args.Ls, n=args.n, eta_bar=args.eta_bar, n_seeds=args.seeds, etas=args.etas,
                            transfer_Ls=args.Ls, transfer_n=args.transfer_n, steps=args.steps)

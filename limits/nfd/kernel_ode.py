@@ -120,7 +120,14 @@ def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float 
             raise ValueError("t_eval must be increasing times in [0, T]")
         if t_eval[-1] != T:
             t_eval = np.append(t_eval, T)
-    sol = _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            sol = _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method)
+    except ValueError as exc:         # the kernel map met inf/NaN: Σ overflowed float64 before T
+        if "NaN or inf" not in str(exc):
+            raise
+        raise ValueError(f"kernel ODE overflowed float64 before T={T} (Σ grows too fast for this "
+                         f"activation and input scale); reduce T") from None
     P = Sigma0.shape[0]
     n2 = P * P
     if not sol.success or not np.all(np.isfinite(sol.y)):

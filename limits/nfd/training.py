@@ -182,6 +182,8 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     T = positive_float(T, "T")
     L = positive_int(L, "L")
     M = positive_int(M, "M", minimum=2)
+    if target_se is not None:
+        target_se = positive_float(target_se, "target_se")
     eta_bar = nonnegative_float(eta_bar, "eta_bar")
     Xtr = finite_array(X_train, "X_train", ndim=2)
     ytr = finite_array(y_train, "y_train", ndim=1)

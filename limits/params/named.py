@@ -52,23 +52,39 @@ def _zero(prefix):
 
 
 def _select(sol, given: dict):
-    """Pick the solution piece valid for the user's parameter values; for symbolic values the
-    piece containing the reference point (γ̄_L = 0, the SGD limit). Returns (piece, notes)."""
+    """Pick the solution piece valid for the user's parameter values ``given`` = {internal symbol:
+    value or None}; the pieces' conditions are in the internal symbols (γ̄_L, e_B) and are reported
+    with the user's values substituted (any symbol or linear expression, under its assumptions).
+    Preference: a piece whose conditions all hold; else the piece containing the reference point
+    (γ̄_L = 0, the SGD limit; e_B = 0); else the first piece not excluded, with its conditions
+    reported symbolically. Returns (piece, notes)."""
     if sol.empty:
         sol.unique()  # raises with the constraint list
-    numeric = {k: v for k, v in given.items() if v is not None and not v.free_symbols}
+    user = {k: v for k, v in given.items() if v is not None}
+    numeric = {k: v for k, v in user.items() if not v.free_symbols}
     ref = dict(REFERENCE_POINT)
     ref.update(numeric)
-    ok = []
+
+    def holds_at_ref(c):
+        try:
+            return bool(c.subs(ref))
+        except TypeError:          # still relational: depends on symbols outside the reference point
+            return False
+
+    ok, other = [], []
     for p in sol.pieces:
-        conds = [c.subs(numeric) for c in p.conditions]
+        conds = [c.subs(user) for c in p.conditions]
         if any(c == sp.false for c in conds):
             continue
-        if all(c == sp.true for c in conds) or all(bool(c.subs(ref)) for c in conds):
-            ok.append((p, [c for c in conds if c != sp.true]))
-    if not ok:
-        raise ValueError("no solution piece is valid for the given parameters:\n" + str(sol))
-    p, conds = ok[0]
+        pending = [c for c in conds if c != sp.true]
+        if not pending or all(holds_at_ref(c) for c in p.conditions):
+            ok.append((p, pending))
+        else:
+            other.append((p, pending))
+    if not ok and not other:
+        given_txt = ", ".join(f"{k} = {v}" for k, v in user.items())
+        raise ValueError(f"no solution piece is valid for the given parameters ({given_txt}):\n" + str(sol))
+    p, conds = (ok or other)[0]
     notes = (f"valid for {' and '.join(str(c) for c in conds)}",) if conds else ()
     return p, notes
 
@@ -141,9 +157,13 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
         piece, notes = _select(sol, {})
         p = _from_values(piece.values, "variance", notes=notes, **kw)
         return (p if convention == "variance" else p.to_std()), sol
-    # TP4 / seed 003 framework, std convention
-    gg = g if g is not None else (GAMMA_BAR_L if algorithm == "pc" else None)
-    ee = kw["e_B"]
+    # TP4 / seed 003 framework, std convention. Symbolic user values (any symbol or linear
+    # expression) are solved with the internal symbols γ̄_L, e_B and substituted afterwards, so the
+    # piece selection and the reported conditions work for every name and assumption.
+    user = {GAMMA_BAR_L: g, E_B: kw["e_B"]}
+    internal = lambda v, s: s if (v is not None and v.free_symbols) else v  # noqa: E731
+    gg = internal(g, GAMMA_BAR_L) if g is not None else (GAMMA_BAR_L if algorithm == "pc" else None)
+    ee = internal(kw["e_B"], E_B)
     if name == "SP":
         qs = std_requirements("kernel", algorithm, optimizer, gg, ee)
         qs = [x for x in qs if x.key.startswith("init")]
@@ -165,14 +185,20 @@ def _derive_width(name, convention="variance", algorithm="bp", optimizer="sgd", 
     else:
         qs, fixed = std_requirements("feature-learning", algorithm, optimizer, gg, ee), _zero("c")
     sol = solve_quantities(qs, unknowns("std").values(), fixed)
-    piece, notes = _select(sol, {GAMMA_BAR_L: g, E_B: eb})
-    vals = {k: v.subs({GAMMA_BAR_L: g}) if g is not None else v for k, v in piece.values.items()}
+    piece, notes = _select(sol, user)
+    back = {k: v for k, v in user.items() if v is not None}
+    vals = {k: sp.expand(v.subs(back)) for k, v in piece.values.items()}
     p = _from_values(vals, "std", notes=notes, **kw)
     if name == "NTK":
         from .classify import update_exponents
 
         r = update_exponents(p)["r"]
-        r_ref = sp.simplify(r.subs(REFERENCE_POINT)) if r.free_symbols else r
+        if r.free_symbols:          # decide at the reference point, in the internal symbols
+            p_int = _from_values(piece.values, "std", **{**kw, "gamma_bar_L": gg if kw["gamma_bar_L"] is not None
+                                                          else None, "e_B": ee})
+            r_ref = sp.simplify(update_exponents(p_int)["r"].subs(REFERENCE_POINT))
+        else:
+            r_ref = r
         if not bool(r_ref > 0):
             raise ValueError(f"no kernel regime exists for algorithm={algorithm!r}: the NTK-type conditions "
                              f"(f_0 = Θ(1), Condition 3.2, r_L = 0) force r = {r}"

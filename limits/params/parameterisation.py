@@ -170,7 +170,9 @@ class Parameterisation:
 
     def subs(self, mapping) -> "Parameterisation":
         """Substitute values for symbols (e.g. ``{gamma_bar_L: -1}``)."""
-        m = {(sp.Symbol(k, real=True) if isinstance(k, str) else k): as_exponent(v, str(k)) for k, v in mapping.items()}
+        byname = {s.name: s for s in self.free_symbols}
+        m = {(byname.get(k, sp.Symbol(k, real=True)) if isinstance(k, str) else k): as_exponent(v, str(k))
+             for k, v in mapping.items()}
         f = lambda v: None if v is None else sp.expand(sp.sympify(v).subs(m))  # noqa: E731
         return replace(self, a=tuple(map(f, self.a)), b=tuple(map(f, self.b)), c=tuple(map(f, self.c)),
                        d=f(self.d), depth_alpha=f(self.depth_alpha), depth_gamma=f(self.depth_gamma),

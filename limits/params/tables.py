@@ -91,12 +91,19 @@ def _regime(p):
         return c.r, c.regime
     g = p.gamma_bar_L
     if g is not None and g.free_symbols == p.free_symbols and len(g.free_symbols) == 1:
+        # γ̄_L may be any symbol s (any assumptions) or a linear expression in it: rewrite r in a
+        # nonpositive γ̄_L (its validity side), and evaluate the regime at the s giving γ̄_L = 0, −1
         (s,) = g.free_symbols
-        neg = sp.Symbol(s.name, nonpositive=True)
-        r = sp.simplify(update_exponents(p)["r"].subs(s, neg))
-        r = r.subs(neg, s)
-        regs = {classify(p.subs({s: v})).regime for v in (0, -1)}
-        return r, (regs.pop() + " (−1 ≤ γ̄_L ≤ 0)") if len(regs) == 1 else "depends on γ̄_L"
+        gam = sp.Symbol("gamma_bar_L_", nonpositive=True)
+        x = sp.Dummy("x", real=True)             # solve without the user's assumptions on s
+        gx = g.subs(s, x)
+        sol = sp.solve(sp.Eq(gx, gam), x, dict=True)
+        if len(sol) == 1:
+            r = sp.simplify(update_exponents(p)["r"].subs(s, sol[0][x])).subs(gam, g)
+            ends = [sp.solve(sp.Eq(gx, v), x, dict=True) for v in (0, -1)]
+            if all(len(e) == 1 for e in ends):
+                regs = {classify(p.subs({s: e[0][x]})).regime for e in ends}
+                return r, (regs.pop() + " (−1 ≤ γ̄_L ≤ 0)") if len(regs) == 1 else "depends on γ̄_L"
     return update_exponents(p)["r"], "(symbolic)"
 
 

@@ -24,21 +24,54 @@ def _skips(s):
 
 
 def _load_weights(path):
-    with np.load(path, allow_pickle=False) as z:
-        names = sorted(z.files, key=lambda k: int("".join(c for c in k if c.isdigit()) or 0))
-        return [np.asarray(z[k], float) for k in names]
+    """W_1..W_L from an .npz (arrays ordered by the number in their names); never unpickled."""
+    from ..checks import finite_array
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files") or not z.files:
+                raise ValueError(f"--weights: {path} must be an .npz holding arrays W1..WL")
+            names = sorted(z.files, key=lambda k: int("".join(c for c in k if c.isdigit()) or 0))
+            return [finite_array(z[k], f"--weights {k}", ndim=2) for k in names]
+    except OSError as exc:
+        raise ValueError(f"--weights: cannot read {path} ({exc})") from None
+    except ValueError as exc:
+        if str(exc).startswith("--weights"):
+            raise
+        raise ValueError(f"--weights: {path} is not an .npz of numeric arrays W1..WL") from None
+
+
+def _no_multipliers_without_weights(args):
+    if args.multipliers is not None and not args.weights:
+        raise ValueError("--multipliers applies to --weights only (--param sets the multipliers of generated "
+                         "weights)")
+
+
+def _floats(text, flag):
+    """Comma-separated numbers of a command-line option, or ValueError naming the option."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}") from None
 
 
 def _problem(args):
     from . import init_weights
 
     rng = np.random.default_rng(args.seed)
+    _no_multipliers_without_weights(args)
     if getattr(args, "weights", None):
         W = _load_weights(args.weights)
-        a = None if args.multipliers is None else [float(v) for v in args.multipliers.split(",")]
+        a = _floats(args.multipliers, "--multipliers")
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out, rng=rng)
     d_in, d_out = W[0].shape[1], W[-1].shape[0]
+    if not getattr(args, "X", None):
+        from ..checks import positive_int
+
+        positive_int(args.batch, "--batch")
     X = load_array(args.X, "X") if getattr(args, "X", None) else rng.standard_normal((args.batch, d_in))
     Y = load_array(args.Y, "Y") if getattr(args, "Y", None) else rng.standard_normal((X.shape[0], d_out))
     return W, a, X, Y
@@ -63,7 +96,7 @@ def _net_args(s, spectrum=False):
 
 
 def _lam(args):
-    return None if args.layer_weights is None else [float(v) for v in args.layer_weights.split(",")]
+    return _floats(args.layer_weights, "--layer-weights")
 
 
 def cmd_equilibrium(args):
@@ -90,9 +123,10 @@ def cmd_spectrum(args):
     from . import extreme_eigenvalues
     from .spectra import init_weights
 
+    _no_multipliers_without_weights(args)
     if args.weights:
         W = _load_weights(args.weights)
-        a = None if args.multipliers is None else [float(v) for v in args.multipliers.split(",")]
+        a = _floats(args.multipliers, "--multipliers")
     else:
         W, a = init_weights(args.width, args.hidden, args.param, d_in=args.d_in, d_out=args.d_out,
                             rng=np.random.default_rng(args.seed))
@@ -112,9 +146,12 @@ def cmd_infer(args):
     from . import infer
 
     W, a, X, Y = _problem(args)
+    auto_ok = args.activation in (None, "linear", "identity") and args.optimizer == "gd"
+    beta = args.beta if args.beta is not None else ("auto" if auto_ok else 0.1)
+    steps = args.steps if args.steps is not None else ("auto" if auto_ok else 1000)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = infer(W, X, Y, beta=args.beta, steps=args.steps, multipliers=a, skips=_skips(args.skips),
+        r = infer(W, X, Y, beta=beta, steps=steps, multipliers=a, skips=_skips(args.skips),
                   layer_weights=_lam(args), activation=args.activation, init=args.init, update=args.update,
                   optimizer=args.optimizer, fpa=args.fpa, tol=args.tol,
                   rng=np.random.default_rng(args.seed + 1))
@@ -155,8 +192,11 @@ def register(subparsers):
 
     s = sub.add_parser("infer", help="iterative inference vs the closed-form equilibrium")
     _net_args(s)
-    s.add_argument("--beta", type=float, default=0.1)
-    s.add_argument("--steps", type=int, default=1000)
+    s.add_argument("--beta", type=float, default=None,
+                   help="activity step size (default: 2/(λ_min + λ_max) of H_z for linear GD, else 0.1)")
+    s.add_argument("--steps", type=int, default=None,
+                   help="maximum steps (default: enough for --tol at the GD contraction rate for linear GD, "
+                        "capped at 100000; else 1000)")
     s.add_argument("--activation", default=None)
     s.add_argument("--init", default="forward", choices=["forward", "zeros", "random"])
     s.add_argument("--update", default="simultaneous", choices=["simultaneous", "sequential"])

@@ -72,6 +72,13 @@ def rescaling(net: Net, G=None, nudge=None) -> np.ndarray:
     return 0.5 * (S + S.T)
 
 
+def _check_finite_result(*arrays):
+    """Overflow guard: float64 cannot represent the equilibrium (weights/data too large)."""
+    if not all(np.all(np.isfinite(a)) for a in arrays if a is not None):
+        raise ValueError("the equilibrium overflowed float64 (non-finite S, z* or F*): weights (or X, Y) are "
+                         "too large in magnitude for this depth")
+
+
 def _chol(S):
     try:
         return sla.cho_factor(S, lower=True, check_finite=False)
@@ -105,10 +112,11 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
     if decay > 0 or method == "block":
         from .hessian import block_equilibrium
 
-        return block_equilibrium(net, X, Y, nudge=nudge, decay=decay)
+        with np.errstate(over="ignore", invalid="ignore"):             # overflow → ValueError
+            return block_equilibrium(net, X, Y, nudge=nudge, decay=decay)
     from ._threads import blas_threads
 
-    with blas_threads():
+    with blas_threads(), np.errstate(over="ignore", invalid="ignore"):   # overflow → ValueError below
         return _telescoped(net, X, Y, nudge)
 
 
@@ -127,6 +135,8 @@ def _unsupervised(net: Net, Y, nudge, decay, method) -> Equilibrium:
         Y = Y[:, None] if net.d_out == 1 else Y[None, :]
     if Y.ndim != 2 or Y.shape[1] != net.d_out:
         raise ValueError(f"Y must be B×d_out with d_out = {net.d_out}, got shape {Y.shape}")
+    if Y.shape[0] == 0:
+        raise ValueError("Y has no samples (batch size B = 0); pass at least one row")
     G = output_jacobians(net)
     S = rescaling(net, G)
     Lc = np.linalg.cholesky(S)
@@ -156,7 +166,8 @@ def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:
     z = [hs[l] + U @ M[l].T for l in range(1, L)]
     z_out = hs[L] + U @ M[L].T if nudge is not None else None
     e_i = 0.5 * np.einsum("ij,ij->i", R, U)
-    ev = np.linalg.eigvalsh(S) if np.all(np.isfinite(S)) else np.array([np.nan, np.nan])
+    _check_finite_result(S, e_i, *z, *errors)
+    ev = np.linalg.eigvalsh(S)
     return Equilibrium(
         energy=float(e_i.mean()), S=S, errors=errors, z=z, residual=R, forward=hs[1:],
         mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out, nudge=nudge,
@@ -190,16 +201,21 @@ def _full_states(net, X, Y, z, z_out, nudge):
     z = list(z)
     if len(z) != net.H:
         raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)} arrays")
+    from ..checks import finite_array
+
+    z = [finite_array(zl, f"z[{l - 1}]") for l, zl in enumerate(z, start=1)]
     for l, zl in enumerate(z, start=1):
         if np.shape(zl) != (X.shape[0], net.dims[l]):
             raise ValueError(f"z[{l - 1}] must have shape {(X.shape[0], net.dims[l])}, got {np.shape(zl)}")
     if nudge is not None:
         if z_out is None:
             raise ValueError("z_out (free output activity) is required when nudge is given")
-        last = np.asarray(z_out, float)
+        last = finite_array(z_out, "z_out")
+        if last.shape != Y.shape:
+            raise ValueError(f"z_out must have shape {Y.shape}, got {last.shape}")
     else:
         last = Y
-    return [X] + [np.asarray(v, float) for v in z] + [last]
+    return [X] + z + [last]
 
 
 def predictions(net: Net, zs, phi):

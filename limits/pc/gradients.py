@@ -133,9 +133,11 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
     B = X.shape[0]
     for t in range(steps + 1):
         cur = make_net(W, multipliers, skips, layer_weights)
-        e = _telescoped(cur, X, Y, None)
-        if not np.isfinite(e.mse):
-            raise ValueError(f"training diverged at step {t} (lr = {lr} too large?)")
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                e = _telescoped(cur, X, Y, None)
+        except ValueError as exc:                       # overflow / S not positive definite
+            raise ValueError(f"training diverged at step {t} (lr = {lr} too large?): {exc}") from None
         zs = [X] + list(e.z)
         hs = [X] + list(e.forward)
         G = output_jacobians(cur)

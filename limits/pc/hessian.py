@@ -342,6 +342,9 @@ def block_equilibrium(net: Net, X, Y, nudge=None, decay=0.0):
     S = rescaling(net, output_jacobians(net), nudge)
     B = X.shape[0]
     e_i = np.array([_energy(net, [v[i:i + 1] for v in zs], None, Y[i:i + 1], nudge, decay) for i in range(B)])
+    from .equilibrium import _check_finite_result
+
+    _check_finite_result(S, e_i, *zfree)
     ev = np.linalg.eigvalsh(S)
     return Equilibrium(energy=float(e_i.mean()), S=S, errors=errors, z=hidden, residual=R, forward=hs[1:],
                        mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out,

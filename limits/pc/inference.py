@@ -91,13 +91,38 @@ def lambda_max(weights, multipliers=None, skips=None, layer_weights=None, nudge=
                                which="max").lambda_max
 
 
+AUTO_STEPS_CAP = 100_000
+
+
+def gd_rate(beta, lambda_min, lambda_max) -> float:
+    """Contraction factor per step of GD with step ``beta`` on a quadratic with Hessian spectrum in
+    [λ_min, λ_max]: ``ρ = max(|1 − β λ_min|, |1 − β λ_max|)`` (< 1 iff 0 < β < 2/λ_max; smallest,
+    (κ − 1)/(κ + 1), at β = 2/(λ_min + λ_max))."""
+    return float(max(abs(1.0 - beta * lambda_min), abs(1.0 - beta * lambda_max)))
+
+
+def gd_steps_needed(rho, tol, start=1.0) -> float:
+    """Steps for a relative error ``start`` to fall below ``tol`` at contraction ``rho`` (inf if ρ ≥ 1)."""
+    if start <= tol:
+        return 0.0
+    if not rho < 1.0 or tol <= 0:
+        return float("inf")
+    if rho <= 0.0:
+        return 1.0
+    return float(np.ceil(np.log(tol / start) / np.log(rho)))
+
+
 def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, layer_weights=None,
           activation=None, init="forward", update="simultaneous", optimizer="gd", fpa=False, nudge=None,
           decay=0.0, tol=1e-10, rng=None, reference=None, record_every=1, adam_betas=(0.9, 0.999),
           adam_eps=1e-8, warn=True, batch_mean=False) -> Inference:
     """Run ``steps`` of activity inference and report energy, gradient norm and distance to ``z*``
     (closed form for linear networks, or ``reference`` = list of arrays). Stops early when the
-    relative distance (or, without a reference, the gradient norm) falls below ``tol``."""
+    relative distance (or, without a reference, the gradient norm) falls below ``tol``.
+
+    Linear networks with ``optimizer="gd"`` also accept ``beta="auto"`` — the optimal fixed step
+    ``2/(λ_min + λ_max)`` of H_z, contraction ``(κ − 1)/(κ + 1)`` per step — and ``steps="auto"``:
+    the number of steps that contraction needs to reach ``tol`` (capped at 100 000)."""
     from ._threads import blas_threads
 
     with blas_threads():
@@ -109,37 +134,65 @@ def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, laye
 def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activation, init, update,
            optimizer, fpa, nudge, decay, tol, rng, reference, record_every, adam_betas, adam_eps, warn,
            batch_mean=False):
+    from ..checks import finite_array, nonnegative_float, positive_float, positive_int
+
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, X, Y)
-    if not (np.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta (activity step size) must be > 0, got {beta}")
+    auto_beta = isinstance(beta, str) and beta == "auto"
+    if not auto_beta:
+        if isinstance(beta, str):
+            raise ValueError(f"beta (activity step size) must be a number > 0 or 'auto', got {beta!r}")
+        beta = positive_float(beta, "beta (activity step size)")
+    auto_steps = isinstance(steps, str) and steps == "auto"
+    if not auto_steps:
+        if isinstance(steps, bool) or isinstance(steps, str) or int(steps) != steps or steps < 0:
+            raise ValueError(f"steps must be a non-negative integer or 'auto', got {steps!r}")
     if update not in ("simultaneous", "sequential"):
         raise ValueError(f"update must be 'simultaneous' or 'sequential', got {update!r}")
     if optimizer not in ("gd", "adam"):
         raise ValueError(f"optimizer must be 'gd' or 'adam', got {optimizer!r}")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps}")
+    tol = nonnegative_float(tol, "tol")
+    if auto_steps and tol == 0:
+        raise ValueError("steps='auto' needs tol > 0 (tol = 0 is never reached)")
+    record_every = positive_int(record_every, "record_every")
+    if nudge is not None:
+        nudge = positive_float(nudge, "nudge (β)")
+    decay = nonnegative_float(decay, "decay")
     phi = _phi(activation)
     L = net.L
     linear = phi is None
     beta_bound = None
+    lmin = lmax = None
     scale = X.shape[0] if batch_mean else 1.0       # gradient of the 1/B batch-averaged energy
+    if (auto_beta or auto_steps) and not (linear and optimizer == "gd"):
+        raise ValueError("beta='auto' / steps='auto' need a linear network (activation None) and optimizer='gd'; "
+                         "pass numbers")
     if linear and optimizer == "gd":
-        lmax = lambda_max(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay)
+        from .spectra import extreme_eigenvalues
+
+        sp_ = extreme_eigenvalues(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay,
+                                  which="both" if (auto_beta or auto_steps) else "max")
+        lmax = sp_.lambda_max
+        lmin = sp_.lambda_min if np.isfinite(sp_.lambda_min) else None
         beta_bound = 2.0 * scale / lmax
+        if auto_beta:
+            beta = 2.0 * scale / (lmax + lmin)
         if beta >= beta_bound and warn:
             warnings.warn(f"beta = {beta:g} exceeds the GD stability bound 2/λ_max(H_z) = {beta_bound:.6g}; "
                           "inference will diverge", RuntimeWarning, stacklevel=2)
     hs = forward(net, X, phi.phi if phi is not None else None)
     # reference solution
     ref = None
+    free = list(range(1, L)) + ([L] if nudge is not None else [])
     if reference is not None:
-        ref = [np.asarray(r, float) for r in reference]
+        ref = [finite_array(r, f"reference[{i}]") for i, r in enumerate(reference)]
+        if len(ref) != len(free) or any(r.shape != hs[k].shape for r, k in zip(ref, free)):
+            raise ValueError(f"reference must hold {len(free)} arrays of shapes "
+                             f"{[hs[k].shape for k in free]} (free layers), got {[r.shape for r in ref]}")
     elif linear and not decay:
         e = _telescoped(net, X, Y, nudge)
         ref = list(e.z) + ([e.z_out] if nudge is not None else [])
     # init
-    free = list(range(1, L)) + ([L] if nudge is not None else [])
     if isinstance(init, str):
         if init == "forward":
             zs = [X] + [hs[l].copy() for l in range(1, L)] + [hs[L].copy() if nudge is not None else Y]
@@ -156,8 +209,12 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
         init = list(init)
         if len(init) != len(free):
             raise ValueError(f"init must hold {len(free)} arrays (free layers), got {len(init)}")
-        zs = [X] + [np.asarray(v, float).copy() for v in init[:L - 1]] + \
-             [np.asarray(init[-1], float).copy() if nudge is not None else Y]
+        init = [finite_array(v, f"init[{i}]").copy() for i, v in enumerate(init)]
+        for i, (k, v) in enumerate(zip(free, init)):
+            want = hs[k].shape
+            if v.shape != want:
+                raise ValueError(f"init[{i}] must have shape {want} (B × N_{k}), got {v.shape}")
+        zs = [X] + init[:L - 1] + [init[-1] if nudge is not None else Y]
     fwd = None
     if fpa:
         mus = predictions(net, [X] + hs[1:L] + [hs[L]], phi)
@@ -182,6 +239,9 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
     E, GN, D = [], [], []
     F0, g0, d0 = record(zs)
     E.append(F0); GN.append(g0); D.append(d0)
+    if auto_steps:
+        start = d0 if ref is not None else 1.0
+        steps = int(min(AUTO_STEPS_CAP, 1.1 * gd_steps_needed(gd_rate(beta / scale, lmin, lmax), tol, start) + 10))
     m = {k: np.zeros_like(zs[k]) for k in free}
     v = {k: np.zeros_like(zs[k]) for k in free}
     converged = (d0 < tol) if ref is not None else (g0 < tol)
@@ -228,13 +288,39 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
     else:
         last = D[-1] if ref is not None else GN[-1]
         what = "relative distance to z*" if ref is not None else "gradient norm"
-        msg = f"not converged after {t_done} steps: {what} = {last:.3e} > tol {tol:g}"
+        msg = f"not converged after {t_done} steps: {what} = {last:.3e} > tol {tol:g}; " + \
+            _advice(net, nudge, decay, beta / scale, lmin, lmax, scale, tol, last, optimizer, linear)
     if warn and not converged:
         warnings.warn(f"PC inference {msg}", RuntimeWarning, stacklevel=2)
     hidden = [zs[l] for l in range(1, L)]
     return Inference(hidden, zs[L] if nudge is not None else None, np.array(E), np.array(GN),
                      np.array(D) if ref is not None else np.array([]), t_done, float(beta), beta_bound,
                      bool(converged), bool(diverged), msg, update, optimizer, bool(fpa))
+
+
+def _advice(net, nudge, decay, b, lmin, lmax, scale, tol, last, optimizer, linear) -> str:
+    """What to change when inference has not converged (GD on a linear network: from the spectrum)."""
+    if tol == 0:
+        return "tol = 0 is never reached in floating point; pass tol > 0"
+    if not (linear and optimizer == "gd"):
+        return "raise steps (or loosen tol)"
+    if lmin is None:
+        from .spectra import extreme_eigenvalues
+
+        lmin = extreme_eigenvalues(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay,
+                                   which="min").lambda_min
+    if not (np.isfinite(lmin) and lmin > 0):
+        return "H_z is numerically singular (κ ≳ 1e16): GD cannot reach this tol; loosen tol"
+    rho = gd_rate(b, lmin, lmax)
+    best = 2.0 / (lmin + lmax)
+    more = gd_steps_needed(rho, tol, last)
+    txt = (f"at beta = {b * scale:g} GD contracts the error by ρ = {rho:.6g} per step (κ(H_z) = {lmax / lmin:.4g}), "
+           f"so about {more:.3g} more steps are needed: raise steps")
+    if b < 0.95 * best:
+        rb = gd_rate(best, lmin, lmax)
+        txt += (f", or use beta = 2/(λ_min + λ_max) = {best * scale:.6g} (beta='auto'; ρ = {rb:.6g}, "
+                f"about {gd_steps_needed(rb, tol, last):.3g} more steps)")
+    return txt
 
 
 def _skips_arg(net):

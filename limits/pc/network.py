@@ -89,6 +89,8 @@ def _weights(weights) -> tuple:
         w = finite_array(w, f"weights[{i}]")
         if w.ndim != 2:
             raise ValueError(f"weights[{i}] must be 2-dimensional, got shape {w.shape}")
+        if 0 in w.shape:
+            raise ValueError(f"weights[{i}] has shape {w.shape}: every layer width must be >= 1")
         out.append(w)
     for i in range(1, len(out)):
         if out[i].shape[1] != out[i - 1].shape[0]:
@@ -180,6 +182,8 @@ def check_data(net: Net, X, Y=None, x_name="X", y_name="Y"):
         X = X[None, :] if X.shape[0] == net.d_in else X[:, None]
     if X.ndim != 2 or X.shape[1] != net.d_in:
         raise ValueError(f"{x_name} must be B×d_in with d_in = {net.d_in} (columns of W_1), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{x_name} has no samples (batch size B = 0); pass at least one row")
     if Y is None:
         return X, None
     Y = finite_array(Y, y_name)
