@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite")
+COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 
 
 def _component_clis():

@@ -53,8 +53,8 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     """
     t_start = time.perf_counter()
     if isinstance(fn, str):
-        fn_name = name or fn
         fn = resolve(fn, allow)
+        fn_name = name or name_of(fn)
     elif callable(fn):
         fn_name = name or name_of(fn)
     else:
