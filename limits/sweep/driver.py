@@ -72,6 +72,7 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     arrays, errors = {}, {}
     reused = 0
     if st is not None:
+        st.clean_temporary()
         for p, k in zip(points, keys):
             got = st.load(k)
             if got is None:

@@ -45,7 +45,7 @@ def _put(out, skipped, name, value):
 
 
 def _walk(out, skipped, prefix, value):
-    join = (lambda k: f"{prefix}_{_clean(k)}") if prefix else _clean
+    join = (lambda k: f"{prefix}_{_BAD.sub('_', str(k))}") if prefix else _clean
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             _put(out, skipped, join(f.name), getattr(value, f.name))

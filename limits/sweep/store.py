@@ -113,6 +113,24 @@ class Store:
         except (OSError, ValueError):
             return None
 
+    def clean_temporary(self, older_than=60.0) -> int:
+        """Remove temporary files left by a writer killed mid-write (``.NAME.*.tmp`` older than
+        ``older_than`` seconds, so a concurrent writer is not disturbed); returns how many."""
+        import time
+
+        d = self.root / "points"
+        n = 0
+        if d.exists():
+            now = time.time()
+            for p in d.rglob(".*.tmp"):
+                try:
+                    if now - p.stat().st_mtime > older_than:
+                        p.unlink()
+                        n += 1
+                except OSError:
+                    pass
+        return n
+
     def point_files(self):
         """Every stored point file (``*.npz``, ``*.json``) — temporary files excluded."""
         d = self.root / "points"
