@@ -121,11 +121,17 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
                 for recs in be.map(fn, _batches(todo, 1, kwargs_of)):
                     record(recs)
             else:
-                probe, rest = todo[:be.n_workers], todo[be.n_workers:]
-                seconds = []
-                for recs in be.map(fn, _batches(probe, 1, kwargs_of)):
-                    seconds += [r["seconds"] for r in recs]
-                    record(recs)
+                # probe: one point per worker; the first point on a fresh worker often pays for
+                # imports and caches, so when it was quick a second round sets the chunk size
+                rest, seconds = todo, []
+                for _ in range(2):
+                    probe, rest = rest[:be.n_workers], rest[be.n_workers:]
+                    seconds = []
+                    for recs in be.map(fn, _batches(probe, 1, kwargs_of)):
+                        seconds += [r["seconds"] for r in recs]
+                        record(recs)
+                    if not rest or statistics.median(seconds) >= target_seconds:
+                        break
                 if rest:
                     chunk_used = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
                     for recs in be.map(fn, _batches(rest, chunk_used, kwargs_of)):
