@@ -65,11 +65,13 @@ def plot(ds, x, y, hue=None, sel=None, ax=None, logx=False, logy=False, title=No
     fig = None
     if ax is None:
         fig, ax = pyplot().subplots()
-    k = 0
-    for var in ys:
+    xs = np.asarray(ds[x].values)
+    for k, var in enumerate(ys):
         mean, se = _mean_se(ds, var)
         mean = _select(mean, sel)
         se = _select(se, sel) if se is not None else None
+        if se is not None and not np.any(np.nan_to_num(se.values) > 0):
+            se = None                                  # same value for every seed: a theory curve
         hues = list(range(mean.sizes[hue])) if hue is not None and hue in mean.dims else [None]
         for h in hues:
             m = mean.isel({hue: h}) if h is not None else mean
@@ -78,20 +80,21 @@ def plot(ds, x, y, hue=None, sel=None, ax=None, logx=False, logy=False, title=No
             if extra:
                 raise ValueError(f"{var}: dims {extra} left; pick one value with --sel DIM=VALUE or use --hue")
             m = m.squeeze(drop=True)
-            xs = np.asarray(ds[x].values)
             label = var if h is None else f"{var}, {hue}={ds[hue].values[h]}"
-            color = PALETTE[k % len(PALETTE)]
-            k += 1
+            color = PALETTE[(h if h is not None else k) % len(PALETTE)]
             if s is None:
                 ax.plot(xs, m.values, "-", color=color, label=label)
             else:
                 s = s.squeeze(drop=True)
-                ax.plot(xs, m.values, "o-", color=color, mfc="none", label=label + " (mean ± 2 SE)")
-                ax.fill_between(xs, (m - 2 * s).values, (m + 2 * s).values, color=color, alpha=0.25, lw=0)
+                ax.plot(xs, m.values, "o--", lw=0.8, color=color, mfc="none", label=label + " (mean ± 2 SE)")
+                ax.fill_between(xs, (m - 2 * s).values, (m + 2 * s).values, color=color, alpha=0.2, lw=0)
     ax.set_xlabel(x)
     ax.set_ylabel(ys[0] if len(ys) == 1 else ", ".join(ys))
     if logx:
         ax.set_xscale("log")
+        if xs.dtype.kind in "iuf" and len(xs) <= 12:
+            ax.set_xticks(xs, [f"{v:g}" for v in xs])
+            ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
     if title:
