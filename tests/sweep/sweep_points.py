@@ -34,3 +34,13 @@ def touch_then_sleep(x, marker_dir, delay=0.3):
     Path(marker_dir, f"start-{x}-{os.getpid()}").touch()
     time.sleep(delay)
     return x * x
+
+
+def die_once(x, marker_dir, delay=0.05):
+    """The worker process running x == 3 exits hard (like a segfault or an OOM kill) — once."""
+    time.sleep(delay)
+    flag = Path(marker_dir, "died")
+    if x == 3 and not flag.exists():
+        flag.touch()
+        os._exit(1)
+    return float(x) + 0.5

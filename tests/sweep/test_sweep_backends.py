@@ -135,3 +135,34 @@ def test_resume_after_sigkill_of_driver(tmp_path):
     clean = S.run(P.sleepy_nopid, S.Grid(product={"x": list(range(30))}, seeds=1, fixed={"delay": 0.0}),
                   progress=False)
     np.testing.assert_array_equal(resumed["y"].values, clean["y"].values)
+
+
+def test_loky_worker_dying_resubmits_the_rest(tmp_path):
+    g = S.Grid(product={"x": list(range(12))}, fixed={"marker_dir": str(tmp_path)})
+    ds = S.run(P.die_once, g, backend="loky", n_jobs=2, chunk=1, store=tmp_path / "st", progress=False)
+    assert (tmp_path / "died").exists()
+    assert ds.attrs["n_failed"] == 0
+    np.testing.assert_array_equal(ds["value"].values, np.arange(12) + 0.5)
+
+
+def test_sigint_of_driver_keeps_the_store(tmp_path):
+    store = tmp_path / "st"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(HERE), root=str(ROOT), store=str(store)))
+    proc = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "LIMITS_PROGRESS": "0"},
+                            stderr=subprocess.PIPE)
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        if (store / "points").exists() and len(list((store / "points").rglob("*.json"))) >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=30)[1].decode()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    st = S.Store(store)
+    jsons = list((store / "points").rglob("*.json"))
+    assert 3 <= len(jsons) < 30
+    for js in jsons:
+        meta, arrays = st.load(js.stem)
+        assert meta["status"] == "ok" and list(arrays) == ["y"]
+    assert not [p for p in (store / "points").rglob(".*.tmp")]     # Python cleans up on SIGINT
