@@ -47,7 +47,9 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     ``store``: directory of finished points (resume: only missing points run; failed ones are
     retried unless ``retry_failed=False``); the dataset is also saved to ``out`` (default
     ``store/sweep.nc``). A failing point is recorded and the sweep goes on (``fail_fast=True``
-    raises :class:`PointFailed`). ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
+    raises :class:`PointFailed`). Point keys hash (``name`` or ``module.qualname``, ``version``
+    (default ``limits.__version__``; pass your own code's version for your functions), parameters,
+    seed). ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
     the seeds. The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
     ``n_failed``, ``chunk``, ``wall_time_s``.
     """
@@ -63,6 +65,9 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"chunk must be 'auto' or a positive integer, got {chunk!r}")
     if not (isinstance(target_seconds, (int, float)) and target_seconds > 0):
         raise ValueError(f"target_seconds must be positive, got {target_seconds!r}")
+    if store is not None and "<" in fn_name:
+        raise ValueError(f"name: {fn_name!r} is a lambda or local function; give name='…' so stored points "
+                         "of different functions cannot collide")
     grid = as_grid(grid)
     if version is None:
         from .. import __version__ as version
