@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite")
+COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130

@@ -1,0 +1,184 @@
+"""Where sweep points run: in this process, on joblib's loky process pool, or on dask.distributed.
+
+Every backend runs the same task function, :func:`evaluate`, on a *batch* of points and yields
+the batch's records as they finish (in completion order; the driver files them by grid index).
+Workers use one BLAS thread each (:func:`limits.blas.blas_threads`; loky also gets
+``inner_max_num_threads=1``, dask's nannies set ``OMP_NUM_THREADS=1`` and friends by default).
+The driver, not the workers, writes the store, so a remote cluster needs no shared filesystem.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+
+from .outputs import flatten
+
+
+def evaluate(fn, batch, threads=None):
+    """Run ``fn(**kwargs)`` for each ``(flat, kwargs)`` of ``batch``; one record per point:
+    ``{"flat", "ok", "arrays", "skipped", "error", "seconds"}``. An exception inside a point is
+    recorded (type, message and the last traceback lines), never raised."""
+    import contextlib
+
+    from ..blas import blas_threads
+
+    ctx = blas_threads(threads) if threads else contextlib.nullcontext()
+    records = []
+    with ctx:
+        for flat, kwargs in batch:
+            t0 = time.perf_counter()
+            try:
+                arrays, skipped = flatten(fn(**kwargs))
+                rec = {"flat": flat, "ok": True, "arrays": arrays, "skipped": skipped, "error": None}
+            except Exception as exc:            # noqa: BLE001 — recorded, the sweep goes on
+                tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+                rec = {"flat": flat, "ok": False, "arrays": None, "skipped": [],
+                       "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb[-3:])}
+            rec["seconds"] = time.perf_counter() - t0
+            rec["pid"] = os.getpid()
+            records.append(rec)
+    return records
+
+
+def _lost(batch, message):
+    return [{"flat": flat, "ok": False, "arrays": None, "skipped": [], "error": message, "seconds": 0.0}
+            for flat, _ in batch]
+
+
+class Serial:
+    name = "serial"
+    n_workers = 1
+
+    def __init__(self, n_jobs=None, scheduler=None):
+        if scheduler is not None:
+            raise ValueError("scheduler is only used with backend='dask'")
+
+    def map(self, fn, batches):
+        for b in batches:
+            yield evaluate(fn, b, None)
+
+    def close(self):
+        pass
+
+
+class Loky:
+    """joblib ``Parallel(backend="loky", return_as="generator_unordered")``; a worker that dies
+    (segfault, OOM kill) makes joblib raise ``TerminatedWorkerError``: its batches are recorded as
+    failed and the remaining ones are resubmitted to a fresh pool (up to ``max_restarts`` times)."""
+    name = "loky"
+    max_restarts = 3
+
+    def __init__(self, n_jobs=None, scheduler=None):
+        if scheduler is not None:
+            raise ValueError("scheduler is only used with backend='dask'")
+        self.n_workers = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
+        if self.n_workers < 1:
+            raise ValueError(f"n_jobs must be positive, got {n_jobs}")
+
+    def map(self, fn, batches):
+        from joblib import Parallel, delayed, parallel_config
+        from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+        pending = {b[0][0]: b for b in batches}          # first flat index → batch
+        restarts = 0
+        while pending:
+            todo = list(pending.values())
+            try:
+                with parallel_config(backend="loky", inner_max_num_threads=1):
+                    gen = Parallel(n_jobs=self.n_workers, return_as="generator_unordered", batch_size=1,
+                                   pre_dispatch="2*n_jobs")(delayed(evaluate)(fn, b, 1) for b in todo)
+                    for records in gen:
+                        pending.pop(records[0]["flat"], None)
+                        yield records
+            except TerminatedWorkerError as exc:
+                restarts += 1
+                if restarts > self.max_restarts:
+                    for b in list(pending.values()):
+                        yield _lost(b, f"worker died: {str(exc).splitlines()[0]}")
+                    return
+                continue
+
+    def close(self):
+        pass
+
+
+class Dask:
+    """dask.distributed: ``scheduler=None`` starts a ``LocalCluster`` (``n_jobs`` single-threaded
+    worker processes), a string connects to a running scheduler (``tcp://host:8786``), a
+    ``distributed.Client`` is used as is. At most ``4 × workers`` batches are in flight. A batch
+    whose worker dies is rescheduled by dask; after ``distributed.scheduler.allowed-failures``
+    deaths it fails with ``KilledWorker`` and its points are recorded as failed."""
+    name = "dask"
+
+    def __init__(self, n_jobs=None, scheduler=None):
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:          # pragma: no cover — depends on the install
+            raise ValueError("backend='dask' needs dask.distributed: pip install 'limits[cluster]'") from exc
+        self._own = []
+        if scheduler is None:
+            n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+            self.client = Client(cluster)
+            self._own = [self.client, cluster]
+        elif isinstance(scheduler, str):
+            if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
+                raise ValueError(f"scheduler must be an address like tcp://host:8786, got {scheduler!r}")
+            self.client = Client(scheduler)
+            self._own = [self.client]
+        elif isinstance(scheduler, Client):
+            self.client = scheduler
+        else:
+            raise ValueError(f"scheduler must be None, an address string or a distributed.Client, got {scheduler!r}")
+        self.n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or (int(n_jobs) if n_jobs else 1))
+
+    def map(self, fn, batches):
+        from distributed import as_completed
+
+        batches = list(batches)
+        limit = 4 * self.n_workers
+        futures = {}
+        it = iter(batches)
+
+        def submit(b):
+            f = self.client.submit(evaluate, fn, b, 1, pure=False)
+            futures[f] = b
+            return f
+
+        first = [submit(b) for _, b in zip(range(limit), it)]
+        ac = as_completed(first)
+        try:
+            for fut in ac:
+                b = futures.pop(fut)
+                try:
+                    records = fut.result()
+                except Exception as exc:  # noqa: BLE001 — KilledWorker, CancelledError, …
+                    records = _lost(b, f"{type(exc).__name__}: {exc}")
+                yield records
+                nxt = next(it, None)
+                if nxt is not None:
+                    ac.add(submit(nxt))
+        finally:
+            if futures:
+                self.client.cancel(list(futures))
+
+    def close(self):
+        for obj in self._own:
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 — shutting down
+                pass
+
+
+BACKENDS = {"serial": Serial, "loky": Loky, "dask": Dask}
+
+
+def make(backend, n_jobs=None, scheduler=None):
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or int(n_jobs) < 1):
+        raise ValueError(f"n_jobs must be a positive integer or None, got {n_jobs!r}")
+    return BACKENDS[backend](n_jobs=n_jobs, scheduler=scheduler)

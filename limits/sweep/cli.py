@@ -1,0 +1,151 @@
+"""`limits sweep run FILE.toml`, `limits sweep show STORE_OR_FILE`, `limits sweep plot STORE_OR_FILE`."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _dataset_path(target) -> Path:
+    """A sweep dataset from a .nc file, a store directory (its sweep.json) or a sweep file (.toml)."""
+    p = Path(target)
+    if p.suffix == ".toml":
+        from .sweepfile import read
+
+        sf = read(p)
+        if sf.run.get("out"):
+            return Path(sf.run["out"])
+        p = Path(sf.run.get("store", Path("sweeps") / p.stem))
+    if p.is_dir():
+        from .store import Store
+
+        m = Store(p).manifest()
+        cand = Path(m["dataset"]) if m and m.get("dataset") else p / "sweep.nc"
+        if not cand.is_file():
+            raise ValueError(f"{target}: no dataset yet ({cand} missing; run the sweep first)")
+        return cand
+    if not p.is_file():
+        raise ValueError(f"{target}: no such sweep dataset, store or sweep file")
+    return p
+
+
+def cmd_run(args):
+    from .driver import PointFailed, summary
+    from .sweepfile import run_file
+
+    chunk = None if args.chunk is None else (args.chunk if args.chunk == "auto" else int(args.chunk))
+    try:
+        ds = run_file(args.file, allow=args.allow, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
+                      store=args.store, chunk=chunk, fail_fast=True if args.fail_fast else None,
+                      reduce_seeds=True if args.reduce_seeds else None, out=args.out,
+                      progress=False if args.quiet else None)
+    except PointFailed as exc:
+        print(f"limits sweep: stopped (--fail-fast): {exc}", file=sys.stderr)
+        return 1
+    a = ds.attrs
+    info = {k: a.get(k) for k in ("function", "n_points", "reused", "computed", "n_failed", "backend", "chunk",
+                                  "wall_time_s", "path")}
+    info["errors"] = json.loads(a.get("error", "[]"))
+    if args.json:
+        from ..cliutil import emit
+
+        emit(info, args, "")
+    else:
+        print(summary(ds))
+        for e in info["errors"][:10]:
+            print(f"  failed {e['params']}: {e['error']}")
+        if len(info["errors"]) > 10:
+            print(f"  … {len(info['errors']) - 10} more (see the dataset's `error` attribute)")
+        if a.get("path"):
+            print(f"dataset: {a['path']}")
+    return 0 if not info["n_failed"] else 3
+
+
+def cmd_show(args):
+    from .dataset import load
+
+    path = _dataset_path(args.target)
+    ds = load(path)
+    if args.json:
+        from ..cliutil import emit
+
+        emit({"path": str(path), "dims": dict(ds.sizes), "variables": sorted(ds.data_vars),
+              "attrs": {k: v for k, v in ds.attrs.items() if k != "grid"}}, args, "")
+    else:
+        print(f"{path}\n{ds}")
+    return 0
+
+
+def _sel(items):
+    sel = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ValueError(f"--sel takes DIM=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        sel[k.strip()] = v.strip()
+    return sel
+
+
+def cmd_plot(args):
+    from ..style import paper_style, pyplot
+    from .dataset import load
+    from .plot import plot, save_figure
+
+    path = _dataset_path(args.target)
+    ds = load(path)
+    stem = Path(args.out) if args.out else path.with_name(f"{path.stem}_{'_'.join(args.y)}_vs_{args.x}")
+    if stem.suffix in (".png", ".pdf"):
+        stem = stem.with_suffix("")
+    with paper_style():
+        fig = plot(ds, args.x, args.y, hue=args.hue, sel=_sel(args.sel), logx=args.logx, logy=args.logy,
+                   title=args.title)
+        paths = save_figure(fig, stem, formats=args.format)
+        pyplot().close(fig)
+    if args.json:
+        from ..cliutil import emit
+
+        emit({"dataset": str(path), "figures": [str(p) for p in paths]}, args, "")
+    else:
+        print("\n".join(str(p) for p in paths))
+    return 0
+
+
+def register(sub):
+    s = sub.add_parser("sweep", help="parameter sweeps: resumable grids on joblib or dask → xarray dataset")
+    ss = s.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND", required=True)
+
+    r = ss.add_parser("run", help="run a TOML sweep file (only points missing from the store are computed)")
+    r.add_argument("file", help="sweep file (.toml), see docs/sweep.md")
+    r.add_argument("--backend", choices=("serial", "loky", "dask"), default=None,
+                   help="default: the file's [run] backend, else loky")
+    r.add_argument("--n-jobs", type=int, default=None, help="workers (loky processes / LocalCluster workers)")
+    r.add_argument("--scheduler", default=None, help="dask scheduler address tcp://HOST:PORT (backend dask)")
+    r.add_argument("--store", default=None, help="store directory (default sweeps/<file stem>)")
+    r.add_argument("--out", default=None, help="dataset path (default STORE/sweep.nc)")
+    r.add_argument("--chunk", default=None, help="'auto' (tasks of ≳ 0.2 s) or points per task")
+    r.add_argument("--fail-fast", action="store_true", help="stop at the first failing point")
+    r.add_argument("--reduce-seeds", action="store_true", help="return <var>_mean/<var>_se over seeds")
+    r.add_argument("--allow", action="append", default=[], metavar="MODULE",
+                   help="allow the function to come from MODULE (outside limits); repeatable")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    r = ss.add_parser("show", help="summary of a sweep dataset (a .nc, a store directory or a sweep file)")
+    r.add_argument("target", metavar="STORE_OR_FILE")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_show)
+
+    r = ss.add_parser("plot", help="theory curves with finite-network bands (mean ± 2 SE over seeds)")
+    r.add_argument("target", metavar="STORE_OR_FILE")
+    r.add_argument("--x", required=True, help="dim on the x axis")
+    r.add_argument("--y", required=True, action="append", help="variable(s) to draw; repeatable")
+    r.add_argument("--hue", default=None, help="one curve per value of this dim")
+    r.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE", help="fix a dim; repeatable")
+    r.add_argument("--logx", action="store_true")
+    r.add_argument("--logy", action="store_true")
+    r.add_argument("--title", default=None)
+    r.add_argument("--out", default=None, help="figure path stem (default next to the dataset)")
+    r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"))
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_plot)

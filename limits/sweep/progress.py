@@ -1,0 +1,58 @@
+"""Sweep progress: a tqdm bar with ETA on a terminal (:func:`limits.progress.progress`), otherwise one
+line on stderr every ``interval`` seconds (and a last one at the end). ``LIMITS_PROGRESS=0`` or
+``progress=False`` silences both."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def _fmt(s):
+    s = max(0.0, float(s))
+    return f"{s:.0f}s" if s < 120 else (f"{s / 60:.1f}min" if s < 7200 else f"{s / 3600:.1f}h")
+
+
+class SweepProgress:
+    def __init__(self, total, done=0, desc="sweep", enabled=None, interval=10.0, stream=None):
+        self.total, self.done, self.failed, self.start_done = total, done, 0, done
+        self.desc, self.interval = desc, float(interval)
+        self.stream = stream or sys.stderr
+        self.t0 = self.t_last = time.perf_counter()
+        env = os.environ.get("LIMITS_PROGRESS")
+        if enabled is None:
+            enabled = env != "0"
+        self.bar = None
+        self.lines = False
+        if enabled:
+            if getattr(self.stream, "isatty", lambda: False)() or env == "1":
+                from ..progress import progress
+
+                self.bar = progress(total=total, desc=desc, disable=False, initial=done, unit="pt")
+            else:
+                self.lines = True
+
+    def update(self, n=1, failed=0):
+        self.done += n
+        self.failed += failed
+        if self.bar is not None:
+            self.bar.update(n)
+            if self.failed:
+                self.bar.set_postfix(failed=self.failed, refresh=False)
+        elif self.lines and time.perf_counter() - self.t_last >= self.interval:
+            self._line()
+
+    def _line(self):
+        self.t_last = now = time.perf_counter()
+        el = now - self.t0
+        new = self.done - self.start_done
+        left = self.total - self.done
+        eta = f", ETA {_fmt(el / new * left)}" if new and left else ""
+        print(f"{self.desc}: {self.done}/{self.total} points ({self.start_done} reused, {self.failed} failed), "
+              f"{_fmt(el)} elapsed{eta}", file=self.stream, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.lines:
+            self._line()

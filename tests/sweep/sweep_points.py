@@ -1,0 +1,46 @@
+"""Point functions for the sweep tests (a module, so loky and dask workers can import them)."""
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def noisy(width, depth, seed, scale=1.0):
+    """A finite-network-like estimate: its value depends on (width, depth) and on the seed only."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((width, width)) / np.sqrt(width)
+    G = A @ A.T
+    return {"trace": float(np.trace(G)) / width * depth * scale,
+            "eig": np.linalg.eigvalsh(G)[:depth],          # shape varies with depth → padded
+            "theory": float(depth * scale)}
+
+
+def sleepy(x, seed, delay=0.05, fail_at=None):
+    """Sleeps ``delay`` s; raises at ``x == fail_at``."""
+    time.sleep(delay)
+    if fail_at is not None and x == fail_at:
+        raise ArithmeticError(f"x = {x} is the failing point")
+    return {"y": 2.0 * x + np.random.default_rng(seed).random(), "pid": os.getpid()}
+
+
+def sleepy_nopid(x, seed, delay=0.05):
+    time.sleep(delay)
+    return {"y": 2.0 * x + np.random.default_rng(seed).random()}
+
+
+def touch_then_sleep(x, marker_dir, delay=0.3):
+    """Leaves a file when a point starts (so a test knows work is in flight), then sleeps."""
+    Path(marker_dir, f"start-{x}-{os.getpid()}").touch()
+    time.sleep(delay)
+    return x * x
+
+
+def die_once(x, marker_dir, delay=0.05):
+    """The worker process running x == 3 exits hard (like a segfault or an OOM kill) — once."""
+    time.sleep(delay)
+    flag = Path(marker_dir, "died")
+    if x == 3 and not flag.exists():
+        flag.touch()
+        os._exit(1)
+    return float(x) + 0.5

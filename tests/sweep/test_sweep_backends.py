@@ -1,0 +1,168 @@
+"""limits.sweep on real engines: joblib/loky and an in-process dask LocalCluster (no mocks)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import limits.sweep as S
+
+import sweep_points as P
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+GRID = S.Grid(product={"width": [3, 6, 12], "depth": [1, 2, 4]}, seeds=3, root=11)
+
+
+def test_serial_loky_dask_identical(client, tmp_path):
+    ref = S.run(P.noisy, GRID, backend="serial", progress=False)
+    loky = S.run(P.noisy, GRID, backend="loky", n_jobs=2, progress=False, store=tmp_path / "loky")
+    dask = S.run(P.noisy, GRID, backend="dask", scheduler=client, progress=False, store=tmp_path / "dask")
+    dask_addr = S.run(P.noisy, GRID, backend="dask", scheduler=client.scheduler.address, chunk=5, progress=False)
+    for ds in (loky, dask, dask_addr):
+        for v in ("trace", "eig", "theory", "failed"):
+            np.testing.assert_array_equal(ds[v].values, ref[v].values)
+        assert ds.attrs["n_failed"] == 0
+    assert dask_addr.attrs["chunk"] == 5
+    # the point files of the two stores are the same points (same keys)
+    names = lambda d: sorted(p.name for p in S.Store(d).point_files())  # noqa: E731
+    assert names(tmp_path / "loky") == names(tmp_path / "dask")
+
+
+def test_auto_chunking_batches_cheap_points(client):
+    g = S.Grid(product={"x": list(range(40))}, seeds=2, fixed={"delay": 0.002})
+    ds = S.run(P.sleepy_nopid, g, backend="dask", scheduler=client, progress=False)
+    # ~2 ms points: 0.2 s wants ~100 per task, capped at 4 tasks per worker → ceil(78/8) = 10
+    assert 5 <= ds.attrs["chunk"] <= 10
+    ref = S.run(P.sleepy_nopid, g, backend="serial", progress=False)
+    np.testing.assert_array_equal(ds["y"].values, ref["y"].values)
+
+
+def test_failures_on_workers(client, tmp_path):
+    g = S.Grid(product={"x": [0.0, 1.0, 2.0]}, seeds=2, fixed={"delay": 0.0, "fail_at": 1.0})
+    for kw in ({"backend": "loky", "n_jobs": 2}, {"backend": "dask", "scheduler": client}):
+        ds = S.run(P.sleepy, g, progress=False, **kw)
+        assert ds.attrs["n_failed"] == 2 and ds["failed"].sel(x=1.0).all()
+        assert "ArithmeticError" in json.loads(ds.attrs["error"])[0]["error"]
+        with pytest.raises(S.PointFailed):
+            S.run(P.sleepy, g, progress=False, fail_fast=True, chunk=1, **kw)
+
+
+def test_dask_worker_killed_mid_sweep(client, tmp_path):
+    """SIGKILL one worker process while points run: dask reruns its tasks elsewhere, the sweep
+    completes with every point correct."""
+    marker = tmp_path / "markers"
+    marker.mkdir()
+    g = S.Grid(product={"x": list(range(16))}, fixed={"marker_dir": str(marker), "delay": 0.3})
+    pids = set(client.run(os.getpid).values())
+    killed = []
+
+    def killer():
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            started = [p.name for p in marker.iterdir()]
+            if len(started) >= 4:
+                victim = int(started[-1].rsplit("-", 1)[1])
+                if victim in pids:
+                    os.kill(victim, signal.SIGKILL)
+                    killed.append(victim)
+                    return
+            time.sleep(0.05)
+
+    th = threading.Thread(target=killer)
+    th.start()
+    ds = S.run(P.touch_then_sleep, g, backend="dask", scheduler=client, chunk=1, store=tmp_path / "st",
+               progress=False)
+    th.join()
+    assert killed, "no worker was killed (the test did not exercise anything)"
+    assert ds.attrs["n_failed"] == 0 and ds.attrs["computed"] == 16
+    np.testing.assert_array_equal(ds["value"].values, np.arange(16) ** 2)
+    assert killed[0] not in set(client.run(os.getpid).values())
+
+
+DRIVER = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+import limits.sweep as S, sweep_points as P
+g = S.Grid(product={{"x": list(range(30))}}, seeds=1, fixed={{"delay": 0.1}})
+S.run(P.sleepy_nopid, g, backend="serial", store={store!r}, progress=False)
+"""
+
+
+def test_resume_after_sigkill_of_driver(tmp_path):
+    store = tmp_path / "st"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(HERE), root=str(ROOT), store=str(store)))
+    proc = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "LIMITS_PROGRESS": "0"})
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        if len(list((store / "points").rglob("*.json"))) >= 6 if (store / "points").exists() else False:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    n_stored = len(list((store / "points").rglob("*.json")))
+    assert 6 <= n_stored < 30
+    # nothing partial: every point file loads; leftovers can only be hidden temporary files
+    st = S.Store(store)
+    for js in (store / "points").rglob("*.json"):
+        meta, arrays = st.load(js.stem)
+        assert meta["status"] == "ok" and list(arrays) == ["y"]
+    assert all(p.suffix in (".npz", ".json") or (p.name.startswith(".") and p.suffix == ".tmp")
+               for p in (store / "points").rglob("*") if p.is_file())
+    g = S.Grid(product={"x": list(range(30))}, seeds=1, fixed={"delay": 0.1})
+    resumed = S.run(P.sleepy_nopid, g, backend="loky", n_jobs=2, store=store, progress=False)
+    assert resumed.attrs["reused"] == n_stored and resumed.attrs["computed"] == 30 - n_stored
+    clean = S.run(P.sleepy_nopid, S.Grid(product={"x": list(range(30))}, seeds=1, fixed={"delay": 0.0}),
+                  progress=False)
+    np.testing.assert_array_equal(resumed["y"].values, clean["y"].values)
+
+
+def test_loky_worker_dying_resubmits_the_rest(tmp_path):
+    g = S.Grid(product={"x": list(range(12))}, fixed={"marker_dir": str(tmp_path)})
+    ds = S.run(P.die_once, g, backend="loky", n_jobs=2, chunk=1, store=tmp_path / "st", progress=False)
+    assert (tmp_path / "died").exists()
+    assert ds.attrs["n_failed"] == 0
+    np.testing.assert_array_equal(ds["value"].values, np.arange(12) + 0.5)
+
+
+def test_sigint_of_driver_keeps_the_store(tmp_path):
+    store = tmp_path / "st"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(HERE), root=str(ROOT), store=str(store)))
+    proc = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "LIMITS_PROGRESS": "0"},
+                            stderr=subprocess.PIPE)
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        if (store / "points").exists() and len(list((store / "points").rglob("*.json"))) >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=30)[1].decode()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    st = S.Store(store)
+    jsons = list((store / "points").rglob("*.json"))
+    assert 3 <= len(jsons) < 30
+    for js in jsons:
+        meta, arrays = st.load(js.stem)
+        assert meta["status"] == "ok" and list(arrays) == ["y"]
+    assert not [p for p in (store / "points").rglob(".*.tmp")]     # Python cleans up on SIGINT
