@@ -7,9 +7,6 @@ two input sets, and check a prediction against finite networks of the same model
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 
@@ -54,6 +51,9 @@ def cmd_model(args):
             raise ValueError("--d-in is required (input dimension)")
         m = (resnet if args.resnet else mlp)(args.d_in, args.depth, **kw)
     if args.out:
+        from .cliutil import ensure_writable_file
+
+        ensure_writable_file(args.out, "--out")
         m.save(args.out)
     text = m.describe() + (f"\nwritten to {args.out}" if args.out else "\n\n" + m.to_toml())
     emit(m.to_dict() if isinstance(m, Model) else m, args, text)
@@ -97,6 +97,10 @@ def cmd_kernel(args):
     from .kernels import kernel
 
     m = load_model(args.model)
+    if args.save:
+        from .cliutil import ensure_writable_result
+
+        ensure_writable_result(args.save, "--save")
     X1 = _array(args.x1, "x1")
     X2 = None if args.x2 is None else _array(args.x2, "x2")
     k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
@@ -148,9 +152,9 @@ def cmd_check(args):
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
     if args.plot:
-        parent = Path(args.plot).resolve().parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise ValueError(f"--plot: directory {str(parent)!r} does not exist or is not writable")
+        from .cliutil import ensure_writable_file
+
+        ensure_writable_file(args.plot, "--plot")
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)
     if args.plot:
         import matplotlib.pyplot as plt
