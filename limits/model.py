@@ -454,15 +454,14 @@ def as_model(model) -> Model:
     raise ValueError(f"model must be a limits.Model, a dict or a model file path, got {type(model).__name__}")
 
 
-def merge_model_kwargs(model, given: dict, defaults: dict, what: str, view) -> dict:
-    """For a theory entry point called with ``model=``: the keyword arguments from ``view(model)``,
-    refusing explicitly passed architecture arguments that the model already fixes."""
-    m = as_model(model)
-    clash = sorted(k for k, v in given.items() if k in defaults and v is not defaults[k] and v != defaults[k])
+def model_or_arguments(model_path, given: dict, defaults: dict, option="--model"):
+    """Command lines: the Model of ``--model FILE``, refusing architecture options that were also set
+    (``given`` holds their values, ``defaults`` the parser defaults)."""
+    clash = sorted(k for k, v in given.items() if k in defaults and not _is_default(v, defaults[k]))
     if clash:
-        raise ValueError(f"{what}: pass either model= or the architecture arguments {clash}, not both "
-                         "(change the model with model.with_(...))")
-    return view(m)
+        opts = ", ".join("--" + k.replace("_", "-") for k in clash)
+        raise ValueError(f"{option}: the model file fixes the architecture; drop {opts} (or edit the model file)")
+    return Model.load(model_path)
 
 
 __all__ = ["Model", "ModelError", "mlp", "resnet", "as_model", "NAMED_PARAMS", "DEPTH_SCALINGS"]
@@ -488,7 +487,8 @@ def with_model(fn, view, what=None, record=True):
         except TypeError as exc:
             raise ValueError(f"{what}: {exc}") from None
         fixed = {k: v for k, v in view(m, dict(bound.arguments)).items() if k in sig.parameters}
-        clash = sorted(k for k in bound.arguments if k in fixed)
+        clash = sorted(k for k in bound.arguments if k in fixed
+                       and not _is_default(bound.arguments[k], sig.parameters[k].default))
         if clash:
             raise ValueError(f"{what}: pass either model= or {clash}, not both "
                              "(change the model with model.with_(...))")
@@ -517,6 +517,16 @@ def with_model(fn, view, what=None, record=True):
         "\n\n    ``model=``: a :class:`limits.Model` (or dict / model file) instead of the architecture "
         "arguments (depth, activation, variances, residual, ρ).\n")
     return wrapper
+
+
+def _is_default(value, default) -> bool:
+    """An explicitly passed argument equal to the signature default is not a conflicting choice."""
+    if value is default:
+        return True
+    try:
+        return bool(value == default) and type(value) is type(default)
+    except (TypeError, ValueError):
+        return False
 
 
 def kernel_view(what, ntk_arg="ntk"):

@@ -44,7 +44,10 @@ def _common(s):
     s.add_argument("--random", nargs=2, type=int, default=(3, 10), metavar=("P", "D"),
                    help="without --X/--K0: P standard-normal inputs of dimension D (default 3 10)")
     s.add_argument("--seed", type=int, default=0, help="seed for --random inputs")
-    s.add_argument("--depth", "-L", type=int, default=10)
+    s.add_argument("--depth", "-L", type=int, default=_ARCH_DEFAULTS["depth"],
+                   help="hidden N×N blocks (layers l = 0..depth; the one meaning of depth in limits)")
+    s.add_argument("--model", default=None, metavar="FILE",
+                   help="model file (.toml/.json, see `limits model`) instead of the architecture options")
     s.add_argument("--activation", default="erf")
     s.add_argument("--sigma-w2", type=float, default=1.0)
     s.add_argument("--sigma-b2", type=float, default=0.0)
@@ -60,11 +63,21 @@ def _common(s):
     s.add_argument("--json", action="store_true")
 
 
+_ARCH_DEFAULTS = dict(depth=10, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
+                      sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None,
+                      depth_scaling="none")
+
+
 def _kw(args):
-    return dict(depth=args.depth, activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2,
-                residual=args.residual, rho=args.rho, sigma_w2_in=args.sigma_w2_in,
-                sigma_b2_in=args.sigma_b2_in, sigma_w2_out=args.sigma_w2_out, sigma_b2_out=args.sigma_b2_out,
-                depth_scaling=args.depth_scaling)
+    kw = dict(depth=args.depth, activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2,
+              residual=args.residual, rho=args.rho, sigma_w2_in=args.sigma_w2_in,
+              sigma_b2_in=args.sigma_b2_in, sigma_w2_out=args.sigma_w2_out, sigma_b2_out=args.sigma_b2_out,
+              depth_scaling=args.depth_scaling)
+    if getattr(args, "model", None):
+        from ..model import model_or_arguments
+
+        return {"model": model_or_arguments(args.model, kw, _ARCH_DEFAULTS)}
+    return kw
 
 
 def _clean(x):
@@ -97,7 +110,7 @@ def cmd_nngp(args):
         r.save(args.save)
     if args.json:
         _dump({"params": r.params, "diagnostics": r.diagnostics, "K": r.K.tolist(),
-               "K_out": r.K_out.tolist(), "Theta_out": r.Theta_out.tolist()})
+               "K_out": r.K_out.tolist(), "Theta_out": None if r.Theta_out is None else r.Theta_out.tolist()})
         return 0
     p = r.params
     print(f"NNGP ({'residual' if p['residual'] else 'feed-forward'}, {p['activation']}, L={p['depth']}, "
@@ -105,7 +118,10 @@ def cmd_nngp(args):
     print("K^0 =\n" + _fmt(r.K[0]))
     print(f"K^{p['depth']} =\n" + _fmt(r.K[-1]))
     print("K_out =\n" + _fmt(r.K_out))
-    print("NTK Θ_out (NTK parameterisation) =\n" + _fmt(r.Theta_out))
+    if r.Theta_out is not None:
+        print("NTK Θ_out (NTK parameterisation) =\n" + _fmt(r.Theta_out))
+    else:
+        print("NTK Θ_out: not computed (SP model: the NTK grows ∝ N; use parameterisation NTK)")
     print(f"diagnostics: {r.diagnostics}")
     return 0
 
