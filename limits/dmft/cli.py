@@ -54,10 +54,33 @@ def cmd_solve(args):
     from . import solve
 
     X, y = _data(args)
-    d = solve(X, y, depth=args.depth, activation=args.activation, gamma0=args.gamma0, dt=args.dt,
-              steps=args.steps, method=args.method, richardson=args.richardson, M=args.M, seed=args.seed,
-              progress=not args.json)
+    common = dict(steps=args.steps, method=args.method, richardson=args.richardson, M=args.M, seed=args.seed,
+                  progress=not args.json)
+    if args.model:
+        from ..model import model_or_arguments
+
+        given = {"depth": args.depth, "hidden_layers": args.hidden_layers, "activation": args.activation,
+                 "gamma0": args.gamma0}
+        m = model_or_arguments(args.model, given, {"depth": None, "hidden_layers": None, "activation": "linear",
+                                                   "gamma0": 1.0})
+        d = solve(X, y, model=m, dt=args.dt if args.dt is not None else m.lr, **common)
+        return _report(d, args)
+    hidden = hidden_layers(args.depth, args.hidden_layers)
+    d = solve(X, y, depth=hidden, activation=args.activation, gamma0=args.gamma0,
+              dt=0.02 if args.dt is None else args.dt, **common)
     return _report(d, args)
+
+
+def hidden_layers(depth, hidden):
+    """DMFT hidden layers from ``--depth`` (hidden N×N blocks, the one meaning of depth in limits:
+    hidden layers = depth + 1) or the legacy ``--hidden-layers``; both at once is an error."""
+    from ..checks import positive_int
+
+    if depth is not None and hidden is not None:
+        raise ValueError("give --depth (hidden N×N blocks) or --hidden-layers (= depth + 1), not both")
+    if hidden is not None:
+        return positive_int(hidden, "--hidden-layers")
+    return positive_int(0 if depth is None else depth, "--depth", minimum=0) + 1
 
 
 def cmd_seed000(args):
@@ -94,9 +117,16 @@ def register(subparsers):
 
     s = sub.add_parser("solve", help="solve the DMFT (exact for linear, Monte Carlo otherwise)")
     common(s)
-    s.add_argument("--depth", type=int, default=1, help="hidden layers L (seed 000's L minus 1)")
+    s.add_argument("--depth", type=int, default=None,
+                   help="hidden N×N blocks between read-in and read-out (default 0: a two-layer network); "
+                        "the DMFT's hidden layers are depth + 1 (seed 000's weight layers L = depth + 2)")
+    s.add_argument("--hidden-layers", type=int, default=None,
+                   help="legacy: hidden layers h^1..h^L (= depth + 1); the meaning --depth had before 0.2")
+    s.add_argument("--model", default=None, metavar="FILE",
+                   help="model file (MF/muP parameterisation; see `limits model`) instead of the architecture "
+                        "options; its lr is the GD step unless --dt is given")
     s.add_argument("--activation", default="linear")
-    s.add_argument("--dt", type=float, default=0.02, help="GD step (DMFT time per step)")
+    s.add_argument("--dt", type=float, default=None, help="GD step (DMFT time per step; default 0.02)")
     s.add_argument("--method", choices=("gd", "flow"), default="gd")
     s.add_argument("--richardson", action="store_true", help="flow: extrapolate dt, dt/2 → 0")
     s.add_argument("--M", type=int, default=2000, help="Monte Carlo paths per layer (nonlinear)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import positive_int
 from ..cliutil import emit as _emit
 from ..stats import mean_se_or_none, se_text
 
@@ -98,8 +99,12 @@ def cmd_train(args):
             raise ValueError("X: training data needs an .npz with arrays X and Y")
     else:
         X, Y = toy_task(rng=rng)
+    if args.depth is not None and args.weight_layers is not None:
+        raise ValueError("give --depth (hidden N×N blocks) or --weight-layers (= depth + 2), not both")
+    blocks = (positive_int(args.weight_layers, "--weight-layers", minimum=2) - 2 if args.weight_layers is not None
+              else positive_int(3 if args.depth is None else args.depth, "--depth", minimum=0))
     p = params.named(args.param, convention="variance", algorithm="bp")
-    net = concretise(p, args.width, args.depth, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
+    net = concretise(p, args.width, blocks + 2, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
                      eta0=args.eta0, gamma0=args.gamma0, residual=args.residual)
     kw = {}
     if args.optimizer == "sgd":
@@ -108,7 +113,8 @@ def cmd_train(args):
         kw["dt"] = args.dt
     r = train(net, X, Y, args.steps, n_inits=args.inits, rng=rng, optimizer=args.optimizer,
               record_every=max(1, args.steps // 10), center=args.center, progress_bar=not args.json, **kw)
-    lines = [f"{args.param} ({'residual' if args.residual else 'MLP'}), N={args.width}, L={args.depth}, "
+    lines = [f"{args.param} ({'residual' if args.residual else 'MLP'}), N={args.width}, depth={blocks} hidden "
+             f"blocks ({blocks + 2} weight layers), "
              f"{args.optimizer}, {args.inits} inits, {r.seconds:.2f}s" + ("" if r.converged else "  DIVERGED"),
              f"{'step':>6} {'loss mean':>12} {'± SE':>10}"]
     for k, st in enumerate(r.steps):
@@ -162,7 +168,10 @@ def register(subparsers):
     s = sub.add_parser("train", help="train finite networks of a named parameterisation (seed 000 toy task)")
     s.add_argument("--param", default="MF", help="SP | NTK | MF | muP (variance convention)")
     s.add_argument("--width", type=int, default=128)
-    s.add_argument("--depth", type=int, default=5, help="weight layers L (hidden blocks = L − 2)")
+    s.add_argument("--depth", type=int, default=None,
+                   help="hidden N×N blocks (the one meaning of depth in limits; default 3 = 5 weight layers)")
+    s.add_argument("--weight-layers", type=int, default=None,
+                   help="legacy: weight layers L (= depth + 2); the meaning --depth had before 0.2")
     s.add_argument("--activation", default="linear")
     s.add_argument("--residual", action="store_true")
     s.add_argument("--steps", type=int, default=100)

@@ -187,13 +187,15 @@ def register(subparsers):
 
     s = sub.add_parser("kernel-ode", help="adaptive solve of dΣ/dt = E[φφᵀ] (infinite-depth NNGP)")
     _input_args(s)
-    s.add_argument("--L", type=int, default=0, help="also compare with the Euler scheme of depth L")
+    s.add_argument("--depth", "--L", dest="L", type=int, default=0,
+                   help="also compare with the Euler scheme of depth L residual blocks (--L: alias)")
     s.add_argument("--save", default=None, help="save the result (PATH.npz + PATH.json)")
     s.set_defaults(func=cmd_kernel_ode)
 
     s = sub.add_parser("particles", help="particle Euler–Maruyama of the forward/backward SDE at init")
     _input_args(s)
-    s.add_argument("--L", type=int, default=64)
+    s.add_argument("--depth", "--L", dest="L", type=int, default=64,
+                   help="residual blocks L (Euler–Maruyama steps; --L: alias)")
     s.add_argument("--M", type=int, default=10_000)
     s.add_argument("--design", default="pre", choices=["pre", "post", "post_branch"])
     s.add_argument("--interaction", default="empirical", choices=["empirical", "exact"])
@@ -201,7 +203,7 @@ def register(subparsers):
 
     s = sub.add_parser("train", help="NFD particle solver for online SGD (nfd.md §4)")
     s.add_argument("--K", type=int, default=4)
-    s.add_argument("--L", type=int, default=16)
+    s.add_argument("--depth", "--L", dest="L", type=int, default=16, help="residual blocks L (--L: alias)")
     s.add_argument("--M", type=int, default=4096)
     s.add_argument("--T", type=float, default=1.0)
     s.add_argument("--d", type=int, default=10)
