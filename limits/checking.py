@@ -364,7 +364,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
-    outputs; see :mod:`limits.checking_dmft`). ``widths``: at least three for the rate fit;
+    outputs; see :mod:`limits.checking_dmft`), :func:`limits.kernels.response` computed with
+    ``model=`` (finite differences; :mod:`limits.checking_response`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
     ``numpy.random.SeedSequence(seed).spawn``).
     """
@@ -405,12 +406,17 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                                     layer_theory=lt, progress=progress)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+    if type(result).__name__ == "ResponseResult":
+        from .checking_response import check_response
+
+        return check_response(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
     if type(result).__name__ == "DMFTResult":
         from .checking_dmft import check_dmft
 
         return check_dmft(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
     raise ValueError(f"check: no finite-network observable is known for {type(result).__name__}; supported: "
                      "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
+                     "ResponseResult (limits.kernels.response with model=), "
                      "DMFTResult (limits.dmft.solve with model=)")
 
 

@@ -85,3 +85,14 @@ def test_dmft_prediction_checked_against_trained_networks():
     assert not bad.passed
     with pytest.raises(ValueError, match="record"):
         limits.check(limits.dmft.solve(X, y, depth=2, activation="linear", gamma0=1.0, dt=0.1, steps=2))
+
+
+def test_response_prediction_checked_by_finite_differences():
+    X = np.random.default_rng(5).standard_normal((2, 20))
+    m = limits.resnet(20, 3, activation="erf", sigma_w2=1.2, sigma_b2=0.2, rho=0.8)
+    s = limits.kernels.response(X, model=m, width=100)
+    c = limits.check(s, widths=(64, 128, 256), inits=48, seed=0)
+    assert c.passed, c.to_markdown()
+    bad = limits.check(replace(s, eta=1.05 * s.eta, chi=1.05 * s.chi, chi_out=1.05 * s.chi_out),
+                       widths=(64, 128, 256), inits=48, seed=0)
+    assert not bad.passed
