@@ -156,17 +156,18 @@ class AccuracyWarning(RuntimeWarning):
     """A Gaussian expectation could not be certified to the engine's stated accuracy."""
 
 
-def _graded(W: float, ell: float, wmax: float):
+def _graded(W: float, ell: float, wmax: float, fine: float = np.inf, fine_to: float = 0.0):
     """Gauss–Legendre nodes/weights on [−W, W]: panels [−ell, 0], [0, ell], then widths ell, 2ell, 4ell,
-    … (at most ``wmax``) on either side."""
-    ell = min(max(ell, 1e-300), W)
+    … (at most ``wmax``; at most ``fine`` while |x| < ``fine_to``, where the integrand still decays
+    exponentially on an O(1) scale: 16 nodes integrate e^{−x} on a panel of width ≤ 3 to 1e-20)."""
+    ell = min(max(ell, 1e-300), W, fine)
     wmax = max(wmax, ell)
     b = [ell]
     w = ell
     while b[-1] < W:
-        w = min(2.0 * w, wmax)
+        w = min(2.0 * w, wmax, fine if b[-1] < fine_to else np.inf)
         b.append(min(b[-1] + w, W))
-        if len(b) > 10_000:
+        if len(b) > 100_000:
             raise RuntimeError("graded panels: too many panels")
     bb = np.asarray(b)
     edges = np.concatenate([-bb[::-1], [0.0], bb])      # an edge at 0: kinks (relu) sit on it
@@ -175,6 +176,9 @@ def _graded(W: float, ell: float, wmax: float):
     x = (0.5 * (hi + lo))[:, None] + half[:, None] * _GL_X[None, :]
     w = half[:, None] * _GL_W[None, :]
     return x.ravel(), w.ravel()
+
+
+_FINE = 3.0
 
 
 def _npdf(x, s):
@@ -288,9 +292,9 @@ def _p_pair(pf, pg, k11, k12, k22):
     return None
 
 
-def _wide_1d(fn, s, delta):
+def _wide_1d(fn, s, delta, fine=np.inf, fine_to=0.0):
     """E[fn(s z)] (features of fn within a few δ of 0) on graded panels in x = s z."""
-    x, w = _graded(9.0 * s, 0.5 * delta, s)
+    x, w = _graded(9.0 * s, 0.5 * delta, s, fine, fine_to)
     return float(np.dot(fn(x), w * _npdf(x, s)))
 
 
@@ -302,7 +306,7 @@ def _inner_r(r, X, delta, mu, b):
         z = np.arange(-8.5, 8.5 + 1e-12, min(0.3, math.pi * delta / (18.0 * b)))
         wz = np.exp(-0.5 * z * z) * (z[1] - z[0]) / _SQ2PI
         return r(mu[:, None] + b * z[None, :]) @ wz
-    x, w = _graded(X, 0.5 * delta, b)
+    x, w = _graded(X, 0.5 * delta, b, _FINE, X)
     rx = r(x) * w
     return np.exp(-0.5 * ((x[None, :] - mu[:, None]) / b) ** 2) @ rx / (_SQ2PI * b)
 
@@ -318,7 +322,7 @@ def _wide_pair(sf, sg, k11, k12, k22):
         b = math.sqrt(max(k22 - k12 * cp, 0.0))
         scale_h = max(min(dg, _p_scale(pg)), b) / max(abs(cp), 1e-300)
         W = min(Xf, 9.0 * s1)
-        u, w = _graded(W, 0.5 * min(df, scale_h), s1)
+        u, w = _graded(W, 0.5 * min(df, scale_h), s1, _FINE, Xf)
         H = _p_mean(pg, cp * u, b)
         if rg is not None:
             H = H + _inner_r(rg, Xg, dg, cp * u, b)
@@ -328,7 +332,7 @@ def _wide_pair(sf, sg, k11, k12, k22):
         b2 = math.sqrt(max(k11 - k12 * cq, 0.0))
         scale_h = max(_p_scale(pf), b2) / max(abs(cq), 1e-300)
         W = min(Xg, 9.0 * s2)
-        v, w = _graded(W, 0.5 * min(dg, scale_h), s2)
+        v, w = _graded(W, 0.5 * min(dg, scale_h), s2, _FINE, Xg)
         total += float(np.dot(rg(v) * _p_mean(pf, cq * v, b2), w * _npdf(v, s2)))
     return total
 
@@ -349,7 +353,7 @@ def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
         p, r, X, d = sp
         val = float(_p_mean(p, 0.0, s))
         if r is not None:
-            x, w = _graded(min(X, 9.0 * s), 0.5 * d, s)
+            x, w = _graded(min(X, 9.0 * s), 0.5 * d, s, _FINE, X)
             val += float(np.dot(r(x), w * _npdf(x, s)))
         return c0 * val
     a = k12 / s1
@@ -357,7 +361,11 @@ def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
     if b2 <= 1e-15 * k22:                           # |c| = 1: one-dimensional
         t = a / s1
         d = min(_feat(fa), _feat(ga) / abs(t)) if t != 0 else _feat(fa)
-        return _wide_1d(lambda x: fn(x) * gn(t * x), s1, d)
+        decay = [(sf[2], _FINE)] if sf[0][0] == "zero" else []
+        if sg[0][0] == "zero" and t != 0:
+            decay.append((sg[2] / abs(t), _FINE / abs(t)))
+        fine, fine_to = (min(v[1] for v in decay), min(v[0] for v in decay)) if decay else (np.inf, 0.0)
+        return _wide_1d(lambda x: fn(x) * gn(t * x), s1, d, fine, fine_to)
     return _wide_pair(sf, sg, k11, k12, k22)
 
 
@@ -419,7 +427,7 @@ def expect(f, q, n=None):
                     if r is not None:
                         W = min(X, 9.0 * s[j])
                         if W > 0:
-                            x, w = _graded(W, 0.5 * d, s[j])
+                            x, w = _graded(W, 0.5 * d, s[j], _FINE, X)
                             out[j] += float(np.dot(r(x), w * _npdf(x, s[j])))
     for nn in np.unique(nodes[~wide]):
         idx = np.nonzero((nodes == nn) & ~wide)[0]
