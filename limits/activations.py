@@ -57,11 +57,21 @@ class Activation:
 
 
 # ------------------------------------------------------------------ closed forms
+def geometric_mean(k11, k22):
+    """√(k11 k22) without overflow or underflow: √(k11·k22) where the product is a normal number
+    (then √(k·k) = k exactly, so the diagonal of a Gram matrix has c = 1 exactly), √k11·√k22 otherwise."""
+    k11, k22 = np.asarray(k11, dtype=np.float64), np.asarray(k22, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        prod = k11 * k22
+        safe = np.isfinite(prod) & (prod >= 1e-290)
+        return np.where(safe, np.sqrt(np.where(safe, prod, 1.0)), np.sqrt(k11) * np.sqrt(k22))
+
+
 def _cov_parts(k11, k12, k22):
     """(g, c, det/(k11 k22)) with g = √k11·√k22 (no overflow), c = k12/g clipped to [−1, 1] and
     1 − c² = (1 − |c|)(1 + |c|) (no cancellation near |c| = 1); c = 0 where g = 0."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    g = np.sqrt(k11) * np.sqrt(k22)
+    g = geometric_mean(k11, k22)
     with np.errstate(divide="ignore", invalid="ignore"):
         c = np.where(g > 0, k12 / np.where(g > 0, g, 1.0), 0.0)
     c = np.clip(c, -1.0, 1.0)

@@ -114,7 +114,9 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
     k11 = np.maximum(k11, 0.0)
     k22 = np.maximum(k22, 0.0)
     # k12² − k11k22 > tol·scale², formed scale-free (no overflow for variances up to the float64 maximum)
-    bound = np.sqrt(k11) * np.sqrt(k22)
+    from .activations import geometric_mean
+
+    bound = geometric_mean(k11, k22)
     ak = np.abs(k12)
     excess = ((ak - bound) / scale) * ((ak + bound) / scale)
     if np.any(excess > tol):
