@@ -311,3 +311,130 @@ if __name__ == "__main__":
     print("|---|" + "---|" * len(QS))
     for a in ACTS:
         print(f"| {a} | " + " | ".join(f"{rows[(a, q)]:.1e}" for q in QS) + " |")
+
+
+# ------------------------------------------------------------------ kernel recursions (items 1, 2, 4)
+def test_ntk_overflow_does_not_corrupt_nngp():
+    from limits.kernels import KernelWarning, nngp
+
+    X = np.random.default_rng(2).standard_normal((2, 10))
+    ref = nngp(X, depth=520, activation="erf", sigma_w2=4.0)
+    assert ref.diagnostics["ntk_exploded_at"] == -1 and np.all(np.isfinite(ref.Theta_out))
+    with pytest.warns(KernelWarning, match="NTK exploded"):
+        r = nngp(X, depth=600, activation="erf", sigma_w2=4.0)
+    d = r.diagnostics
+    assert d["exploded_at"] == -1 and d["status"] == {"nngp": "ok", "ntk": "exploded"}
+    assert 520 < d["ntk_exploded_at"] <= 600
+    np.testing.assert_allclose(r.K[-1], ref.K[-1], rtol=1e-12, atol=1e-30)   # the q* fixed point
+    assert r.K_out[0, 0] == pytest.approx(2.511498, abs=1e-6) and np.all(np.isfinite(r.K))
+    assert np.all(np.isinf(r.Theta_out)) and np.all(np.isinf(r.Theta[d["ntk_exploded_at"]:]))
+    assert np.all(np.isfinite(r.Theta[: d["ntk_exploded_at"]]))
+    # log scale: Θ = exp(s) Θ̃ representable, and equal to the plain NTK where that is finite
+    lg = nngp(X, depth=600, activation="erf", sigma_w2=4.0, ntk_scale="log")
+    assert lg.diagnostics["status"]["ntk"] == "rescaled" and lg.diagnostics["warnings"] == []
+    T, s = lg.theta(log=True)
+    assert np.all(np.isfinite(T)) and s > math.log(1e100)
+    l0 = 520
+    np.testing.assert_allclose(lg.Theta[l0] * np.exp(lg.Theta_log_scale[l0]), r.Theta[l0], rtol=1e-10)
+    np.testing.assert_allclose(lg.theta(l0), r.theta(l0), rtol=1e-10)
+    # growth rate of the log scale = log χ₁ per layer (chaotic phase: χ₁ > 1)
+    slope = (lg.Theta_log_scale[600] + math.log(lg.Theta[600][0, 0])
+             - lg.Theta_log_scale[560] - math.log(lg.Theta[560][0, 0])) / 40
+    q = lg.K[-1][0, 0]
+    chi1 = 4.0 * float(G.dkernel("erf", q, q, q))
+    assert slope == pytest.approx(math.log(chi1), rel=1e-8)
+
+
+def test_ntk_overflow_keep_last_and_default_params():
+    from limits.kernels import nngp
+
+    X = np.random.default_rng(0).standard_normal((3, 10))
+    with pytest.warns(Warning):
+        a = nngp(X, depth=14000, keep="last")
+    assert a.diagnostics["exploded_at"] == -1 and np.all(np.isfinite(a.K)) and np.all(np.isfinite(a.K_out))
+    b = nngp(X, depth=14000, keep="last", ntk_scale="log")
+    np.testing.assert_array_equal(a.K, b.K)
+    assert np.all(np.isfinite(b.Theta_out)) and b.Theta_out_log_scale > 0
+
+
+def test_memory_is_checked_before_allocating():
+    from limits.kernels import nngp, response
+
+    X = np.random.default_rng(0).standard_normal((50, 4))
+    with pytest.raises(ValueError, match='keep="last"'):
+        nngp(X, depth=10 ** 6)
+    with pytest.raises(ValueError, match="max_memory"):
+        nngp(X, depth=10, max_memory=1000)
+    with pytest.raises(ValueError, match="GiB"):
+        response(X, depth=10 ** 6, width=10)
+    r = nngp(X[:3], depth=10 ** 4, keep="last", ntk=False)
+    assert r.K.shape == (2, 3, 3) and np.all(np.isfinite(r.K))
+
+
+@pytest.mark.slow
+def test_depth_million_keep_last_works():
+    from limits.kernels import nngp
+
+    X = np.random.default_rng(0).standard_normal((3, 10))
+    r = nngp(X, depth=10 ** 6, keep="last", ntk_scale="log")
+    assert np.all(np.isfinite(r.K)) and np.all(np.isfinite(r.Theta_out))
+
+
+def test_cli_nngp_says_which_kernel_overflowed(capsys):
+    from limits.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["nngp", "--activation", "erf", "--sigma-w2", "4", "--depth", "600", "--random", "2", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "NTK OVERFLOWED at layer" in out and "2.511498" in out
+    assert "NNGP kernel OVERFLOWED" not in out
+
+
+def test_cli_nngp_refuses_huge_depth(capsys):
+    from limits.cli import main
+
+    try:
+        rc = main(["nngp", "--depth", "1000000000"])
+    except ValueError as exc:             # the CLI error boundary may re-raise or print
+        assert "keep" in str(exc)
+        return
+    assert rc != 0
+    assert "keep" in capsys.readouterr().err
+
+
+def test_raw_pixel_scale_inputs_tanh_ntk():
+    """Issue example: inputs at raw-pixel scale (variance 1e4) — Θ_out against mpmath, no warning."""
+    from limits.kernels import nngp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = nngp(np.full((1, 10), 100.0), depth=1, activation="tanh")
+    q = 1e4
+    K1 = reference("tanh", 0, q, 1.0)[0]                         # E[tanh(u)²], u ~ N(0, 1e4)
+    G1 = reference("tanh", 1, q, 1.0)[0]
+    K2 = reference("tanh", 0, K1, 1.0)[0]
+    G2 = reference("tanh", 1, K1, 1.0)[0]
+    theta1 = K1 + G1 * q
+    assert r.K[1][0, 0] == pytest.approx(K1, rel=1e-10)
+    assert r.Theta_out[0, 0] == pytest.approx(K2 + G2 * theta1, rel=1e-10)
+    assert r.Theta_out[0, 0] == pytest.approx(25.633, abs=1e-3)
+
+
+def test_response_chi_overflow_keeps_kernel():
+    from limits.kernels import KernelWarning, response
+
+    X = np.random.default_rng(1).standard_normal((2, 10))
+    kw = dict(depth=12, activation="linear", sigma_w2=2.0, width=10 ** 100)    # χ⁰ = N/d_in = 1e99, χ^l = 2^l χ⁰
+    ref = response(X, **{**kw, "width": 10})
+    for keep in ("all", "last"):
+        with pytest.warns(KernelWarning, match="response χ exploded"):
+            s = response(X, keep=keep, **kw)
+        d = s.diagnostics
+        assert d["exploded_at"] == -1 and d["chi_exploded_at"] == 4
+        assert d["status"] == {"kernel": "ok", "response": "exploded"}
+        np.testing.assert_array_equal(s.K[-1], ref.K[-1])
+        np.testing.assert_array_equal(s.K_out, ref.K_out)
+        assert np.all(np.isinf(s.chi_out)) and np.all(np.isinf(s.chi[-1]))
+        if keep == "all":
+            assert np.all(np.isfinite(s.chi[:4])) and np.all(np.isinf(s.chi[4:]))
