@@ -57,37 +57,103 @@ class Activation:
 
 
 # ------------------------------------------------------------------ closed forms
-def _relu_theta(k11, k12, k22):
+def geometric_mean(k11, k22):
+    """√(k11 k22) without overflow or underflow: √(k11·k22) where the product is a normal number
+    (then √(k·k) = k exactly, so the diagonal of a Gram matrix has c = 1 exactly), √k11·√k22 otherwise."""
+    k11, k22 = np.asarray(k11, dtype=np.float64), np.asarray(k22, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        prod = k11 * k22
+        safe = np.isfinite(prod) & (prod >= 1e-290)
+        return np.where(safe, np.sqrt(np.where(safe, prod, 1.0)), np.sqrt(k11) * np.sqrt(k22))
+
+
+def _cov_parts(k11, k12, k22):
+    """(g, c, det/(k11 k22)) with g = √k11·√k22 (no overflow), c = k12/g clipped to [−1, 1] and
+    1 − c² = (1 − |c|)(1 + |c|) (no cancellation near |c| = 1); c = 0 where g = 0."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    # det = k11 k22 − k12² factored to avoid cancellation as |c| -> 1
-    g = np.sqrt(k11 * k22)
-    det = np.maximum((g - np.abs(k12)) * (g + np.abs(k12)), 0.0)
-    return np.arctan2(np.sqrt(det), k12), det
+    g = geometric_mean(k11, k22)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(g > 0, k12 / np.where(g > 0, g, 1.0), 0.0)
+    c = np.clip(c, -1.0, 1.0)
+    one_m_c2 = np.maximum((1.0 - np.abs(c)) * (1.0 + np.abs(c)), 0.0)
+    return g, c, one_m_c2
+
+
+def _relu_theta(k11, k12, k22):
+    g, c, omc2 = _cov_parts(k11, k12, k22)
+    return np.arctan2(np.sqrt(omc2), c), g, c, omc2
 
 
 def relu_kernel(k11, k12, k22):
-    """E[relu(u) relu(v)] = (1/2π)(√det + (π − θ) k12), θ = atan2(√det, k12) (arc-cosine kernel, n=1)."""
-    theta, det = _relu_theta(k11, k12, k22)
-    return (np.sqrt(det) + (np.pi - theta) * np.asarray(k12, dtype=np.float64)) / (2.0 * np.pi)
+    """E[relu(u) relu(v)] = (√(k11k22)/2π)(√(1 − c²) + (π − θ) c), θ = atan2(√(1 − c²), c).
+    Degree-1 homogeneous: evaluated scale-free (√k11·√k22 factored out), so it overflows only when
+    the value itself does."""
+    theta, g, c, omc2 = _relu_theta(k11, k12, k22)
+    return g * ((np.sqrt(omc2) + (np.pi - theta) * c) / (2.0 * np.pi))
 
 
 def relu_dkernel(k11, k12, k22):
     """E[step(u) step(v)] = (π − θ)/(2π)."""
-    theta, _ = _relu_theta(k11, k12, k22)
+    theta = _relu_theta(k11, k12, k22)[0]
     return (np.pi - theta) / (2.0 * np.pi)
 
 
+def _erf_root(k11, k12, k22, a=1.0, b=1.0):
+    """(g, ρ) with g = √k11·√k22 and g·ρ = √((1+2a²k11)(1+2b²k22) − 4a²b²k12²)
+    = √(1 + 2a²k11 + 2b²k22 + 4a²b²(k11k22 − k12²)); the determinant is formed without cancellation
+    (k11k22 − k12² = g²(1 − c²)) and everything is divided by g first (no overflow). ρ is the root
+    itself (g := 1) where a variance is 0."""
+    g, c, omc2 = _cov_parts(k11, k12, k22)
+    k11, k22 = np.broadcast_arrays(np.asarray(k11, dtype=np.float64), np.asarray(k22, dtype=np.float64))
+    pos = g > 0
+    gs = np.where(pos, g, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r11 = np.where(pos, np.sqrt(k11) / np.sqrt(np.where(pos, k22, 1.0)), k11)   # k11/g
+        r22 = np.where(pos, np.sqrt(k22) / np.sqrt(np.where(pos, k11, 1.0)), k22)   # k22/g
+    inv = 1.0 / gs
+    rho = np.sqrt(inv * inv + 2.0 * a * a * r11 * inv + 2.0 * b * b * r22 * inv
+                  + np.where(pos, 4.0 * a * a * b * b * omc2, 0.0))
+    return gs, rho, c
+
+
 def erf_kernel(k11, k12, k22):
-    """E[erf(u) erf(v)] = (2/π) arcsin(2k12/√((1+2k11)(1+2k22)))."""
-    k11, k12, k22 = (np.asarray(a, dtype=np.float64) for a in (k11, k12, k22))
-    arg = 2.0 * k12 / np.sqrt((1.0 + 2.0 * k11) * (1.0 + 2.0 * k22))
-    return (2.0 / np.pi) * np.arcsin(np.clip(arg, -1.0, 1.0))
+    """E[erf(u) erf(v)] = (2/π) arcsin(2k12/√((1+2k11)(1+2k22))) = (2/π) atan2(2k12, √((1+2k11)(1+2k22) − 4k12²))
+    (the atan2 form keeps full relative accuracy as the argument of arcsin approaches 1; evaluated with
+    √(k11k22) factored out, so it never overflows)."""
+    _, rho, c = _erf_root(k11, k12, k22)            # k12/g = c (and k12 = c = 0 where g = 0)
+    return (2.0 / np.pi) * np.arctan2(2.0 * c, rho)
 
 
 def erf_dkernel(k11, k12, k22):
     """E[erf'(u) erf'(v)] = (4/π) / √((1+2k11)(1+2k22) − 4k12²)."""
-    k11, k12, k22 = (np.asarray(a, dtype=np.float64) for a in (k11, k12, k22))
-    return (4.0 / np.pi) / np.sqrt((1.0 + 2.0 * k11) * (1.0 + 2.0 * k22) - 4.0 * k12 * k12)
+    g, rho, _ = _erf_root(k11, k12, k22)
+    return (4.0 / np.pi) / g / rho
+
+
+def _gelu_parts(k11, k12, k22):
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    g, c, omc2 = _cov_parts(k11, k12, k22)
+    det = (g * g) * omc2                                   # k11 k22 − k12² ≥ 0
+    D = 1.0 + k11 + k22 + det                              # det(I + K)
+    B4 = 1.0 / (2.0 * np.pi * np.sqrt(D))                  # E[ϕ(u) ϕ(v)], ϕ the standard normal density
+    # E[Φ(u) Φ(v)] = 1/4 + arcsin(k12/√((1+k11)(1+k22)))/(2π)  (orthant probability)
+    B1 = 0.25 + np.arctan2(k12, np.sqrt(D)) / (2.0 * np.pi)
+    return k11, k12, k22, det, D, B1, B4
+
+
+def gelu_kernel(k11, k12, k22):
+    """E[gelu(u) gelu(v)], gelu(x) = xΦ(x), in closed form (Gaussian integration by parts):
+    k11 B4 (k22 + det)/(1 + k11) + k12 B1 + k12² B4/(1 + k22), with det = k11k22 − k12²,
+    B1 = E[Φ(u)Φ(v)] = 1/4 + atan2(k12, √det(I+K))/(2π), B4 = E[ϕ(u)ϕ(v)] = 1/(2π √det(I+K))."""
+    k11, k12, k22, det, D, B1, B4 = _gelu_parts(k11, k12, k22)
+    return k11 * B4 * (k22 + det) / (1.0 + k11) + k12 * B1 + k12 * k12 * B4 / (1.0 + k22)
+
+
+def gelu_dkernel(k11, k12, k22):
+    """E[gelu'(u) gelu'(v)], gelu'(x) = Φ(x) + xϕ(x), in closed form:
+    B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/det(I+K))."""
+    k11, k12, k22, det, D, B1, B4 = _gelu_parts(k11, k12, k22)
+    return B1 + k12 * B4 * (1.0 / (1.0 + k11) + 1.0 / (1.0 + k22) + 1.0 / D)
 
 
 def linear_kernel(k11, k12, k22):
@@ -185,7 +251,7 @@ _BUILTIN = {
                        smooth=False),
     "erf": Activation("erf", _erf, _derf, _d2erf, erf_kernel, erf_dkernel, strip=2.0),
     "tanh": Activation("tanh", _tanh, _dtanh, _d2tanh, strip=math.pi / 2),
-    "gelu": Activation("gelu", _gelu, _dgelu, _d2gelu, strip=2.0),
+    "gelu": Activation("gelu", _gelu, _dgelu, _d2gelu, gelu_kernel, gelu_dkernel, strip=2.0),
     "sigmoid": Activation("sigmoid", _sigmoid, _dsigmoid, _d2sigmoid, strip=math.pi),
 }
 _ALIASES = {"identity": "linear", "id": "linear", "logistic": "sigmoid", "ReLU": "relu"}

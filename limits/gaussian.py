@@ -73,6 +73,16 @@ def _grid(n: int):
     return x, w
 
 
+def _raw_need(scale_over_strip: np.ndarray) -> np.ndarray:
+    """Unclamped node count per dimension the z-space trapezoid needs for s/δ (inf for δ = 0)."""
+    r = np.asarray(scale_over_strip, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        h = np.where(r > 0, 2.0 * np.pi / (_TARGET_EXPONENT * r), _H_MAX)
+    h = np.minimum(np.nan_to_num(h, nan=0.0, posinf=_H_MAX), _H_MAX)
+    with np.errstate(divide="ignore"):
+        return np.where(h > 0, 2.0 * np.ceil(ZMAX / np.maximum(h, 1e-300)) + 1.0, np.inf)
+
+
 def _nodes_for(scale_over_strip: np.ndarray, n_override=None) -> np.ndarray:
     """Node count per entry from s/δ (inf strip -> coarse grid; δ = 0 -> finest grid)."""
     if n_override is not None:
@@ -103,22 +113,297 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
         raise ValueError(f"k22 must be a non-negative variance (min {k22.min():.3e})")
     k11 = np.maximum(k11, 0.0)
     k22 = np.maximum(k22, 0.0)
-    excess = k12 * k12 - k11 * k22
-    if np.any(excess > tol * scale * scale):
+    # k12² − k11k22 > tol·scale², formed scale-free (no overflow for variances up to the float64 maximum)
+    from .activations import geometric_mean
+
+    bound = geometric_mean(k11, k22)
+    ak = np.abs(k12)
+    excess = ((ak - bound) / scale) * ((ak + bound) / scale)
+    if np.any(excess > tol):
         i = int(np.argmax(excess))
         raise ValueError(
             f"k12 makes the covariance non-PSD: k12² > k11·k22 at index {i} "
             f"(k11={k11.flat[i]:.6g}, k12={k12.flat[i]:.6g}, k22={k22.flat[i]:.6g})")
     # project onto the PSD cone within tolerance
-    bound = np.sqrt(k11 * k22)
     k12 = np.clip(k12, -bound, bound)
     return k11, k12, k22
+
+
+# ------------------------------------------------------------------ large variances
+# The z-space trapezoid above needs O(s/δ) nodes per dimension: beyond _SWITCH nodes (s/δ ≳ 3.4) it is
+# replaced by rules in the activation's *natural* variable x = s·z, where every registered activation
+# has its features (kinks, steep regions, poles of the continuation) within a few δ of x = 0:
+#
+# * 1-D expectations (and the degenerate pairs |c| = 1, k11 = 0, k22 = 0): composite Gauss–Legendre on
+#   panels graded geometrically away from 0 (widths δ/2, δ, 2δ, … capped at s) over [−9s, 9s].
+#   Singularities of the registered activations lie on the imaginary axis, so a panel [r, 2r] sees them
+#   at relative distance ≥ 3 (Bernstein parameter ≥ 5.8: ρ^{−2n} ≈ 1e-24 for n = 16 nodes).
+# * 2-D: φ = p + r with p an "asymptotic part" whose Gaussian expectations are closed forms (erf(κx)
+#   for tanh/sigmoid, the whole function for gelu, relu, linear, erf) and r decaying exponentially
+#   (|r| < 1e-17 beyond |x| = X).  Then
+#       E[f(u)g(v)] = E[p_f p_g] + E[r_f(u) g(v)] + E[p_f(u) r_g(v)],
+#   the first term closed, the second a graded-panel integral over u ∈ [−X_f, X_f] of
+#   r_f(u) N(u; 0, k11) E[g(v) | u] with E[g | u] = P_g(μ, b) + ∫ r_g(x) N(x; μ, b²) dx (μ = k12 u/k11,
+#   b² = k22 − k12²/k11; the inner integral on graded panels in x with width ≤ b, or in z = (x − μ)/b by
+#   the trapezoid when b is small), the third a graded-panel integral over v of r_g(v) N(v) P_f(μ', b').
+#   Every piece is resolved at the scale of its own features, so the cost does not grow with s.
+_SWITCH = 305                     # z-space nodes per dimension above which the natural-variable rule is used
+_GL_N = 16
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(_GL_N)
+_SQ2 = math.sqrt(2.0)
+_SQ2PI = math.sqrt(2.0 * math.pi)
+
+
+class AccuracyWarning(RuntimeWarning):
+    """A Gaussian expectation could not be certified to the engine's stated accuracy."""
+
+
+def _graded(W: float, ell: float, wmax: float, fine: float = np.inf, fine_to: float = 0.0):
+    """Gauss–Legendre nodes/weights on [−W, W]: panels [−ell, 0], [0, ell], then widths ell, 2ell, 4ell,
+    … (at most ``wmax``; at most ``fine`` while |x| < ``fine_to``, where the integrand still decays
+    exponentially on an O(1) scale: 16 nodes integrate e^{−x} on a panel of width ≤ 3 to 1e-20)."""
+    ell = min(max(ell, 1e-300), W, fine)
+    wmax = max(wmax, ell)
+    b = [ell]
+    w = ell
+    while b[-1] < W:
+        w = min(2.0 * w, wmax, fine if b[-1] < fine_to else np.inf)
+        b.append(min(b[-1] + w, W))
+        if len(b) > 100_000:
+            raise RuntimeError("graded panels: too many panels")
+    bb = np.asarray(b)
+    edges = np.concatenate([-bb[::-1], [0.0], bb])      # an edge at 0: kinks (relu) sit on it
+    lo, hi = edges[:-1], edges[1:]
+    half = 0.5 * (hi - lo)
+    x = (0.5 * (hi + lo))[:, None] + half[:, None] * _GL_X[None, :]
+    w = half[:, None] * _GL_W[None, :]
+    return x.ravel(), w.ravel()
+
+
+_FINE = 3.0
+
+
+def _npdf(x, s):
+    return np.exp(-0.5 * (x / s) ** 2) / (_SQ2PI * s)
+
+
+def _ndtr(x):
+    from scipy.special import ndtr
+
+    return ndtr(x)
+
+
+# function splits φ = p + r ------------------------------------------------------------------
+_KAPPA = math.sqrt(math.pi) / 2.0     # erf(κx) has tanh's slope at 0
+
+
+def _split(act, order):
+    """(p, r, X, δ) for a registered activation's derivative of given order, or None.
+    p: ("erf", A, B, κ) = A + B erf(κx) | ("gelu", k) | ("relu", k) | ("lin",) = x | ("zero",)."""
+    from scipy import special
+
+    name = act.name
+    if name == "tanh":
+        if order == 0:
+            return ("erf", 0.0, 1.0, _KAPPA), (lambda x: np.tanh(x) - special.erf(_KAPPA * x)), 23.0, math.pi / 2
+        return ("zero",), act.derivative(order), 23.0, math.pi / 2
+    if name == "sigmoid":
+        if order == 0:
+            return (("erf", 0.5, 0.5, _KAPPA / 2),
+                    (lambda x: 0.5 * (np.tanh(0.5 * x) - special.erf(0.5 * _KAPPA * x))), 46.0, math.pi)
+        return ("zero",), act.derivative(order), 46.0, math.pi
+    if name == "gelu":
+        if order < 2:
+            return ("gelu", order), None, 0.0, np.inf
+        return ("zero",), act.d2phi, 10.0, 1.5
+    if name == "erf":
+        if order == 0:
+            return ("erf", 0.0, 1.0, 1.0), None, 0.0, np.inf
+        return ("zero",), act.derivative(order), 7.0, 1.5
+    if name == "relu":
+        return (("relu", order) if order < 2 else ("zero",)), None, 0.0, np.inf
+    if name == "linear":
+        p = (("lin",), ("erf", 1.0, 0.0, 1.0), ("zero",))[order]
+        return p, None, 0.0, np.inf
+    return None
+
+
+def _p_scale(p) -> float:
+    """Feature width of x ↦ p(x) around 0 (0 for the relu kink)."""
+    if p[0] == "erf":
+        return 1.0 / max(p[3], 1e-300)
+    return 0.0 if p[0] == "relu" else 1.0
+
+
+def _p_mean(p, mu, b):
+    """E[p(μ + b z)], z ~ N(0, 1) (closed forms; μ, b arrays, b ≥ 0)."""
+    from scipy import special
+
+    kind = p[0]
+    mu = np.asarray(mu, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if kind == "zero":
+        return np.zeros(np.broadcast(mu, b).shape)
+    if kind == "lin":
+        return mu + 0.0 * b
+    if kind == "erf":
+        _, A, B, k = p
+        return A + B * special.erf(k * mu / np.sqrt(1.0 + 2.0 * k * k * b * b))
+    if kind == "gelu":
+        r = np.sqrt(1.0 + b * b)
+        t = mu / r
+        if p[1] == 0:
+            return mu * _ndtr(t) + b * b * np.exp(-0.5 * t * t) / (_SQ2PI * r)
+        return _ndtr(t) + np.exp(-0.5 * t * t) / (_SQ2PI * r) * mu / (r * r)
+    if kind == "relu":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = mu / b
+            if p[1] == 0:
+                v = mu * _ndtr(t) + b * np.exp(-0.5 * t * t) / _SQ2PI
+                return np.where(b > 0, v, np.maximum(mu, 0.0))
+            return np.where(b > 0, _ndtr(t), (mu > 0).astype(float))
+    raise AssertionError(kind)
+
+
+def _p_pair(pf, pg, k11, k12, k22):
+    """E[p_f(u) p_g(v)] in closed form, or None when the pair has none here."""
+    from .activations import _BUILTIN
+
+    kf, kg = pf[0], pg[0]
+    if kf == "zero" or kg == "zero":
+        return 0.0
+    const_f = kf == "erf" and pf[2] == 0.0
+    const_g = kg == "erf" and pg[2] == 0.0
+    if const_f:
+        return pf[1] * float(_p_mean(pg, 0.0, math.sqrt(k22)))
+    if const_g:
+        return pg[1] * float(_p_mean(pf, 0.0, math.sqrt(k11)))
+    if kf == "erf" and kg == "erf":
+        from .activations import _erf_root
+
+        _, A1, B1, a = pf
+        _, A2, B2, c = pg
+        _, rho, cc = _erf_root(k11, k12, k22, a, c)
+        return A1 * A2 + B1 * B2 * (2.0 / math.pi) * math.atan2(2.0 * a * c * float(cc), float(rho))
+    if kf == kg and kf in ("gelu", "relu") and pf[1] == pg[1]:
+        act = _BUILTIN[kf]
+        fn = act.kernel if pf[1] == 0 else act.dkernel
+        return float(fn(k11, k12, k22))
+    if kf == "lin" and kg == "lin":
+        return k12
+    return None
+
+
+def _wide_1d(fn, s, delta, fine=np.inf, fine_to=0.0):
+    """E[fn(s z)] (features of fn within a few δ of 0) on graded panels in x = s z."""
+    x, w = _graded(9.0 * s, 0.5 * delta, s, fine, fine_to)
+    return float(np.dot(fn(x), w * _npdf(x, s)))
+
+
+def _inner_r(r, X, delta, mu, b):
+    """∫ r(x) N(x; μ_i, b²) dx for an array μ (r negligible for |x| > X)."""
+    if b <= 0.0:
+        return r(mu)
+    if b < 0.5 * delta:                             # narrow Gaussian: trapezoid in z per node
+        z = np.arange(-8.5, 8.5 + 1e-12, min(0.3, math.pi * delta / (18.0 * b)))
+        wz = np.exp(-0.5 * z * z) * (z[1] - z[0]) / _SQ2PI
+        return r(mu[:, None] + b * z[None, :]) @ wz
+    x, w = _graded(X, 0.5 * delta, b, _FINE, X)
+    rx = r(x) * w
+    return np.exp(-0.5 * ((x[None, :] - mu[:, None]) / b) ** 2) @ rx / (_SQ2PI * b)
+
+
+def _wide_pair(sf, sg, k11, k12, k22):
+    """E[f(u) g(v)] by the natural-variable rule for one regular triple (0 < |c| < 1 or c = 0)."""
+    pf, rf, Xf, df = sf
+    pg, rg, Xg, dg = sg
+    total = _p_pair(pf, pg, k11, k12, k22)
+    s1, s2 = math.sqrt(k11), math.sqrt(k22)
+    if rf is not None:                               # E[r_f(u) g(v)], outer u
+        cp = k12 / k11
+        b = math.sqrt(max(k22 - k12 * cp, 0.0))
+        scale_h = max(min(dg, _p_scale(pg)), b) / max(abs(cp), 1e-300)
+        W = min(Xf, 9.0 * s1)
+        u, w = _graded(W, 0.5 * min(df, scale_h), s1, _FINE, Xf)
+        H = _p_mean(pg, cp * u, b)
+        if rg is not None:
+            H = H + _inner_r(rg, Xg, dg, cp * u, b)
+        total += float(np.dot(rf(u) * H, w * _npdf(u, s1)))
+    if rg is not None and pf[0] != "zero":           # E[p_f(u) r_g(v)], outer v
+        cq = k12 / k22
+        b2 = math.sqrt(max(k11 - k12 * cq, 0.0))
+        scale_h = max(_p_scale(pf), b2) / max(abs(cq), 1e-300)
+        W = min(Xg, 9.0 * s2)
+        v, w = _graded(W, 0.5 * min(dg, scale_h), s2, _FINE, Xg)
+        total += float(np.dot(rg(v) * _p_mean(pf, cq * v, b2), w * _npdf(v, s2)))
+    return total
+
+
+def _feat(act) -> float:
+    s = float(act.strip)
+    return s if 0.0 < s < np.inf else 1.0
+
+
+def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
+    """Natural-variable rule for one triple, including the degenerate ones (k11 = 0, k22 = 0, |c| = 1)."""
+    s1, s2 = math.sqrt(k11), math.sqrt(k22)
+    if s1 == 0.0 or s2 == 0.0:
+        c0, sp, s, other = ((float(np.asarray(fn(np.zeros(1)))[0]), sg, s2, ga) if s1 == 0.0
+                            else (float(np.asarray(gn(np.zeros(1)))[0]), sf, s1, fa))
+        if s == 0.0 or c0 == 0.0:
+            return c0 * (float(np.asarray((gn if s1 == 0.0 else fn)(np.zeros(1)))[0]) if s == 0.0 else 0.0)
+        p, r, X, d = sp
+        val = float(_p_mean(p, 0.0, s))
+        if r is not None:
+            x, w = _graded(min(X, 9.0 * s), 0.5 * d, s, _FINE, X)
+            val += float(np.dot(r(x), w * _npdf(x, s)))
+        return c0 * val
+    a = k12 / s1
+    b2 = k22 - a * a
+    if b2 <= 1e-15 * k22:                           # |c| = 1: one-dimensional
+        t = a / s1
+        d = min(_feat(fa), _feat(ga) / abs(t)) if t != 0 else _feat(fa)
+        decay = [(sf[2], _FINE)] if sf[0][0] == "zero" else []
+        if sg[0][0] == "zero" and t != 0:
+            decay.append((sg[2] / abs(t), _FINE / abs(t)))
+        fine, fine_to = (min(v[1] for v in decay), min(v[0] for v in decay)) if decay else (np.inf, 0.0)
+        return _wide_1d(lambda x: fn(x) * gn(t * x), s1, d, fine, fine_to)
+    return _wide_pair(sf, sg, k11, k12, k22)
+
+
+def _is_builtin(act) -> bool:
+    from .activations import _BUILTIN
+
+    return act is not None and _BUILTIN.get(getattr(act, "name", None)) is act
+
+
+def _label(f) -> str:
+    return f if isinstance(f, str) else getattr(f, "name", getattr(f, "__name__", "f"))
+
+
+def _warn_uncertified(what, need):
+    import warnings
+
+    warnings.warn(f"{_label(what)}: the variance is too large for the z-space trapezoid "
+                  f"({float(np.max(need)):.3g} nodes per dimension needed, {_LADDER[-1]} used) and the "
+                  "function is not a registered activation with a natural-variable rule: the value is NOT "
+                  "certified to the engine's accuracy (pass n= to force more nodes)",
+                  AccuracyWarning, stacklevel=4)
+
+
+def _finite_result(out, what):
+    """Overflow is an error, not an inf: finite inputs gave a non-finite expectation."""
+    if not np.all(np.isfinite(out)):
+        i = int(np.argmax(~np.isfinite(out.ravel())))
+        raise ValueError(f"{what} is not representable in float64 (got {out.ravel()[i]!r} at flat index "
+                         f"{i}): the expectation overflows; rescale the variances")
+    return out
 
 
 # ------------------------------------------------------------------ 1-D
 def expect(f, q, n=None):
     """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0)."""
-    fn, _, _, strip = _resolve(f)
+    fn, fa, fo, strip = _resolve(f)
     q = np.asarray(q, dtype=np.float64)
     _check("q", q)
     if np.any(q < 0):
@@ -129,14 +414,31 @@ def expect(f, q, n=None):
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(strip > 0, s / strip, np.inf) if np.isfinite(strip) else np.zeros_like(s)
     nodes = _nodes_for(ratio, n)
-    for nn in np.unique(nodes):
-        idx = np.nonzero(nodes == nn)[0]
+    wide = np.zeros(s.shape, dtype=bool)
+    if n is None:
+        wide = _raw_need(ratio) > _SWITCH
+        sp = _split(fa, fo) if _is_builtin(fa) else None
+        if np.any(wide):
+            if sp is None:
+                _warn_uncertified(f, _raw_need(ratio)[wide])
+                wide[:] = False
+            else:
+                p, r, X, d = sp
+                for j in np.nonzero(wide)[0]:
+                    out[j] = float(_p_mean(p, 0.0, s[j]))
+                    if r is not None:
+                        W = min(X, 9.0 * s[j])
+                        if W > 0:
+                            x, w = _graded(W, 0.5 * d, s[j], _FINE, X)
+                            out[j] += float(np.dot(r(x), w * _npdf(x, s[j])))
+    for nn in np.unique(nodes[~wide]):
+        idx = np.nonzero((nodes == nn) & ~wide)[0]
         x, w = _grid(int(nn))
         step = max(1, _MAX_ELEMENTS // int(nn))
         for lo in range(0, idx.size, step):
             j = idx[lo:lo + step]
             out[j] = fn(s[j, None] * x[None, :]) @ w
-    return out.reshape(q.shape)[()]
+    return _finite_result(out.reshape(q.shape), f"E[{_label(f)}(u)]")[()]
 
 
 def _expect_pair_1d(fn, gn, su, sv, n_nodes):
@@ -150,7 +452,9 @@ def _expect_pair_1d(fn, gn, su, sv, n_nodes):
 
 
 # ------------------------------------------------------------------ 2-D
-def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None):
+def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None, spec_f=None, spec_g=None, label="E[f g]"):
+    """Quadrature for flat arrays of triples; ``spec_f``/``spec_g`` = (activation, derivative order) of
+    registered functions route large s/δ to the natural-variable rule (:func:`_wide_pair`)."""
     out = np.empty(k11.shape)
     s1 = np.sqrt(k11)
     s2 = np.sqrt(k22)
@@ -162,7 +466,24 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None):
             return np.full_like(s, np.inf)
         return s / strip
 
-    nodes = _nodes_for(np.maximum(ratio(s1, strip_f), ratio(s2, strip_g)), n)
+    rmax = np.maximum(ratio(s1, strip_f), ratio(s2, strip_g))
+    nodes = _nodes_for(rmax, n)
+    if n is None:
+        need = _raw_need(rmax)
+        wide = need > _SWITCH
+        if np.any(wide):
+            sf = _split(*spec_f) if spec_f is not None and _is_builtin(spec_f[0]) else None
+            sg = _split(*spec_g) if spec_g is not None and _is_builtin(spec_g[0]) else None
+            if sf is None or sg is None or _p_pair(sf[0], sg[0], 1.0, 0.5, 1.0) is None:
+                _warn_uncertified(label, need[wide])
+            else:
+                rest = ~wide
+                for j in np.nonzero(wide)[0]:
+                    out[j] = _wide_any(fn, gn, sf, sg, spec_f[0], spec_g[0], k11[j], k12[j], k22[j])
+                if np.any(rest):
+                    out[rest] = _quad2(fn, gn, k11[rest], k12[rest], k22[rest], strip_f, strip_g, None,
+                                       None, None, label)
+                return out
 
     zero1 = k11 <= 0.0
     zero2 = (k22 <= 0.0) & ~zero1
@@ -226,10 +547,14 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     gn, ga, go, gs = _resolve(g)
     k11, k12, k22 = _validate_cov(k11, k12, k22)
     shape = k11.shape
+    label = f"E[{_label(f)}(u) {_label(g)}(v)]"
+    spec = dict(spec_f=(fa, fo) if fa is not None else None, spec_g=(ga, go) if ga is not None else None,
+                label=label)
     if closed_form:
         closed = _closed(f, g)
         if closed is not None:
-            return np.asarray(closed(k11, k12, k22), dtype=np.float64).reshape(shape)[()]
+            val = np.asarray(closed(k11, k12, k22), dtype=np.float64).reshape(shape)
+            return _finite_result(val, label)[()]
     a, b, c = k11.ravel(), k12.ravel(), k22.ravel()
     if method not in ("auto", "mehler", "trapezoid"):
         raise ValueError(f"method must be 'auto', 'mehler' or 'trapezoid', got {method!r}")
@@ -239,7 +564,7 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
         out, ok = series(fn, gn, a, b, c)
         if not np.all(ok):
             bad = ~ok
-            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)
+            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None, **spec)
     elif n is None and method == "auto" and _generic_mehler_pays(fa, fs, ga, gs, a.size):
         # unrelated triples: Mehler series with coefficients interpolated in s (limits.mehler)
         from .mehler import series_generic
@@ -247,10 +572,10 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
         out, ok = series_generic(fn, gn, a, b, c, tol=1e-12)      # certified to 1e-12 (trapezoid-level)
         if not np.all(ok):
             bad = ~ok
-            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None)
+            out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None, **spec)
     else:
-        out = _quad2(fn, gn, a, b, c, fs, gs, n)
-    return out.reshape(shape)[()]
+        out = _quad2(fn, gn, a, b, c, fs, gs, n, **spec)
+    return _finite_result(out.reshape(shape), label)[()]
 
 
 _GENERIC_MIN = 512      # below this the interpolant's fixed set-up (~10 ms) does not pay

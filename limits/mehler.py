@@ -28,6 +28,11 @@ _SQ2PI = np.sqrt(2.0 * np.pi)
 XMAX = 13.0          # |ψ_k e^{−x²/4}| < 1e-17 beyond
 
 
+S_MAX = 200.0        # above this standard deviation the coefficient grid (h = 0.2/s) gets too large: the
+                     # series declines (ok = False) and the caller's natural-variable quadrature takes over
+FLOOR = 1e-3         # certificates are relative to max(|value|, FLOOR·√(E f² E g²)) (see series)
+
+
 def _grid(M: int, smax: float):
     h = min(0.05, 0.2 / max(1.0, smax), 1.0 / np.sqrt(M + 1.0))
     n = int(np.ceil(XMAX / h))
@@ -67,9 +72,13 @@ def coefficients(f, s, M: int = 120):
 
 def series(f, g, k11, k12, k22, M: int = 120, tol: float = 1e-11, chunk: int = 65536):
     """E[f(u)g(v)] on flat arrays by the Mehler series. Returns ``(values, ok)`` where ``ok`` is
-    False for triples whose certified truncation bound exceeds ``tol · max(1, |value|)``."""
+    False for triples whose certified truncation bound exceeds ``tol · max(|value|, 1e-3 √(E f² E g²))``
+    (relative to the value, with a floor at the Cauchy–Schwarz scale for values that vanish by symmetry),
+    and for every triple when a standard deviation exceeds ``S_MAX``."""
     s1 = np.sqrt(np.maximum(k11, 0.0))
     s2 = np.sqrt(np.maximum(k22, 0.0))
+    if k11.size and max(float(s1.max()), float(s2.max())) > S_MAX:
+        return np.zeros(k11.shape), np.zeros(k11.shape, dtype=bool)
     u1, i1 = np.unique(s1, return_inverse=True)
     u2, i2 = np.unique(s2, return_inverse=True)
     a, ma = coefficients(f, u1, M)
@@ -90,13 +99,14 @@ def series(f, g, k11, k12, k22, M: int = 120, tol: float = 1e-11, chunk: int = 6
             acc += aT[k][j1] * bT[k][j2]
         out[sl] = acc
     bound = np.abs(c) ** (M + 1) * np.sqrt(ta[i1] * tb[i2]) + 1e-15 * np.sqrt(ma[i1] * mb[i2])
-    ok = bound <= tol * np.maximum(1.0, np.abs(out))
+    ok = bound <= tol * np.maximum(np.abs(out), FLOOR * np.sqrt(ma[i1] * mb[i2]))
     return out, ok
 
 
 def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, block: int = 16384):
     """P×P matrix E_{N(0,K)}[f(u_α) g(u_β)] by a Horner sweep on whole matrices (no gathers).
-    Returns ``(E, ok)``; ``ok[α, β]`` False where the certified bound exceeds ``tol`` (the diagonal,
+    Returns ``(E, ok)``; ``ok[α, β]`` False where the certified bound exceeds ``tol`` relative to
+    max(|E|, 1e-3 √(E f² E g²)) or a standard deviation exceeds ``S_MAX`` (the diagonal,
     |c| = 1, is always flagged so the caller computes it by 1-D quadrature).
 
     The sweep runs over row blocks of about ``block`` entries so that the M+1 Horner steps stay in
@@ -106,6 +116,8 @@ def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, 
     K = np.asarray(K, dtype=np.float64)
     P = K.shape[0]
     s = np.sqrt(np.maximum(np.diag(K), 0.0))
+    if P and float(s.max()) > S_MAX:
+        return np.zeros((P, P)), np.zeros((P, P), dtype=bool)
     a, ma = coefficients(f, s, M)
     b, mb = (a, ma) if g is f else coefficients(g, s, M)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -129,7 +141,7 @@ def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, 
     ta = np.maximum(ma - np.einsum("ik,ik->i", a, a), 0.0)
     tb = np.maximum(mb - np.einsum("ik,ik->i", b, b), 0.0)
     bound = np.abs(rho) ** (M + 1) * np.sqrt(np.outer(ta, tb)) + 1e-15 * np.sqrt(np.outer(ma, mb))
-    ok = bound <= tol * np.maximum(1.0, np.abs(E))
+    ok = bound <= tol * np.maximum(np.abs(E), FLOOR * np.sqrt(np.outer(ma, mb)))
     np.fill_diagonal(ok, False)
     if upper:
         ok[np.tril_indices(P, -1)] = False
@@ -159,6 +171,8 @@ def coefficient_interpolant(f, lo: float, hi: float, M: int, tol: float):
     or None when no degree up to 128 reaches ``tol``. The interpolation error is measured a
     posteriori against directly computed coefficients at D+2 check points (including both ends):
     err_a = max ‖Δa‖₂, err_m = max |Δm2|, each multiplied by a safety factor 10."""
+    if hi > S_MAX:
+        return None
     for D in ((0,) if hi <= lo else _D_LADDER):
         th = np.pi * (2.0 * np.arange(D + 1) + 1.0) / (2.0 * (D + 1))
         tn = np.cos(th)
@@ -259,5 +273,5 @@ def series_generic(f, g, k11, k12, k22, tol: float = 1e-11, chunk: int = 4096):
             tb = np.maximum(mb - sb, 0.0) + 2.0 * eb * rmb + emb
             bound = (ac[idx] ** (M + 1) * np.sqrt(ta * tb) + ea * rmb + eb * rma + ea * eb
                      + 1e-15 * rma * rmb)
-            ok[idx] = bound <= tol * np.maximum(1.0, np.abs(acc))
+            ok[idx] = bound <= tol * np.maximum(np.abs(acc), FLOOR * rma * rmb)
     return out, ok

@@ -59,6 +59,10 @@ def _common(s):
     s.add_argument("--depth-scaling", choices=("none", "sqrt", "linear"), default="none",
                    help="ρ_eff = rho, rho/√L or rho/L")
     s.add_argument("--d-in", type=int, default=None, help="input dimension (needed with --K0 for response)")
+    s.add_argument("--keep", choices=("all", "last"), default="all",
+                   help="store every layer (default) or only layers 0 and L (O(P²) memory)")
+    s.add_argument("--max-memory", type=float, default=None,
+                   help="refuse runs needing more bytes than this (default: half the available memory)")
     s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json")
     s.add_argument("--json", action="store_true")
 
@@ -73,11 +77,12 @@ def _kw(args):
               residual=args.residual, rho=args.rho, sigma_w2_in=args.sigma_w2_in,
               sigma_b2_in=args.sigma_b2_in, sigma_w2_out=args.sigma_w2_out, sigma_b2_out=args.sigma_b2_out,
               depth_scaling=args.depth_scaling)
+    extra = dict(keep=args.keep, max_memory=args.max_memory)
     if getattr(args, "model", None):
         from ..model import model_or_arguments
 
-        return {"model": model_or_arguments(args.model, kw, _ARCH_DEFAULTS)}
-    return kw
+        return {"model": model_or_arguments(args.model, kw, _ARCH_DEFAULTS), **extra}
+    return {**kw, **extra}
 
 
 def _clean(x):
@@ -105,12 +110,13 @@ def cmd_nngp(args):
     from . import nngp
 
     X, K0 = _data(args)
-    r = nngp(X, K0=K0, d_in=args.d_in, **_kw(args))
+    r = nngp(X, K0=K0, d_in=args.d_in, ntk_scale=args.ntk_scale, **_kw(args))
     if args.save:
         r.save(args.save)
     if args.json:
         _dump({"params": r.params, "diagnostics": r.diagnostics, "K": r.K.tolist(),
-               "K_out": r.K_out.tolist(), "Theta_out": None if r.Theta_out is None else r.Theta_out.tolist()})
+               "K_out": r.K_out.tolist(), "Theta_out": None if r.Theta_out is None else r.Theta_out.tolist(),
+               "Theta_out_log_scale": r.Theta_out_log_scale})
         return 0
     p = r.params
     print(f"NNGP ({'residual' if p['residual'] else 'feed-forward'}, {p['activation']}, L={p['depth']}, "
@@ -118,11 +124,19 @@ def cmd_nngp(args):
     print("K^0 =\n" + _fmt(r.K[0]))
     print(f"K^{p['depth']} =\n" + _fmt(r.K[-1]))
     print("K_out =\n" + _fmt(r.K_out))
-    if r.Theta_out is not None:
-        print("NTK Θ_out (NTK parameterisation) =\n" + _fmt(r.Theta_out))
-    else:
+    if r.Theta_out is None:
         print("NTK Θ_out: not computed (SP model: the NTK grows ∝ N; use parameterisation NTK)")
-    print(f"diagnostics: {r.diagnostics}")
+    elif r.Theta_out_log_scale:
+        print(f"NTK Θ_out (NTK parameterisation) = exp({r.Theta_out_log_scale:.10g}) ×\n" + _fmt(r.Theta_out))
+    else:
+        print("NTK Θ_out (NTK parameterisation) =\n" + _fmt(r.Theta_out))
+    d = r.diagnostics
+    if d.get("exploded_at", -1) >= 0:
+        print(f"NNGP kernel OVERFLOWED at layer {d['exploded_at']}: K^l and K_out from there on are +inf")
+    if d.get("ntk_exploded_at", -1) >= 0:
+        print(f"NTK OVERFLOWED at layer {d['ntk_exploded_at']} (Θ grows like χ₁^L); the NNGP kernel above is "
+              "finite and correct; rerun with --ntk-scale log for Θ = exp(s)·Θ̃")
+    print(f"diagnostics: {d}")
     return 0
 
 
@@ -141,9 +155,16 @@ def cmd_response(args):
     print("layer  η^l[0,0]      η^l[0,1]      χ^l[0,0]      χ^l[0,1]")
     P = s.eta.shape[1]
     j = 1 if P > 1 else 0
-    for l in range(s.eta.shape[0]):
-        print(f"{l:5d}  {s.eta[l, 0, 0]:12.6g}  {s.eta[l, 0, j]:12.6g}  {s.chi[l, 0, 0]:12.6g}  {s.chi[l, 0, j]:12.6g}")
+    labels = range(s.eta.shape[0]) if s.layers is None else s.layers
+    for i, l in enumerate(labels):
+        print(f"{l:5d}  {s.eta[i, 0, 0]:12.6g}  {s.eta[i, 0, j]:12.6g}  {s.chi[i, 0, 0]:12.6g}  {s.chi[i, 0, j]:12.6g}")
     print("χ_out =\n" + _fmt(s.chi_out))
+    d = s.diagnostics
+    if d.get("exploded_at", -1) >= 0:
+        print(f"NNGP kernel OVERFLOWED at layer {d['exploded_at']}: K, η, χ from there on are +inf")
+    elif d.get("chi_exploded_at", -1) >= 0:
+        print(f"response χ OVERFLOWED at layer {d['chi_exploded_at']}: η, χ, χ_out from there on are +inf; "
+              "the NNGP kernel is finite")
     return 0
 
 
@@ -168,6 +189,8 @@ def cmd_critical(args):
 def register(sub):
     s = sub.add_parser("nngp", help="NNGP/NTK kernels of a feed-forward or residual network")
     _common(s)
+    s.add_argument("--ntk-scale", choices=("linear", "log"), default="linear",
+                   help="plain NTK (default; +inf past float64) or Θ = exp(s)·Θ̃ (deep chaotic NTKs)")
     s.set_defaults(func=cmd_nngp)
     s = sub.add_parser("response", help="response functions η^l, χ^l, χ_out (seed 004 Eq. 45–48)")
     _common(s)

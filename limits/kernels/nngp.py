@@ -29,7 +29,15 @@ from .expectations import dgram, gram, moments
 class NNGPResult(Result):
     """Layer kernels ``K[l]`` (l = 0..L, shape (L+1, P, P)), residual kernels ``C[l]`` (C[0] = K[0]),
     read-out kernel ``K_out`` (seed 004 K^{L+1}), NTK ``Theta[l]``/``Theta_out`` (None if ntk=False),
-    the resolved parameters and diagnostics (``exploded_at`` = first bad layer or −1, spectra, warnings).
+    the resolved parameters and diagnostics: ``exploded_at`` = first layer where the *NNGP* blew up
+    (or −1), ``ntk_exploded_at`` = first layer where the *NTK* left float64 range (or −1; the NNGP is
+    unaffected), ``status`` = {"nngp": "ok"|"exploded", "ntk": "ok"|"exploded"|"rescaled"|"off"},
+    spectra, warnings.
+
+    ``ntk_scale="log"``: ``Theta[l]`` holds Θ̃^l and ``Theta_log_scale[l]`` = s_l with Θ^l = exp(s_l)·Θ̃^l
+    (likewise ``Theta_out``/``Theta_out_log_scale``); with the default ``"linear"`` the log scales are
+    still stored (0 where no rescaling was needed) and ``Theta`` is the plain NTK (+inf after
+    ``ntk_exploded_at``). :meth:`theta` returns either form.
 
     ``layers`` names the layer index l of each stored slice: None (the default, ``keep="all"``) means
     every layer 0..L; with ``keep="last"`` it is ``(0, L)`` and ``K``, ``C``, ``Theta`` have shape
@@ -43,6 +51,25 @@ class NNGPResult(Result):
     params: dict
     diagnostics: dict
     layers: tuple | None = None
+    Theta_log_scale: np.ndarray | None = None
+    Theta_out_log_scale: float | None = None
+
+    def theta(self, layer: int | None = None, log: bool = False):
+        """Θ at stored slice ``layer`` (default: the read-out Θ_out): the plain matrix, or with
+        ``log=True`` the pair (Θ̃, s) with Θ = exp(s)·Θ̃ — representable however deep the chaotic NTK
+        grows (needs ``ntk_scale="log"`` for values beyond float64; see :func:`nngp`)."""
+        if self.Theta is None:
+            raise ValueError("the NTK was not computed (ntk=False)")
+        T = self.Theta_out if layer is None else self.Theta[layer]
+        s = (self.Theta_out_log_scale if layer is None else
+             (None if self.Theta_log_scale is None else float(self.Theta_log_scale[layer])))
+        s = 0.0 if s is None else float(s)
+        if log:
+            return T, s
+        if s == 0.0:
+            return T
+        with np.errstate(over="ignore"):
+            return T * np.exp(s)
 
     @property
     def depth(self) -> int:
@@ -67,7 +94,8 @@ class NNGPResult(Result):
 
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
-         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="all") -> NNGPResult:
+         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
+         max_memory=None) -> NNGPResult:
     """NNGP (and NTK) kernels of a feed-forward or residual network, seed 004 Eq. 29–30.
 
     ``X`` is P×d_in (rows are samples) or pass ``K0`` (P×P read-in kernel) instead. Read-in/read-out
@@ -78,14 +106,59 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     ``keep`` ∈ {"all", "last"}: "all" (default) returns every layer, K/C/Theta of shape (L+1, P, P)
     and ``layers=None``; "last" stores only K⁰ and the last layer — K/C/Theta of shape (2, P, P) with
     ``layers=(0, L)`` — so memory is O(P²) instead of O(L P²); the kept layers are bit-identical.
+
+    The NTK is propagated with a running log-normaliser, Θ^l = exp(s_l)·Θ̃^l (Θ̃ rescaled to max diag 1
+    whenever it exceeds 1e50), so an NTK growing like χ₁^L in the chaotic phase never overflows and never
+    stops the NNGP. ``ntk_scale`` ∈ {"linear", "log"}: "linear" (default) returns the plain Θ and reports
+    ``diagnostics["ntk_exploded_at"]`` where it exceeds 1e100 (later layers +inf, the NNGP goes on);
+    "log" returns Θ̃ and the log scales (``Theta_log_scale``, ``Theta_out_log_scale``).
+
+    Memory is estimated before anything is allocated; more than ``max_memory`` bytes (default: half the
+    available physical memory) raises ``ValueError`` suggesting ``keep="last"`` or smaller sizes.
     """
     keep = check_keep(keep)
+    if ntk_scale not in ("linear", "log"):
+        raise ValueError(f"ntk_scale must be 'linear' or 'log', got {ntk_scale!r}")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
                         depth_scaling=depth_scaling, d_in=d_in)
     _diag.check_on_explode(on_explode)
-    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep)
+    n, _ = layer_slots(arch.depth, keep)
+    check_memory((2 + bool(ntk)) * n + 2 + 2 * bool(ntk), K0m.shape[0], max_memory, what="nngp",
+                 keep=keep)
+    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale)
+
+
+def available_memory() -> int | None:
+    """Available physical memory in bytes (``os.sysconf``), or None where the platform does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(n_matrices, P, max_memory=None, what="nngp", keep="all"):
+    """Refuse (``ValueError``) before allocating ``n_matrices`` P×P float64 arrays when they need more than
+    ``max_memory`` bytes (default: half of :func:`available_memory`; no check if unknown)."""
+    need = 8.0 * float(n_matrices) * float(P) * float(P)
+    if max_memory is None:
+        avail = available_memory()
+        if avail is None:
+            return need
+        limit, src = 0.5 * avail, f"half the available memory ({avail / 2**30:.3g} GiB)"
+    else:
+        from ..checks import positive_float
+
+        limit, src = positive_float(max_memory, "max_memory"), f"max_memory={max_memory:.6g} bytes"
+    if need > limit:
+        hint = {"all": 'pass keep="last" (O(P²) memory) or use fewer layers/inputs',
+                "last": "use fewer inputs P"}.get(keep, "use fewer layers or inputs")
+        raise ValueError(f"{what}: this needs about {need / 2**30:.3g} GiB ({int(n_matrices)} P×P float64 "
+                         f"arrays, P={P}), more than {src}; {hint}, or raise max_memory")
+    return need
 
 
 def check_keep(keep) -> str:
@@ -102,7 +175,10 @@ def layer_slots(L: int, keep: str):
     return min(L + 1, 3), (lambda l: 0 if l == 0 else 1 + (L - l) % 2)
 
 
-def _run(K0m, arch, ntk=True, on_explode="warn", keep="all") -> NNGPResult:
+_RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal exceeds this
+
+
+def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear") -> NNGPResult:
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2 = arch.rho ** 2
     last = keep == "last"
@@ -110,11 +186,14 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all") -> NNGPResult:
     Ks = np.empty((n, P, P))
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
+    logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
     max_abs = float(np.max(np.abs(K0m))) if last else None
     Ks[0] = Cs[0] = K0m
     if ntk:
         Th[0] = K0m
     exploded = -1
+    ntk_exploded = -1
+    log_large = float(np.log(_diag.LARGE))
     Gb = np.empty((P, P)) if ntk else None            # scratch reused by every layer (no per-layer
     Wb = np.empty((P, P))                              # temporaries: each would be freshly faulted in)
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
@@ -130,16 +209,30 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all") -> NNGPResult:
                 np.add(Kp, C, out=Ks[i])
             else:
                 Ks[i] = C
-            if ntk:
-                T = Th[i]                              # Θ^l = [Θ^{l-1}] + C + ρ²σ_w² G ∘ Θ^{l-1}
-                np.multiply(G, Th[ip], out=T)
-                T *= c_w
-                T += C
-                if arch.residual:
-                    T += Th[ip]
-            if not _diag.layer_ok(Ks[i], psd=True) or (ntk and not _diag.layer_ok(Th[i], psd=True)):
+            if not _diag.layer_ok(Ks[i], psd=True):
                 exploded = l
                 break
+            if ntk:
+                T = Th[i]                              # Θ̃^l = [Θ̃^{l-1}] + e^{−s} C + ρ²σ_w² G ∘ Θ̃^{l-1}
+                s = logs[ip]
+                np.multiply(G, Th[ip], out=T)
+                T *= c_w
+                if s == 0.0:
+                    T += C
+                else:
+                    T += C * np.exp(-s)
+                if arch.residual:
+                    T += Th[ip]
+                logs[i] = s
+                d = np.diag(T)
+                top = float(np.max(np.abs(d))) if d.size else 0.0
+                if not (np.isfinite(top) and np.all(np.isfinite(T))) and ntk_exploded < 0:
+                    ntk_exploded = l                   # non-finite NTK (not an overflow: NaN input etc.)
+                elif top > _RESCALE:
+                    T /= top
+                    logs[i] = s + np.log(top)
+                if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(np.diag(T)))), 1e-300)) > log_large:
+                    ntk_exploded = l
             if last:                                   # running max |K^l| (no P² temporary)
                 max_abs = max(max_abs, float(Ks[i].max()), -float(Ks[i].min()))
         if exploded >= 0:
@@ -148,20 +241,62 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all") -> NNGPResult:
             Cs[first:] = np.inf
             if ntk:
                 Th[first:] = np.inf
+                logs[first:] = 0.0
             K_out = np.full((P, P), np.inf)
             T_out = np.full((P, P), np.inf) if ntk else None
+            log_out = 0.0 if ntk else None
         else:
             KL = Ks[ix(L)]
             E, G = moments(act, KL, derivative=ntk)
             K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
-            T_out = K_out + arch.sigma_w2_out * G * Th[ix(L)] if ntk else None
+            T_out, log_out = None, None
+            if ntk:
+                sL = float(logs[ix(L)])
+                T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
+                log_out = sL
+                top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
+                if np.isfinite(top) and top > _RESCALE:
+                    T_out = T_out / top
+                    log_out = sL + float(np.log(top))
+                if ntk_exploded < 0 and log_out + np.log(max(top, 1e-300)) > log_large:
+                    ntk_exploded = L + 1
+    rescaled = ntk and ntk_scale == "log" and (np.any(logs != 0.0) or (log_out or 0.0) != 0.0)
+    status = {"nngp": "exploded" if exploded >= 0 else "ok",
+              "ntk": ("off" if not ntk else "exploded" if ntk_exploded >= 0 and ntk_scale == "linear"
+                      else "rescaled" if rescaled else "ok")}
+    if ntk and ntk_scale == "linear":                 # plain Θ: exp(s)·Θ̃, +inf from the overflow on
+        with np.errstate(over="ignore", invalid="ignore"):
+            for j in range(Th.shape[0]):
+                if logs[j] != 0.0:
+                    Th[j] *= np.exp(logs[j])
+            if ntk_exploded >= 0:
+                lay = (lambda j: j) if not last else (lambda j: (0, L)[j] if j < 2 else L)
+                for j in range(Th.shape[0]):
+                    if lay(j) >= ntk_exploded:
+                        Th[j] = np.inf
+            if log_out:
+                T_out = T_out * np.exp(log_out)
+            if ntk_exploded >= 0:
+                T_out = np.full((P, P), np.inf)
+        logs[:] = 0.0
+        log_out = 0.0
     if last:
         diag = {"exploded_at": exploded, "max_abs_K": max_abs, "warnings": []}
     else:
         diag = {"exploded_at": exploded,
                 "max_abs_K": float(np.max(np.abs(Ks[: exploded if exploded > 0 else L + 1]))), "warnings": []}
+    diag["ntk_exploded_at"] = ntk_exploded if (ntk and ntk_scale == "linear") else -1
+    diag["ntk_overflow_at"] = ntk_exploded if ntk else -1
+    diag["status"] = status
+    diag["ntk_scale"] = ntk_scale
+    if ntk and ntk_scale == "linear" and ntk_exploded >= 0:
+        diag["warnings"].append(
+            f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
+            "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
     diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel")
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
-                          layers=(0, L))
-    return NNGPResult(Ks, Cs, K_out, Th, T_out, arch.as_dict(), diag)
+                          layers=(0, L), Theta_log_scale=logs[:2] if ntk else None,
+                          Theta_out_log_scale=log_out)
+    return NNGPResult(Ks, Cs, K_out, Th, T_out, arch.as_dict(), diag, Theta_log_scale=logs if ntk else None,
+                      Theta_out_log_scale=log_out)

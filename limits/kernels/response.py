@@ -27,7 +27,7 @@ from ..results import Result
 from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price, gram, moments
-from .nngp import check_keep, layer_slots
+from .nngp import check_keep, check_memory, layer_slots
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ class ResponseResult(Result):
 
 def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
              sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, width,
-             K0=None, d_in=None, depth_scaling="none", on_explode="warn", keep="all") -> ResponseResult:
+             K0=None, d_in=None, depth_scaling="none", on_explode="warn", keep="all",
+             max_memory=None) -> ResponseResult:
     """Elementwise response η^l, χ^l, χ_out of seed 004 Eq. 45–48 / C15–C17 (feed-forward counterpart
     with ``residual=False``: η^l = ρ²σ_w² R ∘ η^{l-1}, χ^l = η^l). Same arguments as :func:`nngp`
     plus ``width`` = N; with ``K0`` instead of ``X`` also pass ``d_in`` (η⁰ = N/d_in).
@@ -62,7 +63,13 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     ``keep`` ∈ {"all", "last"}: "all" (default) returns every layer, arrays of shape (L+1, P, P) and
     ``layers=None``; "last" stores only layers 0 and L — ``eta``, ``chi``, ``K`` of shape (2, P, P),
     ``layers=(0, L)`` — so the 3(L+1)P² per-layer arrays are never allocated (O(P²) memory); the kept
-    layers and ``chi_out``/``K_out`` are bit-identical to those of keep="all"."""
+    layers and ``chi_out``/``K_out`` are bit-identical to those of keep="all".
+
+    An overflowing response (χ grows like a product of ρ²σ_w² R over layers) never overwrites the
+    kernel: ``diagnostics["exploded_at"]`` is the first layer where K blew up, ``diagnostics
+    ["chi_exploded_at"]`` the first where η/χ left range (those and later η, χ, χ_out are +inf; K goes on),
+    ``diagnostics["status"]`` = {"kernel": ..., "response": ...}. Memory is checked first (``max_memory``
+    bytes, default half the available memory; ``ValueError`` otherwise)."""
     keep = check_keep(keep)
     N = positive_int(width, "width")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
@@ -76,12 +83,14 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     r2sw2 = arch.rho ** 2 * arch.sigma_w2
     last = keep == "last"
     n, ix = layer_slots(L, keep)
+    check_memory(3 * n + 4, P, max_memory, what="response", keep=keep)
     Ks = np.empty((n, P, P))
     eta = np.empty((n, P, P))
     chi = np.empty((n, P, P))
     Ks[0] = K0m
     eta[0] = chi[0] = N / arch.d_in
     exploded = -1
+    chi_bad = -1
     fused = str(getattr(act, "name", "")) == "erf"
     W = np.empty((P, P)) if fused else None                   # scratch reused by every fused layer
     with np.errstate(over="ignore", invalid="ignore"):
@@ -90,9 +99,11 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
             Kp = Ks[ip]
             if fused:
                 _erf_step(Kp, chi[ip], eta[ip], Ks[i], eta[i], chi[i], arch, W)
-                if not (_diag.layer_ok(Ks[i], psd=True) and _diag.layer_ok(chi[i])):
+                if not _diag.layer_ok(Ks[i], psd=True):
                     exploded = l
                     break
+                if chi_bad < 0 and not _diag.layer_ok(chi[i]):
+                    chi_bad = l
                 continue
             E, R = moments(act, Kp)
             np.fill_diagonal(R, diag_price(act, np.diag(Kp)))       # E[φ'² + φφ''] on the diagonal
@@ -107,9 +118,11 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
                 Ks[i] = arch.rho ** 2 * (arch.sigma_w2 * E + arch.sigma_b2)
                 eta[i] = r2sw2 * R * eta[ip]
                 chi[i] = eta[i]
-            if not (_diag.layer_ok(Ks[i], psd=True) and _diag.layer_ok(chi[i])):
+            if not _diag.layer_ok(Ks[i], psd=True):
                 exploded = l
                 break
+            if chi_bad < 0 and not _diag.layer_ok(chi[i]):
+                chi_bad = l
         if exploded >= 0:
             first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
             for a in (Ks, eta, chi):
@@ -122,8 +135,23 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
             np.fill_diagonal(R, diag_price(act, np.diag(KL)))
             K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
             chi_out = arch.sigma_w2_out * R * chi[ix(L)]
-    diag = _diag.finish({"exploded_at": exploded, "warnings": []}, Ks[ix(L)], K_out, on_explode,
-                        what="response recursion")
+            if chi_bad < 0 and not _diag.layer_ok(chi_out):
+                chi_bad = L + 1
+    msgs = []
+    if exploded < 0 and chi_bad >= 0:                 # the response overflowed, the kernel did not
+        lay = (lambda j: j) if not last else (lambda j: (0, L)[j] if j < 2 else L)
+        for j in range(eta.shape[0]):
+            if lay(j) >= chi_bad:
+                eta[j] = np.inf
+                chi[j] = np.inf
+        chi_out = np.full((P, P), np.inf)
+        msgs.append(f"response χ exploded at layer {chi_bad} (|χ| > {_diag.LARGE:g} or non-finite); "
+                    "later η, χ and χ_out are +inf; the NNGP kernel K is unaffected and finite")
+    diag = {"exploded_at": exploded, "chi_exploded_at": chi_bad if exploded < 0 else exploded,
+            "status": {"kernel": "exploded" if exploded >= 0 else "ok",
+                       "response": "exploded" if (exploded >= 0 or chi_bad >= 0) else "ok"},
+            "warnings": msgs}
+    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="response recursion")
     if last:
         return ResponseResult(eta[:2], chi[:2], chi_out, Ks[:2], K_out, N, int(arch.d_in), arch.as_dict(),
                               diag, layers=(0, L))
@@ -209,6 +237,7 @@ def linear_response(X=None, dK0=None, depth=1, activation="erf", sigma_w2=1.0, s
         raise ValueError("dK0 must be symmetric")
     act, L = arch.activation, arch.depth
     r2sw2 = arch.rho ** 2 * arch.sigma_w2
+    check_memory(3 * (L + 1) + 4, P, None, what="linear_response", keep="none")
     Ks = np.empty((L + 1, P, P))
     dKs = np.empty((L + 1, P, P))
     dCs = np.empty((L + 1, P, P))
