@@ -53,7 +53,7 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     seed). ``progress``: None (bar on a terminal, else a line every 10 s), False, True; ``label``
     names the sweep in it. ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
     the seeds. The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
-    ``n_failed``, ``chunk``, ``wall_time_s``.
+    ``n_failed``, ``chunk`` (the largest batch size used), ``wall_time_s``.
     """
     t_start = time.perf_counter()
     if isinstance(fn, str):
@@ -142,10 +142,11 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
                 # the rest in waves of 4 tasks per worker, the chunk re-estimated after each wave
                 # (per-point times change along a grid and with the machine's load)
                 while rest:
-                    chunk_used = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
-                    wave, rest = rest[:chunk_used * 4 * be.n_workers], rest[chunk_used * 4 * be.n_workers:]
+                    size = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
+                    chunk_used = max(chunk_used, size)
+                    wave, rest = rest[:size * 4 * be.n_workers], rest[size * 4 * be.n_workers:]
                     seconds = []
-                    for recs in be.map(fn, _batches(wave, chunk_used, kwargs_of)):
+                    for recs in be.map(fn, _batches(wave, size, kwargs_of)):
                         seconds += [r["seconds"] for r in recs]
                         record(recs)
     finally:
