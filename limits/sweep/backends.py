@@ -127,7 +127,10 @@ class Dask:
         elif isinstance(scheduler, str):
             if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
                 raise ValueError(f"scheduler must be an address like tcp://host:8786, got {scheduler!r}")
-            self.client = Client(scheduler)
+            try:
+                self.client = Client(scheduler, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise ValueError(f"scheduler: cannot connect to {scheduler}: {exc}") from exc
             self._own = [self.client]
         elif isinstance(scheduler, Client):
             self.client = scheduler

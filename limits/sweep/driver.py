@@ -71,6 +71,8 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"name: {fn_name!r} is a lambda or local function; give name='…' so stored points "
                          "of different functions cannot collide")
     grid = as_grid(grid)
+    if reduce_seeds and grid.seeds is None:
+        raise ValueError("reduce_seeds=True needs a grid with seeds=n")
     if version is None:
         from .. import __version__ as version
     points = list(grid.points())
