@@ -173,3 +173,27 @@ def test_resolve_refuses_outside_limits():
     with pytest.raises(ValueError, match="no attribute"):
         S.resolve("limits.kernels.no_such_function")
     assert S.resolve("sweep_points.noisy", allow=["sweep_points"]) is P.noisy
+
+
+def test_progress_lines_when_not_a_terminal(monkeypatch):
+    import io
+
+    from limits.sweep.progress import SweepProgress
+
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    buf = io.StringIO()                                   # not a TTY → periodic lines, no bar
+    p = SweepProgress(10, done=4, desc="sweep f", interval=0.0, stream=buf)
+    assert p.bar is None and p.lines
+    p.update(1)
+    p.update(1, failed=1)
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("sweep f: 5/10 points (4 reused, 0 failed)") and "ETA" in lines[0]
+    assert lines[-1].startswith("sweep f: 6/10 points (4 reused, 1 failed)")
+    quiet = io.StringIO()
+    p = SweepProgress(10, interval=60.0, stream=quiet)        # a short sweep prints nothing
+    p.update(10)
+    p.close()
+    assert quiet.getvalue() == ""
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    assert not SweepProgress(3, stream=buf).lines
