@@ -73,6 +73,7 @@ def test_cli_bands_failures_and_errors(tmp_path, capsys, monkeypatch):
         _dataset_path(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_dmft_example_matches_a_direct_solve(tmp_path):
     from limits.sweep.sweepfile import run_file
 
