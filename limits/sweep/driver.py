@@ -52,7 +52,7 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     (default ``limits.__version__``; pass your own code's version for your functions), parameters,
     seed). ``progress``: None (bar on a terminal, else a line every 10 s), False, True; ``label``
     names the sweep in it. ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
-    the seeds. The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
+    the seeds (saved beside the full dataset as ``<name>_reduced.nc``). The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
     ``n_failed``, ``chunk`` (the largest batch size used), ``wall_time_s``.
     """
     t_start = time.perf_counter()
@@ -167,7 +167,17 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
             st.write_manifest({"function": fn_name, "version": version, "grid": grid.to_dict(),
                                "dataset": str(path), "status": "done", "n_points": grid.n_points,
                                "reused": reused, "n_failed": len(errors)})
-    return _dataset.reduce_seeds(ds) if reduce_seeds else ds
+    if not reduce_seeds:
+        return ds
+    red = _dataset.reduce_seeds(ds)
+    if "path" in ds.attrs:
+        rpath = Path(ds.attrs["path"])
+        rpath = rpath.with_name(rpath.stem + "_reduced.nc")
+        red.attrs.pop("path", None)
+        _dataset.save(red, rpath)
+        red.attrs["path"] = str(rpath)
+        red.attrs["full_path"] = ds.attrs["path"]
+    return red
 
 
 def summary(ds) -> str:

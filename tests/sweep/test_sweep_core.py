@@ -90,8 +90,13 @@ def test_reduce_seeds_mean_se(tmp_path):
     np.testing.assert_allclose(red["trace_se"].values, x.std(-1, ddof=1) / np.sqrt(5), rtol=1e-12)
     assert (red["n_seeds"].values == 5).all() and "seed" not in red.dims
     np.testing.assert_array_equal(red["theory_se"].values, 0.0)
-    red2 = S.run(P.noisy, g, reduce_seeds=True, progress=False)
+    red2 = S.run(P.noisy, g, reduce_seeds=True, progress=False, store=tmp_path)
     np.testing.assert_array_equal(red2["trace_mean"].values, red["trace_mean"].values)
+    assert red2.attrs["path"].endswith("sweep_reduced.nc") and red2.attrs["full_path"].endswith("sweep.nc")
+    np.testing.assert_array_equal(S.load(red2.attrs["path"])["trace_se"].values, red["trace_se"].values)
+    np.testing.assert_array_equal(S.load(tmp_path / "sweep.nc")["trace"].values, x)
+    with pytest.raises(ValueError, match="seeds"):
+        S.run(P.noisy, {"width": [4], "depth": [1], "seed": [0]}, reduce_seeds=True)
     # a point's value does not depend on the rest of the grid (seed by grid index)
     one = S.run(P.noisy, S.Grid(product={"width": [4, 8], "depth": [1, 3]}, seeds=5, root=3), progress=False)
     np.testing.assert_array_equal(one["trace"].values, x)
