@@ -96,7 +96,9 @@ def test_reduce_seeds_mean_se(tmp_path):
     np.testing.assert_array_equal(S.load(red2.attrs["path"])["trace_se"].values, red["trace_se"].values)
     np.testing.assert_array_equal(S.load(tmp_path / "sweep.nc")["trace"].values, x)
     with pytest.raises(ValueError, match="seeds"):
-        S.run(P.noisy, {"width": [4], "depth": [1], "seed": [0]}, reduce_seeds=True)
+        S.run(P.sleepy, {"x": [1.0]}, reduce_seeds=True)
+    with pytest.raises(ValueError, match="not .seed."):
+        S.Grid(product={"seed": [0, 1]})
     # a point's value does not depend on the rest of the grid (seed by grid index)
     one = S.run(P.noisy, S.Grid(product={"width": [4, 8], "depth": [1, 3]}, seeds=5, root=3), progress=False)
     np.testing.assert_array_equal(one["trace"].values, x)
