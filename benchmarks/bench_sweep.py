@@ -52,7 +52,7 @@ def run(quick: bool):
     from distributed import Client, LocalCluster
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
     client = Client(cluster)
     t_dask = time.perf_counter() - t0
     try:

@@ -120,7 +120,7 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
