@@ -120,14 +120,17 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
         elif isinstance(scheduler, str):
             if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
                 raise ValueError(f"scheduler must be an address like tcp://host:8786, got {scheduler!r}")
-            self.client = Client(scheduler)
+            try:
+                self.client = Client(scheduler, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise ValueError(f"scheduler: cannot connect to {scheduler}: {exc}") from exc
             self._own = [self.client]
         elif isinstance(scheduler, Client):
             self.client = scheduler

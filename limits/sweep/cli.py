@@ -33,7 +33,11 @@ def cmd_run(args):
     from .driver import PointFailed, summary
     from .sweepfile import run_file
 
-    chunk = None if args.chunk is None else (args.chunk if args.chunk == "auto" else int(args.chunk))
+    chunk = args.chunk
+    if chunk is not None and chunk != "auto":
+        if not chunk.isdigit() or int(chunk) < 1:
+            raise ValueError(f"--chunk must be 'auto' or a positive integer, got {chunk!r}")
+        chunk = int(chunk)
     try:
         ds = run_file(args.file, allow=args.allow, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
                       store=args.store, chunk=chunk, fail_fast=True if args.fail_fast else None,
@@ -56,7 +60,9 @@ def cmd_run(args):
             print(f"  failed {e['params']}: {e['error']}")
         if len(info["errors"]) > 10:
             print(f"  … {len(info['errors']) - 10} more (see the dataset's `error` attribute)")
-        if a.get("path"):
+        if a.get("full_path"):
+            print(f"dataset: {a['full_path']} (mean ± SE over seeds: {a['path']})")
+        elif a.get("path"):
             print(f"dataset: {a['path']}")
     return 0 if not info["n_failed"] else 3
 

@@ -51,7 +51,8 @@ def build(grid: Grid, arrays: dict, errors: dict, attrs: dict | None = None):
     for name, vals in names.items():
         ndims = {v.ndim for v in vals}
         if len(ndims) != 1:
-            raise ValueError(f"output {name!r} has a different number of dimensions at different points: {sorted(ndims)}")
+            raise ValueError(f"output {name!r} has a different number of dimensions at different points: "
+                             f"{sorted(ndims)}")
         nd = ndims.pop()
         full = tuple(max(v.shape[k] for v in vals) for k in range(nd))
         was_padded = any(v.shape != full for v in vals)

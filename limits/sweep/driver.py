@@ -33,7 +33,7 @@ def _batches(flats, size, kwargs_of):
 
 
 def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chunk="auto", *,
-        fail_fast=False, reduce_seeds=False, out=None, name=None, version=None, allow=(), progress=None,
+        fail_fast=False, reduce_seeds=False, out=None, name=None, version=None, allow=(), progress=None, label=None,
         target_seconds=0.2, retry_failed=True):
     """Run ``fn(**point)`` at every point of ``grid``; return an ``xarray.Dataset`` over the grid.
 
@@ -43,15 +43,17 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     ``backend``: ``"serial"``, ``"loky"`` (joblib process pool, ``n_jobs`` workers) or ``"dask"``
     (``scheduler=None`` → a LocalCluster of ``n_jobs`` workers; ``"tcp://…"`` or a
     ``distributed.Client`` → that cluster). ``chunk``: ``"auto"`` times the first point on each
-    worker and batches the rest into tasks of ≳ ``target_seconds``; an int fixes the batch size.
+    worker and batches the rest into tasks of ≳ ``target_seconds`` (at least 4 per worker), in
+    waves of 4 tasks per worker with the size re-estimated after each; an int fixes the batch size.
     ``store``: directory of finished points (resume: only missing points run; failed ones are
     retried unless ``retry_failed=False``); the dataset is also saved to ``out`` (default
     ``store/sweep.nc``). A failing point is recorded and the sweep goes on (``fail_fast=True``
     raises :class:`PointFailed`). Point keys hash (``name`` or ``module.qualname``, ``version``
     (default ``limits.__version__``; pass your own code's version for your functions), parameters,
-    seed). ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
-    the seeds. The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
-    ``n_failed``, ``chunk``, ``wall_time_s``.
+    seed). ``progress``: None (bar on a terminal, else a line every 10 s), False, True; ``label``
+    names the sweep in it. ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
+    the seeds (saved beside the full dataset as ``<name>_reduced.nc``). The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
+    ``n_failed``, ``chunk`` (the largest batch size used), ``wall_time_s``.
     """
     t_start = time.perf_counter()
     if isinstance(fn, str):
@@ -69,6 +71,8 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"name: {fn_name!r} is a lambda or local function; give name='…' so stored points "
                          "of different functions cannot collide")
     grid = as_grid(grid)
+    if reduce_seeds and grid.seeds is None:
+        raise ValueError("reduce_seeds=True needs a grid with seeds=n")
     if version is None:
         from .. import __version__ as version
     points = list(grid.points())
@@ -94,8 +98,8 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     todo = [p.flat for p in points if p.flat not in arrays and p.flat not in errors]
     kwargs_of = lambda f: grid.kwargs(points[f])  # noqa: E731
 
-    report = SweepProgress(grid.n_points, done=len(arrays) + len(errors), desc=f"sweep {fn_name.rsplit('.', 1)[-1]}",
-                           enabled=progress)
+    report = SweepProgress(grid.n_points, done=len(arrays) + len(errors),
+                           desc=f"sweep {label or fn_name.rsplit('.', 1)[-1]}", enabled=progress)
     chunk_used = 1
 
     def record(recs):
@@ -137,9 +141,15 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
                         record(recs)
                     if not rest or statistics.median(seconds) >= target_seconds:
                         break
-                if rest:
-                    chunk_used = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
-                    for recs in be.map(fn, _batches(rest, chunk_used, kwargs_of)):
+                # the rest in waves of 4 tasks per worker, the chunk re-estimated after each wave
+                # (per-point times change along a grid and with the machine's load)
+                while rest:
+                    size = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
+                    chunk_used = max(chunk_used, size)
+                    wave, rest = rest[:size * 4 * be.n_workers], rest[size * 4 * be.n_workers:]
+                    seconds = []
+                    for recs in be.map(fn, _batches(wave, size, kwargs_of)):
+                        seconds += [r["seconds"] for r in recs]
                         record(recs)
     finally:
         if be is not None:
@@ -157,7 +167,17 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
             st.write_manifest({"function": fn_name, "version": version, "grid": grid.to_dict(),
                                "dataset": str(path), "status": "done", "n_points": grid.n_points,
                                "reused": reused, "n_failed": len(errors)})
-    return _dataset.reduce_seeds(ds) if reduce_seeds else ds
+    if not reduce_seeds:
+        return ds
+    red = _dataset.reduce_seeds(ds)
+    if "path" in ds.attrs:
+        rpath = Path(ds.attrs["path"])
+        rpath = rpath.with_name(rpath.stem + "_reduced.nc")
+        red.attrs.pop("path", None)
+        _dataset.save(red, rpath)
+        red.attrs["path"] = str(rpath)
+        red.attrs["full_path"] = ds.attrs["path"]
+    return red
 
 
 def summary(ds) -> str:

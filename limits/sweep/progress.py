@@ -1,5 +1,5 @@
 """Sweep progress: a tqdm bar with ETA on a terminal (:func:`limits.progress.progress`), otherwise one
-line on stderr every ``interval`` seconds (and a last one at the end). ``LIMITS_PROGRESS=0`` or
+line on stderr every ``interval`` seconds (and a last one at the end of a sweep that printed one). ``LIMITS_PROGRESS=0`` or
 ``progress=False`` silences both."""
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class SweepProgress:
             enabled = env != "0"
         self.bar = None
         self.lines = False
+        self.printed = False
         if enabled:
             if getattr(self.stream, "isatty", lambda: False)() or env == "1":
                 from ..progress import progress
@@ -43,6 +44,7 @@ class SweepProgress:
             self._line()
 
     def _line(self):
+        self.printed = True
         self.t_last = now = time.perf_counter()
         el = now - self.t0
         new = self.done - self.start_done
@@ -54,5 +56,5 @@ class SweepProgress:
     def close(self):
         if self.bar is not None:
             self.bar.close()
-        elif self.lines:
-            self._line()
+        elif self.lines and (self.printed or time.perf_counter() - self.t0 >= self.interval):
+            self._line()                 # a closing line for logs (short sweeps stay quiet)

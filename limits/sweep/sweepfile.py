@@ -4,7 +4,8 @@
 
     function = "limits.kernels.critical_line"   # dotted name inside limits (or an allowed module)
     allow = []                                  # extra modules the function may come from
-    name = "critical line, tanh"                # optional label
+    name = "critical line, tanh"                # optional label (shown in the progress line)
+    version = "my-code-1.2"                     # optional: enters the point keys (default limits version)
 
     [fixed]                                     # keywords passed to every point
     activation = "tanh"
@@ -48,7 +49,7 @@ import numpy as np
 from .grid import Grid
 from .resolve import resolve
 
-_TOP = {"function", "allow", "name", "fixed", "product", "zip", "seeds", "inputs", "run"}
+_TOP = {"function", "allow", "name", "version", "fixed", "product", "zip", "seeds", "inputs", "run"}
 _RUN = {"backend", "n_jobs", "scheduler", "store", "chunk", "fail_fast", "reduce_seeds", "out", "target_seconds",
         "retry_failed"}
 
@@ -99,6 +100,7 @@ class SweepFile:
     run: dict
     allow: tuple
     name: str | None
+    version: str | None = None
 
 
 def _inputs(spec, base: Path, allow) -> dict:
@@ -172,8 +174,11 @@ def read(path, allow=()) -> SweepFile:
     unknown = set(run) - _RUN
     if unknown:
         raise ValueError(f"[run]: unknown keys {sorted(unknown)} (allowed: {sorted(_RUN)})")
+    version = doc.get("version")
+    if version is not None and not isinstance(version, str):
+        raise ValueError("version must be a string")
     return SweepFile(path=path, function=doc["function"], fn=fn, grid=grid, run=run, allow=allow,
-                     name=doc.get("name"))
+                     name=doc.get("name"), version=version)
 
 
 def run_file(path, allow=(), **overrides):
@@ -183,4 +188,4 @@ def run_file(path, allow=(), **overrides):
     sf = read(path, allow)
     opts = {"backend": "loky", "store": str(Path("sweeps") / sf.path.stem), **sf.run}
     opts.update({k: v for k, v in overrides.items() if v is not None})
-    return run(sf.fn, sf.grid, **opts)
+    return run(sf.fn, sf.grid, version=sf.version, label=sf.name, **opts)

@@ -71,3 +71,16 @@ def test_cli_bands_failures_and_errors(tmp_path, capsys, monkeypatch):
         from limits.sweep.cli import _dataset_path
         (tmp_path / "empty").mkdir()
         _dataset_path(tmp_path / "empty")
+
+
+@pytest.mark.slow
+def test_dmft_example_matches_a_direct_solve(tmp_path):
+    from limits.sweep.sweepfile import run_file
+
+    ds = run_file(DOCS / "dmft_gamma0.toml", backend="serial", store=str(tmp_path / "st"), progress=False)
+    assert ds.attrs["n_failed"] == 0 and ds.sizes["gamma0"] == 6
+    X, y = limits.dmft.toy_task(P=10, D=20, seed=0)
+    g = float(ds["gamma0"].values[2])
+    d = limits.dmft.solve(X, y, depth=2, activation="linear", gamma0=g, T=5.0, dt=0.05)
+    np.testing.assert_array_equal(ds["loss"].sel(gamma0=g).values, d.loss)
+    np.testing.assert_array_equal(ds["f"].sel(gamma0=g).values, d.f)

@@ -90,8 +90,15 @@ def test_reduce_seeds_mean_se(tmp_path):
     np.testing.assert_allclose(red["trace_se"].values, x.std(-1, ddof=1) / np.sqrt(5), rtol=1e-12)
     assert (red["n_seeds"].values == 5).all() and "seed" not in red.dims
     np.testing.assert_array_equal(red["theory_se"].values, 0.0)
-    red2 = S.run(P.noisy, g, reduce_seeds=True, progress=False)
+    red2 = S.run(P.noisy, g, reduce_seeds=True, progress=False, store=tmp_path)
     np.testing.assert_array_equal(red2["trace_mean"].values, red["trace_mean"].values)
+    assert red2.attrs["path"].endswith("sweep_reduced.nc") and red2.attrs["full_path"].endswith("sweep.nc")
+    np.testing.assert_array_equal(S.load(red2.attrs["path"])["trace_se"].values, red["trace_se"].values)
+    np.testing.assert_array_equal(S.load(tmp_path / "sweep.nc")["trace"].values, x)
+    with pytest.raises(ValueError, match="seeds"):
+        S.run(P.sleepy, {"x": [1.0]}, reduce_seeds=True)
+    with pytest.raises(ValueError, match="not .seed."):
+        S.Grid(product={"seed": [0, 1]})
     # a point's value does not depend on the rest of the grid (seed by grid index)
     one = S.run(P.noisy, S.Grid(product={"width": [4, 8], "depth": [1, 3]}, seeds=5, root=3), progress=False)
     np.testing.assert_array_equal(one["trace"].values, x)
@@ -173,3 +180,27 @@ def test_resolve_refuses_outside_limits():
     with pytest.raises(ValueError, match="no attribute"):
         S.resolve("limits.kernels.no_such_function")
     assert S.resolve("sweep_points.noisy", allow=["sweep_points"]) is P.noisy
+
+
+def test_progress_lines_when_not_a_terminal(monkeypatch):
+    import io
+
+    from limits.sweep.progress import SweepProgress
+
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    buf = io.StringIO()                                   # not a TTY → periodic lines, no bar
+    p = SweepProgress(10, done=4, desc="sweep f", interval=0.0, stream=buf)
+    assert p.bar is None and p.lines
+    p.update(1)
+    p.update(1, failed=1)
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("sweep f: 5/10 points (4 reused, 0 failed)") and "ETA" in lines[0]
+    assert lines[-1].startswith("sweep f: 6/10 points (4 reused, 1 failed)")
+    quiet = io.StringIO()
+    p = SweepProgress(10, interval=60.0, stream=quiet)        # a short sweep prints nothing
+    p.update(10)
+    p.close()
+    assert quiet.getvalue() == ""
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    assert not SweepProgress(3, stream=buf).lines
