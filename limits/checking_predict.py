@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 import numpy as np
 
+from .blas import limit_blas
 from .checking import _combine, _seeds, analyse
 
 
@@ -49,6 +50,7 @@ def _bar(n, desc, progress):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
+@limit_blas
 def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
@@ -130,6 +132,7 @@ def _flow_step(result, core, eta, ts):
     raise ValueError("check: the Euler step needed to follow this gradient flow is too small")  # pragma: no cover
 
 
+@limit_blas
 def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
     from .finite import forward, init_streams, init_weights, train
     from .model import as_model

@@ -32,7 +32,8 @@ finite trainer: t counts GD steps (``limits.finite.train(net, X, Y, steps=t, opt
 reduction=...)``) or flow time (``optimizer="flow"``, t = steps·dt); η is the model's ``lr``.
 When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_tᵀ with
 W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
-One eigendecomposition of Θ_XX serves every t.
+One eigendecomposition of Θ_XX serves every t. BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
+threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on shared machines).
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .blas import limit_blas
 from .checks import finite_array, nonnegative_float
 from .results import Result
 
@@ -203,6 +205,7 @@ def _cholesky(K, noise, what):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
+@limit_blas
 def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResult:
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
     and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0). ``Y_train``
@@ -266,6 +269,7 @@ def _gfun(lam, t, eta, flow):
     return eta * val
 
 
+@limit_blas
 def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flow=True, reduction="sum",
                      cov=True) -> GDResult:
     """Infinite-width ensemble (mean and covariance over initialisations) of the outputs of the NTK-
