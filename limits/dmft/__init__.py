@@ -188,7 +188,7 @@ def toy_task(P=20, D=40, rng=None, seed=None):
 
 
 def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, damping, strict,
-                solver, bar, keep_two_time):
+                solver, bar, keep_two_time, mask=None):
     P = Kx.shape[0]
     n = grid.n_t * P
     t0 = time.perf_counter()
@@ -203,7 +203,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                              f"use a larger dt (or gd_step extrapolation)")
         if solver == "picard":
             st, iters, res, conv, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=tol,
-                                             max_iter=max_iter, damping=damping)
+                                             max_iter=max_iter, damping=damping, mask=mask)
             label = "linear-picard"
             if not conv:
                 message = f"Picard iteration stopped at residual {res:.3e} > tol {tol:g}"
@@ -211,13 +211,13 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                     raise DMFTNotConverged(message)
             Phi2, G2, Delta = st.H, st.G, st.Delta
         elif solver == "march-dense":
-            st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar)
+            st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar, mask=mask)
             iters, conv, label, res = 1, True, "linear-march-dense", 0.0
             message = "exact causal block forward substitution (dense rows)"
             Phi2, G2, Delta = st.H, st.G, st.Delta
         else:
             o = march_lowrank(Kx, y, depth, gamma0, grid.dt, grid.n_steps, progress=bar,
-                              keep_two_time=keep_two_time)
+                              keep_two_time=keep_two_time, mask=mask)
             iters, conv, label = 1, True, "linear-march"
             Delta, Heq, Geq = o["Delta"], o["Heq"], o["Geq"]
             Phi2, G2 = o.get("H2"), o.get("G2")
@@ -225,9 +225,9 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                        f"(ranks H: {o['ranks'][0]}, G: {o['ranks'][1]})")
             if n <= 400:
                 # residual: the dense-row march, then one global (triangular-solve) sweep of the map
-                st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, check_step=False)
+                st = march(Kx, y, depth, gamma0, grid.dt, grid.n_steps, check_step=False, mask=mask)
                 _, _, res_p, _, _ = picard(Kx, y, depth, gamma0, grid.dt, grid.n_steps, tol=0.0, max_iter=1,
-                                           init=st)
+                                           init=st, mask=mask)
                 res = max(res_p, float(np.max(np.abs(st.Delta - Delta))))
                 message += "; residual = one Picard sweep + |low-rank − dense march|"
             else:
@@ -239,11 +239,12 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
             raise ValueError(f"dt: grid too fine for the MC solver (~{need / 1e9:.1f} GB); use a larger dt or smaller M")
         st = solve_mc(act, Kx, y, depth, gamma0, grid.dt, grid.n_steps, M=M, rng=rng, tol=tol,
                       max_iter=max_iter, damping=damping, strict=strict, progress=bar,
-                      linear=(name == "linear"))
+                      linear=(name == "linear"), mask=mask)
         Phi2, G2, Delta, f_se = st.Phi, st.G, st.Delta, st.f_se
         iters, res, conv, label = st.iterations, st.residual, st.converged, "mc-alternating"
         message = ("converged" if conv else "NOT converged") + f" after {iters} sweeps, M = {M}"
-        lam = np.linalg.eigvalsh(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1])[-1]
+        tr = np.arange(P) if mask is None else np.flatnonzero(mask)
+        lam = np.linalg.eigvalsh(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1][np.ix_(tr, tr)])[-1]
         if grid.dt * lam >= 2.0:
             raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(T)) = {grid.dt * lam:.3g} >= 2")
     eq = lambda mats: np.stack([np.stack([m[k * P:(k + 1) * P, k * P:(k + 1) * P] for k in range(grid.n_t)])  # noqa: E731
@@ -267,7 +268,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
 def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=None, method="gd",
           richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,
           damping=None, strict=True, solver="auto", progress=False, keep_two_time=False,
-          beta0=None) -> DMFTResult:
+          beta0=None, X_test=None) -> DMFTResult:
     """Solve the DMFT of a depth-L mean-field network trained on (X, y) (dmft.md §2–3).
 
     Time grid: ``T`` (final time) and ``dt``, or ``dt`` and ``steps``. ``method="gd"``: exact
@@ -282,6 +283,13 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     "march" (exact linear), "picard" (global linear iteration), "mc" (force the MC scheme).
     ``beta0``: residual network ``h^{l+1} = h^l + (β0/√(L−1)) W^l φ(h^l)/√N`` (dmft.md §5; Monte
     Carlo with Jacobian responses, :mod:`limits.dmft.residual`; small grids only).
+    ``X_test`` (P_test×D): also predict on these inputs — they are carried through the same DMFT as
+    samples whose error does not drive the dynamics (the gradient sums over training samples only),
+    giving ``f_test`` (n_t×P_test, Monte Carlo error ``f_test_se``), the test–train NTK ``ntk_test``
+    and kernels ``Phi_test``/``G_test`` over time. For a test point this is the exact
+    ``f*(t+dt) = f*(t) + dt Σ_μ K(x*, x_μ; t) Δ_μ(t)`` (GD) resp. ``df*/dt = Σ_μ K(x*, x_μ; t) Δ_μ``
+    (flow) with the evolving test–train NTK; as γ0 → 0 it is the NTK prediction
+    (``limits.predict.gradient_descent`` of the lazy NTK). Not available for residual nets (``beta0``).
     Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
     ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
     """
@@ -289,6 +297,18 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     X, y, Kx, depth, gamma0 = _inputs(X, y, depth, gamma0)
     act, name = _activation(activation)
     grid = make_grid(T, dt, steps)
+    P_train = X.shape[0]
+    yy, mask = y, None
+    if X_test is not None:
+        if beta0 is not None:
+            raise ValueError("X_test: test predictions are not available for the residual solver (beta0)")
+        Xs = finite_array(X_test, "X_test", ndim=2)
+        if Xs.shape[0] < 1 or Xs.shape[1] != X.shape[1]:
+            raise ValueError(f"X_test must be P_test×{X.shape[1]} (the columns of X), got shape {Xs.shape}")
+        Xa = np.vstack([X, Xs])
+        Kx = Xa @ Xa.T / X.shape[1]
+        yy = np.concatenate([y, np.zeros(Xs.shape[0])])
+        mask = np.concatenate([np.ones(P_train), np.zeros(Xs.shape[0])])
     if beta0 is not None:
         return _solve_residual(X, y, Kx, depth, gamma0, positive_float(beta0, "beta0"), act, name, grid, method,
                                M, rng, seed, tol, max_iter, damping, strict, t_start)
@@ -327,8 +347,9 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
         solver_eff = "march" if name == "linear" else "mc"
     else:
         solver_eff = solver
-    args = (act, name, Kx, y, depth, gamma0)
-    kw = dict(M=M, tol=tol, max_iter=max_iter, damping=damping, strict=strict, solver=solver_eff, bar=bar)
+    args = (act, name, Kx, yy, depth, gamma0)
+    kw = dict(M=M, tol=tol, max_iter=max_iter, damping=damping, strict=strict, solver=solver_eff, bar=bar,
+              mask=mask)
     extrap = (method == "flow" and richardson) or gd_step is not None
     if not extrap:
         out = _solve_grid(*args, grid, rng=rng, keep_two_time=keep_two_time, **kw)
@@ -347,7 +368,7 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
             fv = fine[key][sub] if key in ("f", "ntk") else fine[key][:, sub]
             out[key] = fv + w * (fv - coarse[key])
         out["t"] = grid.t
-        out["Delta"] = y[None, :] - out["f"]
+        out["Delta"] = yy[None, :] - out["f"]
         out["f_se"] = np.sqrt(fine["f_se"][sub] ** 2 * (1 + w) ** 2 + coarse["f_se"] ** 2 * w ** 2)
         out["iterations"] = coarse["iterations"] + fine["iterations"]
         out["residual"] = max(coarse["residual"], fine["residual"])
@@ -355,6 +376,11 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
         out["Phi2"] = out["G2"] = None
         target_msg = (f"step extrapolation from dt={h:g}, dt/2 to step {s:g} (error O(dt^2)); "
                       + ("gradient flow" if method == "flow" else "GD"))
+    test = {}
+    if mask is not None:
+        out = _split_test(out, P_train, keep_two_time)
+        test = {k: out.pop(k) for k in ("f_test", "f_test_se", "ntk_test", "Phi_test", "G_test")}
+        test["X_test"] = Xs
     f = out["f"]
     Delta = out["Delta"]
     loss = 0.5 * np.sum(Delta ** 2, axis=1)
@@ -364,7 +390,25 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
         dt=grid.dt, method=method, solver=out["solver"],
         iterations=out["iterations"], residual=out["residual"], converged=out["converged"],
         message=f"{target_msg}; {out['message']}", mc_samples=M if out["solver"] == "mc-alternating" else 0,
-        wall_time_s=time.perf_counter() - t_start, Phi2=out["Phi2"], G2=out["G2"])
+        wall_time_s=time.perf_counter() - t_start, Phi2=out["Phi2"], G2=out["G2"], **test)
+
+
+def _split_test(out, P, keep_two_time):
+    """Split the joint (train + test) solution into the training result and the test predictions."""
+    o = dict(out)
+    o["f_test"], o["f"] = out["f"][:, P:], out["f"][:, :P]
+    o["f_test_se"], o["f_se"] = out["f_se"][:, P:], out["f_se"][:, :P]
+    o["Delta"] = out["Delta"][:, :P]
+    o["ntk_test"], o["ntk"] = out["ntk"][:, P:, :P], out["ntk"][:, :P, :P]
+    o["Phi_test"], o["Phi"] = out["Phi"][:, :, P:, :P], out["Phi"][:, :, :P, :P]
+    o["G_test"], o["G"] = out["G"][:, :, P:, :P], out["G"][:, :, :P, :P]
+    if keep_two_time and out.get("Phi2") is not None:
+        Pa = out["f"].shape[1]
+        n_t = out["f"].shape[0]
+        idx = (np.arange(n_t)[:, None] * Pa + np.arange(P)[None, :]).ravel()
+        o["Phi2"] = out["Phi2"][:, idx][:, :, idx]
+        o["G2"] = out["G2"][:, idx][:, :, idx]
+    return o
 
 
 def _model_entry_points():

@@ -40,6 +40,16 @@ class LinearState:
     f: np.ndarray      # (n_t, P)
 
 
+def _mask(mask, P):
+    """(P,) 0/1 weights of the samples in the gradient (1 = training, 0 = test input) and the training indices."""
+    if mask is None:
+        return np.ones(P), np.arange(P)
+    m = np.asarray(mask, dtype=float)
+    if m.shape != (P,) or not np.all((m == 0) | (m == 1)) or not np.any(m == 1):
+        raise ValueError(f"mask must be a ({P},) array of 0/1 with at least one 1")
+    return m, np.flatnonzero(m)
+
+
 def _tiled(M, n_t):
     return np.kron(np.ones((n_t, n_t)), M)
 
@@ -58,8 +68,11 @@ def ntk_equal_time(Kx, H, G, P, n_t):
     return K
 
 
-def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True):
+def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True, mask=None):
     """Exact causal solve of the deep linear DMFT (block forward substitution in time).
+
+    ``mask`` (P,) of 0/1: samples with 0 are test inputs — their fields and outputs evolve, but their
+    error Δ does not drive the dynamics (the gradient sums over the training samples only).
 
     Returns a :class:`LinearState`. Raises :class:`StepTooLarge` if dt·λ_max(K(t)) ≥ 2 at any
     time (the discrete dynamics then diverge; a smaller dt is needed).
@@ -79,6 +92,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True):
     f = np.zeros((n_t, P))
     Delta = np.zeros((n_t, P))
     eye = np.eye(P)
+    cmask, tr = _mask(mask, P)
     phi_prev = lambda l: H[l - 1] if l > 0 else Kt  # noqa: E731
     g_next = lambda l: G[l + 1] if l + 1 < L else ones  # noqa: E731
     it = range(n_t) if progress is None else progress(range(n_t), total=n_t, desc="dmft march")
@@ -106,7 +120,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True):
             Cout = ar[L - 1][k0:k1, :k0] + g * H[L - 1][k0:k1, :k0] * Dvec[None, :k0]
             f[t] = Cout.sum(axis=1) / gamma0
         Delta[t] = y - f[t]
-        Dvec[k0:k1] = Delta[t]
+        Dvec[k0:k1] = Delta[t] * cmask
         # ---- backward sweep: z (= g) fields, layer L down to 1
         for l in range(L - 1, -1, -1):
             Phi = phi_prev(l)
@@ -127,6 +141,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True):
         if check_step:
             s = slice(k0, k1)
             K = G[0][s, s] * Kx + sum((G[l + 1][s, s] if l + 1 < L else 1.0) * H[l][s, s] for l in range(L))
+            K = K[np.ix_(tr, tr)]
             lam = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
             if not np.isfinite(lam) or dt * lam >= 2.0:
                 raise StepTooLarge(
@@ -136,7 +151,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True):
 
 
 def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1.0,
-           solver="triangular", init=None):
+           solver="triangular", init=None, mask=None):
     """Damped global fixed-point iteration of the deep linear DMFT (dmft.md §2).
 
     Each sweep rebuilds C^l, D^l from the current (A, B, Φ, G, Δ), then
@@ -163,6 +178,7 @@ def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1
         H, G, ar, bu, Delta = ([m.copy() for m in init.H], [m.copy() for m in init.G],
                                [m.copy() for m in init.ar], [m.copy() for m in init.bu], init.Delta.copy())
     strict = np.kron(np.tril(np.ones((n_t, n_t)), -1), np.ones((P, P)))
+    cmask, _ = _mask(mask, P)
 
     def inv_unit_lower(M):
         if solver == "dense":
@@ -173,7 +189,7 @@ def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1
     converged = False
     f = np.zeros((n_t, P))
     for it in range(1, max_iter + 1):
-        Dv = Delta.reshape(-1)
+        Dv = (Delta * cmask[None, :]).reshape(-1)
         Cs = [(g * (H[l - 1] if l else Kt) * Dv[None, :] + (ar[l - 1] if l else 0.0)) * strict for l in range(L)]
         Ds = [(g * (G[l + 1] if l + 1 < L else ones) * Dv[None, :] + (bu[l + 1] if l + 1 < L else 0.0)) * strict
               for l in range(L)]
@@ -268,7 +284,7 @@ class _Factor:
 
 
 def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=None, check_step=True,
-                  keep_two_time=False):
+                  keep_two_time=False, mask=None):
     """Causal march with low-rank source factors (same equations as :func:`march`).
 
     The kernels H^l, G^l of a deep linear net have small numerical rank (≈ 2P here, not n_t·P), so
@@ -318,6 +334,7 @@ def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=No
     Dvec = np.zeros(n)
     f = np.zeros((n_t, P))
     Delta = np.zeros((n_t, P))
+    cmask, tr = _mask(mask, P)
     it = range(n_t) if progress is None else progress(range(n_t), total=n_t, desc="dmft march")
     for t in it:
         k0, k1 = t * P, (t + 1) * P
@@ -378,9 +395,10 @@ def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=No
         kF = Phr[l].shape[1]
         f[t] = (np.sum(Pzu[l][k0:k1] * Phu[l][k0:k1], axis=1) + np.sum(Pzr[l][k0:k1] * Phr[l][k0:k1], axis=1)) / gamma0
         Delta[t] = y - f[t]
-        Dvec[k0:k1] = Delta[t]
+        Dvec[k0:k1] = Delta[t] * cmask
         if check_step:
             K = Geq[0, t] * Kx + sum((Geq[l + 1, t] if l + 1 < L else 1.0) * Heq[l, t] for l in range(L))
+            K = K[np.ix_(tr, tr)]
             lam_max = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
             if not np.isfinite(lam_max) or dt * lam_max >= 2.0:
                 raise StepTooLarge(

@@ -170,8 +170,12 @@ def _responses(act, u, r, C, D, P, n_t, want_A, want_B, chunk=256):
 
 
 def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8, max_iter=200,
-             damping=0.7, rcond=1e-10, strict=True, progress=None, linear=False, responses="jacobian"):
-    """Alternating MC solve of the nonlinear DMFT; see the module docstring."""
+             damping=0.7, rcond=1e-10, strict=True, progress=None, linear=False, responses="jacobian",
+             mask=None):
+    """Alternating MC solve of the nonlinear DMFT; see the module docstring. ``mask`` (P,) 0/1: samples
+    with 0 are test inputs (fields and outputs evolve, their error does not drive the dynamics)."""
+    from .linear import _mask
+
     P = Kx.shape[0]
     L = depth
     n_t = n_steps + 1
@@ -198,8 +202,9 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
     if progress is not None:
         it_range = progress(it_range, total=max_iter, desc="dmft MC sweeps")
     it = 0
+    cmask, _ = _mask(mask, P)
     for it in it_range:
-        Dv = Delta.reshape(-1)
+        Dv = (Delta * cmask[None, :]).reshape(-1)
         newPhi, newG, newar, newbu = [None] * L, [None] * L, [None] * L, [None] * L
         for l in range(L):
             Su = Phi[l - 1] if l else Kt

@@ -44,6 +44,14 @@ class DMFTResult(Result):
     Phi2: np.ndarray | None = None
     G2: np.ndarray | None = None
     inputs: dict | None = None     # {"model": Model dict, "X": P×D} when solved with model= (for limits.check)
+    # test predictions (solve(..., X_test=)): f_test (n_t×P_test) with its MC error, test–train NTK
+    # ntk_test (n_t×P_test×P) and kernels Phi_test/G_test (L×n_t×P_test×P); None without X_test
+    X_test: np.ndarray | None = None
+    f_test: np.ndarray | None = None
+    f_test_se: np.ndarray | None = None
+    ntk_test: np.ndarray | None = None
+    Phi_test: np.ndarray | None = None
+    G_test: np.ndarray | None = None
 
     @property
     def P(self) -> int:

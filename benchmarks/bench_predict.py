@@ -1,0 +1,197 @@
+"""Prediction benchmark: infinite-width NTK gradient-flow ensemble (mean + covariance) at 50 times.
+
+Workload (full size): P_train = 2000, P_test = 500, d = 20, 10-activation MLP (``limits.mlp(d, 9)``:
+read-in, 9 hidden N×N layers, read-out; σ²_w = 1.5 (erf) / 2 (relu), σ²_b = 0.05), MSE with mean
+reduction, flow, 50 log-spaced times; mean (50×500×1) and covariance (50×500×500).
+
+Rows per activation, all measured in the same run (wall and CPU seconds):
+
+* ``limits.predict.gradient_descent`` — cross kernels, one eigendecomposition of Θ_XX for every t,
+  covariance as Σ_NNGP + W_t W_tᵀ with a triangular multiply per t.
+* baseline "plain numpy": the same formulas written straightforwardly — joint (P_train + P_test)²
+  NNGP/NTK by the textbook recursion (closed-form arc-sine / arc-cosine kernels), and per t
+  ``E_t = V e^{−ηΛt} Vᵀ``, ``A_t = Θ_*X solve(Θ_XX, I − E_t)``, Σ_t = K_** + A K Aᵀ − A K_X* − K_*X Aᵀ.
+  Run with the same BLAS thread count as limits (``$LIMITS_BLAS_THREADS``, default 1).
+* neural-tangents ``predict.gradient_descent_mse_ensemble(kernel_fn, ...)(t, x_test, get="ntk",
+  compute_cov=True)`` in float64, cold (including its jit compile) and warm, run in a separate
+  interpreter (``LIMITS_NT_PYTHON``, default /work/venv-nt/bin/python) — skipped cleanly when that
+  interpreter or neural_tangents is unavailable. The maximum relative difference of the means is
+  reported (same conventions: NT's loss is ½Σ(f − y)²/(P·d_out), our ``reduction="mean"``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.special import erf
+
+NT_PYTHON = os.environ.get("LIMITS_NT_PYTHON", "/work/venv-nt/bin/python")
+
+_NT_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+t_wall, t_cpu = time.perf_counter(), time.process_time()
+import jax
+jax.config.update("jax_enable_x64", True)
+import neural_tangents as nt
+from neural_tangents import stax
+d = np.load(sys.argv[1], allow_pickle=False)
+cfg = json.loads(sys.argv[2])
+act = {"erf": stax.Erf, "relu": stax.Relu}[cfg["act"]]
+sw, sb = cfg["sw"], cfg["sb"]
+layers = [stax.Dense(1, W_std=sw, b_std=sb)]
+for _ in range(cfg["depth"]):
+    layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+_, _, kernel_fn = stax.serial(*layers)
+t_import = time.perf_counter() - t_wall
+def run():
+    pred = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], learning_rate=cfg["lr"])
+    out = pred(t=d["t"], x_test=d["Xs"], get="ntk", compute_cov=True)
+    return np.asarray(out.mean), np.asarray(out.covariance)
+w0, c0 = time.perf_counter(), time.process_time()
+mean, cov = run()
+cold = (time.perf_counter() - w0, time.process_time() - c0)
+w0, c0 = time.perf_counter(), time.process_time()
+mean, cov = run()
+warm = (time.perf_counter() - w0, time.process_time() - c0)
+np.save(sys.argv[3], mean)
+print(json.dumps({"cold_wall": cold[0], "cold_cpu": cold[1], "warm_wall": warm[0], "warm_cpu": warm[1],
+                  "import_wall": t_import, "version": nt.__version__, "jax": jax.__version__,
+                  "cov_diag_mean": float(np.mean(np.diagonal(cov, axis1=1, axis2=2)))}))
+"""
+
+
+def _timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - w, time.process_time() - c, out
+
+
+# ---------------------------------------------------------------------------------------------- plain numpy
+def _expect(act, q1, q2, k):
+    """E[φ(u)φ(v)] and E[φ'(u)φ'(v)] for (u, v) ~ N(0, [[q1, k], [k, q2]]) (closed forms)."""
+    if act == "erf":
+        a, b = 1 + 2 * q1, 1 + 2 * q2
+        s = np.sqrt(a * b)
+        E = 2 / np.pi * np.arcsin(np.clip(2 * k / s, -1, 1))
+        G = 4 / np.pi / np.sqrt(a * b - 4 * k * k)
+        return E, G
+    s = np.sqrt(q1 * q2)
+    c = np.clip(k / s, -1, 1)
+    th = np.arccos(c)
+    E = s / (2 * np.pi) * (np.sin(th) + (np.pi - th) * c)
+    G = (np.pi - th) / (2 * np.pi)
+    return E, G
+
+
+def plain_kernels(Z, act, depth, sw2, sb2):
+    """Textbook NNGP/NTK recursion on the joint Gram of Z (NTK parameterisation)."""
+    K = sw2 * Z @ Z.T / Z.shape[1] + sb2
+    T = K.copy()
+    for _ in range(depth + 1):
+        q = np.diag(K).copy()
+        E, G = _expect(act, q[:, None], q[None, :], K)
+        K_new = sw2 * E + sb2
+        T = K_new + sw2 * G * T
+        K = K_new
+    return K, T
+
+
+def plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, eta):
+    P = X.shape[0]
+    K, T = plain_kernels(np.vstack([X, Xs]), act, depth, sw2, sb2)
+    Kxx, Ksx, Kss = K[:P, :P], K[P:, :P], K[P:, P:]
+    Txx, Tsx = T[:P, :P], T[P:, :P]
+    lam, V = np.linalg.eigh(Txx)
+    I = np.eye(P)
+    means, covs = [], []
+    for t in ts:
+        E = V @ (np.exp(-eta * lam * t)[:, None] * V.T)
+        A = Tsx @ np.linalg.solve(Txx, I - E)
+        AK = A @ Ksx.T
+        covs.append(Kss + A @ Kxx @ A.T - AK - AK.T)
+        means.append(A @ Y)
+    return np.array(means), np.array(covs)
+
+
+# ---------------------------------------------------------------------------------------------- NT
+def _nt(X, Y, Xs, ts, act, depth, sw2, sb2, lr):
+    if not Path(NT_PYTHON).exists():
+        return None, f"neural-tangents skipped: no interpreter at {NT_PYTHON} (set LIMITS_NT_PYTHON)"
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.npz"
+        np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
+        out = Path(tmp) / "mean.npy"
+        cfg = json.dumps({"act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
+                          "lr": lr})
+        try:
+            r = subprocess.run([NT_PYTHON, "-c", _NT_SCRIPT, str(data), cfg, str(out)], capture_output=True,
+                               text=True, timeout=3600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"neural-tangents skipped: {exc}"
+        if r.returncode != 0:
+            last = (r.stderr.strip().splitlines() or ["?"])[-1]
+            return None, f"neural-tangents skipped: {last}"
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+        info["mean"] = np.load(out, allow_pickle=False)
+        return info, ""
+
+
+def _case(act, P, Pt, d, depth, n_t, quick):
+    import limits
+
+    sw2 = 1.5 if act == "erf" else 2.0
+    sb2 = 0.05
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((P, d))
+    Xs = rng.standard_normal((Pt, d))
+    Y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d))[:, None]
+    ts = np.logspace(-1, 3, n_t)
+    m = limits.mlp(d, depth, activation=act, sigma_w2=sw2, sigma_b2=sb2, lr=1.0)
+    w, c, g = _timed(lambda: limits.predict.gradient_descent(m, X, Y, Xs, t=ts, reduction="mean"))
+    with limits.blas.blas_threads():          # the same BLAS thread count as limits (fair on a shared box)
+        bw, bc, (bm, bcov) = _timed(lambda: plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, 1.0 / P))
+    scale = np.max(np.abs(g.mean))
+    agree = max(float(np.max(np.abs(bm - g.mean)) / scale),
+                float(np.max(np.abs(bcov - g.cov)) / np.max(np.abs(g.cov))))
+    name = f"{act} MLP depth {depth}, P={P}, P_test={Pt}, {n_t} times, mean+cov"
+    rows = [{"name": f"{name}: limits vs plain numpy", "seconds": w, "cpu_seconds": c, "baseline_seconds": bw,
+             "baseline_cpu_seconds": bc, "ratio": bw / w, "target": ">= 1x",
+             "note": f"CPU {c:.2f} s vs {bc:.2f} s; max relative difference of mean/cov {agree:.1e}"}]
+    info, why = _nt(X, Y, Xs, ts, act, depth, sw2, sb2, 1.0)
+    if info is None:
+        rows.append({"name": f"{name}: limits vs neural-tangents", "seconds": w, "cpu_seconds": c,
+                     "baseline_seconds": None, "ratio": None, "target": ">= 2x (incl. NT compile)", "note": why})
+    else:
+        diff = float(np.max(np.abs(info["mean"].reshape(g.mean.shape) - g.mean)) / scale)
+        rows.append({"name": f"{name}: limits vs neural-tangents (cold, incl. compile)", "seconds": w,
+                     "cpu_seconds": c, "baseline_seconds": info["cold_wall"], "baseline_cpu_seconds": info["cold_cpu"],
+                     "ratio": info["cold_wall"] / w, "target": ">= 2x",
+                     "note": (f"NT {info['version']} / jax {info['jax']} float64; CPU {c:.2f} s vs {info['cold_cpu']:.2f} s; "
+                              f"NT warm (compiled) {info['warm_wall']:.2f} s wall / {info['warm_cpu']:.2f} s CPU; "
+                              f"max relative difference of the means {diff:.1e}")})
+    return rows
+
+
+def run(quick: bool = False):
+    if quick:
+        P, Pt, d, depth, n_t = 400, 100, 20, 9, 50
+    else:
+        P, Pt, d, depth, n_t = 2000, 500, 20, 9, 50
+    rows = []
+    for act in ("erf", "relu"):
+        rows += _case(act, P, Pt, d, depth, n_t, quick)
+    return rows
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    for r in run(quick):
+        print(json.dumps(r, default=str))

@@ -1,0 +1,233 @@
+"""``limits.check`` of the predictions of :mod:`limits.predict` against finite networks of the same Model.
+
+**NNGP posterior** (:class:`limits.predict.PosteriorResult`). A finite network of width N with its
+hidden layers at initialisation and a Bayesian read-out (w_out ~ N(0, σ²_out/N), b_out ~ N(0, σ²_b,out),
+Gaussian likelihood with variance σ²) has the exact posterior
+``m_N = K̂_*X (K̂_XX + σ²I)⁻¹ Y``, ``C_N = K̂_** − K̂_*X (K̂_XX + σ²I)⁻¹ K̂_X*`` with
+K̂ = σ²_out φ(h^L)φ(h^L)ᵀ/N + σ²_b,out its read-out feature kernel (m_N is also the read-out trained to
+convergence on the ridge loss ½‖f − Y‖² + σ²‖w_out‖²/(2σ²_out)). Per init, (m_N, C_N) are compared with
+(mean, cov): one network deviates ∝ N^{-1/2}; the mean over inits has an O(1/N) bias (extrapolated).
+
+**Gradient descent** (:class:`limits.predict.GDResult`). ``inits`` networks ``model.finite(N)`` are trained
+by ``limits.finite.train(..., optimizer="gd", reduction=result.reduction, center=False)`` with learning rate
+η = ``result.learning_rate`` (gradient flow: ``optimizer="flow"`` with an Euler step dt so small that the
+exactly computed Euler-vs-flow gap of the theory is < 1e-3 of the prediction; reported in ``details``).
+Compared per init: the control-variate outputs ``f_N(t, X*) − f_N(0, X*) + A_t f_N(0, X)`` and
+``f_N(t, X) − E_t f_N(0, X)`` (A_t, E_t of the infinite-width solution; the subtracted terms have mean
+0 exactly, so the ensemble mean is unchanged, while one network now deviates from the prediction
+∝ N^{-1/2} instead of O(1)). Their mean is the theory ``mean`` / ``mean_train`` at every t > 0.
+The covariance Σ_t: per init (f_N − μ_t)(f_N − μ_t)ᵀ − u uᵀ + J_t K̂ J_tᵀ on X* (u = f_N(0, X*) − A_t f_N(0, X),
+J_t = [−A_t, I], K̂ the network's read-out feature kernel on [X; X*] at init = E[u uᵀ | features]), whose
+mean is the finite ensemble's covariance and whose per-init deviation is O(N^{-1/2}) as well. The
+blocks are normalised by their RMS and checked together; each block's own statistics (worst z, bias,
+power) are in ``details["blocks"]`` — the covariance block is markedly less precise than the mean.
+"""
+from __future__ import annotations
+
+import time
+import numpy as np
+
+from .blas import limit_blas
+from .checking import _combine, _seeds, analyse
+
+
+def _combine_blocks(parts, widths, m, seed, seconds, alpha, details):
+    """One CheckResult over all observables (``checking._combine``) plus each block's own statistics
+    (worst z, relative bias, power) in ``details["blocks"]`` — the blocks have different precisions."""
+    blocks = {}
+    for name, (th, samples, labels) in parts.items():
+        r = analyse(name, widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, alpha=alpha)
+        blocks[name] = {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias,
+                        "scale_bias_se": r.scale_bias_se, "power": r.power, "rate": r.rate,
+                        "rate_ci": list(r.rate_ci), "passed": r.passed, "reasons": list(r.reasons)}
+    return _combine(parts, widths, m, seed, seconds, alpha, {**details, "blocks": blocks})
+
+
+def _bar(n, desc, progress):
+    from .progress import progress as _progress
+
+    return _progress(total=n, desc=desc, disable=None if progress is None else not progress)
+
+
+# ---------------------------------------------------------------------------------------------- posterior
+@limit_blas
+def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    from .finite import empirical_kernels
+    from .model import as_model
+
+    m = as_model(model if model is not None else result.model)
+    v = m.variances()
+    X, Y, Xs = result.X_train, result.Y_train, result.X_test
+    P, Pt = X.shape[0], Xs.shape[0]
+    Z = np.vstack([X, Xs])
+    iu = np.triu_indices(Pt)
+    s2 = float(result.noise)
+    seeds = _seeds(seed, len(widths))
+    mean_s, cov_s = [], []
+    t0 = time.perf_counter()
+    bar = _bar(len(widths), "check posterior", progress)
+    for k, N in enumerate(widths):
+        ek = empirical_kernels(m.finite(int(N)), Z, inits, seed=seeds[k], keep_samples=True, phi_kernels=True)
+        Kh = v["sigma_w2_out"] * ek.K_phi[:, -1] + v["sigma_b2_out"]             # (S, P+Pt, P+Pt)
+        ms = np.empty((inits, Pt * Y.shape[1]))
+        cs = np.empty((inits, iu[0].size))
+        for s in range(inits):
+            A = Kh[s, :P, :P] + s2 * np.eye(P)
+            try:
+                c = cho_factor(A, lower=True, check_finite=False)
+            except LinAlgError:
+                raise ValueError(f"check: the read-out feature kernel of a width-{N} network is singular on the "
+                                 f"{P} training inputs (N < P with noise = 0?); use larger widths or noise > 0") from None
+            B = cho_solve(c, np.hstack([Y, Kh[s, :P, P:]]), check_finite=False)
+            ms[s] = (Kh[s, P:, :P] @ B[:, :Y.shape[1]]).ravel()
+            C = Kh[s, P:, P:] - Kh[s, P:, :P] @ B[:, Y.shape[1]:]
+            cs[s] = C[iu]
+        mean_s.append(ms)
+        cov_s.append(cs)
+        bar.update(1)
+    bar.close()
+    labels_m = [f"mean[{i},{o}]" for i in range(Pt) for o in range(Y.shape[1])]
+    labels_c = [f"cov[{a},{b}]" for a, b in zip(*iu)]
+    parts = {"posterior mean": (np.asarray(result.mean).ravel(), mean_s, labels_m),
+             "posterior cov": (np.asarray(result.cov)[iu], cov_s, labels_c)}
+    return _combine_blocks(parts, widths, m, seed, time.perf_counter() - t0, alpha,
+                    {"model_text": m.describe(), "noise": s2, "P_train": P, "P_test": Pt,
+                     "observable": "exact Bayesian read-out posterior of each finite network (hidden layers at init)"})
+
+
+# ---------------------------------------------------------------------------------------------- gradient descent
+def _core(result, m):
+    from .predict import _GDCore, _kernels
+
+    P = result.X_train.shape[0]
+    eta = result.learning_rate / P if result.reduction == "mean" else result.learning_rate
+    k = _kernels(m, result.X_train, result.X_test, ntk=True, test_cov=False)
+    return _GDCore(k, eta, bool(result.flow), "check"), eta
+
+
+def _flow_step(result, core, eta, ts):
+    """Largest Euler step dt = base/n (every t a multiple of dt) whose discrete-GD theory differs from the
+    flow theory by < 1e-3 of the prediction; returns dt, steps per t, the gap."""
+    from .predict import _gfun
+
+    pos = np.unique(ts[ts > 0])
+    base = float(pos[0])
+    ratios = ts / base
+    if np.max(np.abs(ratios - np.round(ratios))) > 1e-9:
+        raise ValueError("check: a gradient-flow prediction is checked by Euler training on a common grid; "
+                         f"give times that are integer multiples of the smallest positive time {base:g}")
+    flow_g = core.g(ts)
+    scale = np.max(np.abs(flow_g)) + 1e-300
+    n = max(1, int(np.ceil(eta * core.lam[-1] * base / 0.5)))
+    for _ in range(20):
+        dt = base / n
+        k = np.round(ts / dt)
+        gd = _gfun(core.lam, k, eta * dt, False)
+        gap = float(np.max(np.abs(gd - flow_g)) / scale)
+        if gap < 1e-3:
+            return dt, k.astype(int), gap
+        n *= 2
+    raise ValueError("check: the Euler step needed to follow this gradient flow is too small")  # pragma: no cover
+
+
+@limit_blas
+def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
+    from .finite import forward, init_streams, init_weights, train
+    from .model import as_model
+
+    m = as_model(model if model is not None else result.model)
+    ts = np.asarray(result.t, dtype=float)
+    keep = ts > 0
+    if not np.any(keep):
+        raise ValueError("check: the prediction has no time t > 0 to compare")
+    ts = ts[keep]
+    core, eta = _core(result, m)
+    if result.flow:
+        dt, ks, gap = _flow_step(result, core, eta, ts)
+        opt = {"optimizer": "flow", "dt": dt}
+    else:
+        dt, ks, gap = 1.0, np.round(ts).astype(int), 0.0
+        opt = {"optimizer": "gd"}
+    A = core.A(ts)                                   # (T, Pt, P)
+    E = core.E_train(ts)                             # (T, P, P)
+    X, Y, Xs = result.X_train, result.Y_train, result.X_test
+    steps = int(ks.max())
+    mm = m.with_(lr=float(result.learning_rate))
+    seeds = _seeds(seed, len(widths))
+    P, Pt, d = X.shape[0], Xs.shape[0], Y.shape[1]
+    Z = np.vstack([X, Xs])
+    iu = np.triu_indices(Pt)
+    # [−A_t, I]: the initial-function part u_t = f_0(X*) − A_t f_0(X) of every trained output
+    Jt = np.concatenate([-A, np.broadcast_to(np.eye(Pt), (A.shape[0], Pt, Pt))], axis=2)   # (T, Pt, P+Pt)
+    mu = np.asarray(result.mean)[keep]
+    cv, cs = [[] for _ in widths], [[] for _ in widths]
+    t0 = time.perf_counter()
+    bar = _bar(len(widths), "check gradient descent", progress)
+    for w, N in enumerate(widths):
+        net = mm.finite(int(N))
+        ro = net.layers()["out"]
+        per_init = 4 * 8 * ((max(net.n_blocks, 0) + 2) * N * N + N * (X.shape[1] + 2 * Z.shape[0]))
+        chunk = int(max(1, min(inits, 5e8 // per_init)))
+        streams = init_streams(inits, seed=seeds[w])
+        for a0 in range(0, inits, chunk):
+            wts = init_weights(net, streams=streams[a0:a0 + chunk])
+            S = wts.n_inits
+            feats = forward(net, wts, Z).inp["out"]                               # (S, P+Pt, N)
+            Kh = ro.mult ** 2 * ro.std ** 2 * np.matmul(feats, feats.transpose(0, 2, 1))
+            if ro.bias:
+                Kh = Kh + ro.bias_mult ** 2 * ro.bias_std ** 2
+            tr = train(net, X, Y, steps, weights=wts, reduction=result.reduction, center=False, X_test=Xs,
+                       record_features=False, keep_weights=False, **opt)
+            if not tr.converged:
+                raise ValueError(f"check: finite networks of width {N} diverged during training")
+            f, fs = tr.f[ks], tr.f_test[ks]          # (T, S, P, d), (T, S, Pt, d)
+            f0, fs0 = tr.f[0], tr.f_test[0]          # (S, P, d), (S, Pt, d)
+            u = fs0[None] - np.einsum("tiq,sqd->tsid", A, f0)                        # (T, S, Pt, d)
+            r_test = fs - u
+            r_train = f - np.einsum("tiq,sqd->tsid", E, f0)
+            cv[w].append(np.concatenate([np.moveaxis(r_test, 1, 0).reshape(S, -1),
+                                      np.moveaxis(r_train, 1, 0).reshape(S, -1)], axis=1))
+            dev = fs - mu[:, None]
+            # E[(f − μ)(f − μ)ᵀ] with the control variate u uᵀ − E[u uᵀ | features] removed (mean 0)
+            outer = np.einsum("tsio,tsjo->tsij", dev, dev) - np.einsum("tsio,tsjo->tsij", u, u)
+            cond = np.einsum("tia,sab,tjb->tsij", Jt, Kh, Jt, optimize=True)
+            Ycov = outer / d + cond
+            cs[w].append(np.moveaxis(Ycov[:, :, iu[0], iu[1]], 1, 0).reshape(S, -1))
+        bar.update(1)
+    bar.close()
+    cv = [np.concatenate(c) for c in cv]
+    cs = [np.concatenate(c) for c in cs]
+    secs = time.perf_counter() - t0
+    theory = np.concatenate([mu.ravel(), np.asarray(result.mean_train)[keep].ravel()])
+    labels = ([f"f(t={t:.4g}, x*{i})[{o}]" for t in ts for i in range(Pt) for o in range(d)]
+              + [f"f(t={t:.4g}, x{i})[{o}]" for t in ts for i in range(P) for o in range(d)])
+    if result.cov is not None:
+        cov_th = np.asarray(result.cov)[keep][:, iu[0], iu[1]].ravel()
+        cov_sel = slice(None)
+        cov_labels = [f"cov(t={t:.4g})[{a},{b}]" for t in ts for a, b in zip(*iu)]
+    else:                                            # only the variances were computed (cov=False)
+        diag = iu[0] == iu[1]
+        cov_th = np.asarray(result.var)[keep].ravel()
+        cov_sel = np.tile(diag, ts.size)
+        cov_labels = [f"var(t={t:.4g}, x*{i})" for t in ts for i in range(Pt)]
+    cs = [c[:, cov_sel] for c in cs]
+    det = {"model_text": mm.describe(), "optimizer": opt["optimizer"], "dt": float(dt), "steps": steps,
+           "euler_gap": gap, "reduction": result.reduction, "learning_rate": float(result.learning_rate),
+           "observable": "control-variate outputs and covariances of GD-trained networks (center=False)"}
+    parts = {"gd mean": (theory, cv, labels), "gd cov": (cov_th, cs, cov_labels)}
+    return _combine_blocks(parts, widths, m, seed, secs, alpha, det)
+
+
+def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
+    """Dispatch for :mod:`limits.predict` results (module docstring)."""
+    from .predict import GDResult, PosteriorResult
+
+    if X is not None:
+        raise ValueError("check: a limits.predict result records its inputs; do not pass X=")
+    if isinstance(result, PosteriorResult):
+        return check_posterior(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
+    if isinstance(result, GDResult):
+        return check_gd(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
+    raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover

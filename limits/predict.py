@@ -1,0 +1,399 @@
+"""Predictions of infinite-width networks on the user's own data.
+
+    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise=1e-3)
+    g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100])
+
+**NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, K), K the read-out NNGP
+of ``m``; observations y = f(X) + ε, ε ~ N(0, σ² I) with σ² = ``noise``; independent outputs
+sharing the kernel)::
+
+    mean = K_*X (K_XX + σ²I)⁻¹ Y,   cov = K_** − K_*X (K_XX + σ²I)⁻¹ K_X*
+    log p(Y) = Σ_o [−½ y_oᵀ (K_XX + σ²I)⁻¹ y_o − ½ log det(K_XX + σ²I) − (P/2) log 2π]
+
+(cov is that of the latent f(X_test), without observation noise), all by one Cholesky factor.
+
+**Gradient descent** of the NTK-parameterised network in the kernel regime (Jacot et al. 2018;
+Lee et al. 2019 Eq. 9–16): the network stays linear in its parameters, so on the MSE loss
+ℓ = c Σ_μ ½‖f(x_μ) − y_μ‖² (c = 1 for ``reduction="sum"``, 1/P for "mean") with GD step η on every
+trained parameter θ (the raw w, β of the NTK parameterisation, the ``lr`` of ``limits.finite``)::
+
+    f_{k+1}(x) = f_k(x) − η c Θ(x, X) (f_k(X) − Y)                        (discrete GD, step k)
+    df_t(x)/dt = −η c Θ(x, X) (f_t(X) − Y)                                 (gradient flow, time t)
+
+with Θ the read-out NTK. Writing Θ_XX = V Λ Vᵀ and, per eigenvalue λ,
+``g_t(λ) = (1 − (1 − ηcλ)^k)/λ`` (GD, t = k steps) or ``(1 − e^{−ηcλt})/λ`` (flow; both → ηct as
+λ → 0, the exact limit used for singular directions), the solution from f_0 ~ GP(0, K) is::
+
+    f_t(x*) = f_0(x*) − A_t f_0(X) + A_t Y,      A_t = Θ_*X V diag(g_t(λ)) Vᵀ
+    μ_t = A_t Y,     Σ_t = K_** + A_t K_XX A_tᵀ − A_t K_X* − K_*X A_tᵀ
+
+(on the training inputs A_t reduces to I − e^{−ηcΘt}, resp. I − (I − ηcΘ)^k). In time units of the
+finite trainer: t counts GD steps (``limits.finite.train(net, X, Y, steps=t, optimizer="gd",
+reduction=...)``) or flow time (``optimizer="flow"``, t = steps·dt); η is the model's ``lr``.
+When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_tᵀ with
+W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
+One eigendecomposition of Θ_XX serves every t. BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
+threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on shared machines).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blas import limit_blas
+from .checks import finite_array, nonnegative_float
+from .results import Result
+
+__all__ = ["nngp_posterior", "gradient_descent", "PosteriorResult", "GDResult", "SingularKernelError",
+           "suggest_jitter"]
+
+
+class SingularKernelError(ValueError):
+    """The training kernel (plus noise) is numerically singular; ``suggested_noise`` makes it factorise."""
+
+    def __init__(self, msg, suggested_noise):
+        super().__init__(msg)
+        self.suggested_noise = float(suggested_noise)
+
+
+@dataclass(frozen=True)
+class PosteriorResult(Result):
+    """NNGP posterior (module docstring): ``mean`` (P_test×d_out), ``cov`` (P_test×P_test, shared by the
+    outputs), ``var`` = diag(cov), ``log_marginal_likelihood`` (summed over outputs), ``noise`` σ²,
+    and the model dict and inputs (so ``limits.check`` rebuilds the finite networks)."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+    var: np.ndarray
+    log_marginal_likelihood: float
+    noise: float
+    model: dict
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_test: np.ndarray
+
+
+@dataclass(frozen=True)
+class GDResult(Result):
+    """Infinite-width ensemble of GD-trained networks (module docstring): ``t`` (T,), ``mean``
+    (T×P_test×d_out), ``cov`` (T×P_test×P_test, shared by the outputs), ``var`` (T×P_test),
+    ``mean_train`` (T×P×d_out), ``learning_rate`` η, ``reduction``, ``flow``; model and inputs."""
+
+    t: np.ndarray
+    mean: np.ndarray
+    cov: np.ndarray | None
+    var: np.ndarray
+    mean_train: np.ndarray
+    learning_rate: float
+    reduction: str
+    flow: bool
+    model: dict
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_test: np.ndarray
+
+    def test_loss(self, Y_test) -> np.ndarray:
+        """Expected test loss over the ensemble, E ½Σ‖f − y‖² /P_test = ½(‖μ − Y‖² + d_out tr Σ)/P_test, per t."""
+        Y = _targets(Y_test, self.X_test.shape[0], self.mean.shape[2], "Y_test")
+        r = self.mean - Y[None]
+        return 0.5 * (np.einsum("tpo,tpo->t", r, r) + Y.shape[1] * self.var.sum(1)) / Y.shape[0]
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def _model(model, what, ntk):
+    from .model import as_model
+
+    m = as_model(model)
+    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
+    if ntk and m.param_name != "NTK":
+        from .model import ModelError
+
+        raise ModelError(f"{what} cannot treat this model: gradient descent in the kernel regime needs "
+                         f"parameterisation='NTK' (got {m.param_name!r}; the SP NTK grows ∝ N, and MF/μP "
+                         "networks learn features: use limits.dmft.solve(..., X_test=...))")
+    return m
+
+
+def _X(X, name, d_in):
+    X = finite_array(X, name)
+    if X.ndim == 1 and d_in == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] < 1:
+        raise ValueError(f"{name} must be a P×d_in array with P >= 1, got shape {X.shape}")
+    if X.shape[1] != d_in:
+        raise ValueError(f"{name} has {X.shape[1]} columns but the model has d_in = {d_in}")
+    return X
+
+
+def _targets(Y, P, d_out, name="Y_train"):
+    Y = finite_array(Y, name)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.ndim != 2 or Y.shape[0] != P:
+        raise ValueError(f"{name} must have shape ({P},) or ({P}, d_out) matching the inputs' rows, got {Y.shape}")
+    if Y.shape[1] != d_out:
+        raise ValueError(f"{name} has {Y.shape[1]} output column(s) but the model has d_out = {d_out}")
+    return Y
+
+
+def _kernels(m, X, Xs, ntk, test_cov=True):
+    """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels."""
+    from .kernels.cross import kernel
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        get = ("nngp", "ntk") if ntk else ("nngp",)
+        r = kernel(m, X, None, get)
+        c = kernel(m, Xs, X, get)
+        s = kernel(m, Xs, None, ("nngp",)) if test_cov else None
+    out = {"K": r.nngp, "K_sx": c.nngp, "K_ss": None if s is None else s.nngp,
+           "T": r.ntk if ntk else None, "T_sx": c.ntk if ntk else None}
+    for k, v in out.items():
+        if v is not None and not np.all(np.isfinite(v)):
+            raise ValueError(f"the {'NTK' if k.startswith('T') else 'NNGP'} of this model overflows on these inputs "
+                             "(chaotic/deep regime); use smaller sigma_w2 or depth")
+    return out
+
+
+def suggest_jitter(K, noise=0.0) -> float:
+    """Smallest diagonal noise σ² (from the spectrum, then confirmed by a Cholesky) that makes
+    ``K + σ²I`` factorise with pivots above P·ε·max diag: max(0, −λ_min) + 10 P ε λ_max, raised ×10 until it works."""
+    from scipy.linalg import cho_factor, LinAlgError
+
+    K = 0.5 * (K + K.T)
+    lam = np.linalg.eigvalsh(K)
+    P = K.shape[0]
+    top = max(float(lam[-1]), float(np.max(np.abs(np.diag(K)))), 1e-300)
+    s = max(0.0, -float(lam[0])) + 10.0 * P * np.finfo(float).eps * top
+    s = max(s, float(noise))
+    for _ in range(30):
+        try:
+            c, _ = cho_factor(K + s * np.eye(P), lower=True, check_finite=False)
+            if _pivots_ok(c, K, s):
+                return float(s)
+        except LinAlgError:
+            pass
+        s *= 10.0
+    return float(s)     # pragma: no cover
+
+
+def _pivots_ok(c, K, s):
+    d = np.diag(c) ** 2
+    return bool(np.all(np.isfinite(d)) and d.min() > K.shape[0] * np.finfo(float).eps * (np.max(np.diag(K)) + s))
+
+
+def _cholesky(K, noise, what):
+    """Lower Cholesky factor of K + σ²I; a clear error with the jitter that works when singular."""
+    from scipy.linalg import cho_factor, LinAlgError
+
+    P = K.shape[0]
+    A = K + noise * np.eye(P)
+    try:
+        c, _ = cho_factor(A, lower=True, check_finite=False)
+        if _pivots_ok(c, K, noise):
+            return c
+    except LinAlgError:
+        pass
+    s = suggest_jitter(K, noise)
+    raise SingularKernelError(
+        f"{what}: the training kernel K_XX + noise·I (noise = {noise:g}) is numerically singular (repeated or "
+        f"collinear inputs, or a degenerate kernel); pass noise >= {s:.3g} (the smallest diagonal jitter that "
+        "makes the Cholesky factorisation succeed, estimated from the spectrum)", s)
+
+
+# ---------------------------------------------------------------------------------------------- posterior
+@limit_blas
+def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResult:
+    """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
+    and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0). ``Y_train``
+    (P,) or (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError)
+    with the suggested ``noise`` when the factorisation fails."""
+    from scipy.linalg import cho_solve, solve_triangular
+
+    what = "limits.predict.nngp_posterior"
+    m = _model(model, what, ntk=False)
+    X = _X(X_train, "X_train", m.d_in)
+    Xs = _X(X_test, "X_test", m.d_in)
+    Y = _targets(Y_train, X.shape[0], m.d_out)
+    noise = nonnegative_float(noise, "noise")
+    k = _kernels(m, X, Xs, ntk=False)
+    c = _cholesky(k["K"], noise, what)
+    alpha = cho_solve((c, True), Y, check_finite=False)
+    mean = k["K_sx"] @ alpha
+    V = solve_triangular(c, k["K_sx"].T, lower=True, check_finite=False)
+    cov = k["K_ss"] - V.T @ V
+    cov = 0.5 * (cov + cov.T)
+    P = X.shape[0]
+    lml = float(-0.5 * np.einsum("po,po->", Y, alpha) - Y.shape[1] * np.sum(np.log(np.diag(c)))
+                - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
+    return PosteriorResult(mean, cov, np.diag(cov).copy(), lml, noise, _model_dict(m), X, Y, Xs)
+
+
+def _model_dict(m):
+    return m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name}
+
+
+# ---------------------------------------------------------------------------------------------- gradient descent
+def _times(t, flow):
+    t = finite_array(np.atleast_1d(t), "t")
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"t must be a non-empty 1-d array of times, got shape {t.shape}")
+    if np.any(t < 0):
+        raise ValueError("t must be >= 0")
+    if not flow and np.any(t != np.round(t)):
+        raise ValueError("t: discrete gradient descent (flow=False) needs integer step counts")
+    return t
+
+
+def _gfun(lam, t, eta, flow):
+    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0."""
+    lam = np.asarray(lam, dtype=float)
+    t = np.asarray(t, dtype=float)[:, None]
+    x = eta * lam[None, :]
+    small = np.abs(x) < 1e-300
+    xs = np.where(small, 1.0, x)
+    if flow:
+        # (1 − e^{−x t})/x = −expm1(−x t)/x : accurate for small x t as well
+        val = -np.expm1(-xs * t) / xs
+    else:
+        # 1 − (1 − x)^t = −expm1(t log1p(−x)) for x < 1; direct power otherwise (x in [1, 2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lg = np.log1p(-np.minimum(xs, 1.0 - 1e-300))
+            v1 = -np.expm1(t * lg) / xs
+        v2 = (1.0 - (1.0 - xs) ** t) / xs
+        val = np.where(xs < 1.0, v1, v2)
+    val = np.where(small, t, val)
+    return eta * val
+
+
+@limit_blas
+def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flow=True, reduction="sum",
+                     cov=True) -> GDResult:
+    """Infinite-width ensemble (mean and covariance over initialisations) of the outputs of the NTK-
+    parameterised ``model`` trained on (X_train, Y_train) by gradient flow (``flow=True``, times ``t``)
+    or discrete GD (``flow=False``, ``t`` = integer step counts), equations in the module docstring.
+
+    ``learning_rate`` η defaults to the model's ``lr``; ``reduction`` "sum" (ℓ = ½Σ_μ‖f_μ − y_μ‖²) or
+    "mean" (ℓ/P) — the same conventions as ``limits.finite.train(..., reduction=)``, so that a finite
+    ensemble trained with the same η and step count converges to this. ``cov=False`` skips the
+    P_test×P_test covariance per time (``var`` is still returned). Discrete GD refuses η c λ_max(Θ) ≥ 2
+    (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``.
+    """
+    what = "limits.predict.gradient_descent"
+    m = _model(model, what, ntk=True)
+    X = _X(X_train, "X_train", m.d_in)
+    Xs = _X(X_test, "X_test", m.d_in)
+    Y = _targets(Y_train, X.shape[0], m.d_out)
+    if not isinstance(flow, (bool, np.bool_)):
+        raise ValueError(f"flow must be True or False, got {flow!r}")
+    flow = bool(flow)
+    ts = _times(t, flow)
+    eta = m.lr if learning_rate is None else learning_rate
+    if isinstance(eta, bool):
+        raise ValueError("learning_rate must be a positive number")
+    try:
+        eta = float(eta)
+    except (TypeError, ValueError):
+        raise ValueError(f"learning_rate must be a positive number, got {learning_rate!r}") from None
+    if not (math.isfinite(eta) and eta > 0):
+        raise ValueError(f"learning_rate must be a positive finite number, got {eta}")
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+    P = X.shape[0]
+    eta_eff = eta / P if reduction == "mean" else eta
+    k = _kernels(m, X, Xs, ntk=True, test_cov=True)
+    core = _GDCore(k, eta_eff, flow, what)
+    mean, mean_train = core.means(ts, Y)
+    C, var = core.covariance(ts, want_cov=bool(cov))
+    return GDResult(ts, mean, C, var, mean_train, eta, reduction, flow, _model_dict(m), X, Y, Xs)
+
+
+class _GDCore:
+    """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
+
+    def __init__(self, k, eta, flow, what):
+        T = 0.5 * (k["T"] + k["T"].T)
+        lam, V = np.linalg.eigh(T)
+        top = max(float(lam[-1]), 1e-300)
+        tol = T.shape[0] * np.finfo(float).eps * top
+        if lam[0] < -100 * tol:
+            raise ValueError(f"{what}: the NTK of the training inputs is not positive semi-definite "
+                             f"(smallest eigenvalue {lam[0]:.3g}); the kernel is numerically broken")
+        lam = np.where(np.abs(lam) <= tol, 0.0, lam)      # exact zeros: g → ηt
+        if not flow and eta * lam[-1] >= 2.0:
+            raise ValueError(f"learning_rate: discrete GD diverges, η·λ_max(Θ) = {eta * lam[-1]:.4g} >= 2 "
+                             f"(take learning_rate < {2.0 / lam[-1]:.4g}, or flow=True)")
+        self.lam, self.V, self.eta, self.flow = lam, V, eta, flow
+        self.B = k["T_sx"] @ V                          # Θ_*X V      (P_test × P)
+        self.K, self.K_sx, self.K_ss = k["K"], k["K_sx"], k["K_ss"]
+
+    def g(self, ts):
+        return _gfun(self.lam, ts, self.eta, self.flow)   # (T, P)
+
+    def means(self, ts, Y):
+        G = self.g(ts)
+        c = self.V.T @ Y                                   # (P, d)
+        mean = np.einsum("ip,tp,pd->tid", self.B, G, c, optimize=True)
+        mean_train = np.einsum("ip,tp,pd->tid", self.V, G * self.lam[None, :], c, optimize=True)
+        return mean, mean_train
+
+    def A(self, ts):
+        """(T, P_test, P) A_t = Θ_*X V diag(g_t) Vᵀ (for checks; memory T·P_test·P)."""
+        G = self.g(ts)
+        return np.einsum("ip,tp,qp->tiq", self.B, G, self.V, optimize=True)
+
+    def E_train(self, ts):
+        """(T, P, P) I − Θ V diag(g_t) Vᵀ = e^{−ηΘt} resp. (I − ηΘ)^k on the training inputs."""
+        G = self.g(ts)
+        return np.einsum("ip,tp,qp->tiq", self.V, 1.0 - G * self.lam[None, :], self.V, optimize=True)
+
+    def covariance(self, ts, want_cov=True):
+        from scipy.linalg import LinAlgError, cholesky, solve_triangular
+
+        V = self.V
+        D = V.T @ self.K @ V                               # Vᵀ K_XX V
+        D = 0.5 * (D + D.T)
+        C = V.T @ self.K_sx.T                              # Vᵀ K_X*     (P × P_test)
+        G = self.g(ts)
+        nT, Pt = G.shape[0], self.B.shape[0]
+        try:
+            R = cholesky(D, lower=True, check_finite=False)
+            ok = np.min(np.diag(R)) ** 2 > D.shape[0] * np.finfo(float).eps * np.max(np.diag(D))
+        except LinAlgError:
+            ok = False
+        if ok:
+            # Σ_t = Σ_NNGP + W_t W_tᵀ,  W_t = B diag(g_t) R − Z,  Z = (R⁻¹ C)ᵀ
+            Zt = solve_triangular(R, C, lower=True, check_finite=False)      # (P × P_test) = R⁻¹ C
+            base = self.K_ss - Zt.T @ Zt
+            base = 0.5 * (base + base.T)
+            out = np.empty((nT, Pt, Pt)) if want_cov else None
+            var = np.empty((nT, Pt))
+            from scipy.linalg.blas import dtrmm
+
+            for i in range(nT):
+                M = self.B * G[i][None, :]
+                W = dtrmm(1.0, R, M, side=1, lower=1) - Zt.T                  # M R − Z
+                if want_cov:
+                    S = base + W @ W.T
+                    out[i] = S
+                    var[i] = np.diag(S)
+                else:
+                    var[i] = np.diag(base) + np.einsum("ij,ij->i", W, W)
+            return out, var
+        # K_XX singular: direct form Σ = K_** + M D Mᵀ − M C − (M C)ᵀ
+        out = np.empty((nT, Pt, Pt)) if want_cov else None
+        var = np.empty((nT, Pt))
+        for i in range(nT):
+            M = self.B * G[i][None, :]
+            MD = M @ D
+            MC = M @ C
+            if want_cov:
+                S = self.K_ss + MD @ M.T - MC - MC.T
+                out[i] = 0.5 * (S + S.T)
+                var[i] = np.diag(out[i])
+            else:
+                var[i] = np.diag(self.K_ss) + np.einsum("ij,ij->i", MD, M) - 2 * np.diag(MC)
+        return out, var
