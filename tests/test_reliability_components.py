@@ -317,12 +317,20 @@ def test_dmft_hostile_inputs():
     (lambda: pc.pc_gradients_at(W2, np.ones((4, 2)), np.ones((4, 1)), [np.ones((2, 2))]), r"z\[0\]"),
     (lambda: pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), steps=-1), "steps"),
     (lambda: pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), steps=3, record_every=0), "record_every"),
-    (lambda: pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), optimizer="flow", lr=1e300, steps=3),
-     "gradient evaluations"),
 ])
 def test_pc_seed_forms_and_training_hostile_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_pc_gradient_flow_to_absurd_time_is_refused(monkeypatch):
+    import limits.pc.gradients as G
+
+    monkeypatch.setattr(G, "FLOW_MAX_NFEV", 300)          # the bound, not its default size, is under test
+    with pytest.raises(ValueError, match="gradient evaluations"):
+        pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), optimizer="flow", lr=1e300, steps=3)
+    ok = pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), optimizer="flow", lr=0.1, steps=3)
+    assert np.all(np.isfinite(ok.mse))
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -172,7 +172,7 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
                     np.array(rec["s"]), np.array(rec["cos"]), np.array(rec["cos_total"]), W, True)
 
 
-FLOW_MAX_NFEV = 200_000
+FLOW_MAX_NFEV = 20_000
 
 
 class _FlowTooLong(Exception):
