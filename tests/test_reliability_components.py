@@ -296,3 +296,50 @@ def test_dmft_hostile_inputs():
         dmft.lazy_ntk(np.zeros((0, 4)), 2)
     K = dmft.lazy_ntk(X, 2)
     assert K.shape == (3, 3) and np.all(np.isfinite(K))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: pc.seed003_fixed_point(W2, [1, 1], [1], [0, 1]), "gammas"),
+    (lambda: pc.seed003_fixed_point(W2, [1, 1], [1], [1]), "gammas"),
+    (lambda: pc.seed003_fixed_point(W2, [1, 1], [1], [1, 1], beta=0), "beta"),
+    (lambda: pc.seed003_fixed_point(W2, [np.nan, 1], [1], [1, 1]), "x contains"),
+    (lambda: pc.seed003_fixed_point(W2, [1, 1, 1], [1], [1, 1]), "B columns"),
+    (lambda: pc.s_seed000_eq25(W2, [0.5, 0.5], 0, 1.0), "N must"),
+    (lambda: pc.s_seed000_eq25(W2, [0.5, 0.5], 4, 0.0), "gamma must"),
+    (lambda: pc.s_seed000_eq104(W2, 0), "N must"),
+    (lambda: pc.s_seed000_eq6([np.full((3, 2), np.nan), np.ones((1, 3))]), r"weights\[0\]"),
+    (lambda: pc.S_seed001_eq32(W2, [1]), "multipliers"),
+    (lambda: pc.mp_edges(-1), "ratio"),
+    (lambda: pc.activity_hessian(W2, nudge=-1), "nudge"),
+    (lambda: pc.nonlinear_activity_hessian(W2, [1, 1], [1], "tanh", z=[np.ones(5)]), r"z\[0\]"),
+    (lambda: pc.nonlinear_activity_hessian(W2, [1, 1], [1], "tanh", z=[np.full(3, np.nan)]), r"z\[0\]"),
+    (lambda: pc.pc_gradients_at(W2, np.ones((4, 2)), np.ones((4, 1)), [np.full((4, 3), np.nan)]), r"z\[0\]"),
+    (lambda: pc.pc_gradients_at(W2, np.ones((4, 2)), np.ones((4, 1)), [np.ones((2, 2))]), r"z\[0\]"),
+    (lambda: pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), steps=-1), "steps"),
+    (lambda: pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), steps=3, record_every=0), "record_every"),
+])
+def test_pc_seed_forms_and_training_hostile_inputs(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_pc_gradient_flow_to_absurd_time_is_refused(monkeypatch):
+    import limits.pc.gradients as G
+
+    monkeypatch.setattr(G, "FLOW_MAX_NFEV", 300)          # the bound, not its default size, is under test
+    with pytest.raises(ValueError, match="gradient evaluations"):
+        pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), optimizer="flow", lr=1e300, steps=3)
+    ok = pc.train(W2, np.ones((4, 2)), np.ones((4, 1)), optimizer="flow", lr=0.1, steps=3)
+    assert np.all(np.isfinite(ok.mse))
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["pc", "equilibrium", "--weights", "/nonexistent/W.npz"], "--weights"),
+    (["pc", "equilibrium", "--layer-weights", "a,b"], "--layer-weights"),
+    (["pc", "spectrum", "--width", "4", "--hidden", "2", "--multipliers", "1,2,3"], "--multipliers"),
+])
+def test_pc_cli_bad_options(argv, match, capsys):
+    from limits.cli import main
+
+    assert main(argv) == 2
+    assert match in capsys.readouterr().err

@@ -257,7 +257,7 @@ def s_theta(weights, multipliers=None, skips=None, layer_weights=None) -> float:
 
 def s_seed000_eq6(weights) -> float:
     """Seed 000 Eq. 6 literally: ``s = 1 + Σ_{l=2}^{L} ‖W^{(L:l)}‖²`` with W^{(L:l)} = W_L ⋯ W_l."""
-    W = [np.asarray(w, float) for w in weights]
+    W = list(make_net(weights).W)
     s, P = 1.0, None
     for l in range(len(W), 1, -1):
         P = W[l - 1] if P is None else P @ W[l - 1]
@@ -268,9 +268,14 @@ def s_seed000_eq6(weights) -> float:
 def s_seed000_eq25(weights, a_exponents, N, gamma) -> float:
     """Seed 000 Eq. 25: ``s = 1 + γ^{-2} Σ_{l=2}^{L} N^{-2Σ_{k=l}^{L} a_k} ‖W^{(L:l)}‖²`` (raw weights,
     preactivations h_l = N^{-a_l} W_l h_{l−1}, output f = h_L/γ)."""
-    W = [np.asarray(w, float) for w in weights]
-    a = np.asarray(a_exponents, float)
+    from ..checks import positive_float
+    from .network import _per_layer
+
+    W = list(make_net(weights).W)
     L = len(W)
+    a = _per_layer(a_exponents, L, "a_exponents", 0.0)
+    N = positive_float(N, "N")
+    gamma = positive_float(gamma, "gamma")
     s, P = 1.0, None
     for l in range(L, 1, -1):
         P = W[l - 1] if P is None else P @ W[l - 1]
@@ -283,7 +288,14 @@ def s_seed000_eq104(weights, N, alpha=0.5, gamma0=1.0) -> float:
     l = 2..L−1, f = w_L h_{L−1}/(γ0 N)):
     ``s = 1 + (γ0² N²)^{-1} (‖w_L‖² + Σ_{l=2}^{L−1} ‖p^{(L:l)}‖²)``,
     ``p^{(L:l)} = w_L (I + W_{L−1}/(L^α√N)) ⋯ (I + W_l/(L^α√N))``."""
-    W = [np.asarray(w, float) for w in weights]
+    from ..checks import positive_float
+
+    W = list(make_net(weights).W)
+    N = positive_float(N, "N")
+    gamma0 = positive_float(gamma0, "gamma0")
+    alpha = float(alpha)
+    if not np.isfinite(alpha):
+        raise ValueError(f"alpha must be finite, got {alpha}")
     L = len(W)
     wL = W[-1]
     acc = float(np.sum(wL * wL))
@@ -297,8 +309,8 @@ def s_seed000_eq104(weights, N, alpha=0.5, gamma0=1.0) -> float:
 def S_seed001_eq32(weights, multipliers) -> np.ndarray:
     """Seed 001 Eq. 32 literally (1-skip linear ResNet, τ_l = 1 for l = 2..H):
     ``S = I + a_L² W_L W_Lᵀ + Σ_{l=2}^{H} (a_L W_L Π_{k=l}^{H}(I + a_k W_k)) (⋯)ᵀ``."""
-    W = [np.asarray(w, float) for w in weights]
-    a = np.asarray(multipliers, float)
+    net = make_net(weights, multipliers, "1-skip" if len(list(weights)) > 2 else None)
+    W, a = list(net.W), net.a
     L = len(W)
     H = L - 1
     aW = a[-1] * W[-1]
@@ -328,11 +340,23 @@ def seed003_fixed_point(weights, x, y, gammas, beta=None) -> Seed003FixedPoint:
     """Seed 003 Thm 4.2 (β=None) / Thm B.3 (nudged, damping ``(1 + γ_L/β) I``), implemented
     literally from products ``W_{L:i}``; ``v*_l`` from Eq. 16 with the sum over ``i = 2..l``
     (the printed upper limit ``l−1`` drops the i = l term; see tests)."""
-    W = [np.asarray(w, float) for w in weights]
+    from ..checks import finite_array, positive_float
+    from .network import _per_layer
+
+    W = list(make_net(weights).W)
     L = len(W)
-    g = np.asarray(gammas, float)
-    x = np.asarray(x, float).reshape(W[0].shape[1], -1)
-    y = np.asarray(y, float).reshape(W[-1].shape[0], -1)
+    if gammas is None:
+        raise ValueError(f"gammas (layer weights γ_1..γ_L) must be given, one per layer (L = {L})")
+    g = _per_layer(gammas, L, "gammas", 1.0, positive=True)
+    if beta is not None:
+        beta = positive_float(beta, "beta")
+    x, y = finite_array(x, "x"), finite_array(y, "y")
+    if x.size == 0 or x.size % W[0].shape[1] or y.size % W[-1].shape[0] or \
+            x.size // W[0].shape[1] != y.size // W[-1].shape[0]:
+        raise ValueError(f"x must hold B columns of length d_in = {W[0].shape[1]} and y B columns of length "
+                         f"d_out = {W[-1].shape[0]}; got sizes {x.size} and {y.size}")
+    x = x.reshape(W[0].shape[1], -1)
+    y = y.reshape(W[-1].shape[0], -1)
 
     def prod(hi, lo):  # W_{hi:lo} = W_hi ⋯ W_lo (1-based, identity if hi < lo)
         P = np.eye(W[lo - 2].shape[0]) if hi < lo else W[hi - 1]

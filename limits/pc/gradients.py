@@ -123,6 +123,10 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
         raise ValueError(f"optimizer must be 'gd', 'adam' or 'flow', got {optimizer!r}")
     if not (np.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be > 0, got {lr}")
+    from ..checks import positive_int
+
+    steps = positive_int(steps, "steps", minimum=0)
+    record_every = positive_int(record_every, "record_every")
     net, X, Y = _prep(weights, X, Y, multipliers, skips, layer_weights, None)
     if optimizer == "flow":
         return _train_flow(net, X, Y, objective, lr, steps, multipliers, skips, layer_weights, record_every)
@@ -168,6 +172,13 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
                     np.array(rec["s"]), np.array(rec["cos"]), np.array(rec["cos_total"]), W, True)
 
 
+FLOW_MAX_NFEV = 20_000
+
+
+class _FlowTooLong(Exception):
+    """Internal: the adaptive gradient-flow integration exceeded FLOW_MAX_NFEV evaluations."""
+
+
 def _train_flow(net, X, Y, objective, dt, steps, multipliers, skips, layer_weights, record_every):
     """Gradient flow dW/dt = −∇ (F* or MSE) integrated by adaptive RK45 (rtol 1e-9) to T = steps·dt,
     recorded every ``record_every·dt`` (the GD run with lr = dt is its Euler discretisation)."""
@@ -179,7 +190,12 @@ def _train_flow(net, X, Y, objective, dt, steps, multipliers, skips, layer_weigh
     def unflat(v):
         return [c.reshape(sh) for c, sh in zip(np.split(v, np.cumsum(sizes)[:-1]), shapes)]
 
+    nfev = [0]
+
     def rhs(t, v):
+        nfev[0] += 1
+        if nfev[0] > FLOW_MAX_NFEV:
+            raise _FlowTooLong
         W = unflat(v)
         g = pc_gradients(W, X, Y, multipliers, skips, layer_weights) if objective == "pc" else \
             bp_gradients(W, X, Y, multipliers, skips)
@@ -188,8 +204,12 @@ def _train_flow(net, X, Y, objective, dt, steps, multipliers, skips, layer_weigh
     ts = np.arange(0, steps + 1, record_every) * dt
     if ts[-1] < steps * dt:
         ts = np.append(ts, steps * dt)
-    sol = solve_ivp(rhs, (0.0, steps * dt), np.concatenate([w.ravel() for w in net.W]), t_eval=ts,
-                    rtol=1e-9, atol=1e-12, method="RK45")
+    try:
+        sol = solve_ivp(rhs, (0.0, steps * dt), np.concatenate([w.ravel() for w in net.W]), t_eval=ts,
+                        rtol=1e-9, atol=1e-12, method="RK45")
+    except _FlowTooLong:
+        raise ValueError(f"gradient flow to T = steps·lr = {steps * dt:g} needs more than {FLOW_MAX_NFEV} gradient "
+                         "evaluations (the flow is stiff at this time scale); reduce lr or steps") from None
     if not sol.success:
         raise ValueError(f"gradient-flow integration failed: {sol.message}")
     rec = {"mse": [], "energy": [], "s": [], "cos": [], "cos_total": []}

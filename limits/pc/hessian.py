@@ -81,6 +81,11 @@ class Layout:
 
 
 def layout(net: Net, unsupervised=False, nudge=None, decay=0.0) -> Layout:
+    if nudge is not None:
+        nudge = float(nudge)
+        if not np.isfinite(nudge) or nudge <= 0:
+            raise ValueError(f"nudge (β) must be a finite number > 0, got {nudge}")
+    decay = _nonneg(decay, "decay")
     layers = ([0] if unsupervised else []) + list(range(1, net.L)) + ([net.L] if nudge is not None else [])
     if not layers:
         raise ValueError("the network has no free activities (L = 1, supervised, not nudged)")
@@ -373,9 +378,14 @@ def nonlinear_activity_hessian(weights, x, y, activation, z=None, multipliers=No
         hs = forward(net, X, act.phi if act is not None else None)
         zs = [X] + hs[1:net.L] + [Y]
     else:
-        z = [np.atleast_2d(np.asarray(v, float)) for v in z]
+        from ..checks import finite_array
+
+        z = [np.atleast_2d(finite_array(v, f"z[{i}]")) for i, v in enumerate(z)]
         if len(z) != net.H:
             raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)}")
+        for i, v in enumerate(z, start=1):
+            if v.shape != (1, net.dims[i]):
+                raise ValueError(f"z[{i - 1}] must have length N_{i} = {net.dims[i]}, got shape {v.shape}")
         zs = [X] + z + [Y]
     if act is None:
         return activity_hessian(net.W, net.a, _net_skips(net), net.lam, dense=dense)

@@ -364,10 +364,12 @@ def bp_gradients_nonlinear(weights, X, Y, activation, multipliers=None, skips=No
 def pc_gradients_at(weights, X, Y, z, activation=None, multipliers=None, skips=None, layer_weights=None):
     """``∂F/∂W_l = −(λ_l a_l/B) Σ_i ε_{l,i} φ(z_{l−1,i})ᵀ`` at given activities ``z`` (hidden layers),
     e.g. the last step of iterative inference (seed 000 Fig. 4)."""
+    from .equilibrium import _full_states
+
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, X, Y)
     phi = _phi(activation)
-    zs = [X] + list(z) + [Y]
+    zs = _full_states(net, X, Y, z, None, None)
     mus = predictions(net, zs, phi)
     B = X.shape[0]
     out = []

@@ -195,6 +195,12 @@ def condition_grid(widths, depths, param="sp", skips=None, d_in=None, d_out=1, r
 def mp_edges(ratio=1.0, shift=1.0):
     """Edges of the unit-shifted Marchenko–Pastur law of ``I + WᵀW`` (W_ij ~ N(0, 1/N), aspect
     ``ratio`` = N_in/N_out): ``shift + (1 ± √ratio)²`` → {1, 5} for ratio 1 (seed 001 Eq. 22)."""
+    from ..checks import positive_float
+
+    ratio = positive_float(ratio, "ratio")
+    shift = float(shift)
+    if not np.isfinite(shift):
+        raise ValueError(f"shift must be finite, got {shift}")
     return shift + (1 - np.sqrt(ratio)) ** 2, shift + (1 + np.sqrt(ratio)) ** 2
 
 
