@@ -575,3 +575,128 @@ register("seed003_fig2", component=COMP, compute=_s003_compute, plot=_s003_plot,
                  "3-layer μP network (output weights std 1/M), against output width M_L and hidden width M, "
                  "for γ̄_L ∈ {0, −1} (seed 003 Fig. 2, left).",
          seed_ref="seed 003 Fig. 2")
+
+
+# ============================================================================ seed 001: λ_max(H_z) → 27/4
+def hz_edge_infinite_width(H: int, lo: float = 2.0, hi: float = 2.7, rounds: int = 3, n: int = 48,
+                           iters: int = 20000, tol: float = 1e-11) -> float:
+    """N → ∞ upper spectral edge of the activity Hessian H_z of an SP linear MLP with H hidden layers.
+
+    H_z = BᵀB with B the (H+1)×H block lower-bidiagonal map z ↦ (z_l − W_l z_{l−1})_l (identity
+    blocks on the diagonal, −W_{l+1} below, W_ij ~ N(0, 1/N)), so λ_max(H_z) = σ_max(B)². The
+    deterministic equivalent of the Hermitisation [[0, B], [Bᵀ, 0]] (matrix Dyson equation
+    −M⁻¹ = z − A + S[M], block-diagonal M) reduces to scalars per block: row block r sees the
+    self-energy m2_{r−1} and column block r sees m1_{r+1}, and each (row r, column r) pair is coupled
+    by the identity, giving
+
+        m1_r = −(z + m1_{r+1}) / Δ_r,  m2_r = −(z + m2_{r−1}) / Δ_r,
+        Δ_r = (z + m2_{r−1})(z + m1_{r+1}) − 1,  m1_{H+1} = −1/(z + m2_H),  m2_0 = 0.
+
+    For real z above the support the damped fixed-point iteration converges to a real solution;
+    inside it cannot. The edge σ_max is located on a grid of z refined ``rounds`` times and
+    returned squared (accurate to ~1e−5; H = 1 gives 5 = 1 + (1 + 1)², the Marchenko–Pastur edge).
+    For H → ∞ translation invariance makes every m equal, m = −w/(w² − 1) with w = z + m, so
+    z(w) = w³/(w² − 1); the edge is the fold dz/dw = w²(w² − 3)/(w² − 1)² = 0, w² = 3,
+    z = 3√3/2 and λ_max → z² = 27/4 (see ``HZ_EDGE_DEEP``).
+    """
+    H = int(H)
+    if H < 1:
+        raise ValueError(f"H must be ≥ 1, got {H}")
+    for _ in range(rounds):
+        zs = np.linspace(lo, hi, n)
+        z = zs[:, None]
+        m1 = np.tile(-1.0 / z, (1, H + 1))
+        m2 = np.tile(-1.0 / z, (1, H))
+        zero = np.zeros((n, 1))
+        with np.errstate(all="ignore"):
+            for _ in range(iters):
+                s = np.concatenate((zero, m2[:, :-1]), 1)
+                t = m1[:, 1:]
+                det = (z + s) * (z + t) - 1.0
+                n1 = np.concatenate((-(z + t) / det, -1.0 / (z + m2[:, -1:])), 1)
+                n2 = -(z + s) / det
+                d = np.maximum(np.max(np.abs(n1 - m1), 1), np.max(np.abs(n2 - m2), 1))
+                m1 = 0.5 * (n1 + m1)
+                m2 = 0.5 * (n2 + m2)
+        ok = d < tol
+        if not ok[-1]:
+            raise RuntimeError(f"edge of H_z for H={H} above the bracket [{lo}, {hi}]²")
+        i = int(np.argmax(ok))
+        if i == 0:
+            raise RuntimeError(f"edge of H_z for H={H} below the bracket [{lo}, {hi}]²")
+        lo, hi = zs[i - 1], zs[i]
+    return float(hi**2)
+
+
+HZ_EDGE_DEEP = 27.0 / 4.0   # N, H → ∞ edge of H_z (derivation in hz_edge_infinite_width)
+
+
+def _lmax_compute(params, rng):
+    from .. import pc
+
+    Ns, Hs, reps = params["widths"], params["depths"], params["reps"]
+    lam = np.zeros((len(Ns), len(Hs), reps))
+    for i, N in enumerate(Ns):
+        for j, H in enumerate(Hs):
+            for k in range(reps):
+                W, a = pc.init_weights(N, H, "sp", d_in=N, d_out=N, rng=rng)
+                lam[i, j, k] = pc.extreme_eigenvalues(W, a).lambda_max
+    edge = np.array([hz_edge_infinite_width(H) for H in Hs])
+    return {"widths": np.array(Ns), "depths": np.array(Hs), "lambda_max": lam,
+            "mean": lam.mean(-1), "se": lam.std(-1, ddof=1) / np.sqrt(reps), "edge_N_inf": edge,
+            "edge_deep": HZ_EDGE_DEEP, "max_observed": float(lam.max()),
+            "max_observed_at": [int(Ns[np.unravel_index(lam.argmax(), lam.shape)[0]]),
+                                int(Hs[np.unravel_index(lam.argmax(), lam.shape)[1]])],
+            "caption": _lmax_caption(params)}
+
+
+def _lmax_caption(params):
+    return ("Largest eigenvalue of the activity Hessian H_z of SP linear MLPs (d_in = d_out = N) at "
+            f"initialisation, mean ± s.e. over {params['reps']} draws, widths N ∈ {list(params['widths'])}, "
+            f"hidden layers H ∈ {list(params['depths'])} (seed 001 Fig. A.7, λ_max ≤ 7 of §A.2.3). "
+            "Solid black: the N → ∞ edge from the matrix Dyson equation of the Hermitised bidiagonal "
+            "factor B (H_z = BᵀB), which rises from 5 (H = 1) to 27/4: for H → ∞, z(w) = w³/(w² − 1) has its "
+            "fold at w² = 3, σ_max(B) = 3√3/2, λ_max = 27/4 = 6.75. Values above 7 occur only at small N "
+            "(finite-N edge fluctuations); the paper's Weyl argument is invalid (the off-diagonal edge is "
+            "2√2, giving 5 + 2√2 ≈ 7.83), but the bound 7 holds asymptotically.")
+
+
+def _lmax_plot(data, params):
+    from ..style import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(1, 2, figsize=(9.0, 3.5))
+    Ns, Hs = data["widths"], data["depths"]
+    cmap = plt.get_cmap("viridis")
+    for i, N in enumerate(Ns):
+        ax[0].errorbar(Hs, data["mean"][i], yerr=data["se"][i], fmt="o-", ms=3, lw=1,
+                       color=cmap(i / max(1, len(Ns) - 1)), label=f"N = {int(N)}")
+    ax[0].plot(Hs, data["edge_N_inf"], "k-", lw=1.5, label="N = ∞ (Dyson eq.)")
+    for a_ in ax:
+        a_.axhline(data["edge_deep"], color="k", ls="--", lw=1, label="27/4 (N, H → ∞)")
+        a_.axhline(7.0, color="r", ls=":", lw=1, label="paper's bound 7")
+    ax[0].set_xscale("log", base=2)
+    ax[0].set_xticks(Hs, [str(int(h)) for h in Hs])
+    ax[0].minorticks_off()
+    ax[0].set(xlabel="hidden layers H", ylabel="λ_max(H_z)", title="λ_max vs number of hidden layers")
+    ax[0].legend(fontsize=6, loc="lower right")
+    deep = [j for j, H in enumerate(Hs) if H >= 4]
+    for c, j in enumerate(deep):
+        ax[1].errorbar(Ns, data["mean"][:, j], yerr=data["se"][:, j], fmt="o-", ms=3, lw=1,
+                       color=plt.get_cmap("plasma")(c / max(1, len(deep))), label=f"H = {int(Hs[j])}")
+    ax[1].set_xscale("log", base=2)
+    ax[1].set_xticks(Ns, [str(int(n)) for n in Ns])
+    ax[1].minorticks_off()
+    ax[1].set(xlabel="width N", ylabel="λ_max(H_z)", title="λ_max vs width (H ≥ 4)")
+    ax[1].legend(fontsize=6, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+register("seed001_lambda_max", component=COMP, compute=_lmax_compute, plot=_lmax_plot,
+         params=dict(widths=[8, 16, 32, 64, 128, 256], depths=[1, 2, 4, 8, 16, 32, 64], reps=3),
+         quick=dict(widths=[8, 16, 32, 64, 128], depths=[1, 2, 4, 8, 16, 32], reps=2),
+         caption="Largest eigenvalue of the activity Hessian H_z of SP linear MLPs at initialisation against "
+                 "width N and hidden layers H, with the N → ∞ edge (matrix Dyson equation) and its H → ∞ "
+                 "limit 27/4 (seed 001 §A.2.3, Fig. A.7). Sizes: see params; data['caption'] states them.",
+         seed_ref="seed 001 Fig. A.7, §A.2.3")
