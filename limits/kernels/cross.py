@@ -207,10 +207,9 @@ def _symmetric(m, X, get, layers, want_ntk):
         _memory_guard((m.depth + 1) * (2 + want_ntk), X.shape[0], X.shape[0], "limits.kernels.kernel")
     r = _nngp(X, ntk=want_ntk, keep="all" if layers else "last", on_explode="ignore", **kw)
     d = dict(r.diagnostics)
-    nb = int(d.get("exploded_at", -1))
-    ntk_bad = int(d.get("ntk_exploded_at", -1)) if want_ntk else -1
-    diag = {"nngp_exploded_at": nb if "ntk_exploded_at" in d or not want_ntk else nb,
-            "ntk_exploded_at": ntk_bad, "warnings": [], "source": "limits.kernels.nngp"}
+    diag = {"nngp_exploded_at": int(d.get("exploded_at", -1)),
+            "ntk_exploded_at": int(d.get("ntk_exploded_at", -1)) if want_ntk else -1,
+            "warnings": [], "source": "limits.kernels.nngp"}
     _flag(diag, want_ntk)
     return KernelResult(r.K_out if "nngp" in get else None, r.Theta_out if want_ntk else None,
                         r.K if layers else None, r.Theta if layers and want_ntk else None,
