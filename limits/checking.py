@@ -406,6 +406,10 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                                     layer_theory=lt, progress=progress)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+    if type(result).__name__ == "KernelFluctuations":
+        from .checking_fluctuations import check_fluctuations
+
+        return check_fluctuations(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
     if type(result).__name__ == "ResponseResult":
         from .checking_response import check_response
 
@@ -421,6 +425,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     raise ValueError(f"check: no finite-network observable is known for {type(result).__name__}; supported: "
                      "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
                      "ResponseResult (limits.kernels.response with model=), "
+                     "KernelFluctuations (limits.kernels.kernel_fluctuations with model=), "
                      "DMFTResult (limits.dmft.solve with model=)")
 
 

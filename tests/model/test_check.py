@@ -96,3 +96,15 @@ def test_response_prediction_checked_by_finite_differences():
     bad = limits.check(replace(s, eta=1.05 * s.eta, chi=1.05 * s.chi, chi_out=1.05 * s.chi_out),
                        widths=(64, 128, 256), inits=48, seed=0)
     assert not bad.passed
+
+
+def test_fluctuation_prediction_checked_by_across_init_variance():
+    X = np.random.default_rng(5).standard_normal((2, 10))
+    m = limits.resnet(10, 2, activation="erf", sigma_w2=1.2, sigma_b2=0.2)
+    f = limits.kernels.kernel_fluctuations(X, model=m, width=100)
+    c = limits.check(f, widths=(64, 128, 256), inits=1500, seed=0)
+    assert c.passed, c.to_markdown()
+    assert c.rate_expected == 0.0 and 0 < c.power < 0.2
+    bad = limits.check(replace(f, var_C=1.3 * f.var_C, var_gram=1.3 * f.var_gram), widths=(64, 128, 256),
+                       inits=1500, seed=0)
+    assert not bad.passed
