@@ -26,10 +26,12 @@ def test_quick_start_has_exactly_two_commands():
 
 def test_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code = re.findall(r"```python\n(.*?)```", _text(), re.S)[0]
+    api = _text().split("## Python API", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", api, re.S)[0]
     ns = {}
     exec(compile(code, "README.md", "exec"), ns)
     assert ns["r"].K_out.shape == (4, 4)
+    assert ns["ds"].sigma_w2.shape == (2, 2)
 
 
 def _concrete_cli_examples():
