@@ -25,9 +25,12 @@ MF = {"convention": "variance", "input": {"a": 0, "b": 0, "c": 0}, "hidden": {"a
 
 def finite_trajectories(X, y, depth, activation, gamma0, dt, steps, N, n_inits, seed):
     """(steps+1, S, P) outputs of centred mean-field nets with DMFT depth ``depth`` trained by GD."""
-    from ..finite import concretise, train
+    from ..finite import train
+    from ..model import mlp
 
-    net = concretise(MF, N=N, L=depth + 1, d_in=X.shape[1], activation=activation, eta0=dt, gamma0=gamma0)
+    # the DMFT's ``depth`` hidden layers = depth − 1 hidden N×N blocks of a mean-field Model
+    model = mlp(X.shape[1], depth - 1, activation=activation, parameterisation="MF", gamma0=gamma0, lr=dt)
+    net = model.finite(N)
     # chunk the inits so that weights + copies (~6 per N×N matrix) stay below ~1 GB
     per_init = 6 * 8 * (max(depth - 1, 0) * N * N + N * (X.shape[1] + 1))
     chunk = int(max(1, min(n_inits, 1e9 // per_init)))
