@@ -1,18 +1,91 @@
-"""Progress bars for long work (tqdm; silent when not attached to a terminal or when disabled)."""
+"""Progress reports for long work: a tqdm bar on a terminal, otherwise one plain line on stderr every
+``LIMITS_PROGRESS_INTERVAL`` seconds (default 30) with the count, elapsed time and ETA — so logs of
+batch jobs and CI runs show that work is moving. ``LIMITS_PROGRESS=0`` (or ``disable=True``) silences
+both; ``LIMITS_PROGRESS=1`` forces the bar."""
 from __future__ import annotations
 
 import os
 import sys
+import time
+
+
+def _fmt(s):
+    s = max(0.0, float(s))
+    return f"{s:.0f}s" if s < 120 else (f"{s / 60:.1f}min" if s < 7200 else f"{s / 3600:.1f}h")
+
+
+class LineProgress:
+    """tqdm-like object (``update``, ``close``, iteration, context manager) printing a line on ``stream``
+    at most every ``interval`` seconds, and a final line if it printed any."""
+
+    def __init__(self, iterable=None, total=None, desc=None, interval=None, stream=None, initial=0, **_):
+        self.iterable = iterable
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        self.total, self.n, self.desc = total, int(initial), desc or "progress"
+        self.interval = float(os.environ.get("LIMITS_PROGRESS_INTERVAL", 30) if interval is None else interval)
+        self.stream = stream or sys.stderr
+        self.t0 = self.t_last = time.perf_counter()
+        self.printed = False
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def set_postfix(self, *args, **kwargs):
+        return None
+
+    def set_description(self, desc=None, refresh=True):
+        self.desc = desc or self.desc
+
+    def _line(self):
+        self.printed = True
+        self.t_last = now = time.perf_counter()
+        el = now - self.t0
+        if self.total:
+            eta = f", ETA {_fmt(el / self.n * (self.total - self.n))}" if 0 < self.n < self.total else ""
+            msg = f"{self.desc}: {self.n}/{self.total} ({100 * self.n / self.total:.0f}%), {_fmt(el)} elapsed{eta}"
+        else:
+            msg = f"{self.desc}: {self.n} done, {_fmt(el)} elapsed"
+        try:
+            print(msg, file=self.stream, flush=True)
+        except (OSError, ValueError):          # closed or broken stream: stay quiet
+            pass
+
+    def update(self, n=1):
+        self.n += n
+        if time.perf_counter() - self.t_last >= self.interval:
+            self._line()
+
+    def refresh(self):
+        return None
+
+    def close(self):
+        if self.printed:
+            self._line()
+            self.printed = False
 
 
 def progress(iterable=None, total=None, desc=None, disable=None, **kwargs):
-    """``tqdm`` wrapper. Disabled automatically in CI/non-TTY runs or with ``LIMITS_PROGRESS=0``."""
+    """A tqdm bar on a terminal; a periodic :class:`LineProgress` line otherwise. ``disable=True`` or
+    ``LIMITS_PROGRESS=0`` silences it; ``disable=False`` or ``LIMITS_PROGRESS=1`` forces the bar."""
     from tqdm import tqdm          # plain text bar (tqdm.auto needs ipywidgets inside Jupyter)
 
+    env = os.environ.get("LIMITS_PROGRESS")
     if disable is None:
-        env = os.environ.get("LIMITS_PROGRESS")
-        if env is not None:
-            disable = env == "0"
+        if env == "0":
+            disable = True
+        elif env == "1" or sys.stderr.isatty():
+            disable = False
         else:
-            disable = not sys.stderr.isatty()
+            return LineProgress(iterable, total=total, desc=desc, **kwargs)
     return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False, **kwargs)
