@@ -241,6 +241,22 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
 
 
 # ---------------------------------------------------------------------------------------------- observables
+def recorded(result, model, X, how):
+    """(Model, X) for a check: the arguments when given, else what ``result`` recorded when it was computed
+    with ``model=`` (``result.params`` or ``result.inputs``); a clear error naming ``how`` otherwise."""
+    from .model import as_model
+
+    rec = getattr(result, "params", None)
+    if not isinstance(rec, dict):
+        rec = getattr(result, "inputs", None) or {}
+    model = model if model is not None else rec.get("model")
+    X = X if X is not None else rec.get("X")
+    if model is None or X is None:
+        raise ValueError(f"check: this {type(result).__name__} does not record its model and inputs; compute it "
+                         f"with {how} or pass model= and X=")
+    return as_model(model), np.asarray(X, dtype=float)
+
+
 def _seeds(seed, n):
     return [int(s.generate_state(1, dtype=np.uint64)[0] >> 1)
             for s in np.random.SeedSequence(int(seed)).spawn(n)]

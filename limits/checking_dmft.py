@@ -14,23 +14,14 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse
+from .checking import _seeds, analyse, recorded
 
 
 def check_dmft(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
-    from .model import ModelError, as_model
+    from .model import ModelError
     from .progress import progress as _progress
 
-    rec = getattr(result, "inputs", None) or {}
-    if model is None:
-        model = rec.get("model")
-    if X is None:
-        X = rec.get("X")
-    if model is None or X is None:
-        raise ValueError("check: this DMFT result does not record its model and inputs; solve it with "
-                         "limits.dmft.solve(X, y, model=m, ...) or pass model= and X=")
-    m = as_model(model)
-    X = np.asarray(X, dtype=float)
+    m, X = recorded(result, model, X, "limits.dmft.solve(X, y, model=m, ...)")
     if result.method != "gd":
         raise ModelError("check: finite networks are trained by discrete GD; solve the DMFT with method='gd' "
                          "(exact infinite-width GD with step dt) to compare")
@@ -61,7 +52,14 @@ def check_dmft(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, p
 
 
 def _trajectories(m, X, y, steps, N, inits, seed):
-    """(inits, steps·P) centred outputs f(t_k) − f(0), k = 1..steps, of ``m.finite(N)`` trained by GD."""
+    """(inits, steps·P) centred outputs f(t_k) − f(0), k = 1..steps."""
+    f = trained_outputs(m, X, y, steps, N, inits, seed)[1:]          # (steps, inits, P)
+    return np.transpose(f, (1, 0, 2)).reshape(inits, -1)
+
+
+def trained_outputs(m, X, y, steps, N, inits, seed):
+    """(steps+1, inits, P) centred outputs of ``m.finite(N)`` trained by GD on (X, y) with the sum loss
+    ½Σ(f − y)² and the model's learning rate; inits in chunks so weights stay below ~1 GB."""
     from .finite import train
 
     net = m.finite(N)
@@ -72,6 +70,5 @@ def _trajectories(m, X, y, steps, N, inits, seed):
         k = min(chunk, inits - start)
         tr = train(net, X, y, steps, n_inits=k, seed=[seed, c], optimizer="gd", reduction="sum", center=True,
                    record_features=False, keep_weights=False)
-        f = tr.f[1:, :, :, 0]                          # (steps, k, P)
-        out.append(np.transpose(f, (1, 0, 2)).reshape(k, -1))
-    return np.concatenate(out, axis=0)
+        out.append(tr.f[:, :, :, 0])
+    return np.concatenate(out, axis=1)

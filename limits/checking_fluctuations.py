@@ -14,22 +14,14 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse
+from .checking import _seeds, analyse, recorded
 
 
 def check_fluctuations(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
     from .finite import empirical_kernels
-    from .model import as_model
     from .progress import progress as _progress
 
-    params = getattr(result, "params", {}) or {}
-    model = model if model is not None else params.get("model")
-    X = X if X is not None else params.get("X")
-    if model is None or X is None:
-        raise ValueError("check: this fluctuation result does not record its model and inputs; compute it with "
-                         "limits.kernels.kernel_fluctuations(X, model=m, width=N) or pass model= and X=")
-    m = as_model(model)
-    X = np.asarray(X, dtype=float)
+    m, X = recorded(result, model, X, "limits.kernels.kernel_fluctuations(X, model=m, width=N)")
     L, N0 = m.depth, int(result.width)
     v = m.variances()
     r2 = m.branch ** 2

@@ -14,22 +14,14 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse
+from .checking import _seeds, analyse, recorded
 
 
 def check_response(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None, eps=1e-5):
     from .finite.residual_response import fd_response
-    from .model import as_model
     from .progress import progress as _progress
 
-    params = getattr(result, "params", {}) or {}
-    model = model if model is not None else params.get("model")
-    X = X if X is not None else params.get("X")
-    if model is None or X is None:
-        raise ValueError("check: this response result does not record its model and inputs; compute it with "
-                         "limits.kernels.response(X, model=m, width=N) or pass model= and X=")
-    m = as_model(model)
-    X = np.asarray(X, dtype=float)
+    m, X = recorded(result, model, X, "limits.kernels.response(X, model=m, width=N)")
     if X.shape[0] < 2:
         raise ValueError("check of a response needs at least two inputs (the covariance entry (0, 1))")
     if result.layers is not None:

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from .checks import positive_int
+from .checks import positive_int, real_number as _real
 
 DEPTH_SCALINGS = ("none", "sqrt", "linear", "alpha")
 KERNEL_PARAMS = ("NTK", "SP")
@@ -46,22 +46,6 @@ _VAR_FIELDS = ("sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in", "sigma_w2_o
 
 class ModelError(ValueError):
     """A theory or simulator cannot treat this Model (raised with the reason and what to change)."""
-
-
-def _real(x, name, *, positive=False, allow_negative=False):
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a real number, got {x!r}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {x!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    if not allow_negative and v < 0:
-        raise ValueError(f"{name} must be >= 0, got {v}")
-    return v
 
 
 def _param_name(p):

@@ -25,22 +25,12 @@ MF = {"convention": "variance", "input": {"a": 0, "b": 0, "c": 0}, "hidden": {"a
 
 def finite_trajectories(X, y, depth, activation, gamma0, dt, steps, N, n_inits, seed):
     """(steps+1, S, P) outputs of centred mean-field nets with DMFT depth ``depth`` trained by GD."""
-    from ..finite import train
+    from ..checking_dmft import trained_outputs
     from ..model import mlp
 
     # the DMFT's ``depth`` hidden layers = depth − 1 hidden N×N blocks of a mean-field Model
     model = mlp(X.shape[1], depth - 1, activation=activation, parameterisation="MF", gamma0=gamma0, lr=dt)
-    net = model.finite(N)
-    # chunk the inits so that weights + copies (~6 per N×N matrix) stay below ~1 GB
-    per_init = 6 * 8 * (max(depth - 1, 0) * N * N + N * (X.shape[1] + 1))
-    chunk = int(max(1, min(n_inits, 1e9 // per_init)))
-    out = []
-    for c, start in enumerate(range(0, n_inits, chunk)):
-        k = min(chunk, n_inits - start)
-        tr = train(net, X, y, steps, n_inits=k, seed=[seed, c], optimizer="gd", reduction="sum", center=True,
-                   record_features=False, keep_weights=False)
-        out.append(tr.f[:, :, :, 0])
-    return np.concatenate(out, axis=1)
+    return trained_outputs(model, X, y, steps, N, n_inits, seed)
 
 
 def dmft_reference(X, y, depth, activation, gamma0, dt, steps, M, replicas, seed):
