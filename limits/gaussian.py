@@ -310,6 +310,21 @@ def _inner_r(r, X, delta, mu, b):
         return r(mu[:, None] + b * z[None, :]) @ wz
     x, w = _graded(X, 0.5 * delta, b, _FINE, X)
     rx = r(x) * w
+    t = mu / (b * b)
+    T = float(np.max(np.abs(t))) * X if t.size else 0.0
+    if T <= 2.0:
+        # N(x; μ, b²) = e^{−μ²/2b²} e^{−x²/2b²} e^{tx}, t = μ/b²: with |t x| ≤ 2 the exponential is a
+        # 28-term Taylor series (remainder ≤ 2²⁸ e²/28! < 1e-20), so the n_μ × n_x kernel matrix becomes
+        # 28 moments of the x-rule — O(n_μ + n_x) instead of O(n_μ n_x)
+        m = rx * np.exp(-0.5 * (x / b) ** 2)
+        mom = np.empty(28)
+        for k in range(28):
+            mom[k] = m.sum()
+            m = m * x / (k + 1.0)
+        acc = np.full(t.shape, mom[-1])
+        for k in range(26, -1, -1):
+            acc = acc * t + mom[k]
+        return np.exp(-0.5 * (mu / b) ** 2) * acc / (_SQ2PI * b)
     return np.exp(-0.5 * ((x[None, :] - mu[:, None]) / b) ** 2) @ rx / (_SQ2PI * b)
 
 
