@@ -8,7 +8,7 @@
 broadcast against each other; the result has the broadcast shape.
 
 Method. Closed forms when both functions are the same registered activation with a known kernel
-(linear, relu, erf; E[φφ] and E[φ'φ']). Otherwise the Cholesky substitution
+(linear, relu, erf, gelu; E[φφ] and E[φ'φ']). Otherwise the Cholesky substitution
 ``u = √k11 z1``, ``v = (k12/√k11) z1 + √(k22 − k12²/k11) z2`` and a tensor trapezoidal rule in
 ``(z1, z2)`` on [−8.5, 8.5]². For integrands analytic in a strip of half-width δ/s around the real
 axis (δ = the activation's ``strip``, s its largest standard deviation) the trapezoidal error is
@@ -17,9 +17,20 @@ real axis — so the step is chosen as ``h = 2πδ/(33 s)`` (target ~1e-14), cap
 are grouped by the resulting node count, so one large variance does not slow down the others.
 Degenerate covariances (k11 = 0, k22 = 0, |c| = 1) reduce exactly to 1-D integrals.
 
-Accuracy (tests/test_gaussian.py, against mpmath at 30 digits): ≤ 1e-12 for tanh, sigmoid, gelu,
-erf with variances up to 10. Non-smooth user functions converge only algebraically (kinks): use
-the closed forms for relu, or pass a larger ``n``.
+Large variances. The z-space rule needs O(s/δ) nodes per dimension; beyond 305 (s/δ ≳ 3.4, and always
+for the relu kink) registered activations switch to rules in the *natural variable* x = s z, where
+their features sit within a few δ of 0 while the Gaussian factor is nearly flat (:func:`_wide_pair`):
+composite Gauss–Legendre on panels graded geometrically away from 0, and the split φ = p + r into an
+asymptotic part p with closed-form Gaussian integrals (erf(κx) for tanh/sigmoid) and an exponentially
+decaying remainder r. The cost does not grow with s. User callables beyond the trapezoid's largest
+grid raise an :class:`AccuracyWarning` (their features are unknown); ``n=`` forces the old rule.
+
+Accuracy (tests/test_gaussian.py, tests/test_reliability_numerics.py, against mpmath): ≤ 1e-10 relative
+(plus 1e-14·√(E f² E g²) where the value vanishes by symmetry) for every registered activation, both
+kernels, variances 1e-6 … 1e8 and |c| ∈ {0, 0.5, 0.999, 1}, on the scalar and the Gram paths;
+typically ~1e-14. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
+homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
+itself does.
 
 Price's theorem: ∂/∂q E[g(u)] = ½ E[g''(u)]; ∂/∂k12 E[φ(u)φ(v)] = E[φ'(u)φ'(v)]
 (:func:`dq_expect_square` gives ∂/∂q E[φ(u)²] = E[φ'² + φφ''].)
