@@ -438,3 +438,15 @@ def test_response_chi_overflow_keeps_kernel():
         assert np.all(np.isinf(s.chi_out)) and np.all(np.isinf(s.chi[-1]))
         if keep == "all":
             assert np.all(np.isfinite(s.chi[:4])) and np.all(np.isinf(s.chi[4:]))
+
+
+def test_kernel_layer_gram_overflow_is_an_error():
+    from limits.activations import activation
+    from limits.kernels.expectations import gram as kgram, pair_kernel
+
+    K = np.array([[1e300, 0.0], [0.0, 1e300]])
+    with pytest.raises(ValueError, match="overflow"):
+        kgram(activation("gelu"), K)
+    with pytest.raises(ValueError, match="overflow"):
+        pair_kernel(activation("gelu"), 1e300, 0.0, 1e300)
+    assert np.all(np.isfinite(kgram(activation("relu"), K)))

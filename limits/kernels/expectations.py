@@ -23,6 +23,14 @@ def _closed(act, which):
     return f if callable(f) else None
 
 
+def _finite(E, what, act):
+    """Overflow of a Gaussian expectation is an error, never a silent inf/NaN (issue 14)."""
+    if not np.isfinite(E).all():
+        raise ValueError(f"{what} of {_name(act) or 'the activation'} is not representable in float64 "
+                         "(overflow at these variances); rescale the inputs")
+    return E
+
+
 def gram(act, K):
     """P×P matrix E_{N(0,K)}[φ(u_α) φ(u_β)] (closed form on the whole matrix when the activation has
     one — no per-entry overhead — else :func:`limits.gaussian.gram`)."""
@@ -34,7 +42,7 @@ def gram(act, K):
         from .. import gaussian
 
         E = np.asarray(gaussian.gram(act, K), dtype=np.float64)
-    return 0.5 * (E + E.T)
+    return _finite(0.5 * (E + E.T), "E[φφ]", act)
 
 
 def dgram(act, K):
@@ -47,7 +55,7 @@ def dgram(act, K):
         from .. import gaussian
 
         G = np.asarray(gaussian.dgram(act, K), dtype=np.float64)
-    return 0.5 * (G + G.T)
+    return _finite(0.5 * (G + G.T), "E[φ'φ']", act)
 
 
 def moments(act, K, derivative=True, out=None, gout=None, work=None):
@@ -94,7 +102,7 @@ def pair_kernel(act, k11, k12, k22):
     """Elementwise E[φ(u)φ(v)] for arrays of (k11, k12, k22) (closed form when available)."""
     f = _closed(act, "kernel")
     if f is not None:
-        return np.asarray(f(k11, k12, k22), dtype=np.float64)
+        return _finite(np.asarray(f(k11, k12, k22), dtype=np.float64), "E[φφ]", act)
     from .. import gaussian
 
     return np.asarray(gaussian.kernel(act, k11, k12, k22), dtype=np.float64)
@@ -104,7 +112,7 @@ def pair_dkernel(act, k11, k12, k22):
     """Elementwise E[φ'(u)φ'(v)] for arrays of (k11, k12, k22)."""
     f = _closed(act, "dkernel")
     if f is not None:
-        return np.asarray(f(k11, k12, k22), dtype=np.float64)
+        return _finite(np.asarray(f(k11, k12, k22), dtype=np.float64), "E[φ'φ']", act)
     from .. import gaussian
 
     return np.asarray(gaussian.dkernel(act, k11, k12, k22), dtype=np.float64)
