@@ -703,4 +703,7 @@ def dq_expect(f, q):
 def dq_expect_square(act, q):
     """∂/∂q E[φ(u)²] = E[φ'(u)² + φ(u)φ''(u)] (Price's theorem)."""
     a = activation(act)
+    if _is_builtin(a):          # by name: certified at every variance (natural-variable rule)
+        q = np.asarray(q, dtype=np.float64)
+        return expect2(f"{a.name}'", f"{a.name}'", q, q, q) + expect2(a.name, f"{a.name}''", q, q, q)
     return expect(lambda x: a.dphi(x) ** 2 + a.phi(x) * a.d2phi(x), q)
