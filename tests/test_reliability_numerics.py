@@ -450,3 +450,16 @@ def test_kernel_layer_gram_overflow_is_an_error():
     with pytest.raises(ValueError, match="overflow"):
         pair_kernel(activation("gelu"), 1e300, 0.0, 1e300)
     assert np.all(np.isfinite(kgram(activation("relu"), K)))
+
+
+def test_log_scale_ntk_save_load_roundtrip(tmp_path):
+    from limits.kernels import NNGPResult, nngp
+    from limits.results import results_equal
+
+    X = np.random.default_rng(2).standard_normal((2, 10))
+    r = nngp(X, depth=600, activation="erf", sigma_w2=4.0, ntk_scale="log", keep="last")
+    r.save(tmp_path / "r")
+    s = NNGPResult.load(tmp_path / "r")
+    assert results_equal(r, s) and s.Theta_out_log_scale == r.Theta_out_log_scale > 0
+    with pytest.raises(ValueError, match="ntk_scale"):
+        nngp(X, depth=2, ntk_scale="exp")
