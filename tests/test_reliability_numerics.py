@@ -197,9 +197,12 @@ def test_issue_examples():
     assert G.dkernel("tanh", 1e4, 1e4, 1e4) == pytest.approx(ref, rel=1e-10)
 
 
-def test_asymmetric_variances_vs_mpmath():
-    for name, kind, q1, q2, c in (("tanh", 1, 1e6, 1.0, 0.5), ("sigmoid", 0, 1e-2, 1e6, 0.9),
-                                  ("tanh", 0, 1e8, 1e2, -0.7)):
+_ASYM = (("tanh", 1, 1e6, 1.0, 0.5), ("sigmoid", 0, 1e-2, 1e6, 0.9), ("tanh", 0, 1e8, 1e2, -0.7))
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if i else c for i, c in enumerate(_ASYM)])
+def test_asymmetric_variances_vs_mpmath(case):
+    for name, kind, q1, q2, c in (case,):
         ref, scale = reference(name, kind, q1, c, "fp", q2)
         val = _engine(name, kind, q1, c, q2)
         assert _ok(val, ref, scale), (name, kind, q1, q2, c, val, ref)
@@ -349,9 +352,20 @@ def test_ntk_overflow_keep_last_and_default_params():
     from limits.kernels import nngp
 
     X = np.random.default_rng(0).standard_normal((3, 10))
-    with pytest.warns(Warning):
+    with pytest.warns(Warning, match="NTK exploded"):
         a = nngp(X, depth=14000, keep="last")
-    assert a.diagnostics["exploded_at"] == -1 and np.all(np.isfinite(a.K)) and np.all(np.isfinite(a.K_out))
+    assert a.diagnostics["exploded_at"] == -1 and a.diagnostics["ntk_exploded_at"] > 0
+    assert np.all(np.isfinite(a.K)) and np.all(np.isfinite(a.K_out))
+
+
+@pytest.mark.slow
+def test_ntk_default_params_log_scale():
+    from limits.kernels import nngp
+
+    X = np.random.default_rng(0).standard_normal((3, 10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = nngp(X, depth=14000, keep="last")
     b = nngp(X, depth=14000, keep="last", ntk_scale="log")
     np.testing.assert_array_equal(a.K, b.K)
     assert np.all(np.isfinite(b.Theta_out)) and b.Theta_out_log_scale > 0
@@ -438,3 +452,28 @@ def test_response_chi_overflow_keeps_kernel():
         assert np.all(np.isinf(s.chi_out)) and np.all(np.isinf(s.chi[-1]))
         if keep == "all":
             assert np.all(np.isfinite(s.chi[:4])) and np.all(np.isinf(s.chi[4:]))
+
+
+def test_kernel_layer_gram_overflow_is_an_error():
+    from limits.activations import activation
+    from limits.kernels.expectations import gram as kgram, pair_kernel
+
+    K = np.array([[1e300, 0.0], [0.0, 1e300]])
+    with pytest.raises(ValueError, match="overflow"):
+        kgram(activation("gelu"), K)
+    with pytest.raises(ValueError, match="overflow"):
+        pair_kernel(activation("gelu"), 1e300, 0.0, 1e300)
+    assert np.all(np.isfinite(kgram(activation("relu"), K)))
+
+
+def test_log_scale_ntk_save_load_roundtrip(tmp_path):
+    from limits.kernels import NNGPResult, nngp
+    from limits.results import results_equal
+
+    X = np.random.default_rng(2).standard_normal((2, 10))
+    r = nngp(X, depth=600, activation="erf", sigma_w2=4.0, ntk_scale="log", keep="last")
+    r.save(tmp_path / "r")
+    s = NNGPResult.load(tmp_path / "r")
+    assert results_equal(r, s) and s.Theta_out_log_scale == r.Theta_out_log_scale > 0
+    with pytest.raises(ValueError, match="ntk_scale"):
+        nngp(X, depth=2, ntk_scale="exp")

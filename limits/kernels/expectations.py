@@ -23,6 +23,14 @@ def _closed(act, which):
     return f if callable(f) else None
 
 
+def _finite(E, what, act):
+    """Overflow of a Gaussian expectation is an error, never a silent inf/NaN (issue 14)."""
+    if not np.isfinite(E).all():
+        raise ValueError(f"{what} of {_name(act) or 'the activation'} is not representable in float64 "
+                         "(overflow at these variances); rescale the inputs")
+    return E
+
+
 def gram(act, K):
     """P×P matrix E_{N(0,K)}[φ(u_α) φ(u_β)] (closed form on the whole matrix when the activation has
     one — no per-entry overhead — else :func:`limits.gaussian.gram`)."""
@@ -34,7 +42,7 @@ def gram(act, K):
         from .. import gaussian
 
         E = np.asarray(gaussian.gram(act, K), dtype=np.float64)
-    return 0.5 * (E + E.T)
+    return _finite(0.5 * (E + E.T), "E[φφ]", act)
 
 
 def dgram(act, K):
@@ -47,7 +55,7 @@ def dgram(act, K):
         from .. import gaussian
 
         G = np.asarray(gaussian.dgram(act, K), dtype=np.float64)
-    return 0.5 * (G + G.T)
+    return _finite(0.5 * (G + G.T), "E[φ'φ']", act)
 
 
 def moments(act, K, derivative=True, out=None, gout=None, work=None):
@@ -71,6 +79,13 @@ def moments(act, K, derivative=True, out=None, gout=None, work=None):
             G *= 4.0 / np.pi
         E = np.arcsin(s_, out=s_)
         E *= _TWO_OVER_PI
+        # the diagonal (c = 1 exactly) without the cancellation in 1 − s² ≈ 1/k at large variance:
+        # E[erf(u)²] = (2/π) atan2(2k, √(1 + 4k)),  E[erf'(u)²] = (4/π)/√(1 + 4k)
+        dk = np.diag(K)
+        r = np.sqrt(1.0 + 4.0 * dk)
+        E.flat[:: K.shape[0] + 1] = _TWO_OVER_PI * np.arctan2(2.0 * dk, r)
+        if G is not None:
+            G.flat[:: K.shape[0] + 1] = (4.0 / np.pi) / r
         return E, G
     E = gram(act, K)
     G = dgram(act, K) if derivative else None
@@ -87,7 +102,7 @@ def pair_kernel(act, k11, k12, k22):
     """Elementwise E[φ(u)φ(v)] for arrays of (k11, k12, k22) (closed form when available)."""
     f = _closed(act, "kernel")
     if f is not None:
-        return np.asarray(f(k11, k12, k22), dtype=np.float64)
+        return _finite(np.asarray(f(k11, k12, k22), dtype=np.float64), "E[φφ]", act)
     from .. import gaussian
 
     return np.asarray(gaussian.kernel(act, k11, k12, k22), dtype=np.float64)
@@ -97,7 +112,7 @@ def pair_dkernel(act, k11, k12, k22):
     """Elementwise E[φ'(u)φ'(v)] for arrays of (k11, k12, k22)."""
     f = _closed(act, "dkernel")
     if f is not None:
-        return np.asarray(f(k11, k12, k22), dtype=np.float64)
+        return _finite(np.asarray(f(k11, k12, k22), dtype=np.float64), "E[φ'φ']", act)
     from .. import gaussian
 
     return np.asarray(gaussian.dkernel(act, k11, k12, k22), dtype=np.float64)
@@ -115,8 +130,17 @@ def diag_price(act, q):
         return (4.0 / np.pi) / ((1.0 + 2.0 * q) * np.sqrt(1.0 + 4.0 * q))
     from .. import gaussian
 
+    if _builtin(act):        # by name: the engine's certified rules at every variance (limits.gaussian)
+        return (np.asarray(gaussian.expect2(f"{name}'", f"{name}'", q, q, q), dtype=np.float64)
+                + np.asarray(gaussian.expect2(name, f"{name}''", q, q, q), dtype=np.float64))
     phi, dphi, d2phi = act.phi, act.dphi, act.d2phi
     return np.asarray(gaussian.expect(lambda x: dphi(x) ** 2 + phi(x) * d2phi(x), q), dtype=np.float64)
+
+
+def _builtin(act) -> bool:
+    from ..activations import _BUILTIN
+
+    return _BUILTIN.get(getattr(act, "name", None)) is act
 
 
 def cross_price(act, K):
@@ -145,7 +169,8 @@ def cross_price(act, K):
 
     k11 = np.broadcast_to(d[:, None], K.shape)
     k22 = np.broadcast_to(d[None, :], K.shape)
-    return 0.5 * np.asarray(gaussian.expect2(act.d2phi, act.phi, k11, K, k22), dtype=np.float64)
+    f, g = (f"{act.name}''", act.name) if _builtin(act) else (act.d2phi, act.phi)
+    return 0.5 * np.asarray(gaussian.expect2(f, g, k11, K, k22), dtype=np.float64)
 
 
 def dgram_price(act, K):
