@@ -370,11 +370,14 @@ def main(argv=None) -> int:
             return _dispatch(argv)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BrokenPipeError:      # e.g. `limits table | head`
-            try:
-                sys.stderr.close()
-            except Exception:
-                pass
+        except BrokenPipeError:      # e.g. `limits table | head`: stop quietly
+            if program:
+                import os
+
+                try:                 # no second BrokenPipeError when Python flushes stdout at exit
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                except (OSError, ValueError):
+                    pass
             return 0
         except Exception as exc:        # noqa: BLE001 — this is the boundary
             code, msg = _classify(exc)
