@@ -343,3 +343,13 @@ def test_pc_cli_bad_options(argv, match, capsys):
 
     assert main(argv) == 2
     assert match in capsys.readouterr().err
+
+
+def test_params_complex_exponent_and_subs_typo_refused():
+    with pytest.raises(ValueError, match="gamma_bar_L must be real"):
+        named("muP", convention="std", algorithm="pc", gamma_bar_L=1 + 2 * sp.I)
+    p = named("muP", convention="std", algorithm="pc", gamma_bar_L=sp.Symbol("g"))
+    with pytest.raises(ValueError, match="no symbol named 'zz'.*its symbols: g"):
+        p.subs({"zz": 1})
+    q = named("muP", convention="std", algorithm="bp")
+    assert q.subs({}).a == q.a
