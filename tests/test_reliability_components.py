@@ -353,3 +353,13 @@ def test_params_complex_exponent_and_subs_typo_refused():
         p.subs({"zz": 1})
     q = named("muP", convention="std", algorithm="bp")
     assert q.subs({}).a == q.a
+
+
+def test_coordcheck_unavailable_quantities_are_value_errors():
+    from limits.finite.coordcheck import pc_width_check, width_check
+
+    with pytest.raises(ValueError, match="L .*>= 3"):
+        pc_width_check(named("muP", convention="std", algorithm="pc", gamma_bar_L=-0.5), widths=(8, 16, 32),
+                       L=2, seeds=2)
+    with pytest.raises(ValueError, match="not measured"):
+        width_check(named("muP"), widths=(8, 16, 32), seeds=2, quantities=("nonsense",))
