@@ -3,6 +3,8 @@ finite / pc / nfd / params / dmft public API and component CLIs gives a finite, 
 result or a ValueError naming the argument."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -363,3 +365,13 @@ def test_coordcheck_unavailable_quantities_are_value_errors():
                        L=2, seeds=2)
     with pytest.raises(ValueError, match="not measured"):
         width_check(named("muP"), widths=(8, 16, 32), seeds=2, quantities=("nonsense",))
+
+
+def test_finite_cli_train_divergence_prints_diverged_not_nan(capsys):
+    from limits.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # divergence is reported, not warned about
+        assert main(["finite", "train", "--eta0", "100", "--steps", "6", "--width", "32"]) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGED" in out and "diverged" in out and "nan" not in out.lower()

@@ -112,6 +112,9 @@ def cmd_train(args):
              f"{args.optimizer}, {args.inits} inits, {r.seconds:.2f}s" + ("" if r.converged else "  DIVERGED"),
              f"{'step':>6} {'loss mean':>12} {'± SE':>10}"]
     for k, st in enumerate(r.steps):
+        if not np.all(np.isfinite(r.loss[k])):      # after divergence the records are NaN by design
+            lines.append(f"{st:>6} {'diverged':>12} {'':>10}")
+            continue
         m, se = mean_se_or_none(r.loss[k], name="inits")
         lines.append(f"{st:>6} {m:>12.6g} {se_text(se, r.loss.shape[1]):>10}")
     _emit({"steps": r.steps, "loss": r.loss, "dh_rms": r.dh_rms, "rep_names": r.rep_names,
