@@ -375,3 +375,15 @@ def test_finite_cli_train_divergence_prints_diverged_not_nan(capsys):
         assert main(["finite", "train", "--eta0", "100", "--steps", "6", "--width", "32"]) == 1
     out = capsys.readouterr().out
     assert "DIVERGED" in out and "diverged" in out and "nan" not in out.lower()
+
+
+def test_finite_cli_kernels_overflow_is_reported(capsys):
+    from limits.cli import main
+
+    with pytest.warns(RuntimeWarning, match="overflowed"):
+        rc = main(["finite", "kernels", "--mlp", "--activation", "relu", "--sigma-w2", "1e4", "--depth", "100",
+                   "--inits", "4", "--width", "16"])
+    assert rc == 1
+    out = capsys.readouterr().out
+    assert "overflow" in out and "nan" not in out.lower()
+    assert se_text(float("inf"), 3) == "overflow"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._blas import limit_blas
+from ._blas import limit_blas, quiet_overflow
 from ..checks import finite_array, generator, positive_float, positive_int
 from ..results import Result
 from .backward import backward, mse_loss
@@ -103,21 +103,8 @@ def _concat(parts) -> "TrainResult":
                        float(sum(p.seconds for p in parts)), final, all(p.converged for p in parts))
 
 
-def _quiet_overflow(fn):
-    """Divergence is detected explicitly (non-finite loss → ``converged=False``, later records NaN),
-    so numpy's overflow / invalid-value warnings on the way there are silenced."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with np.errstate(over="ignore", invalid="ignore"):
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
 @limit_blas
-@_quiet_overflow
+@quiet_overflow
 def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, optimizer="gd",
           lr_scale=1.0, batch_size=None, dt=None, betas=(0.9, 0.999), eps=1e-8, center=False,
           reduction="mean", decoupled=False, X_test=None, probe=None, record_every=1,
