@@ -34,6 +34,8 @@ def se_text(se, n: int, unit: str = "init", spec: str = ".2g") -> str:
     """Printable standard error: the number, or ``"n/a (1 init)"`` when it is unavailable."""
     if se is None:
         return f"n/a ({n} {unit}{'' if n == 1 else 's'})"
+    if not np.isfinite(se):
+        return "overflow"
     return format(float(se), spec)
 
 

@@ -3,6 +3,8 @@ finite / pc / nfd / params / dmft public API and component CLIs gives a finite, 
 result or a ValueError naming the argument."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -343,3 +345,45 @@ def test_pc_cli_bad_options(argv, match, capsys):
 
     assert main(argv) == 2
     assert match in capsys.readouterr().err
+
+
+def test_params_complex_exponent_and_subs_typo_refused():
+    with pytest.raises(ValueError, match="gamma_bar_L must be real"):
+        named("muP", convention="std", algorithm="pc", gamma_bar_L=1 + 2 * sp.I)
+    p = named("muP", convention="std", algorithm="pc", gamma_bar_L=sp.Symbol("g"))
+    with pytest.raises(ValueError, match="no symbol named 'zz'.*its symbols: g"):
+        p.subs({"zz": 1})
+    q = named("muP", convention="std", algorithm="bp")
+    assert q.subs({}).a == q.a
+
+
+def test_coordcheck_unavailable_quantities_are_value_errors():
+    from limits.finite.coordcheck import pc_width_check, width_check
+
+    with pytest.raises(ValueError, match="L .*>= 3"):
+        pc_width_check(named("muP", convention="std", algorithm="pc", gamma_bar_L=-0.5), widths=(8, 16, 32),
+                       L=2, seeds=2)
+    with pytest.raises(ValueError, match="not measured"):
+        width_check(named("muP"), widths=(8, 16, 32), seeds=2, quantities=("nonsense",))
+
+
+def test_finite_cli_train_divergence_prints_diverged_not_nan(capsys):
+    from limits.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # divergence is reported, not warned about
+        assert main(["finite", "train", "--eta0", "100", "--steps", "6", "--width", "32"]) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGED" in out and "diverged" in out and "nan" not in out.lower()
+
+
+def test_finite_cli_kernels_overflow_is_reported(capsys):
+    from limits.cli import main
+
+    with pytest.warns(RuntimeWarning, match="overflowed"):
+        rc = main(["finite", "kernels", "--mlp", "--activation", "relu", "--sigma-w2", "1e4", "--depth", "100",
+                   "--inits", "4", "--width", "16"])
+    assert rc == 1
+    out = capsys.readouterr().out
+    assert "overflow" in out and "nan" not in out.lower()
+    assert se_text(float("inf"), 3) == "overflow"

@@ -47,18 +47,27 @@ def cmd_kernels(args):
     P = X.shape[0]
     j = 1 if P > 1 else 0
     n = ek.n_inits
-    se = (lambda a, *ix: se_text(None if a is None else a[ix], n))   # noqa: E731
+
+    def se(a, *ix):
+        return se_text(None if a is None else a[ix], n)
+
+    def val(m, *ix):                    # overflowed entries are reported as such, not as nan
+        return f"{m[ix]:>13.6f}" if np.isfinite(m[ix]) else f"{'overflow':>13}"
     lines = [f"{'mlp' if args.mlp else 'resnet'} {args.activation}, N={args.width}, blocks={args.depth}, "
              f"{args.inits} inits, P={P}, method={ek.method}, {ek.seconds:.2f}s",
              f"{'layer':>6} {'K[0,0] mean ± SE':>24} {'K[0,%d] mean ± SE' % j:>24}"]
     for l in range(ek.mean.shape[0]):
-        lines.append(f"{l:>6} {ek.mean[l, 0, 0]:>13.6f} ± {se(ek.se, l, 0, 0):<8} "
-                     f"{ek.mean[l, 0, j]:>13.6f} ± {se(ek.se, l, 0, j):<8}")
-    lines.append(f"{'out':>6} {ek.out_mean[0, 0]:>13.6f} ± {se(ek.out_se, 0, 0):<8} "
-                 f"{ek.out_mean[0, j]:>13.6f} ± {se(ek.out_se, 0, j):<8}")
+        lines.append(f"{l:>6} {val(ek.mean, l, 0, 0)} ± {se(ek.se, l, 0, 0):<8} "
+                     f"{val(ek.mean, l, 0, j)} ± {se(ek.se, l, 0, j):<8}")
+    lines.append(f"{'out':>6} {val(ek.out_mean, 0, 0)} ± {se(ek.out_se, 0, 0):<8} "
+                 f"{val(ek.out_mean, 0, j)} ± {se(ek.out_se, 0, j):<8}")
+    if ek.overflow:
+        lines.append("the activations overflowed float64 (the network explodes at these parameters: reduce "
+                     "--sigma-w2 or --depth)")
     _emit({"mean": ek.mean, "se": ek.se, "out_mean": ek.out_mean, "out_se": ek.out_se, "n_inits": ek.n_inits,
-           "width": ek.width, "method": ek.method, "seconds": ek.seconds, "X": X}, args, "\n".join(lines))
-    return 0
+           "width": ek.width, "method": ek.method, "seconds": ek.seconds, "X": X, "overflow": ek.overflow},
+          args, "\n".join(lines))
+    return 1 if ek.overflow else 0
 
 
 def cmd_ntk(args):
@@ -118,6 +127,9 @@ def cmd_train(args):
              f"{args.optimizer}, {args.inits} inits, {r.seconds:.2f}s" + ("" if r.converged else "  DIVERGED"),
              f"{'step':>6} {'loss mean':>12} {'± SE':>10}"]
     for k, st in enumerate(r.steps):
+        if not np.all(np.isfinite(r.loss[k])):      # after divergence the records are NaN by design
+            lines.append(f"{st:>6} {'diverged':>12} {'':>10}")
+            continue
         m, se = mean_se_or_none(r.loss[k], name="inits")
         lines.append(f"{st:>6} {m:>12.6g} {se_text(se, r.loss.shape[1]):>10}")
     _emit({"steps": r.steps, "loss": r.loss, "dh_rms": r.dh_rms, "rep_names": r.rep_names,

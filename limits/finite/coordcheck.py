@@ -137,6 +137,10 @@ def _fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seed
     """Fit every quantity over all x and over the ``tail`` largest x (the asymptotic exponent is a
     large-N/L statement; corrections of relative size N^{-1/2}, L/N bias the small-x points, so the
     verdict uses the largest-x fit)."""
+    missing = [q for q in quantities if any(q not in m for m in per_x)]
+    if missing:
+        raise ValueError(f"quantities {missing} are not measured for this network (e.g. no hidden layer); "
+                         f"available: {sorted(set(per_x[0]))}")
     samples = np.stack([np.stack([m[q] for q in quantities], axis=1) for m in per_x], axis=0)
     xs = np.asarray(xs, float)
     k = min(len(xs), max(3, int(tail)))
@@ -343,6 +347,7 @@ def pc_width_check(p, widths=tuple(2 ** k for k in range(6, 11)), L=3, gamma_pri
     if len(widths) < 3:
         raise ValueError("widths needs at least 3 values for a slope fit")
     seeds = positive_int(seeds, "seeds", minimum=2)
+    L = positive_int(L, "L (weight layers; >= 3 so that a hidden weight layer exists)", minimum=3)
     rng = generator(seed=seed)
     X, Y = _toy_data(positive_int(d_in, "d_in"), positive_int(P, "P"), rng)
     per = []

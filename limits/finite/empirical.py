@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._blas import limit_blas
+from ._blas import limit_blas, quiet_overflow
 from ..checks import positive_float, positive_int
 from ..results import Result
 from .forward import _Phi, check_inputs
@@ -196,6 +196,7 @@ def _auto_chunk(net, P, method, memory_mb):
 
 
 @limit_blas
+@quiet_overflow
 def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
                       keep_samples=True, phi_kernels=False, progress_bar=False, workers=1) -> EmpiricalKernels:
     """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.
@@ -232,9 +233,10 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     t0 = time.perf_counter()
     starts = range(0, n_inits, chunk)
 
-    def work(st):
-        return _chunk_forward(net, X, streams_from_root(root, range(st, min(st + chunk, n_inits))), method,
-                              phi_kernels)
+    def work(st):                       # overflow is detected and flagged below (EmpiricalKernels.overflow)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _chunk_forward(net, X, streams_from_root(root, range(st, min(st + chunk, n_inits))), method,
+                                  phi_kernels)
 
     pool = None
     if workers > 1:
@@ -277,7 +279,7 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
         import warnings
 
         warnings.warn("empirical_kernels: activations overflowed (inf/NaN in the kernels) — the network "
-                      "explodes at these parameters; see EmpiricalKernels.overflow", RuntimeWarning, stacklevel=2)
+                      "explodes at these parameters; see EmpiricalKernels.overflow", RuntimeWarning, stacklevel=4)
     return EmpiricalKernels(mean, se, mean_o, se_o,
                             np.concatenate(Ks) if keep_samples else None,
                             np.concatenate(Kouts) if keep_samples else None,

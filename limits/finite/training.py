@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._blas import limit_blas
+from ._blas import limit_blas, quiet_overflow
 from ..checks import finite_array, generator, positive_float, positive_int
 from ..results import Result
 from .backward import backward, mse_loss
@@ -104,6 +104,7 @@ def _concat(parts) -> "TrainResult":
 
 
 @limit_blas
+@quiet_overflow
 def train(net, X, Y, steps, *, weights=None, n_inits=1, rng=None, seed=None, optimizer="gd",
           lr_scale=1.0, batch_size=None, dt=None, betas=(0.9, 0.999), eps=1e-8, center=False,
           reduction="mean", decoupled=False, X_test=None, probe=None, record_every=1,

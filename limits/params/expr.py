@@ -172,6 +172,8 @@ def as_exponent(value, name: str = "exponent") -> sp.Expr:
         if not isinstance(value, sp.Expr):
             raise ValueError(f"{name} must be a sympy expression, got {type(value).__name__}")
         v = sp.nsimplify(value, rational=True) if value.has(sp.Float) else value
+        if v.has(sp.I) or v.is_real is False:
+            raise ValueError(f"{name} must be real, got {value}")
         if v.has(sp.zoo, sp.oo, -sp.oo, sp.nan) or not _is_linear(sp.expand(v)):
             raise ValueError(f"{name} must be finite and linear in its symbols, got {value}")
         if any(not s.is_real for s in v.free_symbols):

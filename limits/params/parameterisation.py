@@ -171,6 +171,10 @@ class Parameterisation:
     def subs(self, mapping) -> "Parameterisation":
         """Substitute values for symbols (e.g. ``{gamma_bar_L: -1}``)."""
         byname = {s.name: s for s in self.free_symbols}
+        unknown = [k for k in mapping if isinstance(k, str) and k not in byname]
+        if unknown:
+            raise ValueError(f"subs: no symbol named {', '.join(map(repr, unknown))} in this parameterisation "
+                             f"(its symbols: {', '.join(sorted(byname)) or 'none'})")
         m = {(byname.get(k, sp.Symbol(k, real=True)) if isinstance(k, str) else k): as_exponent(v, str(k))
              for k, v in mapping.items()}
         f = lambda v: None if v is None else sp.expand(sp.sympify(v).subs(m))  # noqa: E731

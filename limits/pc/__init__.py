@@ -5,6 +5,7 @@ envelope theorem, iterative inference, spectra and conditioning at scale.
     e = limits.pc.equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None)
     e.energy, e.S, e.errors, e.z
     H = limits.pc.activity_hessian(weights, multipliers=None, skips=None)
+    r = limits.pc.infer(weights, X, Y, beta="auto", steps="auto")   # GD at 2/(λ_min+λ_max), to tol
 
 Conventions: samples are rows; ε_l := z_l − prediction_l; r := y − f(x); energies use 1/B.
 """

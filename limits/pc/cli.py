@@ -4,7 +4,8 @@ inference against the closed form.
     limits pc equilibrium --width 64 --hidden 8 --param mupc --skips 1-skip --batch 16 [--json]
     limits pc equilibrium --weights W.npz --X X.npy --Y Y.npy        (W.npz: arrays W1..WL)
     limits pc spectrum --width 512 --hidden 512 --param sp|mupc|orthogonal [--skips 1-skip] [--json]
-    limits pc infer --width 16 --hidden 8 --beta 0.1 --steps 1000 [--update sequential] [--json]
+    limits pc infer --width 16 --hidden 8 [--beta 0.1 --steps 1000] [--update sequential] [--json]
+        (linear GD defaults: β = 2/(λ_min + λ_max) of H_z, steps from the contraction (κ−1)/(κ+1))
 """
 from __future__ import annotations
 
