@@ -405,7 +405,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                                     layer_theory=lt, progress=progress)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
-    if type(result).__name__ in ("PosteriorResult", "GDResult"):
+    if type(result).__name__ in ("PosteriorResult", "GDResult") or (
+            type(result).__name__ == "DMFTResult" and getattr(result, "f_test", None) is not None):
         from .checking_predict import check_predict
 
         return check_predict(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
