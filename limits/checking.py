@@ -430,7 +430,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         from .checking_response import check_response
 
         return check_response(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
-    if type(result).__name__ in ("PosteriorResult", "GDResult"):
+    if type(result).__name__ in ("PosteriorResult", "GDResult") or (
+            type(result).__name__ == "DMFTResult" and getattr(result, "f_test", None) is not None):
         from .checking_predict import check_predict
 
         return check_predict(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)

@@ -220,12 +220,64 @@ def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=No
     return _combine_blocks(parts, widths, m, seed, secs, alpha, det)
 
 
+@limit_blas
+def check_dmft_test(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
+    """A DMFT solved with ``X_test``: mean-field networks ``model.finite(N)`` trained by GD (the conventions
+    of :mod:`limits.checking_dmft`: lr = dt, loss ½Σ_μ(f_μ − y_μ)², centred outputs f − f_0) on the training
+    set, compared at every step k ≥ 1 on the training AND the test inputs with ``f`` and ``f_test``
+    (Monte Carlo errors ``f_se``/``f_test_se`` in quadrature). One network deviates ∝ N^{-1/2}."""
+    from .finite import train
+    from .model import ModelError, as_model
+
+    rec = getattr(result, "inputs", None) or {}
+    model = model if model is not None else rec.get("model")
+    X = rec.get("X")
+    if model is None or X is None:
+        raise ValueError("check: this DMFT result does not record its model and inputs; solve it with "
+                         "limits.dmft.solve(X, y, model=m, X_test=...)")
+    m = as_model(model)
+    if result.method != "gd":
+        raise ModelError("check: finite networks are trained by discrete GD; solve the DMFT with method='gd'")
+    X = np.asarray(X, dtype=float)
+    Xs = np.asarray(result.X_test, dtype=float)
+    steps = int(result.t.size - 1)
+    if steps < 1:
+        raise ValueError("check: the DMFT trajectory has no steps to compare")
+    mm = m.with_(lr=float(result.dt))
+    seeds = _seeds(seed, len(widths))
+    samples = []
+    t0 = time.perf_counter()
+    bar = _bar(len(widths), "check dmft (train + test)", progress)
+    for w, N in enumerate(widths):
+        tr = train(mm.finite(int(N)), X, np.asarray(result.y, float), steps, n_inits=inits, seed=seeds[w],
+                   optimizer="gd", reduction="sum", center=True, X_test=Xs, record_features=False,
+                   keep_weights=False)
+        f = np.transpose(tr.f[1:, :, :, 0], (1, 0, 2))          # (S, steps, P)
+        fs = np.transpose(tr.f_test[1:, :, :, 0], (1, 0, 2))    # (S, steps, P_test)
+        samples.append(np.concatenate([f, fs], axis=2).reshape(inits, -1))
+        bar.update(1)
+    bar.close()
+    theory = np.concatenate([result.f[1:], result.f_test[1:]], axis=1)
+    tse = np.concatenate([result.f_se[1:], result.f_test_se[1:]], axis=1)
+    P = X.shape[0]
+    labels = [f"f(t={result.t[k + 1]:.4g}, {'x' + str(i) if i < P else 'x*' + str(i - P)})"
+              for k in range(steps) for i in range(theory.shape[1])]
+    return analyse("dmft f(t) on train and test inputs", widths, theory.ravel(), samples, labels=labels,
+                   model=m.to_dict(), seed=seed, seconds=time.perf_counter() - t0, alpha=alpha,
+                   theory_se=tse.ravel() if np.any(tse) else None,
+                   details={"model_text": mm.describe(), "steps": steps, "dt": float(result.dt),
+                            "P_test": Xs.shape[0], "solver": result.solver,
+                            "observable": "centred outputs of GD-trained mean-field networks"})
+
+
 def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
-    """Dispatch for :mod:`limits.predict` results (module docstring)."""
+    """Dispatch for :mod:`limits.predict` results and DMFT results with test predictions."""
     from .predict import GDResult, PosteriorResult
 
     if X is not None:
-        raise ValueError("check: a limits.predict result records its inputs; do not pass X=")
+        raise ValueError("check: this result records its inputs; do not pass X=")
+    if type(result).__name__ == "DMFTResult":
+        return check_dmft_test(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
     if isinstance(result, PosteriorResult):
         return check_posterior(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
     if isinstance(result, GDResult):

@@ -135,7 +135,8 @@ def _targets(Y, P, d_out, name="Y_train"):
     if Y.ndim != 2 or Y.shape[0] != P:
         raise ValueError(f"{name} must have shape ({P},) or ({P}, d_out) matching the inputs' rows, got {Y.shape}")
     if Y.shape[1] != d_out:
-        raise ValueError(f"{name} has {Y.shape[1]} output column(s) but the model has d_out = {d_out}")
+        raise ValueError(f"{name} has {Y.shape[1]} output column(s) but the model has d_out = {d_out} "
+                         f"(use model.with_(d_out={Y.shape[1]}); the kernel is shared by the outputs)")
     return Y
 
 
@@ -322,7 +323,7 @@ class _GDCore:
         if lam[0] < -100 * tol:
             raise ValueError(f"{what}: the NTK of the training inputs is not positive semi-definite "
                              f"(smallest eigenvalue {lam[0]:.3g}); the kernel is numerically broken")
-        lam = np.where(np.abs(lam) <= tol, 0.0, lam)      # exact zeros: g → ηt
+        lam = np.where(lam <= tol, 0.0, lam)      # round-off (incl. tiny negative) → exact zeros: g → ηt
         if not flow and eta * lam[-1] >= 2.0:
             raise ValueError(f"learning_rate: discrete GD diverges, η·λ_max(Θ) = {eta * lam[-1]:.4g} >= 2 "
                              f"(take learning_rate < {2.0 / lam[-1]:.4g}, or flow=True)")

@@ -110,3 +110,16 @@ def test_bad_test_inputs(data):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="X_test"):
         dm.solve(X, y, depth=2, dt=0.05, steps=3, X_test=bad)
+
+
+def test_check_dmft_test_predictions_against_finite_mean_field_networks():
+    from dataclasses import replace
+
+    rng = np.random.default_rng(0)
+    X, y, Xs = rng.standard_normal((6, 5)), np.sign(rng.standard_normal(6)), rng.standard_normal((3, 5))
+    m = limits.mlp(5, 1, activation="linear", parameterisation="muP", gamma0=1.0, sigma_b2=0.0, lr=0.1)
+    d = dm.solve(X, y, model=m, steps=8, X_test=Xs)
+    c = limits.check(d, widths=(64, 128, 256), inits=64, seed=0)
+    assert c.passed, c.to_markdown()
+    assert c.theory.size == 8 * 9 and c.power < 0.05
+    assert not limits.check(replace(d, f_test=1.05 * d.f_test), widths=(64, 128, 256), inits=64, seed=0).passed

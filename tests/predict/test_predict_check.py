@@ -37,7 +37,13 @@ def test_gd_check_passes_and_flags_5_percent(task):
     assert b["gd mean"]["power"] < 0.05, b
     bad = limits.check(replace(g, mean=1.05 * g.mean, mean_train=1.05 * g.mean_train), widths=W, inits=96, seed=0)
     assert not bad.passed
-    # the covariance block is less precise: a 25 % covariance error is flagged
+
+
+@pytest.mark.slow
+def test_gd_check_flags_covariance_error(task):
+    m, X, Y, Xs = task
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[1, 5, 20], flow=False, learning_rate=0.2)
+    # the covariance block is less precise than the mean: a 25 % covariance error is flagged
     bad = limits.check(replace(g, cov=1.25 * g.cov, var=1.25 * g.var), widths=W, inits=96, seed=0)
     assert not bad.passed
 

@@ -1,0 +1,59 @@
+"""`limits predict` (limits/predict_cli.py; the lead wires it into limits/cli.py)."""
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+import limits
+from limits.predict_cli import register
+
+
+def _run(argv, capsys):
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    register(sub)
+    args = p.parse_args(argv)
+    rc = args.func(args)
+    return rc, capsys.readouterr().out
+
+
+@pytest.fixture()
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    X, Xs = rng.standard_normal((10, 3)), rng.standard_normal((4, 3))
+    Y = np.sin(X[:, 0])
+    for name, a in (("X", X), ("Y", Y), ("Xs", Xs)):
+        np.save(tmp_path / f"{name}.npy", a)
+    m = limits.mlp(3, 2, activation="erf", sigma_w2=1.5, sigma_b2=0.1, lr=0.2)
+    m.save(tmp_path / "m.toml")
+    base = ["predict", "--model", str(tmp_path / "m.toml"), "--x-train", str(tmp_path / "X.npy"),
+            "--y-train", str(tmp_path / "Y.npy"), "--x-test", str(tmp_path / "Xs.npy")]
+    return m, X, Y, Xs, base, tmp_path
+
+
+def test_cli_posterior_and_gd_match_the_api(files, capsys):
+    m, X, Y, Xs, base, tmp = files
+    rc, out = _run(base + ["--method", "posterior", "--noise", "0.01", "--json"], capsys)
+    d = json.loads(out)
+    p = limits.predict.nngp_posterior(m, X, Y, Xs, noise=0.01)
+    assert rc == 0 and np.allclose(np.array(d["mean"]), p.mean, rtol=0, atol=1e-12)
+    rc, out = _run(base + ["--method", "gd", "--t", "3", "30", "--reduction", "mean", "--save", str(tmp / "g")],
+                   capsys)
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[3, 30], flow=False, reduction="mean")
+    assert rc == 0 and "discrete GD" in out
+    r = limits.results.load_result(tmp / "g")
+    assert np.array_equal(r.mean, g.mean) and np.array_equal(r.cov, g.cov)
+
+
+def test_cli_bad_arguments(files, capsys):
+    m, X, Y, Xs, base, tmp = files
+    with pytest.raises(ValueError, match="--t"):
+        _run(base + ["--method", "flow"], capsys)
+    with pytest.raises(ValueError, match="--noise"):
+        _run(base + ["--method", "flow", "--t", "1", "--noise", "0.1"], capsys)
+    np.save(tmp / "Yb.npy", np.ones(7))
+    bad = list(base)
+    bad[bad.index(str(tmp / "Y.npy"))] = str(tmp / "Yb.npy")
+    with pytest.raises(ValueError, match="Y_train"):
+        _run(bad + ["--method", "posterior", "--noise", "0.1"], capsys)
