@@ -579,7 +579,7 @@ register("seed003_fig2", component=COMP, compute=_s003_compute, plot=_s003_plot,
 
 # ============================================================================ seed 001: λ_max(H_z) → 27/4
 def hz_edge_infinite_width(H: int, lo: float = 2.0, hi: float = 2.7, rounds: int = 3, n: int = 48,
-                           iters: int = 20000, tol: float = 1e-11) -> float:
+                           iters: int = 5000, tol: float = 1e-10) -> float:
     """N → ∞ upper spectral edge of the activity Hessian H_z of an SP linear MLP with H hidden layers.
 
     H_z = BᵀB with B the (H+1)×H block lower-bidiagonal map z ↦ (z_l − W_l z_{l−1})_l (identity
@@ -594,7 +594,7 @@ def hz_edge_infinite_width(H: int, lo: float = 2.0, hi: float = 2.7, rounds: int
 
     For real z above the support the damped fixed-point iteration converges to a real solution;
     inside it cannot. The edge σ_max is located on a grid of z refined ``rounds`` times and
-    returned squared (accurate to ~1e−5; H = 1 gives 5 = 1 + (1 + 1)², the Marchenko–Pastur edge).
+    returned squared (accurate to ~1e−4; H = 1 gives 5 = 1 + (1 + 1)², the Marchenko–Pastur edge).
     For H → ∞ translation invariance makes every m equal, m = −w/(w² − 1) with w = z + m, so
     z(w) = w³/(w² − 1); the edge is the fold dz/dw = w²(w² − 3)/(w² − 1)² = 0, w² = 3,
     z = 3√3/2 and λ_max → z² = 27/4 (see ``HZ_EDGE_DEEP``).
