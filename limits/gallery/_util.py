@@ -6,7 +6,9 @@ import numpy as np
 
 
 def _fmt(v, pos=None):
-    """Plain tick label: 0.002, 0.05, 3, 1e+04 (at most 2 significant digits)."""
+    """Plain tick label: 0.002, 0.05, 3, 200, 1e+05 (at most 2 significant digits below 1)."""
+    if 1 <= abs(v) < 1e5 and float(v).is_integer():
+        return str(int(v))
     return f"{v:.2g}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import log_ticks
 
 
 def _toy(P, D, seed):
