@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import log_ticks
 
 
 def _toy(P, D, seed):
@@ -73,6 +74,7 @@ def plot_a3(data, params):
     extra = f"; dashed: BP nets N = {params['finite_N']}" if params.get("finite_N") else ""
     ax.set_title(f"DMFT (N = ∞), linear MLP L = {params['L']}, P = {params['P']}{extra}", fontsize=8)
     ax.legend(ncol=2)
+    log_ticks(fig)
     return fig
 
 
@@ -81,7 +83,7 @@ register("seed000_figA3_dmft", component="dmft", compute=compute_a3, plot=plot_a
                      strides=[8, 4, 2, 1], max_grid=50, data_seed=0, finite_N=512, finite_seeds=2),
          quick=dict(P=10, steps=160, max_grid=20, finite_N=0),
          caption="Seed 000 Fig. A.3 setting: deep linear mean-field MLP (L = 5 weight layers = DMFT depth 4), "
-                 "toy task x ~ N(0, I_40), y = ±1, P = 20, full-batch GD on the mean loss with η = η0 γ0² N, "
+                 "toy task x ~ N(0, I_40), y = ±1, P examples (P = 20 in the seed; params give the value run), full-batch GD on the mean loss with η = η0 γ0² N, "
                  "η0 = 0.025 (one step = DMFT time η0/P), γ0 ∈ {0.1, 0.5, 1, 2, 3, 4}: infinite-width GD "
                  "trajectories from limits.dmft.solve on the coarsest stable grid of m ∈ {8, 4, 2, 1} GD steps "
                  "per point (m > 1: extrapolated in the step from grids m·s and m·s/2 to s; m = 1 exact), "
@@ -134,6 +136,7 @@ def plot_conv(data, params):
     b.legend(fontsize=6.5)
     fig.suptitle(f"{params['activation']} depth {params['depth']}, γ0 = {params['gamma0']}, P = {params['P']}: "
                  f"centred mean-field nets → DMFT", fontsize=8)
+    log_ticks(fig)
     return fig
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import log_ticks
 
 
 def _rates_compute(params, rng):
@@ -86,6 +87,7 @@ def _rates_plot(data, params):
     a2.set(xscale="log", yscale="log", xlabel="width N", ylabel=r"$K^2_\infty - \mathbb{E}[K^2]$",
            title="two-layer mean-kernel bias")
     a2.legend(fontsize=7)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -138,6 +140,7 @@ def _bp_dtp_plot(data, params):
             ax.fill_between(data["steps"], m - se, m + se, color=f"C{i}", alpha=0.2)
     ax.set(yscale="log", xlabel="GD step", ylabel="train loss (1/2P)Σ(f−y)²", title="BP vs DTP (linear feedback)")
     ax.legend(fontsize=7, ncol=2)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -184,6 +187,7 @@ def _cos_plot(data, params):
     ax.set(xscale="log", xlabel="width N", ylabel="cos(BP, GNT) of the full update",
            title="Gauss–Newton targets approach BP with width")
     ax.legend(fontsize=8)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import data_ticks, log_ticks, with_caption
 
 # ============================================================================ studies
 def kernel_ode_study(acts=("erf", "relu", "tanh"), Ls=(4, 8, 16, 32, 64, 128), Ts=(0.25, 0.5, 1, 2, 4),
@@ -270,14 +271,17 @@ def _plt():
 
 
 def _plain_log_ticks(fig):
-    """Log axes: label only the major decades (avoids overlapping minor labels)."""
-    from matplotlib.ticker import NullFormatter
-
-    for ax in fig.axes:
-        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
-            if scale == "log":
-                axis.set_minor_formatter(NullFormatter())
+    """Readable log-axis labels (decades, or 1-2-5 labels on short ranges; ``_util.log_ticks``) and
+    a tight layout so that no label runs into a neighbouring panel."""
+    log_ticks(fig)
+    fig.tight_layout()
     return fig
+
+
+def _slope_label(rate, what="slope"):
+    """'slope −0.50' or, when no fit was possible (fewer than 3 resolved points), say so."""
+    r = float(np.asarray(rate, float).ravel()[0])
+    return f"{what} {r:.2f}" if np.isfinite(r) else "no slope: < 3 points resolved above 3 SE"
 
 
 def _plot_kernel_ode(data, params):
@@ -293,6 +297,8 @@ def _plot_kernel_ode(data, params):
     axs[0].set(xlabel="depth L (ρ² = T/L)", ylabel="max |Euler − ODE|", title="residual NNGP → kernel ODE")
     axs[1].axhline(0, color="k", lw=0.6)
     axs[1].set(xlabel="T", ylabel="eigenvalue / max|K|", title="strict PD and RKHS nesting")
+    data_ticks(axs[0], data["Ls"])
+    data_ticks(axs[1], data["Ts"])
     axs[0].legend(fontsize=6)
     axs[1].legend(fontsize=6)
     return _plain_log_ticks(fig)
@@ -302,12 +308,14 @@ def _plot_forward(data, params):
     plt = _plt()
     fig, axs = plt.subplots(1, 2, figsize=(8, 3.2))
     axs[0].errorbar(data["Ls"], data["errL"], data["seL"], fmt="o", mfc="none",
-                    label=f"finite n={params['n_big']} (slope {data['rateL'][0]:.2f})")
+                    label=f"finite n={params['n_big']} ({_slope_label(data['rateL'])})")
     axs[0].loglog(data["Ls"], data["euler_bias"], "-", label="Euler bias (n = ∞)")
-    axs[0].set(xscale="log", yscale="log", xlabel="L", ylabel="|E[K_L] − Σ_T|", title="error vs depth")
+    axs[0].set(xscale="log", yscale="log", xlabel="depth L", ylabel="|E[K_L] − Σ_T|", title="error vs depth")
+    data_ticks(axs[0], data["Ls"])
     axs[1].errorbar(data["ns"], data["rmsN"], data["seN"], fmt="o", mfc="none",
-                    label=f"L={params['L_fixed']} (slope {data['rateN'][0]:.2f})")
+                    label=f"L={params['L_fixed']} ({_slope_label(data['rateN'])})")
     axs[1].set(xscale="log", yscale="log", xlabel="width n", ylabel="rms ‖K_emp − Σ_L‖_F", title="error vs width")
+    data_ticks(axs[1], data["ns"])
     for ax in axs:
         ax.legend()
     return _plain_log_ticks(fig)
@@ -322,6 +330,7 @@ def _plot_postact(data, params):
                   label=f"{lab}: rms (slope {data[f'{design}_rate_rms'][0]:.2f})")
     ax.loglog(data["Ls"], data["pre_rms"][0] * np.sqrt(np.asarray(data["Ls"]) / data["Ls"][0]), "k:", label="∝ √L")
     ax.set(xlabel="depth L", ylabel="feature rms at layer L", title=f"{params['activation']} features vs depth")
+    data_ticks(ax, data["Ls"])
     ax.legend(fontsize=6)
     return _plain_log_ticks(fig)
 
@@ -332,6 +341,7 @@ def _plot_loss_T(data, params):
     ax.semilogx(data["Ts"], data["train"], "o-", label="train")
     ax.semilogx(data["Ts"], data["test"], "s-", label="test")
     ax.set(xlabel="time horizon T", ylabel="MSE", title="NNGP K_T ridge regression vs T")
+    data_ticks(ax, data["Ts"])
     ax.legend()
     return _plain_log_ticks(fig)
 
@@ -352,12 +362,15 @@ def _plot_training(data, params):
                 ax.fill_between(k, m - 2 * s, m + 2 * s, alpha=0.25, color=line.get_color())
             else:
                 ax.errorbar(k, m, s, fmt=mk, mfc="none", label=lab)
-        ax.set(xlabel="SGD step k", ylabel="f(x_test,0)", title=f"L = {L}")
+        ax.set(xlabel="SGD step k", title=f"depth L = {L}")
+        data_ticks(ax, k)
+    axs[0].set_ylabel("f(x_test,0)")
     axs[0].legend(fontsize=6)
     for L in Ls:
         axs[-1].plot(np.arange(1, len(data[f"L{L}_mineig_fwd"]) + 1), data[f"L{L}_mineig_fwd"], "o-", label=f"fwd L={L}")
         axs[-1].plot(np.arange(1, len(data[f"L{L}_mineig_bwd"]) + 1), data[f"L{L}_mineig_bwd"], "s--", label=f"bwd L={L}")
     axs[-1].set(yscale="log", xlabel="passes k+1", ylabel="λmin / max diag", title="Assumption 1")
+    data_ticks(axs[-1], np.arange(1, len(data[f"L{Ls[0]}_mineig_fwd"]) + 1))
     axs[-1].legend(fontsize=6)
     return _plain_log_ticks(fig)
 
@@ -376,6 +389,8 @@ def _plot_gia(data, params):
                         label=f"x_test,{p}")
     axs[1].axhline(0, color="k", lw=0.6)
     axs[1].set(xscale="log", xlabel="depth L", ylabel="extrapolated gap", title="GIA gap vs depth")
+    data_ticks(axs[0], ns)
+    data_ticks(axs[1], Ls)
     axs[0].legend(fontsize=6)
     axs[1].legend(fontsize=6)
     return _plain_log_ticks(fig)
@@ -390,6 +405,7 @@ def _plot_gia_limit(data, params):
     ax.axhline(0, color="k", lw=0.6)
     ax.set(xscale="log", xlabel="depth L", ylabel="f_coupled − f_NFD (n = ∞ particles)",
            title=f"response-term gap, M = {data['M']}")
+    data_ticks(ax, Ls)
     ax.legend(fontsize=6)
     return _plain_log_ticks(fig)
 
@@ -402,11 +418,13 @@ def _plot_two_layer(data, params):
                      ("dr_rms", "L·Δ(residual incr.)"), ("dr_rms_corrected", "L·Δ(residual incr.), corrected")):
         axs[0].errorbar(Ls, data[key], data[key + "_se"], fmt="o-", mfc="none", label=lab)
     axs[0].set(xscale="log", yscale="log", xlabel="depth L", ylabel="rms change", title="first-layer collapse")
+    data_ticks(axs[0], Ls)
     axs[0].legend(fontsize=6)
     for c, ax, title in ((0, axs[1], "η = η̄ n (depth-μP)"), (1, axs[2], "η₁ = η̄ n √(L/T)")):
         for j, L in enumerate(data["transfer_Ls"]):
             ax.plot(data["etas"], data["loss"][c, j], "o-", label=f"L={L}")
         ax.set(xscale="log", yscale="log", xlabel="η̄", ylabel="train loss", title=title)
+        data_ticks(ax, data["etas"])
         ax.legend(fontsize=6)
     return _plain_log_ticks(fig)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import data_ticks, log_ticks, with_caption
 
 
 def _curves(check, quantity):
@@ -43,15 +44,21 @@ def _plot_panels(data, params, groups, xlabel, titles):
 
     with paper_style():
         plt = pyplot()
-        fig, axes = plt.subplots(1, len(groups), figsize=(4.0 * len(groups), 3.3))
+        longest = max(len(n) for _, names in groups for n in names)
+        ncol = 2 if longest <= 12 else 1
+        fig, axes = plt.subplots(1, len(groups), figsize=((4.0 if ncol == 2 else 5.0) * len(groups), 3.3))
         axes = np.atleast_1d(axes)
+        markers = "osD^vP"
         for ax, (q, names), title in zip(axes, groups, titles):
             for i, name in enumerate(names):
                 key = f"{name}|{q}|"
                 x, m, se = data[key + "x"], data[key + "mean"], data[key + "se"]
                 col = PALETTE[i % len(PALETTE)]
                 ci = data[key + "ci"]
-                ax.errorbar(x, m, yerr=se, fmt="o", color=col,
+                # small horizontal offsets and distinct open markers keep coinciding series (MF/μP) visible
+                dx = 2.0 ** (0.06 * (i - (len(names) - 1) / 2))
+                ax.errorbar(x * dx, m, yerr=se, fmt=markers[i % len(markers)], color=col, mfc="none",
+                            ms=4 + 1.2 * (len(names) - 1 - i),
                             label=f"{name}: slope {float(data[key + 'slope']):+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]")
                 pred = float(data[key + "predicted"])
                 if np.isfinite(pred):
@@ -59,10 +66,14 @@ def _plot_panels(data, params, groups, xlabel, titles):
                             label=f"{name}: theory {pred:+.2f}")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            data_ticks(ax, x)
             ax.set_xlabel(xlabel)
             ax.set_title(title)
-            ax.legend(fontsize=6)
-        fig.tight_layout()
+            # legend below the panel, never over the data
+            ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=ncol, frameon=False)
+        log_ticks(fig)
+        # no tight_layout: it would squash the axes to fit the legends; savefig's tight bbox keeps them
+        fig.subplots_adjust(wspace=0.25)
     return fig
 
 
@@ -72,12 +83,21 @@ def _width_plot(data, params):
                         ["hidden feature update |Δh|_rms (one step)", "output update |Δf|_rms (one step)"])
 
 
-register("params_coordcheck_width", component="params", compute=_width_compute, plot=_width_plot,
+def _width_caption(p):
+    return (f"One GD step (η0 = {p['eta0']}, tanh, L = 3 weight layers, P = 8 inputs of dimension d_in = 16) at "
+            f"widths 2^{p['kmin']}…2^{p['kmax']}, {p['seeds']} seeds: fitted log–log slopes (largest 4 widths, "
+            "95% CI) vs the symbolic exponents of limits.params (μP/MF Θ(1), NTK N^{-1/2} features; SP output "
+            "N^{1}).")
+
+
+register("params_coordcheck_width", component="params", compute=with_caption(_width_compute, _width_caption),
+         plot=_width_plot,
          params={"names": ["SP", "NTK", "MF", "muP"], "kmin": 6, "kmax": 11, "seeds": 8, "eta0": 0.05},
          quick={"kmax": 9, "seeds": 4},
-         caption="One GD step (η0 = 0.05, tanh, L = 3, P = 8, d = 16) at widths 2^6…2^11, 8 seeds: fitted "
-                 "log–log slopes (largest 4 widths, 95% CI) vs the symbolic exponents of limits.params "
-                 "(μP/MF Θ(1), NTK N^{-1/2} features; SP output N^{1}).",
+         caption="One GD step (tanh, L = 3 weight layers, P = 8 inputs of dimension d_in = 16) over a width "
+                 "sweep (sizes and seeds: params; data['caption'] states them): fitted log–log slopes (largest 4 "
+                 "widths, 95% CI) vs the symbolic exponents of limits.params (μP/MF Θ(1), NTK N^{-1/2} features; "
+                 "SP output N^{1}).",
          seed_ref="params.md §5; seed 000 Table 2; TP4 Table 1", default=True)
 
 
@@ -102,10 +122,14 @@ def _depth_plot(data, params):
                         ["residual-stream feature update (read-in frozen)"])
 
 
-register("params_coordcheck_depth", component="params", compute=_depth_compute, plot=_depth_plot,
+register("params_coordcheck_depth", component="params",
+         compute=with_caption(_depth_compute, "Residual MLP, mean-field width N = {N}, depths 2^{kmin}…2^{kmax} "
+                              "blocks, {seeds} seeds, branch L^(-α), α ∈ {alphas}, one GD step with the read-in "
+                              "frozen: feature update ∝ L^(1−2α) (seed 000 Eq. 123)."),
+         plot=_depth_plot,
          params={"alphas": [0.5, 1.0], "kmin": 2, "kmax": 7, "N": 128, "seeds": 8},
          quick={"kmax": 5, "N": 64, "seeds": 4},
-         caption="Residual MLP, mean-field width (N = 128), branch L^{-α}, depth-independent SGD rate, one "
+         caption="Residual MLP, mean-field width (N in params), branch L^{-α}, depth-independent SGD rate, one "
                  "GD step with the read-in frozen: feature update ∝ L^{1−2α} (seed 000 Eq. 123) — flat "
                  "for Depth-μP (α = 1/2), L^{-1} for α = 1.",
          seed_ref="seed 000 §A.5; TP6", default=False)
@@ -139,10 +163,14 @@ def _block_plot(data, params):
                         ["first-layer update |ΔW¹φ(h)|", "residual increment update |√(1/L)ΔW²φ(u)|"])
 
 
-register("params_two_layer_block", component="params", compute=_block_compute, plot=_block_plot,
+register("params_two_layer_block", component="params",
+         compute=with_caption(_block_compute, "Two-layer residual blocks, mean-field width N = {N}, depths "
+                              "2^{kmin}…2^{kmax} blocks, {seeds} seeds, η = η̄n, with and without the depth-aware "
+                              "first-layer rate η₁ = η̄n√L."),
+         plot=_block_plot,
          params={"kmin": 2, "kmax": 7, "N": 128, "seeds": 8},
          quick={"kmax": 5, "N": 64, "seeds": 4},
-         caption="Two-layer residual blocks (nfd.md §6), mean-field width N = 128, η = η̄n: the first internal "
+         caption="Two-layer residual blocks (nfd.md §6), mean-field width (N in params), η = η̄n: the first internal "
                  "layer's update collapses as L^{-1/2}; the depth-aware rate η₁ = η̄n√L (derived in "
                  "limits.params.two_layer_block_correction) restores Θ(1). Per-block increment updates Θ(L^{-1}).",
          seed_ref="seed 002 §5, App. H", default=False)
@@ -175,12 +203,14 @@ def _pc_compute(params, rng):
 
 
 def _pc_plot(data, params):
-    labs = sorted({k.split("|")[0] for k in data}, key=lambda s: (not s.startswith("μP"), s))
+    labs = sorted({k.split("|")[0] for k in data if "|" in k}, key=lambda s: (not s.startswith("μP"), s))
     return _plot_panels(data, params, [("dh:hidden", labs), ("dWh:out", labs)], "width N",
                         ["hidden feature update (one PC step)", "read-out update |ΔW_L h|"])
 
 
-register("params_pc_single_shot", component="params", compute=_pc_compute, plot=_pc_plot,
+register("params_pc_single_shot", component="params",
+         compute=with_caption(_pc_compute, "PC single shot (tanh, L = 3) at widths 2^{kmin}…2^{kmax}, {seeds} seeds."),
+         plot=_pc_plot,
          params={"kmin": 6, "kmax": 10, "seeds": 8}, quick={"kmax": 9, "seeds": 4},
          caption="Predictive coding with one forward-initialised sequential inference sweep and one weight step "
                  "(seed 003 §4.1; γ_{l<L} = 1, γ_L = N^{-γ̄_L}, tanh, L = 3): the solver's μP (seed 003 Table 1) "

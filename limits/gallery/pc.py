@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ._util import log_ticks, with_caption
 
 COMP = "pc"
 
@@ -137,6 +138,7 @@ def _fig2_plot(data, params, title):
         ax[2].text(0.02, 0.03, "GD diverged: " + ", ".join(d.split(":")[0] for d in data["diverged"]),
                    transform=ax[2].transAxes, fontsize=6)
     fig.suptitle(title, fontsize=9)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -178,6 +180,7 @@ def _figA17_plot(data, params):
     ax[1].set(xlabel="GD step t", ylabel="MSE / F*", title="ratio → 1 as N → ∞")
     ax[1].legend(fontsize=6)
     ax[2].set(xlabel="GD step t", ylabel="MSE", yscale="log", title="MSE: PC (solid) vs BP (dotted)")
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -236,9 +239,9 @@ def _fig3_plot(data, params):
     o = np.argsort(x)
     ax.plot(x[o], data["theory"][o], "k.", ms=3, label="exact init mean")
     xs = np.geomspace(x.min(), x.max(), 50)
-    ax.plot(xs, (np.e - 1) * xs, "k--", lw=1, label="(e−1) L/N")
+    ax.plot(xs, (np.e - 1) * xs, "k--", lw=1, label="(e−1) L/N (our large-L form)")
     ax.set(xscale="log", yscale="log", xlabel="L / N", ylabel="s(θ) − 1",
-           title="seed 000 Fig. 3: linear ResNets, α = 1/2, at init")
+           title="seed 000 Fig. 3: linear ResNets, α = 1/2, at init;\nEq. 19: s(θ) = 1 + Θ(L/N)")
     ax.legend(fontsize=6)
     return fig
 
@@ -247,8 +250,10 @@ register("seed000_fig3", component=COMP, compute=_fig3_compute, plot=_fig3_plot,
          params=dict(D=20, gamma0=1.0, alpha=0.5, widths=[32, 64, 128, 256], depths=[4, 8, 16, 32, 64], reps=20),
          quick=dict(widths=[16, 32, 64], depths=[4, 8, 16], reps=8),
          caption="s(θ)−1 (seed 000 Eq. 104) of mean-field linear ResNets (α=1/2, γ0=1) at initialisation "
-                 "against L/N, with its exact initialisation mean L((1+1/L)^{L−1}−1)/(γ0²N) → (e−1)L/N "
-                 "(Eq. 19). Synthetic weights only (the seed used CIFAR-10 training).",
+                 "against L/N, with its exact initialisation mean L((1+1/L)^{L−1}−1)/(γ0²N) (our derivation). "
+                 "Seed 000 Eq. 19 states s(θ) = 1 + Θ(L/N), which the data confirm; the dashed (e−1)L/N line "
+                 "is our own large-L form of the exact mean (not the seed's), which overstates s(θ)−1 at small "
+                 "L (by 1.8× at L = 4). Synthetic weights only (the seed used CIFAR-10 training).",
          seed_ref="seed 000 Fig. 3", default=True)
 
 
@@ -295,11 +300,14 @@ def _fig4_plot(data, params):
             ax[0, ia].semilogx(data["betas"][ok], data["cos"][ia, il][ok], "o-", label=f"L={L}")
             if np.any(~ok):
                 ax[0, ia].semilogx(data["betas"][~ok], np.zeros(np.sum(~ok)), "x", color="r")
-        ax[0, ia].set(xlabel="activity step size β", ylabel="cos(PC, BP)", title=f"{act}, N={params['N']}",
-                      ylim=(-0.05, 1.05))
+        ok_all = ~np.asarray(data["diverged"][ia], bool)
+        lo = min(-0.05, float(np.min(data["cos"][ia][ok_all])) - 0.08) if ok_all.any() else -0.05
+        ax[0, ia].set(xlabel="activity step size β", ylabel="cos(PC, BP)", title=f"{act}, width N={params['N']}",
+                      ylim=(lo, 1.05))
         ax[0, ia].legend(fontsize=6)
     fig.suptitle("seed 000 Fig. 4 (scaled): cos of PC (last GD-inference step) and BP gradients; x = diverged",
                  fontsize=8)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -357,17 +365,27 @@ def _kappa_plot(data, params):
     plt = pyplot()
     keys = list(params["variants"])
     fig, ax = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.3), squeeze=False)
+    cmap = plt.get_cmap("magma").copy()
+    cmap.set_bad("0.85")
     for i, k in enumerate(keys):
         mask = ~np.asarray(data.get(k + "_computed", np.ones_like(data[k], dtype=bool)), dtype=bool)
-        im = ax[0, i].imshow(np.ma.masked_array(np.log10(data[k]), mask), origin="lower", cmap="magma")
+        # κ = 1 exactly: H_z = I because every unit is inactive (dead ReLU network) — degenerate, not
+        # well-conditioned; masked grey and labelled "deg"
+        degenerate = ~mask & (np.abs(np.asarray(data[k], float) - 1.0) < 1e-9) & \
+            (np.abs(np.asarray(data[k + "_lmax"], float) - 1.0) < 1e-9)
+        im = ax[0, i].imshow(np.ma.masked_array(np.log10(data[k]), mask | degenerate), origin="lower", cmap=cmap)
+        for (r, c) in zip(*np.where(degenerate)):
+            ax[0, i].text(c, r, "deg", ha="center", va="center", color="k", fontsize=6)
         if np.any(data[k + "_lmin"][~mask] < 0):
             for (r, c) in zip(*np.where((data[k + "_lmin"] < 0) & ~mask)):
                 ax[0, i].text(c, r, "−", ha="center", va="center", color="cyan", fontsize=9)
         ax[0, i].set_xticks(range(len(data["depths"])), [str(h) for h in data["depths"]])
         ax[0, i].set_yticks(range(len(data["widths"])), [str(n) for n in data["widths"]])
-        ax[0, i].set(xlabel="hidden layers H", ylabel="width N", title=f"log10 κ(H_z): {k}")
+        ax[0, i].set(xlabel="hidden layers H", ylabel="width N", title=f"log10 κ(H_z): {k}"
+                     + (" (deg = degenerate, H_z = I)" if degenerate.any() else ""))
         ax[0, i].grid(False)
         fig.colorbar(im, ax=ax[0, i], shrink=0.8)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -383,7 +401,8 @@ register("seed001_fig2", component=COMP, compute=_kappa_compute, plot=_kappa_plo
                  "parameterisation) over width N and hidden layers H (seed 001 Fig. 2). Linear: Lanczos + "
                  "block-Cholesky shift-invert beyond n = 1500; tanh/ReLU: dense Hessian at the forward-pass "
                  "activities of one random sample (N·H ≤ max_dense, blank otherwise; '−' marks a negative "
-                 "eigenvalue).",
+                 "eigenvalue; 'deg' marks degenerate networks whose units are all inactive, so that H_z = I "
+                 "and κ = 1 — not well-conditioned nets).",
          seed_ref="seed 001 Fig. 2")
 register("seed001_fig4", component=COMP, compute=_kappa_compute, plot=_kappa_plot,
          params=dict(widths=_KGRID, depths=_KGRID, d_in=10, d_out=10,
@@ -490,7 +509,8 @@ def _spectra_plot(data, params):
                 a_.plot(x, pc.semicircle_density(x), "k--", lw=1, label="semicircle ±2")
                 a_.plot(x, pc.semicircle_density(x, pc.OFFDIAG_EDGE_DEEP), "k:", lw=1, label="±2√2 (deep)")
             if part == "H":
-                a_.axvline(pc.WEYL_LAMBDA_MAX, color="r", ls=":", lw=1, label="Weyl 7")
+                a_.axvline(pc.WEYL_LAMBDA_MAX, color="r", ls=":", lw=1, label="paper's Weyl bound 7")
+                a_.axvline(HZ_EDGE_DEEP, color="k", ls="--", lw=1, label="edge 27/4 (N, H → ∞)")
             a_.set(title=f"{part} ({'N' if lab == 'H' else 'H'} = {Nfix if lab == 'H' else Hfix})", xlabel="eigenvalue")
             a_.legend(fontsize=5)
     ext = data["extremes"]
@@ -499,22 +519,29 @@ def _spectra_plot(data, params):
         ax[1, 2].semilogx(data["widths"], ext[:, j, 1], "o-", label=f"H={H}")
     ax[0, 2].set(xlabel="N", ylabel="λ_min(H_z)", title="Fig. A.7: λ_min")
     ax[1, 2].set(xlabel="N", ylabel="λ_max(H_z)", title="Fig. A.7: λ_max")
-    ax[1, 2].axhline(7, color="r", ls=":")
+    ax[1, 2].axhline(7, color="r", ls=":", label="paper's bound 7")
+    ax[1, 2].axhline(HZ_EDGE_DEEP, color="k", ls="--", lw=1, label="27/4 (N, H → ∞)")
+    ax[1, 2].legend(fontsize=5)
     ax[0, 2].legend(fontsize=5)
     ax[2, 2].axis("off")
     ax[2, 2].text(0, 0.5, "rows: D (A.1/A.2), O (A.3/A.4), H_z (A.5/A.6)\ncols: vary H, vary N, extremes (A.7)\n"
                   "SP linear MLP at init, d_in = d_out = N", fontsize=8)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
 
-register("seed001_figA1_A7", component=COMP, compute=_spectra_compute, plot=_spectra_plot,
+register("seed001_figA1_A7", component=COMP,
+         compute=with_caption(_spectra_compute, "Spectra at N = {N_fixed} (H varies over {depths}) and H = {H_fixed} "
+                              "(N varies over {widths}); λ_min/λ_max over the same widths × depths."),
+         plot=_spectra_plot,
          params=dict(N_fixed=64, H_fixed=64, widths=[8, 16, 32, 64], depths=[8, 16, 32, 64]),
          quick=dict(N_fixed=24, H_fixed=24, widths=[8, 16, 24], depths=[4, 8, 16]),
          caption="Empirical eigenspectra of the diagonal part D, off-diagonal part O and full activity "
-                 "Hessian H_z of SP linear MLPs at initialisation (seed 001 Fig. A.1–A.6, scaled from 128 to "
-                 "64), with the shifted Marchenko–Pastur {1,5}, semicircle ±2 (and the deep-chain edge 2√2) "
-                 "references, and λ_min/λ_max against N and H (Fig. A.7).",
+                 "Hessian H_z of SP linear MLPs at initialisation (seed 001 Fig. A.1–A.6, scaled down from 128; "
+                 "sizes in params, data['caption'] states them), with the shifted Marchenko–Pastur {1,5}, semicircle ±2 (and the deep-chain edge 2√2) "
+                 "references, and λ_min/λ_max against N and H (Fig. A.7) with the paper's bound 7 and the N, H → ∞ "
+                 "edge 27/4 (see seed001_lambda_max).",
          seed_ref="seed 001 Fig. A.1–A.7")
 
 
@@ -562,6 +589,7 @@ def _s003_plot(data, params):
     ax[0, 0].legend(fontsize=5)
     fig.suptitle("seed 003 Fig. 2: PC (Thm 4.2 fixed point) vs BP and GN gradients, linear 3-layer μP net",
                  fontsize=8)
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
@@ -579,7 +607,7 @@ register("seed003_fig2", component=COMP, compute=_s003_compute, plot=_s003_plot,
 
 # ============================================================================ seed 001: λ_max(H_z) → 27/4
 def hz_edge_infinite_width(H: int, lo: float = 2.0, hi: float = 2.7, rounds: int = 3, n: int = 48,
-                           iters: int = 20000, tol: float = 1e-11) -> float:
+                           iters: int = 5000, tol: float = 1e-10) -> float:
     """N → ∞ upper spectral edge of the activity Hessian H_z of an SP linear MLP with H hidden layers.
 
     H_z = BᵀB with B the (H+1)×H block lower-bidiagonal map z ↦ (z_l − W_l z_{l−1})_l (identity
@@ -594,7 +622,7 @@ def hz_edge_infinite_width(H: int, lo: float = 2.0, hi: float = 2.7, rounds: int
 
     For real z above the support the damped fixed-point iteration converges to a real solution;
     inside it cannot. The edge σ_max is located on a grid of z refined ``rounds`` times and
-    returned squared (accurate to ~1e−5; H = 1 gives 5 = 1 + (1 + 1)², the Marchenko–Pastur edge).
+    returned squared (accurate to ~1e−4; H = 1 gives 5 = 1 + (1 + 1)², the Marchenko–Pastur edge).
     For H → ∞ translation invariance makes every m equal, m = −w/(w² − 1) with w = z + m, so
     z(w) = w³/(w² − 1); the edge is the fold dz/dw = w²(w² − 3)/(w² − 1)² = 0, w² = 3,
     z = 3√3/2 and λ_max → z² = 27/4 (see ``HZ_EDGE_DEEP``).
@@ -689,6 +717,7 @@ def _lmax_plot(data, params):
     ax[1].minorticks_off()
     ax[1].set(xlabel="width N", ylabel="λ_max(H_z)", title="λ_max vs width (H ≥ 4)")
     ax[1].legend(fontsize=6, loc="upper right")
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
