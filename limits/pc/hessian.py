@@ -406,3 +406,97 @@ def _net_skips(net):
     from .inference import _skips_arg
 
     return _skips_arg(net)
+
+
+# ----------------------------------------------------------------------------- structured inverse
+class ChainInverse:
+    """``H_z⁻¹`` without any factorisation of H_z, from its telescoped structure (pc.md §2, §4).
+
+    With the output clamped (or nudged) and no decay, ``H_z = Cᵀ Λ C + d·uᵀu``: ``C`` (energy terms
+    × free layers, both 1..T) is block *unit* lower triangular (``C_{l,l} = I``, ``C_{l,l−1} = −a_lW_l``,
+    ``C_{l,src} = −τ_l I``), ``Λ = diag(λ_l)``, and the rank-d_out term is the output term
+    (``u z = a_L W_L z_H + τ_L z_src``, d = λ_L) or the nudge (``u z = z_L``, d = β). Then
+    (Woodbury)::
+
+        K = C⁻¹ Λ⁻¹ C⁻ᵀ,   H_z⁻¹ b = K b − P Q⁻¹ u K b,   P = K uᵀ,   Q = I/d + u P   (d_out × d_out)
+
+    ``C⁻¹`` is a forward sweep ``x_l = y_l + a_l W_l x_{l−1} + τ_l x_src`` and ``C⁻ᵀ`` a backward
+    sweep, so one solve costs two passes over the weights, O(T N²) per right-hand side (BLAS-3 on
+    blocks of right-hand sides), memory O(n d_out) beyond the weights — no O(T N²) factor, no
+    O(T N³) factorisation. ``Q`` equals λ_L⁻¹·… the telescoped rescaling S (λ_L = 1: Q = S).
+    Unsupported (``ValueError``): activity decay, free input (unsupervised)."""
+
+    def __init__(self, net: Net, lay: Layout):
+        if lay.decay or lay.unsupervised:
+            raise ValueError("ChainInverse needs a clamped input and no activity decay (use BlockCholesky)")
+        self.net, self.lay = net, lay
+        L = net.L
+        self.T = L if lay.nudge is not None else L - 1            # free layers 1..T = terms 1..T
+        if tuple(lay.layers) != tuple(range(1, self.T + 1)):
+            raise ValueError("ChainInverse: unexpected free-layer layout")
+        self.readers: dict = {}
+        for m in range(1, self.T + 1):
+            if net.tau[m - 1] != 0 and net.src[m - 1] >= 1:
+                self.readers.setdefault(int(net.src[m - 1]), []).append(m)
+        self.d = float(lay.nudge) if lay.nudge is not None else float(net.lam[L - 1])
+        P = self._K(self._ut(np.eye(net.d_out)))
+        Q = self._u(P)
+        Q[np.diag_indices_from(Q)] += 1.0 / self.d
+        self.P = P
+        self.Qf = sla.cho_factor(0.5 * (Q + Q.T), lower=True, check_finite=False)
+
+    def _blocks(self, V):
+        off = self.lay.offsets
+        return [V[off[p]:off[p + 1]] for p in range(len(self.lay.layers))]
+
+    def _u(self, V):
+        """``u V`` (d_out × k)."""
+        net, L = self.net, self.net.L
+        b = self._blocks(V)
+        if self.lay.nudge is not None:
+            return b[L - 1].copy()
+        out = net.a[L - 1] * (net.W[L - 1] @ b[L - 2])
+        if net.tau[L - 1] != 0 and net.src[L - 1] >= 1:
+            out = out + net.tau[L - 1] * b[int(net.src[L - 1]) - 1]
+        return out
+
+    def _ut(self, Y):
+        """``uᵀ Y`` (n × k)."""
+        net, L = self.net, self.net.L
+        out = np.zeros((self.lay.n, Y.shape[1]))
+        b = self._blocks(out)
+        if self.lay.nudge is not None:
+            b[L - 1][:] = Y
+            return out
+        b[L - 2][:] = net.a[L - 1] * (net.W[L - 1].T @ Y)
+        if net.tau[L - 1] != 0 and net.src[L - 1] >= 1:
+            b[int(net.src[L - 1]) - 1] += net.tau[L - 1] * Y
+        return out
+
+    def _K(self, V):
+        """``C⁻¹ Λ⁻¹ C⁻ᵀ V``: backward sweep, scale, forward sweep (in place on a copy)."""
+        net, T = self.net, self.T
+        X = np.array(V, dtype=float, copy=True)
+        x = self._blocks(X)
+        for k in range(T, 0, -1):                 # Cᵀ x = v: x_k = v_k + a_{k+1} W_{k+1}ᵀ x_{k+1} + Σ τ_m x_m
+            if k + 1 <= T:
+                x[k - 1] += net.a[k] * (net.W[k].T @ x[k])
+            for m in self.readers.get(k, ()):
+                x[k - 1] += net.tau[m - 1] * x[m - 1]
+        for k in range(1, T + 1):
+            x[k - 1] /= net.lam[k - 1]
+        for l in range(1, T + 1):                 # C x = v: x_l = v_l + a_l W_l x_{l−1} + τ_l x_src
+            if l >= 2:
+                x[l - 1] += net.a[l - 1] * (net.W[l - 1] @ x[l - 2])
+            if net.tau[l - 1] != 0 and net.src[l - 1] >= 1:
+                x[l - 1] += net.tau[l - 1] * x[int(net.src[l - 1]) - 1]
+        return X
+
+    def solve(self, b):
+        """``H_z⁻¹ b`` for a vector or an n × k block."""
+        b = np.asarray(b, float)
+        one = b.ndim == 1
+        B = b.reshape(self.lay.n, -1)
+        Kb = self._K(B)
+        Kb -= self.P @ sla.cho_solve(self.Qf, self._u(Kb), check_finite=False)
+        return Kb.ravel() if one else Kb

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from ..results import Result
-from .hessian import BlockCholesky, activity_hessian, hessian_operator, layout
+from .hessian import BlockCholesky, ChainInverse, activity_hessian, hessian_operator, layout
 from .network import make_net
 
 PARAMETERISATIONS = ("sp", "mupc", "orthogonal")
@@ -80,7 +80,7 @@ class Spectrum(Result):
 
 def extreme_eigenvalues(weights, multipliers=None, skips=None, layer_weights=None, nudge=None, decay=0.0,
                         which="both", method="auto", tol=1e-10, unsupervised=False, measure_memory=False,
-                        progress_bar=False) -> Spectrum:
+                        progress_bar=False, inverse="auto") -> Spectrum:
     """λ_max / λ_min of the activity Hessian. ``method``: "dense" (eigvalsh), "lanczos" (λ_max by
     Lanczos, λ_min by Lanczos on H⁻¹ via block Cholesky), "lobpcg" (λ_min by LOBPCG preconditioned
     with the block-diagonal Cholesky), or "auto" (dense when n ≤ 1500)."""
@@ -93,13 +93,21 @@ def extreme_eigenvalues(weights, multipliers=None, skips=None, layer_weights=Non
         method = "dense" if n <= 1500 else "lanczos"
     if method not in ("dense", "lanczos", "lobpcg"):
         raise ValueError(f"method must be 'auto', 'dense', 'lanczos' or 'lobpcg', got {method!r}")
+    if inverse not in ("auto", "chain", "cholesky"):
+        raise ValueError(f"inverse must be 'auto', 'chain' or 'cholesky', got {inverse!r}")
+    if inverse == "auto":
+        inverse = "cholesky" if (unsupervised or lay.decay) else "chain"
+    elif inverse == "chain" and (unsupervised or lay.decay):
+        raise ValueError("inverse='chain' needs a clamped input and no decay; use inverse='cholesky'")
     from ._threads import blas_threads
 
     with blas_threads():
-        return _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar)
+        return _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar,
+                        inverse)
 
 
-def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar):
+def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measure_memory, progress_bar,
+             inverse="cholesky"):
     if measure_memory:
         tracemalloc.start()
     t0 = time.perf_counter()
@@ -122,7 +130,8 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
                 lmax = float(np.max(exc.eigenvalues)) if len(exc.eigenvalues) else np.nan
         if which in ("both", "min"):
             try:
-                chol = BlockCholesky(net, lay, progress_bar=progress_bar)
+                chol = ChainInverse(net, lay) if inverse == "chain" else BlockCholesky(net, lay,
+                                                                                        progress_bar=progress_bar)
             except ValueError as exc:
                 if "not positive definite" not in str(exc):
                     raise
@@ -138,7 +147,12 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
                 try:
                     mu = float(spla.eigsh(inv, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False,
                                           maxiter=20 * n, ncv=min(n - 1, 60))[0])
-                    lmin = 1.0 / mu
+                    if np.isfinite(mu) and mu > 0:
+                        lmin = 1.0 / mu
+                    else:                                 # structured inverse of a numerically singular H_z
+                        lmin = 0.0
+                        note = ("numerically singular: the largest eigenvalue of H_z⁻¹ came out "
+                                f"{mu!r}; λ_min is below the double-precision resolution (κ ≳ 1e16)")
                 except spla.ArpackNoConvergence as exc:
                     converged = False
                     lmin = 1.0 / float(np.max(exc.eigenvalues)) if len(exc.eigenvalues) else np.nan

