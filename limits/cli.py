@@ -252,9 +252,10 @@ def build_parser():
 
     for mod in _component_clis():
         mod.register(sub)
-    from . import model_cli
+    from . import model_cli, predict_cli
 
     model_cli.register(sub)
+    predict_cli.register(sub)
     _accept_negative_fractions(p)
     return p
 
