@@ -372,13 +372,15 @@ class _GDCore:
             base = 0.5 * (base + base.T)
             out = np.empty((nT, Pt, Pt)) if want_cov else None
             var = np.empty((nT, Pt))
-            from scipy.linalg.blas import dtrmm
+            from scipy.linalg.blas import dsyrk, dtrmm
 
+            iu = np.triu_indices(Pt, 1)
             for i in range(nT):
                 M = self.B * G[i][None, :]
                 W = dtrmm(1.0, R, M, side=1, lower=1) - Zt.T                  # M R − Z
                 if want_cov:
-                    S = base + W @ W.T
+                    S = dsyrk(1.0, W, beta=1.0, c=base, lower=0)                # upper triangle of base + W Wᵀ
+                    S[(iu[1], iu[0])] = S[iu]
                     out[i] = S
                     var[i] = np.diag(S)
                 else:
