@@ -6,7 +6,16 @@
 * κ(H_z) at N = H = 512 (SP, μPC, 1-skip): target < 5 min and < 8 GB, against dense eigvalsh
   at a size the dense route can still handle.
 
+* the equilibrated energy alone (issue 16), side by side in one run, CPU and wall time, best of N:
+  ``limits.pc.equilibrium_energy`` (O(L N² d_out)), the full ``limits.pc.equilibrium``, a plain numpy
+  implementation of the telescoped formula (seed 001 Eq. 31) written here, and — in a subprocess of
+  the optional venv ``$LIMITS_JPC_PYTHON`` (default /work/venv-jpc/bin/python) — jpc's
+  ``linear_equilib_energy`` when jpc imports there, else a JAX-jit transcription of jpc's formula
+  (same products, same float64) labelled as such; skipped cleanly when neither is present.
+
 ``run(quick=True)`` uses smaller sizes (N = 256, L = 16; dense route at N = 128, H = 32; κ at 128).
+``python benchmarks/bench_pc.py --energy`` runs only the energy comparison (N = 256, L = 65 and
+N = 1024, L = 64, B = 64).
 """
 from __future__ import annotations
 
@@ -14,12 +23,135 @@ import resource
 import time
 import tracemalloc
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
 import numpy as np
 
 from _timing import timed
 import scipy.linalg as sla
 
 
+def cpu_wall(fn, repeat=5):
+    """(best CPU seconds, best wall seconds, result) over ``repeat`` calls (CPU = process time)."""
+    bc = bw = float("inf")
+    out = None
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        out = fn()
+        bc, bw = min(bc, time.process_time() - c0), min(bw, time.perf_counter() - w0)
+    return bc, bw, out
+
+
+def plain_numpy_energy(W, X, Y):
+    """The telescoped formula written plainly (SP, a_l = 1): W_{L:1}, S = I + Σ_l W_{L:l}W_{L:l}ᵀ,
+    F* = mean ½ rᵀ S⁻¹ r with r = y − W_{L:1} x."""
+    d_out = W[-1].shape[0]
+    P = np.eye(d_out)
+    S = np.eye(d_out)
+    for w in W[:0:-1]:
+        P = P @ w
+        S = S + P @ P.T
+    P = P @ W[0]
+    R = Y - X @ P.T
+    return 0.5 * float(np.mean(np.sum(R * np.linalg.solve(S, R.T).T, axis=1)))
+
+
+_JAX_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+d = np.load(sys.argv[1], allow_pickle=False)
+L = int(d["L"]); Ws = [jnp.asarray(d[f"W{i}"]) for i in range(L)]
+X, Y = jnp.asarray(d["X"]), jnp.asarray(d["Y"]); repeat = int(sys.argv[2])
+try:
+    import jpc  # noqa: F401
+    label = "JAX jit transcription of jpc's linear_equilib_energy (jpc %s importable)" % jpc.__version__
+except Exception as exc:
+    label = "JAX jit transcription of jpc's linear_equilib_energy (jpc not importable: %s)" % type(exc).__name__
+def single(Ws, x, y):
+    P = jnp.eye(Ws[-1].shape[0])
+    for i in range(L - 1, -1, -1):
+        P = P @ Ws[i]
+    S = jnp.eye(Ws[-1].shape[0]); C = jnp.eye(Ws[-1].shape[0])
+    for i in range(L - 1, 0, -1):
+        C = C @ Ws[i]
+        S = S + C @ C.T
+    r = y - P @ x
+    return r @ jnp.linalg.inv(S) @ r
+f = jax.jit(lambda Ws, X, Y: 0.5 * jnp.mean(jax.vmap(single, in_axes=(None, 0, 0))(Ws, X, Y)))
+f(Ws, X, Y).block_until_ready()
+bc = bw = float("inf")
+for _ in range(repeat):
+    c0, w0 = time.process_time(), time.perf_counter()
+    v = float(f(Ws, X, Y).block_until_ready())
+    bc, bw = min(bc, time.process_time() - c0), min(bw, time.perf_counter() - w0)
+print(json.dumps({"cpu": bc, "wall": bw, "energy": v, "label": label}))
+"""
+
+
+def jax_energy(W, X, Y, repeat=5):
+    """Run the jpc / JAX comparison in the optional venv; None when it is absent or fails."""
+    py = os.environ.get("LIMITS_JPC_PYTHON", "/work/venv-jpc/bin/python")
+    if not os.path.exists(py):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "net.npz")
+        np.savez(path, L=len(W), X=X, Y=Y, **{f"W{i}": w for i, w in enumerate(W)})
+        script = os.path.join(tmp, "run_jax.py")
+        with open(script, "w") as fh:
+            fh.write(_JAX_SCRIPT)
+        try:
+            out = subprocess.run([py, script, path, str(repeat)], capture_output=True, text=True, timeout=900,
+                                 env={**os.environ, "PYTHONPATH": ""})
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_energy(N, L, B=64, d_out=10, d_in=32, repeat=5):
+    """Equilibrated energy only: new path vs full equilibrium vs plain numpy vs JAX/jpc."""
+    from limits import pc
+
+    W, a = _net(N, L - 1, d_in, d_out, 0)
+    rng = np.random.default_rng(1)
+    X, Y = rng.standard_normal((B, d_in)), rng.standard_normal((B, d_out))
+    rows = {}
+    rows["limits.pc.equilibrium_energy"] = cpu_wall(lambda: pc.equilibrium_energy(W, X, Y, a), repeat)
+    rows["limits.pc.equilibrium (full)"] = cpu_wall(lambda: pc.equilibrium(W, X, Y, a).energy, repeat)
+    from limits.blas import blas_threads
+
+    with blas_threads(1):
+        rows["plain numpy telescoped (1 BLAS thread)"] = cpu_wall(lambda: plain_numpy_energy(W, X, Y), repeat)
+    rows["plain numpy telescoped (default threads)"] = cpu_wall(lambda: plain_numpy_energy(W, X, Y), repeat)
+    jx = jax_energy(W, X, Y, repeat)
+    ref = rows["limits.pc.equilibrium (full)"][2]
+    new_c, new_w, new_e = rows["limits.pc.equilibrium_energy"]
+    lines = []
+    for k, (c, w, e) in rows.items():
+        lines.append(f"{k}: CPU {c * 1e3:.2f} ms, wall {w * 1e3:.2f} ms, ratio CPU/new {c / new_c:.2f}, "
+                     f"rel. diff of F* {abs(e - ref) / ref:.1e}")
+    jx_c = None
+    if jx is None:
+        lines.append("jpc/JAX: skipped (no venv at $LIMITS_JPC_PYTHON)")
+    elif "error" in jx:
+        lines.append(f"jpc/JAX: failed ({jx['error']})")
+    else:
+        jx_c = jx["cpu"]
+        lines.append(f"{jx['label']}: CPU {jx['cpu'] * 1e3:.2f} ms, wall {jx['wall'] * 1e3:.2f} ms, "
+                     f"ratio CPU/new {jx['cpu'] / new_c:.2f}, rel. diff of F* {abs(jx['energy'] - ref) / ref:.1e}")
+    return {"name": f"pc equilibrated energy N={N} L={L} B={B} d_out={d_out} d_in={d_in}", "seconds": new_w,
+            "baseline_seconds": jx["wall"] if jx_c else rows["limits.pc.equilibrium (full)"][1],
+            "ratio": (jx_c / new_c) if jx_c else rows["limits.pc.equilibrium (full)"][0] / new_c,
+            "target": "faster than jpc (CPU)",
+            "note": f"best of {repeat}; load average {os.getloadavg()}; " + " | ".join(lines)}
 
 
 def _net(N, H, d_in, d_out, seed):
@@ -96,16 +228,20 @@ def bench_kappa(N, H, param="sp", skips=None, dense_N=None, dense_H=None):
 
 def run(quick: bool) -> list[dict]:
     if quick:
-        return [bench_equilibrium(256, 16, 64), bench_vs_dense(128, 32),
+        return [bench_energy(256, 65), bench_equilibrium(256, 16, 64), bench_vs_dense(128, 32),
                 bench_kappa(128, 128, "sp", None, 32, 32), bench_kappa(128, 128, "mupc", "1-skip")]
-    return [bench_equilibrium(1024, 64, 64), bench_vs_dense(256, 64),
+    return [bench_energy(256, 65), bench_energy(1024, 64), bench_equilibrium(1024, 64, 64), bench_vs_dense(256, 64),
             bench_kappa(512, 512, "sp", None, 64, 64), bench_kappa(512, 512, "mupc", "1-skip")]
 
 
 if __name__ == "__main__":
-    import sys
-
-    if "--only-kappa-mupc" in sys.argv:
+    if "--energy" in sys.argv:
+        for N, L in ((256, 65), (1024, 64)):
+            r = bench_energy(N, L)
+            print(r["name"], f"(load average {os.getloadavg()})")
+            for line in r["note"].split(" | "):
+                print("   ", line.split("; ")[-1] if line.startswith("best of") else line, flush=True)
+    elif "--only-kappa-mupc" in sys.argv:
         print(bench_kappa(512, 512, "mupc", "1-skip"), flush=True)
     else:
         for r in run("--full" not in sys.argv):

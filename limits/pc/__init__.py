@@ -13,7 +13,7 @@ from .network import Net, make_net, forward, output_jacobians, with_dummy_latent
 from .equilibrium import (Equilibrium, equilibrium, energy, rescaling, s_theta, s_seed000_eq6,
                           s_seed000_eq25, s_seed000_eq104, S_seed001_eq32, seed003_fixed_point,
                           Seed003FixedPoint)
-from .energy import equilibrium_energy
+from .telescoped import equilibrium_energy
 from .hessian import (activity_hessian, ep_hessian, hessian_operator, BlockCholesky, layout, rhs,
                       block_equilibrium, nonlinear_activity_hessian)
 

@@ -177,43 +177,56 @@ def ep_hessian(weights, beta=0.0, regulariser=True, dense=False):
 
 # ----------------------------------------------------------------------------- matrix-free
 def hessian_operator(net: Net, lay: Layout) -> spla.LinearOperator:
-    """Matrix-free ``v ↦ H_z v`` at cost O(H N²) (never forms H_z)."""
+    """Matrix-free ``v ↦ H_z v = Σ_l λ_l C_lᵀ (C_l v)`` (+ α v, + β v_L) at cost O(H N²): per energy
+    term one product with ``W_l`` and one with ``W_lᵀ`` (never forms H_z, never copies or scales a
+    weight matrix; blocks of vectors are BLAS-3)."""
     pos = {l: p for p, l in enumerate(lay.layers)}
     off = lay.offsets
+    plan = []                                  # per term l: [(slice of z_k, s, c)] with C_{l,k} = s I + c W_l
+    for l in range(1, net.L + 1):
+        parts = []
+        for k in sorted({l, l - 1, int(net.src[l - 1])}):
+            if k not in pos:
+                continue
+            co = _coef(net, l, k)
+            if co is None:
+                continue
+            s_, M = co
+            c = -float(net.a[l - 1]) if M is not None else 0.0
+            parts.append((slice(off[pos[k]], off[pos[k] + 1]), float(s_), c))
+        if parts:
+            plan.append((net.W[l - 1], float(net.lam[l - 1]), parts))
+    diag = []
+    for p, l in enumerate(lay.layers):
+        d = (lay.decay if (lay.decay and 1 <= l <= net.L - 1) else 0.0) + \
+            (lay.nudge if (lay.nudge is not None and l == net.L) else 0.0)
+        if d:
+            diag.append((slice(off[p], off[p + 1]), d))
 
     def mv(v):
         v = np.asarray(v, float)
         one = v.ndim == 1
         V = v.reshape(lay.n, -1)
         out = np.zeros_like(V)
-        for l in range(1, net.L + 1):
-            parts = []
-            for k in {l, l - 1, int(net.src[l - 1])}:
-                if k in pos:
-                    c = _coef(net, l, k)
-                    if c is not None:
-                        parts.append((k, c))
-            if not parts:
-                continue
-            e = 0.0
-            for k, (s, M) in parts:
-                vk = V[off[pos[k]]:off[pos[k] + 1]]
-                if s:
-                    e = e + s * vk
-                if M is not None:
-                    e = e + M @ vk
-            for k, (s, M) in parts:
-                sl = slice(off[pos[k]], off[pos[k] + 1])
-                if s:
-                    out[sl] += net.lam[l - 1] * s * e
-                if M is not None:
-                    out[sl] += net.lam[l - 1] * (M.T @ e)
-        for p, l in enumerate(lay.layers):
-            sl = slice(off[p], off[p + 1])
-            if lay.decay and 1 <= l <= net.L - 1:
-                out[sl] += lay.decay * V[sl]
-            if lay.nudge is not None and l == net.L:
-                out[sl] += lay.nudge * V[sl]
+        for W, lam, parts in plan:
+            e = None
+            for sl, s_, c in parts:
+                if c:
+                    t = W @ V[sl]
+                    t *= c
+                    e = t if e is None else e + t
+            for sl, s_, c in parts:
+                if s_:
+                    e = s_ * V[sl] if e is None else e + s_ * V[sl]
+            if lam != 1.0:
+                e *= lam
+            for sl, s_, c in parts:
+                if s_:
+                    out[sl] += s_ * e
+                if c:
+                    out[sl] += c * (W.T @ e)
+        for sl, d in diag:
+            out[sl] += d * V[sl]
         return out.ravel() if one else out
 
     return spla.LinearOperator((lay.n, lay.n), matvec=mv, matmat=mv, rmatvec=mv, dtype=np.float64)

@@ -75,7 +75,7 @@ class Net:
         return B
 
 
-def _weights(weights) -> tuple:
+def _weights(weights, check_finite=True) -> tuple:
     if isinstance(weights, np.ndarray) and weights.ndim == 2:
         weights = [weights]
     try:
@@ -86,7 +86,13 @@ def _weights(weights) -> tuple:
         raise ValueError("weights must contain at least one matrix")
     out = []
     for i, w in enumerate(ws):
-        w = finite_array(w, f"weights[{i}]")
+        if check_finite:
+            w = finite_array(w, f"weights[{i}]")
+        else:                       # caller checks finiteness itself (fused into its first pass)
+            try:
+                w = np.asarray(w, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"weights[{i}] must be a numeric array ({exc})") from None
         if w.ndim != 2:
             raise ValueError(f"weights[{i}] must be 2-dimensional, got shape {w.shape}")
         if 0 in w.shape:
@@ -147,9 +153,11 @@ def _skips(skips, L):
     return arr.copy(), src
 
 
-def make_net(weights, multipliers=None, skips=None, layer_weights=None, biases=None) -> Net:
-    """Validate and bundle the network description (raises ``ValueError`` naming the argument)."""
-    W = _weights(weights)
+def make_net(weights, multipliers=None, skips=None, layer_weights=None, biases=None, check_finite=True) -> Net:
+    """Validate and bundle the network description (raises ``ValueError`` naming the argument).
+    ``check_finite=False`` skips only the NaN/inf scan of the weights, for callers that detect
+    non-finite weights in their own first pass over them (:func:`limits.pc.equilibrium_energy`)."""
+    W = _weights(weights, check_finite)
     L = len(W)
     a = _per_layer(multipliers, L, "multipliers", 1.0)
     lam = _per_layer(layer_weights, L, "layer_weights", 1.0, positive=True)

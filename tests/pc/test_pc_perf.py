@@ -72,3 +72,27 @@ def test_equilibrium_energy_bad_input():
         pc.equilibrium_energy(W, np.ones((2, 2)), np.ones((2, 1)), decay=np.nan)
     with pytest.raises(ValueError, match="overflow"):
         pc.equilibrium_energy([np.full((3, 3), 1e200)] * 4, np.ones((1, 3)), np.ones((1, 3)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("layer", [0, 1, 2])
+def test_equilibrium_energy_names_nonfinite_weight(bad, layer):
+    # the NaN/inf scan is fused into the chain (a row of ones gives the column sums 1ᵀW_l)
+    W = [np.ones((3, 2)), np.ones((3, 3)), np.ones((1, 3))]
+    W[layer][0, 0] = bad
+    with pytest.raises(ValueError, match=rf"weights\[{layer}\] contains NaN or inf"):
+        pc.equilibrium_energy(W, np.ones((2, 2)), np.ones((2, 1)))
+
+
+def test_equilibrium_energy_nonfinite_weight_behind_zero_jacobian():
+    # G_2 has a zero column where W_2 holds inf: the ones row still exposes it
+    W = [np.ones((3, 2)), np.zeros((3, 3)), np.array([[1.0, 0.0, 0.0]])]
+    W[1][1, 0] = np.inf
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        pc.equilibrium_energy(W, np.ones((2, 2)), np.ones((2, 1)))
+
+
+def test_equilibrium_energy_large_finite_weights_are_not_rejected():
+    # column sums overflow (1e308·3) but every weight is finite: not a NaN/inf error
+    W = [np.ones((3, 2)), np.full((3, 3), 1e308), np.zeros((1, 3))]
+    assert pc.equilibrium_energy(W, np.ones((2, 2)), 2 * np.ones((2, 1))) == pytest.approx(2.0, rel=1e-15)

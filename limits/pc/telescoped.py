@@ -19,24 +19,38 @@ import scipy.linalg as sla
 from .network import Net, check_data, make_net
 
 
-def chain(net: Net) -> list:
-    """Output Jacobians ``G_l`` (d_out × N_l, each C-contiguous), l = 0..L, by one backward sweep
+def chain(net: Net, check_weights=False) -> list:
+    """Output Jacobians ``G_l`` (d_out × N_l, C-contiguous rows), l = 0..L, by one backward sweep
     ``G_l = a_{l+1} G_{l+1} W_{l+1} + Σ_{src_m = l} τ_m G_m`` (O(L N² d_out); the row-major
-    ``G @ W`` product is the fastest BLAS form of the skinny chain)."""
+    ``G @ W`` product is the fastest BLAS form of the skinny chain).
+
+    ``check_weights``: each product carries one extra row of ones, so it also yields the column sums
+    ``1ᵀW_l``, which are non-finite iff W_l holds a NaN/inf (a one is never skipped as a zero
+    multiplier) or a finite sum overflows; then ``weights[l]`` is scanned and named in a
+    ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
     L = net.L
+    d = net.d_out
     readers: dict = {}
     for m in range(1, L + 1):
         if net.tau[m - 1] != 0:
             readers.setdefault(int(net.src[m - 1]), []).append(m)
     G: list = [None] * (L + 1)
-    G[L] = np.eye(net.d_out)
+    Gp = np.ones((d + 1, net.d_out)) if check_weights else np.empty((d, d))
+    Gp[:d] = np.eye(d)
+    G[L] = Gp[:d]
     for l in range(L - 1, -1, -1):
-        g = G[l + 1] @ net.W[l]
+        g = Gp @ net.W[l]
+        if check_weights:
+            if not np.all(np.isfinite(g[d])) and not np.all(np.isfinite(net.W[l])):
+                raise ValueError(f"weights[{l}] contains NaN or inf")
+            g[d] = 1.0
+        gl = g[:d]
         if net.a[l] != 1.0:
-            g *= net.a[l]
+            gl *= net.a[l]
         for m in readers.get(l, ()):
-            g += net.tau[m - 1] * G[m]
-        G[l] = g
+            gl += net.tau[m - 1] * G[m]
+        G[l] = gl
+        Gp = g
     return G
 
 
@@ -71,7 +85,7 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
     from ._threads import blas_threads
     from .equilibrium import _check_finite_result, _chol, equilibrium
 
-    net = make_net(weights, multipliers, skips, layer_weights, biases)
+    net = make_net(weights, multipliers, skips, layer_weights, biases, check_finite=False)
     X, Y = check_data(net, X, Y)
     if nudge is not None:
         nudge = float(nudge)
@@ -81,10 +95,10 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
     if not np.isfinite(decay) or decay < 0:
         raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
     if decay > 0:
-        e = equilibrium(weights, X, Y, multipliers, skips, layer_weights, biases, nudge=nudge, decay=decay)
+        e = equilibrium(net.W, X, Y, multipliers, skips, layer_weights, biases, nudge=nudge, decay=decay)
         return e.energies.copy() if per_sample else e.energy
     with blas_threads(), np.errstate(over="ignore", invalid="ignore"):
-        G = chain(net)
+        G = chain(net, check_weights=True)
         S = rescaling_from_chain(net, G, nudge)
         R = residuals(net, G, X, Y)
         _check_finite_result(S, R)
