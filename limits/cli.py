@@ -320,7 +320,8 @@ def _write_crash_report(exc, argv) -> str | None:
         from .results import atomic_write_text
 
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        path = os.path.join(tempfile.gettempdir(), f"limits-error-{stamp}-{os.getpid()}.txt")
+        fd, path = tempfile.mkstemp(prefix=f"limits-error-{stamp}-", suffix=".txt")   # a fresh, unique name
+        os.close(fd)
         cmd = " ".join(["limits", *(sys.argv[1:] if argv is None else [str(a) for a in argv])])
         text = (f"command: {cmd}\npython {platform.python_version()} on {platform.platform()}\n"
                 f"limits {__import__('limits').__version__}\n\n"
