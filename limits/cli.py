@@ -324,7 +324,8 @@ def _write_crash_report(exc, argv) -> str | None:
         from .results import atomic_write_text
 
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        path = os.path.join(tempfile.gettempdir(), f"limits-error-{stamp}-{os.getpid()}.txt")
+        fd, path = tempfile.mkstemp(prefix=f"limits-error-{stamp}-", suffix=".txt")   # a fresh, unique name
+        os.close(fd)
         cmd = " ".join(["limits", *(sys.argv[1:] if argv is None else [str(a) for a in argv])])
         text = (f"command: {cmd}\npython {platform.python_version()} on {platform.platform()}\n"
                 f"limits {__import__('limits').__version__}\n\n"
@@ -335,7 +336,30 @@ def _write_crash_report(exc, argv) -> str | None:
         return None
 
 
-def _classify(exc):
+def _largest_size_option(argv):
+    """``'--width 10000000000'``: the option given the largest integer value on the command line."""
+    tokens = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
+    best = None
+    for i, tok in enumerate(tokens):
+        if not tok.startswith("-"):
+            continue
+        flag, _, val = tok.partition("=")
+        vals = [val] if val else tokens[i + 1:i + 2]
+        j = i + 2
+        while not val and j < len(tokens) and not tokens[j].startswith("-"):   # nargs="+" options
+            vals.append(tokens[j])
+            j += 1
+        for v in vals:
+            try:
+                n = int(v)
+            except ValueError:
+                continue
+            if best is None or n > best[1]:
+                best = (flag, n)
+    return None if best is None else f"{best[0]} {best[1]}"
+
+
+def _classify(exc, argv=None):
     """(exit status, one-line message) for an exception escaping a command."""
     if isinstance(exc, _UsageError):
         return EXIT_USAGE, str(exc)
@@ -347,7 +371,9 @@ def _classify(exc):
             return EXIT_USAGE, f"{where}: {exc.strerror or exc}"
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, MemoryError):
-        return EXIT_USAGE, "not enough memory for the requested sizes; reduce them"
+        big = _largest_size_option(argv)
+        return EXIT_USAGE, ("not enough memory for the requested sizes"
+                            + (f" (the largest given: {big})" if big else "") + "; reduce them")
     return EXIT_INTERNAL, None
 
 
@@ -381,7 +407,7 @@ def main(argv=None) -> int:
                     pass
             return 0
         except Exception as exc:        # noqa: BLE001 — this is the boundary
-            code, msg = _classify(exc)
+            code, msg = _classify(exc, argv)
             if code == EXIT_INTERNAL:
                 path = _write_crash_report(exc, argv)
                 where = f"full traceback in {path}" if path else "could not save the traceback"
