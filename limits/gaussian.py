@@ -28,7 +28,8 @@ grid raise an :class:`AccuracyWarning` (their features are unknown); ``n=`` forc
 Accuracy (tests/test_gaussian.py, tests/test_reliability_numerics.py, against mpmath): ≤ 1e-10 relative
 (plus 1e-14·√(E f² E g²) where the value vanishes by symmetry) for every registered activation, both
 kernels, variances 1e-6 … 1e8 and |c| ∈ {0, 0.5, 0.999, 1}, on the scalar and the Gram paths;
-typically ~1e-14. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
+typically ~1e-14. The Mehler routes certify |error| ≤ 1e-11·max(|E|, 1e-3 √(E f² E g²)) (shared variances)
+and 1e-12·max(|E|, √(E f² E g²)) (unrelated triples) and hand everything else to the quadrature. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
 homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
 itself does.
 
