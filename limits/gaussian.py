@@ -374,17 +374,11 @@ def _feat(act) -> float:
 def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
     """Natural-variable rule for one triple, including the degenerate ones (k11 = 0, k22 = 0, |c| = 1)."""
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
-    if s1 == 0.0 or s2 == 0.0:
-        c0, sp, s, other = ((float(np.asarray(fn(np.zeros(1)))[0]), sg, s2, ga) if s1 == 0.0
-                            else (float(np.asarray(gn(np.zeros(1)))[0]), sf, s1, fa))
-        if s == 0.0 or c0 == 0.0:
-            return c0 * (float(np.asarray((gn if s1 == 0.0 else fn)(np.zeros(1)))[0]) if s == 0.0 else 0.0)
-        p, r, X, d = sp
-        val = float(_p_mean(p, 0.0, s))
-        if r is not None:
-            x, w = _graded(min(X, 9.0 * s), 0.5 * d, s, _FINE, X)
-            val += float(np.dot(r(x), w * _npdf(x, s)))
-        return c0 * val
+    if s1 == 0.0 or s2 == 0.0:                      # E[f(0) g(v)] or E[f(u) g(0)]
+        f0, g0 = (float(np.asarray(h(np.zeros(1)))[0]) for h in (fn, gn))
+        if s1 == 0.0 and s2 == 0.0:
+            return f0 * g0
+        return f0 * _expect_split(sg, s2) if s1 == 0.0 else g0 * _expect_split(sf, s1)
     a = k12 / s1
     b2 = k22 - a * a
     if b2 <= 1e-15 * k22:                           # |c| = 1: one-dimensional
@@ -396,6 +390,17 @@ def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
         fine, fine_to = (min(v[1] for v in decay), min(v[0] for v in decay)) if decay else (np.inf, 0.0)
         return _wide_1d(lambda x: fn(x) * gn(t * x), s1, d, fine, fine_to)
     return _wide_pair(sf, sg, k11, k12, k22)
+
+
+def _expect_split(sp, s):
+    """E[φ(s z)] = E[p(s z)] (closed form) + E[r(s z)] (graded panels on |x| ≤ min(X, 9s))."""
+    p, r, X, d = sp
+    val = float(_p_mean(p, 0.0, s))
+    W = min(X, 9.0 * s)
+    if r is not None and W > 0:
+        x, w = _graded(W, 0.5 * d, s, _FINE, X)
+        val += float(np.dot(r(x), w * _npdf(x, s)))
+    return val
 
 
 def _is_builtin(act) -> bool:
@@ -450,14 +455,8 @@ def expect(f, q, n=None):
                 _warn_uncertified(f, _raw_need(ratio)[wide])
                 wide[:] = False
             else:
-                p, r, X, d = sp
                 for j in np.nonzero(wide)[0]:
-                    out[j] = float(_p_mean(p, 0.0, s[j]))
-                    if r is not None:
-                        W = min(X, 9.0 * s[j])
-                        if W > 0:
-                            x, w = _graded(W, 0.5 * d, s[j], _FINE, X)
-                            out[j] += float(np.dot(r(x), w * _npdf(x, s[j])))
+                    out[j] = _expect_split(sp, s[j])
     for nn in np.unique(nodes[~wide]):
         idx = np.nonzero((nodes == nn) & ~wide)[0]
         x, w = _grid(int(nn))
