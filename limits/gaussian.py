@@ -434,7 +434,10 @@ def _finite_result(out, what):
 
 # ------------------------------------------------------------------ 1-D
 def expect(f, q, n=None):
-    """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0)."""
+    """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0; registered
+    activations at large q/non-smooth: closed-form asymptotic part + graded Gauss–Legendre remainder).
+    ``ValueError`` if the result overflows; :class:`AccuracyWarning` for user callables whose variance is
+    beyond the trapezoid's largest grid."""
     fn, fa, fo, strip = _resolve(f)
     q = np.asarray(q, dtype=np.float64)
     _check("q", q)
@@ -567,7 +570,10 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
     shares variances, e.g. Gram matrices; for ≥ 512 unrelated triples of registered smooth
     activations the Mehler series with Chebyshev-in-s coefficient interpolants, certified to 1e-12;
-    tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid".
+    tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid". Registered
+    activations whose variance is too large for the z-space trapezoid take the natural-variable rule
+    (module docstring) whatever ``method`` says; a result that overflows float64 raises ``ValueError``
+    (never inf/NaN); user callables beyond the largest grid give an :class:`AccuracyWarning`.
     """
     fn, fa, fo, fs = _resolve(f)
     gn, ga, go, gs = _resolve(g)
