@@ -126,12 +126,18 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
     k11 = np.maximum(k11, 0.0)
     k22 = np.maximum(k22, 0.0)
     # k12² − k11k22 > tol·scale², formed scale-free (no overflow for variances up to the float64 maximum)
-    from .activations import geometric_mean
+    from .activations import _moderate, geometric_mean
 
-    bound = geometric_mean(k11, k22)
-    ak = np.abs(k12)
-    excess = ((ak - bound) / scale) * ((ak + bound) / scale)
-    if np.any(excess > tol):
+    if _moderate(k11, k22):
+        bound = np.sqrt(k11 * k22)
+        excess = k12 * k12 - k11 * k22
+        over = excess > tol * scale * scale
+    else:
+        bound = geometric_mean(k11, k22)
+        ak = np.abs(k12)
+        excess = ((ak - bound) / scale) * ((ak + bound) / scale)
+        over = excess > tol
+    if np.any(over):
         i = int(np.argmax(excess))
         raise ValueError(
             f"k12 makes the covariance non-PSD: k12² > k11·k22 at index {i} "
