@@ -69,8 +69,24 @@ def geometric_mean(k11, k22):
     k11, k22 = np.asarray(k11, dtype=np.float64), np.asarray(k22, dtype=np.float64)
     with np.errstate(over="ignore", under="ignore"):
         prod = k11 * k22
+        if prod.size == 0 or (prod.min() >= 1e-290 and prod.max() < np.inf):   # the common case: one pass
+            return np.sqrt(prod)
         safe = np.isfinite(prod) & (prod >= 1e-290)
         return np.where(safe, np.sqrt(np.where(safe, prod, 1.0)), np.sqrt(k11) * np.sqrt(k22))
+
+
+_MODERATE = 1e150      # variances below this: k11·k22 cannot overflow (fast direct formulas)
+
+
+def _moderate(k11, k22) -> bool:
+    return (np.size(k11) == 0 or (float(np.max(k11)) < _MODERATE and float(np.max(k22)) < _MODERATE))
+
+
+def _det(k11, k12, k22):
+    """k11k22 − k12² ≥ 0 as (g − |k12|)(g + |k12|), g = √(k11k22) (moderate variances; no cancellation)."""
+    g = np.sqrt(k11 * k22)
+    ak = np.abs(k12)
+    return np.maximum((g - ak) * (g + ak), 0.0), g
 
 
 def _cov_parts(k11, k12, k22):
@@ -78,8 +94,11 @@ def _cov_parts(k11, k12, k22):
     1 − c² = (1 − |c|)(1 + |c|) (no cancellation near |c| = 1); c = 0 where g = 0."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
     g = geometric_mean(k11, k22)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(g > 0, k12 / np.where(g > 0, g, 1.0), 0.0)
+    if g.size and g.min() > 0:
+        c = k12 / g
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(g > 0, k12 / np.where(g > 0, g, 1.0), 0.0)
     c = np.clip(c, -1.0, 1.0)
     one_m_c2 = np.maximum((1.0 - np.abs(c)) * (1.0 + np.abs(c)), 0.0)
     return g, c, one_m_c2
@@ -94,12 +113,22 @@ def relu_kernel(k11, k12, k22):
     """E[relu(u) relu(v)] = (√(k11k22)/2π)(√(1 − c²) + (π − θ) c), θ = atan2(√(1 − c²), c).
     Degree-1 homogeneous: evaluated scale-free (√k11·√k22 factored out), so it overflows only when
     the value itself does."""
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    if _moderate(k11, k22):
+        det, g = _det(k11, k12, k22)
+        k12 = np.clip(k12, -g, g)
+        root = np.sqrt(det)
+        return (root + (np.pi - np.arctan2(root, k12)) * k12) / (2.0 * np.pi)
     theta, g, c, omc2 = _relu_theta(k11, k12, k22)
     return g * ((np.sqrt(omc2) + (np.pi - theta) * c) / (2.0 * np.pi))
 
 
 def relu_dkernel(k11, k12, k22):
     """E[step(u) step(v)] = (π − θ)/(2π)."""
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    if _moderate(k11, k22):
+        det, g = _det(k11, k12, k22)
+        return (np.pi - np.arctan2(np.sqrt(det), np.clip(k12, -g, g))) / (2.0 * np.pi)
     theta = _relu_theta(k11, k12, k22)[0]
     return (np.pi - theta) / (2.0 * np.pi)
 
@@ -126,12 +155,20 @@ def erf_kernel(k11, k12, k22):
     """E[erf(u) erf(v)] = (2/π) arcsin(2k12/√((1+2k11)(1+2k22))) = (2/π) atan2(2k12, √((1+2k11)(1+2k22) − 4k12²))
     (the atan2 form keeps full relative accuracy as the argument of arcsin approaches 1; evaluated with
     √(k11k22) factored out, so it never overflows)."""
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    if _moderate(k11, k22):
+        det, g = _det(k11, k12, k22)
+        return (2.0 / np.pi) * np.arctan2(2.0 * np.clip(k12, -g, g), np.sqrt(1.0 + 2.0 * (k11 + k22) + 4.0 * det))
     _, rho, c = _erf_root(k11, k12, k22)            # k12/g = c (and k12 = c = 0 where g = 0)
     return (2.0 / np.pi) * np.arctan2(2.0 * c, rho)
 
 
 def erf_dkernel(k11, k12, k22):
     """E[erf'(u) erf'(v)] = (4/π) / √((1+2k11)(1+2k22) − 4k12²)."""
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    if _moderate(k11, k22):
+        det, _ = _det(k11, k12, k22)
+        return (4.0 / np.pi) / np.sqrt(1.0 + 2.0 * (k11 + k22) + 4.0 * det)
     g, rho, _ = _erf_root(k11, k12, k22)
     return (4.0 / np.pi) / g / rho
 

@@ -28,7 +28,8 @@ grid raise an :class:`AccuracyWarning` (their features are unknown); ``n=`` forc
 Accuracy (tests/test_gaussian.py, tests/test_reliability_numerics.py, against mpmath): ≤ 1e-10 relative
 (plus 1e-14·√(E f² E g²) where the value vanishes by symmetry) for every registered activation, both
 kernels, variances 1e-6 … 1e8 and |c| ∈ {0, 0.5, 0.999, 1}, on the scalar and the Gram paths;
-typically ~1e-14. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
+typically ~1e-14. The Mehler routes certify |error| ≤ 1e-11·max(|E|, 1e-3 √(E f² E g²)) (shared variances)
+and 1e-12·max(|E|, √(E f² E g²)) (unrelated triples) and hand everything else to the quadrature. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
 homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
 itself does.
 
@@ -125,12 +126,18 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
     k11 = np.maximum(k11, 0.0)
     k22 = np.maximum(k22, 0.0)
     # k12² − k11k22 > tol·scale², formed scale-free (no overflow for variances up to the float64 maximum)
-    from .activations import geometric_mean
+    from .activations import _moderate, geometric_mean
 
-    bound = geometric_mean(k11, k22)
-    ak = np.abs(k12)
-    excess = ((ak - bound) / scale) * ((ak + bound) / scale)
-    if np.any(excess > tol):
+    if _moderate(k11, k22):
+        bound = np.sqrt(k11 * k22)
+        excess = k12 * k12 - k11 * k22
+        over = excess > tol * scale * scale
+    else:
+        bound = geometric_mean(k11, k22)
+        ak = np.abs(k12)
+        excess = ((ak - bound) / scale) * ((ak + bound) / scale)
+        over = excess > tol
+    if np.any(over):
         i = int(np.argmax(excess))
         raise ValueError(
             f"k12 makes the covariance non-PSD: k12² > k11·k22 at index {i} "
@@ -373,17 +380,11 @@ def _feat(act) -> float:
 def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
     """Natural-variable rule for one triple, including the degenerate ones (k11 = 0, k22 = 0, |c| = 1)."""
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
-    if s1 == 0.0 or s2 == 0.0:
-        c0, sp, s, other = ((float(np.asarray(fn(np.zeros(1)))[0]), sg, s2, ga) if s1 == 0.0
-                            else (float(np.asarray(gn(np.zeros(1)))[0]), sf, s1, fa))
-        if s == 0.0 or c0 == 0.0:
-            return c0 * (float(np.asarray((gn if s1 == 0.0 else fn)(np.zeros(1)))[0]) if s == 0.0 else 0.0)
-        p, r, X, d = sp
-        val = float(_p_mean(p, 0.0, s))
-        if r is not None:
-            x, w = _graded(min(X, 9.0 * s), 0.5 * d, s, _FINE, X)
-            val += float(np.dot(r(x), w * _npdf(x, s)))
-        return c0 * val
+    if s1 == 0.0 or s2 == 0.0:                      # E[f(0) g(v)] or E[f(u) g(0)]
+        f0, g0 = (float(np.asarray(h(np.zeros(1)))[0]) for h in (fn, gn))
+        if s1 == 0.0 and s2 == 0.0:
+            return f0 * g0
+        return f0 * _expect_split(sg, s2) if s1 == 0.0 else g0 * _expect_split(sf, s1)
     a = k12 / s1
     b2 = k22 - a * a
     if b2 <= 1e-15 * k22:                           # |c| = 1: one-dimensional
@@ -395,6 +396,17 @@ def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
         fine, fine_to = (min(v[1] for v in decay), min(v[0] for v in decay)) if decay else (np.inf, 0.0)
         return _wide_1d(lambda x: fn(x) * gn(t * x), s1, d, fine, fine_to)
     return _wide_pair(sf, sg, k11, k12, k22)
+
+
+def _expect_split(sp, s):
+    """E[φ(s z)] = E[p(s z)] (closed form) + E[r(s z)] (graded panels on |x| ≤ min(X, 9s))."""
+    p, r, X, d = sp
+    val = float(_p_mean(p, 0.0, s))
+    W = min(X, 9.0 * s)
+    if r is not None and W > 0:
+        x, w = _graded(W, 0.5 * d, s, _FINE, X)
+        val += float(np.dot(r(x), w * _npdf(x, s)))
+    return val
 
 
 def _is_builtin(act) -> bool:
@@ -428,7 +440,10 @@ def _finite_result(out, what):
 
 # ------------------------------------------------------------------ 1-D
 def expect(f, q, n=None):
-    """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0)."""
+    """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0; registered
+    activations at large q/non-smooth: closed-form asymptotic part + graded Gauss–Legendre remainder).
+    ``ValueError`` if the result overflows; :class:`AccuracyWarning` for user callables whose variance is
+    beyond the trapezoid's largest grid."""
     fn, fa, fo, strip = _resolve(f)
     q = np.asarray(q, dtype=np.float64)
     _check("q", q)
@@ -449,14 +464,8 @@ def expect(f, q, n=None):
                 _warn_uncertified(f, _raw_need(ratio)[wide])
                 wide[:] = False
             else:
-                p, r, X, d = sp
                 for j in np.nonzero(wide)[0]:
-                    out[j] = float(_p_mean(p, 0.0, s[j]))
-                    if r is not None:
-                        W = min(X, 9.0 * s[j])
-                        if W > 0:
-                            x, w = _graded(W, 0.5 * d, s[j], _FINE, X)
-                            out[j] += float(np.dot(r(x), w * _npdf(x, s[j])))
+                    out[j] = _expect_split(sp, s[j])
     for nn in np.unique(nodes[~wide]):
         idx = np.nonzero((nodes == nn) & ~wide)[0]
         x, w = _grid(int(nn))
@@ -567,7 +576,10 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
     shares variances, e.g. Gram matrices; for ≥ 512 unrelated triples of registered smooth
     activations the Mehler series with Chebyshev-in-s coefficient interpolants, certified to 1e-12;
-    tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid".
+    tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid". Registered
+    activations whose variance is too large for the z-space trapezoid take the natural-variable rule
+    (module docstring) whatever ``method`` says; a result that overflows float64 raises ``ValueError``
+    (never inf/NaN); user callables beyond the largest grid give an :class:`AccuracyWarning`.
     """
     fn, fa, fo, fs = _resolve(f)
     gn, ga, go, gs = _resolve(g)

@@ -30,7 +30,14 @@ XMAX = 13.0          # |ψ_k e^{−x²/4}| < 1e-17 beyond
 
 S_MAX = 200.0        # above this standard deviation the coefficient grid (h = 0.2/s) gets too large: the
                      # series declines (ok = False) and the caller's natural-variable quadrature takes over
-FLOOR = 1e-3         # certificates are relative to max(|value|, FLOOR·√(E f² E g²)) (see series)
+FLOOR = 1e-3         # certificates: bound ≤ tol · max(|value|, floor · √(E f² E g²)) (see series)
+
+
+def _allowed(tol, value, cs_scale, floor=FLOOR):
+    """Certificate threshold: ``tol`` relative to max(|value|, floor·√(E f² E g²)) — √(E f² E g²) is the
+    Cauchy–Schwarz bound of |E[fg]|, the scale of f and g themselves (the old threshold tol·max(1, |value|)
+    let functions of small scale, e.g. φ' at large variance, through with a large *relative* error)."""
+    return tol * np.maximum(np.abs(value), floor * cs_scale)
 
 
 def _grid(M: int, smax: float):
@@ -73,7 +80,8 @@ def coefficients(f, s, M: int = 120):
 def series(f, g, k11, k12, k22, M: int = 120, tol: float = 1e-11, chunk: int = 65536):
     """E[f(u)g(v)] on flat arrays by the Mehler series. Returns ``(values, ok)`` where ``ok`` is
     False for triples whose certified truncation bound exceeds ``tol · max(|value|, 1e-3 √(E f² E g²))``
-    (relative to the value, with a floor at the Cauchy–Schwarz scale for values that vanish by symmetry),
+    (relative to the value; the floor, at the Cauchy–Schwarz scale, only matters for values that nearly
+    vanish — :func:`series_generic` uses floor 1, its interpolation error being ~0.1 tol √(E f² E g²)),
     and for every triple when a standard deviation exceeds ``S_MAX``."""
     s1 = np.sqrt(np.maximum(k11, 0.0))
     s2 = np.sqrt(np.maximum(k22, 0.0))
@@ -99,14 +107,14 @@ def series(f, g, k11, k12, k22, M: int = 120, tol: float = 1e-11, chunk: int = 6
             acc += aT[k][j1] * bT[k][j2]
         out[sl] = acc
     bound = np.abs(c) ** (M + 1) * np.sqrt(ta[i1] * tb[i2]) + 1e-15 * np.sqrt(ma[i1] * mb[i2])
-    ok = bound <= tol * np.maximum(np.abs(out), FLOOR * np.sqrt(ma[i1] * mb[i2]))
+    ok = bound <= _allowed(tol, out, np.sqrt(ma[i1] * mb[i2]))
     return out, ok
 
 
 def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, block: int = 16384):
     """P×P matrix E_{N(0,K)}[f(u_α) g(u_β)] by a Horner sweep on whole matrices (no gathers).
     Returns ``(E, ok)``; ``ok[α, β]`` False where the certified bound exceeds ``tol`` relative to
-    max(|E|, 1e-3 √(E f² E g²)) or a standard deviation exceeds ``S_MAX`` (the diagonal,
+    |E| (floor: see :func:`series`) or a standard deviation exceeds ``S_MAX`` (the diagonal,
     |c| = 1, is always flagged so the caller computes it by 1-D quadrature).
 
     The sweep runs over row blocks of about ``block`` entries so that the M+1 Horner steps stay in
@@ -141,7 +149,7 @@ def gram_series(f, g, K, M: int = 120, tol: float = 1e-11, upper: bool = False, 
     ta = np.maximum(ma - np.einsum("ik,ik->i", a, a), 0.0)
     tb = np.maximum(mb - np.einsum("ik,ik->i", b, b), 0.0)
     bound = np.abs(rho) ** (M + 1) * np.sqrt(np.outer(ta, tb)) + 1e-15 * np.sqrt(np.outer(ma, mb))
-    ok = bound <= tol * np.maximum(np.abs(E), FLOOR * np.sqrt(np.outer(ma, mb)))
+    ok = bound <= _allowed(tol, E, np.sqrt(np.outer(ma, mb)))
     np.fill_diagonal(ok, False)
     if upper:
         ok[np.tril_indices(P, -1)] = False
@@ -273,5 +281,5 @@ def series_generic(f, g, k11, k12, k22, tol: float = 1e-11, chunk: int = 4096):
             tb = np.maximum(mb - sb, 0.0) + 2.0 * eb * rmb + emb
             bound = (ac[idx] ** (M + 1) * np.sqrt(ta * tb) + ea * rmb + eb * rma + ea * eb
                      + 1e-15 * rma * rmb)
-            ok[idx] = bound <= tol * np.maximum(np.abs(acc), FLOOR * rma * rmb)
+            ok[idx] = bound <= _allowed(tol, acc, rma * rmb, floor=1.0)   # interpolation error ~0.1 tol
     return out, ok

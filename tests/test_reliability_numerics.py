@@ -286,22 +286,33 @@ def test_user_function_at_huge_variance_warns():
 
 # ------------------------------------------------------------------ table (python tests/test_reliability_numerics.py)
 def error_table(acts=ACTS, qs=QS, cs=CS):
+    """{(path, activation, q): max over both kernels and c ∈ cs of |value − ref| / max(|ref|, 1e-4 √(E f² E g²))}
+    for path "scalar" (kernel/dkernel) and "gram" (gram/dgram on :func:`_gram_matrix`)."""
+    col = {1.0: 1, 0.0: 2, 0.5: 3, -0.5: 4, 0.999: 5}
     rows = {}
     for a in acts:
         for q in qs:
-            worst = 0.0
+            worst = {"scalar": 0.0, "gram": 0.0}
             for kind in (0, 1):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        E = (G.gram if kind == 0 else G.dgram)(a, _gram_matrix(q)[0])
+                    except Exception:               # noqa: BLE001 — report, do not stop the table
+                        E = np.full((8, 8), np.nan)
                 for c in cs:
                     ref, scale = reference(a, kind, q, c)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         try:
                             val = _engine(a, kind, q, c)
-                        except Exception:           # noqa: BLE001 — report, do not stop the table
+                        except Exception:           # noqa: BLE001
                             val = float("nan")
-                    err = abs(val - ref) / max(abs(ref), 1e-4 * scale) if np.isfinite(val) else float("inf")
-                    worst = max(worst, err)
-            rows[(a, q)] = worst
+                    for path, v in (("scalar", val), ("gram", float(E[0, col[c]]))):
+                        err = abs(v - ref) / max(abs(ref), 1e-4 * scale) if np.isfinite(v) else float("inf")
+                        worst[path] = max(worst[path], err)
+            for path in worst:
+                rows[(path, a, q)] = worst[path]
     return rows
 
 
@@ -310,10 +321,11 @@ if __name__ == "__main__":
 
     print(f"limits from {limits.__file__}")
     rows = error_table()
-    print("| activation | " + " | ".join(f"q={q:g}" for q in QS) + " |")
-    print("|---|" + "---|" * len(QS))
-    for a in ACTS:
-        print(f"| {a} | " + " | ".join(f"{rows[(a, q)]:.1e}" for q in QS) + " |")
+    for path, title in (("scalar", "scalar path (kernel/dkernel)"), ("gram", "Gram path (gram/dgram, P = 8)")):
+        print(f"\n{title}\n| activation | " + " | ".join(f"q={q:g}" for q in QS) + " |")
+        print("|---|" + "---|" * len(QS))
+        for a in ACTS:
+            print(f"| {a} | " + " | ".join(f"{rows[(path, a, q)]:.1e}" for q in QS) + " |")
 
 
 # ------------------------------------------------------------------ kernel recursions (items 1, 2, 4)
