@@ -380,8 +380,12 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
-    outputs; see :mod:`limits.checking_dmft`), :func:`limits.kernels.response` computed with
-    ``model=`` (finite differences; :mod:`limits.checking_response`). ``widths``: at least three for the rate fit;
+    outputs; see :mod:`limits.checking_dmft`; with ``X_test`` also the test outputs),
+    :func:`limits.kernels.response` computed with ``model=`` (finite differences;
+    :mod:`limits.checking_response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
+    (variance across inits; :mod:`limits.checking_fluctuations`), :func:`limits.predict.nngp_posterior`
+    and :func:`limits.predict.gradient_descent` (finite networks' Bayesian read-out posteriors / GD-trained
+    ensembles; :mod:`limits.checking_predict`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
     ``numpy.random.SeedSequence(seed).spawn``).
     """
@@ -443,6 +447,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                      "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
                      "ResponseResult (limits.kernels.response with model=), "
                      "KernelFluctuations (limits.kernels.kernel_fluctuations with model=), "
+                     "PosteriorResult / GDResult (limits.predict), "
                      "DMFTResult (limits.dmft.solve with model=)")
 
 
