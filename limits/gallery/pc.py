@@ -312,14 +312,18 @@ def _fig4_plot(data, params):
     return fig
 
 
-register("seed000_fig4", component=COMP, compute=_fig4_compute, plot=_fig4_plot,
+register("seed000_fig4", component=COMP,
+         compute=with_caption(_fig4_compute, "Width N = {N}, batch P = {P}, input dimension D = {D}, depths {depths}, "
+                              "{inference_steps} GD inference steps, activity step sizes β ∈ {betas}."),
+         plot=_fig4_plot,
          params=dict(N=512, D=32, P=64, gamma0=1.0, depths=[2, 16], betas=[0.1, 0.5, 1, 5, 10, 20, 50, 100],
                      inference_steps=20, activations=["tanh", "relu"]),
          quick=dict(N=64, P=32),
          caption="Nonlinear mean-field residual nets (α=1/2, γ0=1) at initialisation, synthetic Gaussian data: "
                  "cosine similarity of the PC weight gradient after 20 GD inference steps on the batch-averaged "
-                 "energy (seed 000 Eq. 2: per-sample step β/P, batch P = 64), forward initialisation, with the BP "
-                 "gradient. Scaled down from N=2048 and trained CIFAR nets.",
+                 "energy (seed 000 Eq. 2: per-sample step β/P), forward initialisation, with the BP gradient. Scaled "
+                 "down from N = 2048 and trained CIFAR nets; width and batch in params (data['caption'] states "
+                 "them).",
          seed_ref="seed 000 Fig. 4")
 
 
