@@ -54,3 +54,15 @@ def test_save_load_roundtrip(tmp_path):
     k2 = type(k).load(tmp_path / "k")
     np.testing.assert_array_equal(k2.nngp, k.nngp)
     np.testing.assert_array_equal(k2.X2, k.X2)
+
+
+@pytest.mark.parametrize("act", ["tanh", "gelu"])
+def test_cross_block_at_raw_pixel_scale(act):
+    """Variances ~1e4 (inputs at raw-pixel scale) take the engine's large-variance rule on both routes."""
+    rng = np.random.default_rng(7)
+    X1, X2 = 100 * rng.standard_normal((3, 5)), 100 * rng.standard_normal((8, 5))
+    m = limits.mlp(5, 2, activation=act, sigma_w2=1.1)
+    k = limits.kernels.kernel(m, X1, X2)
+    j = limits.kernels.nngp(np.vstack([X1, X2]), model=m)
+    for got, full in [(k.nngp, j.K_out), (k.ntk, j.Theta_out)]:
+        assert np.max(np.abs(got - full[:3, 3:])) <= 1e-12 * np.max(np.abs(full))
