@@ -50,7 +50,7 @@ def _run(quick: bool):
     n = 20_000 if quick else 200_000
     n_loop = 200 if quick else 1000
     for label, f, kw in [("erf closed form", "erf", {}), ("relu closed form", "relu", {}),
-                         ("tanh quadrature", "tanh", {}), ("gelu quadrature", "gelu", {}),
+                         ("tanh quadrature", "tanh", {}), ("gelu closed form", "gelu", {}),
                          ("sigmoid quadrature", "sigmoid", {})]:
         k11, k12, k22 = _triples(n, rng)
         t = _time(lambda: G.expect2(f, f, k11, k12, k22, **kw), repeat=3)
