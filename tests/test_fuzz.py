@@ -399,6 +399,11 @@ KNOWN_PREDICATES = [
     lambda s: s.startswith("nngp") and "--depth 600" in s,
     # the numerics branch's overflow class: kernels with huge variances / branch scales overflow (see FINDINGS)
     lambda s: s.startswith(("nngp", "response")) and _huge_value(s, ("--sigma", "--rho")),
+    # the same overflow classes found by the table (FINDINGS), for any huge or non-finite value
+    lambda s: s.startswith(("finite kernels", "finite ntk")) and _huge_value(s, ("--sigma", "--rho")),
+    lambda s: s.startswith(("nfd train", "nfd two-layer")) and _huge_value(s, ("--eta-bar", "--etas"), 1e6),
+    lambda s: s.startswith(("nfd kernel-ode", "nfd particles")) and _huge_value(s, ("--T",), 1e6),
+    lambda s: s.startswith("dmft") and _huge_value(s, ("--gamma0", "--eta0"), 1e12),
 ]
 
 
@@ -407,7 +412,7 @@ def _huge_value(s, prefixes, bound=1e12):
     for flag, val in zip(toks, toks[1:]):
         if flag.startswith(prefixes):
             try:
-                if abs(float(val)) > bound:
+                if not abs(float(val)) <= bound:          # huge, inf or nan
                     return True
             except ValueError:
                 pass
