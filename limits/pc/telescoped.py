@@ -35,7 +35,8 @@ def chain(net: Net, check_weights=False) -> list:
         if net.tau[m - 1] != 0:
             readers.setdefault(int(net.src[m - 1]), []).append(m)
     G: list = [None] * (L + 1)
-    Gp = np.ones((d + 1, net.d_out)) if check_weights else np.empty((d, d))
+    rows = -(-(d + 1) // 4) * 4 if check_weights else d   # ones rows, padded to a multiple of 4 (GEMM kernel)
+    Gp = np.ones((rows, d))
     Gp[:d] = np.eye(d)
     G[L] = Gp[:d]
     for l in range(L - 1, -1, -1):
@@ -43,7 +44,7 @@ def chain(net: Net, check_weights=False) -> list:
         if check_weights:
             if not np.all(np.isfinite(g[d])) and not np.all(np.isfinite(net.W[l])):
                 raise ValueError(f"weights[{l}] contains NaN or inf")
-            g[d] = 1.0
+            g[d:] = 1.0
         gl = g[:d]
         if net.a[l] != 1.0:
             gl *= net.a[l]
@@ -55,13 +56,12 @@ def chain(net: Net, check_weights=False) -> list:
 
 
 def rescaling_from_chain(net: Net, G, nudge=None) -> np.ndarray:
-    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` from the chain (L small d_out × d_out GEMMs)."""
-    S = np.zeros((net.d_out, net.d_out))
-    for l in range(1, net.L + 1):
-        if net.lam[l - 1] == 1.0:
-            S += G[l] @ G[l].T
-        else:
-            S += (G[l] @ G[l].T) / net.lam[l - 1]
+    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` as one GEMM on the stacked chain [G_1 … G_L]."""
+    A = np.concatenate(G[1:], axis=1)
+    if np.all(net.lam == 1.0):
+        S = A @ A.T
+    else:
+        S = (A * np.repeat(1.0 / net.lam, net.dims[1:])) @ A.T
     if nudge is not None:
         S[np.diag_indices_from(S)] += 1.0 / nudge
     return 0.5 * (S + S.T)
