@@ -25,9 +25,9 @@ def chain(net: Net, check_weights=False) -> list:
     ``G @ W`` product is the fastest BLAS form of the skinny chain).
 
     ``check_weights``: each product carries one extra row of ones, so it also yields the column sums
-    ``1ᵀW_l``, which are non-finite iff W_l holds a NaN/inf (a one is never skipped as a zero
-    multiplier) or a finite sum overflows; then ``weights[l]`` is scanned and named in a
-    ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
+    ``1ᵀW_l``; their total is non-finite iff some W_l holds a NaN/inf (a one is never skipped as a
+    zero multiplier; inf − inf = NaN) or a finite sum overflows; only then are the weights scanned,
+    and the first non-finite ``weights[l]`` is named in a ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
     L = net.L
     d = net.d_out
     readers: dict = {}
@@ -39,11 +39,11 @@ def chain(net: Net, check_weights=False) -> list:
     Gp = np.ones((rows, d))
     Gp[:d] = np.eye(d)
     G[L] = Gp[:d]
+    total = 0.0                                  # Σ_l 1ᵀW_l1: non-finite iff some weight is (or it overflows)
     for l in range(L - 1, -1, -1):
         g = Gp @ net.W[l]
         if check_weights:
-            if not np.all(np.isfinite(g[d])) and not np.all(np.isfinite(net.W[l])):
-                raise ValueError(f"weights[{l}] contains NaN or inf")
+            total += g[d].sum()
             g[d:] = 1.0
         gl = g[:d]
         if net.a[l] != 1.0:
@@ -52,6 +52,10 @@ def chain(net: Net, check_weights=False) -> list:
             gl += net.tau[m - 1] * G[m]
         G[l] = gl
         Gp = g
+    if check_weights and not np.isfinite(total):
+        for l, w in enumerate(net.W):
+            if not np.isfinite(w).all():
+                raise ValueError(f"weights[{l}] contains NaN or inf")
     return G
 
 
