@@ -2,8 +2,11 @@
 Fig. 2, 4, A.1–A.7, A.22).
 
 * ``λ_max``: Lanczos (``scipy.sparse.linalg.eigsh``) on the matrix-free product ``H_z v`` (O(H N²)).
-* ``λ_min``: Lanczos on ``H_z⁻¹`` applied through the block-tridiagonal (banded) Cholesky factor
-  (shift-invert at σ = 0; factorisation O(H N³), memory O(H N²)), or LOBPCG.
+* ``λ_min``: Lanczos on ``H_z⁻¹`` (shift-invert at σ = 0), applied through
+  :class:`~limits.pc.hessian.ChainInverse` — the Woodbury form of ``H_z = CᵀΛC + d·uᵀu`` with ``C``
+  block unit lower triangular, two sweeps over the weights per solve, no factorisation, no memory
+  beyond the weights (clamped input, no decay) — or through the block-banded Cholesky factor
+  (factorisation O(H N³), memory O(H N²); decay / free input), or LOBPCG.
 * dense ``eigvalsh`` for small matrices (the seed's method; used as the check).
 * random-matrix references: unit-shifted Marchenko–Pastur edges {1, 5}, semicircle ±2, Weyl bounds
   λ_max ≤ 7 and λ_min ≥ −1.

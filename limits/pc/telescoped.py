@@ -25,9 +25,9 @@ def chain(net: Net, check_weights=False) -> list:
     ``G @ W`` product is the fastest BLAS form of the skinny chain).
 
     ``check_weights``: each product carries one extra row of ones, so it also yields the column sums
-    ``1ᵀW_l``, which are non-finite iff W_l holds a NaN/inf (a one is never skipped as a zero
-    multiplier) or a finite sum overflows; then ``weights[l]`` is scanned and named in a
-    ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
+    ``1ᵀW_l``; their total is non-finite iff some W_l holds a NaN/inf (a one is never skipped as a
+    zero multiplier; inf − inf = NaN) or a finite sum overflows; only then are the weights scanned,
+    and the first non-finite ``weights[l]`` is named in a ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
     L = net.L
     d = net.d_out
     readers: dict = {}
@@ -35,15 +35,16 @@ def chain(net: Net, check_weights=False) -> list:
         if net.tau[m - 1] != 0:
             readers.setdefault(int(net.src[m - 1]), []).append(m)
     G: list = [None] * (L + 1)
-    Gp = np.ones((d + 1, net.d_out)) if check_weights else np.empty((d, d))
+    rows = -(-(d + 1) // 4) * 4 if check_weights else d   # ones rows, padded to a multiple of 4 (GEMM kernel)
+    Gp = np.ones((rows, d))
     Gp[:d] = np.eye(d)
     G[L] = Gp[:d]
+    total = 0.0                                  # Σ_l 1ᵀW_l1: non-finite iff some weight is (or it overflows)
     for l in range(L - 1, -1, -1):
         g = Gp @ net.W[l]
         if check_weights:
-            if not np.all(np.isfinite(g[d])) and not np.all(np.isfinite(net.W[l])):
-                raise ValueError(f"weights[{l}] contains NaN or inf")
-            g[d] = 1.0
+            total += g[d].sum()
+            g[d:] = 1.0
         gl = g[:d]
         if net.a[l] != 1.0:
             gl *= net.a[l]
@@ -51,17 +52,20 @@ def chain(net: Net, check_weights=False) -> list:
             gl += net.tau[m - 1] * G[m]
         G[l] = gl
         Gp = g
+    if check_weights and not np.isfinite(total):
+        for l, w in enumerate(net.W):
+            if not np.isfinite(w).all():
+                raise ValueError(f"weights[{l}] contains NaN or inf")
     return G
 
 
 def rescaling_from_chain(net: Net, G, nudge=None) -> np.ndarray:
-    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` from the chain (L small d_out × d_out GEMMs)."""
-    S = np.zeros((net.d_out, net.d_out))
-    for l in range(1, net.L + 1):
-        if net.lam[l - 1] == 1.0:
-            S += G[l] @ G[l].T
-        else:
-            S += (G[l] @ G[l].T) / net.lam[l - 1]
+    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` as one GEMM on the stacked chain [G_1 … G_L]."""
+    A = np.concatenate(G[1:], axis=1)
+    if np.all(net.lam == 1.0):
+        S = A @ A.T
+    else:
+        S = (A * np.repeat(1.0 / net.lam, net.dims[1:])) @ A.T
     if nudge is not None:
         S[np.diag_indices_from(S)] += 1.0 / nudge
     return 0.5 * (S + S.T)

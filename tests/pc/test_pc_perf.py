@@ -96,3 +96,86 @@ def test_equilibrium_energy_large_finite_weights_are_not_rejected():
     # column sums overflow (1e308·3) but every weight is finite: not a NaN/inf error
     W = [np.ones((3, 2)), np.full((3, 3), 1e308), np.zeros((1, 3))]
     assert pc.equilibrium_energy(W, np.ones((2, 2)), 2 * np.ones((2, 1))) == pytest.approx(2.0, rel=1e-15)
+
+
+# ----------------------------------------------------------------------------- structured inverse / spectra
+HESS_CONFIGS = [
+    dict(dims=[3, 5, 5, 5, 2]),
+    dict(dims=[3, 6, 6, 6, 6, 1], skips="1-skip", multipliers=[1, 0.5, 0.5, 0.5, 0.3]),
+    dict(dims=[2, 4, 4, 4, 4, 4, 3], skips=2),
+    dict(dims=[3, 5, 5, 5, 2], layer_weights=[0.5, 2.0, 1.5, 3.0]),
+    dict(dims=[3, 5, 5, 5, 2], nudge=0.7),
+    dict(dims=[3, 4, 4, 4, 4, 2], skips=[0, 1, 1, 0, 0], layer_weights=[1, 2, 1, 0.5, 4], nudge=2.0),
+    dict(dims=[4, 4, 4, 4, 4], skips=[0, 1, 1, 1]),                          # τ_L = 1 (output skip)
+    dict(dims=[4, 4, 4, 4, 4], skips=[0, 1, 1, 1], nudge=0.5, multipliers=1.7),
+]
+
+
+def _hess_case(cfg, seed=5):
+    rng = np.random.default_rng(seed)
+    cfg = dict(cfg)
+    dims = cfg.pop("dims")
+    W = rand_net(rng, dims, 1.3)
+    net = pc.make_net(W, cfg.get("multipliers"), cfg.get("skips"), cfg.get("layer_weights"))
+    lay = pc.layout(net, nudge=cfg.get("nudge"))
+    Hd = pc.activity_hessian(W, cfg.get("multipliers"), cfg.get("skips"), cfg.get("layer_weights"),
+                             nudge=cfg.get("nudge"), dense=True)
+    return rng, W, cfg, net, lay, Hd
+
+
+@pytest.mark.parametrize("cfg", HESS_CONFIGS)
+def test_chain_inverse_equals_dense_solve(cfg):
+    from limits.pc.hessian import ChainInverse
+
+    rng, W, cfg, net, lay, Hd = _hess_case(cfg)
+    ci = ChainInverse(net, lay)
+    B = rng.standard_normal((lay.n, 4))
+    np.testing.assert_allclose(ci.solve(B), np.linalg.solve(Hd, B), rtol=0, atol=1e-11 * np.abs(np.linalg.solve(Hd, B)).max())
+    np.testing.assert_allclose(Hd @ ci.solve(B[:, 0]), B[:, 0], atol=1e-11 * np.abs(B).max())
+    # the Woodbury capacitance is the telescoped rescaling: Q = S when λ_L = 1 and no nudge
+    if cfg.get("nudge") is None and net.lam[-1] == 1.0:
+        Lq = np.tril(ci.Qf[0])
+        np.testing.assert_allclose(Lq @ Lq.T, pc.rescaling(net), rtol=1e-12, atol=1e-12)
+    # matrix-free operator on a block of vectors
+    np.testing.assert_allclose(pc.hessian_operator(net, lay).matmat(B), Hd @ B, atol=1e-12 * np.abs(Hd).max() * 10)
+
+
+def test_chain_inverse_rejects_decay_and_free_input():
+    from limits.pc.hessian import ChainInverse
+
+    W = rand_net(np.random.default_rng(0), [3, 4, 4, 2])
+    net = pc.make_net(W)
+    with pytest.raises(ValueError, match="decay"):
+        ChainInverse(net, pc.layout(net, decay=0.1))
+    with pytest.raises(ValueError, match="clamped input"):
+        ChainInverse(net, pc.layout(net, unsupervised=True))
+    with pytest.raises(ValueError, match="inverse"):
+        pc.extreme_eigenvalues(W, method="lanczos", inverse="lu")
+    with pytest.raises(ValueError, match="inverse='chain'"):
+        pc.extreme_eigenvalues(W, method="lanczos", inverse="chain", decay=0.1)
+
+
+SPECTRA = [("sp", None, {}), ("mupc", "1-skip", {}), ("orthogonal", None, {}), ("sp", "1-skip", {"nudge": 0.5}),
+           ("mupc", "1-skip", {"layer_weights": 2.0})]
+
+
+@pytest.mark.parametrize("param,skips,kw", SPECTRA)
+def test_lanczos_chain_inverse_matches_dense_eigvalsh(param, skips, kw):
+    # λ_min / λ_max of H_z from Lanczos (λ_min through ChainInverse) equal dense eigvalsh to 1e-8 relative
+    W, a = pc.init_weights(24, 12, param, seed=7)
+    d = pc.extreme_eigenvalues(W, a, skips, method="dense", **kw)
+    s = pc.extreme_eigenvalues(W, a, skips, method="lanczos", inverse="chain", **kw)
+    assert s.converged
+    assert abs(s.lambda_max - d.lambda_max) <= 1e-8 * d.lambda_max
+    assert abs(s.lambda_min - d.lambda_min) <= 1e-8 * d.lambda_min
+    assert abs(s.kappa - d.kappa) <= 1e-8 * d.kappa
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("param,skips", [("sp", None), ("mupc", "1-skip")])
+def test_chain_inverse_matches_block_cholesky_at_medium_size(param, skips):
+    W, a = pc.init_weights(96, 96, param, seed=8)
+    c = pc.extreme_eigenvalues(W, a, skips, method="lanczos", inverse="chain")
+    b = pc.extreme_eigenvalues(W, a, skips, method="lanczos", inverse="cholesky")
+    assert abs(c.lambda_min - b.lambda_min) <= 1e-8 * b.lambda_min
+    assert abs(c.lambda_max - b.lambda_max) <= 1e-10 * b.lambda_max
