@@ -166,6 +166,8 @@ def _flagged(text, m):
         return True
     if "later layers are +inf" in text and "exploded" in text:      # the NNGP's own explosion warning
         return True
+    if re.search(r"OVERFLOWED at layer \d+", text):                # nngp/response: which kernel overflowed
+        return True
     return "DIVERGED" in text and "loss" in text and ("inf" in line or "nan" in line)
 
 
@@ -302,17 +304,17 @@ def _hostile_outputs(tmp: Path):
 KNOWN_BUGS = [
     # (command line, reason) — strict xfail: when the fix lands the test XPASSes and fails, so remove it
     (["nngp", "--activation", "erf", "--sigma-w2", "4", "--depth", "600", "--random", "2", "10"],
-     "issue 14: NTK overflow corrupts the NNGP output; being fixed on branch numerics"),
+     "FIXED issue 14: NTK overflow corrupts the NNGP output"),
     (["expect", "relu", "--k11", "1e300", "--k22", "1e300", "--k12", "0"],
-     "issue 14: E[relu relu] overflows to inf; being fixed on branch numerics"),
-    (["pc", "equilibrium", "--batch", "0"], "issue 14: empty batch gives NaN energies; being fixed on branch nan"),
+     "FIXED issue 14: E[relu relu] overflows to inf"),
+    (["pc", "equilibrium", "--batch", "0"], "FIXED issue 14: empty batch gives NaN energies"),
     (["finite", "kernels", "--inits", "1", "--width", "8", "--depth", "2", "--P", "2", "--d-in", "3"],
-     "issue 14: one initialisation prints NaN standard errors; being fixed on branch nan"),
+     "FIXED issue 14: one initialisation prints NaN standard errors"),
     (["nfd", "gia-limit", "--Ls", "4", "--M", "2", "--seeds", "1"],
-     "issue 14: nfd gia-limit with one seed / M=2 gives NaN; being fixed on branch nan"),
+     "FIXED issue 14: nfd gia-limit with one seed / M=2 gives NaN"),
     (["nfd", "two-layer", "--Ls", "4", "--seeds", "1", "--n", "1"],
-     "issue 14: nfd two-layer with one seed / n=1 gives NaN; being fixed on branch nan"),
-    (["pc", "infer"], "issue 14: pc infer exits 1 (not converged) with its own defaults; being fixed on branch nan"),
+     "FIXED issue 14: nfd two-layer with one seed / n=1 gives NaN"),
+    (["pc", "infer"], "FIXED issue 14: pc infer exits 1 (not converged) with its own defaults"),
     (["pc", "spectrum", "--width", "4", "--hidden", "2", "--method", "lobpcg"],
      "issue 14 (fuzz, hypothesis): pc spectrum --method lobpcg fails with 'not enough values to unpack (expected 3, "
      "got 2)' for a valid choice; branch nan"),
@@ -428,7 +430,8 @@ def _huge_value(s, prefixes, bound=1e12):
 
 @pytest.mark.parametrize("argv,reason", KNOWN_BUGS, ids=[" ".join(a) for a, _ in KNOWN_BUGS])
 def test_known_bug(argv, reason, tmp_path, request):
-    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    if not reason.startswith("FIXED"):      # fixed ones stay as regression cases
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     FUZZ_COUNT.add(("known", tuple(argv)))
     rc, out, err = run_cli(argv, timeout=120)
     cmd = " ".join(a for a in argv[:2] if not a.startswith("-") and a in " ".join(COMMANDS).split())
