@@ -436,7 +436,8 @@ class ChainInverse:
     ``C⁻¹`` is a forward sweep ``x_l = y_l + a_l W_l x_{l−1} + τ_l x_src`` and ``C⁻ᵀ`` a backward
     sweep, so one solve costs two passes over the weights, O(T N²) per right-hand side (BLAS-3 on
     blocks of right-hand sides), memory O(n d_out) beyond the weights — no O(T N²) factor, no
-    O(T N³) factorisation. ``Q`` equals λ_L⁻¹·… the telescoped rescaling S (λ_L = 1: Q = S).
+    O(T N³) factorisation. The capacitance ``Q`` is exactly the telescoped rescaling
+    ``S = Σ_l λ_l⁻¹ G_l G_lᵀ (+ I/β)`` of :func:`limits.pc.rescaling` (``u C⁻¹`` = the Jacobians G_l).
     Unsupported (``ValueError``): activity decay, free input (unsupervised)."""
 
     def __init__(self, net: Net, lay: Layout):

@@ -132,10 +132,9 @@ def test_chain_inverse_equals_dense_solve(cfg):
     B = rng.standard_normal((lay.n, 4))
     np.testing.assert_allclose(ci.solve(B), np.linalg.solve(Hd, B), rtol=0, atol=1e-11 * np.abs(np.linalg.solve(Hd, B)).max())
     np.testing.assert_allclose(Hd @ ci.solve(B[:, 0]), B[:, 0], atol=1e-11 * np.abs(B).max())
-    # the Woodbury capacitance is the telescoped rescaling: Q = S when λ_L = 1 and no nudge
-    if cfg.get("nudge") is None and net.lam[-1] == 1.0:
-        Lq = np.tril(ci.Qf[0])
-        np.testing.assert_allclose(Lq @ Lq.T, pc.rescaling(net), rtol=1e-12, atol=1e-12)
+    # the Woodbury capacitance is the telescoped rescaling S (seed 001 Eq. 31–32), nudged or not
+    Lq = np.tril(ci.Qf[0])
+    np.testing.assert_allclose(Lq @ Lq.T, pc.rescaling(net, nudge=cfg.get("nudge")), rtol=1e-12, atol=1e-12)
     # matrix-free operator on a block of vectors
     np.testing.assert_allclose(pc.hessian_operator(net, lay).matmat(B), Hd @ B, atol=1e-12 * np.abs(Hd).max() * 10)
 
