@@ -16,26 +16,54 @@ The number of distinct bad inputs tried is recorded in ``FUZZ_COUNT`` and printe
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
 
+import limits
 from limits.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ_COUNT: set = set()             # distinct (command, option, value) inputs tried
 FOUND: list = []                    # invariant violations found (for the report)
+
+
+
+def _session_inputs():
+    """Valid input files for the model/kernel/check/predict/sweep commands, made once per session."""
+    d = Path(tempfile.mkdtemp(prefix="limits-fuzz-"))
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    limits.resnet(4, 2).save(d / "resnet.toml")
+    limits.mlp(4, 1, parameterisation="MF", activation="linear").save(d / "mlp.toml")
+    rng = np.random.default_rng(0)
+    np.save(d / "X.npy", rng.standard_normal((3, 4)))
+    np.save(d / "X2.npy", rng.standard_normal((2, 4)))
+    np.save(d / "Y.npy", rng.standard_normal(3))
+    (d / "sweep.toml").write_text('function = "limits.kernels.critical_line"\n[product]\nactivation = ["erf"]\n'
+                                  'sigma_b2 = [0.0, 0.1]\n[run]\nbackend = "serial"\n')
+    from limits.sweep.sweepfile import run_file
+
+    run_file(d / "sweep.toml", backend="serial", store=str(d / "stored"), progress=False)
+    return {k: str(d / v) for k, v in [("resnet", "resnet.toml"), ("mlp", "mlp.toml"), ("X", "X.npy"),
+                                       ("X2", "X2.npy"), ("Y", "Y.npy"), ("sweep", "sweep.toml"),
+                                       ("stored", "stored"), ("dir", "")]}
+
+
+F = _session_inputs()
 
 # small, fast, valid base command lines (every one runs in < 1 s)
 BASE = {
@@ -63,6 +91,14 @@ BASE = {
     "finite ntk": ["--width", "8", "--depth", "1", "--inits", "4", "--P", "2", "--d-in", "3"],
     "finite train": ["--width", "8", "--depth", "3", "--steps", "5", "--inits", "2"],
     # the heavy core commands are fuzzed on their fast paths (argument and path checks) only
+    "model": ["--d-in", "4", "--depth", "2"],
+    "kernel": ["--model", F["resnet"], "--x1", F["X"], "--x2", F["X2"]],
+    "check": ["--model", F["resnet"], "--x", F["X"], "--widths", "8", "16", "32", "--inits", "4"],
+    "predict": ["--model", F["resnet"], "--x-train", F["X"], "--y-train", F["Y"], "--x-test", F["X2"],
+                "--method", "flow", "--t", "0.5", "1"],
+    "sweep run": [F["sweep"], "--store", F["stored"], "--quiet"],
+    "sweep show": [F["stored"]],
+    "sweep plot": [F["stored"], "--x", "sigma_b2", "--y", "sigma_w2", "--format", "png"],
     "figure": ["seed000_fig3", "--quick"],
     "validate": ["nosuchcomponent"],
     "run": None,
@@ -78,8 +114,14 @@ HOSTILE_STR = ["", "nope", "__import__('os').system('true')", "1/0", "x" * 300, 
                "SP;rm -rf /", "../../etc/passwd", "\x00", "é", "1e999", "0/0", "oo", "zoo", "I", "lambda: 0"]
 QUICK = {"int": ["0", "-1", "abc"], "float": ["nan", "-inf", "0", "1e308"],
          "str": ["", "nope", "__import__('os').system('true')"]}
-FILE_OPTIONS = {"X", "Y", "K0", "weights"}
-OUT_OPTIONS = {"save", "out", "outdir"}
+# input-file options get hostile files (FILES), not hostile strings; `sweep plot --x/--y` are dim names
+FILE_OPTIONS = {"X", "Y", "K0", "weights", "model", "show", "x1", "x2", "x", "y", "x_train", "y_train", "x_test"}
+NOT_FILES = {("sweep plot", "x"), ("sweep plot", "y")}
+OUT_OPTIONS = {"save", "out", "outdir", "plot"}
+
+
+def _is_file(cmd, dest):
+    return dest in FILE_OPTIONS and (cmd, dest) not in NOT_FILES
 
 
 def _commands():
@@ -457,7 +499,7 @@ def _table_cases():
         if base is None:
             continue
         for k, (flag, dest, kind, nargs, choices) in enumerate(_options(cmd)):
-            if dest in FILE_OPTIONS or dest in OUT_OPTIONS or (cmd == "validate" and dest == "seed"):
+            if _is_file(cmd, dest) or dest in OUT_OPTIONS or (cmd == "validate" and dest == "seed"):
                 continue
             pool = HOSTILE_INT if kind == "int" else HOSTILE_FLOAT if kind == "float" else HOSTILE_STR
             if choices:
@@ -552,7 +594,7 @@ def _file_params():
         for flag, dest, _, _, _ in _options(cmd if base is not None else "run"):
             k += 1
             quick = QUICK_OUTPUTS | {QUICK_FILES[k % len(QUICK_FILES)], QUICK_FILES[(k + 3) % len(QUICK_FILES)]}
-            names = INPUT_FILE_NAMES if dest in FILE_OPTIONS else OUTPUT_PATH_NAMES if dest in OUT_OPTIONS else []
+            names = INPUT_FILE_NAMES if _is_file(cmd, dest) else OUTPUT_PATH_NAMES if dest in OUT_OPTIONS else []
             for name in names:
                 if base is None and name in USABLE_OUTPUTS:
                     continue                    # `limits run` into a usable directory is the whole main job
@@ -581,7 +623,7 @@ def test_hostile_file(cmd, flag, dest, name, hostile_paths, tmp_path, monkeypatc
 
 # ------------------------------------------------------------------------ hypothesis: random combinations
 def _mutation(draw, cmd):
-    opts = [o for o in _options(cmd) if o[1] not in FILE_OPTIONS | OUT_OPTIONS]
+    opts = [o for o in _options(cmd) if not _is_file(cmd, o[1]) and o[1] not in OUT_OPTIONS]
     flag, dest, kind, nargs, choices = draw(st.sampled_from(opts))
     if choices:
         value = draw(st.sampled_from(list(choices)))
@@ -627,7 +669,7 @@ def _hostile_number(v):
 @st.composite
 def _cli_case(draw):
     cmd = draw(st.sampled_from([c for c, b in BASE.items() if b is not None and c not in ("figure", "validate")
-                                and any(o[1] not in FILE_OPTIONS | OUT_OPTIONS for o in _options(c))]))
+                                and any(not _is_file(c, o[1]) and o[1] not in OUT_OPTIONS for o in _options(c))]))
     argv = cmd.split() + list(BASE[cmd])
     muts = [_mutation(draw, cmd) for _ in range(draw(st.integers(1, 3)))]
     for flag, dest, value in muts:
