@@ -836,8 +836,6 @@ API_FINDINGS = {
     ("kernels.response(width)", "1e+308"): f"issue 14 (fuzz): response(width=1e308) returns inf responses without an "
                                            f"error; {NUM}",
     ("nfd.kernel_ode(T)", "1e+308"): f"issue 14 (fuzz): kernel_ode(T=1e308) hangs instead of rejecting T; {NAN}",
-    ("finite.resnet(blocks)", "1e+308"): f"issue 14 (fuzz): resnet(blocks=1e308) hangs (accepts a float block count "
-                                         f"of 1e308); {NAN}",
 }
 
 
