@@ -22,10 +22,24 @@ def load_model(path):
     return Model.load(path)
 
 
-def _array(path, name):
+def read_array(path, option):
+    """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
+    import zipfile
+
     from .kernels.cli import _load_matrix
 
-    a = np.asarray(_load_matrix(path, name), dtype=float)
+    try:
+        a = _load_matrix(path, option.lstrip("-").replace("-", "_"))
+        a = np.asarray(a, dtype=float)
+    except (ValueError, TypeError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{option}: cannot read {path}: {exc}") from None
+    if a.size and not np.all(np.isfinite(a)):
+        raise ValueError(f"{option}: {path} contains NaN or inf")
+    return a
+
+
+def _array(path, name):
+    a = read_array(path, f"--{name.replace('_', '-')}")
     if a.ndim == 1:
         a = a[None, :]
     return a

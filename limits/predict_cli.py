@@ -15,9 +15,9 @@ import numpy as np
 
 
 def _load(path, name, matrix):
-    from .kernels.cli import _load_matrix
+    from .model_cli import read_array
 
-    a = np.asarray(_load_matrix(path, name), dtype=float)
+    a = read_array(path, f"--{name.replace('_', '-')}")
     if matrix and a.ndim == 1:
         a = a[:, None]
     return a

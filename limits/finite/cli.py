@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import positive_float, positive_int, real_number
 from ..cliutil import emit as _emit
 from ..stats import mean_se_or_none, se_text
 
@@ -34,6 +34,8 @@ def cmd_kernels(args):
     from ..checks import positive_int
 
     positive_int(args.depth, "depth")
+    if args.rho is not None:
+        real_number(args.rho, "--rho", allow_negative=True)
     rng = np.random.default_rng(args.seed)
     X, _ = _inputs(args, rng, args.d_in)
     kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2)
@@ -76,6 +78,8 @@ def cmd_ntk(args):
 
     positive_int(args.inits, "inits")
     positive_int(args.chunk, "chunk")
+    positive_int(args.depth, "--depth", minimum=0)
+    real_number(args.rho, "--rho", allow_negative=True)
     rng = np.random.default_rng(args.seed)
     X, _ = _inputs(args, rng, args.d_in)
     kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2, parameterisation="ntk")
@@ -112,6 +116,9 @@ def cmd_train(args):
         raise ValueError("give --depth (hidden N×N blocks) or --weight-layers (= depth + 2), not both")
     blocks = (positive_int(args.weight_layers, "--weight-layers", minimum=2) - 2 if args.weight_layers is not None
               else positive_int(3 if args.depth is None else args.depth, "--depth", minimum=0))
+    positive_int(args.width, "--width")
+    positive_float(args.eta0, "--eta0")
+    positive_float(args.gamma0, "--gamma0")
     p = params.named(args.param, convention="variance", algorithm="bp")
     net = concretise(p, args.width, blocks + 2, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
                      eta0=args.eta0, gamma0=args.gamma0, residual=args.residual)

@@ -240,6 +240,9 @@ def resnet(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b
                   block_layers=block_layers, post_activation=post_activation)
 
 
+_MAX_WEIGHTS = 2 ** 31          # 16 GB of float64 weights: anything larger cannot be built on one machine
+
+
 def _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
            sigma_w2_out, sigma_b2_out, lr, parameterisation, residual, rho, block_layers, post_activation):
     d_in = positive_int(d_in, "d_in")
@@ -247,6 +250,11 @@ def _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_
     blocks = positive_int(blocks, "blocks", minimum=0)
     d_out = positive_int(d_out, "d_out")
     block_layers = positive_int(block_layers, "block_layers")
+    n_weights = d_in * width + blocks * block_layers * width * width + width * d_out      # exact (Python ints)
+    if n_weights > _MAX_WEIGHTS:
+        size = f"about 10^{len(str(n_weights)) - 1}"
+        raise ValueError(f"network too large: {size} weights (d_in={d_in}, width={width:.3g}, blocks={blocks:.3g}, "
+                         f"block_layers={block_layers}, d_out={d_out}); at most {_MAX_WEIGHTS}")
     if parameterisation not in ("standard", "ntk"):
         raise ValueError(f"parameterisation must be 'standard' or 'ntk', got {parameterisation!r}")
     sw2 = _real(sigma_w2, "sigma_w2")
