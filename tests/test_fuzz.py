@@ -6,7 +6,7 @@ the output, never a partial or temporary file left behind.
 
 * ``HOSTILE`` (hand-picked table) and ``FILES`` (hostile input files / output paths) are applied to
   every option of every command enumerated from ``limits.cli.build_parser()``; hypothesis then
-  combines random values (``max_examples`` small by default, more under ``-m slow``).
+  combines random values (``max_examples`` small by default, more under ``-m exhaustive``).
 * Known bugs in modules owned elsewhere are ``xfail(strict=True)`` (``KNOWN_BUGS``) so we see
   when their fixes land; hypothesis and the table skip exactly those inputs.
 
@@ -105,7 +105,7 @@ BASE = {
 }
 # exit 1 = "ran, but the check failed", documented by these commands
 EXIT1_OK = {"pc infer", "pc spectrum", "finite train"}
-# hostile values per option type; the first few of each (QUICK) run by default, all under -m slow.
+# hostile values per option type; the first few of each (QUICK) run by default, all under -m exhaustive.
 # Huge sizes are tried in a subprocess with memory and time limits (test_huge_sizes_subprocess).
 HOSTILE_INT = ["0", "-1", "1", "2", "-0", "1.5", "abc", "", "nan", "0x10", "1e3", "٣"]
 HOSTILE_FLOAT = ["nan", "inf", "-inf", "-0.0", "0", "-1", "1e308", "-1e308", "5e-324", "1e-300", "abc", "",
@@ -517,12 +517,12 @@ def _table_params():
     out = []
     for cmd, flag, dest, value, quick in TABLE:
         argv = _argv_with(cmd, flag, value)
-        marks = [] if quick else [pytest.mark.slow]
+        marks = [] if quick else [pytest.mark.exhaustive]
         reason = _finding(cmd, flag or dest, value)
         if reason:
             marks.append(pytest.mark.xfail(strict=True, reason=reason))
             if "hangs" in reason and quick:
-                marks.append(pytest.mark.slow)
+                marks.append(pytest.mark.exhaustive)
         elif _known(argv):
             continue
         out.append(pytest.param(cmd, flag, dest, value, marks=marks, id=" ".join(argv)[:120]))
@@ -546,7 +546,7 @@ INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "comple
                     "wrong_keys_npz", "zero_bytes"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
-# by default each file option gets a few of these (rotating), all of them under -m slow
+# by default each file option gets a few of these (rotating), all of them under -m exhaustive
 QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
@@ -569,7 +569,7 @@ def _file_params():
                 if base is None and name in USABLE_OUTPUTS:
                     continue                    # `limits run` into a usable directory is the whole main job
                 reason = _finding(cmd, flag, name)
-                marks = [] if name in quick else [pytest.mark.slow]
+                marks = [] if name in quick else [pytest.mark.exhaustive]
                 if reason:
                     marks.append(pytest.mark.xfail(strict=True, reason=reason))
                 out.append(pytest.param(cmd, flag, dest, name, marks=marks, id=f"{cmd} {flag} {name}"))
@@ -677,7 +677,7 @@ def test_hypothesis_cli(case):
     _fuzz_cli(case, None)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_cli_case())
 def test_hypothesis_cli_many(case):
@@ -702,7 +702,7 @@ def _limited():
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("i", range(len(HUGE)), ids=[" ".join(a) for a in HUGE])
 def test_huge_sizes_subprocess(i, tmp_path, request):
     """Huge sizes: a clear error (or a result) within 60 s and 3 GB — never a traceback or a hang."""
@@ -822,7 +822,7 @@ def _api_params():
             reason = API_FINDINGS.get((cid, repr(bad)))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             if reason and "hangs" in reason:
-                marks.append(pytest.mark.slow)
+                marks.append(pytest.mark.exhaustive)
             out.append(pytest.param(cid, call, bad, marks=marks, id=f"{cid}={repr(bad)[:20]}"))
     return out
 

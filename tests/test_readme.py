@@ -40,7 +40,7 @@ def _concrete_cli_examples():
         cmd = m.group(1)
         if any(tok in cmd for tok in ("NAME", "COMPONENT", "…", "[", "|")) or cmd.strip() in ("limits", "limits run"):
             continue
-        if cmd.startswith(("limits figure ", "limits validate")):
+        if cmd.startswith(("limits figure", "limits validate")):
             continue          # expensive; figure names are checked by test_figure_names_in_readme_exist
         cmds.append(cmd)
     return sorted(set(cmds))

@@ -9,7 +9,7 @@ substitution u = s x, v = s(c x + √(1 − c²) y), nested (inner over y, outer
 at the activation's feature (x = 0, resp. the line c x + √(1 − c²) y = 0) and at geometrically spaced
 points around it (width 1/s, ratio 4), truncated at |x|, |y| ≤ 12 (Gaussian mass < 1e-32). The default
 run uses mpmath's double-precision context (``mpmath.fp``, ≈1e-14 relative — checked against the
-20-digit ``mpmath.mp`` context in the slow test); the dense grid is ``@pytest.mark.slow``.
+20-digit ``mpmath.mp`` context in the slow test); the dense grid is ``@pytest.mark.exhaustive`` (python -m pytest -m exhaustive).
 
 Tolerance: |value − reference| ≤ 1e-10 |reference| + 1e-14 √(E[f²] E[g²]) (the absolute floor only
 matters where the value vanishes by symmetry, e.g. odd φ at c = 0).
@@ -158,7 +158,7 @@ def test_scalar_kernel_vs_mpmath(name, kind, q, c):
     assert _ok(val, ref, scale), (val, ref, (val - ref) / (ref or 1.0))
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("name,kind,q,c", _SLOW_SCALAR)
 def test_scalar_kernel_vs_mpmath_dense(name, kind, q, c):
     ref, scale = reference(name, kind, q, c)
@@ -200,7 +200,7 @@ def test_issue_examples():
 _ASYM = (("tanh", 1, 1e6, 1.0, 0.5), ("sigmoid", 0, 1e-2, 1e6, 0.9), ("tanh", 0, 1e8, 1e2, -0.7))
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if i else c for i, c in enumerate(_ASYM)])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.exhaustive) if i else c for i, c in enumerate(_ASYM)])
 def test_asymmetric_variances_vs_mpmath(case):
     for name, kind, q1, q2, c in (case,):
         ref, scale = reference(name, kind, q1, c, "fp", q2)
@@ -226,7 +226,7 @@ def test_gram_vs_mpmath(name, kind, q):
     assert _ok(E[0, 0], ref, scale)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("name,kind,q", [(a, k, q) for a in ACTS for k in (0, 1) for q in QS])
 def test_gram_vs_mpmath_dense(name, kind, q):
     K, cols = _gram_matrix(q)
@@ -236,7 +236,7 @@ def test_gram_vs_mpmath_dense(name, kind, q):
         assert _ok(E[0, j], ref, scale), (name, kind, q, c, E[0, j], ref)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_fp_reference_agrees_with_20_digit_mpmath():
     mpmath.mp.dps = 20
     for name, kind, q, c in (("tanh", 1, 1e8, 0.5), ("sigmoid", 0, 1e4, 0.999), ("gelu", 1, 1e2, -0.5)):
@@ -370,7 +370,7 @@ def test_ntk_overflow_keep_last_and_default_params():
     assert np.all(np.isfinite(a.K)) and np.all(np.isfinite(a.K_out))
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_ntk_default_params_log_scale():
     from limits.kernels import nngp
 
@@ -397,7 +397,7 @@ def test_memory_is_checked_before_allocating():
     assert r.K.shape == (2, 3, 3) and np.all(np.isfinite(r.K))
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_depth_million_keep_last_works():
     from limits.kernels import nngp
 
