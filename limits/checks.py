@@ -42,30 +42,30 @@ def sample_count(n, name: str) -> int:
     return n
 
 
-def real_number(x, name: str, *, positive: bool = False, allow_negative: bool = False) -> float:
-    """Finite float (``> 0`` with ``positive``; ``>= 0`` unless ``allow_negative``) or ``ValueError``
-    naming ``name``; booleans are refused."""
-    if isinstance(x, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a real number, got {x!r}")
-    if allow_negative:
-        try:
-            v = float(x)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a real number, got {x!r}") from None
-        if not np.isfinite(v):
-            raise ValueError(f"{name} must be finite, got {v}")
-        return v
-    return positive_float(x, name, allow_zero=not positive)
-
-
-def positive_float(x, name: str, allow_zero: bool = False) -> float:
-    """Finite float ``x > 0`` (or ``>= 0``) or ``ValueError`` naming ``name``."""
+def finite_float(x, name: str) -> float:
+    """Finite float or ``ValueError`` naming ``name``."""
     try:
         v = float(x)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a real number, got {x!r}") from None
     if not np.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def real_number(x, name: str, *, positive: bool = False, allow_negative: bool = False) -> float:
+    """Finite float (``> 0`` with ``positive``; ``>= 0`` unless ``allow_negative``) or ``ValueError``
+    naming ``name``; booleans are refused."""
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a real number, got {x!r}")
+    if allow_negative:
+        return finite_float(x, name)
+    return positive_float(x, name, allow_zero=not positive)
+
+
+def positive_float(x, name: str, allow_zero: bool = False) -> float:
+    """Finite float ``x > 0`` (or ``>= 0``) or ``ValueError`` naming ``name``."""
+    v = finite_float(x, name)
     if v < 0 or (v == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {v}")
