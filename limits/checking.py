@@ -282,19 +282,19 @@ def _nngp_samples(m, net, X, idx, S, seed, layers):
 
 
 def _ntk_samples(net, X, idx, S, seed, chunk=None):
-    from .finite import init_weights
-    from .finite.ntk import empirical_ntk
+    """Per init: the empirical NTK at the index pairs, drawn by the weight-free conditional sampler
+    (:func:`limits.finite.ntk.conditional_ntk`, exact in distribution)."""
+    from .finite.ntk import conditional_ntk
     from .finite.weights import init_streams
 
     i, j = idx
     N, P = net.width, X.shape[0]
-    per = 8.0 * (net.n_blocks + 2) * N * N + 8.0 * 6 * (net.n_blocks + 2) * P * N
+    per = 8.0 * 8 * (net.n_blocks + 2) * P * (N + P)
     chunk = chunk or max(1, min(S, int(256 * 2**20 // per)))
     streams = init_streams(S, seed=seed)
     out = []
     for st in range(0, S, chunk):
-        w = init_weights(net, streams=streams[st:st + chunk])
-        Th = empirical_ntk(net, w, X)
+        Th = conditional_ntk(net, X, streams=streams[st:st + chunk])
         out.append(Th[:, i, j])
     return np.concatenate(out, axis=0)
 

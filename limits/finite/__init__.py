@@ -85,6 +85,9 @@ Empirical NTK
 -------------
 ``empirical_ntk(net, w, X, output=0, lr_weighted=False, per_layer=False)`` → (S, P, P) from one
 backward pass (per layer ``m² (g gᵀ)∘(a aᵀ) + m_b² g gᵀ``).
+``conditional_ntk(net, X, n_inits, seed=…)`` draws the same random kernel for fresh initialisations
+without weight matrices (W is sampled only on the span of the forward inputs and backward signals,
+exact in distribution; O(N·P²) per layer instead of O(N²·P)) — what ``limits.check`` uses.
 
 Target propagation
 ------------------
@@ -119,7 +122,7 @@ from .concretise import concretise
 from .empirical import EmpiricalKernels, empirical_kernels, kernels_of
 from .forward import Forward, forward, output
 from .network import Block, Dense, Network, mlp, resnet
-from .ntk import empirical_ntk
+from .ntk import conditional_ntk, empirical_ntk
 from .optim import GD, Adam
 from .training import TrainResult, train
 from . import data
@@ -131,6 +134,6 @@ __all__ = [
     "Forward", "forward", "output",
     "EmpiricalKernels", "empirical_kernels", "kernels_of",
     "Grads", "backward", "mse_loss", "loss_and_grads",
-    "GD", "Adam", "TrainResult", "train", "empirical_ntk",
+    "GD", "Adam", "TrainResult", "train", "empirical_ntk", "conditional_ntk",
 ]
 

@@ -39,26 +39,30 @@ def mse_loss(f, Y, reduction="mean"):
     return loss, c * r
 
 
-def _layer_grads(dense, g_pre, inp, Wb, want_input=True):
-    """For u = m·inp Wᵀ + b: (∂ℓ/∂W, ∂ℓ/∂b, ∂ℓ/∂inp) given g_pre = ∂ℓ/∂u."""
-    if inp.shape[0] == 1 and g_pre.shape[0] != 1:
+def _layer_grads(dense, g_pre, inp, Wb, want_input=True, want_params=True):
+    """For u = m·inp Wᵀ + b: (∂ℓ/∂W, ∂ℓ/∂b, ∂ℓ/∂inp) given g_pre = ∂ℓ/∂u (∂ℓ/∂W, ∂ℓ/∂b are None
+    without ``want_params``)."""
+    if not want_params:
+        dW = None
+    elif inp.shape[0] == 1 and g_pre.shape[0] != 1:
         dW = np.einsum("spo,pi->soi", g_pre, inp[0], optimize=True)
     else:
         dW = np.matmul(g_pre.transpose(0, 2, 1), inp)
-    if dense.mult != 1.0:
+    if dW is not None and dense.mult != 1.0:
         dW *= dense.mult
-    db = dense.bias_mult * g_pre.sum(axis=1) if dense.bias else None
+    db = dense.bias_mult * g_pre.sum(axis=1) if dense.bias and want_params else None
     g_in = None
     if want_input:
-        g_in = np.matmul(g_pre, Wb)
+        g_in = Wb.apply_T(g_pre) if hasattr(Wb, "apply_T") else np.matmul(g_pre, Wb)
         if dense.mult != 1.0:
             g_in *= dense.mult
     return dW, db, g_in
 
 
 @limit_blas
-def backward(net, weights, fwd, g_f) -> Grads:
-    """Reverse pass: ``g_f`` = ∂ℓ/∂f with shape (S, P, d_out)."""
+def backward(net, weights, fwd, g_f, params=True) -> Grads:
+    """Reverse pass: ``g_f`` = ∂ℓ/∂f with shape (S, P, d_out). ``params=False`` skips ∂ℓ/∂W, ∂ℓ/∂b
+    (``dW``/``db`` stay empty; ``dh``, ``dpre`` are filled) — what the NTK needs."""
     P = _Phi(net)
     dW, db, dpre = {}, {}, {}
     nB = net.n_blocks
@@ -66,7 +70,8 @@ def backward(net, weights, fwd, g_f) -> Grads:
 
     g_out = g_f * net.out_scale
     dpre["out"] = g_out
-    dW["out"], bb, g_a = _layer_grads(net.readout, g_out, fwd.inp["out"], weights.backward_weight("out"))
+    dW["out"], bb, g_a = _layer_grads(net.readout, g_out, fwd.inp["out"], weights.backward_weight("out"),
+                                      want_params=params)
     if bb is not None:
         db["out"] = bb
     g_h = P.dphi(fwd.h[nB]) * g_a if net.readout_phi else g_a
@@ -85,7 +90,8 @@ def backward(net, weights, fwd, g_f) -> Grads:
             name = f"{i}.{k}"
             d = blk.layers[k - 1]
             dpre[name] = g_u
-            dW[name], bb, g_in = _layer_grads(d, g_u, fwd.inp[name], weights.backward_weight(name))
+            dW[name], bb, g_in = _layer_grads(d, g_u, fwd.inp[name], weights.backward_weight(name),
+                                              want_params=params)
             if bb is not None:
                 db[name] = bb
             if k > 1:
@@ -97,10 +103,11 @@ def backward(net, weights, fwd, g_f) -> Grads:
 
     g_pre0 = P.dphi(fwd.pre["in"]) * g_h if net.readin_phi else g_h
     dpre["in"] = g_pre0
-    dW["in"], bb, _ = _layer_grads(net.readin, g_pre0, fwd.inp["in"], None, want_input=False)
+    dW["in"], bb, _ = _layer_grads(net.readin, g_pre0, fwd.inp["in"], None, want_input=False,
+                                   want_params=params)
     if bb is not None:
         db["in"] = bb
-    return Grads(dW, db, dh, dpre)
+    return Grads(dW if params else {}, db, dh, dpre)
 
 
 def loss_and_grads(net, weights, X, Y, reduction="mean", f0=None):

@@ -37,8 +37,9 @@ def check_inputs(net, X, name="X") -> np.ndarray:
 
 
 def dense_apply(dense, W, b, inp):
-    """``mult · inp Wᵀ + bias_mult · b`` for inp (S|1, P, fan_in), W (S, out, in)."""
-    out = np.matmul(inp, W.transpose(0, 2, 1))
+    """``mult · inp Wᵀ + bias_mult · b`` for inp (S|1, P, fan_in), W (S, out, in) or a lazily
+    sampled weight with ``.apply(inp)`` (:class:`limits.finite.ntk.ConditionalWeight`)."""
+    out = W.apply(inp) if hasattr(W, "apply") else np.matmul(inp, W.transpose(0, 2, 1))
     if dense.mult != 1.0:
         out *= dense.mult
     if b is not None:
