@@ -55,6 +55,7 @@ def test_gd_flow_check_mean_reduction(task):
     c = limits.check(g, widths=W, inits=96, seed=1)
     assert c.passed, c.to_markdown()
     assert c.details["optimizer"] == "flow" and c.details["euler_gap"] < 1e-3
+    assert c.details["blocks"]["gd mean"]["power"] < 0.05
 
 
 def test_check_refuses_inputs_and_offgrid_flow(task):
@@ -64,3 +65,24 @@ def test_check_refuses_inputs_and_offgrid_flow(task):
         limits.check(g, widths=W, inits=4, seed=0)
     with pytest.raises(ValueError, match="X="):
         limits.check(g, widths=W, inits=4, seed=0, X=X)
+
+
+def test_flow_step_richardson_is_second_order(task):
+    """2·GD(dt) − GD(2dt) approaches the flow like dt² (one Euler run: like dt)."""
+    from limits.checking_predict import _core, _flow_step
+    from limits.predict import _gfun
+
+    m, X, Y, Xs = task
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[2.0, 4.0], reduction="mean", learning_rate=2.0)
+    core, eta = _core(g, m)
+    ts = np.array([2.0, 4.0])
+    dt, ks, gap = _flow_step(g, core, eta, ts)
+    assert gap < 1e-3 and np.all(ks % 2 == 0) and np.allclose(ks * dt, ts)
+    flow = core.g(ts)
+    errs = []
+    for h in (dt, dt / 2, dt / 4):
+        k = np.round(ts / h)
+        rich = 2 * _gfun(core.lam, k, eta * h, False) - _gfun(core.lam, k / 2, 2 * eta * h, False)
+        errs.append(np.max(np.abs(rich - flow)))
+    order = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(order - 2) < 0.1), order
