@@ -26,13 +26,14 @@ from .response import LinearResponseResult, ResponseResult, linear_response, res
 from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_line, fixed_point, phase_diagram
 
 from .cross import KernelResult, kernel
+from .blocked import kernel_blocked
 from ..model import kernel_view as _kview, with_model as _with_model
 
 nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
 response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))
 
 __all__ = [
-    "kernel", "KernelResult",
+    "kernel", "KernelResult", "kernel_blocked",
     "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
     "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
     "KernelWarning", "KernelExplosion",
