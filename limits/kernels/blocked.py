@@ -33,7 +33,7 @@ import numpy as np
 from . import diagnostics as _diag
 from .cross import KernelResult, _flag, _get, _inputs, _model_dict
 
-__all__ = ["kernel_blocked", "FUSED"]
+__all__ = ["kernel_blocked", "kernel_diag", "FUSED"]
 
 FUSED = ("erf", "relu", "linear")       # activations with a fused closed-form tile path
 _MODERATE = 1e150                       # variances below this: q_α q_β cannot overflow (fast formulas)
@@ -57,6 +57,7 @@ def _variances(kw, X, act):
             e = cw * np.asarray(gaussian.kernel(act, q, q, q)) + cb
             Q[l] = q + e if kw["residual"] else e
             if not (np.all(np.isfinite(Q[l])) and Q[l].max() <= _diag.LARGE):
+                Q[l:] = np.inf
                 return Q, l
     return Q, -1
 
@@ -178,14 +179,14 @@ class _Tile:
             np.add(q, E, out=Q[l]) if self.kw["residual"] else np.copyto(Q[l], E)
         return Q
 
-    def run(self, Q, XI, XJ, I, J, c_in, b_in):
+    def run(self, QI, QJ, XI, XJ, I, J, c_in, b_in):
         """Read-out (K_out, Θ_out) of the tile X_I × X_J (views of the scratch, valid until the next call)."""
         views = self._views((XI.shape[0], XJ.shape[0]))
         K = self.gram0(XI, XJ, c_in, b_in, views[4])
-        return self._layers(K, lambda l: Q[l, I][:, None], lambda l: Q[l, J][None, :], views)
+        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
 
 
-def _outputs(out, get, P, dtype):
+def _outputs(out, get, shape, dtype):
     """{name: (array, tmp_path_or_None, final_path_or_None)} for every requested kernel."""
     if out is None:
         spec = {g: None for g in get}
@@ -202,10 +203,10 @@ def _outputs(out, get, P, dtype):
     try:
         for g, o in spec.items():
             if o is None:
-                res[g] = (np.empty((P, P), dtype=dtype), None, None)
+                res[g] = (np.empty(shape, dtype=dtype), None, None)
             elif isinstance(o, np.ndarray):
-                if o.shape != (P, P) or o.dtype != dtype or not o.flags.writeable:
-                    raise ValueError(f"out[{g!r}] must be a writeable ({P}, {P}) array of dtype {np.dtype(dtype)}, "
+                if o.shape != shape or o.dtype != dtype or not o.flags.writeable:
+                    raise ValueError(f"out[{g!r}] must be a writeable {shape} array of dtype {np.dtype(dtype)}, "
                                      f"got shape {o.shape}, dtype {o.dtype}")
                 res[g] = (o, None, None)
             elif isinstance(o, (str, os.PathLike)):
@@ -215,7 +216,7 @@ def _outputs(out, get, P, dtype):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
                 os.close(fd)
-                res[g] = (np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(P, P)), tmp, path)
+                res[g] = (np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape), tmp, path)
             else:
                 raise ValueError(f"out[{g!r}] must be None, a numpy array or a .npy path, got {type(o).__name__}")
     except BaseException:
@@ -249,11 +250,12 @@ def _finish(res):
     return arrays
 
 
-def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, dtype=np.float64, out=None, fill="both",
-                   progress=None) -> KernelResult:
-    """Symmetric P×P read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module
-    docstring): equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in
-    float64, with memory = the output + O(``block``²).
+def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=np.float64, out=None,
+                   fill="both", progress=None) -> KernelResult:
+    """Read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module docstring):
+    equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in float64, with
+    memory = the output + O(``block``²). With ``X2`` (P2×d_in) the P×P2 block between X and X2
+    (= ``kernel(model, X, X2)``), every tile, no mirroring.
 
     ``block``: tile edge (any size ≥ 1; the last tile row/column is smaller when it does not divide P).
     ``get`` ⊆ {"nngp", "ntk"}. ``dtype`` float64 (default) or float32 (measured max relative error
@@ -261,85 +263,66 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, dtype=np.float64
     arrays), an array or a ``.npy`` path (one kernel requested), or a dict {name: array | path}; a
     path is filled as an ``np.memmap`` in a temporary file of the same directory and renamed onto the
     path only when complete (readers never see a partial file); the result then holds the memmaps.
-    ``fill``: "both" (full symmetric matrix; each upper tile's transpose is mirrored as it is
+    ``fill`` (symmetric case): "both" (full matrix; each upper tile's transpose is mirrored as it is
     written), "upper" or "lower" (one triangle, diagonal tiles in full, the other triangle left
-    untouched — what ``scipy.linalg.cho_factor(..., lower=True)`` reads). ``progress``: None (a
-    bar on a terminal, a periodic line otherwise — :mod:`limits.progress`), True, False.
-    Returns :class:`limits.kernels.KernelResult` (``symmetric=True``; ``diagnostics`` also hold
-    ``block``, ``tiles``, ``path`` = "fused"|"cross", ``dtype``).
+    untouched — the upper triangle of a C-ordered array is the lower one of its F-ordered transpose,
+    what ``scipy.linalg.cho_factor(A.T, lower=True, overwrite_a=True)`` factors in place).
+    ``progress``: None (a bar on a terminal, a periodic line otherwise — :mod:`limits.progress`),
+    True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
+    ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
     """
     from ..checks import positive_int
-    from ..model import ModelError, as_model
-    from ..progress import progress as _progress
-    from .expectations import _builtin, _name
 
     what = "limits.kernels.kernel_blocked"
-    m = as_model(model)
-    get = _get(get)
-    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
-    if "ntk" in get and m.param_name == "SP":
-        raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
-                         "learning rate; use parameterisation='NTK' or get=('nngp',)")
+    m, get = _model(model, get, what)
     X = _inputs(X, "X", m.d_in)
+    sym = X2 is None
+    X2 = X if sym else _inputs(X2, "X2", m.d_in)
     block = positive_int(block, "block")
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ValueError(f"dtype must be float64 or float32, got {dtype}")
     if fill not in _FILLS:
         raise ValueError(f"fill must be one of {_FILLS}, got {fill!r}")
+    if not sym and fill != "both":
+        raise ValueError("fill: only the symmetric kernel (X2=None) can be stored as one triangle")
     if progress not in (None, True, False):
         raise ValueError(f"progress must be None, True or False, got {progress!r}")
+    from ..progress import progress as _progress
+
     want_ntk = "ntk" in get
-    kw = m.kernel_kwargs(what)
-    act = kw["activation"]
-    P = X.shape[0]
-    block = min(block, P)
-    Q, q_bad = _variances(kw, X, act)
-    res = _outputs(out, get, P, dtype)
-    name = _name(act)
-    fused = name in FUSED and _builtin(act) and q_bad < 0 and float(Q.max()) < _MODERATE
-    starts = list(range(0, P, block))
-    tiles = [(i, j) for a, i in enumerate(starts) for j in starts[a:]]
+    P, P2 = X.shape[0], X2.shape[0]
+    block = min(block, max(P, P2))
+    eng = _Engine(m, get, block)
+    Q, Q2, q_bad = eng.variances(X), None, -1
+    if not sym:
+        Q2 = eng.variances(X2)
+    q_bad = eng.q_bad
+    res = _outputs(out, get, (P, P2), dtype)
+    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
+    tiles = [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
     ntk_bad = -1
     try:
         if q_bad >= 0:                                   # the NNGP variances overflow: every entry is +inf
             for a, _, _ in res.values():
                 a[...] = np.inf
         else:
-            c_in, b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]
-            tile = None
-            if fused:
-                tile = _Tile(name, kw, block, want_ntk)
-                Q = tile.variances(X, starts, block, c_in, b_in)
-            bar = _progress(total=len(tiles), desc=f"kernel_blocked P={P}",
+            bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
                             disable=None if progress is None else not progress)
-            with np.errstate(over="ignore", invalid="ignore"):
-                for i, j in tiles:
-                    I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P))
-                    blk = None
-                    if fused:
-                        Ko, To = tile.run(Q, X[I], X[J], I, J, c_in, b_in)
-                        if To is not None and not (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
-                            blk = None                    # NTK overflow in this tile: the cross kernel reports it
-                        else:
-                            blk = {"nngp": Ko, "ntk": To}
-                    if blk is None:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore", _diag.KernelWarning)
-                            r = _cross(m, X[I], X[J], get)
-                        if want_ntk and r.diagnostics["ntk_exploded_at"] >= 0:
-                            at = r.diagnostics["ntk_exploded_at"]
-                            ntk_bad = at if ntk_bad < 0 else min(ntk_bad, at)
-                        blk = {"nngp": r.nngp, "ntk": r.ntk}
-                    for g, (a, _, _) in res.items():
-                        v = blk[g]
-                        if i == j:
-                            v = 0.5 * (v + v.T)
-                        if fill != "lower":
-                            a[I, J] = v
-                        if fill == "lower" or (fill == "both" and i != j):
-                            a[J, I] = v.T
-                    bar.update(1)
+            for i, j in tiles:
+                I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P2))
+                blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
+                if at >= 0:
+                    ntk_bad = at if ntk_bad < 0 else min(ntk_bad, at)
+                for g, (a, _, _) in res.items():
+                    v = blk[g]
+                    if sym and i == j:
+                        v = 0.5 * (v + v.T)
+                    if fill != "lower":
+                        a[I, J] = v
+                    if sym and (fill == "lower" or (fill == "both" and i != j)):
+                        a[J, I] = v.T
+                bar.update(1)
             bar.close()
         arrays = _finish(res)
     except BaseException:
@@ -347,10 +330,105 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, dtype=np.float64
         raise
     if q_bad >= 0:
         ntk_bad = q_bad
-    diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [], "source": what, "block": int(block), "tiles": len(tiles),
-            "path": "fused" if fused else "cross", "dtype": str(dtype), "fill": fill}
+    diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [],
+            "source": what, "block": int(block), "tiles": len(tiles), "path": "fused" if eng.fused else "cross",
+            "dtype": str(dtype), "fill": fill}
     _flag(diag, want_ntk)
-    return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, _model_dict(m), diag, True, X, None)
+    return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, _model_dict(m), diag, sym, X,
+                        None if sym else X2)
+
+
+def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
+    """Diagonal of the read-out kernels, {name: (P,) array}: K_out(x, x) and Θ_out(x, x) for every row of
+    ``X`` in O(L·P) (the variance recursion and its read-out; the diagonal of :func:`kernel_blocked`
+    to rounding). Non-finite entries (an overflowing kernel) raise ValueError."""
+    what = "limits.kernels.kernel_diag"
+    m, get = _model(model, get, what)
+    X = _inputs(X, "X", m.d_in)
+    eng = _Engine(m, get, 1)
+    out = eng.diagonal(X)
+    for g, v in out.items():
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"X: the {g.upper()} of this model overflows on these inputs (chaotic/deep regime)")
+    return {g: out[g] for g in get}
+
+
+def _model(model, get, what):
+    from ..model import ModelError, as_model
+
+    m = as_model(model)
+    get = _get(get)
+    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
+    if "ntk" in get and m.param_name == "SP":
+        raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
+                         "learning rate; use parameterisation='NTK' or get=('nngp',)")
+    return m, get
+
+
+class _Engine:
+    """Fused tiles when the activation has one and the variances are moderate, else the cross kernel."""
+
+    def __init__(self, m, get, block):
+        from .expectations import _builtin, _name
+
+        self.m, self.get, self.block = m, get, block
+        self.kw = kw = m.kernel_kwargs("limits.kernels.kernel_blocked")
+        self.act = kw["activation"]
+        self.want_ntk = "ntk" in get
+        self.name = _name(self.act)
+        self.fusable = self.name in FUSED and _builtin(self.act)
+        self.fused = self.fusable
+        self.q_bad = -1
+        self.c_in, self.b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]
+        self._tile = _Tile(self.name, kw, block, self.want_ntk) if self.fusable else None
+
+    def variances(self, X):
+        Q, bad = _variances(self.kw, X, self.act)
+        if bad >= 0:
+            self.q_bad = bad if self.q_bad < 0 else min(self.q_bad, bad)
+        if bad >= 0 or float(Q.max()) >= _MODERATE:
+            self.fused = False
+        if self.fusable and bad < 0:           # the fused path's own arithmetic (bitwise-consistent diagonal)
+            Q = self._tile.variances(X, list(range(0, X.shape[0], self.block)), self.block, self.c_in, self.b_in)
+        return Q
+
+    def tile(self, XI, XJ, QI, I, QJ, J):
+        """({name: tile}, first layer where the tile's NTK overflowed or −1)."""
+        if self.fused:
+            with np.errstate(over="ignore", invalid="ignore"):
+                Ko, To = self._tile.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
+            if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
+                return {"nngp": Ko, "ntk": To}, -1
+        with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it
+            warnings.simplefilter("ignore", _diag.KernelWarning)
+            r = _cross(self.m, XI, XJ, self.get)
+        at = r.diagnostics["ntk_exploded_at"] if self.want_ntk else -1
+        return {"nngp": r.nngp, "ntk": r.ntk}, at
+
+    def diagonal(self, X):
+        from .. import gaussian
+
+        Q = self.variances(X)
+        kw = self.kw
+        if self.fused:
+            tile = _Tile(self.name, kw, 1, self.want_ntk)
+            views = [np.empty(X.shape[0]) for _ in range(7 if self.want_ntk else 5)]
+            K = np.copy(Q[0])
+            Ko, To = tile._layers(K, lambda l: Q[l], lambda l: Q[l], views)
+            return {"nngp": Ko.copy(), "ntk": None if To is None else To.copy()}
+        r2 = kw["rho"] ** 2
+        cw, cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
+        T = Q[0].copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            for l in range(1, kw["depth"] + 1):
+                q = Q[l - 1]
+                G = np.asarray(gaussian.dkernel(self.act, q, q, q)) if self.want_ntk else None
+                if G is not None:
+                    T = (T if kw["residual"] else 0.0) + (Q[l] - (q if kw["residual"] else 0.0)) + cw * G * T
+            q = Q[-1]
+            Ko = kw["sigma_w2_out"] * np.asarray(gaussian.kernel(self.act, q, q, q)) + kw["sigma_b2_out"]
+            To = Ko + kw["sigma_w2_out"] * np.asarray(gaussian.dkernel(self.act, q, q, q)) * T if self.want_ntk else None
+        return {"nngp": Ko, "ntk": To}
 
 
 def _cross(m, X1, X2, get):
