@@ -347,8 +347,8 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
     X = _inputs(X, "X", m.d_in)
     eng = _Engine(m, get, 1)
     out = eng.diagonal(X)
-    for g, v in out.items():
-        if not np.all(np.isfinite(v)):
+    for g in get:
+        if not np.all(np.isfinite(out[g])):
             raise ValueError(f"X: the {g.upper()} of this model overflows on these inputs (chaotic/deep regime)")
     return {g: out[g] for g in get}
 
