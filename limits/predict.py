@@ -429,6 +429,7 @@ def regression_memory(P, P_test, kernel="nngp", var=True, block=256, d_out=1) ->
     P×chunk blocks), the tile scratch (7·block²) and O(L·P) vectors."""
     n_pp = 2 if (kernel == "ntk" and var) else 1
     tb = min(P_test, _test_chunk(P))
+    block = min(block, max(P, tb))
     n_ct = (2 + 2 * (kernel == "ntk")) if var else 1
     return 8.0 * (n_pp * P * P + n_ct * P * tb + 7 * block * block + 2 * P * d_out + 32 * (P + P_test))
 
@@ -477,7 +478,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     if not isinstance(var, (bool, np.bool_)):
         raise ValueError(f"var must be True or False, got {var!r}")
     P, Pt = X.shape[0], Xs.shape[0]
-    need = regression_memory(P, Pt, kernel, bool(var), min(block, P), Y.shape[1])
+    need = regression_memory(P, Pt, kernel, bool(var), block, Y.shape[1])
     if memory_limit is None:
         from .kernels.nngp import available_memory
 

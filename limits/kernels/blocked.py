@@ -17,9 +17,10 @@ erf, relu and linear use their closed forms fused on the tile (scale-free determ
 formulas of :mod:`limits.activations`); any other activation, and any tile whose NTK leaves float64
 range, goes through :func:`limits.kernels.kernel` on the tile pair (same numbers, same
 ``*_exploded_at`` diagnostics). ``dtype=np.float32`` stores the output in single precision (each tile
-is computed in float64 and rounded once): the measured error vs float64 is a relative
-2.9e-8 max (≤ 2⁻²⁴ = 6.0e-8, one rounding) for erf and relu, L = 10, P = 2000 (benchmarks/bench_bigp.py,
-row "float32 error").
+is computed in float64 and rounded once): the measured error vs float64 is a relative 5.96e-8 max
+over all entries (= 2⁻²⁴, one rounding; 4e-8–6e-8 of max |K| in absolute terms) for the erf and relu
+NNGP and NTK, MLP L = 10, P = 2000 (benchmarks/bench_bigp.py, row "float32 error"). Half the memory,
+but a float32 Gram is no input for a Cholesky at large P (its rounding alone is κ·6e-8).
 """
 from __future__ import annotations
 
@@ -259,7 +260,7 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
 
     ``block``: tile edge (any size ≥ 1; the last tile row/column is smaller when it does not divide P).
     ``get`` ⊆ {"nngp", "ntk"}. ``dtype`` float64 (default) or float32 (measured max relative error
-    2.9e-8 vs float64, ≤ 2⁻²⁴: each tile is computed in float64 and rounded once). ``out``: None (new
+    5.96e-8 = 2⁻²⁴ vs float64: each tile is computed in float64 and rounded once). ``out``: None (new
     arrays), an array or a ``.npy`` path (one kernel requested), or a dict {name: array | path}; a
     path is filled as an ``np.memmap`` in a temporary file of the same directory and renamed onto the
     path only when complete (readers never see a partial file); the result then holds the memmaps.
@@ -410,6 +411,8 @@ class _Engine:
 
         Q = self.variances(X)
         kw = self.kw
+        if self.q_bad >= 0:                    # the variances overflow: so does every read-out entry
+            return {"nngp": np.full(X.shape[0], np.inf), "ntk": np.full(X.shape[0], np.inf)}
         if self.fused:
             tile = _Tile(self.name, kw, 1, self.want_ntk)
             views = [np.empty(X.shape[0]) for _ in range(7 if self.want_ntk else 5)]
