@@ -122,6 +122,7 @@ def _run_child(spec):
     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
                        env=env, stdout=subprocess.PIPE, text=True, check=True)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("BIGP ")][-1]
+    print(f"bench_bigp child {json.dumps(spec)} -> {line[5:]}", file=sys.stderr, flush=True)
     return json.loads(line[5:])
 
 

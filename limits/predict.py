@@ -2,6 +2,7 @@
 
     p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise=1e-3)
     g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100])
+    r = limits.predict.kernel_regression(m, X_train, Y_train, X_test, kernel="nngp")   # large P, in place
 
 **NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, K), K the read-out NNGP
 of ``m``; observations y = f(X) + ε, ε ~ N(0, σ² I) with σ² = ``noise``; independent outputs
