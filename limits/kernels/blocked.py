@@ -419,9 +419,8 @@ class _Engine:
             K = np.copy(Q[0])
             Ko, To = tile._layers(K, lambda l: Q[l], lambda l: Q[l], views)
             return {"nngp": Ko.copy(), "ntk": None if To is None else To.copy()}
-        r2 = kw["rho"] ** 2
-        cw, cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
-        T = Q[0].copy()
+        cw = kw["rho"] ** 2 * kw["sigma_w2"]
+        T = Q[0].copy()                        # Θ^l_αα = [Θ^{l−1}_αα] + C^l_αα + ρ²σ_w² E[φ'²] Θ^{l−1}_αα
         with np.errstate(over="ignore", invalid="ignore"):
             for l in range(1, kw["depth"] + 1):
                 q = Q[l - 1]
