@@ -10,6 +10,7 @@ Public API::
     f = limits.kernels.fixed_point("tanh", 1.5, 0.05)      # q*, c*, χ_1, ξ_q, ξ_c
     v = limits.kernels.kernel_fluctuations(X, ..., width=N) # O(1/N) covariance of empirical kernels
     o = limits.kernels.optimal_rho(K0=..., depth=L, ...)    # ρ* = argmax χ_out; rho_star_estimate (Eq. 61/62)
+    b = limits.kernels.kernel_blocked(m, X, block=256)      # large P: upper-triangle tiles, memory = output + O(block²)
 
 Conventions: X is P×d_in (rows are samples) or pass K0 (P×P); read-in/read-out variances default to
 the hidden ones; ρ for a feed-forward layer multiplies the whole layer (σ² → ρ²σ²); NTK in the NTK
@@ -26,13 +27,14 @@ from .response import LinearResponseResult, ResponseResult, linear_response, res
 from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_line, fixed_point, phase_diagram
 
 from .cross import KernelResult, kernel
+from .blocked import kernel_blocked
 from ..model import kernel_view as _kview, with_model as _with_model
 
 nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
 response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))
 
 __all__ = [
-    "kernel", "KernelResult",
+    "kernel", "KernelResult", "kernel_blocked",
     "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
     "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
     "KernelWarning", "KernelExplosion",

@@ -1,0 +1,444 @@
+"""NNGP/NTK Grams for large P, tile by tile: ``kernel_blocked(model, X, block=…, get=…, dtype=…, out=…)``.
+
+The recursion of :mod:`limits.kernels.cross` (seed 004 Eq. 29–30) is entrywise once the variance
+vector is known: entry (α, β) of layer l needs K^{l−1}_αβ, q^{l−1}_α and q^{l−1}_β only. So the
+variances are propagated first for all P inputs (O(L·P)),
+
+    q^0_α = σ²_w,in |x_α|²/d + σ²_b,in,   q^l = [q^{l−1}] + ρ²(σ_w² E[φ(u)²]_{u~N(0,q^{l−1})} + σ_b²),
+
+and then every tile X_I × X_J with I ≤ J (upper triangle only) is run through all L layers and
+the read-out while it sits in cache; its read-out kernels are written into a preallocated P×P
+output (a fresh array, a caller-given array, or an ``.npy`` file opened as ``np.memmap`` and moved
+into place atomically when complete) together with the mirrored tile (X_J × X_I = tileᵀ). Time
+O(L·P²/2) Gaussian expectations, memory: the output plus O(block²) scratch — never a (L+1)·P² stack,
+never a P×P temporary.
+
+erf, relu and linear use their closed forms fused on the tile (scale-free determinant form, the
+formulas of :mod:`limits.activations`); any other activation, and any tile whose NTK leaves float64
+range, goes through :func:`limits.kernels.kernel` on the tile pair (same numbers, same
+``*_exploded_at`` diagnostics). ``dtype=np.float32`` stores the output in single precision (each tile
+is computed in float64 and rounded once): the measured error vs float64 is a relative 5.96e-8 max
+over all entries (= 2⁻²⁴, one rounding; 4e-8–6e-8 of max |K| in absolute terms) for the erf and relu
+NNGP and NTK, MLP L = 10, P = 2000 (benchmarks/bench_bigp.py, row "float32 error"). Half the memory,
+but a float32 Gram is no input for a Cholesky at large P (its rounding alone is κ·6e-8).
+
+Measured (benchmarks/bench_bigp.py, one BLAS thread, 2-core shared machine): NNGP + NTK of an MLP,
+L = 10, P = 20,000, float64: erf 96 s CPU, relu 97 s CPU, peak RSS 6.05 GiB (the 5.96 GiB output + 90 MB);
+CPU ∝ P^1.98 ± 0.04 (erf) and P^2.03 ± 0.01 (relu) over P = 2500…20,000; at P = 5000 1.8× (erf) and
+2.2× (relu) less CPU than the plain numpy full-matrix recursion, with 0.46 GiB instead of 1.6–1.8 GiB.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from . import diagnostics as _diag
+from .cross import KernelResult, _flag, _get, _inputs, _model_dict
+
+__all__ = ["kernel_blocked", "kernel_diag", "FUSED"]
+
+FUSED = ("erf", "relu", "linear")       # activations with a fused closed-form tile path
+_MODERATE = 1e150                       # variances below this: q_α q_β cannot overflow (fast formulas)
+_INV_PI = 1.0 / np.pi
+_FILLS = ("both", "upper", "lower")
+
+
+def _variances(kw, X, act):
+    """(L+1)×P variances q^l (read-in, then every hidden layer), the cross kernel's recursion; −1 or
+    the first layer where they leave float64 range (> 1e100 or non-finite)."""
+    from .. import gaussian
+
+    L, d = kw["depth"], X.shape[1]
+    r2 = kw["rho"] ** 2
+    cw, cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
+    Q = np.empty((L + 1, X.shape[0]))
+    Q[0] = kw["sigma_w2_in"] * np.einsum("ij,ij->i", X, X) / d + kw["sigma_b2_in"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for l in range(1, L + 1):
+            q = Q[l - 1]
+            e = cw * np.asarray(gaussian.kernel(act, q, q, q)) + cb
+            Q[l] = q + e if kw["residual"] else e
+            if not (np.all(np.isfinite(Q[l])) and Q[l].max() <= _diag.LARGE):
+                Q[l:] = np.inf
+                return Q, l
+    return Q, -1
+
+
+class _Tile:
+    """Scratch for one tile (n×m ≤ block²) and the fused erf/relu/linear recursion on it. The same
+    elementwise code runs on the variance vector (:meth:`variances`), so that a diagonal entry of a
+    tile equals its variance bit for bit (relu's E[φ'φ'] has an infinite slope at correlation 1: a
+    one-ulp mismatch there would cost 1e-8)."""
+
+    def __init__(self, name, kw, block, want_ntk):
+        self.name, self.kw, self.want_ntk = name, kw, want_ntk
+        r2 = kw["rho"] ** 2
+        self.cw, self.cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
+        self.buf = np.empty((7 if want_ntk else 5, block * block))
+
+    def _views(self, shape):
+        n = int(np.prod(shape))
+        return [b[:n].reshape(shape) for b in self.buf]
+
+    def _expect(self, K, A, B, E, G, w1, w2, w3):
+        """E ← E[φφ], G ← E[φ'φ'] (G None: skipped) for covariances [[A, K], [K, B]] (A, B broadcast
+        against K: row/column variances of a tile, or the variance vector itself). Scale-free forms of
+        limits.activations: det = (g − |k|)(g + |k|), g = √(AB), k clipped to |k| ≤ g."""
+        name = self.name
+        if name == "linear":
+            np.copyto(E, K)
+            if G is not None:
+                G.fill(1.0)
+            return
+        g = np.multiply(A, B, out=w1)
+        np.sqrt(g, out=g)                                            # g = √(AB)
+        ak = np.abs(K, out=w2)
+        np.subtract(g, ak, out=E)                                    # E used as scratch
+        np.minimum(ak, g, out=w3)
+        np.copysign(w3, K, out=w3)                                   # k clipped to |k| ≤ g
+        np.add(g, ak, out=w2)
+        np.multiply(E, w2, out=w2)
+        np.maximum(w2, 0.0, out=w2)                                  # det = AB − k² ≥ 0
+        k = w3
+        if name == "erf":
+            w2 *= 4.0
+            w2 += 1.0 + 2.0 * A
+            w2 += 2.0 * B
+            np.sqrt(w2, out=w2)                                      # √((1+2A)(1+2B) − 4k²)
+            k *= 2.0
+            np.arctan2(k, w2, out=E)
+            E *= 2.0 * _INV_PI                                       # (2/π) atan2(2k, ·)
+            if G is not None:
+                np.divide(4.0 * _INV_PI, w2, out=G)                  # (4/π)/√(·)
+        else:                                                        # relu
+            np.sqrt(w2, out=w2)                                      # root = √det
+            at = np.arctan2(w2, k, out=w1)                           # θ = atan2(root, k)
+            np.subtract(np.pi, at, out=at)                           # π − θ
+            np.multiply(at, k, out=E)
+            E += w2
+            E *= 0.5 * _INV_PI                                       # (root + (π − θ)k)/(2π)
+            if G is not None:
+                np.multiply(at, 0.5 * _INV_PI, out=G)                # (π − θ)/(2π)
+
+    def _layers(self, K, A_of, B_of, views):
+        """All L layers and the read-out on K (overwritten); A_of(l)/B_of(l) the variances at layer l."""
+        kw, cw, cb = self.kw, self.cw, self.cb
+        E, w1, w2, w3 = views[:4]
+        G = views[5] if self.want_ntk else None
+        T = views[6] if self.want_ntk else None
+        if T is not None:
+            np.copyto(T, K)
+        res = kw["residual"]
+        for l in range(1, kw["depth"] + 1):
+            self._expect(K, A_of(l - 1), B_of(l - 1), E, G, w1, w2, w3)
+            E *= cw
+            E += cb                                                  # C = ρ²(σ_w² E + σ_b²)
+            if T is not None:                                        # Θ ← [Θ] + C + ρ²σ_w² G∘Θ
+                if res:
+                    np.multiply(G, T, out=G)
+                    G *= cw
+                    T += G
+                else:
+                    T *= G
+                    T *= cw
+                T += E
+            if res:
+                K += E
+            else:
+                np.copyto(K, E)
+        L = kw["depth"]
+        self._expect(K, A_of(L), B_of(L), E, G, w1, w2, w3)
+        E *= kw["sigma_w2_out"]
+        E += kw["sigma_b2_out"]                                      # K_out
+        if T is not None:
+            T *= G
+            T *= kw["sigma_w2_out"]
+            T += E                                                   # Θ_out = K_out + σ²_w,out G∘Θ^L
+        return E, T
+
+    def gram0(self, XI, XJ, c_in, b_in, out):
+        np.matmul(XI, XJ.T, out=out)
+        out *= c_in
+        out += b_in                                                  # K⁰ = σ²_w,in X_I X_Jᵀ/d + σ²_b,in
+        return out
+
+    def variances(self, X, starts, block, c_in, b_in):
+        """(L+1)×P variances by this class's own arithmetic: q⁰ from the diagonal tiles' products,
+        then q^l = [q^{l−1}] + C(q^{l−1}, q^{l−1}, q^{l−1}) on the vector."""
+        P, L = X.shape[0], self.kw["depth"]
+        Q = np.empty((L + 1, P))
+        for i in starts:
+            I = slice(i, min(i + block, P))
+            n = I.stop - I.start
+            Q[0, I] = np.diag(self.gram0(X[I], X[I], c_in, b_in, self._views((n, n))[4]))
+        views = [np.empty(P) for _ in range(7 if self.want_ntk else 5)]
+        E, w1, w2, w3 = views[:4]
+        for l in range(1, L + 1):
+            q = Q[l - 1]
+            self._expect(q, q, q, E, None, w1, w2, w3)
+            E *= self.cw
+            E += self.cb
+            np.add(q, E, out=Q[l]) if self.kw["residual"] else np.copyto(Q[l], E)
+        return Q
+
+    def run(self, QI, QJ, XI, XJ, I, J, c_in, b_in):
+        """Read-out (K_out, Θ_out) of the tile X_I × X_J (views of the scratch, valid until the next call)."""
+        views = self._views((XI.shape[0], XJ.shape[0]))
+        K = self.gram0(XI, XJ, c_in, b_in, views[4])
+        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
+
+
+def _outputs(out, get, shape, dtype):
+    """{name: (array, tmp_path_or_None, final_path_or_None)} for every requested kernel."""
+    if out is None:
+        spec = {g: None for g in get}
+    elif isinstance(out, dict):
+        bad = set(out) - set(get)
+        if bad or set(get) - set(out):
+            raise ValueError(f"out: a dict needs exactly the keys {sorted(get)}, got {sorted(out)}")
+        spec = dict(out)
+    else:
+        if len(get) != 1:
+            raise ValueError(f"out: pass a dict {{name: array or path}} for the {len(get)} kernels {get}")
+        spec = {get[0]: out}
+    res = {}
+    try:
+        for g, o in spec.items():
+            if o is None:
+                res[g] = (np.empty(shape, dtype=dtype), None, None)
+            elif isinstance(o, np.ndarray):
+                if o.shape != shape or o.dtype != dtype or not o.flags.writeable:
+                    raise ValueError(f"out[{g!r}] must be a writeable {shape} array of dtype {np.dtype(dtype)}, "
+                                     f"got shape {o.shape}, dtype {o.dtype}")
+                res[g] = (o, None, None)
+            elif isinstance(o, (str, os.PathLike)):
+                path = Path(o)
+                if path.suffix != ".npy":
+                    raise ValueError(f"out[{g!r}]: a file output must end in .npy (written as an np.memmap), got {path}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                os.close(fd)
+                res[g] = (np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape), tmp, path)
+            else:
+                raise ValueError(f"out[{g!r}] must be None, a numpy array or a .npy path, got {type(o).__name__}")
+    except BaseException:
+        _discard(res)
+        raise
+    return res
+
+
+def _discard(res):
+    for _, tmp, _ in res.values():
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _finish(res):
+    """Move completed memmap files into place (flush, mode 0o666 & ~umask, fsync, rename)."""
+    from ..results import current_umask
+
+    arrays = {}
+    for g, (a, tmp, path) in res.items():
+        if tmp is None:
+            arrays[g] = a
+            continue
+        a.flush()
+        del a
+        os.chmod(tmp, 0o666 & ~current_umask())
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        arrays[g] = np.load(path, mmap_mode="r+", allow_pickle=False)
+    return arrays
+
+
+def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=np.float64, out=None,
+                   fill="both", progress=None) -> KernelResult:
+    """Read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module docstring):
+    equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in float64, with
+    memory = the output + O(``block``²). With ``X2`` (P2×d_in) the P×P2 block between X and X2
+    (= ``kernel(model, X, X2)``), every tile, no mirroring.
+
+    ``block``: tile edge (any size ≥ 1; the last tile row/column is smaller when it does not divide P).
+    ``get`` ⊆ {"nngp", "ntk"}. ``dtype`` float64 (default) or float32 (measured max relative error
+    5.96e-8 = 2⁻²⁴ vs float64: each tile is computed in float64 and rounded once). ``out``: None (new
+    arrays), an array or a ``.npy`` path (one kernel requested), or a dict {name: array | path}; a
+    path is filled as an ``np.memmap`` in a temporary file of the same directory and renamed onto the
+    path only when complete (readers never see a partial file); the result then holds the memmaps.
+    ``fill`` (symmetric case): "both" (full matrix; each upper tile's transpose is mirrored as it is
+    written), "upper" or "lower" (one triangle, diagonal tiles in full, the other triangle left
+    untouched — the upper triangle of a C-ordered array is the lower one of its F-ordered transpose,
+    what ``scipy.linalg.cho_factor(A.T, lower=True, overwrite_a=True)`` factors in place).
+    ``progress``: None (a bar on a terminal, a periodic line otherwise — :mod:`limits.progress`),
+    True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
+    ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
+    """
+    from ..checks import positive_int
+
+    what = "limits.kernels.kernel_blocked"
+    m, get = _model(model, get, what)
+    X = _inputs(X, "X", m.d_in)
+    sym = X2 is None
+    X2 = X if sym else _inputs(X2, "X2", m.d_in)
+    block = positive_int(block, "block")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ValueError(f"dtype must be float64 or float32, got {dtype}")
+    if fill not in _FILLS:
+        raise ValueError(f"fill must be one of {_FILLS}, got {fill!r}")
+    if not sym and fill != "both":
+        raise ValueError("fill: only the symmetric kernel (X2=None) can be stored as one triangle")
+    if progress not in (None, True, False):
+        raise ValueError(f"progress must be None, True or False, got {progress!r}")
+    from ..progress import progress as _progress
+
+    want_ntk = "ntk" in get
+    P, P2 = X.shape[0], X2.shape[0]
+    block = min(block, max(P, P2))
+    eng = _Engine(m, get, block)
+    Q, Q2, q_bad = eng.variances(X), None, -1
+    if not sym:
+        Q2 = eng.variances(X2)
+    q_bad = eng.q_bad
+    res = _outputs(out, get, (P, P2), dtype)
+    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
+    tiles = [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
+    ntk_bad = -1
+    try:
+        if q_bad >= 0:                                   # the NNGP variances overflow: every entry is +inf
+            for a, _, _ in res.values():
+                a[...] = np.inf
+        else:
+            bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
+                            disable=None if progress is None else not progress)
+            for i, j in tiles:
+                I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P2))
+                blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
+                if at >= 0:
+                    ntk_bad = at if ntk_bad < 0 else min(ntk_bad, at)
+                for g, (a, _, _) in res.items():
+                    v = blk[g]
+                    if sym and i == j:
+                        v = 0.5 * (v + v.T)
+                    if fill != "lower":
+                        a[I, J] = v
+                    if sym and (fill == "lower" or (fill == "both" and i != j)):
+                        a[J, I] = v.T
+                bar.update(1)
+            bar.close()
+        arrays = _finish(res)
+    except BaseException:
+        _discard(res)
+        raise
+    if q_bad >= 0:
+        ntk_bad = q_bad
+    diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [],
+            "source": what, "block": int(block), "tiles": len(tiles), "path": "fused" if eng.fused else "cross",
+            "dtype": str(dtype), "fill": fill}
+    _flag(diag, want_ntk)
+    return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, _model_dict(m), diag, sym, X,
+                        None if sym else X2)
+
+
+def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
+    """Diagonal of the read-out kernels, {name: (P,) array}: K_out(x, x) and Θ_out(x, x) for every row of
+    ``X`` in O(L·P) (the variance recursion and its read-out; the diagonal of :func:`kernel_blocked`
+    to rounding). Non-finite entries (an overflowing kernel) raise ValueError."""
+    what = "limits.kernels.kernel_diag"
+    m, get = _model(model, get, what)
+    X = _inputs(X, "X", m.d_in)
+    eng = _Engine(m, get, 1)
+    out = eng.diagonal(X)
+    for g in get:
+        if not np.all(np.isfinite(out[g])):
+            raise ValueError(f"X: the {g.upper()} of this model overflows on these inputs (chaotic/deep regime)")
+    return {g: out[g] for g in get}
+
+
+def _model(model, get, what):
+    from ..model import ModelError, as_model
+
+    m = as_model(model)
+    get = _get(get)
+    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
+    if "ntk" in get and m.param_name == "SP":
+        raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
+                         "learning rate; use parameterisation='NTK' or get=('nngp',)")
+    return m, get
+
+
+class _Engine:
+    """Fused tiles when the activation has one and the variances are moderate, else the cross kernel."""
+
+    def __init__(self, m, get, block):
+        from .expectations import _builtin, _name
+
+        self.m, self.get, self.block = m, get, block
+        self.kw = kw = m.kernel_kwargs("limits.kernels.kernel_blocked")
+        self.act = kw["activation"]
+        self.want_ntk = "ntk" in get
+        self.name = _name(self.act)
+        self.fusable = self.name in FUSED and _builtin(self.act)
+        self.fused = self.fusable
+        self.q_bad = -1
+        self.c_in, self.b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]
+        self._tile = _Tile(self.name, kw, block, self.want_ntk) if self.fusable else None
+
+    def variances(self, X):
+        Q, bad = _variances(self.kw, X, self.act)
+        if bad >= 0:
+            self.q_bad = bad if self.q_bad < 0 else min(self.q_bad, bad)
+        if bad >= 0 or float(Q.max()) >= _MODERATE:
+            self.fused = False
+        if self.fusable and bad < 0:           # the fused path's own arithmetic (bitwise-consistent diagonal)
+            Q = self._tile.variances(X, list(range(0, X.shape[0], self.block)), self.block, self.c_in, self.b_in)
+        return Q
+
+    def tile(self, XI, XJ, QI, I, QJ, J):
+        """({name: tile}, first layer where the tile's NTK overflowed or −1)."""
+        if self.fused:
+            with np.errstate(over="ignore", invalid="ignore"):
+                Ko, To = self._tile.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
+            if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
+                return {"nngp": Ko, "ntk": To}, -1
+        with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it
+            warnings.simplefilter("ignore", _diag.KernelWarning)
+            r = _cross(self.m, XI, XJ, self.get)
+        at = r.diagnostics["ntk_exploded_at"] if self.want_ntk else -1
+        return {"nngp": r.nngp, "ntk": r.ntk}, at
+
+    def diagonal(self, X):
+        from .. import gaussian
+
+        Q = self.variances(X)
+        kw = self.kw
+        if self.q_bad >= 0:                    # the variances overflow: so does every read-out entry
+            return {"nngp": np.full(X.shape[0], np.inf), "ntk": np.full(X.shape[0], np.inf)}
+        if self.fused:
+            tile = _Tile(self.name, kw, 1, self.want_ntk)
+            views = [np.empty(X.shape[0]) for _ in range(7 if self.want_ntk else 5)]
+            K = np.copy(Q[0])
+            Ko, To = tile._layers(K, lambda l: Q[l], lambda l: Q[l], views)
+            return {"nngp": Ko.copy(), "ntk": None if To is None else To.copy()}
+        cw = kw["rho"] ** 2 * kw["sigma_w2"]
+        T = Q[0].copy()                        # Θ^l_αα = [Θ^{l−1}_αα] + C^l_αα + ρ²σ_w² E[φ'²] Θ^{l−1}_αα
+        with np.errstate(over="ignore", invalid="ignore"):
+            for l in range(1, kw["depth"] + 1):
+                q = Q[l - 1]
+                G = np.asarray(gaussian.dkernel(self.act, q, q, q)) if self.want_ntk else None
+                if G is not None:
+                    T = (T if kw["residual"] else 0.0) + (Q[l] - (q if kw["residual"] else 0.0)) + cw * G * T
+            q = Q[-1]
+            Ko = kw["sigma_w2_out"] * np.asarray(gaussian.kernel(self.act, q, q, q)) + kw["sigma_b2_out"]
+            To = Ko + kw["sigma_w2_out"] * np.asarray(gaussian.dkernel(self.act, q, q, q)) * T if self.want_ntk else None
+        return {"nngp": Ko, "ntk": To}
+
+
+def _cross(m, X1, X2, get):
+    from .cross import kernel
+
+    return kernel(m, X1, X2, get)
