@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..results import Result
+from . import _fused
 from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import dgram, gram, moments
@@ -175,6 +176,7 @@ def layer_slots(L: int, keep: str):
     return min(L + 1, 3), (lambda l: 0 if l == 0 else 1 + (L - l) % 2)
 
 
+FUSED = True             # closed-form activations take the upper-triangle strip kernels (limits.kernels._fused)
 _RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal exceeds this
 
 
@@ -194,47 +196,91 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
     exploded = -1
     ntk_exploded = -1
     log_large = float(np.log(_diag.LARGE))
-    Gb = np.empty((P, P)) if ntk else None            # scratch reused by every layer (no per-layer
-    Wb = np.empty((P, P))                              # temporaries: each would be freshly faulted in)
+    # closed-form activations: packed upper triangles (limits.kernels._fused), layers unpacked only when kept
+    fk = _fused.kind(act) if FUSED else None
+    pk = sc = Kv = Tv = None
+    if fk is not None and P > 1 and _fused.usable(fk, np.diag(K0m)):
+        pk = _fused.Packed(P)
+        sc = _fused.Scratch(pk)
+        Kv = pk.pack(K0m)
+        Tv = Kv.copy() if ntk else None
+        spare = [np.empty(pk.n) for _ in range(2 + 2 * bool(ntk))]   # double buffers for K̃, Θ̃; C
+        Cv = np.empty(pk.n)
+    Gb = Wb = None                                    # scratch of the general path, allocated on first use
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             i, ip = ix(l), ix(l - 1)
-            Kp = Ks[ip]
-            E, G = moments(act, Kp, derivative=ntk, out=Cs[i], gout=Gb, work=Wb)
-            C = Cs[i]                                  # C = ρ²(σ_w² E + σ_b²), in place
-            C *= c_w
-            C += c_b
-            if arch.residual:
-                np.add(Kp, C, out=Ks[i])
+            s = logs[ip] if ntk else 0.0
+            if Kv is not None and not _fused.usable(fk, pk.diag(Kv)):
+                pk.unpack(Kv, Ks[ip])                  # leave the packed path: layer l−1 in full
+                if ntk:
+                    pk.unpack(Tv, Th[ip])
+                Kv = Tv = None
+            if Kv is not None:
+                Kn = spare.pop()
+                Tn = spare.pop() if ntk else None
+                hi, lo, tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
+                                            t_scale=None if s == 0.0 else np.exp(-s))
+                spare.append(Kv)
+                Kv = Kn
+                if ntk:
+                    spare.append(Tv)
+                    Tv = T = Tn
+                    t_finite = bool(np.isfinite(tsum)) or bool(np.isfinite(Tv).all())
+                dK = pk.diag(Kv)
+                if not (dK.size == 0 or (np.isfinite(dK.max()) and np.isfinite(dK.min())
+                                         and max(abs(dK.max()), abs(dK.min())) <= _diag.LARGE)):
+                    exploded = l                       # (as diagnostics.layer_ok(psd=True))
+                    break
             else:
-                Ks[i] = C
-            if not _diag.layer_ok(Ks[i], psd=True):
-                exploded = l
-                break
-            if ntk:
-                T = Th[i]                              # Θ̃^l = [Θ̃^{l-1}] + e^{−s} C + ρ²σ_w² G ∘ Θ̃^{l-1}
-                s = logs[ip]
-                np.multiply(G, Th[ip], out=T)
-                T *= c_w
-                if s == 0.0:
-                    T += C
-                else:
-                    T += C * np.exp(-s)
+                Kp = Ks[ip]
+                if Gb is None:
+                    Gb = np.empty((P, P)) if ntk else None  # no per-layer temporaries: each would be
+                    Wb = np.empty((P, P))                   # freshly faulted in
+                E, G = moments(act, Kp, derivative=ntk, out=Cs[i], gout=Gb, work=Wb)
+                C = Cs[i]                                  # C = ρ²(σ_w² E + σ_b²), in place
+                C *= c_w
+                C += c_b
                 if arch.residual:
-                    T += Th[ip]
+                    np.add(Kp, C, out=Ks[i])
+                else:
+                    Ks[i] = C
+                if not _diag.layer_ok(Ks[i], psd=True):
+                    exploded = l
+                    break
+                if ntk:
+                    T = Th[i]                              # Θ̃^l = [Θ̃^{l-1}] + e^{−s} C + ρ²σ_w² G ∘ Θ̃^{l-1}
+                    np.multiply(G, Th[ip], out=T)
+                    T *= c_w
+                    if s == 0.0:
+                        T += C
+                    else:
+                        T += C * np.exp(-s)
+                    if arch.residual:
+                        T += Th[ip]
+                    t_finite = bool(np.all(np.isfinite(T)))
+                if last:
+                    hi, lo = float(Ks[i].max()), float(Ks[i].min())
+            if ntk:
                 logs[i] = s
-                d = np.diag(T)
+                d = pk.diag(T) if Kv is not None else np.diag(T)
                 top = float(np.max(np.abs(d))) if d.size else 0.0
-                if not (np.isfinite(top) and np.all(np.isfinite(T))) and ntk_exploded < 0:
+                if not (np.isfinite(top) and t_finite) and ntk_exploded < 0:
                     ntk_exploded = l                   # non-finite NTK (not an overflow: NaN input etc.)
                 elif top > _RESCALE:
                     T /= top
                     logs[i] = s + np.log(top)
-                if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(np.diag(T)))), 1e-300)) > log_large:
+                    d = pk.diag(T) if Kv is not None else np.diag(T)
+                if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(d))), 1e-300)) > log_large:
                     ntk_exploded = l
             if last:                                   # running max |K^l| (no P² temporary)
-                max_abs = max(max_abs, float(Ks[i].max()), -float(Ks[i].min()))
+                max_abs = max(max_abs, hi, -lo)
+            if Kv is not None and (not last or l == L):  # hand out the kept layers in full
+                pk.unpack(Kv, Ks[i])
+                pk.unpack(Cv, Cs[i])
+                if ntk:
+                    pk.unpack(Tv, Th[i])
         if exploded >= 0:
             first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
             Ks[first:] = np.inf
@@ -247,7 +293,12 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
             log_out = 0.0 if ntk else None
         else:
             KL = Ks[ix(L)]
-            E, G = moments(act, KL, derivative=ntk)
+            if Kv is not None:
+                Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk)
+                E = pk.unpack(Ev)
+                G = pk.unpack(Gv) if ntk else None
+            else:
+                E, G = moments(act, KL, derivative=ntk)
             K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
             T_out, log_out = None, None
             if ntk:
