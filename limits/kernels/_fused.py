@@ -109,7 +109,7 @@ def prepare(kind_, d):
         r = np.sqrt(1.0 + 4.0 * d)
         # the diagonal (c = 1) without the cancellation in 1 − s²: E[erf(u)²] = (2/π) atan2(2k, √(1 + 4k)),
         # E[erf'(u)²] = (4/π)/√(1 + 4k)   (as limits.kernels.expectations.moments)
-        return {"inv": inv, "dE": _TWO_OVER_PI * np.arctan2(2.0 * d, r), "dG": _FOUR_OVER_PI / r}
+        return {"inv": inv, "inv2": 2.0 * inv, "dE": _TWO_OVER_PI * np.arctan2(2.0 * d, r), "dG": _FOUR_OVER_PI / r}
     if kind_ == "gelu":
         d1 = 1.0 + d
         return {"d": d, "d1": d1, "inv1": 1.0 / d1}
@@ -124,19 +124,17 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
     ri, ci = pk.ri[lo:hi], pk.ci[lo:hi]
     if kind_ == "erf":
         W, S, G, t = sc.views(m, 4)
-        inv = pre["inv"]
-        np.take(inv, ri, out=W)
-        np.take(inv, ci, out=t)
-        W *= t                                        # 1/√((1 + 2k11)(1 + 2k22)) as inv_α·inv_β
-        np.multiply(kv, W, out=S)
-        S *= 2.0
+        np.take(pre["inv2"], ri, out=W)
+        np.take(pre["inv"], ci, out=t)
+        W *= t                                        # W = 2/√((1 + 2k11)(1 + 2k22)) = 2 inv_α·inv_β
+        np.multiply(kv, W, out=S)                     # s = 2 k12 inv_α inv_β (×2 is exact: same bits)
         np.clip(S, -1.0, 1.0, out=S)
         if derivative:
             np.multiply(S, S, out=G)
             np.subtract(1.0, G, out=G)
             np.sqrt(G, out=G)
             np.divide(W, G, out=G)
-            G *= _FOUR_OVER_PI
+            G *= _TWO_OVER_PI                         # (4/π) inv_α inv_β / √(1 − s²), bit for bit
         E = np.arcsin(S, out=S)
         E *= _TWO_OVER_PI
         dp = pk.dpos[a:b] - lo                        # the diagonal entries of these rows

@@ -293,17 +293,24 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
             log_out = 0.0 if ntk else None
         else:
             KL = Ks[ix(L)]
-            if Kv is not None:
+            T_out, log_out = None, None
+            sL = float(logs[ix(L)]) if ntk else 0.0
+            if Kv is not None:                         # read-out on the packed triangle, unpacked once
                 Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk)
-                E = pk.unpack(Ev)
-                G = pk.unpack(Gv) if ntk else None
+                Ev *= arch.sigma_w2_out
+                Ev += arch.sigma_b2_out
+                K_out = pk.unpack(Ev)
+                if ntk:
+                    Gv *= arch.sigma_w2_out
+                    Gv *= Tv
+                    Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
+                    T_out = pk.unpack(Gv)
             else:
                 E, G = moments(act, KL, derivative=ntk)
-            K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
-            T_out, log_out = None, None
+                K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
+                if ntk:
+                    T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
             if ntk:
-                sL = float(logs[ix(L)])
-                T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
                 log_out = sL
                 top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
                 if np.isfinite(top) and top > _RESCALE:
