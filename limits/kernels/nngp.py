@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import positive_int
 from ..results import Result
 from . import _fused
 from . import diagnostics as _diag
@@ -95,8 +96,8 @@ class NNGPResult(Result):
 
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
-         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
-         max_memory=None) -> NNGPResult:
+         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="auto", ntk_scale="linear",
+         max_memory=None, checkpoint_every=None) -> NNGPResult:
     """NNGP (and NTK) kernels of a feed-forward or residual network, seed 004 Eq. 29–30.
 
     ``X`` is P×d_in (rows are samples) or pass ``K0`` (P×P read-in kernel) instead. Read-in/read-out
@@ -104,9 +105,13 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     {"none", "sqrt", "linear"} uses ρ_eff = rho, rho/√L, rho/L. ``on_explode`` ∈ {"warn", "raise",
     "ignore"} controls how a blow-up is reported (always recorded in ``diagnostics``).
 
-    ``keep`` ∈ {"all", "last"}: "all" (default) returns every layer, K/C/Theta of shape (L+1, P, P)
-    and ``layers=None``; "last" stores only K⁰ and the last layer — K/C/Theta of shape (2, P, P) with
-    ``layers=(0, L)`` — so memory is O(P²) instead of O(L P²); the kept layers are bit-identical.
+    ``keep`` ∈ {"auto", "all", "checkpoint", "last"}: "all" returns every layer, K/C/Theta of shape
+    (L+1, P, P) arrays and ``layers=None``; "checkpoint" returns the same indexable (L+1, P, P) stacks
+    (``r.K[l]``, ``r.K[:, a, b]``, ``np.asarray(r.K)``) but keeps only every ``checkpoint_every``-th layer
+    (default ⌈√L⌉) and recomputes the others on demand, bit-identically (:mod:`limits.kernels._layers`;
+    memory ≈ 6√L P² instead of 3(L+1)P²); "last" stores only K⁰ and the last layer — K/C/Theta of shape
+    (2, P, P) with ``layers=(0, L)`` — so memory is O(P²); the kept layers are bit-identical. "auto" (the
+    default) is "all" while every layer fits in ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond.
 
     The NTK is propagated with a running log-normaliser, Θ^l = exp(s_l)·Θ̃^l (Θ̃ rescaled to max diag 1
     whenever it exceeds 1e50), so an NTK growing like χ₁^L in the chaotic phase never overflows and never
@@ -117,7 +122,8 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     Memory is estimated before anything is allocated; more than ``max_memory`` bytes (default: half the
     available physical memory) raises ``ValueError`` suggesting ``keep="last"`` or smaller sizes.
     """
-    keep = check_keep(keep)
+    if keep not in ("auto", "checkpoint"):
+        keep = check_keep(keep)
     if ntk_scale not in ("linear", "log"):
         raise ValueError(f"ntk_scale must be 'linear' or 'log', got {ntk_scale!r}")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
@@ -125,10 +131,24 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
                         depth_scaling=depth_scaling, d_in=d_in)
     _diag.check_on_explode(on_explode)
-    n, _ = layer_slots(arch.depth, keep)
-    check_memory((2 + bool(ntk)) * n + 2 + 2 * bool(ntk), K0m.shape[0], max_memory, what="nngp",
-                 keep=keep)
-    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale)
+    L, P, per = arch.depth, K0m.shape[0], 2 + bool(ntk)
+    if keep == "auto":
+        keep = "all" if 8.0 * per * (L + 1) * P * P <= AUTO_ALL_BYTES else "checkpoint"
+    every = None
+    if keep == "checkpoint":
+        from ._layers import default_every
+
+        every = default_every(L) if checkpoint_every is None else positive_int(checkpoint_every,
+                                                                               "checkpoint_every")
+        n = 3 + (L // every + 2) + min(every, L) + 1           # slots, checkpoints, one cached stretch
+    else:
+        n, _ = layer_slots(L, keep)
+    check_memory(per * n + 2 + 2 * bool(ntk), P, max_memory, what="nngp",
+                 keep="last" if keep == "checkpoint" else keep)
+    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
+
+
+AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
 
 
 def available_memory() -> int | None:
@@ -180,19 +200,31 @@ FUSED = True             # closed-form activations take the upper-triangle strip
 _RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal exceeds this
 
 
-def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear") -> NNGPResult:
+def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear", *, C0=None, T0=None, s0=0.0,
+         segment=False, every=None):
+    """The recursion. ``keep="checkpoint"``: slots as "last", plus (K, C, Θ̃) every ``every`` layers for the
+    lazily recomputed :class:`~limits.kernels._layers.LayerStack`. ``segment=True`` (used by that store):
+    start from layer state (K0m, C0, T0 = Θ̃, s0) and return the raw (K, C, Θ̃, log scales) of every layer,
+    no read-out, no diagnostics."""
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2 = arch.rho ** 2
-    last = keep == "last"
-    n, ix = layer_slots(L, keep)
+    ckpt = keep == "checkpoint"
+    last = keep in ("last", "checkpoint")
+    n, ix = layer_slots(L, "last" if ckpt else keep)
+    checkpoints = {}
+    all_logs = np.zeros(L + 1) if ntk else None
+    if ntk:
+        all_logs[0] = s0
     Ks = np.empty((n, P, P))
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
     max_abs = float(np.max(np.abs(K0m))) if last else None
-    Ks[0] = Cs[0] = K0m
+    Ks[0] = K0m
+    Cs[0] = K0m if C0 is None else C0
     if ntk:
-        Th[0] = K0m
+        Th[0] = K0m if T0 is None else T0
+        logs[0] = s0
     exploded = -1
     ntk_exploded = -1
     log_large = float(np.log(_diag.LARGE))
@@ -203,7 +235,7 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
         pk = _fused.Packed(P)
         sc = _fused.Scratch(pk)
         Kv = pk.pack(K0m)
-        Tv = Kv.copy() if ntk else None
+        Tv = pk.pack(Th[0]) if ntk else None
         spare = [np.empty(pk.n) for _ in range(2 + 2 * bool(ntk))]   # double buffers for K̃, Θ̃; C
         Cv = np.empty(pk.n)
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
@@ -281,6 +313,15 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
                 pk.unpack(Cv, Cs[i])
                 if ntk:
                     pk.unpack(Tv, Th[i])
+            if ntk:
+                all_logs[l] = logs[i]
+            if ckpt and (l % every == 0 or l == L):      # checkpoint: full K, C and Θ̃ of layer l
+                if Kv is not None and l < L:
+                    checkpoints[l] = (pk.unpack(Kv), pk.unpack(Cv), pk.unpack(Tv) if ntk else None)
+                else:
+                    checkpoints[l] = (Ks[i].copy(), Cs[i].copy(), Th[i].copy() if ntk else None)
+        if segment:
+            return Ks, Cs, Th, all_logs, exploded
         if exploded >= 0:
             first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
             Ks[first:] = np.inf
@@ -352,6 +393,16 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
     diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel")
+    if ckpt:
+        from ._layers import Checkpoints, LayerStack
+
+        checkpoints[0] = (Ks[0].copy(), Cs[0].copy(), Th[0].copy() if ntk else None)
+        store = Checkpoints(arch, ntk, every, checkpoints, all_logs, exploded,
+                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale)
+        return NNGPResult(LayerStack(store, "K"), LayerStack(store, "C"), K_out,
+                          LayerStack(store, "Theta") if ntk else None, T_out, arch.as_dict(), diag,
+                          Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
+                          Theta_out_log_scale=log_out)
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
                           layers=(0, L), Theta_log_scale=logs[:2] if ntk else None,
