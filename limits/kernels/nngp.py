@@ -111,7 +111,8 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     (default ⌈√L⌉) and recomputes the others on demand, bit-identically (:mod:`limits.kernels._layers`;
     memory ≈ 6√L P² instead of 3(L+1)P²); "last" stores only K⁰ and the last layer — K/C/Theta of shape
     (2, P, P) with ``layers=(0, L)`` — so memory is O(P²); the kept layers are bit-identical. "auto" (the
-    default) is "all" while every layer fits in ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond.
+    default) is "all" while every layer fits in ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond (it
+    refuses, like "all", what would not fit in ``max_memory`` with every layer stored).
 
     The NTK is propagated with a running log-normaliser, Θ^l = exp(s_l)·Θ̃^l (Θ̃ rescaled to max diag 1
     whenever it exceeds 1e50), so an NTK growing like χ₁^L in the chaotic phase never overflows and never
@@ -132,8 +133,12 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
                         depth_scaling=depth_scaling, d_in=d_in)
     _diag.check_on_explode(on_explode)
     L, P, per = arch.depth, K0m.shape[0], 2 + bool(ntk)
-    if keep == "auto":
-        keep = "all" if 8.0 * per * (L + 1) * P * P <= AUTO_ALL_BYTES else "checkpoint"
+    if keep == "auto":            # never runs what keep="all" would refuse: same error (and hint) then
+        if 8.0 * per * (L + 1) * P * P <= AUTO_ALL_BYTES:
+            keep = "all"
+        else:
+            check_memory(per * (L + 1) + 2 + 2 * bool(ntk), P, max_memory, what="nngp", keep="all")
+            keep = "checkpoint"
     every = None
     if keep == "checkpoint":
         from ._layers import default_every
