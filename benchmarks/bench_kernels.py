@@ -148,11 +148,11 @@ def _scaling(quick):
     tP = [cpu_wall(lambda: _limits(_inputs(P), {**base, "depth": L0}))[0]["cpu"] for P in Ps]
     tL = [cpu_wall(lambda: _limits(_inputs(P0), {**base, "depth": L}))[0]["cpu"] for L in Ls]
     aP, aL = fit_exponent(Ps, tP), fit_exponent(Ls, tL)
-    return [{"name": f"cost law, residual erf NNGP+NTK: exponent in P (P={Ps}, L={L0})", "seconds": tP[-1],
+    return [{"name": f"cost exponent in P, residual erf, P={Ps[0]}..{Ps[-1]}, L={L0}", "seconds": tP[-1],
              "cpu_seconds": tP[-1], "baseline_seconds": None, "ratio": None, "exponent": aP,
              "target": "theory 2 (O(L P²))",
              "note": f"fitted {aP:.2f}; CPU {', '.join(f'{t:.3f}' for t in tP)} s"},
-            {"name": f"cost law, residual erf NNGP+NTK: exponent in L (L={Ls}, P={P0})", "seconds": tL[-1],
+            {"name": f"cost exponent in L, residual erf, L={Ls[0]}..{Ls[-1]}, P={P0}", "seconds": tL[-1],
              "cpu_seconds": tL[-1], "baseline_seconds": None, "ratio": None, "exponent": aL,
              "target": "theory 1 (O(L P²))",
              "note": f"fitted {aL:.2f}; CPU {', '.join(f'{t:.3f}' for t in tL)} s"}]
@@ -210,18 +210,18 @@ def table(rows) -> str:
     def f(v, fmt="{:.3f}"):
         return "—" if v is None else fmt.format(v)
 
-    head = (f"{'workload':44s} {'limits CPU':>16s} {'numpy CPU':>10s} {'×numpy':>7s} "
+    head = (f"{'workload':58s} {'limits CPU':>16s} {'numpy CPU':>10s} {'×numpy':>7s} "
             f"{'NT CPU (first)':>18s} {'×NT':>6s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if "baseline_cpu_seconds" not in r:
             extra = f"exponent {r['exponent']:.2f} ({r['target']})" if "exponent" in r else \
                 f"{r['cpu_seconds']:.2f} s CPU ({r['target']})"
-            lines.append(f"{r['name'][:44]:44s} {extra}")
+            lines.append(f"{r['name'][:58]:58s} {extra}")
             continue
         lim = f"{r['cpu_seconds']:.3f} ({r['first_cpu']:.2f})"
         nt = "—" if r["nt_cpu"] is None else f"{r['nt_cpu']:.3f} ({r['nt_first_cpu']:.1f})"
-        lines.append(f"{r['name'][:44]:44s} {lim:>16s} {f(r['baseline_cpu_seconds']):>10s} "
+        lines.append(f"{r['name'][:58]:58s} {lim:>16s} {f(r['baseline_cpu_seconds']):>10s} "
                      f"{f(r['ratio'], '{:.2f}'):>7s} {nt:>18s} {f(r['nt_ratio'], '{:.2f}'):>6s}")
     return "\n".join(lines)
 
