@@ -1,5 +1,18 @@
-"""Shared timing helper for the benchmark modules."""
+"""Shared timing helpers for the benchmark modules, and the runner for peer libraries that live in an
+optional interpreter (neural-tangents + jax; create it with ``python benchmarks/make_peer_env.py``)."""
+import json
+import math
+import os
+import subprocess
 import time
+from pathlib import Path
+
+NT_PYTHON = os.environ.get("LIMITS_NT_PYTHON", "/work/venv-nt/bin/python")
+
+# one CPU thread for the peer as for us (BLAS via limits.blas; XLA's Eigen pool and OpenMP here)
+PEER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
 
 
 def timed(fn, repeat=1):
@@ -11,3 +24,51 @@ def timed(fn, repeat=1):
         out = fn()
         best = min(best, time.perf_counter() - t0)
     return best, out
+
+
+def cpu_wall(fn, repeat=3):
+    """Time ``fn`` ``repeat`` times: dict with the first call (``first_cpu``, ``first_wall``) and the best
+    of all calls (``cpu``, ``wall``; CPU = ``time.process_time``, all threads), and the last result."""
+    res = {}
+    out = None
+    for k in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        out = fn()
+        w, c = time.perf_counter() - w, time.process_time() - c
+        if k == 0:
+            res.update(first_wall=w, first_cpu=c, wall=w, cpu=c)
+        res["wall"] = min(res["wall"], w)
+        res["cpu"] = min(res["cpu"], c)
+    return res, out
+
+
+def fit_exponent(xs, ts):
+    """Least-squares slope of log t against log x (the empirical cost exponent)."""
+    lx = [math.log(x) for x in xs]
+    lt = [math.log(max(t, 1e-12)) for t in ts]
+    mx, mt = sum(lx) / len(lx), sum(lt) / len(lt)
+    num = sum((a - mx) * (b - mt) for a, b in zip(lx, lt))
+    den = sum((a - mx) ** 2 for a in lx)
+    return num / den if den > 0 else float("nan")
+
+
+def run_peer(script: str, *args, python=None, timeout=3600):
+    """Run ``script`` (python source) in the peer interpreter; returns (parsed JSON of its last stdout
+    line, "") or (None, reason it was skipped). Never raises for a missing or broken peer."""
+    python = python or NT_PYTHON
+    if not Path(python).exists():
+        return None, (f"peer skipped: no interpreter at {python} (python benchmarks/make_peer_env.py; "
+                      "or set LIMITS_NT_PYTHON)")
+    env = {**os.environ, **PEER_ENV}
+    try:
+        r = subprocess.run([python, "-c", script, *map(str, args)], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"peer skipped: {exc}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        return None, f"peer skipped: {last}"
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1]), ""
+    except (ValueError, IndexError):
+        return None, "peer skipped: no JSON result on its stdout"

@@ -1,128 +1,233 @@
-"""Kernel benchmarks (performance.md): residual NNGP + response, erf, P = 1000, L = 100 (< 5 s) and
-tanh by quadrature, P = 200, L = 100 (< 10 s), each against a straightforward per-entry baseline
-measured in the same run.
+"""Kernel benchmarks (performance.md; issue 16 items 1 and 4): NNGP + NTK Gram recursions.
 
-Baseline = the textbook loop: for every layer and every entry α ≤ β, scalar calls of
-``limits.gaussian.kernel`` / ``dkernel`` (closed form for erf, quadrature for tanh) and of the
-diagonal Price term. It is timed on a subset of P_sub inputs and extrapolated by the number of
-entries, P(P+1)/2 ÷ P_sub(P_sub+1)/2 (and, for tanh, by the number of layers) — stated in ``note``.
-The vectorised run is the public ``limits.kernels.response`` (which also computes K^l). The erf
-workload is reported both ways: ``keep="last"`` (only layers 0 and L stored, O(P²) memory — the row the
-< 5 s target measures) and ``keep="all"`` (every layer returned, 3(L+1)P² float64), against the same
-baseline measurement.
+Every row is measured in ONE run against
+
+* a plain vectorised numpy recursion of the same closed forms (``benchmarks/_plain_kernels.py``: full
+  P×P matrices, fresh temporaries — the obvious code, not a per-entry loop), and
+* neural-tangents 0.6.5 (jax 0.4.30, float64, ``jax.jit(kernel_fn)``) when its optional interpreter
+  exists (``LIMITS_NT_PYTHON``, default /work/venv-nt/bin/python; ``python benchmarks/make_peer_env.py``
+  creates it) — run in a subprocess, never imported here; skipped cleanly otherwise.
+
+Times: CPU (``time.process_time``, all threads) and wall (``perf_counter``), first call and steady state
+(best of 3) separately — the first NT call includes its jit compilation. One BLAS thread for us and the
+baseline (``limits.blas.blas_threads``), one XLA thread for NT. Ratios are CPU(peer)/CPU(limits), steady
+state. Each row also checks that the three agree (max relative difference of K_out and Θ_out).
+
+Cost laws: the fitted exponent of the limits CPU time in P (P = 250, 500, 1000 at fixed L) and in L
+(L = 50, 100, 200 at fixed P) next to the theoretical O(L P²).
+
+Workloads: residual erf P = 1000, L = 100 (seed 004 Fig. 2 parameters σ_w² = 1.2, σ_b² = 0.2, ρ = 1);
+MLPs P = 1000, L = 10 for relu, erf, gelu (NT has all three in closed form); gelu at P = 1000, L = 100
+with σ_b² = 1e6 (variances ~1e6 … 1e8); tanh (Mehler series / quadrature, no closed form, no NT counterpart)
+at P = 1000, L = 100, and at P = 20, L = 10 for σ_w² = 1.5 … 1e6 (the cost against the variance).
 """
 from __future__ import annotations
 
-import resource
-import time
+import json
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-def _inputs(P, d, seed=0):
+from _plain_kernels import plain_nngp  # noqa: E402
+from _timing import cpu_wall, fit_exponent, run_peer  # noqa: E402
+
+_NT_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+import neural_tangents as nt
+from neural_tangents import stax
+data = np.load(sys.argv[1], allow_pickle=False)
+cases = json.loads(sys.argv[2])
+out = {"version": nt.__version__, "jax": jax.__version__, "cases": []}
+save = {}
+for j, c in enumerate(cases):
+    X = data[c["X"]]
+    act = {"erf": stax.Erf, "relu": stax.Relu, "gelu": lambda: stax.Gelu(approximate=False)}[c["act"]]
+    sw, sb, rho = c["sw"], c["sb"], c["rho"]
+    layers = [stax.Dense(1, W_std=sw, b_std=sb)]
+    for _ in range(c["depth"]):
+        if c["residual"]:
+            branch = stax.serial(act(), stax.Dense(1, W_std=rho * sw, b_std=rho * sb))
+            layers += [stax.FanOut(2), stax.parallel(stax.Identity(), branch), stax.FanInSum()]
+        else:
+            layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+    layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+    _, _, kernel_fn = stax.serial(*layers)
+    kf = jax.jit(kernel_fn, static_argnames=("get",))
+    res = {}
+    for k in range(4):
+        w, cpu = time.perf_counter(), time.process_time()
+        K, T = kf(X, None, get=("nngp", "ntk"))
+        K.block_until_ready(); T.block_until_ready()
+        w, cpu = time.perf_counter() - w, time.process_time() - cpu
+        if k == 0:
+            res.update(first_wall=w, first_cpu=cpu, wall=np.inf, cpu=np.inf)
+        else:
+            res["wall"] = min(res["wall"], w); res["cpu"] = min(res["cpu"], cpu)
+    save[f"K{j}"], save[f"T{j}"] = np.asarray(K), np.asarray(T)
+    out["cases"].append(res)
+np.savez(sys.argv[3], **save)
+print(json.dumps(out))
+"""
+
+
+def _inputs(P, d=20, seed=0):
     X = np.random.default_rng(seed).standard_normal((P, d))
     return X / np.linalg.norm(X, axis=1, keepdims=True) * np.sqrt(d)
 
 
-def _baseline_per_entry(X, L, act_name, sw2, sb2, rho, N):
-    """Per-entry residual NNGP + elementwise response (the naive reference implementation)."""
-    import limits
-    from limits.kernels.expectations import diag_price
+def _limits(X, c, keep="last"):
+    from limits.kernels import nngp
 
-    act = limits.activation(act_name)
-    g = limits.gaussian
-    P, d = X.shape
-    K = sw2 * X @ X.T / d + sb2
-    chi = np.full((P, P), N / d)
-    r2 = rho * rho
-    for _ in range(L):
-        Kn = np.empty_like(K)
-        eta = np.empty_like(K)
-        for a in range(P):
-            for b in range(a, P):
-                E = float(g.kernel(act, K[a, a], K[a, b], K[b, b]))
-                R = (float(diag_price(act, np.array(K[a, a]))) if a == b
-                     else float(g.dkernel(act, K[a, a], K[a, b], K[b, b])))
-                Kn[a, b] = Kn[b, a] = K[a, b] + r2 * (sw2 * E + sb2)
-                eta[a, b] = eta[b, a] = r2 * sw2 * R * chi[a, b]
-        K = Kn
-        chi = chi + eta
-    return K, chi
+    return nngp(X, depth=c["depth"], activation=c["act"], sigma_w2=c["sw2"], sigma_b2=c["sb2"],
+                residual=c["residual"], rho=c["rho"], keep=keep, on_explode="ignore")
 
 
-def _case(name, act, P, L, P_sub, L_sub, rho, target, quick, keeps=("all",)):
-    """One row per entry of ``keeps`` (order kept), all sharing one baseline measurement."""
-    from limits.kernels import response
-
-    sw2, sb2, N, d = 1.2, 0.2, 500, 100
-    X = _inputs(P, d)
-    timed = []
-    for keep in keeps:
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0, c0 = time.perf_counter(), time.process_time()
-        s = response(X, depth=L, activation=act, sigma_w2=sw2, sigma_b2=sb2, residual=True, rho=rho, width=N,
-                     on_explode="ignore", keep=keep)
-        fast, cpu = time.perf_counter() - t0, time.process_time() - c0
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-        timed.append((keep, fast, cpu, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
-        del s
-    t0 = time.perf_counter()
-    Kb, chib = _baseline_per_entry(X[:P_sub], L_sub, act, sw2, sb2, rho, N)
-    base_sub = time.perf_counter() - t0
-    # correctness of the fast path on the subset (same recursion, same entries), for every keep
-    err = 0.0
-    for keep in keeps:
-        s_sub = response(X[:P_sub], depth=L_sub, activation=act, sigma_w2=sw2, sigma_b2=sb2, residual=True,
-                         rho=rho, width=N, on_explode="ignore", keep=keep)
-        err = max(err, float(np.max(np.abs(s_sub.K[-1] - Kb))),
-                  float(np.max(np.abs(s_sub.chi[-1] - chib) / np.maximum(1.0, np.abs(chib)))))
-    scale = (P * (P + 1) / 2) / (P_sub * (P_sub + 1) / 2) * (L / L_sub)
-    base = base_sub * scale
-    rows = []
-    for keep, fast, cpu, user, sys_ in timed:
-        slots = 3 * (L + 1) if keep == "all" else 3 * min(L + 1, 3)
-        out_gb = slots * P * P * 8 / 1e9
-        mem = (f"the kernel zeroing/faulting in the {out_gb:.1f} GB of per-layer K, η, χ the result returns; "
-               f"it varies with the VM's memory state, not with the code" if keep == "all" else
-               f"keep='last': {slots} P×P slots, {out_gb:.3f} GB, reused every layer")
-        rows.append({"name": f"{name} [keep={keep!r}]" if len(keeps) > 1 else name, "seconds": fast,
-                     "baseline_seconds": base, "ratio": base / fast, "target": target if keep == "last" or len(keeps) == 1
-                     else "(reference; the target is the keep='last' row)",
-                     "note": f"CPU time of the fast run {cpu:.2f}s = user {user:.2f}s + system {sys_:.2f}s "
-                             f"(system time: {mem}); "
-                             f"baseline: per-entry scalar loop on P_sub={P_sub}, L_sub={L_sub} ({base_sub:.2f}s), "
-                             f"extrapolated ×{scale:.0f} by entries×layers; max |fast − baseline| on the subset "
-                             f"{err:.1e}; ρ={rho:g}, σ_w²={sw2}, σ_b²={sb2}, N={N}{' (quick sizes)' if quick else ''}"})
-    return rows
+def _reldiff(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
 
 
-def run(quick: bool) -> list[dict]:
-    """Both the vectorised run and the baseline run with one OpenBLAS thread (``LIMITS_BLAS_THREADS``,
-    default 1): on this shared 2-core machine spinning BLAS threads (used only for XXᵀ and the final
-    Cholesky condition estimate) doubled the CPU time of the elementwise recursion."""
-    from limits.finite._blas import blas_threads
+def _nt_all(cases, Xs):
+    """NT timings and kernels for every case (one subprocess, one jax import)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp) / "x.npz", Path(tmp) / "k.npz"
+        np.savez(data, **Xs)
+        cfg = [{"X": c["X"], "act": c["act"], "depth": c["depth"], "residual": c["residual"],
+                "sw": float(np.sqrt(c["sw2"])), "sb": float(np.sqrt(c["sb2"])), "rho": float(c["rho"])}
+               for c in cases]
+        info, why = run_peer(_NT_SCRIPT, str(data), json.dumps(cfg), str(out))
+        if info is None:
+            return None, why.replace("peer skipped", "neural-tangents skipped")
+        with np.load(out, allow_pickle=False) as z:
+            for j, r in enumerate(info["cases"]):
+                r["K"], r["T"] = z[f"K{j}"], z[f"T{j}"]
+        return info, ""
 
-    with blas_threads():
-        return _run(quick)
 
-
-def _run(quick: bool) -> list[dict]:
-    rows = []
-    if quick:
-        rows += _case("residual erf NNGP + response, P=300, L=30", "erf", 300, 30, 20, 30, 1.0,
-                      "(full: P=1000, L=100 < 5 s)", quick, keeps=("last", "all"))
-        rows += _case("residual tanh (quadrature) NNGP + response, P=40, L=10", "tanh", 40, 10, 6, 2,
-                      0.1, "(full: P=200, L=100 < 10 s)", quick)
+def _row(c, X, nt_info, why, j, quick):
+    tl, r = cpu_wall(lambda: _limits(X, c))
+    tp, p = cpu_wall(lambda: plain_nngp(r.K[0], c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
+                                        c["rho"]))
+    agree = max(_reldiff(r.K_out, p[2]), _reldiff(r.Theta_out, p[3]))
+    row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
+           "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],
+           "baseline_seconds": tp["wall"], "baseline_cpu_seconds": tp["cpu"],
+           "ratio": tp["cpu"] / tl["cpu"], "target": ">= 2x numpy, >= 4x NT (CPU, steady)",
+           "nt_cpu": None, "nt_wall": None, "nt_first_cpu": None, "nt_first_wall": None, "nt_ratio": None}
+    note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s; "
+            f"numpy CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
+    if nt_info is not None:
+        n = nt_info["cases"][j]
+        row.update(nt_cpu=n["cpu"], nt_wall=n["wall"], nt_first_cpu=n["first_cpu"], nt_first_wall=n["first_wall"],
+                   nt_ratio=n["cpu"] / tl["cpu"])
+        d_nt = max(_reldiff(n["K"], r.K_out), _reldiff(n["T"], r.Theta_out))
+        note += (f"; NT {nt_info['version']}/jax {nt_info['jax']} steady CPU {n['cpu']:.3f} s wall {n['wall']:.3f} s, "
+                 f"first call (jit compile) CPU {n['first_cpu']:.2f} s wall {n['first_wall']:.2f} s; "
+                 f"max rel. diff vs NT {d_nt:.1e}")
     else:
-        rows += _case("residual erf NNGP + response, P=1000, L=100", "erf", 1000, 100, 30, 100, 1.0,
-                      "< 5 s", quick, keeps=("last", "all"))
-        rows += _case("residual tanh (quadrature) NNGP + response, P=200, L=100", "tanh", 200, 100, 8, 4,
-                      0.1, "< 10 s", quick)
+        note += f"; {why}"
+    row["note"] = note + (" (quick sizes)" if quick else "")
+    return row
+
+
+def _scaling(quick):
+    """Fitted CPU-time exponents of limits (residual erf NNGP + NTK) in P and in L."""
+    base = {"act": "erf", "sw2": 1.2, "sb2": 0.2, "residual": True, "rho": 1.0}
+    Ps = (125, 250, 500) if quick else (250, 500, 1000)
+    Ls = (10, 20, 40) if quick else (50, 100, 200)
+    L0, P0 = Ls[1], Ps[1]
+    tP = [cpu_wall(lambda: _limits(_inputs(P), {**base, "depth": L0}))[0]["cpu"] for P in Ps]
+    tL = [cpu_wall(lambda: _limits(_inputs(P0), {**base, "depth": L}))[0]["cpu"] for L in Ls]
+    aP, aL = fit_exponent(Ps, tP), fit_exponent(Ls, tL)
+    return [{"name": f"cost exponent in P, residual erf, P={Ps[0]}..{Ps[-1]}, L={L0}", "seconds": tP[-1],
+             "cpu_seconds": tP[-1], "baseline_seconds": None, "ratio": None, "exponent": aP,
+             "target": "theory 2 (O(L P²))",
+             "note": f"fitted {aP:.2f}; CPU {', '.join(f'{t:.3f}' for t in tP)} s"},
+            {"name": f"cost exponent in L, residual erf, L={Ls[0]}..{Ls[-1]}, P={P0}", "seconds": tL[-1],
+             "cpu_seconds": tL[-1], "baseline_seconds": None, "ratio": None, "exponent": aL,
+             "target": "theory 1 (O(L P²))",
+             "note": f"fitted {aL:.2f}; CPU {', '.join(f'{t:.3f}' for t in tL)} s"}]
+
+
+def _large_variance(quick):
+    """gelu (closed form) at P = 1000, L = 100 with variances ~1e6; tanh (no closed form: Mehler series /
+    quadrature) at P = 1000, L = 100 at moderate variance, and its cost against the variance at P = 20."""
+    rows = []
+    P, L = (200, 20) if quick else (1000, 100)
+    X = _inputs(P)
+    runs = [("gelu", P, L, 2.0, 0.05), ("gelu", P, L, 2.0, 1e6), ("tanh", P, L, 1.5, 0.05)]
+    runs += [("tanh", 20, 10, sw2, 0.05) for sw2 in (1.5, 1e2, 1e4, 1e6)]
+    for act, p, depth, sw2, sb2 in runs:
+        c = {"act": act, "depth": depth, "sw2": sw2, "sb2": sb2, "residual": False, "rho": 1.0}
+        t, r = cpu_wall(lambda: _limits(X[:p], c), repeat=1)
+        q = float(np.max(np.diag(r.K[-1])))
+        rows.append({"name": f"{act} MLP NNGP+NTK, P={p}, L={depth}, σ_w²={sw2:g}, σ_b²={sb2:g}", "seconds": t["wall"],
+                     "cpu_seconds": t["cpu"], "baseline_seconds": None, "ratio": None,
+                     "target": "< 10 s at any variance (P=1000, L=100)",
+                     "note": f"CPU {t['cpu']:.2f} s, wall {t['wall']:.2f} s; largest variance K_αα = {q:.3g}"})
     return rows
+
+
+def cases(quick):
+    P = 300 if quick else 1000
+    Lr, Lm = (30, 5) if quick else (100, 10)
+    out = [{"name": f"residual erf NNGP+NTK, P={P}, L={Lr}", "act": "erf", "depth": Lr, "sw2": 1.2, "sb2": 0.2,
+            "residual": True, "rho": 1.0, "P": P}]
+    for act, sw2 in (("relu", 2.0), ("erf", 1.5), ("gelu", 2.0)):
+        out.append({"name": f"{act} MLP NNGP+NTK, P={P}, L={Lm}", "act": act, "depth": Lm, "sw2": sw2,
+                    "sb2": 0.05, "residual": False, "rho": 1.0, "P": P})
+    for c in out:
+        c["X"] = f"X{c['P']}"
+    return out
+
+
+def run(quick: bool = False) -> list[dict]:
+    from limits.blas import blas_threads
+
+    cs = cases(quick)
+    Xs = {c["X"]: _inputs(c["P"]) for c in cs}
+    nt_info, why = _nt_all(cs, Xs)
+    rows = []
+    with blas_threads(1):
+        for j, c in enumerate(cs):
+            rows.append(_row(c, Xs[c["X"]], nt_info, why, j, quick))
+        rows += _scaling(quick)
+        rows += _large_variance(quick)
+    return rows
+
+
+def table(rows) -> str:
+    """The ratio table: CPU seconds (steady state; first call in brackets) and ratios."""
+    def f(v, fmt="{:.3f}"):
+        return "—" if v is None else fmt.format(v)
+
+    head = (f"{'workload':58s} {'limits CPU':>16s} {'numpy CPU':>10s} {'×numpy':>7s} "
+            f"{'NT CPU (first)':>18s} {'×NT':>6s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "baseline_cpu_seconds" not in r:
+            extra = f"exponent {r['exponent']:.2f} ({r['target']})" if "exponent" in r else \
+                f"{r['cpu_seconds']:.2f} s CPU ({r['target']})"
+            lines.append(f"{r['name'][:58]:58s} {extra}")
+            continue
+        lim = f"{r['cpu_seconds']:.3f} ({r['first_cpu']:.2f})"
+        nt = "—" if r["nt_cpu"] is None else f"{r['nt_cpu']:.3f} ({r['nt_first_cpu']:.1f})"
+        lines.append(f"{r['name'][:58]:58s} {lim:>16s} {f(r['baseline_cpu_seconds']):>10s} "
+                     f"{f(r['ratio'], '{:.2f}'):>7s} {nt:>18s} {f(r['nt_ratio'], '{:.2f}'):>6s}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    import sys
-
-    for r in run("--quick" in sys.argv):
-        print(r)
+    rows = run("--quick" in sys.argv)
+    for r in rows:
+        print(json.dumps({k: v for k, v in r.items()}, default=str))
+    print(table(rows))

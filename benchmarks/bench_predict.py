@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -123,23 +122,17 @@ def plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, eta):
 
 # ---------------------------------------------------------------------------------------------- NT
 def _nt(X, Y, Xs, ts, act, depth, sw2, sb2, lr):
-    if not Path(NT_PYTHON).exists():
-        return None, f"neural-tangents skipped: no interpreter at {NT_PYTHON} (set LIMITS_NT_PYTHON)"
+    from _timing import run_peer
+
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.npz"
         np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
         out = Path(tmp) / "mean.npy"
         cfg = json.dumps({"act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
                           "lr": lr})
-        try:
-            r = subprocess.run([NT_PYTHON, "-c", _NT_SCRIPT, str(data), cfg, str(out)], capture_output=True,
-                               text=True, timeout=3600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"neural-tangents skipped: {exc}"
-        if r.returncode != 0:
-            last = (r.stderr.strip().splitlines() or ["?"])[-1]
-            return None, f"neural-tangents skipped: {last}"
-        info = json.loads(r.stdout.strip().splitlines()[-1])
+        info, why = run_peer(_NT_SCRIPT, str(data), cfg, str(out), python=NT_PYTHON)
+        if info is None:
+            return None, why.replace("peer skipped", "neural-tangents skipped")
         info["mean"] = np.load(out, allow_pickle=False)
         return info, ""
 

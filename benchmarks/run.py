@@ -5,7 +5,7 @@
     python benchmarks/run.py gaussian   # only benchmarks/bench_gaussian.py
 
 Each module exposes ``run(quick: bool) -> list[dict]`` with keys name, seconds,
-baseline_seconds, ratio, target, note. Absolute times on shared 2-core machines are noise;
+baseline_seconds, ratio, target, note (and optionally ``table(rows) -> str``, printed after its rows). Absolute times on shared 2-core machines are noise;
 the ratio against a baseline measured in the same run is the number to read.
 """
 from __future__ import annotations
@@ -36,7 +36,8 @@ def main(argv=None):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         print(f"== {key}", flush=True)
-        for r in mod.run(args.quick):
+        mod_rows = mod.run(args.quick)
+        for r in mod_rows:
             r = {"module": key, **r}
             rows.append(r)
             base = r.get("baseline_seconds")
@@ -45,6 +46,8 @@ def main(argv=None):
                   + (f" | baseline {base:.3f} s | ratio {ratio:.1f}x" if base is not None and ratio is not None else "")
                   + (f" | target {r['target']}" if r.get("target") else "")
                   + (f"\n      {r['note']}" if r.get("note") else ""), flush=True)
+        if hasattr(mod, "table"):              # a module's own ratio table (e.g. limits vs numpy vs peer)
+            print(mod.table(mod_rows), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
     return 0

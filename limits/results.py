@@ -76,6 +76,8 @@ def atomic_write_text(path, text: str) -> Path:
 
 
 def _encode(value, arrays: dict, key: str):
+    if getattr(value, "lazy_array", False):          # e.g. a checkpointed layer stack: saved materialised
+        value = np.asarray(value)
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise TypeError(f"field {key!r}: object arrays cannot be saved without pickle")
@@ -163,7 +165,9 @@ def load_result(path):
 
 
 def results_equal(a, b) -> bool:
-    """Exact structural equality (arrays compared bitwise, NaN == NaN)."""
+    """Exact structural equality (arrays compared bitwise, NaN == NaN; lazy array-likes as their arrays)."""
+    if getattr(a, "lazy_array", False) or getattr(b, "lazy_array", False):
+        a, b = np.asarray(a), np.asarray(b)
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import positive_int
 from ..results import Result
+from . import _fused
 from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import dgram, gram, moments
@@ -94,8 +96,8 @@ class NNGPResult(Result):
 
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
-         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
-         max_memory=None) -> NNGPResult:
+         depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="auto", ntk_scale="linear",
+         max_memory=None, checkpoint_every=None) -> NNGPResult:
     """NNGP (and NTK) kernels of a feed-forward or residual network, seed 004 Eq. 29–30.
 
     ``X`` is P×d_in (rows are samples) or pass ``K0`` (P×P read-in kernel) instead. Read-in/read-out
@@ -103,9 +105,14 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     {"none", "sqrt", "linear"} uses ρ_eff = rho, rho/√L, rho/L. ``on_explode`` ∈ {"warn", "raise",
     "ignore"} controls how a blow-up is reported (always recorded in ``diagnostics``).
 
-    ``keep`` ∈ {"all", "last"}: "all" (default) returns every layer, K/C/Theta of shape (L+1, P, P)
-    and ``layers=None``; "last" stores only K⁰ and the last layer — K/C/Theta of shape (2, P, P) with
-    ``layers=(0, L)`` — so memory is O(P²) instead of O(L P²); the kept layers are bit-identical.
+    ``keep`` ∈ {"auto", "all", "checkpoint", "last"}: "all" returns every layer, K/C/Theta of shape
+    (L+1, P, P) arrays and ``layers=None``; "checkpoint" returns the same indexable (L+1, P, P) stacks
+    (``r.K[l]``, ``r.K[:, a, b]``, ``np.asarray(r.K)``) but keeps only every ``checkpoint_every``-th layer
+    (default ⌈√L⌉) and recomputes the others on demand, bit-identically (:mod:`limits.kernels._layers`;
+    memory ≈ 6√L P² instead of 3(L+1)P²); "last" stores only K⁰ and the last layer — K/C/Theta of shape
+    (2, P, P) with ``layers=(0, L)`` — so memory is O(P²); the kept layers are bit-identical. "auto" (the
+    default) is "all" while every layer fits in ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond (it
+    refuses, like "all", what would not fit in ``max_memory`` with every layer stored).
 
     The NTK is propagated with a running log-normaliser, Θ^l = exp(s_l)·Θ̃^l (Θ̃ rescaled to max diag 1
     whenever it exceeds 1e50), so an NTK growing like χ₁^L in the chaotic phase never overflows and never
@@ -116,7 +123,8 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     Memory is estimated before anything is allocated; more than ``max_memory`` bytes (default: half the
     available physical memory) raises ``ValueError`` suggesting ``keep="last"`` or smaller sizes.
     """
-    keep = check_keep(keep)
+    if keep not in ("auto", "checkpoint"):
+        keep = check_keep(keep)
     if ntk_scale not in ("linear", "log"):
         raise ValueError(f"ntk_scale must be 'linear' or 'log', got {ntk_scale!r}")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
@@ -124,10 +132,28 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
                         depth_scaling=depth_scaling, d_in=d_in)
     _diag.check_on_explode(on_explode)
-    n, _ = layer_slots(arch.depth, keep)
-    check_memory((2 + bool(ntk)) * n + 2 + 2 * bool(ntk), K0m.shape[0], max_memory, what="nngp",
-                 keep=keep)
-    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale)
+    L, P, per = arch.depth, K0m.shape[0], 2 + bool(ntk)
+    if keep == "auto":            # never runs what keep="all" would refuse: same error (and hint) then
+        if 8.0 * per * (L + 1) * P * P <= AUTO_ALL_BYTES:
+            keep = "all"
+        else:
+            check_memory(per * (L + 1) + 2 + 2 * bool(ntk), P, max_memory, what="nngp", keep="all")
+            keep = "checkpoint"
+    every = None
+    if keep == "checkpoint":
+        from ._layers import default_every
+
+        every = default_every(L) if checkpoint_every is None else positive_int(checkpoint_every,
+                                                                               "checkpoint_every")
+        n = 3 + (L // every + 2) + min(every, L) + 1           # slots, checkpoints, one cached stretch
+    else:
+        n, _ = layer_slots(L, keep)
+    check_memory(per * n + 2 + 2 * bool(ntk), P, max_memory, what="nngp",
+                 keep="last" if keep == "checkpoint" else keep)
+    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
+
+
+AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
 
 
 def available_memory() -> int | None:
@@ -175,66 +201,132 @@ def layer_slots(L: int, keep: str):
     return min(L + 1, 3), (lambda l: 0 if l == 0 else 1 + (L - l) % 2)
 
 
+FUSED = True             # closed-form activations take the upper-triangle strip kernels (limits.kernels._fused)
 _RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal exceeds this
 
 
-def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear") -> NNGPResult:
+def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear", *, C0=None, T0=None, s0=0.0,
+         segment=False, every=None):
+    """The recursion. ``keep="checkpoint"``: slots as "last", plus (K, C, Θ̃) every ``every`` layers for the
+    lazily recomputed :class:`~limits.kernels._layers.LayerStack`. ``segment=True`` (used by that store):
+    start from layer state (K0m, C0, T0 = Θ̃, s0) and return the raw (K, C, Θ̃, log scales) of every layer,
+    no read-out, no diagnostics."""
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2 = arch.rho ** 2
-    last = keep == "last"
-    n, ix = layer_slots(L, keep)
+    ckpt = keep == "checkpoint"
+    last = keep in ("last", "checkpoint")
+    n, ix = layer_slots(L, "last" if ckpt else keep)
+    checkpoints = {}
+    all_logs = np.zeros(L + 1) if ntk else None
+    if ntk:
+        all_logs[0] = s0
     Ks = np.empty((n, P, P))
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
     max_abs = float(np.max(np.abs(K0m))) if last else None
-    Ks[0] = Cs[0] = K0m
+    Ks[0] = K0m
+    Cs[0] = K0m if C0 is None else C0
     if ntk:
-        Th[0] = K0m
+        Th[0] = K0m if T0 is None else T0
+        logs[0] = s0
     exploded = -1
     ntk_exploded = -1
     log_large = float(np.log(_diag.LARGE))
-    Gb = np.empty((P, P)) if ntk else None            # scratch reused by every layer (no per-layer
-    Wb = np.empty((P, P))                              # temporaries: each would be freshly faulted in)
+    # closed-form activations: packed upper triangles (limits.kernels._fused), layers unpacked only when kept
+    fk = _fused.kind(act) if FUSED else None
+    pk = sc = Kv = Tv = None
+    if fk is not None and P > 1 and _fused.usable(fk, np.diag(K0m)):
+        pk = _fused.Packed(P)
+        sc = _fused.Scratch(pk)
+        Kv = pk.pack(K0m)
+        Tv = pk.pack(Th[0]) if ntk else None
+        spare = [np.empty(pk.n) for _ in range(2 + 2 * bool(ntk))]   # double buffers for K̃, Θ̃; C
+        Cv = np.empty(pk.n)
+    Gb = Wb = None                                    # scratch of the general path, allocated on first use
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
     with np.errstate(over="ignore", invalid="ignore"):
         for l in range(1, L + 1):
             i, ip = ix(l), ix(l - 1)
-            Kp = Ks[ip]
-            E, G = moments(act, Kp, derivative=ntk, out=Cs[i], gout=Gb, work=Wb)
-            C = Cs[i]                                  # C = ρ²(σ_w² E + σ_b²), in place
-            C *= c_w
-            C += c_b
-            if arch.residual:
-                np.add(Kp, C, out=Ks[i])
+            s = logs[ip] if ntk else 0.0
+            if Kv is not None and not _fused.usable(fk, pk.diag(Kv)):
+                pk.unpack(Kv, Ks[ip])                  # leave the packed path: layer l−1 in full
+                if ntk:
+                    pk.unpack(Tv, Th[ip])
+                Kv = Tv = None
+            if Kv is not None:
+                Kn = spare.pop()
+                Tn = spare.pop() if ntk else None
+                hi, lo, tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
+                                            t_scale=None if s == 0.0 else np.exp(-s))
+                spare.append(Kv)
+                Kv = Kn
+                if ntk:
+                    spare.append(Tv)
+                    Tv = T = Tn
+                    t_finite = bool(np.isfinite(tsum)) or bool(np.isfinite(Tv).all())
+                dK = pk.diag(Kv)
+                if not (dK.size == 0 or (np.isfinite(dK.max()) and np.isfinite(dK.min())
+                                         and max(abs(dK.max()), abs(dK.min())) <= _diag.LARGE)):
+                    exploded = l                       # (as diagnostics.layer_ok(psd=True))
+                    break
             else:
-                Ks[i] = C
-            if not _diag.layer_ok(Ks[i], psd=True):
-                exploded = l
-                break
-            if ntk:
-                T = Th[i]                              # Θ̃^l = [Θ̃^{l-1}] + e^{−s} C + ρ²σ_w² G ∘ Θ̃^{l-1}
-                s = logs[ip]
-                np.multiply(G, Th[ip], out=T)
-                T *= c_w
-                if s == 0.0:
-                    T += C
-                else:
-                    T += C * np.exp(-s)
+                Kp = Ks[ip]
+                if Gb is None:
+                    Gb = np.empty((P, P)) if ntk else None  # no per-layer temporaries: each would be
+                    Wb = np.empty((P, P))                   # freshly faulted in
+                E, G = moments(act, Kp, derivative=ntk, out=Cs[i], gout=Gb, work=Wb)
+                C = Cs[i]                                  # C = ρ²(σ_w² E + σ_b²), in place
+                C *= c_w
+                C += c_b
                 if arch.residual:
-                    T += Th[ip]
+                    np.add(Kp, C, out=Ks[i])
+                else:
+                    Ks[i] = C
+                if not _diag.layer_ok(Ks[i], psd=True):
+                    exploded = l
+                    break
+                if ntk:
+                    T = Th[i]                              # Θ̃^l = [Θ̃^{l-1}] + e^{−s} C + ρ²σ_w² G ∘ Θ̃^{l-1}
+                    np.multiply(G, Th[ip], out=T)
+                    T *= c_w
+                    if s == 0.0:
+                        T += C
+                    else:
+                        T += C * np.exp(-s)
+                    if arch.residual:
+                        T += Th[ip]
+                    t_finite = bool(np.all(np.isfinite(T)))
+                if last:
+                    hi, lo = float(Ks[i].max()), float(Ks[i].min())
+            if ntk:
                 logs[i] = s
-                d = np.diag(T)
+                d = pk.diag(T) if Kv is not None else np.diag(T)
                 top = float(np.max(np.abs(d))) if d.size else 0.0
-                if not (np.isfinite(top) and np.all(np.isfinite(T))) and ntk_exploded < 0:
+                if not (np.isfinite(top) and t_finite) and ntk_exploded < 0:
                     ntk_exploded = l                   # non-finite NTK (not an overflow: NaN input etc.)
                 elif top > _RESCALE:
                     T /= top
                     logs[i] = s + np.log(top)
-                if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(np.diag(T)))), 1e-300)) > log_large:
+                    d = pk.diag(T) if Kv is not None else np.diag(T)
+                if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(d))), 1e-300)) > log_large:
                     ntk_exploded = l
             if last:                                   # running max |K^l| (no P² temporary)
-                max_abs = max(max_abs, float(Ks[i].max()), -float(Ks[i].min()))
+                max_abs = max(max_abs, hi, -lo)
+            if Kv is not None and (not last or l == L):  # hand out the kept layers in full
+                pk.unpack(Kv, Ks[i])
+                pk.unpack(Cv, Cs[i])
+                if ntk:
+                    pk.unpack(Tv, Th[i])
+            if ntk:
+                all_logs[l] = logs[i]
+            if ckpt and (l % every == 0 or l == L):      # checkpoint: full K, C and Θ̃ of layer l
+                if Kv is not None and l < L:
+                    checkpoints[l] = (pk.unpack(Kv), pk.unpack(Cv), pk.unpack(Tv) if ntk else None)
+                else:
+                    checkpoints[l] = (Ks[i].copy(), Cs[i].copy(), Th[i].copy() if ntk else None)
+        if segment:
+            return Ks, Cs, Th, all_logs, exploded
         if exploded >= 0:
             first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
             Ks[first:] = np.inf
@@ -247,12 +339,24 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
             log_out = 0.0 if ntk else None
         else:
             KL = Ks[ix(L)]
-            E, G = moments(act, KL, derivative=ntk)
-            K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
             T_out, log_out = None, None
+            sL = float(logs[ix(L)]) if ntk else 0.0
+            if Kv is not None:                         # read-out on the packed triangle, unpacked once
+                Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk)
+                Ev *= arch.sigma_w2_out
+                Ev += arch.sigma_b2_out
+                K_out = pk.unpack(Ev)
+                if ntk:
+                    Gv *= arch.sigma_w2_out
+                    Gv *= Tv
+                    Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
+                    T_out = pk.unpack(Gv)
+            else:
+                E, G = moments(act, KL, derivative=ntk)
+                K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
+                if ntk:
+                    T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
             if ntk:
-                sL = float(logs[ix(L)])
-                T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
                 log_out = sL
                 top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
                 if np.isfinite(top) and top > _RESCALE:
@@ -294,6 +398,16 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear")
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
     diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel")
+    if ckpt:
+        from ._layers import Checkpoints, LayerStack
+
+        checkpoints[0] = (Ks[0].copy(), Cs[0].copy(), Th[0].copy() if ntk else None)
+        store = Checkpoints(arch, ntk, every, checkpoints, all_logs, exploded,
+                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale)
+        return NNGPResult(LayerStack(store, "K"), LayerStack(store, "C"), K_out,
+                          LayerStack(store, "Theta") if ntk else None, T_out, arch.as_dict(), diag,
+                          Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
+                          Theta_out_log_scale=log_out)
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
                           layers=(0, L), Theta_log_scale=logs[:2] if ntk else None,

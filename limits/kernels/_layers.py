@@ -1,0 +1,129 @@
+"""Checkpointed per-layer store for deep NNGP/NTK recursions (``nngp(..., keep="checkpoint")``).
+
+Keeping every layer of an L-layer recursion costs 3(L+1)P² float64 numbers. The store keeps the full
+(K, C, Θ̃) of every k-th layer (k = ⌈√L⌉ by default) plus the last, and recomputes a requested layer from
+the checkpoint below it with the very same code (so every layer is bit-identical to ``keep="all"``);
+the most recently recomputed stretch between two checkpoints is cached, so a sweep over l = 0..L costs
+one extra recursion. Memory: 3(L/k + 2 + k)P² ≈ 6√L P² instead of 3(L+1)P².
+
+:class:`LayerStack` is the read-only, array-like (L+1, P, P) view a result hands out as ``r.K``, ``r.C``,
+``r.Theta``: integer/slice/fancy indexing on the layer axis (``r.K[l]``, ``r.K[-1]``, ``r.K[:, 0, 0]``),
+``len``, ``shape``, iteration, and ``np.asarray(r.K)`` (materialises all layers).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+
+def default_every(L: int) -> int:
+    return max(1, int(math.ceil(math.sqrt(L))))
+
+
+class Checkpoints:
+    """Checkpointed layers of one recursion and the means to recompute the others."""
+
+    def __init__(self, arch, ntk, every, checkpoints, logs, exploded, ntk_exploded, ntk_scale):
+        self.arch, self.ntk, self.every = arch, bool(ntk), int(every)
+        self.ck = checkpoints                     # layer -> (K, C, Θ̃) full P×P
+        self.logs = logs                          # Θ^l = exp(logs[l]) Θ̃^l, every layer
+        self.exploded, self.ntk_exploded, self.ntk_scale = exploded, ntk_exploded, ntk_scale
+        self.L = arch.depth
+        self.P = checkpoints[0][0].shape[0]
+        self._cache = None                        # (first layer, Ks, Cs, Θ̃s) of the last recomputed stretch
+
+    def _raw(self, l):
+        if l in self.ck:
+            return self.ck[l]
+        c = (l // self.every) * self.every
+        if self._cache is None or self._cache[0] != c:
+            from .nngp import _run
+
+            d = min(c + self.every, self.L) - c
+            K0, C0, T0 = self.ck[c]
+            Ks, Cs, Th, _, _ = _run(K0, dataclasses.replace(self.arch, depth=d), ntk=self.ntk, keep="all",
+                                    C0=C0, T0=T0, s0=float(self.logs[c]) if self.ntk else 0.0, segment=True)
+            self._cache = (c, Ks, Cs, Th)
+        _, Ks, Cs, Th = self._cache
+        j = l - c
+        return Ks[j], Cs[j], (Th[j] if self.ntk else None)
+
+    def layer(self, field: str, l: int) -> np.ndarray:
+        if self.exploded >= 0 and l >= self.exploded:
+            return np.full((self.P, self.P), np.inf)
+        K, C, T = self._raw(l)
+        if field == "K":
+            out = K
+        elif field == "C":
+            out = C
+        else:
+            if self.ntk_scale == "linear":
+                if self.ntk_exploded >= 0 and l >= self.ntk_exploded:
+                    return np.full((self.P, self.P), np.inf)
+                if self.logs[l] != 0.0:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        return T * np.exp(self.logs[l])
+            out = T
+        v = out.view()
+        v.flags.writeable = False
+        return v
+
+
+class LayerStack:
+    """Read-only (L+1, P, P) array-like of one field of a checkpointed recursion (module docstring)."""
+
+    lazy_array = True              # limits.results saves/compares it as the materialised array
+
+    def __init__(self, store: Checkpoints, field: str):
+        self._s, self._f = store, field
+
+    @property
+    def shape(self):
+        return (self._s.L + 1, self._s.P, self._s.P)
+
+    ndim = 3
+    dtype = np.dtype(np.float64)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    def __len__(self):
+        return self._s.L + 1
+
+    def _layer(self, l):
+        n = self._s.L + 1
+        l = int(l)
+        if not -n <= l < n:
+            raise IndexError(f"layer {l} out of range for depth {self._s.L}")
+        return self._s.layer(self._f, l % n)
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            return np.asarray(self)[key]
+        first, rest = key[0], key[1:]
+        if isinstance(first, (int, np.integer)):
+            return self._layer(first)[rest] if rest else self._layer(first)
+        idx = np.arange(len(self))[first]
+        if np.size(idx) == 0:
+            return np.asarray(self)[key]
+        parts = [self._layer(i)[rest] if rest else self._layer(i) for i in np.ravel(idx)]
+        return np.stack(parts).reshape(np.shape(idx) + np.shape(parts[0]))
+
+    def __iter__(self):
+        for l in range(len(self)):
+            yield self._layer(l)
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.empty(self.shape)
+        for l in range(len(self)):
+            out[l] = self._layer(l)
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self):
+        return (f"LayerStack({self._f}, shape={self.shape}, checkpoints every {self._s.every} layers; "
+                "np.asarray() materialises)")

@@ -1,0 +1,109 @@
+"""The packed upper-triangle NNGP/NTK layers (limits.kernels._fused) against the full-matrix path they
+replace (``nngp.FUSED = False``: limits.kernels.expectations.moments on whole P×P Grams), on a grid of
+activations, depths, architectures and storage modes: ≤ 1e-12 relative (erf, relu, linear are
+bit-identical by construction; gelu differs by the dropped ½(E + Eᵀ) symmetrisation, a few ulps)."""
+import sys
+
+import numpy as np
+import pytest
+
+import limits.kernels  # noqa: F401
+from limits.kernels import _fused
+
+N = sys.modules["limits.kernels.nngp"]
+FIELDS = ("K", "C", "Theta", "K_out", "Theta_out", "Theta_log_scale", "Theta_out_log_scale")
+
+
+def _both(X, **kw):
+    old = N.FUSED
+    try:
+        N.FUSED = False
+        a = N.nngp(X, **kw)
+        N.FUSED = True
+        b = N.nngp(X, **kw)
+    finally:
+        N.FUSED = old
+    return a, b
+
+
+def _rel(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert a.shape == b.shape
+    fin = np.isfinite(a)
+    assert np.array_equal(fin, np.isfinite(b))
+    if not fin.any():
+        return 0.0
+    return float(np.max(np.abs(a[fin] - b[fin])) / max(np.max(np.abs(a[fin])), 1e-300))
+
+
+def _compare(a, b, tol=1e-12):
+    for f in FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        if x is None:
+            assert y is None
+            continue
+        assert _rel(x, y) <= tol, f
+        if np.ndim(x) == 3:                       # every kept layer is exactly symmetric
+            assert all(np.array_equal(m, m.T) for m in np.asarray(y))
+    assert a.diagnostics["exploded_at"] == b.diagnostics["exploded_at"]
+    assert a.diagnostics["ntk_exploded_at"] == b.diagnostics["ntk_exploded_at"]
+    assert a.diagnostics["status"] == b.diagnostics["status"]
+    assert a.diagnostics["max_abs_K"] == pytest.approx(b.diagnostics["max_abs_K"], rel=1e-12)
+
+
+@pytest.mark.parametrize("act", ["erf", "relu", "gelu", "linear"])
+@pytest.mark.parametrize("depth", [1, 4, 13])
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_matches_full_matrix_path(act, depth, residual):
+    X = np.random.default_rng(depth).standard_normal((37, 5)) * np.linspace(0.3, 2.0, 37)[:, None]
+    for keep in ("all", "last"):
+        a, b = _both(X, depth=depth, activation=act, sigma_w2=1.6, sigma_b2=0.1, residual=residual,
+                     rho=0.7 if residual else 1.0, keep=keep, on_explode="ignore")
+        _compare(a, b)
+        if act != "gelu":                          # bit for bit
+            assert np.array_equal(a.K, b.K) and np.array_equal(a.Theta, b.Theta)
+            assert np.array_equal(a.K_out, b.K_out) and np.array_equal(a.Theta_out, b.Theta_out)
+
+
+@pytest.mark.parametrize("act", ["erf", "relu", "gelu"])
+def test_fused_ntk_rescaling_and_log_scale(act):
+    """Chaotic NTK (Θ grows like χ₁^L past 1e50 and 1e100): rescaled Θ̃ and log scales agree."""
+    X = np.random.default_rng(1).standard_normal((19, 4))
+    for ntk_scale in ("linear", "log"):
+        a, b = _both(X, depth=200, activation=act, sigma_w2=8.0 if act != "relu" else 2.0, sigma_b2=0.3,
+                     residual=act == "relu", rho=1.0, ntk_scale=ntk_scale, on_explode="ignore")
+        _compare(a, b)
+    assert b.diagnostics["ntk_overflow_at"] > 0 or np.any(b.Theta_log_scale != 0)
+
+
+def test_fused_leaves_packed_path_when_variances_shrink():
+    """gelu with σ_w² = 1e-30, σ_b² = 0: the variances fall below 1e-145 mid-recursion, where the general
+    (scale-free) closed form takes over from the packed path; both routes agree to the end."""
+    X = np.random.default_rng(2).standard_normal((11, 3))
+    d = []
+    for keep in ("all", "last"):
+        a, b = _both(X, depth=8, activation="gelu", sigma_w2=1e-30, sigma_b2=0.0, keep=keep, on_explode="ignore")
+        _compare(a, b)
+        d.append(np.diag(b.K[-1]))
+    assert 0 < d[0].max() < 1e-200 and np.array_equal(d[0], d[1])
+
+
+@pytest.mark.parametrize("P", [1, 2, 3])
+def test_fused_tiny_sizes(P):
+    X = np.random.default_rng(P).standard_normal((P, 2))
+    a, b = _both(X, depth=3, activation="erf", sigma_w2=1.3, sigma_b2=0.2, residual=True)
+    _compare(a, b)
+
+
+def test_packed_roundtrip_and_segments():
+    rng = np.random.default_rng(0)
+    for P in (1, 2, 7, 300):
+        A = rng.standard_normal((P, P))
+        A = A + A.T
+        pk = _fused.Packed(P, block=64)
+        assert np.array_equal(pk.unpack(pk.pack(A)), A)
+        assert np.array_equal(pk.diag(pk.pack(A)), np.diag(A))
+        # segments tile the packed vector, row-aligned
+        ends = [(s[2], s[3]) for s in pk.segments]
+        assert ends[0][0] == 0 and ends[-1][1] == pk.n == P * (P + 1) // 2
+        assert all(e0 == s1 for (_, e0), (s1, _) in zip(ends, ends[1:]))
