@@ -1,4 +1,4 @@
-"""Kernel benchmarks (performance.md): residual NNGP + response, erf, P = 1000, L = 100 (< 5 s) and
+"""Kernel benchmarks (docs/performance.rst): residual NNGP + response, erf, P = 1000, L = 100 (< 5 s) and
 tanh by quadrature, P = 200, L = 100 (< 10 s), each against a straightforward per-entry baseline
 measured in the same run.
 

@@ -1,6 +1,6 @@
 """Activation registry: φ, φ', φ'' (vectorised numpy) and closed-form Gaussian kernels.
 
-For ``(u, v) ~ N(0, [[k11, k12], [k12, k22]])`` (kernels.md §1):
+For ``(u, v) ~ N(0, [[k11, k12], [k12, k22]])`` (docs/theory/kernels.rst §1):
 
 ======  ============================================  ==============================================
 φ       E[φ(u)φ(v)]                                   E[φ'(u)φ'(v)]

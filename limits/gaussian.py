@@ -1,4 +1,4 @@
-"""Gaussian expectation engine (kernels.md §1).
+"""Gaussian expectation engine (docs/theory/kernels.rst §1).
 
 ``expect(f, q)``            E[f(u)],          u ~ N(0, q)
 ``expect2(f, g, k11, k12, k22)``  E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]])

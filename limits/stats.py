@@ -1,4 +1,4 @@
-"""Statistics for theory-vs-finite comparisons (validation.md): standard errors, z-scores,
+"""Statistics for theory-vs-finite comparisons (docs/theory/finite.rst §4): standard errors, z-scores,
 log–log rate fits with confidence intervals, and verdicts."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Particle Euler–Maruyama for McKean–Vlasov SDEs (nfd.md §2–3), in separate pieces:
+"""Particle Euler–Maruyama for McKean–Vlasov SDEs (docs/theory/nfd.rst §2–3), in separate pieces:
 
 * Brownian sampling — :func:`brownian_increments` (standard normals × √dt, shape L×M×q), or any
   array of increments the caller supplies (common random numbers, couplings).
@@ -182,8 +182,8 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
               target_se: float | None = None) -> ParticleInit:
     """Particle Euler–Maruyama for the forward (and backward) SDE at initialisation.
 
-    ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (nfd.md §2);
-    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (nfd.md §1);
+    ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (docs/theory/nfd.rst §2);
+    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (docs/theory/nfd.rst §1);
     ``design="post_branch"``: ``h_{l+1} = h_l + φ(√dt ξ_l)`` (skip added after φ of the branch — the
     reading under which seed 002 Prop. 1's bound E[h^{l+1}] ≥ E[h^l] + c₁√(T/L)σ + c₂ applies).
     For relu, "post" converges to reflected Brownian motion (bounded in L) while "post_branch"

@@ -1,4 +1,4 @@
-"""Theory vs finite networks, with statistics (validation.md).
+"""Theory vs finite networks, with statistics (docs/theory/finite.rst §4).
 
 Component modules ``limits/validate/<component>.py`` (discovered automatically) register cases::
 
@@ -10,7 +10,7 @@ Component modules ``limits/validate/<component>.py`` (discovered automatically) 
         return Case.from_z(..., theory=t, estimate=e, se=s, rate=fit, rate_expected=-0.5)
 
 ``run(["kernels"])`` executes them and returns a :class:`Report`; ``report.to_markdown()`` is
-the table of validation.md: case, theory, finite estimate ± SE, z, fitted rate, verdict.
+the table of docs/theory/finite.rst §4: case, theory, finite estimate ± SE, z, fitted rate, verdict.
 Only this package and ``limits.gallery`` import both theory and finite simulators.
 """
 from __future__ import annotations
