@@ -58,7 +58,7 @@ class KernelODE(Result):
 
     ``Sigma`` (P×P) = Σ_T, ``K`` = E[φ(h_T)φ(h_T)ᵀ], ``Gamma0`` = backward kernel E[g_0 g_0ᵀ],
     ``GammaT`` = E[g_T g_Tᵀ]; ``t``/``Sigma_t`` on the requested output grid.
-    Diagnostics: ``nfev``, ``converged``, ``message``, ``error_estimate`` (max |Σ_T − Σ_T'| between
+    Diagnostics: ``nfev``, ``converged``, ``message``, ``error_estimate`` (``max |Σ_T − Σ_T'|`` between
     this solve and one at 100× looser tolerance — an upper bound on the solver error scale).
     """
 

@@ -60,12 +60,32 @@ class SDEPath(Result):
 
 def euler_maruyama(drift: Callable | None, diffusion: Callable, x0, T: float, L: int, dW,
                    reverse: bool = False) -> SDEPath:
-    """Generic (McKean–Vlasov) Euler–Maruyama on the grid t_l = l T/L.
+    """Generic (McKean–Vlasov) Euler–Maruyama on the grid ``t_l = l T/L``.
 
-    Forward:  ``X_{l+1} = X_l + drift(l, t_l, X_l) dt + diffusion(l, t_l, X_l, dW[l])``.
+    Forward: ``X_{l+1} = X_l + drift(l, t_l, X_l) dt + diffusion(l, t_l, X_l, dW[l])``.
     Reverse (a backward-running integral from T to 0):
-              ``X_l = X_{l+1} + drift(l, t_l, X_{l+1}) dt + diffusion(l, t_l, X_{l+1}, dW[l])``.
+    ``X_l = X_{l+1} + drift(l, t_l, X_{l+1}) dt + diffusion(l, t_l, X_{l+1}, dW[l])``.
     ``X`` is the whole particle ensemble (M × q), so coefficients may depend on its law.
+
+    Parameters
+    ----------
+    drift : callable or None
+        ``drift(l, t, X) -> (M, q)``; ``None`` for no drift.
+    diffusion : callable
+        ``diffusion(l, t, X, dW_l) -> (M, q)``, the noise increment of step ``l``.
+    x0 : array (M, q)
+        Start of the path (at t = 0, or at t = T when ``reverse``).
+    T, L : float, int
+        Time horizon and number of steps (``dt = T/L``).
+    dW : array (L, ...)
+        The random increments, one per step, passed to ``diffusion``.
+    reverse : bool
+        Integrate from T down to 0.
+
+    Returns
+    -------
+    SDEPath
+        ``X[l]`` at ``t[l]``, l = 0..L; raises ``ValueError`` if the path is not finite.
     """
     T = positive_float(T, "T")
     L = positive_int(L, "L")
