@@ -134,13 +134,15 @@ def two_layer_block(eta1_n=1, eta1_L=0, eta2_n=1, eta2_L=0):
     ``u = n^{-1/2} W¹ φ(h)``, ``h⁺ = h + √(T/L) n^{-1/2} W² φ(u)``, mean-field read-out
     (``∂f/∂h_i = Θ(n^{-1})``), learning rates ``η_k = η̄ n^{eta_k_n} L^{eta_k_L}``.
 
-    Steps (exponents of n and L):
+    Steps (exponents of n and L)::
+
       ∂f/∂u_j = √(T/L) n^{-1/2} Σ_i W²_ij ∂f/∂h_i φ'(u_j): CLT sum (W² independent of ∂f/∂h at
       init) → L^{-1/2} n^{-1/2} · n^{1/2} · n^{-1} = L^{-1/2} n^{-1};
       ∂f/∂W¹_jk = n^{-1/2} ∂f/∂u_j φ(h_k) = L^{-1/2} n^{-3/2};
       Δu_j = n^{-1/2} Σ_k ΔW¹_jk φ(h_k): LLN (update aligned with φ(h)) → n^{1/2} η_1 L^{-1/2} n^{-3/2};
       ∂f/∂W²_ij = √(T/L) n^{-1/2} ∂f/∂h_i φ(u_j) = L^{-1/2} n^{-3/2};
       Δ(increment)_i = √(T/L) n^{-1/2} Σ_j ΔW²_ij φ(u_j) (LLN) → L^{-1} n^{-1} η_2.
+
     Returns exponents of (n, L) for ``delta_u`` (first-layer feature update from ΔW¹, per block),
     ``delta_increment`` (update of the residual increment from ΔW², per block),
     ``delta_stream_direct`` (those increments summed over L blocks), ``delta_stream_via_u`` (the
