@@ -185,7 +185,7 @@ print(f"output layer vs Σ_T: max |z| = {np.abs(zn).max():.2f} (includes the O(1
 #   `limits dmft`, `limits nfd`, `limits figure NAME`, `limits validate`).
 # * `limits.gallery.figures()` — every reproducible paper figure; `limits.validate.run([...])` — the
 #   theory-vs-finite verdict tables.
-# * The `seed00*_*.ipynb` notebooks reproduce each seed paper, and say where our measurements disagree with it.
+# * The `seed00*_*.py` notebooks (jupytext sources in `notebooks/`) reproduce each seed paper, and say where our measurements disagree with it.
 
 # %%
 print(f"notebook wall time: {time.perf_counter() - _T0:.1f} s ({'quick' if QUICK else 'full'} mode)")
