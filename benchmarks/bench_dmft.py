@@ -1,4 +1,4 @@
-"""DMFT benchmarks (performance.md): deep linear L = 5, P = 20, 100 steps (< 30 s) and nonlinear
+"""DMFT benchmarks (docs/performance.rst): deep linear L = 5, P = 20, 100 steps (< 30 s) and nonlinear
 two-layer P = 10, 50 steps, M = 2000 (< 2 min), each with a naive baseline measured in the same run.
 
 Baselines: for the deep linear solver, the textbook global fixed-point iteration of the same

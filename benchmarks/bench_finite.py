@@ -1,4 +1,4 @@
-"""Benchmarks for limits.finite (performance.md):
+"""Benchmarks for limits.finite (docs/performance.rst):
 
 finite Monte Carlo of the residual kernel, 1000 inits, N = 500, L = 50 (erf, P = 10 inputs):
 target < 60 s; report achieved GFLOP/s against a BLAS peak measured in the same run.

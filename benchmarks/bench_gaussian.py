@@ -1,4 +1,4 @@
-"""expect2 throughput (performance.md: ≥ 10⁶ triples/s at 1e-10 for smooth φ by quadrature).
+"""expect2 throughput (docs/performance.rst: ≥ 10⁶ triples/s at 1e-10 for smooth φ by quadrature).
 
 Generic (unrelated) triples of smooth φ go through limits.mehler.series_generic (Mehler series with
 Chebyshev-in-s coefficient interpolants and a certified tail), Gram matrices through gram_series.

@@ -1,4 +1,4 @@
-"""Kernel benchmarks (performance.md; issue 16 items 1 and 4): NNGP + NTK Gram recursions.
+"""Kernel benchmarks (docs/performance.rst; issue 16 items 1 and 4): NNGP + NTK Gram recursions.
 
 Every row is measured in ONE run against
 

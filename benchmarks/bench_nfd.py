@@ -1,4 +1,4 @@
-"""NFD benchmarks (performance.md): particle solver K = 20 SGD steps, L = 64, M = 10⁴ (< 60 s,
+"""NFD benchmarks (docs/performance.rst): particle solver K = 20 SGD steps, L = 64, M = 10⁴ (< 60 s,
 < 4 GB), the O(K² L M) cost law (fitted exponents), and the adaptive kernel ODE."""
 from __future__ import annotations
 

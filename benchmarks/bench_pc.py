@@ -1,4 +1,4 @@
-"""Benchmarks for limits.pc (performance.md):
+"""Benchmarks for limits.pc (docs/performance.rst):
 
 * linear PC equilibrium (F*, z*, S), N = 1024, L = 64, batch 64: target < 1 s;
 * the same at N = 256, H = 64 against the dense-Hessian route (assemble H_z, dense Cholesky

@@ -1,6 +1,6 @@
 """Run every benchmark (benchmarks/bench_*.py) and print ratios against in-run baselines.
 
-    python benchmarks/run.py            # full sizes (performance.md)
+    python benchmarks/run.py            # full sizes (docs/performance.rst)
     python benchmarks/run.py --quick    # reduced sizes
     python benchmarks/run.py gaussian   # only benchmarks/bench_gaussian.py
 

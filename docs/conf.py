@@ -1,16 +1,26 @@
-"""Sphinx configuration of the `limits` documentation (build: python -m sphinx -b html docs /tmp/docs_html -W)."""
+"""Sphinx configuration of the `limits` documentation.
+
+Build (from the repository root): python -m pip install -e ".[docs]" && python -m sphinx -W -b html docs docs/_build/html
+
+The CLI reference and the gallery are generated at build time by docs/_ext/limits_docs.py from
+``limits.cli``'s argparse parser and from figures/*.json.
+"""
 import os
 import sys
 
-sys.path.insert(0, os.path.abspath(".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(HERE, "_ext"))
+
+import limits  # noqa: E402  (the checkout above, not an installed copy)
 
 project = "limits"
 author = "limits developers"
 copyright = "2026, limits developers"
-release = "0.1.0"
+release = version = limits.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "numpydoc"]
-exclude_patterns = ["_build", "README_measurements.md"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "numpydoc", "limits_docs"]
+exclude_patterns = ["_build", "_ext", "README_measurements.md", "sweep.md"]
 source_suffix = {".rst": "restructuredtext"}
 root_doc = "index"
 html_theme = "alabaster"

@@ -1,23 +1,23 @@
 """Activation registry: φ, φ', φ'' (vectorised numpy) and closed-form Gaussian kernels.
 
-For ``(u, v) ~ N(0, [[k11, k12], [k12, k22]])`` (kernels.md §1):
+For ``(u, v) ~ N(0, [[k11, k12], [k12, k22]])`` (docs/theory/kernels.rst §1)::
 
-======  ============================================  ==============================================
-φ       E[φ(u)φ(v)]                                   E[φ'(u)φ'(v)]
-======  ============================================  ==============================================
-linear  k12                                           1
-erf     (2/π) arcsin(2k12/√((1+2k11)(1+2k22)))         (4/π)/√((1+2k11)(1+2k22) − 4k12²)
-relu    √(k11k22)/(2π)(sin θ + (π−θ)cos θ)            (π − θ)/(2π),  θ = arccos(k12/√(k11k22))
-gelu    k11B₄(k22+Δ)/(1+k11) + k12B₁ + k12²B₄/(1+k22)  B₁ + k12B₄(1/(1+k11) + 1/(1+k22) + 1/D)
-======  ============================================  ==============================================
+    ======  ============================================  ==============================================
+    φ       E[φ(u)φ(v)]                                   E[φ'(u)φ'(v)]
+    ======  ============================================  ==============================================
+    linear  k12                                           1
+    erf     (2/π) arcsin(2k12/√((1+2k11)(1+2k22)))         (4/π)/√((1+2k11)(1+2k22) − 4k12²)
+    relu    √(k11k22)/(2π)(sin θ + (π−θ)cos θ)            (π − θ)/(2π),  θ = arccos(k12/√(k11k22))
+    gelu    k11B₄(k22+Δ)/(1+k11) + k12B₁ + k12²B₄/(1+k22)  B₁ + k12B₄(1/(1+k11) + 1/(1+k22) + 1/D)
+    ======  ============================================  ==============================================
 
 gelu: Δ = k11k22 − k12², D = det(I + K) = 1 + k11 + k22 + Δ, B₁ = E[Φ(u)Φ(v)] = 1/4 + arcsin(k12/√((1+k11)(1+k22)))/2π,
 B₄ = E[ϕ(u)ϕ(v)] = 1/(2π√D) (Gaussian integration by parts; checked against mpmath in tests).
-Every closed form is evaluated with √(k11k22) factored out and 1 − c² = (1 − |c|)(1 + |c|), so it
-neither overflows (relu and linear are degree-1 homogeneous) nor cancels near |c| = 1.
+Every closed form is evaluated with √(k11k22) factored out and ``1 − c² = (1 − |c|)(1 + |c|)``, so it
+neither overflows (relu and linear are degree-1 homogeneous) nor cancels near ``|c| = 1``.
 
 (erf/relu: Williams 1997, Cho & Saul 2009.) For relu, θ is computed as
-``atan2(√((√(k11k22) − |k12|)(√(k11k22) + |k12|)), k12)`` which keeps full relative accuracy near |c| = 1 where arccos
+``atan2(√((√(k11k22) − |k12|)(√(k11k22) + |k12|)), k12)`` which keeps full relative accuracy near ``|c| = 1`` where arccos
 loses half the digits. relu'' is taken as 0: the δ-function it really is only ever appears
 multiplied by relu itself (φ''φ = 0) in the response recursions.
 

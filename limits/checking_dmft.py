@@ -1,7 +1,7 @@
 """``limits.check`` of a DMFT prediction: finite mean-field networks of the same Model, trained by
 the same gradient descent on the same data, against the infinite-width trajectory f(t).
 
-Finite side (the conventions of ``limits.dmft``, dmft.md §2): ``model.finite(N)`` with learning rate
+Finite side (the conventions of ``limits.dmft``, docs/theory/dmft.rst §2): ``model.finite(N)`` with learning rate
 η0 = the DMFT step ``dt`` (per raw weight η0 γ0² N), loss ½Σ_μ(f_μ − y_μ)², outputs centred
 (f − f_0, as the DMFT starts from f = 0), ``len(t) − 1`` GD steps. Compared entries: f(t_k, x_μ)
 for every recorded step k ≥ 1 and training input μ. Expected rate: one network's RMS deviation from

@@ -1,4 +1,4 @@
-"""Gaussian expectation engine (kernels.md §1).
+"""Gaussian expectation engine (docs/theory/kernels.rst §1).
 
 ``expect(f, q)``            E[f(u)],          u ~ N(0, q)
 ``expect2(f, g, k11, k12, k22)``  E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]])
@@ -15,7 +15,7 @@ axis (δ = the activation's ``strip``, s its largest standard deviation) the tra
 O(exp(−2πδ/(s h))) — far better than Gauss–Hermite for tanh/sigmoid, whose poles sit close to the
 real axis — so the step is chosen as ``h = 2πδ/(33 s)`` (target ~1e-14), capped at 0.45. Triples
 are grouped by the resulting node count, so one large variance does not slow down the others.
-Degenerate covariances (k11 = 0, k22 = 0, |c| = 1) reduce exactly to 1-D integrals.
+Degenerate covariances (k11 = 0, k22 = 0, ``|c| = 1``) reduce exactly to 1-D integrals.
 
 Large variances. The z-space rule needs O(s/δ) nodes per dimension; beyond 305 (s/δ ≳ 3.4, and always
 for the relu kink) registered activations switch to rules in the *natural variable* x = s z, where
@@ -27,9 +27,9 @@ grid raise an :class:`AccuracyWarning` (their features are unknown); ``n=`` forc
 
 Accuracy (tests/test_gaussian.py, tests/test_reliability_numerics.py, against mpmath): ≤ 1e-10 relative
 (plus 1e-14·√(E f² E g²) where the value vanishes by symmetry) for every registered activation, both
-kernels, variances 1e-6 … 1e8 and |c| ∈ {0, 0.5, 0.999, 1}, on the scalar and the Gram paths;
-typically ~1e-14. The Mehler routes certify |error| ≤ 1e-11·max(|E|, 1e-3 √(E f² E g²)) (shared variances)
-and 1e-12·max(|E|, √(E f² E g²)) (unrelated triples) and hand everything else to the quadrature. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
+kernels, variances 1e-6 … 1e8 and ``|c| ∈ {0, 0.5, 0.999, 1}``, on the scalar and the Gram paths;
+typically ~1e-14. The Mehler routes certify ``|error| ≤ 1e-11·max(|E|, 1e-3 √(E f² E g²))`` (shared variances)
+and ``1e-12·max(|E|, √(E f² E g²))`` (unrelated triples) and hand everything else to the quadrature. A result that overflows float64 is a ``ValueError`` (never inf); the degree-1
 homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
 itself does.
 
@@ -378,7 +378,7 @@ def _feat(act) -> float:
 
 
 def _wide_any(fn, gn, sf, sg, fa, ga, k11, k12, k22):
-    """Natural-variable rule for one triple, including the degenerate ones (k11 = 0, k22 = 0, |c| = 1)."""
+    """Natural-variable rule for one triple, including the degenerate ones (k11 = 0, k22 = 0, ``|c| = 1``)."""
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
     if s1 == 0.0 or s2 == 0.0:                      # E[f(0) g(v)] or E[f(u) g(0)]
         f0, g0 = (float(np.asarray(h(np.zeros(1)))[0]) for h in (fn, gn))
@@ -571,7 +571,7 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     """E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]]), vectorised by broadcasting.
 
     Raises ``ValueError`` naming the argument for NaN/inf, negative variances or a non-PSD
-    covariance (|k12| > √(k11 k22) beyond a 1e-10 relative tolerance). ``n`` forces the
+    covariance (``|k12| > √(k11 k22)`` beyond a 1e-10 relative tolerance). ``n`` forces the
     number of quadrature nodes per dimension; ``closed_form=False`` forces quadrature.
     ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
     shares variances, e.g. Gram matrices; for ≥ 512 unrelated triples of registered smooth

@@ -18,7 +18,7 @@ network has ``depth·block_layers + 2`` weight layers (:attr:`Model.n_weight_lay
 legacy ``limits.dmft.solve(depth=…)`` signature).
 
 Residual branches carry ρ_eff = ``rho`` (depth_scaling "none"), ``rho/√depth`` ("sqrt"),
-``rho/depth`` ("linear") or ``rho·depth^{−alpha}`` ("alpha"). Variances follow kernels.md:
+``rho/depth`` ("linear") or ``rho·depth^{−alpha}`` ("alpha"). Variances follow docs/theory/kernels.rst §2:
 W ~ N(0, σ²_w/fan_in), b ~ N(0, σ²_b); read-in/read-out variances default to the hidden ones.
 
 Parameterisations: "NTK" (default; W = σ w/√fan_in with w ~ N(0,1) trained — the NTK of
@@ -536,7 +536,7 @@ FEATURE_LEARNING_PARAMS = ("MF", "muP", "depth-muP")
 def dmft_view(m: Model, given: dict) -> dict:
     """``limits.dmft.solve`` of a mean-field model: MF/μP/Depth-μP, N(0, 1) weights, no biases, one
     output, one-layer pre-activation blocks; residual blocks need ``depth_scaling="sqrt"``
-    (β0/√depth, dmft.md §5). The legacy ``depth`` (hidden layers) is ``m.depth + 1``; ``dt``
+    (β0/√depth, docs/theory/dmft.rst §5). The legacy ``depth`` (hidden layers) is ``m.depth + 1``; ``dt``
     defaults to the model's learning rate (GD step η0)."""
     what = "limits.dmft.solve"
     m.require(what, params=FEATURE_LEARNING_PARAMS, block_layers_one=True, pre_activation=True,
@@ -559,7 +559,7 @@ def dmft_view(m: Model, given: dict) -> dict:
 
 
 def nfd_view(what: str, depth_arg: str | None = None):
-    """NFD view: the pre-activation ResNet of nfd.md, h^l = h^{l−1} + √(T/L) W φ(h^{l−1})/√N,
+    """NFD view: the pre-activation ResNet of docs/theory/nfd.rst, h^l = h^{l−1} + √(T/L) W φ(h^{l−1})/√N,
     i.e. ``resnet(d_in, L, depth_scaling="sqrt", rho=√T)`` with unit weight variances, no biases;
     ``T = rho²``. ``depth_arg`` names the solver's depth argument (particles: ``L``)."""
 

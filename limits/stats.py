@@ -1,4 +1,4 @@
-"""Statistics for theory-vs-finite comparisons (validation.md): standard errors, z-scores,
+"""Statistics for theory-vs-finite comparisons (docs/theory/finite.rst §4): standard errors, z-scores,
 log–log rate fits with confidence intervals, and verdicts."""
 from __future__ import annotations
 
@@ -101,5 +101,5 @@ def loglog_fit(x, y, yerr=None, level: float = 0.95) -> RateFit:
 
 
 def z_verdict(z, z_crit: float = 4.0) -> str:
-    """'pass' when every |z| ≤ z_crit (default 4: few false alarms over many entries)."""
+    """'pass' when every ``|z| ≤ z_crit`` (default 4: few false alarms over many entries)."""
     return "pass" if np.all(np.abs(np.asarray(z)) <= z_crit) else "fail"

@@ -1,4 +1,4 @@
-"""Activation registry and Gaussian expectation engine (kernels.md §1)."""
+"""Activation registry and Gaussian expectation engine (docs/theory/kernels.rst §1)."""
 import math
 
 import mpmath as mp

@@ -350,20 +350,6 @@ def test_validation_report_has_no_wall_times():
     assert "123.4" not in validate.Report((b,)).to_markdown()
 
 
-def test_notebook_build_is_reproducible():
-    nbformat = pytest.importorskip("nbformat")
-    sys.path.insert(0, str(ROOT / "notebooks"))
-    try:
-        import _build
-    finally:
-        sys.path.remove(str(ROOT / "notebooks"))
-    for name, fn in _build.NOTEBOOKS.items():
-        a, b = nbformat.writes(_build.notebook(fn())), nbformat.writes(_build.notebook(fn()))
-        assert a == b, name
-        committed = (ROOT / "notebooks" / f"{name}.ipynb").read_text()
-        assert committed == a + "\n", f"notebooks/{name}.ipynb is not what _build.py generates; rebuild it"
-
-
 def test_json_output_is_strict():
     rc, out, _ = run(["expect", "erf", "--json"])
     assert rc == 0

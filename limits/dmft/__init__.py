@@ -1,4 +1,4 @@
-"""Dynamical mean field theory of feature learning (Bordelon & Pehlevan 2022; dmft.md).
+"""Dynamical mean field theory of feature learning (Bordelon & Pehlevan 2022; docs/theory/dmft.rst).
 
 Mean-field network with ``depth`` = L hidden layers (seed 000's "L" counts weight layers: use
 ``depth = L_seed − 1``)::
@@ -14,7 +14,7 @@ Mean-field network with ``depth`` = L hidden layers (seed 000's "L" counts weigh
 order with ``richardson=True``. Linear networks use the exact causal solver
 (:mod:`limits.dmft.linear`), nonlinear ones the alternating Monte Carlo scheme
 (:mod:`limits.dmft.nonlinear`). ``lazy`` is the γ0 → 0 (kernel regression) limit; ``beta0=``
-solves the residual network of dmft.md §5 (:mod:`limits.dmft.residual`).
+solves the residual network of docs/theory/dmft.rst §5 (:mod:`limits.dmft.residual`).
 
 Cost. Linear: O(L P³ n_t³) time, ≈ 32 (L−1) (n_t P)² bytes (P = 20, L = 5, 100 steps: ~6 s on one idle
 core, ~50 s on the loaded 2-core box).
@@ -92,7 +92,7 @@ def _input_gram(X):
 def lazy_ntk(X, depth, activation="linear"):
     """γ0 → 0 NTK ``K = Σ_{l=0}^{L} G^{l+1}_0 ∘ Φ^l_0`` (P×P) of the mean-field net at initialisation.
 
-    Two-layer relu gives the arc-cosine form ``K = k1(K^x) + k0(K^x) ∘ K^x`` (dmft.md §4).
+    Two-layer relu gives the arc-cosine form ``K = k1(K^x) + k0(K^x) ∘ K^x`` (docs/theory/dmft.rst §4).
     """
     X = finite_array(X, "X", ndim=2)
     depth = positive_int(depth, "depth")
@@ -269,7 +269,7 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
           richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,
           damping=None, strict=True, solver="auto", progress=False, keep_two_time=False,
           beta0=None, X_test=None) -> DMFTResult:
-    """Solve the DMFT of a depth-L mean-field network trained on (X, y) (dmft.md §2–3).
+    """Solve the DMFT of a depth-L mean-field network trained on (X, y) (docs/theory/dmft.rst §2–3).
 
     Time grid: ``T`` (final time) and ``dt``, or ``dt`` and ``steps``. ``method="gd"``: exact
     infinite-width GD with learning-rate step ``dt`` (seed 000 runs: ``dt = gd_time_step(η0, P)``).
@@ -281,7 +281,7 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     (default 1e-8), ``damping`` β (default 0.7), ``max_iter`` sweeps; ``strict`` raises
     :class:`DMFTNotConverged` instead of returning ``converged=False``. ``solver``: "auto",
     "march" (exact linear), "picard" (global linear iteration), "mc" (force the MC scheme).
-    ``beta0``: residual network ``h^{l+1} = h^l + (β0/√(L−1)) W^l φ(h^l)/√N`` (dmft.md §5; Monte
+    ``beta0``: residual network ``h^{l+1} = h^l + (β0/√(L−1)) W^l φ(h^l)/√N`` (docs/theory/dmft.rst §5; Monte
     Carlo with Jacobian responses, :mod:`limits.dmft.residual`; small grids only).
     ``X_test`` (P_test×D): also predict on these inputs — they are carried through the same DMFT as
     samples whose error does not drive the dynamics (the gradient sums over training samples only),

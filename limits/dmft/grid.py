@@ -83,7 +83,7 @@ def gd_time_step(eta0, P, loss="mean") -> float:
     """DMFT time advanced by one GD step of a mean-field net with ``η = η0 γ0² N``.
 
     ``loss="mean"``: seed 000 Eq. 1, ``(1/2P)Σ_μΔ_μ²`` → ``dt = η0/P``;
-    ``loss="sum"``: ``½Σ_μΔ_μ²`` (the DMFT convention of dmft.md) → ``dt = η0``.
+    ``loss="sum"``: ``½Σ_μΔ_μ²`` (the DMFT convention of docs/theory/dmft.rst §1) → ``dt = η0``.
     """
     eta0 = positive_float(eta0, "eta0")
     P = positive_int(P, "P")

@@ -2,7 +2,7 @@
 
 For φ(h) = h every single-site field is linear in the Gaussian sources of its layer,
 ``h^l = α_u u^l + α_r r^l``, ``g^l = z^l = β_u u^l + β_r r^l`` with ``u^l ~ N(0, Φ^{l−1})``,
-``r^l ~ N(0, G^{l+1})``, and (dmft.md §2; Bordelon & Pehlevan 2022 App. F)
+``r^l ~ N(0, G^{l+1})``, and (docs/theory/dmft.rst §2; Bordelon & Pehlevan 2022 App. F)
 
     h = u + C z,   z = r + D h,   C^l = γ0 dt [A^{l−1} + Φ^{l−1}Δ],   D^l = γ0 dt [B^l + G^{l+1}Δ]
     α_u = (I−CD)⁻¹,  α_r = (I−CD)⁻¹C = γ0 dt A^l,  β_u = (I−DC)⁻¹D = γ0 dt B^{l−1},  β_r = (I−DC)⁻¹
@@ -152,7 +152,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True, mas
 
 def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1.0,
            solver="triangular", init=None, mask=None):
-    """Damped global fixed-point iteration of the deep linear DMFT (dmft.md §2).
+    """Damped global fixed-point iteration of the deep linear DMFT (docs/theory/dmft.rst §2).
 
     Each sweep rebuilds C^l, D^l from the current (A, B, Φ, G, Δ), then
     ``α_u = (I−CD)⁻¹`` by a unit-lower-triangular solve (``solver="dense"``: ``numpy.linalg.inv``,

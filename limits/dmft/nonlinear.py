@@ -1,4 +1,4 @@
-"""Nonlinear DMFT: alternating Monte Carlo scheme (dmft.md §3; Bordelon & Pehlevan 2022 §4, App. D).
+"""Nonlinear DMFT: alternating Monte Carlo scheme (docs/theory/dmft.rst §3; Bordelon & Pehlevan 2022 §4, App. D).
 
 Single-site equations on the time grid (left sums, exact for GD with step dt), layer l = 1..L:
 
@@ -47,7 +47,7 @@ class NonlinearState:
 
 
 def damp(old, new, b):
-    """Damped update X ← (1 − b) X + b X_new for each array of a list (dmft.md §3 step 5)."""
+    """Damped update X ← (1 − b) X + b X_new for each array of a list (docs/theory/dmft.rst §3 step 5)."""
     return [(1 - b) * o + b * nw for o, nw in zip(old, new)]
 
 

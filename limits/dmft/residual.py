@@ -1,4 +1,4 @@
-"""DMFT of a mean-field residual network with branch scale β = β0/√B (dmft.md §5, beyond the seed;
+"""DMFT of a mean-field residual network with branch scale β = β0/√B (docs/theory/dmft.rst §5, beyond the seed;
 Bordelon et al. 2023, depthwise transfer).
 
 Network (``depth`` = L hidden representations, B = L − 1 residual blocks)::
@@ -18,7 +18,7 @@ The residual stream couples every layer of a path, so all layers are marched joi
 responses are averaged pathwise Jacobians (forward-mode tangents), which limits this solver to
 small grids (n = n_t·P of a few dozen). Same alternating, damped, common-random-number scheme as
 :mod:`limits.dmft.nonlinear`. At t = 0 and B → ∞ the stream covariance obeys the kernel ODE of
-nfd.md §2 with time horizon T = β0² (see tests).
+docs/theory/nfd.rst §2 with time horizon T = β0² (see tests).
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _march(act, src, ops, P, n_t, L, beta, fam=None):
 
 def init_kernels(act, Kx, depth, beta0):
     """Stream covariances Σ^l and Φ^l = E[φφ] of the untrained residual net (lists, l = 1..L):
-    ``Σ^{l+1} = Σ^l + β² E_{Σ^l}[φ(u)φ(v)]`` — the Euler scheme of nfd.md's kernel ODE
+    ``Σ^{l+1} = Σ^l + β² E_{Σ^l}[φ(u)φ(v)]`` — the Euler scheme of the kernel ODE of docs/theory/nfd.rst §2
     ``dΣ/dτ = E[φφ]`` on τ ∈ [0, β0²] with B = L − 1 steps."""
     from .. import gaussian
 

@@ -10,7 +10,7 @@ from ..results import Result
 
 @dataclass(frozen=True)
 class DMFTResult(Result):
-    """Infinite-width training trajectory of a mean-field network (dmft.md §2–3).
+    """Infinite-width training trajectory of a mean-field network (docs/theory/dmft.rst §2–3).
 
     ``t`` (n_t,), ``f`` (n_t×P) predictions, ``loss`` = ½Σ_μ(f_μ−y_μ)² (the DMFT loss; seed 000
     Eq. 1's (1/2P)Σ is ``loss_mean``), ``Delta`` = y − f, ``ntk`` (n_t×P×P) the NTK

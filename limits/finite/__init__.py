@@ -1,4 +1,4 @@
-"""Finite-network simulators that every theory result is checked against (finite.md).
+"""Finite-network simulators that every theory result is checked against (docs/theory/finite.rst).
 
 Plain numpy, float64, batched over S independent initialisations (leading axis = init index),
 hand-written backward passes verified against finite differences.
@@ -24,12 +24,12 @@ with ``Dense(fan_in, fan_out, mult, std, lr, bias, bias_std, bias_lr, bias_mult)
     pre-activation (default):   h⁰ = m W_in x + b;   h^l = [h^{l−1}] + β F(h^{l−1});
                                 F: u_1 = m_1 W_1 φ(h) + b_1, u_k = m_k W_k φ(u_{k−1}) + b_k
                                 f = out_scale · (m W_out φ(h^B) + b)
-    post_activation=True:       x^l = φ([x^{l−1}] + β F(x^{l−1})),  u_1 = m_1 W_1 x + b_1 (nfd.md §1)
+    post_activation=True:       x^l = φ([x^{l−1}] + β F(x^{l−1})),  u_1 = m_1 W_1 x + b_1 (docs/theory/nfd.rst §1)
 
 One-layer, two-layer (``block_layers=2``) and n-skip residual blocks; plain (MLP) blocks with
 ``residual=False``; branch multiplier β = ρ, √(T/L), L^{-α} — any number.
 Builders: ``mlp(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, ...)`` and
-``resnet(..., rho=, block_layers=, post_activation=)`` use kernels.md conventions
+``resnet(..., rho=, block_layers=, post_activation=)`` use docs/theory/kernels.rst conventions
 (W ~ N(0, σ_w²/fan_in), biases N(0, σ_b²); ``parameterisation="ntk"``: W = σ_w w/√fan_in,
 b = σ_b β with w, β ~ N(0, 1) trained — the convention of ``limits.kernels.nngp``'s Θ). ``blocks`` counts hidden N×N blocks: seed 004 / nfd L → blocks = L; seed 000 depth L
 (weight layers) → L − 2; DMFT depth L (hidden layers) → L − 1.
@@ -50,7 +50,7 @@ Weights and forward pass
 ``w = init_weights(net, n_inits, rng=|seed=, decoupled=False|True|"hidden"|[names])`` →
 ``Weights`` with ``w.W[name]`` (S, out, in), ``w.b[name]`` (S, out), ``w.Wb[name]`` the weight the
 backward pass uses (an independent copy W̃ that receives the same updates when decoupled,
-nfd.md §5). Init s draws from its own stream (``init_streams``), so results never depend on chunking.
+docs/theory/nfd.rst §5). Init s draws from its own stream (``init_streams``), so results never depend on chunking.
 ``fwd = forward(net, w, X)`` (X is P × d_in, samples are rows): ``fwd.h[l]`` (S, P, N) stream states
 l = 0..B, ``fwd.pre[name]``/``fwd.inp[name]`` each layer's output/input, ``fwd.z`` (post-act pre-φ),
 ``fwd.f`` (S, P, d_out); ``fwd.preactivations()`` → {'h0', …, 'u1.1', …}.

@@ -1,9 +1,9 @@
 """Hand-written backward pass (reverse-mode), batched over initialisations.
 
 Given ``g_f = ∂ℓ/∂f`` it returns ∂ℓ/∂W, ∂ℓ/∂b for every layer and ∂ℓ/∂(pre-activation) for every
-hidden representation (``g^l = ∂ℓ/∂h^l`` of nfd.md §3). Propagation to earlier layers uses
+hidden representation (``g^l = ∂ℓ/∂h^l`` of docs/theory/nfd.rst §3). Propagation to earlier layers uses
 ``weights.backward_weight(name)`` — the same W for ordinary backprop, an independent copy W̃ in the
-decoupled ("GIA") mode of nfd.md §5. Verified against central finite differences in
+decoupled ("GIA") mode of docs/theory/nfd.rst §5. Verified against central finite differences in
 ``tests/finite/test_finite_backward.py``.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Empirical exponent checker ("coordinate check that reports exponents", params.md §5).
+"""Empirical exponent checker ("coordinate check that reports exponents", docs/theory/params.rst §5).
 
 Train finite networks for a few small steps at widths ``N ∈ {2^k}`` (or depths ``L ∈ {2^k}``),
 measure per-representation ``|Δh|_rms``, per-layer ``|mult·ΔW·input|_rms``, ``|Δf|_rms`` and

@@ -1,4 +1,4 @@
-"""Synthetic data (finite.md "Data") and loading of user arrays. Samples are rows.
+"""Synthetic data (docs/theory/finite.rst §3) and loading of user arrays. Samples are rows.
 
 Image datasets cannot be downloaded here: users pass their own arrays through :func:`load_arrays`
 (``.npy``/``.npz``, always ``allow_pickle=False``).

@@ -1,7 +1,7 @@
 """Finite pre-activation ResNets trained by online SGD in two backprop modes — the gradient-
-independence (GIA) study of nfd.md §5 — and the two-layer residual-block study of nfd.md §6.
+independence (GIA) study of docs/theory/nfd.rst §5 — and the two-layer residual-block study of docs/theory/nfd.rst §6.
 
-Network (nfd.md §1, γ = 1): ``h⁰ = U x/√d``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^l φ(h^l)``,
+Network (docs/theory/nfd.rst §1, γ = 1): ``h⁰ = U x/√d``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^l φ(h^l)``,
 ``f = n^{-1} v·φ(h^L)``; U, W^l, v ~ N(0,1); learning rate η = η̄ n on all weights; loss ½(f − y)².
 
 * ``mode="coupled"``   — ordinary backprop: ``g^l = g^{l+1} + √(T/L) φ'(h^l) ⊙ W^{lᵀ} g^{l+1}/√n``.
@@ -189,7 +189,7 @@ def gia_task(d: int = 10, K: int = 4, P_test: int = 4, seed: int = 12345):
     return Xtr, ytr, Xte
 
 
-# ============================================================================ GIA sweep (nfd.md §5)
+# ============================================================================ GIA sweep (docs/theory/nfd.rst §5)
 @dataclass(frozen=True)
 class GIASweep(Result):
     """Coupled vs decoupled finite networks over an (n, L) grid, common random numbers per seed.
@@ -279,7 +279,7 @@ def extrapolate_inverse(x, y, se):
     return float(coef[0]), float(np.sqrt(cov[0, 0] * scale)), float(coef[1]), float(np.sqrt(cov[1, 1] * scale)), chi2
 
 
-# ============================================================================ two-layer blocks (nfd.md §6)
+# ============================================================================ two-layer blocks (docs/theory/nfd.rst §6)
 def two_layer_net(d, n, L, T=1.0, activation="tanh"):
     """limits.finite Network: ``u^l = n^{-1/2} W^{l,1} φ(h^l)``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^{l,2} φ(u^l)``,
     ``h⁰ = Ux/√d``, ``f = n^{-1} v·φ(h^L)``, all weights N(0, 1)."""
@@ -294,7 +294,7 @@ def two_layer_net(d, n, L, T=1.0, activation="tanh"):
 
 def layer_rates(L, n, eta_bar, T=1.0, correction=False):
     """Per-layer learning rates: η = η̄ n everywhere; with ``correction`` the first internal layer of
-    every block gets η₁ = η̄ n √(L/T) (nfd.md §6, seed 002 Eq. 8)."""
+    every block gets η₁ = η̄ n √(L/T) (docs/theory/nfd.rst §6, seed 002 Eq. 8)."""
     base = eta_bar * n
     rates = {"in": base, "out": base}
     for i in range(1, L + 1):

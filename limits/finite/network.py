@@ -2,14 +2,14 @@
 per-layer numbers (multiplier, init std, learning rate, biases), branch multipliers and the
 output scale. Everything the simulators run is described by a :class:`Network`.
 
-Pre-activation networks (seed 004 §II, nfd.md §1, dmft.md §1)::
+Pre-activation networks (seed 004 §II, docs/theory/nfd.rst §1, docs/theory/dmft.rst §1)::
 
     h⁰ = m_in W_in x + b_in
     block l (residual):  h^l = h^{l−1} + β_l F_l(h^{l−1}),   (plain: h^l = F_l(h^{l−1}))
         F_l:  u_1 = m_1 W_1 φ(h) + b_1,  u_k = m_k W_k φ(u_{k−1}) + b_k,  F_l = u_last
     f = s_out · (m_out W_out φ(h^B) + b_out)          (s_out = 1/γ)
 
-Post-activation networks (nfd.md §1 variant) carry x^l = φ(·) in the stream::
+Post-activation networks (docs/theory/nfd.rst §1 variant) carry x^l = φ(·) in the stream::
 
     x⁰ = m_in W_in x + b_in   (φ applied too if readin_phi)
     block l:  x^l = φ( [x^{l−1}] + β_l F_l(x^{l−1}) ),  u_1 = m_1 W_1 x + b_1, u_k = m_k W_k φ(u_{k−1}) + b_k
@@ -218,7 +218,7 @@ def _bias_kw(sigma_b2):
 def mlp(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, sigma_w2_in=None,
         sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, lr=1.0, parameterisation="standard"):
     """Feed-forward net ``h⁰ = W_in x + b``, ``h^l = W φ(h^{l−1}) + b`` (``blocks`` hidden N×N layers),
-    ``f = W_out φ(h^B) + b``; kernels.md §2 conventions: ``W ~ N(0, σ_w²/fan_in)``.
+    ``f = W_out φ(h^B) + b``; docs/theory/kernels.rst §2 conventions: ``W ~ N(0, σ_w²/fan_in)``.
 
     ``parameterisation="ntk"``: ``W = σ_w w/√fan_in``, ``b = σ_b β`` with w, β ~ N(0, 1) the trained
     parameters (multiplier σ_w/√fan_in, std 1) — the convention of ``limits.kernels.nngp``'s NTK.
@@ -232,7 +232,7 @@ def mlp(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b2=0
 def resnet(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, rho=1.0,
            sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, lr=1.0,
            parameterisation="standard", block_layers=1, post_activation=False):
-    """Residual net of seed 004 §II / kernels.md §3: ``h^l = h^{l−1} + ρ [W φ(h^{l−1}) + b]``
+    """Residual net of seed 004 §II / docs/theory/kernels.rst §3: ``h^l = h^{l−1} + ρ [W φ(h^{l−1}) + b]``
     (``blocks`` = L residual blocks, ``block_layers`` = 2 for two-layer blocks), read-in/out as in
     :func:`mlp`. ``rho`` is the branch multiplier (ρ, β/√L, √(T/L), L^{-α}: pass the number)."""
     return _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,

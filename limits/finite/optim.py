@@ -1,6 +1,6 @@
 """Optimisers acting on dicts of batched arrays (leading axis = init). Each parameter has its own
 learning rate (per-layer rates come from the Network); updates are returned so callers can apply
-the same update to a decoupled backward copy (nfd.md §5)."""
+the same update to a decoupled backward copy (docs/theory/nfd.rst §5)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Training loops for finite networks, batched over initialisations (finite.md "Training").
+"""Training loops for finite networks, batched over initialisations (docs/theory/finite.rst §2).
 
 ``train(net, X, Y, steps, ...)`` with optimizer
   * "gd"     full-batch gradient descent, ``θ ← θ − η_θ ∂ℓ/∂θ``;
@@ -11,12 +11,12 @@
 Learning rates are the Network's per-layer ``lr`` times ``lr_scale``. ``loss`` is the MSE
 ``c Σ ½ (f − y)²`` (c = 1/batch for ``reduction="mean"``, 1 for "sum"). ``center=True`` trains the
 centred output ``f − f0`` (f0 = output at init, on every input). ``decoupled`` gives the backward
-pass independent weight copies W̃ that receive the same updates (nfd.md §5).
+pass independent weight copies W̃ that receive the same updates (docs/theory/nfd.rst §5).
 
 Records (every ``record_every`` steps and at the end): loss on the full training set, outputs on
 X (and ``X_test``), per-representation ``|Δh|_rms`` (rms over samples and units of h(t) − h(0) on
 the probe inputs, default X), per-layer ``‖ΔW‖_F`` and ``|ΔW·input|_rms`` (rms of
-mult·ΔW·(current layer input) on the probe) — what the exponent checker of params.md §5 fits.
+mult·ΔW·(current layer input) on the probe) — what the exponent checker of docs/theory/params.rst §5 fits.
 """
 from __future__ import annotations
 

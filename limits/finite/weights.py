@@ -70,7 +70,7 @@ class Weights:
     """Stacked weights: ``W[name]`` (S, fan_out, fan_in), ``b[name]`` (S, fan_out) or absent.
 
     ``Wb[name]`` is the weight used by the *backward* pass (the same array unless the
-    decoupled-backward mode of nfd.md §5 gave it an independent copy that receives the same updates).
+    decoupled-backward mode of docs/theory/nfd.rst §5 gave it an independent copy that receives the same updates).
     """
 
     W: dict
@@ -150,7 +150,7 @@ def init_weights(net, n_inits=1, rng=None, seed=None, decoupled=False, streams=N
     """Draw the weights of ``n_inits`` independent initialisations of ``net``.
 
     ``decoupled``: False (ordinary backprop), True (every layer but the read-in gets an independent
-    backward copy W̃, nfd.md §5 "GIA"), "hidden" (hidden blocks only) or a list of layer names.
+    backward copy W̃, docs/theory/nfd.rst §5 "GIA"), "hidden" (hidden blocks only) or a list of layer names.
     ``streams`` (a :class:`Streams`, e.g. ``init_streams(10, seed=0)[3:5]``) overrides rng/seed.
     """
     if streams is None:

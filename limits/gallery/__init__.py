@@ -209,6 +209,10 @@ def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = Fa
             wall = float(old.get("wall_time_s", 0.0))
         except (TypeError, ValueError):
             wall = 0.0
+    if cached and (old.get("caption") != spec.caption or old.get("seed_ref") != spec.seed_ref):
+        # same data, edited caption or source: refresh the text the docs' gallery reads, keep the data
+        atomic_write_text(p["json"], json.dumps({**old, "caption": spec.caption, "seed_ref": spec.seed_ref},
+                                                indent=1, sort_keys=True, default=str))
     if not cached:
         rng = np.random.default_rng(spec.seed)
         t0 = time.perf_counter()

@@ -149,4 +149,4 @@ register("dmft_finite_convergence", component="dmft", compute=compute_conv, plot
                  "network per width and the DMFT; right, per-network RMS deviation from the DMFT trajectory "
                  "(mean ± SE over seeds) with its log–log fit (expected slope −1/2) and the deviation of the "
                  "seed-averaged trajectory.",
-         seed_ref="dmft.md §4")
+         seed_ref="docs/theory/dmft.rst §4")

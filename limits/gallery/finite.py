@@ -104,7 +104,7 @@ register("finite_width_rates", component="finite", compute=_rates_compute, plot=
                  "network's kernel from E_{N(0,K⁰)}[φφ], mean over inits, slope −1/2; right: bias of the "
                  "mean two-layer kernel (tanh, σ_w²=2, x=(1,0.3)), slope −1. Error bars: ±1 SE; "
                  "slopes with 95% CIs.",
-         seed_ref="finite.md / validation.md (finite-size rates)", default=True)
+         seed_ref="docs/theory/finite.rst §4 (finite-size rates)", default=True)
 
 
 def _bp_dtp_compute(params, rng):

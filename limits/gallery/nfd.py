@@ -1,4 +1,4 @@
-"""Figures for nfd.md §7 (seed 002, "Neural Feature Dynamics"). All data synthetic.
+"""Figures for docs/theory/nfd.rst §7 (seed 002, "Neural Feature Dynamics"). All data synthetic.
 
 Study functions (``*_study``) are shared with ``limits/validate/nfd.py`` and ``limits nfd ...``.
 """
@@ -83,7 +83,7 @@ def forward_convergence_study(Ls=(2, 4, 8, 16, 32), n_big=2048, ns=(64, 128, 256
 
 
 def postact_study(Ls=(4, 8, 16, 32, 64, 128, 256), M=4000, activation="relu", T=1.0, seed=0):
-    """Mean / rms hidden state at depth L for pre-act, post-act φ(h + branch) (nfd.md §1) and
+    """Mean / rms hidden state at depth L for pre-act, post-act φ(h + branch) (docs/theory/nfd.rst §1) and
     h + φ(branch) (Prop. 1's bound). Particles with empirical coefficients = width-M networks in law."""
     from ..nfd import particles
     from ..stats import loglog_fit
@@ -534,7 +534,7 @@ register("nfd_kernel_ode", component="nfd", default=True,
          caption="Kernel ODE dΣ/dt = E[φφᵀ] vs its Euler scheme (residual NNGP with ρ² = T/L), T = 1, "
                  "P = 6 points on the sphere in d = 3: error O(1/L) for Σ_T and the backward kernel Γ₀; "
                  "right: λ_min(K_T) > 0 (Prop. 4) and λ_min(K_T' − K_T) ≥ 0 (Prop. 5).",
-         seed_ref="seed 002 Prop. 2–5, nfd.md §2")
+         seed_ref="seed 002 Prop. 2–5, docs/theory/nfd.rst §2")
 register("nfd_forward_convergence", component="nfd",
          compute=_wrap(forward_convergence_study, ("Ls", "n_big", "ns", "L_fixed", "n_inits", "activation")),
          plot=_plot_forward,
@@ -543,7 +543,7 @@ register("nfd_forward_convergence", component="nfd",
          quick={"Ls": [2, 4, 8], "n_big": 512, "ns": [64, 128, 256], "n_inits": 60},
          caption="Finite pre-act ResNets (limits.finite, erf, T = 1, P = 3, d = 4) vs the forward SDE: kernel "
                  "error vs depth at large width and vs width at L = 16, with fitted slopes.",
-         seed_ref="seed 002 Prop. 2, nfd.md §2")
+         seed_ref="seed 002 Prop. 2, docs/theory/nfd.rst §2")
 register("nfd_postact", component="nfd", compute=_wrap(postact_study, ("Ls", "M", "activation")), plot=_plot_postact,
          params={"Ls": [4, 8, 16, 32, 64, 128, 256], "M": 4000, "activation": "relu"},
          quick={"Ls": [4, 16, 64], "M": 1000},
@@ -571,7 +571,7 @@ register("nfd_gia", component="nfd",
          quick={"ns": [64, 128], "Ls": [4, 16], "n_seeds": 4, "M": 1024, "n_particle_seeds": 2, "K": 3},
          caption="GIA: coupled − decoupled final test output (tanh, d = 10, T = 1, η̄ = 1, online SGD), common "
                  "random numbers; left vs width, right extrapolated n → ∞ vs depth.",
-         seed_ref="seed 002 Cor. 1, Fig. 4; nfd.md §5")
+         seed_ref="seed 002 Cor. 1, Fig. 4; docs/theory/nfd.rst §5")
 register("nfd_gia_limit", component="nfd", default=True,
          compute=_wrap(gia_limit_study, ("Ls", "M", "n_seeds", "K", "train_input_layer")), plot=_plot_gia_limit,
          params={"Ls": [4, 16, 64, 256], "M": 4096, "n_seeds": 6, "K": 4, "train_input_layer": True},
@@ -579,7 +579,7 @@ register("nfd_gia_limit", component="nfd", default=True,
          caption="Beyond the seed: infinite-width finite-depth dynamics with the reused-weight response terms "
                  "(coupled particles) minus NFD (decoupled particles), final test outputs vs L "
                  "(tanh, d = 10, T = 1, η̄ = 1, online SGD).",
-         seed_ref="nfd.md §5 (beyond seed 002)")
+         seed_ref="docs/theory/nfd.rst §5 (beyond seed 002)")
 register("nfd_two_layer", component="nfd",
          compute=_wrap(two_layer_study, ("Ls", "n", "eta_bar", "n_seeds", "etas", "transfer_Ls", "transfer_n", "steps")),
          plot=_plot_two_layer,
@@ -601,4 +601,4 @@ register("nfd_gia_first_order", component="nfd",
                  "infinite-width prediction −Σ_k χ_k[Σ_l dt K_l ⊙ (Γ_{l+1} − Γ_L) + Σ_0 ⊙ (Γ_0 − Γ_L)](x, x_k) "
                  "(lines; dotted: its L → ∞ limit). Each layer contributes O(dt), the sum stays O(1): Cor. 1's "
                  "gap does not vanish with depth. tanh, d = 10, T = 1, U trained.",
-         seed_ref="seed 002 Cor. 1; nfd.md §5 (beyond the seed)")
+         seed_ref="seed 002 Cor. 1; docs/theory/nfd.rst §5 (beyond the seed)")

@@ -1,4 +1,4 @@
-"""params figures: coordinate checks that report exponents (params.md §5).
+"""params figures: coordinate checks that report exponents (docs/theory/params.rst §5).
 
 * ``params_coordcheck_width`` — one GD step at widths 2^6…2^11: hidden feature update |Δh| and
   output update |Δf| vs N for SP, NTK, MF and μP (variance convention, tanh, L = 3 weight layers),
@@ -98,7 +98,7 @@ register("params_coordcheck_width", component="params", compute=with_caption(_wi
                  "sweep (sizes and seeds: params; data['caption'] states them): fitted log–log slopes (largest 4 "
                  "widths, 95% CI) vs the symbolic exponents of limits.params (μP/MF Θ(1), NTK N^{-1/2} features; "
                  "SP output N^{1}).",
-         seed_ref="params.md §5; seed 000 Table 2; TP4 Table 1", default=True)
+         seed_ref="docs/theory/params.rst §5; seed 000 Table 2; TP4 Table 1", default=True)
 
 
 def _depth_compute(params, rng):
@@ -170,7 +170,7 @@ register("params_two_layer_block", component="params",
          plot=_block_plot,
          params={"kmin": 2, "kmax": 7, "N": 128, "seeds": 8},
          quick={"kmax": 5, "N": 64, "seeds": 4},
-         caption="Two-layer residual blocks (nfd.md §6), mean-field width (N in params), η = η̄n: the first internal "
+         caption="Two-layer residual blocks (docs/theory/nfd.rst §6), mean-field width (N in params), η = η̄n: the first internal "
                  "layer's update collapses as L^{-1/2}; the depth-aware rate η₁ = η̄n√L (derived in "
                  "limits.params.two_layer_block_correction) restores Θ(1). Per-block increment updates Θ(L^{-1}).",
          seed_ref="seed 002 §5, App. H", default=False)

@@ -1,4 +1,4 @@
-"""NNGP/NTK recursions, signal propagation, residual response functions (spec: kernels.md; seed 004).
+"""NNGP/NTK recursions, signal propagation, residual response functions (docs/theory/kernels.rst; seed 004).
 
 Public API::
 

@@ -1,10 +1,10 @@
-"""nfd — Neural Feature Dynamics: SDE limits of deep pre-activation ResNets (nfd.md; seed 002).
+"""nfd — Neural Feature Dynamics: SDE limits of deep pre-activation ResNets (docs/theory/nfd.rst; seed 002).
 
 * :func:`kernel_ode` — adaptive solve of dΣ/dt = E_{N(0,Σ)}[φφᵀ] (infinite-depth NNGP) and the
   backward (gradient) kernel; :func:`residual_recursion` — its Euler scheme (step T/L).
 * :func:`particles` — particle Euler–Maruyama for the forward/backward McKean–Vlasov SDEs at init
   (pieces: :func:`brownian_increments`, :func:`forward_coefficients`, :func:`euler_maruyama`).
-* :func:`train_particles` — the training dynamics of nfd.md §4 (online SGD, multi-pass Gaussian
+* :func:`train_particles` — the training dynamics of docs/theory/nfd.rst §4 (online SGD, multi-pass Gaussian
   family, per-layer growing rank-tolerant Cholesky factors); ``mode="coupled"`` adds the
   reused-weight response terms (infinite-width, finite-depth dynamics of ordinary backprop).
 

@@ -201,7 +201,7 @@ def register(subparsers):
     s.add_argument("--interaction", default="empirical", choices=["empirical", "exact"])
     s.set_defaults(func=cmd_particles)
 
-    s = sub.add_parser("train", help="NFD particle solver for online SGD (nfd.md §4)")
+    s = sub.add_parser("train", help="NFD particle solver for online SGD (docs/theory/nfd.rst §4)")
     s.add_argument("--K", type=int, default=4)
     s.add_argument("--depth", "--L", dest="L", type=int, default=16, help="residual blocks L (--L: alias)")
     s.add_argument("--M", type=int, default=4096)
@@ -217,7 +217,7 @@ def register(subparsers):
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_train)
 
-    s = sub.add_parser("gia", help="coupled vs decoupled finite networks vs NFD over (n, L) (nfd.md §5)")
+    s = sub.add_parser("gia", help="coupled vs decoupled finite networks vs NFD over (n, L) (docs/theory/nfd.rst §5)")
     s.add_argument("--ns", type=int, nargs="+", default=[128, 256, 512])
     s.add_argument("--Ls", type=int, nargs="+", default=[8, 32, 128])
     s.add_argument("--seeds", type=int, default=8)
@@ -241,7 +241,7 @@ def register(subparsers):
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_gia_limit)
 
-    s = sub.add_parser("two-layer", help="two-layer block collapse and the depth-aware LR correction (nfd.md §6)")
+    s = sub.add_parser("two-layer", help="two-layer block collapse and the depth-aware LR correction (docs/theory/nfd.rst §6)")
     s.add_argument("--Ls", type=int, nargs="+", default=[4, 16, 64])
     s.add_argument("--n", type=int, default=128)
     s.add_argument("--eta-bar", type=float, default=0.5)

@@ -1,9 +1,9 @@
-"""Infinite-depth NNGP of the pre-activation ResNet (nfd.md §2–3; seed 002 Prop. 2–6).
+"""Infinite-depth NNGP of the pre-activation ResNet (docs/theory/nfd.rst §2–3; seed 002 Prop. 2–6).
 
-Network (nfd.md §1): ``h⁰ = U x/√d``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^l φ(h^l)``.
+Network (docs/theory/nfd.rst §1): ``h⁰ = U x/√d``, ``h^{l+1} = h^l + √(T/L) n^{-1/2} W^l φ(h^l)``.
 As n, L → ∞ the covariance of the forward McKean–Vlasov SDE obeys the **kernel ODE**
 
-    dΣ_t/dt = E_{u~N(0,Σ_t)}[φ(u) φ(uᵀ)],     Σ_0 = X Xᵀ / d,                     (nfd.md §2)
+    dΣ_t/dt = E_{u~N(0,Σ_t)}[φ(u) φ(uᵀ)],     Σ_0 = X Xᵀ / d,                     (docs/theory/nfd.rst §2)
 
 and ``K_T = E[φ(h_T) φ(h_T)ᵀ]`` is the NNGP kernel of the γ = 1/2 network (seed 002 Prop. 3).
 The backward SDE (seed 002 Prop. 6) has gradient kernel ``Γ_t = E[g_t g_tᵀ]`` with
@@ -13,7 +13,7 @@ The backward SDE (seed 002 Prop. 6) has gradient kernel ``Γ_t = E[g_t g_tᵀ]``
 solved here as ``Γ_t = Γ_T ⊙ exp(A_T − A_t)``, ``A_t = ∫_0^t E[φ'φ'] ds``.
 
 :func:`residual_recursion` is the explicit Euler scheme with step T/L — exactly the residual
-NNGP recursion of kernels.md / seed 004 with ρ² = T/L, σ_w² = 1, σ_b² = 0.
+NNGP recursion of docs/theory/kernels.rst / seed 004 with ρ² = T/L, σ_w² = 1, σ_b² = 0.
 """
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ def input_gram(X) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KernelODE(Result):
-    """Solution of the kernel ODE on [0, T] (nfd.md §2).
+    """Solution of the kernel ODE on [0, T] (docs/theory/nfd.rst §2).
 
     ``Sigma`` (P×P) = Σ_T, ``K`` = E[φ(h_T)φ(h_T)ᵀ], ``Gamma0`` = backward kernel E[g_0 g_0ᵀ],
     ``GammaT`` = E[g_T g_Tᵀ]; ``t``/``Sigma_t`` on the requested output grid.
-    Diagnostics: ``nfev``, ``converged``, ``message``, ``error_estimate`` (max |Σ_T − Σ_T'| between
+    Diagnostics: ``nfev``, ``converged``, ``message``, ``error_estimate`` (``max |Σ_T − Σ_T'|`` between
     this solve and one at 100× looser tolerance — an upper bound on the solver error scale).
     """
 

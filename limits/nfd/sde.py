@@ -1,4 +1,4 @@
-"""Particle Euler–Maruyama for McKean–Vlasov SDEs (nfd.md §2–3), in separate pieces:
+"""Particle Euler–Maruyama for McKean–Vlasov SDEs (docs/theory/nfd.rst §2–3), in separate pieces:
 
 * Brownian sampling — :func:`brownian_increments` (standard normals × √dt, shape L×M×q), or any
   array of increments the caller supplies (common random numbers, couplings).
@@ -60,12 +60,32 @@ class SDEPath(Result):
 
 def euler_maruyama(drift: Callable | None, diffusion: Callable, x0, T: float, L: int, dW,
                    reverse: bool = False) -> SDEPath:
-    """Generic (McKean–Vlasov) Euler–Maruyama on the grid t_l = l T/L.
+    """Generic (McKean–Vlasov) Euler–Maruyama on the grid ``t_l = l T/L``.
 
-    Forward:  ``X_{l+1} = X_l + drift(l, t_l, X_l) dt + diffusion(l, t_l, X_l, dW[l])``.
+    Forward: ``X_{l+1} = X_l + drift(l, t_l, X_l) dt + diffusion(l, t_l, X_l, dW[l])``.
     Reverse (a backward-running integral from T to 0):
-              ``X_l = X_{l+1} + drift(l, t_l, X_{l+1}) dt + diffusion(l, t_l, X_{l+1}, dW[l])``.
+    ``X_l = X_{l+1} + drift(l, t_l, X_{l+1}) dt + diffusion(l, t_l, X_{l+1}, dW[l])``.
     ``X`` is the whole particle ensemble (M × q), so coefficients may depend on its law.
+
+    Parameters
+    ----------
+    drift : callable or None
+        ``drift(l, t, X) -> (M, q)``; ``None`` for no drift.
+    diffusion : callable
+        ``diffusion(l, t, X, dW_l) -> (M, q)``, the noise increment of step ``l``.
+    x0 : array (M, q)
+        Start of the path (at t = 0, or at t = T when ``reverse``).
+    T, L : float, int
+        Time horizon and number of steps (``dt = T/L``).
+    dW : array (L, ...)
+        The random increments, one per step, passed to ``diffusion``.
+    reverse : bool
+        Integrate from T down to 0.
+
+    Returns
+    -------
+    SDEPath
+        ``X[l]`` at ``t[l]``, l = 0..L; raises ``ValueError`` if the path is not finite.
     """
     T = positive_float(T, "T")
     L = positive_int(L, "L")
@@ -182,8 +202,8 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
               target_se: float | None = None) -> ParticleInit:
     """Particle Euler–Maruyama for the forward (and backward) SDE at initialisation.
 
-    ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (nfd.md §2);
-    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (nfd.md §1);
+    ``design="pre"``: ``h_{l+1} = h_l + √dt ξ_l``, ξ_l ~ N(0, E[φ(h_l)φ(h_l)ᵀ]) (docs/theory/nfd.rst §2);
+    ``design="post"``: ``h_{l+1} = φ(h_l + √dt ξ_l)``, ξ_l ~ N(0, E[h_l h_lᵀ]) (docs/theory/nfd.rst §1);
     ``design="post_branch"``: ``h_{l+1} = h_l + φ(√dt ξ_l)`` (skip added after φ of the branch — the
     reading under which seed 002 Prop. 1's bound E[h^{l+1}] ≥ E[h^l] + c₁√(T/L)σ + c₂ applies).
     For relu, "post" converges to reflected Brownian motion (bounded in L) while "post_branch"

@@ -1,7 +1,7 @@
-"""Particle Euler–Maruyama solver for Neural Feature Dynamics during online SGD (nfd.md §4,
+"""Particle Euler–Maruyama solver for Neural Feature Dynamics during online SGD (docs/theory/nfd.rst §4,
 seed 002 Def. 1, reconstructed).
 
-Network (nfd.md §1, γ = 1): ``f(x) = n^{-1} v·φ(h^L)``, learning rate ``η = η̄ n`` on U, W^l, v,
+Network (docs/theory/nfd.rst §1, γ = 1): ``f(x) = n^{-1} v·φ(h^L)``, learning rate ``η = η̄ n`` on U, W^l, v,
 loss ½(f − y)², ``χ_k = f_k − y_k``.  With dt = T/L, forward pass of input x after k updates
 
     h^{(k)}_0(x)   = u·x/√d − η̄ Σ_{j<k} χ_j g^{(j)}_0 (x_j·x)/d                (U trained)
@@ -119,7 +119,7 @@ def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B, response=True):
 
 @dataclass(frozen=True)
 class TrainParticles(Result):
-    """NFD particle solution of K online-SGD steps (nfd.md §4).
+    """NFD particle solution of K online-SGD steps (docs/theory/nfd.rst §4).
 
     ``f_train[k]`` = f^{(k)}(x_k) before update k; ``chi[k]``; ``f_test[k, p]`` = output on test input p
     after k updates (k = 0..K); ``f_test_se`` = naive particle standard error of f_test
@@ -169,7 +169,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     ``ζ = Σ_a β_a ζ^a + Σ_b γ_b g^b + Π_g^⊥ ξ``, β = G_φ⁻¹E[φ^a φ], r = φ − Σβ_a φ^a, γ = G_g⁻¹E[ζ̃^b r],
     ξ fresh with variance E[r²] (and symmetrically for backward passes). With M particles this has
     the law of the ordinary (coupled) width-M network; M → ∞ gives the infinite-width, finite-depth
-    dynamics *with* the response terms (beyond the seed; nfd.md §5).
+    dynamics *with* the response terms (beyond the seed; docs/theory/nfd.rst §5).
     ``response`` (coupled mode, diagnostic ablation): which draws include the reused-weight terms —
     forward passes (W φ given earlier Wᵀ g) and/or backward passes (Wᵀ g given earlier W φ).
     ``joint_eval=True`` records the test-input passes in the Gaussian families too (as in a finite

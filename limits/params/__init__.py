@@ -9,7 +9,7 @@ Quick use::
     limits.params.table(["SP", "NTK", "MF", "muP"]).to_markdown()   # seed 000 Table 2, derived
 
 The :class:`Parameterisation` object (read by ``limits.finite.concretise``)
---------------------------------------------------------------------------
+---------------------------------------------------------------------------
 * ``p.convention`` — ``"variance"`` or ``"std"``:
 
   - variance (seed 000): ``h_l = N^{-a_l} W_l h_{l-1}``, ``W_ij ~ N(0, N^{-b_l})``, output
@@ -49,6 +49,7 @@ Cross-checks against finite networks (not imported here — theory never imports
 ``params_two_layer_block``, ``params_pc_single_shot`` (``limits figure NAME``).
 
 Findings worth knowing (derived by the solver, confirmed by the exponent checker):
+
 * seed 003's PC NTK-type read-out rate: Eq. S.62 gives ``c_L = 1 − γ̄_L`` (S.73's ``c_L = 1`` makes
   the read-out update blow up as ``N^{-γ̄_L}`` for γ̄_L < 0); the μP column holds for −1 ≤ γ̄_L ≤ 0.
 * two-layer residual blocks: the corrected first-layer rate ``η̄ n √L`` restores Δu = Θ(1) but,

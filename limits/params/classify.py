@@ -182,7 +182,7 @@ def classify(p: Parameterisation) -> Classification:
         v = _verdict(x, subs)
         if not v.holds:
             notes.append(f"{x.label}: violated (γ̄_L > 0: inference contributes only at higher order)")
-    tp4 = model_alg == "bp"           # TP4 rules (spec params.md §2); seed 003 rules otherwise
+    tp4 = model_alg == "bp"           # TP4 rules (docs/theory/params.rst §2); seed 003 rules otherwise
     readout_moves = r_layers["output"] == 0
     nontrivial = cond.holds or (tp4 and readout_moves)
     if not all(v.holds for v in init) or not all(v.holds for v in stab):

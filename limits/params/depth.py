@@ -6,12 +6,12 @@ Everything is derived from exponents of L (sympy):
   ``Π(1 + L^{-2α}) ≈ exp(L^{1−2α})`` → stable iff ``1 − 2α ≤ 0``; the summed feature update over L
   blocks is ``L · L^{-α-γ}`` (each block: multiplier ``L^{-α}`` times weight update ``L^{-γ}``) →
   stable in training iff ``1 − α − γ ≤ 0``, nontrivial iff ``1 − α − γ ≥ 0``; faithful iff
-  ``α ∈ [1/2, 1]`` (spec params.md §4). Learning rates: a block's SGD gradient carries one factor
+  ``α ∈ [1/2, 1]`` (docs/theory/params.rst §4). Learning rates: a block's SGD gradient carries one factor
   ``L^{-α}``, so ``η L^{-2α} = L^{-α-γ}`` ⇒ SGD lr ``∝ L^{α−γ}``; Adam normalises the gradient ⇒
   ``η L^{-α} = L^{-α-γ}`` ⇒ ``∝ L^{-γ}``.
 * seed 000 §A.5 (linear residual net, mean-field width, α only): see :func:`alpha_analysis`.
 * seed 000 §A.6: Adam width+depth learning rate ``(LN)^{-1/2}`` (:func:`adam_lr_exponents`).
-* seed 002 §5 / nfd.md §6 two-layer residual block: :func:`two_layer_block`.
+* seed 002 §5 / docs/theory/nfd.rst §6 two-layer residual block: :func:`two_layer_block`.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def depth_quantities(alpha=ALPHA, gamma=GAMMA) -> dict:
                                       "seed 000 Eq. 102-103; TP6"),
         "training_update": Quantity("train", 1 - alpha - gamma, "<=0", "summed feature update L·L^{-α-γ}", "TP6"),
         "nontrivial": Quantity("nontrivial", 1 - alpha - gamma, ">=0", "summed feature update does not vanish", "TP6"),
-        "faithful_low": Quantity("faithful.lo", HALF - alpha, "<=0", "α ≥ 1/2", "TP6 / params.md §4"),
-        "faithful_high": Quantity("faithful.hi", alpha - 1, "<=0", "α ≤ 1", "TP6 / params.md §4"),
+        "faithful_low": Quantity("faithful.lo", HALF - alpha, "<=0", "α ≥ 1/2", "TP6 / docs/theory/params.rst §4"),
+        "faithful_high": Quantity("faithful.hi", alpha - 1, "<=0", "α ≤ 1", "TP6 / docs/theory/params.rst §4"),
         "seed000_D5": Quantity("D5", 1 - 2 * alpha, "=0", "residual feature updates Θ(L^{1-2α}) = Θ_L(1) "
                                "(SGD, depth-independent η)", "seed 000 Eq. 122-124"),
         "sgd_lr_depth_independent": Quantity("lr", alpha - gamma, "=0", "SGD learning rate L^{α-γ} independent of L",
@@ -130,17 +130,19 @@ def adam_lr_exponents(alpha=HALF, gamma=HALF, width_exponent_hidden=HALF):
 
 
 def two_layer_block(eta1_n=1, eta1_L=0, eta2_n=1, eta2_L=0):
-    """Exponent bookkeeping for the two-layer residual block of nfd.md §6 (seed 002 §5):
+    """Exponent bookkeeping for the two-layer residual block of docs/theory/nfd.rst §6 (seed 002 §5):
     ``u = n^{-1/2} W¹ φ(h)``, ``h⁺ = h + √(T/L) n^{-1/2} W² φ(u)``, mean-field read-out
     (``∂f/∂h_i = Θ(n^{-1})``), learning rates ``η_k = η̄ n^{eta_k_n} L^{eta_k_L}``.
 
-    Steps (exponents of n and L):
+    Steps (exponents of n and L)::
+
       ∂f/∂u_j = √(T/L) n^{-1/2} Σ_i W²_ij ∂f/∂h_i φ'(u_j): CLT sum (W² independent of ∂f/∂h at
       init) → L^{-1/2} n^{-1/2} · n^{1/2} · n^{-1} = L^{-1/2} n^{-1};
       ∂f/∂W¹_jk = n^{-1/2} ∂f/∂u_j φ(h_k) = L^{-1/2} n^{-3/2};
       Δu_j = n^{-1/2} Σ_k ΔW¹_jk φ(h_k): LLN (update aligned with φ(h)) → n^{1/2} η_1 L^{-1/2} n^{-3/2};
       ∂f/∂W²_ij = √(T/L) n^{-1/2} ∂f/∂h_i φ(u_j) = L^{-1/2} n^{-3/2};
       Δ(increment)_i = √(T/L) n^{-1/2} Σ_j ΔW²_ij φ(u_j) (LLN) → L^{-1} n^{-1} η_2.
+
     Returns exponents of (n, L) for ``delta_u`` (first-layer feature update from ΔW¹, per block),
     ``delta_increment`` (update of the residual increment from ΔW², per block),
     ``delta_stream_direct`` (those increments summed over L blocks), ``delta_stream_via_u`` (the
@@ -176,7 +178,7 @@ def two_layer_block(eta1_n=1, eta1_L=0, eta2_n=1, eta2_L=0):
 def two_layer_block_correction():
     """Solve for the first-layer learning-rate exponents (x, y), ``η_1 = η̄ n^x L^y``, that make the
     first-layer feature update Δu = Θ(1) (with the second layer at η̄ n): returns ``(1, 1/2)``,
-    i.e. ``η_1 = η̄ n √L`` (nfd.md §6: ``η̄ n √(L/T)``; T is a constant)."""
+    i.e. ``η_1 = η̄ n √L`` (docs/theory/nfd.rst §6: ``η̄ n √(L/T)``; T is a constant)."""
     x, y = sp.symbols("x y", real=True)
     du = two_layer_block(eta1_n=0, eta1_L=0)["delta_u"]
     sol = sp.solve([sp.Eq(du[0] + x, 0), sp.Eq(du[1] + y, 0)], [x, y], dict=True)[0]

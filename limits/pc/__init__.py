@@ -1,4 +1,4 @@
-"""Predictive coding in closed form (pc.md): equilibria of linear PC networks via the telescoped
+"""Predictive coding in closed form (docs/theory/pc.rst): equilibria of linear PC networks via the telescoped
 rescaling S, the activity Hessian (sparse, matrix-free, block Cholesky), weight gradients by the
 envelope theorem, iterative inference, spectra and conditioning at scale.
 

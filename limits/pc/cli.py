@@ -208,7 +208,7 @@ def register(subparsers):
 
 
 def default_job(outdir) -> list[str]:
-    """Main-job contribution: reference values of pc.md §2 (fast)."""
+    """Main-job contribution: reference values of docs/theory/pc.rst §2 (fast)."""
     from . import equilibrium
 
     e = equilibrium([[[1.0]], [[2.0]], [[1.5]]], [[1.0]], [[1.0]])

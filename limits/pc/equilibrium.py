@@ -1,6 +1,6 @@
 """Closed-form equilibrium of linear predictive coding via the telescoped rescaling ``S``.
 
-For φ = id the energy is quadratic in the free activities and its minimiser is (pc.md §2;
+For φ = id the energy is quadratic in the free activities and its minimiser is (docs/theory/pc.rst §2;
 seed 001 Eq. 31–32, seed 000 Eq. 5–6, seed 003 Thm 4.2 / B.3)::
 
     r   = y − f(x)                               residual (target minus forward output)
@@ -88,7 +88,7 @@ def _chol(S):
 
 def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None,
                 nudge=None, decay=0.0, method="telescoped") -> Equilibrium:
-    """Closed-form equilibrium of the linear PC energy (pc.md §2).
+    """Closed-form equilibrium of the linear PC energy (docs/theory/pc.rst §2).
 
     ``weights`` W_1 (N×d_in) … W_L (d_out×N); ``X`` (B×d_in), ``Y`` (B×d_out); ``multipliers`` a_l;
     ``skips`` (None, "1-skip", n, or τ_l list); ``layer_weights`` λ_l (seed 003 γ_l); ``nudge`` β

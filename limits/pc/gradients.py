@@ -1,7 +1,7 @@
 """Weight gradients of the equilibrated energy F* (envelope theorem), of the MSE loss (BP) and
 per-layer Gauss–Newton directions; cosine similarities; training on F* or the MSE.
 
-* PC (envelope theorem, pc.md §2): ``∂F*/∂W_l = −(λ_l a_l / B) Σ_i ε*_{l,i} z*_{l−1,i}ᵀ``.
+* PC (envelope theorem, docs/theory/pc.rst §2): ``∂F*/∂W_l = −(λ_l a_l / B) Σ_i ε*_{l,i} z*_{l−1,i}ᵀ``.
 * BP on ``L = (1/B) Σ_i ½‖y_i − f(x_i)‖²``: ``∂L/∂W_l = −(a_l / B) Σ_i (G_lᵀ r_i) h_{l−1,i}ᵀ``.
 * Gauss–Newton target (seed 003 Prop. 3.3, GNT): ``g_l = G_lᵀ (G_l G_lᵀ + ρ I)⁻¹ r`` replacing the
   BP error ``G_lᵀ r``; ρ → 0 gives the minimum-norm target ``G_l⁺ r``.

@@ -423,7 +423,7 @@ def _net_skips(net):
 
 # ----------------------------------------------------------------------------- structured inverse
 class ChainInverse:
-    """``H_z⁻¹`` without any factorisation of H_z, from its telescoped structure (pc.md §2, §4).
+    """``H_z⁻¹`` without any factorisation of H_z, from its telescoped structure (docs/theory/pc.rst §2, §4).
 
     With the output clamped (or nudged) and no decay, ``H_z = Cᵀ Λ C + d·uᵀu``: ``C`` (energy terms
     × free layers, both 1..T) is block *unit* lower triangular (``C_{l,l} = I``, ``C_{l,l−1} = −a_lW_l``,

@@ -1,4 +1,4 @@
-"""Iterative PC inference (the thing the closed forms are checked against; pc.md §3).
+"""Iterative PC inference (the thing the closed forms are checked against; docs/theory/pc.rst §3).
 
 Gradient descent on the activities ``z ← z − β ∇_z F`` (seed 000 §2.1, seed 001 Eq. 2), per-sample
 energy (no 1/B), with:

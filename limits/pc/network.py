@@ -1,6 +1,6 @@
 """Linear (and nonlinear) predictive-coding network description shared by every pc routine.
 
-General energy (pc.md §1, seed 001 Eq. 1 / 26, seed 003 Eq. S.10)::
+General energy (docs/theory/pc.rst §1, seed 001 Eq. 1 / 26, seed 003 Eq. S.10)::
 
     F(z) = Σ_{l=1}^{L} (λ_l/2) ‖ z_l − a_l W_l φ(z_{l−1}) − τ_l z_{l−n} − c_l ‖²   (+ (α/2) Σ_hidden ‖z_l‖²)
 

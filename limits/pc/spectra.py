@@ -1,4 +1,4 @@
-"""Spectra and conditioning of the activity Hessian at scale (pc.md §4; seed 001 §3.1, §A.2.3,
+"""Spectra and conditioning of the activity Hessian at scale (docs/theory/pc.rst §4; seed 001 §3.1, §A.2.3,
 Fig. 2, 4, A.1–A.7, A.22).
 
 * ``λ_max``: Lanczos (``scipy.sparse.linalg.eigsh``) on the matrix-free product ``H_z v`` (O(H N²)).

@@ -1,6 +1,6 @@
 """Energy-only equilibrium of linear predictive coding at the minimum cost of the closed form.
 
-The equilibrated energy of a linear PC network is (seed 001 Eq. 31; pc.md §2)::
+The equilibrated energy of a linear PC network is (seed 001 Eq. 31; docs/theory/pc.rst §2)::
 
     F* = (1/B) Σ_i ½ r_iᵀ S⁻¹ r_i,   r_i = y_i − G_0 x_i − Σ_l G_l c_l,   S = Σ_l λ_l^{-1} G_l G_lᵀ (+ I/β)
 

@@ -1,4 +1,4 @@
-"""Theory vs finite networks, with statistics (validation.md).
+"""Theory vs finite networks, with statistics (docs/theory/finite.rst §4).
 
 Component modules ``limits/validate/<component>.py`` (discovered automatically) register cases::
 
@@ -10,7 +10,7 @@ Component modules ``limits/validate/<component>.py`` (discovered automatically) 
         return Case.from_z(..., theory=t, estimate=e, se=s, rate=fit, rate_expected=-0.5)
 
 ``run(["kernels"])`` executes them and returns a :class:`Report`; ``report.to_markdown()`` is
-the table of validation.md: case, theory, finite estimate ± SE, z, fitted rate, verdict.
+the table of docs/theory/finite.rst §4: case, theory, finite estimate ± SE, z, fitted rate, verdict.
 Only this package and ``limits.gallery`` import both theory and finite simulators.
 """
 from __future__ import annotations
@@ -48,8 +48,8 @@ class Case(Result):
     @classmethod
     def statistical(cls, component, name, theory, estimate, se, z_crit=4.0, rate: RateFit | None = None,
                     rate_expected=None, detail=""):
-        """Compare arrays entrywise; report the entry with the largest |z|. Passes when every
-        |z| ≤ z_crit and (if given) the expected rate lies in the fitted rate's CI."""
+        """Compare arrays entrywise; report the entry with the largest ``|z|``. Passes when every
+        ``|z| ≤ z_crit`` and (if given) the expected rate lies in the fitted rate's CI."""
         t = np.atleast_1d(np.asarray(theory, float))
         e = np.atleast_1d(np.asarray(estimate, float))
         s = np.atleast_1d(np.asarray(se, float))
@@ -79,7 +79,7 @@ class Case(Result):
 
     @classmethod
     def exact(cls, component, name, reference, value, tol=1e-10, detail=""):
-        """Identity check: passes when max |value − reference| ≤ tol · max(1, |reference|)."""
+        """Identity check: passes when ``max |value − reference| ≤ tol · max(1, |reference|)``."""
         r = np.atleast_1d(np.asarray(reference, float))
         v = np.atleast_1d(np.asarray(value, float))
         err = np.abs(v - r) / np.maximum(1.0, np.abs(r))

@@ -1,4 +1,4 @@
-"""DMFT vs finite mean-field networks trained identically (dmft.md §4, validation.md).
+"""DMFT vs finite mean-field networks trained identically (docs/theory/dmft.rst §4, docs/theory/finite.rst §4).
 
 Finite nets: ``limits.finite.concretise`` at the mean-field point of seed 000 Table 2
 (a_1 = 0, a_l = ½, b = c = 0, d = ½, η = η0 γ0² N), full-batch GD on the *sum* loss ½Σ_μΔ_μ²

@@ -1,4 +1,4 @@
-"""Finite-network self-checks (finite.md, validation.md): the simulators against exact Gaussian
+"""Finite-network self-checks (docs/theory/finite.rst §1, §4): the simulators against exact Gaussian
 expectations, with standard errors, z-scores and fitted finite-width rates."""
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def _bias_rate(rng, quick):
                             detail=f"K²_theory − E[K²] (diagonal, x=(1, 0.3), σ_w²={sw2}) at N ∈ {Ns}: "
                                    f"{np.array2string(bias, precision=5)} ± {np.array2string(se, precision=5)} "
                                    f"({base}·N/4 inits each); fitted slope {fit}. The O(1/N) bias is what "
-                                   "the finite-size theory (kernels.md §3) predicts; its sign is negative here")
+                                   "the finite-size theory (docs/theory/kernels.rst §3) predicts; its sign is negative here")
     if fit.ci_high >= 0:   # the decay must be resolved, not merely consistent with anything
         import dataclasses
 
@@ -162,7 +162,7 @@ def _fd(rng, quick):
 
 
 def _two_layer_ntk_theory(X, act, sw2, sb2):
-    """Θ_out = K_out + σ² E[φ'φ'] ∘ K⁰ for the NTK-parameterised two-layer net (kernels.md §2)."""
+    """Θ_out = K_out + σ² E[φ'φ'] ∘ K⁰ for the NTK-parameterised two-layer net (docs/theory/kernels.rst §2)."""
     from .. import gaussian
 
     K0 = sw2 * X @ X.T / X.shape[1] + sb2

@@ -1,4 +1,4 @@
-"""Kernel theory (limits.kernels) against finite networks (limits.finite), validation.md:
+"""Kernel theory (limits.kernels) against finite networks (limits.finite), docs/theory/finite.rst §4:
 per-layer NNGP kernels vs Monte Carlo (z-scores), the finite-size bias shrinking like 1/N (fitted
 rate with CI), the finite-difference response of seed 004 Fig. 7, the O(1/N) kernel variance
 M⁻¹ΣM⁻ᵀ/N, plus exact identities (closed form vs quadrature, critical line reference)."""

@@ -1,4 +1,4 @@
-"""Validation cases for limits.pc (validation.md): closed form vs block Cholesky vs iterative
+"""Validation cases for limits.pc (docs/theory/finite.rst §4): closed form vs block Cholesky vs iterative
 inference (exact, 1e-10), and the width / depth laws of the equilibrated-energy rescaling
 s(θ) − 1 ∝ 1/N (seed 000 Eq. 16) and ∝ L/N (seed 000 Eq. 19, 104) against exact initialisation
 expectations, with Monte Carlo standard errors and fitted log–log slopes."""
@@ -16,7 +16,7 @@ def _net(rng, dims, scale=1.2):
     return [scale * rng.standard_normal((dims[i + 1], dims[i])) / np.sqrt(dims[i]) for i in range(len(dims) - 1)]
 
 
-@register_case(C, "reference values (scalar chains, pc.md §2)")
+@register_case(C, "reference values (scalar chains, docs/theory/pc.rst §2)")
 def _(rng, quick):
     from .. import pc
 
@@ -24,7 +24,7 @@ def _(rng, quick):
     e3 = pc.equilibrium([[[1.0]], [[2.0]], [[1.5]]], [[1.0]], [[1.0]])
     ref = [0.1, 12.25, 8 / 49, 25 / 49, 38 / 49]
     val = [e2.energy, e3.s, e3.energy, e3.z[0][0, 0], e3.z[1][0, 0]]
-    return Case.exact(C, "reference values (scalar chains, pc.md §2)", ref, val, tol=1e-12,
+    return Case.exact(C, "reference values (scalar chains, docs/theory/pc.rst §2)", ref, val, tol=1e-12,
                       detail="L=2 w=(1,2): F*=0.1; L=3 w=(1,2,1.5): S=12.25, F*=0.1632653, z*=(0.5102041, 0.7755102)")
 
 

@@ -1,4 +1,4 @@
-"""Residual-network DMFT (dmft.md §5): t = 0 kernels meet the nfd kernel ODE as B → ∞, the
+"""Residual-network DMFT (docs/theory/dmft.rst §5): t = 0 kernels meet the nfd kernel ODE as B → ∞, the
 β0 → 0 limit is the two-layer DMFT, and finite residual mean-field nets converge to it."""
 import numpy as np
 import pytest

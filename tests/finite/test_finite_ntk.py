@@ -43,7 +43,7 @@ def test_two_layer_ntk_mean_matches_kernels_theory():
 
     X = np.random.default_rng(0).standard_normal((3, 4))
     net = F.mlp(4, 64, 0, activation="erf", sigma_w2=1.3, sigma_b2=0.2, parameterisation="ntk")
-    # Θ_out = K_out + σ² E[φ'φ'] ∘ Θ⁰, Θ⁰ = K⁰ (kernels.md §2, NTK parameterisation, depth 0)
+    # Θ_out = K_out + σ² E[φ'φ'] ∘ Θ⁰, Θ⁰ = K⁰ (docs/theory/kernels.rst §2, NTK parameterisation, depth 0)
     K0 = 1.3 * X @ X.T / 4 + 0.2
     th = 1.3 * limits.gaussian.gram("erf", K0) + 0.2 + 1.3 * limits.gaussian.dgram("erf", K0) * K0
     w = F.init_weights(net, 600, seed=2)

@@ -1,4 +1,4 @@
-"""Kernel ODE of the infinite-depth ResNet (nfd.md §2): exact identities, O(1/L) Euler agreement,
+"""Kernel ODE of the infinite-depth ResNet (docs/theory/nfd.rst §2): exact identities, O(1/L) Euler agreement,
 RKHS nesting and strict positive definiteness, bad input."""
 import numpy as np
 import pytest

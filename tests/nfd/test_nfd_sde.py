@@ -1,4 +1,4 @@
-"""Particle Euler–Maruyama for the forward/backward McKean–Vlasov SDEs (nfd.md §2–3)."""
+"""Particle Euler–Maruyama for the forward/backward McKean–Vlasov SDEs (docs/theory/nfd.rst §2–3)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""NFD training dynamics (nfd.md §4): growing rank-tolerant factor, particle solver vs finite
+"""NFD training dynamics (docs/theory/nfd.rst §4): growing rank-tolerant factor, particle solver vs finite
 decoupled networks (identical law at M = n), low-rank finite networks vs dense and vs limits.finite."""
 import numpy as np
 import pytest
@@ -181,7 +181,7 @@ def test_growing_cholesky_property(pattern, seed):
 
 
 def test_response_gap_does_not_decay_like_one_over_L():
-    """Measured GIA outcome (nfd.md §5): at (near-)infinite width the coupled − NFD gap of the test
+    """Measured GIA outcome (docs/theory/nfd.rst §5): at (near-)infinite width the coupled − NFD gap of the test
     outputs is nonzero and essentially L-independent; O(1/L) decay (seed 002 Cor. 1) would make the
     L = 64 gap 8× smaller than the L = 8 gap."""
     Xtr, ytr, Xte = gia_task(K=4)

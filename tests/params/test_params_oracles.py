@@ -1,4 +1,4 @@
-"""The oracle tables of params.md must come out of the solver. Oracle values are typed here
+"""The oracle tables of docs/theory/params.rst must come out of the solver. Oracle values are typed here
 (from the seeds); the package stores no tables."""
 import pytest
 import sympy as sp

@@ -1,4 +1,4 @@
-"""Closed-form PC equilibrium (pc.md §2): reference values, telescoped vs block Cholesky vs dense
+"""Closed-form PC equilibrium (docs/theory/pc.rst §2): reference values, telescoped vs block Cholesky vs dense
 solve, seed forms (seed 000 Eq. 6/25/104, seed 001 Eq. 32, seed 003 Thm 4.2/B.3), bad input."""
 import numpy as np
 import pytest

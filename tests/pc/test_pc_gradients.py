@@ -1,4 +1,4 @@
-"""Envelope-theorem gradients of F*, BP / Gauss–Newton gradients, limits and training (pc.md §2)."""
+"""Envelope-theorem gradients of F*, BP / Gauss–Newton gradients, limits and training (docs/theory/pc.rst §2)."""
 import numpy as np
 import pytest
 
