@@ -203,3 +203,17 @@ def test_lazy_subpackages():
     assert "params" in dir(limits)
     with pytest.raises(AttributeError):
         limits.no_such_thing
+
+
+def test_validation_report_detectable_bias_column():
+    # entrywise test at z_crit = 4: the best-resolved entry decides, (4 + z_0.8)·se/|t|
+    c = validate.Case.statistical("core", "ok", theory=[1.0, 2.0], estimate=[1.01, 1.98], se=[0.01, 0.01])
+    assert c.detectable_relative and abs(c.detectable - (4 + 0.8416212335729143) * 0.005) < 1e-12
+    fit = stats.loglog_fit([10, 20, 40, 80], [1.0, 0.5, 0.25, 0.125])
+    s = validate.Case.statistical("core", "slope", -1.0, -1.0, 0.02, rate=fit, rate_expected=-1.0)
+    assert not s.detectable_relative and abs(s.detectable - 4.8416212335729143 * 0.02) < 1e-12
+    ex = validate.Case.exact("core", "exact", 1.0, 1.0)
+    md = validate.Report((c, s, ex)).to_markdown()
+    assert "| detectable bias |" in md and "| 2.42% |" in md and "±0.0968 (abs.)" in md
+    row = [ln for ln in md.splitlines() if ln.startswith("| core | exact |")][0]
+    assert row.split("|")[-3].strip() == ""       # exact identities have no statistical power

@@ -10,7 +10,11 @@ Component modules ``limits/validate/<component>.py`` (discovered automatically) 
         return Case.from_z(..., theory=t, estimate=e, se=s, rate=fit, rate_expected=-0.5)
 
 ``run(["kernels"])`` executes them and returns a :class:`Report`; ``report.to_markdown()`` is
-the table of validation.md: case, theory, finite estimate ± SE, z, fitted rate, verdict.
+the table of validation.md: case, theory, finite estimate ± SE, z, fitted rate, verdict and the
+**detectable bias**: the smallest bias of the theory the case detects with 80 % probability,
+(z_crit + z_0.8)·SE/|theory| (z_crit = 4 by default, so 4.84·SE/|theory|; the best-resolved entry
+of an entrywise comparison), or ``limits.check``'s own power for cases built from a check. For
+tests of a fitted slope or of a value predicted to be 0 it is the absolute difference detected.
 Only this package and ``limits.gallery`` import both theory and finite simulators.
 """
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Case(Result):
     rate_expected: float | None = None
     detail: str = ""
     wall_time_s: float = 0.0
+    detectable: float | None = None  # smallest bias detected with 80 % probability (module docstring)
+    detectable_relative: bool = True  # False: an absolute difference (slopes, predictions of 0)
 
     @classmethod
     def statistical(cls, component, name, theory, estimate, se, z_crit=4.0, rate: RateFit | None = None,
@@ -59,10 +65,13 @@ class Case(Result):
         ok = bool(np.all(np.abs(z) <= z_crit))
         if rate is not None and rate_expected is not None:
             ok = ok and rate.contains(rate_expected)
+        det, rel = _detectable(t, s, z_crit, slope=rate is not None and rate_expected is not None
+                               and t.size == 1 and float(t.flat[0]) == float(rate_expected))
         return cls(component, name, float(t.flat[i]), float(e.flat[i]), float(s.flat[i]), float(z.flat[i]),
                    "pass" if ok else "fail", "statistical",
                    None if rate is None else rate.slope,
-                   None if rate is None else (rate.ci_low, rate.ci_high), rate_expected, detail)
+                   None if rate is None else (rate.ci_low, rate.ci_high), rate_expected, detail,
+                   detectable=det, detectable_relative=rel)
 
     @classmethod
     def from_check(cls, component, name, c, detail=""):
@@ -75,7 +84,7 @@ class Case(Result):
                  f"power {c.power:.2%}" + ("; " + "; ".join(c.reasons) if c.reasons else ""))
         return cls(component, name, float(c.theory[i]), float(c.extrapolated[i]), float(c.extrapolated_se[i]),
                    float(c.z_inf[i]), "pass" if c.passed else "fail", "statistical", c.rate, tuple(c.rate_ci),
-                   c.rate_expected, f"{detail}; {extra}" if detail else extra)
+                   c.rate_expected, f"{detail}; {extra}" if detail else extra, detectable=float(c.power))
 
     @classmethod
     def exact(cls, component, name, reference, value, tol=1e-10, detail=""):
@@ -86,6 +95,42 @@ class Case(Result):
         i = int(np.argmax(err))
         return cls(component, name, float(r.flat[i]), float(v.flat[i]), 0.0, float(err.flat[i]),
                    "pass" if err.flat[i] <= tol else "fail", "exact", detail=detail or f"tol {tol:g}")
+
+
+Z_CRIT_DEFAULT = 4.0
+
+
+def _detectable(theory, se, z_crit=Z_CRIT_DEFAULT, slope=False):
+    """(smallest bias detected with 80 % probability, relative?) for an entrywise |z| ≤ z_crit test:
+    a relative bias δ moves entry i by δ·t_i, so the best-resolved entry decides,
+    δ = min_i (z_crit + z_0.8)·se_i/|t_i|. Slope tests and predictions of 0: the absolute difference
+    (z_crit + z_0.8)·min se."""
+    from ..checking import Z_POWER
+
+    t = np.abs(np.atleast_1d(np.asarray(theory, float))).ravel()
+    s = np.atleast_1d(np.asarray(se, float)).ravel()
+    t, s = np.broadcast_arrays(t, s)
+    k = z_crit + Z_POWER
+    ok = np.isfinite(s) & np.isfinite(t)
+    if not np.any(ok):
+        return None, True
+    t, s = t[ok], s[ok]
+    if slope or not np.any(t > 0):
+        return float(k * np.min(s)), False
+    return float(np.min(k * s[t > 0] / t[t > 0])), True
+
+
+def _detectable_text(c) -> str:
+    if c.kind != "statistical":
+        return ""
+    det, rel = c.detectable, c.detectable_relative
+    if det is None:                   # a case built directly: its reported (worst) entry
+        det, rel = _detectable(c.theory, c.se, Z_CRIT_DEFAULT,
+                               slope=c.rate is not None and c.rate_expected is not None
+                               and c.theory == c.rate_expected)
+    if det is None or not np.isfinite(det):
+        return ""
+    return f"{det:.2%}" if rel else f"±{det:.3g} (abs.)"
 
 
 @dataclass(frozen=True)
@@ -131,8 +176,13 @@ class Report:
         ``Case.wall_time_s``), so re-running leaves a committed report unchanged."""
         lines = [f"# {title}", "",
                  f"{sum(c.verdict == 'pass' for c in self.cases)} of {len(self.cases)} cases pass.", "",
-                 "| component | case | theory | finite ± SE | z (or rel. err) | fitted rate [CI] | expected | verdict |",
-                 "|---|---|---|---|---|---|---|---|"]
+                 "Detectable bias: the smallest bias of the theory a statistical case detects with 80 % "
+                 "probability — (z_crit + 0.84)·SE/|theory| with z_crit = 4 (relative, %), or for slopes and "
+                 "predictions of 0 the absolute difference (abs.); for cases run through `limits.check`, its "
+                 "power (α = 0.01).", "",
+                 "| component | case | theory | finite ± SE | z (or rel. err) | fitted rate [CI] | expected | "
+                 "detectable bias | verdict |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for c in self.cases:
             est = f"{c.estimate:.6g} ± {c.se:.2g}" if c.kind == "statistical" else f"{c.estimate:.12g}"
             z = f"{c.z:+.2f}" if c.kind == "statistical" else f"{c.z:.1e}"
@@ -140,7 +190,7 @@ class Report:
             exp = "" if c.rate_expected is None else f"{c.rate_expected:+.3f}"
             verdict = {"pass": "PASS", "fail": "**FAIL**", "error": "**ERROR**"}[c.verdict]
             lines.append(f"| {c.component} | {c.name} | {c.theory:.6g} | {est} | {z} | {rate} | {exp} | "
-                         f"{verdict} |")
+                         f"{_detectable_text(c)} | {verdict} |")
         details = [c for c in self.cases if c.detail]
         if details:
             lines += ["", "## Notes", ""]
