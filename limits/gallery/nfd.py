@@ -280,7 +280,7 @@ def gia_first_order_gap(L, T=1.0, activation="tanh", train_input_layer=True, K=4
 
 
 def gia_first_order_study(Ls=(4, 16, 64), eta_bar=0.05, M=2048, n_seeds=4, K=2, T=1.0, activation="tanh",
-                          train_input_layer=True, seed=0, finite_widths=(32, 64, 128), finite_inits=200,
+                          train_input_layer=True, seed=0, finite_widths=(32, 64, 128, 256), finite_inits=300,
                           finite_eta_bar=0.01):
     """Coupled − decoupled gap at small η̄ (per unit η̄) vs the first-order prediction: particle solvers
     (M particles, η̄ = ``eta_bar``) and finite ResNets via ``limits.check`` (widths ``finite_widths``,
@@ -600,8 +600,8 @@ register("nfd_gia_first_order", component="nfd",
                                                "finite_widths", "finite_inits", "finite_eta_bar")),
          plot=_plot_gia_first_order,
          params={"Ls": [4, 16, 64], "eta_bar": 0.05, "M": 2048, "n_seeds": 4, "K": 2, "train_input_layer": True,
-                 "finite_widths": [64, 128, 256, 512], "finite_inits": 400, "finite_eta_bar": 0.01},
-         quick={"Ls": [4, 16], "M": 1024, "n_seeds": 3, "finite_widths": [32, 64, 128], "finite_inits": 200},
+                 "finite_widths": [32, 64, 128, 256], "finite_inits": 1200, "finite_eta_bar": 0.01},
+         quick={"Ls": [4, 16], "M": 1024, "n_seeds": 3, "finite_widths": [32, 64, 128, 256], "finite_inits": 300},
          caption="Beyond the seed: the coupled − decoupled (NFD) test-output gap after K online-SGD steps at small "
                  "η̄, per unit η̄: particle solvers (circles ± 2 SE over seeds) and finite ResNets of the same depth "
                  "trained coupled and decoupled (squares: limits.check's N → ∞ extrapolation ± 2 SE, Richardson in "
