@@ -386,8 +386,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     (variance across inits; :mod:`limits.checking_fluctuations`), :func:`limits.predict.nngp_posterior`
     and :func:`limits.predict.gradient_descent` (finite networks' Bayesian read-out posteriors / GD-trained
     ensembles; :mod:`limits.checking_predict`), :func:`limits.nfd.gia_first_order` (the first-order
-coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
-:mod:`limits.checking_nfd`). ``widths``: at least three for the rate fit;
+    coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
+    :mod:`limits.checking_nfd`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
     ``numpy.random.SeedSequence(seed).spawn``).
     """
