@@ -217,3 +217,14 @@ def test_validation_report_detectable_bias_column():
     assert "| detectable bias |" in md and "| 2.42% |" in md and "±0.0968 (abs.)" in md
     row = [ln for ln in md.splitlines() if ln.startswith("| core | exact |")][0]
     assert row.split("|")[-3].strip() == ""       # exact identities have no statistical power
+
+
+def test_detectable_bias_of_rate_only_and_forced_cases():
+    fit = stats.loglog_fit([4, 16, 64], [1.0, 0.52, 0.24], [0.02, 0.02, 0.02])
+    c = validate.Case.statistical("core", "rate only", 0.01, 0.011, 0.001, z_crit=1e9, rate=fit, rate_expected=-0.5)
+    assert not c.detectable_relative
+    assert abs(c.detectable - (0.5 * (fit.ci_high - fit.ci_low) + 0.8416212335729143 * fit.slope_se)) < 1e-12
+    forced = validate.Case.statistical("core", "forced fail", 0.0, -1.0, 0.1, z_crit=0.0)
+    assert np.isnan(forced.detectable) and forced.verdict == "fail"
+    row = [ln for ln in validate.Report((forced,)).to_markdown().splitlines() if "forced fail" in ln][0]
+    assert row.split("|")[-3].strip() == ""

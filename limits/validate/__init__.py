@@ -14,7 +14,9 @@ the table of validation.md: case, theory, finite estimate ± SE, z, fitted rate,
 **detectable bias**: the smallest bias of the theory the case detects with 80 % probability,
 (z_crit + z_0.8)·SE/|theory| (z_crit = 4 by default, so 4.84·SE/|theory|; the best-resolved entry
 of an entrywise comparison), or ``limits.check``'s own power for cases built from a check. For
-tests of a fitted slope or of a value predicted to be 0 it is the absolute difference detected.
+tests of a fitted slope or of a value predicted to be 0 it is the absolute difference detected; for
+cases judged by a fitted rate's confidence interval alone, the slope error detected (CI half-width
++ z_0.8·SE).
 Only this package and ``limits.gallery`` import both theory and finite simulators.
 """
 from __future__ import annotations
@@ -65,8 +67,16 @@ class Case(Result):
         ok = bool(np.all(np.abs(z) <= z_crit))
         if rate is not None and rate_expected is not None:
             ok = ok and rate.contains(rate_expected)
-        det, rel = _detectable(t, s, z_crit, slope=rate is not None and rate_expected is not None
-                               and t.size == 1 and float(t.flat[0]) == float(rate_expected))
+        has_rate = rate is not None and rate_expected is not None
+        if 0 < z_crit < Z_CRIT_DISABLED:
+            det, rel = _detectable(t, s, z_crit, slope=has_rate and t.size == 1
+                                   and float(t.flat[0]) == float(rate_expected))
+        elif z_crit >= Z_CRIT_DISABLED and has_rate:
+            # verdict from the rate CI alone: it detects a slope off by the CI half-width, with 80 %
+            # probability when off by that plus z_0.8 standard errors
+            det, rel = 0.5 * (rate.ci_high - rate.ci_low) + _z_power() * rate.slope_se, False
+        else:                         # no test to size (e.g. a forced failure, z_crit = 0)
+            det, rel = float("nan"), True
         return cls(component, name, float(t.flat[i]), float(e.flat[i]), float(s.flat[i]), float(z.flat[i]),
                    "pass" if ok else "fail", "statistical",
                    None if rate is None else rate.slope,
@@ -98,6 +108,13 @@ class Case(Result):
 
 
 Z_CRIT_DEFAULT = 4.0
+Z_CRIT_DISABLED = 1e6                  # z_crit at or above this: the entrywise test is switched off
+
+
+def _z_power():
+    from ..checking import Z_POWER
+
+    return Z_POWER
 
 
 def _detectable(theory, se, z_crit=Z_CRIT_DEFAULT, slope=False):
@@ -178,8 +195,9 @@ class Report:
                  f"{sum(c.verdict == 'pass' for c in self.cases)} of {len(self.cases)} cases pass.", "",
                  "Detectable bias: the smallest bias of the theory a statistical case detects with 80 % "
                  "probability — (z_crit + 0.84)·SE/|theory| with z_crit = 4 (relative, %), or for slopes and "
-                 "predictions of 0 the absolute difference (abs.); for cases run through `limits.check`, its "
-                 "power (α = 0.01).", "",
+                 "predictions of 0 the absolute difference (abs.; for cases judged by a rate's CI alone, the "
+                 "slope error CI half-width + 0.84·SE); for cases run through `limits.check`, its power (α = 0.01).",
+                 "",
                  "| component | case | theory | finite ± SE | z (or rel. err) | fitted rate [CI] | expected | "
                  "detectable bias | verdict |",
                  "|---|---|---|---|---|---|---|---|---|"]
