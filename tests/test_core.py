@@ -228,3 +228,12 @@ def test_detectable_bias_of_rate_only_and_forced_cases():
     assert np.isnan(forced.detectable) and forced.verdict == "fail"
     row = [ln for ln in validate.Report((forced,)).to_markdown().splitlines() if "forced fail" in ln][0]
     assert row.split("|")[-3].strip() == ""
+
+
+def test_full_report_lists_cases_below_the_power_target():
+    weak = validate.Case.statistical("core", "weak", theory=1.0, estimate=1.0, se=0.01)      # 4.84 %
+    strong = validate.Case.statistical("core", "strong", theory=1.0, estimate=1.0, se=0.001)  # 0.48 %
+    md = validate.Report((weak, strong)).to_markdown(power_target=0.02)
+    sec = md.split("## Cases whose detectable bias exceeds 2%")[1]
+    assert "**core / weak**: 4.84%" in sec and "5.86× its samples" in sec and "strong" not in sec
+    assert "exceeds" not in validate.Report((weak,)).to_markdown()         # quick reports: no section

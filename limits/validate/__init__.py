@@ -188,9 +188,11 @@ class Report:
     def passed(self) -> bool:
         return all(c.verdict == "pass" for c in self.cases)
 
-    def to_markdown(self, title="Validation report") -> str:
+    def to_markdown(self, title="Validation report", power_target: float | None = None) -> str:
         """The verdict table. Deterministic for a given seed: no wall times or dates (they stay in
-        ``Case.wall_time_s``), so re-running leaves a committed report unchanged."""
+        ``Case.wall_time_s``), so re-running leaves a committed report unchanged. ``power_target``
+        (e.g. 0.02): also list the cases whose relative detectable bias exceeds it, with the factor
+        (detectable/target)² by which their sample size would have to grow (SE ∝ samples^-1/2)."""
         lines = [f"# {title}", "",
                  f"{sum(c.verdict == 'pass' for c in self.cases)} of {len(self.cases)} cases pass.", "",
                  "Detectable bias: the smallest bias of the theory a statistical case detects with 80 % "
@@ -209,6 +211,18 @@ class Report:
             verdict = {"pass": "PASS", "fail": "**FAIL**", "error": "**ERROR**"}[c.verdict]
             lines.append(f"| {c.component} | {c.name} | {c.theory:.6g} | {est} | {z} | {rate} | {exp} | "
                          f"{_detectable_text(c)} | {verdict} |")
+        if power_target is not None:
+            weak = [(c, c.detectable) for c in self.cases if c.kind == "statistical" and c.detectable is not None
+                    and c.detectable_relative and np.isfinite(c.detectable) and c.detectable > power_target]
+            lines += ["", f"## Cases whose detectable bias exceeds {power_target:.0%}", ""]
+            if not weak:
+                lines.append(f"None: every relative case detects a {power_target:.0%} bias.")
+            lines += [f"- **{c.component} / {c.name}**: {d:.2%}; {power_target:.0%} needs "
+                      f"{(d / power_target) ** 2:.3g}× its samples" for c, d in weak]
+            n_abs = sum(1 for c in self.cases if c.kind == "statistical" and not c.detectable_relative)
+            if n_abs:
+                lines += ["", f"{n_abs} statistical case(s) test a slope or a prediction of 0: their detectable "
+                              "bias is an absolute difference (abs.), not judged against the relative target."]
         details = [c for c in self.cases if c.detail]
         if details:
             lines += ["", "## Notes", ""]
@@ -247,6 +261,10 @@ def run(components_: list[str] | None = None, quick: bool = True, seed: int = 0,
     return Report(tuple(out))
 
 
-def write_report(report: Report, path="figures/validation.md", title="Validation report") -> Path:
+def write_report(report: Report, path="figures/validation.md", title="Validation report",
+                 power_target: float | None = None) -> Path:
     """Write the Markdown report atomically (never a partial file); returns its path."""
-    return atomic_write_text(path, report.to_markdown(title))
+    return atomic_write_text(path, report.to_markdown(title, power_target=power_target))
+
+
+FULL_POWER_TARGET = 0.02              # full-size reports list the cases that cannot detect a 2 % bias
