@@ -81,7 +81,7 @@ def _(rng, quick):
 
     L, D, gamma0 = 5, 40, 1.0
     Ns = [16, 32, 64, 128] if quick else [16, 32, 64, 128, 256, 512]
-    reps = 40 if quick else 100
+    reps = 40 if quick else 500        # full: detectable bias < 2 % (100 reps: 4.3 %)
     means, ses, theo = [], [], []
     for N in Ns:
         vals = [pc.s_theta(*_mf_mlp(rng, N, L, D, gamma0)) - 1 for _ in range(reps)]
