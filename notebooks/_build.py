@@ -577,7 +577,7 @@ then $N\to\infty$):
 from limits.finite.gia import gia_task
 Xg, yg, Xgt = gia_task(K=1)
 pred = limits.nfd.gia_first_order(Xg, yg, Xgt, L=2)
-chk = limits.check(pred, widths=(32, 64, 128, 256), inits=(150 if QUICK else 1200), seed=0)
+chk = limits.check(pred, widths=(32, 64, 128, 256), inits=(150 if QUICK else 1200), seed=0, progress=False)
 print("first-order gap/η̄ at L = 2:", np.round(pred.gap, 4))
 print("finite ResNets, N → ∞:      ", np.round(chk.extrapolated, 4), "±", np.round(chk.extrapolated_se, 4))
 print(f"worst |z∞| = {chk.worst_z:.2f}, power {chk.power:.1%}, passed: {chk.passed}")
