@@ -385,7 +385,9 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     :mod:`limits.checking_response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
     (variance across inits; :mod:`limits.checking_fluctuations`), :func:`limits.predict.nngp_posterior`
     and :func:`limits.predict.gradient_descent` (finite networks' Bayesian read-out posteriors / GD-trained
-    ensembles; :mod:`limits.checking_predict`). ``widths``: at least three for the rate fit;
+    ensembles; :mod:`limits.checking_predict`), :func:`limits.nfd.gia_first_order` (the first-order
+    coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
+    :mod:`limits.checking_nfd`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
     ``numpy.random.SeedSequence(seed).spawn``).
     """
@@ -439,6 +441,12 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         from .checking_predict import check_predict
 
         return check_predict(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
+    if type(result).__name__ == "GIAFirstOrder":
+        from .checking_nfd import check_gia_first_order
+
+        if model is not None or X is not None:
+            raise ValueError("check: a GIAFirstOrder records its network and inputs; model= and X= are not used")
+        return check_gia_first_order(result, widths, inits, seed, alpha=alpha, progress=progress)
     if type(result).__name__ == "DMFTResult":
         from .checking_dmft import check_dmft
 
@@ -448,6 +456,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                      "ResponseResult (limits.kernels.response with model=), "
                      "KernelFluctuations (limits.kernels.kernel_fluctuations with model=), "
                      "PosteriorResult / GDResult (limits.predict), "
+                     "GIAFirstOrder (limits.nfd.gia_first_order), "
                      "DMFTResult (limits.dmft.solve with model=)")
 
 

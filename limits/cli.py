@@ -135,14 +135,15 @@ def cmd_validate(args):
     out = Path(args.out) if args.out else Path(args.outdir) / f"validation{suffix}.md"
     ensure_writable_file(out, "--out" if args.out else "--outdir")
     report = validate.run(comps, quick=not args.full, seed=args.seed)
+    target = validate.FULL_POWER_TARGET if args.full else None
     if args.json:
         _print([c.__dict__ for c in report.cases], True)
     else:
-        print(report.to_markdown())
+        print(report.to_markdown(power_target=target))
     try:
-        validate.write_report(report, out)
+        validate.write_report(report, out, power_target=target)
     except OSError as exc:          # the report took minutes: never lose it
-        rescued = validate.write_report(report, rescue_dir() / out.name)
+        rescued = validate.write_report(report, rescue_dir() / out.name, power_target=target)
         raise OSError(f"could not write the report to {out} ({exc.strerror or exc}); "
                       f"it was saved to {rescued} instead") from None
     print(f"report written to {out}", file=sys.stderr if args.json else sys.stdout)

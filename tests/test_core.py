@@ -203,3 +203,37 @@ def test_lazy_subpackages():
     assert "params" in dir(limits)
     with pytest.raises(AttributeError):
         limits.no_such_thing
+
+
+def test_validation_report_detectable_bias_column():
+    # entrywise test at z_crit = 4: the best-resolved entry decides, (4 + z_0.8)·se/|t|
+    c = validate.Case.statistical("core", "ok", theory=[1.0, 2.0], estimate=[1.01, 1.98], se=[0.01, 0.01])
+    assert c.detectable_relative and abs(c.detectable - (4 + 0.8416212335729143) * 0.005) < 1e-12
+    fit = stats.loglog_fit([10, 20, 40, 80], [1.0, 0.5, 0.25, 0.125])
+    s = validate.Case.statistical("core", "slope", -1.0, -1.0, 0.02, rate=fit, rate_expected=-1.0)
+    assert not s.detectable_relative and abs(s.detectable - 4.8416212335729143 * 0.02) < 1e-12
+    ex = validate.Case.exact("core", "exact", 1.0, 1.0)
+    md = validate.Report((c, s, ex)).to_markdown()
+    assert "| detectable bias |" in md and "| 2.42% |" in md and "±0.0968 (abs.)" in md
+    row = [ln for ln in md.splitlines() if ln.startswith("| core | exact |")][0]
+    assert row.split("|")[-3].strip() == ""       # exact identities have no statistical power
+
+
+def test_detectable_bias_of_rate_only_and_forced_cases():
+    fit = stats.loglog_fit([4, 16, 64], [1.0, 0.52, 0.24], [0.02, 0.02, 0.02])
+    c = validate.Case.statistical("core", "rate only", 0.01, 0.011, 0.001, z_crit=1e9, rate=fit, rate_expected=-0.5)
+    assert not c.detectable_relative
+    assert abs(c.detectable - (0.5 * (fit.ci_high - fit.ci_low) + 0.8416212335729143 * fit.slope_se)) < 1e-12
+    forced = validate.Case.statistical("core", "forced fail", 0.0, -1.0, 0.1, z_crit=0.0)
+    assert np.isnan(forced.detectable) and forced.verdict == "fail"
+    row = [ln for ln in validate.Report((forced,)).to_markdown().splitlines() if "forced fail" in ln][0]
+    assert row.split("|")[-3].strip() == ""
+
+
+def test_full_report_lists_cases_below_the_power_target():
+    weak = validate.Case.statistical("core", "weak", theory=1.0, estimate=1.0, se=0.01)      # 4.84 %
+    strong = validate.Case.statistical("core", "strong", theory=1.0, estimate=1.0, se=0.001)  # 0.48 %
+    md = validate.Report((weak, strong)).to_markdown(power_target=0.02)
+    sec = md.split("## Cases whose detectable bias exceeds 2%")[1]
+    assert "**core / weak**: 4.84%" in sec and "5.86× its samples" in sec and "strong" not in sec
+    assert "exceeds" not in validate.Report((weak,)).to_markdown()         # quick reports: no section

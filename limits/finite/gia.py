@@ -44,6 +44,16 @@ class _Weights:
         return self._cache[l] if self._cache is not None else self._gen(l)
 
 
+class _Negated:
+    """−W^l_0 of a :class:`_Weights` (the antithetic copy: the same law)."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def __getitem__(self, l):
+        return -self.w[l]
+
+
 @dataclass(frozen=True)
 class FiniteSGDRun(Result):
     """One finite network trained K online-SGD steps. ``f_test[k]`` after k updates (k = 0..K)."""
@@ -86,15 +96,21 @@ def online_sgd(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activat
     positive_int(d, "X_train columns (d)")
     if Xte.shape[1] != d:
         raise ValueError(f"X_test must have d={d} columns (as X_train), got {Xte.shape[1]}")
+    nmat = (2 if mode == "decoupled" else 1) * L * n * n * 8
+    store = dense or nmat <= store_gb * 2**30
+    W0 = _Weights(seed, n, L, 1, store)
+    Wt0 = _Weights(seed, n, L, 2, store) if mode == "decoupled" else W0
+    return _train(Xtr, ytr, Xte, n, L, T, activation, eta_bar, mode, seed, train_input_layer, dense, W0, Wt0)
+
+
+def _train(Xtr, ytr, Xte, n, L, T, activation, eta_bar, mode, seed, train_input_layer, dense, W0, Wt0):
+    """The online-SGD run of :func:`online_sgd` on validated inputs and given W^l_0 (and W̃^l_0)."""
+    K, d = Xtr.shape
     act = _act(activation)
     s = np.sqrt(T / L)
     rng0 = np.random.default_rng([seed, 0])
     U = rng0.standard_normal((n, d))
     v = rng0.standard_normal(n)
-    nmat = (2 if mode == "decoupled" else 1) * L * n * n * 8
-    store = dense or nmat <= store_gb * 2**30
-    W0 = _Weights(seed, n, L, 1, store)
-    Wt0 = _Weights(seed, n, L, 2, store) if mode == "decoupled" else W0
     if dense:
         W = [W0[l].copy() for l in range(L)]
         Wt = W if mode == "coupled" else [Wt0[l].copy() for l in range(L)]
@@ -169,6 +185,44 @@ def online_sgd(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activat
     return FiniteSGDRun(n=n, L=L, T=T, mode=mode, seed=int(seed), eta_bar=eta_bar,
                         train_input_layer=bool(train_input_layer), f_train=f_train, chi=chi, f_test=f_test,
                         feature_rms=feat)
+
+
+@limit_blas
+def online_sgd_modes(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activation="tanh",
+                     eta_bars=(0.01, 0.02), seed: int = 0, train_input_layer: bool = True,
+                     store_gb: float = 1.0, antithetic: bool = False) -> np.ndarray:
+    """Final test outputs of :func:`online_sgd` for both modes and several ``eta_bars`` from ONE
+    initialisation (the same U_0, v_0, W_0, W̃_0 as ``online_sgd(..., seed=seed)``; the weights are
+    drawn once and shared, which is where the time goes at large n). Returns an array
+    (2, len(eta_bars), P_test): index 0 coupled, 1 decoupled; entry-for-entry equal to the
+    separate ``online_sgd`` runs. ``antithetic=True``: the decoupled entry is the average of the
+    runs with W̃_0 and −W̃_0 (same law; cancels the fluctuations linear in W̃_0, an unbiased and
+    lower-variance estimate of the decoupled networks' mean output)."""
+    n = positive_int(n, "n")
+    L = positive_int(L, "L")
+    T = positive_float(T, "T")
+    etas = finite_array(eta_bars, "eta_bars", ndim=1)
+    if etas.size < 1 or np.any(etas < 0):
+        raise ValueError("eta_bars must be a non-empty list of non-negative learning rates")
+    Xtr = finite_array(X_train, "X_train", ndim=2)
+    ytr = finite_array(y_train, "y_train", ndim=1)
+    Xte = finite_array(X_test, "X_test", ndim=2)
+    if ytr.shape[0] != Xtr.shape[0]:
+        raise ValueError("y_train and X_train have different lengths")
+    positive_int(Xtr.shape[0], "len(X_train)")
+    if Xte.shape[1] != Xtr.shape[1]:
+        raise ValueError(f"X_test must have d={Xtr.shape[1]} columns (as X_train), got {Xte.shape[1]}")
+    store = 2 * L * n * n * 8 <= nonnegative_float(store_gb, "store_gb") * 2**30
+    W0 = _Weights(seed, n, L, 1, store)
+    Wt0 = _Weights(seed, n, L, 2, store)
+    out = np.empty((2, etas.size, Xte.shape[0]))
+    for j, eta in enumerate(etas):
+        out[0, j] = _train(Xtr, ytr, Xte, n, L, T, activation, float(eta), "coupled", seed, train_input_layer,
+                           False, W0, W0).f_test[-1]
+        back = (Wt0, _Negated(Wt0)) if antithetic else (Wt0,)
+        out[1, j] = np.mean([_train(Xtr, ytr, Xte, n, L, T, activation, float(eta), "decoupled", seed,
+                                    train_input_layer, False, W0, b).f_test[-1] for b in back], axis=0)
+    return out
 
 
 def gia_task(d: int = 10, K: int = 4, P_test: int = 4, seed: int = 12345):

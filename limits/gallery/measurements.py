@@ -230,9 +230,19 @@ def _m_gia(P):
     e = q["data"]
     z = (np.asarray(e["gap_per_eta"]) - np.asarray(e["predicted"])) / np.asarray(e["gap_per_eta_se"])
     lim = np.asarray(e["predicted_Linf"], float)
-    return txt + (f"; first-order theory (`nfd_gia_first_order`): gap/η̄ → {_n(lim[0], 4)}, {_n(lim[1], 4)}, "
-                  f"{_n(lim[2], 4)}, {_n(lim[3], 4)} at L = ∞ (O(dt) per layer, O(1) in total); particles at "
-                  f"η̄ = {e['eta_bar']:g} agree, max ∣z∣ = {np.max(np.abs(z)):.1f} ({_sizes(q)})")
+    txt += (f"; first-order theory (`nfd_gia_first_order`): gap/η̄ → {_n(lim[0], 4)}, {_n(lim[1], 4)}, "
+            f"{_n(lim[2], 4)}, {_n(lim[3], 4)} at L = ∞ (O(dt) per layer, O(1) in total); particles at "
+            f"η̄ = {e['eta_bar']:g} agree, max ∣z∣ = {np.max(np.abs(z)):.1f}")
+    if "finite_extrapolated" in e:
+        w = [int(v) for v in e["finite_widths"]]
+        qL = [int(v) for v in np.asarray(e["Ls"])]
+        zs = ", ".join(f"{float(v):.1f}" for v in np.atleast_1d(e["finite_worst_z"]))
+        pw = ", ".join(f"{float(v):.0%}" for v in np.atleast_1d(e["finite_power"]))
+        ok = all(bool(v) for v in np.atleast_1d(e["finite_passed"]))
+        txt += (f"; finite ResNets trained coupled and decoupled (N = {w[0]}…{w[-1]} → ∞, {int(e['finite_inits'])} "
+                f"inits, L = {', '.join(map(str, qL))}): `limits.check` {'passes' if ok else '**fails**'}, worst ∣z∞∣ "
+                f"{zs}, power {pw}")
+    return txt + f" ({_sizes(q)})"
 
 
 def _m_two_layer(P):

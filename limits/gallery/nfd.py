@@ -265,68 +265,61 @@ def two_layer_study(Ls=(4, 16, 64), n=128, eta_bar=0.5, n_seeds=3, etas=(0.05, 0
 
 def gia_first_order_gap(L, T=1.0, activation="tanh", train_input_layer=True, K=4, chi=None, limit=True):
     """First-order (η̄ → 0) coupled − decoupled test-output difference after K online-SGD steps at
-    infinite width, per unit η̄, for the GIA task (``limits.finite.gia.gia_task``); derivation below.
-
-    To first order the output change after the steps is −η̄ Σ_k χ_k ⟨∂f(x), Δ_k⟩ with χ_k = f⁰(x_k) − y_k
-    (f⁰ = 0 at infinite width) and the forward derivative ∂f(x) of the true network. The coupled
-    update Δ_k is the true gradient, giving the NTK
-        Θ(x, x') = Σ_{l<L} dt K_l Γ_{l+1} + K^φ_L + [U trained] Σ_0 Γ_0,
-    with K_l = E[φ(h_l)φ(h_l')], Σ_0 = x·x'/d, and the backward kernel Γ_l = Γ_{l+1}(1 + dt E[φ'φ'](Σ_l)),
-    Γ_L = E[φ'φ'](Σ_L) (seed 002 Prop. 6, Euler form). The decoupled update uses g̃ from an independent
-    copy W̃; the cross terms E[g_{l+1}(x) g̃_{l+1}(x')] lose every layer's W-correlation (the two Gaussian
-    families are independent and zero-mean), so only the read-out term survives: Γ^mix_l = Γ_L, and
-        Θ_mix(x, x') = Σ_{l<L} dt K_l Γ_L + K^φ_L + [U trained] Σ_0 Γ_L.
-    Hence  f_c − f_d = −η̄ Σ_k χ_k [Σ_{l<L} dt K_l ⊙ (Γ_{l+1} − Γ_L) + Σ_0 ⊙ (Γ_0 − Γ_L)](x, x_k) + O(η̄²):
-    each layer contributes O(dt) and the sum is O(1), with the L → ∞ limit
-        ∫_0^T K_t ⊙ (Γ_t − Γ_T) dt + Σ_0 ⊙ (Γ_0 − Γ_T),   Γ_t = Γ_T ⊙ exp(∫_t^T E[φ'φ'] ds).
+    infinite width, per unit η̄, for the GIA task (``limits.finite.gia.gia_task``): the
+    :func:`limits.nfd.gia_first_order` prediction (derivation in :mod:`limits.nfd.gia`),
+        f_c − f_d = −η̄ Σ_k χ_k [Σ_{l<L} dt K_l ⊙ (Γ_{l+1} − Γ_L) + Σ_0 ⊙ (Γ_0 − Γ_L)](x, x_k) + O(η̄²).
     Returns (gap per unit η̄ at depth L, shape P_test; the L → ∞ value by Richardson extrapolation of the
     O(1/L) Euler error from depths 256 and 512, or None with ``limit=False``).
     """
-    from .. import activation as _activation
     from ..finite.gia import gia_task
-    from ..kernels.expectations import gram
-    from ..nfd import residual_recursion
+    from ..nfd import gia_first_order
 
     Xtr, ytr, Xte = gia_task(K=K)
-    P = Xte.shape[0]
-    X = np.vstack([Xte, Xtr])
-    a = _activation(activation)
-    chi = -np.ravel(ytr) if chi is None else np.asarray(chi, float)
-
-    def per_eta(L_):
-        r = residual_recursion(X, int(L_), T, activation)
-        dt = T / int(L_)
-        D = np.zeros_like(r.Sigma[0])
-        for l in range(int(L_)):
-            D += dt * gram(a, r.Sigma[l]) * (r.Gamma[l + 1] - r.Gamma[-1])
-        if train_input_layer:
-            D += r.Sigma[0] * (r.Gamma[0] - r.Gamma[-1])
-        return -(D[:P, P:] @ chi)
-
-    lim = 2 * per_eta(512) - per_eta(256) if limit else None
-    return per_eta(L), lim
+    r = gia_first_order(Xtr, ytr, Xte, int(L), T, activation, train_input_layer, chi=chi, limit=limit)
+    return r.gap, r.gap_limit
 
 
 def gia_first_order_study(Ls=(4, 16, 64), eta_bar=0.05, M=2048, n_seeds=4, K=2, T=1.0, activation="tanh",
-                          train_input_layer=True, seed=0):
-    """Coupled − decoupled particle gap at small η̄ (per unit η̄) vs the first-order prediction."""
+                          train_input_layer=True, seed=0, finite_widths=(32, 64, 128, 256), finite_inits=300,
+                          finite_eta_bar=0.01):
+    """Coupled − decoupled gap at small η̄ (per unit η̄) vs the first-order prediction: particle solvers
+    (M particles, η̄ = ``eta_bar``) and finite ResNets via ``limits.check`` (widths ``finite_widths``,
+    ``finite_inits`` initialisations each, Richardson in η̄ at ``finite_eta_bar``; N → ∞ extrapolation
+    ± SE, worst |z∞|, power); ``finite_widths=()`` skips the finite check."""
+    from ..checking_nfd import check_gia_first_order
     from ..finite.gia import gia_task
+    from ..nfd import gia_first_order
     from ..nfd.training import train_particles
 
     Xtr, ytr, Xte = gia_task(K=K)
     meas = np.zeros((len(Ls), n_seeds, Xte.shape[0]))
     pred, lim = [], None
+    fin = {"finite_extrapolated": [], "finite_extrapolated_se": [], "finite_largest": [], "finite_largest_se": [],
+           "finite_worst_z": [], "finite_power": [], "finite_passed": [], "finite_rate": []}
     for j, L in enumerate(Ls):
         for s in range(n_seeds):
             kw = dict(T=T, L=int(L), M=M, activation=activation, eta_bar=eta_bar,
                       train_input_layer=train_input_layer, seed=seed + s)
             meas[j, s] = (train_particles(Xtr, ytr, Xte, mode="coupled", **kw).f_test[-1]
                           - train_particles(Xtr, ytr, Xte, mode="decoupled", **kw).f_test[-1]) / eta_bar
-        p, _ = gia_first_order_gap(L, T, activation, train_input_layer, K, limit=False)
-        pred.append(p)
-    lim = gia_first_order_gap(Ls[0], T, activation, train_input_layer, K)[1]
-    return {"Ls": np.asarray(Ls), "gap_per_eta": meas.mean(1), "gap_per_eta_se": meas.std(1, ddof=1) / np.sqrt(n_seeds),
-            "predicted": np.array(pred), "predicted_Linf": lim, "eta_bar": eta_bar, "M": M}
+        r = gia_first_order(Xtr, ytr, Xte, int(L), T, activation, train_input_layer)
+        pred.append(r.gap)
+        if len(finite_widths):
+            c = check_gia_first_order(r, tuple(int(w) for w in finite_widths), int(finite_inits), seed + j,
+                                      eta_bar=finite_eta_bar)
+            for key, val in (("finite_extrapolated", c.extrapolated), ("finite_extrapolated_se", c.extrapolated_se),
+                             ("finite_largest", c.estimate[-1]), ("finite_largest_se", c.se[-1]),
+                             ("finite_worst_z", c.worst_z), ("finite_power", c.power),
+                             ("finite_passed", c.passed), ("finite_rate", c.rate)):
+                fin[key].append(val)
+    lim = gia_first_order(Xtr, ytr, Xte, int(Ls[0]), T, activation, train_input_layer, limit=True).gap_limit
+    out = {"Ls": np.asarray(Ls), "gap_per_eta": meas.mean(1), "gap_per_eta_se": meas.std(1, ddof=1) / np.sqrt(n_seeds),
+           "predicted": np.array(pred), "predicted_Linf": lim, "eta_bar": eta_bar, "M": M}
+    if len(finite_widths):
+        out.update({k: np.asarray(v) for k, v in fin.items()})
+        out.update({"finite_widths": np.asarray(finite_widths), "finite_inits": int(finite_inits),
+                    "finite_eta_bar": finite_eta_bar})
+    return out
 
 
 # ============================================================================ plots
@@ -505,16 +498,27 @@ def _plot_two_layer(data, params):
 
 def _plot_gia_first_order(data, params):
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.2, 3.4))
-    Ls = data["Ls"]
+    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    Ls = np.asarray(data["Ls"], float)
+    fin = "finite_extrapolated" in data
     for p in range(data["predicted"].shape[1]):
         l, = ax.plot(Ls, data["predicted"][:, p], "-", label=f"first order, x_test,{p}")
-        ax.errorbar(Ls, data["gap_per_eta"][:, p], data["gap_per_eta_se"][:, p], fmt="o", mfc="none",
-                    color=l.get_color())
+        ax.errorbar(Ls * 0.93, data["gap_per_eta"][:, p], 2 * data["gap_per_eta_se"][:, p], fmt="o", mfc="none",
+                    ms=4, color=l.get_color())
+        if fin:
+            ax.errorbar(Ls * 1.07, data["finite_extrapolated"][:, p], 2 * data["finite_extrapolated_se"][:, p],
+                        fmt="s", ms=4, color=l.get_color())
         ax.axhline(data["predicted_Linf"][p], color=l.get_color(), ls=":", lw=1)
+    ax.plot([], [], "o", mfc="none", color="0.3", label=f"particles, M = {data['M']}, η̄ = {data['eta_bar']:g} (±2 SE)")
+    if fin:
+        w = [int(v) for v in data["finite_widths"]]
+        z = ", ".join(f"{float(v):.1f}" for v in np.atleast_1d(data["finite_worst_z"]))
+        ax.plot([], [], "s", color="0.3", label=f"finite ResNets, N = {w[0]}…{w[-1]} → ∞ (±2 SE);\n"
+                                                f"limits.check worst |z∞| = {z}")
+    ax.plot([], [], ":", color="0.3", lw=1, label="first order, L → ∞")
     ax.axhline(0, color="k", lw=0.6)
     ax.set(xscale="log", xlabel="depth L", ylabel="(f_coupled − f_decoupled) / η̄",
-           title=f"GIA gap at η̄ = {data['eta_bar']:g}: particles (M = {data['M']}) vs first order")
+           title="GIA gap per unit η̄: first order vs particles and finite ResNets")
     data_ticks(ax, Ls)
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _plain_log_ticks(fig)
@@ -592,13 +596,17 @@ register("nfd_two_layer", component="nfd",
                  "loss after a few steps vs η̄ across depths (synthetic task).",
          seed_ref="seed 002 §5, App. H, Fig. 5")
 register("nfd_gia_first_order", component="nfd",
-         compute=_wrap(gia_first_order_study, ("Ls", "eta_bar", "M", "n_seeds", "K", "train_input_layer")),
+         compute=_wrap(gia_first_order_study, ("Ls", "eta_bar", "M", "n_seeds", "K", "train_input_layer",
+                                               "finite_widths", "finite_inits", "finite_eta_bar")),
          plot=_plot_gia_first_order,
-         params={"Ls": [4, 16, 64], "eta_bar": 0.05, "M": 2048, "n_seeds": 4, "K": 2, "train_input_layer": True},
-         quick={"Ls": [4, 16], "M": 1024, "n_seeds": 3},
+         params={"Ls": [4, 16, 64], "eta_bar": 0.05, "M": 2048, "n_seeds": 4, "K": 2, "train_input_layer": True,
+                 "finite_widths": [32, 64, 128, 256], "finite_inits": 1200, "finite_eta_bar": 0.01},
+         quick={"Ls": [4, 16], "M": 1024, "n_seeds": 3, "finite_widths": [32, 64, 128, 256], "finite_inits": 300},
          caption="Beyond the seed: the coupled − decoupled (NFD) test-output gap after K online-SGD steps at small "
-                 "η̄, per unit η̄, from the particle solvers (points ± SE over seeds) against the first-order "
-                 "infinite-width prediction −Σ_k χ_k[Σ_l dt K_l ⊙ (Γ_{l+1} − Γ_L) + Σ_0 ⊙ (Γ_0 − Γ_L)](x, x_k) "
-                 "(lines; dotted: its L → ∞ limit). Each layer contributes O(dt), the sum stays O(1): Cor. 1's "
-                 "gap does not vanish with depth. tanh, d = 10, T = 1, U trained.",
+                 "η̄, per unit η̄: particle solvers (circles ± 2 SE over seeds) and finite ResNets of the same depth "
+                 "trained coupled and decoupled (squares: limits.check's N → ∞ extrapolation ± 2 SE, Richardson in "
+                 "η̄) against the first-order infinite-width prediction limits.nfd.gia_first_order, "
+                 "−Σ_k χ_k[Σ_l dt K_l ⊙ (Γ_{l+1} − Γ_L) + Σ_0 ⊙ (Γ_0 − Γ_L)](x, x_k) (lines; dotted: its L → ∞ "
+                 "limit). Each layer contributes O(dt), the sum stays O(1): Cor. 1's gap does not vanish with "
+                 "depth. tanh, d = 10, T = 1, K = 2 steps, U trained.",
          seed_ref="seed 002 Cor. 1; docs/theory/nfd.rst §5 (beyond the seed)")
