@@ -72,6 +72,15 @@ def positive_float(x, name: str, allow_zero: bool = False) -> float:
     return v
 
 
+def invertible_float(x, name: str) -> float:
+    """Finite float ``x > 0`` whose reciprocal ``1/x`` is finite too (a subnormal ``x`` would make
+    ``1/x`` overflow to inf), or ``ValueError`` naming ``name``."""
+    v = positive_float(x, name)
+    if not np.isfinite(1.0 / v):
+        raise ValueError(f"{name} = {v!r} is too small: 1/{name} overflows float64 (use a value >= 1e-300)")
+    return v
+
+
 def nonnegative_float(x, name: str) -> float:
     return positive_float(x, name, allow_zero=True)
 
