@@ -369,15 +369,6 @@ NONPOS = {"0", "-1", "-0"}
 # finite → branch nan): (command, option, hostile values, reason). Each such case is
 # xfail(strict=True), so a fix shows up as XPASS — then delete its line here.
 FINDINGS = [
-    ("nfd train", "--P", {"-1"}, f"issue 14 (fuzz): --P -1 gives numpy's 'negative dimensions are not allowed', not "
-                                 f"naming --P; {NAN}"),
-    *[(c, "--T", {"1e308"}, f"issue 14 (fuzz): hangs (no answer in 8 s) for --T 1e308 instead of rejecting it; {NAN}")
-      for c in ("nfd kernel-ode", "nfd particles")],
-    ("nfd train", "--eta-bar", {"1e308"}, f"issue 14 (fuzz): --eta-bar 1e308 prints nan outputs; {NAN}"),
-    ("nfd train", "--target-se", {"5e-324", "1e-300"},
-     f"issue 14 (fuzz): a tiny --target-se raises OverflowError (internal error); {NAN}"),
-    ("nfd two-layer", "--eta-bar", {"1e308"}, f"issue 14 (fuzz): a huge --eta-bar is accepted, nan printed; {NAN}"),
-    ("nfd two-layer", "--transfer-n", NONPOS, f"issue 14 (fuzz): the error names fan_in, not --transfer-n; {NAN}"),
     ("finite kernels", "--rho", BIG, f"issue 14 (fuzz): --rho ±1e308 prints nan kernels; {NAN}"),
     *[(c, f, {"1e308"}, f"issue 14 (fuzz): {f} 1e308 prints nan/inf kernels; {NAN}")
       for c in ("finite kernels", "finite ntk") for f in ("--sigma-w2", "--sigma-b2")],
@@ -388,8 +379,6 @@ FINDINGS = [
     # hostile files
     *[(c, "--X", {"huge_values"}, f"issue 14 (fuzz): --X with entries 1e300 prints nan kernels; {NAN}")
       for c in ("finite kernels", "finite ntk")],
-    *[(c, "--X", {"huge_values"}, f"issue 14 (fuzz): --X with entries 1e300: the error names the ODE state y0, not "
-                                  f"--X; {NAN}") for c in ("nfd kernel-ode", "nfd particles")],
 ]
 
 
@@ -404,8 +393,6 @@ KNOWN_PREDICATES: list = []
 CLASS_PREDICATES = [
     # the same overflow classes found by the table (FINDINGS), for any huge or non-finite value
     lambda s: s.startswith(("finite kernels", "finite ntk")) and _huge_value(s, ("--sigma", "--rho")),
-    lambda s: s.startswith(("nfd train", "nfd two-layer")) and _huge_value(s, ("--eta-bar", "--etas"), 1e6),
-    lambda s: s.startswith(("nfd kernel-ode", "nfd particles")) and _huge_value(s, ("--T",), 1e6),
 ]
 
 
@@ -782,7 +769,6 @@ API_CALLS = [
                                                                                    rng=np.random.default_rng(0))),
 ]
 API_FINDINGS = {
-    ("nfd.kernel_ode(T)", "1e+308"): f"issue 14 (fuzz): kernel_ode(T=1e308) hangs instead of rejecting T; {NAN}",
 }
 
 
