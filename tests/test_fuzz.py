@@ -368,17 +368,8 @@ NONPOS = {"0", "-1", "-0"}
 # Bugs this suite found in modules owned elsewhere (kernels → branch numerics; pc, dmft, nfd,
 # finite → branch nan): (command, option, hostile values, reason). Each such case is
 # xfail(strict=True), so a fix shows up as XPASS — then delete its line here.
-FINDINGS = [
-    ("finite kernels", "--rho", BIG, f"issue 14 (fuzz): --rho ±1e308 prints nan kernels; {NAN}"),
-    *[(c, f, {"1e308"}, f"issue 14 (fuzz): {f} 1e308 prints nan/inf kernels; {NAN}")
-      for c in ("finite kernels", "finite ntk") for f in ("--sigma-w2", "--sigma-b2")],
-    ("finite train", "--eta0", {"1e308"},
-     f"issue 14 (fuzz): the error names lr, not --eta0; {NAN}"),
-    ("finite train", "--gamma0", {"1e308", "5e-324"},
-     f"issue 14 (fuzz): the error names lr/out_scale, not --gamma0; {NAN}"),
-    # hostile files
-    *[(c, "--X", {"huge_values"}, f"issue 14 (fuzz): --X with entries 1e300 prints nan kernels; {NAN}")
-      for c in ("finite kernels", "finite ntk")],
+FINDINGS: list = [
+    # none open: every finding of issue 14 and its follow-up is fixed (each stays covered by the table)
 ]
 
 
@@ -390,10 +381,7 @@ def _known(argv):
 # input patterns of the known bugs, so the random fuzzing does not trip over them again
 KNOWN_PREDICATES: list = []
 # for the random (hypothesis) fuzzing only: the whole classes behind the table's FINDINGS
-CLASS_PREDICATES = [
-    # the same overflow classes found by the table (FINDINGS), for any huge or non-finite value
-    lambda s: s.startswith(("finite kernels", "finite ntk")) and _huge_value(s, ("--sigma", "--rho")),
-]
+CLASS_PREDICATES: list = []
 
 
 def _huge_value(s, prefixes, bound=1e12):

@@ -38,4 +38,8 @@ def empirical_ntk(net, weights, X, output=0, lr_weighted=False, per_layer=False)
         c = d.lr * cW + d.b_lr * cb if lr_weighted else cW + cb
         parts[name] = c
         total = total + c
+    if not np.all(np.isfinite(total)):              # never a silent inf/NaN kernel
+        raise ValueError("empirical_ntk: the activations or gradients overflowed float64 (inf/NaN in the NTK): the "
+                         "network explodes at these parameters or inputs; reduce the variances, the branch scale, "
+                         "the depth or the input scale")
     return (total, parts) if per_layer else total
