@@ -793,16 +793,23 @@ def test_api_hostile_argument(cid, call, bad):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: params.named accepts a sympy.Symbol('g') for gamma_bar_L and "
-                                      "returns a table in a foreign symbol; being fixed on branch nan")
 def test_api_named_with_foreign_symbol():
+    """Issue 14 item 8 (resolved): any sympy symbol may stand for γ̄_L — the table and its validity
+    conditions are in the user's symbol (the earlier strict xfail expected a ValueError, which the issue
+    ruled out), and classifying a symbolic table is a clear ValueError, not a crash."""
     import sympy as sp
 
     from limits import params
 
     FUZZ_COUNT.add(("named", "Symbol(g)"))
-    with pytest.raises(ValueError, match="gamma_bar_L"):
-        params.named("muPC", gamma_bar_L=sp.Symbol("g"))
+    g, G = sp.Symbol("g"), sp.Symbol("gamma_bar_L")
+    p = params.named("muPC", gamma_bar_L=g)
+    q = params.named("muPC", gamma_bar_L=G)
+    assert {str(x) for x in p.free_symbols} == {"g"}          # (carried with the assumptions limits adds)
+    assert [str(v) for v in p.c] == [str(v).replace("gamma_bar_L", "g") for v in q.c]
+    assert p.notes == ("valid for -1 <= g and g <= 0",)
+    with pytest.raises(ValueError, match="substitute numbers"):
+        params.classify(params.named("muP", convention="std", algorithm="pc", gamma_bar_L=g))
 
 
 def test_zz_report_count(capsys):
