@@ -649,7 +649,7 @@ HUGE = [
     ["dmft", "solve", "--P", "100000000"],
     ["critical-line", "tanh", "--sigma-b2", "1e308"],
 ]
-HUGE_KNOWN = {0: "issue 14: nngp --depth 1e9 allocates without a bound (memory); being fixed on branch numerics"}
+HUGE_KNOWN: dict = {}       # index → reason of a strict xfail (none open)
 
 
 def _limited():
@@ -676,8 +676,8 @@ def test_huge_sizes_subprocess(i, tmp_path, request):
     if proc.returncode == 2:
         assert proc.stderr.startswith("limits: error: ") and len(proc.stderr.strip().splitlines()) == 1
         assert "memory" not in proc.stderr or "--" in proc.stderr, "out-of-memory without naming the option"
-    if i in HUGE_KNOWN:             # the fix: rejected up front, not by running out of memory
-        assert "memory" not in proc.stderr, proc.stderr
+    if argv[0] == "nngp":           # refused up front from the memory estimate, naming the options to change
+        assert proc.returncode == 2 and "needs about" in proc.stderr and "--keep last" in proc.stderr, proc.stderr
 
 
 # ------------------------------------------------------------------------ public API
