@@ -818,3 +818,136 @@ def test_zz_report_count(capsys):
         print(f"\nfuzz: {len(FUZZ_COUNT)} distinct bad inputs tried; {len(FOUND)} invariant violations seen "
               f"(known/xfailed included)")
     assert len(FUZZ_COUNT) > 0
+
+
+# ------------------------------------------------------------------------ edge inputs: correct and finite, or a clear error
+_EDGE_X = np.random.default_rng(1).standard_normal((3, 4))
+
+
+def _dup(X):
+    return np.vstack([X[0], X[0], X[1]])
+
+
+def test_api_edge_nngp_repeated_zero_and_1d_inputs():
+    """Repeated rows (singular Gram), a zero-norm row and d_in = 1 (correlations ±1): finite kernels equal
+    to the arc-cosine recursion written out here (relu, exact at c = ±1), repeated rows identical."""
+    from limits import kernels
+
+    FUZZ_COUNT.update({("edge", "nngp", k) for k in ("dup", "zero", "d_in=1")})
+    X = np.array([[1.3], [-0.7], [2.1], [0.0], [1.3]])             # d_in = 1, a zero row, a repeated row
+    with pytest.warns(Warning):                                    # singular Gram: flagged, not hidden
+        r = kernels.nngp(X, depth=3, activation="relu", sigma_b2=0.1)
+    K = X @ X.T + 0.1
+    T = K.copy()
+
+    def step(K):
+        d = np.sqrt(np.diag(K))
+        c = np.clip(K / np.outer(d, d), -1, 1)
+        np.fill_diagonal(c, 1.0)
+        c[0, 4] = c[4, 0] = 1.0                                    # the repeated row: exactly c = 1
+        th = np.arccos(c)
+        return np.outer(d, d) * (np.sin(th) + (np.pi - th) * c) / (2 * np.pi), (np.pi - th) / (2 * np.pi)
+
+    for _ in range(3):
+        E, G = step(K)
+        T = E + 0.1 + G * T
+        K = E + 0.1
+    E, G = step(K)
+    assert np.allclose(r.K_out, E + 0.1, rtol=1e-12, atol=0)
+    assert np.allclose(r.Theta_out, E + 0.1 + G * T, rtol=1e-12, atol=0)
+    assert np.array_equal(r.Theta_out[0], r.Theta_out[4]) and np.isfinite(r.Theta_out).all()
+    assert r.diagnostics["cond_K_L"] > 1e14                       # reported as (numerically) singular
+
+
+def test_api_edge_read_in_overflow_is_an_error():
+    from limits import kernels
+
+    FUZZ_COUNT.update({("edge", "nngp", "K0=1e308"), ("edge", "nngp", "X=1e60"), ("edge", "response", "N=1e300")})
+    with pytest.raises(ValueError, match="K0"):                   # was: arcsin(2K/(1+2K)) at K = 1e308 → wrong K_out
+        kernels.nngp(K0=np.full((2, 2), 1e308), ntk=False)
+    with pytest.raises(ValueError, match="X"):
+        kernels.nngp(np.full((2, 3), 1e60))
+    with pytest.raises(ValueError, match="width"):
+        kernels.response(_EDGE_X, depth=2, width=10 ** 300)
+    with pytest.raises(ValueError, match="sigma_b2_out"):
+        kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e101)
+    r = kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e100)      # at the bound: representable, spectrum finite
+    assert np.isfinite(r.K_out).all() and np.isfinite(r.diagnostics["min_eig_K_out"])
+
+
+def test_api_edge_gd_with_repeated_training_inputs():
+    """Repeated training rows with different targets: gradient flow equals the de-duplicated problem with
+    the mean target at every time (was: test outputs growing ∝ t, mean 243 instead of −0.557 at t = 1e18)."""
+    from limits import predict
+
+    FUZZ_COUNT.add(("edge", "gradient_descent", "dup"))
+    m = limits.mlp(4, 2, parameterisation="NTK")
+    rng = np.random.default_rng(0)
+    X, Xs, Y = rng.standard_normal((3, 4)), rng.standard_normal((2, 4)), rng.standard_normal(3)
+    ts = [1.0, 1e6, 1e18, 1e300]
+    r = predict.gradient_descent(m, _dup(X), Y, Xs, t=ts)
+    d = predict.gradient_descent(m, X[:2], np.array([(Y[0] + Y[1]) / 2, Y[2]]), Xs, t=ts[1:])
+    assert np.isfinite(r.mean).all() and np.isfinite(r.cov).all()
+    assert np.allclose(r.mean[1:], d.mean, rtol=0, atol=1e-10)
+    assert np.allclose(r.cov[1:], d.cov, rtol=0, atol=1e-10)
+
+
+def test_api_edge_posterior_overflow_and_singular():
+    from limits import predict
+
+    FUZZ_COUNT.update({("edge", "nngp_posterior", k) for k in ("Y=1e300", "dup")})
+    m = limits.mlp(4, 2, parameterisation="NTK")
+    Xs = np.random.default_rng(2).standard_normal((2, 4))
+    with pytest.raises(ValueError, match="overflows"):
+        predict.nngp_posterior(m, _EDGE_X, np.full(3, 1e300), Xs)
+    r = predict.nngp_posterior(m, _dup(_EDGE_X), np.ones(3), Xs, noise=1e-8)  # repeated rows, consistent targets
+    d = predict.nngp_posterior(m, _EDGE_X[:2], np.ones(2), Xs, noise=1e-8)
+    assert np.allclose(r.mean, d.mean, rtol=0, atol=1e-6) and np.allclose(r.var, d.var, rtol=0, atol=1e-6)
+
+
+def test_api_edge_pc():
+    from limits import pc
+
+    FUZZ_COUNT.update({("edge", "pc", k) for k in ("nudge=5e-324", "lobpcg small")})
+    W, a = pc.init_weights(4, 2, "sp", rng=np.random.default_rng(0))
+    X, Y = np.ones((2, 4)), np.ones((2, 1))
+    for fn in (pc.equilibrium, pc.equilibrium_energy):
+        with pytest.raises(ValueError, match="nudge"):
+            fn(W, X, Y, a, nudge=5e-324)
+    dense = pc.extreme_eigenvalues(W, a, method="dense")
+    lob = pc.extreme_eigenvalues(W, a, method="lobpcg")          # n = 8: scipy solves densely
+    assert lob.converged and abs(lob.lambda_min - dense.lambda_min) <= 1e-10 * dense.lambda_max
+
+
+def test_api_edge_nfd_and_dmft_limits():
+    from limits import dmft, nfd
+
+    FUZZ_COUNT.update({("edge", "nfd", k) for k in ("max_nfev", "particles T", "eta_bar")} | {("edge", "dmft", "gamma0")})
+    X = _EDGE_X
+    with pytest.raises(ValueError, match="max_nfev"):             # the work limit, not a hang
+        nfd.kernel_ode(X, T=1e4, max_nfev=50)
+    with pytest.raises(ValueError, match="reduce T"):
+        nfd.particles(X, 1e308, 4, 50, seed=0)
+    k = nfd.kernel_ode(_dup(X), T=1.0)                            # repeated rows: finite, rows identical
+    assert np.isfinite(k.Sigma).all() and np.allclose(k.Sigma[0], k.Sigma[1], rtol=1e-12)
+    from limits.finite.gia import gia_task
+
+    Xtr, ytr, Xte = gia_task(d=3, K=2, P_test=1)
+    with pytest.raises(ValueError, match="eta_bar"):
+        nfd.train_particles(Xtr, ytr, Xte, L=4, M=32, eta_bar=1e308, seed=0)
+    with pytest.raises(ValueError, match="gamma0"):
+        dmft.solve(X, np.ones(3), depth=1, gamma0=1e308, dt=0.02, steps=5)
+
+
+def test_api_edge_finite_and_checks():
+    from limits import finite
+    from limits.checks import positive_int
+
+    FUZZ_COUNT.update({("edge", "finite", "ntk overflow"), ("edge", "checks", "positive_int(1e308)")})
+    net = finite.mlp(4, 8, 3, sigma_w2=1e200, activation="relu")          # activations grow like 1e100 per layer
+    w = finite.init_weights(net, 2, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="overflowed"):
+        finite.empirical_ntk(net, w, _EDGE_X)
+    with pytest.raises(ValueError, match="width"):
+        positive_int(1e308, "width")                              # an integer only by rounding
+    assert positive_int(2.0 ** 53, "n") == 2 ** 53
