@@ -472,19 +472,21 @@ def test_response_chi_overflow_keeps_kernel():
     from limits.kernels import KernelWarning, response
 
     X = np.random.default_rng(1).standard_normal((2, 10))
-    kw = dict(depth=12, activation="linear", sigma_w2=2.0, width=10 ** 100)    # χ⁰ = N/d_in = 1e99, χ^l = 2^l χ⁰
+    # χ⁰ = N/d_in = 1e14, χ^l = 2^l χ⁰ passes 1e100 at l = 286 (K^l = 2^l K⁰ stays below it); widths are
+    # capped at 2**53 (exact integers), so depth, not an astronomic N, drives the overflow
+    kw = dict(depth=290, activation="linear", sigma_w2=2.0, width=10 ** 15)
     ref = response(X, **{**kw, "width": 10})
     for keep in ("all", "last"):
         with pytest.warns(KernelWarning, match="response χ exploded"):
             s = response(X, keep=keep, **kw)
         d = s.diagnostics
-        assert d["exploded_at"] == -1 and d["chi_exploded_at"] == 4
+        assert d["exploded_at"] == -1 and d["chi_exploded_at"] == 286
         assert d["status"] == {"kernel": "ok", "response": "exploded"}
         np.testing.assert_array_equal(s.K[-1], ref.K[-1])
         np.testing.assert_array_equal(s.K_out, ref.K_out)
         assert np.all(np.isinf(s.chi_out)) and np.all(np.isinf(s.chi[-1]))
         if keep == "all":
-            assert np.all(np.isfinite(s.chi[:4])) and np.all(np.isinf(s.chi[4:]))
+            assert np.all(np.isfinite(s.chi[:286])) and np.all(np.isinf(s.chi[286:]))
 
 
 def test_kernel_layer_gram_overflow_is_an_error():
