@@ -812,12 +812,6 @@ def test_api_named_with_foreign_symbol():
         params.classify(params.named("muP", convention="std", algorithm="pc", gamma_bar_L=g))
 
 
-def test_zz_report_count(capsys):
-    """Prints how many distinct bad inputs the suite tried (run this file with -s)."""
-    with capsys.disabled():
-        print(f"\nfuzz: {len(FUZZ_COUNT)} distinct bad inputs tried; {len(FOUND)} invariant violations seen "
-              f"(known/xfailed included)")
-    assert len(FUZZ_COUNT) > 0
 
 
 # ------------------------------------------------------------------------ edge inputs: correct and finite, or a clear error
@@ -951,3 +945,11 @@ def test_api_edge_finite_and_checks():
     with pytest.raises(ValueError, match="width"):
         positive_int(1e308, "width")                              # an integer only by rounding
     assert positive_int(2.0 ** 53, "n") == 2 ** 53
+
+
+def test_zz_report_count(capsys):
+    """Prints how many distinct bad inputs the suite tried (run this file with -s; it runs last)."""
+    with capsys.disabled():
+        print(f"\nfuzz: {len(FUZZ_COUNT)} distinct bad inputs tried; {len(FOUND)} invariant violations seen "
+              f"(known/xfailed included)")
+    assert len(FUZZ_COUNT) > 0
