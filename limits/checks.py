@@ -20,16 +20,22 @@ def finite_array(x, name: str, ndim: int | None = None, dtype=np.float64) -> np.
     return arr
 
 
-def positive_int(n, name: str, minimum: int = 1) -> int:
-    """Integer ``n >= minimum`` or ``ValueError`` naming ``name``."""
+EXACT_INT = 2 ** 53          # floats represent every integer up to here, and no longer all beyond
+
+
+def positive_int(n, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """Integer ``minimum <= n`` (``<= maximum`` if given) or ``ValueError`` naming ``name``. An
+    integral float is accepted only up to 2**53 (beyond it 1e308 "is" an integer only by rounding)."""
     if isinstance(n, bool) or not isinstance(n, (numbers.Integral, np.integer)):
-        if isinstance(n, (float, np.floating)) and float(n).is_integer():
+        if isinstance(n, (float, np.floating)) and float(n).is_integer() and abs(float(n)) <= EXACT_INT:
             n = int(n)
         else:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
     n = int(n)
     if n < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n}")
+    if maximum is not None and n > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {n}")
     return n
 
 
@@ -72,6 +78,15 @@ def positive_float(x, name: str, allow_zero: bool = False) -> float:
     return v
 
 
+def invertible_float(x, name: str) -> float:
+    """Finite float ``x > 0`` whose reciprocal ``1/x`` is finite too (a subnormal ``x`` would make
+    ``1/x`` overflow to inf), or ``ValueError`` naming ``name``."""
+    v = positive_float(x, name)
+    if not np.isfinite(1.0 / v):
+        raise ValueError(f"{name} = {v!r} is too small: 1/{name} overflows float64 (use a value >= 1e-300)")
+    return v
+
+
 def nonnegative_float(x, name: str) -> float:
     return positive_float(x, name, allow_zero=True)
 
@@ -85,7 +100,7 @@ def psd_matrix(K, name: str, tol: float = 1e-10) -> np.ndarray:
     if not np.allclose(K, K.T, rtol=0, atol=tol * scale):
         raise ValueError(f"{name} must be symmetric")
     if K.size:
-        lam_min = float(np.linalg.eigvalsh(0.5 * (K + K.T))[0])
+        lam_min = float(np.linalg.eigvalsh(0.5 * (K / scale) + 0.5 * (K / scale).T)[0]) * scale   # no overflow
         if lam_min < -tol * scale * K.shape[0]:
             raise ValueError(f"{name} is not positive semi-definite (min eigenvalue {lam_min:.3e})")
     return K

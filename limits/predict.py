@@ -231,7 +231,16 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResul
     P = X.shape[0]
     lml = float(-0.5 * np.einsum("po,po->", Y, alpha) - Y.shape[1] * np.sum(np.log(np.diag(c)))
                 - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
+    _finite_outputs(what, mean=mean, cov=cov, log_marginal_likelihood=lml)
     return PosteriorResult(mean, cov, np.diag(cov).copy(), lml, noise, _model_dict(m), X, Y, Xs)
+
+
+def _finite_outputs(what, **outputs):
+    """Never return an overflowed posterior/predictor: ``ValueError`` naming the output and the likely cause."""
+    for name, v in outputs.items():
+        if v is not None and not np.all(np.isfinite(v)):
+            raise ValueError(f"{what}: the {name} overflows float64 (targets Y_train too large, or a near-"
+                             f"singular kernel amplifies them); rescale Y_train or pass noise > 0")
 
 
 def _model_dict(m):
@@ -310,6 +319,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     core = _GDCore(k, eta_eff, flow, what)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
+    _finite_outputs(what, mean=mean, mean_train=mean_train, cov=C, var=var)
     return GDResult(ts, mean, C, var, mean_train, eta, reduction, flow, _model_dict(m), X, Y, Xs)
 
 
@@ -330,6 +340,10 @@ class _GDCore:
                              f"(take learning_rate < {2.0 / lam[-1]:.4g}, or flow=True)")
         self.lam, self.V, self.eta, self.flow = lam, V, eta, flow
         self.B = k["T_sx"] @ V                          # Θ_*X V      (P_test × P)
+        # Θ_XX v = 0 ⇒ Θ_*X v = 0 (the joint NTK Gram is PSD). In floating point Θ_*X v is round-off
+        # (~ε|Θ|), and g_t(0) = ηt multiplies it, so without this the test outputs of repeated inputs would
+        # grow ∝ t (e.g. mean 243 instead of −0.557 at t = 1e18): the null directions carry nothing.
+        self.B[:, lam == 0.0] = 0.0
         self.K, self.K_sx, self.K_ss = k["K"], k["K_sx"], k["K_ss"]
 
     def g(self, ts):

@@ -358,8 +358,8 @@ KNOWN_BUGS = [
      "FIXED issue 14: nfd two-layer with one seed / n=1 gives NaN"),
     (["pc", "infer"], "FIXED issue 14: pc infer exits 1 (not converged) with its own defaults"),
     (["pc", "spectrum", "--width", "4", "--hidden", "2", "--method", "lobpcg"],
-     "issue 14 (fuzz, hypothesis): pc spectrum --method lobpcg fails with 'not enough values to unpack (expected 3, "
-     "got 2)' for a valid choice; branch nan"),
+     "FIXED (hostile): pc spectrum --method lobpcg failed with 'not enough values to unpack' (scipy's dense "
+     "fallback for small n returns no residual history)"),
 ]
 ALL = object()
 NUM, NAN = "being fixed on branch numerics", "being fixed on branch nan"
@@ -368,42 +368,8 @@ NONPOS = {"0", "-1", "-0"}
 # Bugs this suite found in modules owned elsewhere (kernels → branch numerics; pc, dmft, nfd,
 # finite → branch nan): (command, option, hostile values, reason). Each such case is
 # xfail(strict=True), so a fix shows up as XPASS — then delete its line here.
-FINDINGS = [
-    *[(c, "--sigma-b2-out", {"1e308"}, f"issue 14 (fuzz): --sigma-b2-out 1e308 ends in LinAlgError 'Eigenvalues did "
-                                       f"not converge', not naming the option; {NUM}") for c in ("nngp", "response")],
-    *[(c, "--rho", {"1e308"}, f"issue 14 (fuzz): --rho 1e308 raises OverflowError (internal error); {NUM}")
-      for c in ("nngp", "response")],
-    ("pc equilibrium", "--nudge", {"5e-324"}, f"issue 14 (fuzz): a subnormal --nudge prints S = inf, MSE/F* = nan; {NAN}"),
-    *[(c, "--gamma0", {"1e308"}, f"issue 14 (fuzz): --gamma0 1e308 ends in LinAlgError 'Eigenvalues did not "
-                                 f"converge', not naming --gamma0; {NAN}") for c in ("dmft solve", "dmft seed000")],
-    ("dmft seed000", "--eta0", {"1e308", "5e-324"}, f"issue 14 (fuzz): the error names the internal dt, not --eta0; {NAN}"),
-    ("nfd train", "--P", {"-1"}, f"issue 14 (fuzz): --P -1 gives numpy's 'negative dimensions are not allowed', not "
-                                 f"naming --P; {NAN}"),
-    *[(c, "--T", {"1e308"}, f"issue 14 (fuzz): hangs (no answer in 8 s) for --T 1e308 instead of rejecting it; {NAN}")
-      for c in ("nfd kernel-ode", "nfd particles")],
-    ("nfd train", "--eta-bar", {"1e308"}, f"issue 14 (fuzz): --eta-bar 1e308 prints nan outputs; {NAN}"),
-    ("nfd train", "--target-se", {"5e-324", "1e-300"},
-     f"issue 14 (fuzz): a tiny --target-se raises OverflowError (internal error); {NAN}"),
-    ("nfd two-layer", "--eta-bar", {"1e308"}, f"issue 14 (fuzz): a huge --eta-bar is accepted, nan printed; {NAN}"),
-    ("nfd two-layer", "--transfer-n", NONPOS, f"issue 14 (fuzz): the error names fan_in, not --transfer-n; {NAN}"),
-    ("finite kernels", "--rho", BIG, f"issue 14 (fuzz): --rho ±1e308 prints nan kernels; {NAN}"),
-    *[(c, f, {"1e308"}, f"issue 14 (fuzz): {f} 1e308 prints nan/inf kernels; {NAN}")
-      for c in ("finite kernels", "finite ntk") for f in ("--sigma-w2", "--sigma-b2")],
-    ("finite train", "--eta0", {"1e308"},
-     f"issue 14 (fuzz): the error names lr, not --eta0; {NAN}"),
-    ("finite train", "--gamma0", {"1e308", "5e-324"},
-     f"issue 14 (fuzz): the error names lr/out_scale, not --gamma0; {NAN}"),
-    # hostile files
-    *[(c, "--X", {"huge_values"}, f"issue 14 (fuzz): --X with entries 1e300 prints nan kernels; {NAN}")
-      for c in ("finite kernels", "finite ntk")],
-    *[(c, "--X", {"huge_values"}, f"issue 14 (fuzz): --X with entries 1e300: the error names the ODE state y0, not "
-                                  f"--X; {NAN}") for c in ("nfd kernel-ode", "nfd particles")],
-    *[(c, "--weights", {"empty", "nan", "inf", "scalar", "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero",
-                        "bools", "one_row"},
-       f"issue 14 (fuzz): --weights given an .npy (not .npz) raises TypeError in pc/cli.py _load_weights "
-       f"(internal error); {NAN}") for c in ("pc equilibrium", "pc spectrum", "pc infer")],
-    *[(c, "--X", {"scalar"}, f"issue 14 (fuzz): a 0-d --X raises IndexError (internal error); {NAN}")
-      for c in ("pc equilibrium", "pc infer")],
+FINDINGS: list = [
+    # none open: every finding of issue 14 and its follow-up is fixed (each stays covered by the table)
 ]
 
 
@@ -413,19 +379,9 @@ def _known(argv):
 
 
 # input patterns of the known bugs, so the random fuzzing does not trip over them again
-KNOWN_PREDICATES = [
-    lambda s: s.startswith("pc spectrum") and "lobpcg" in s,
-]
+KNOWN_PREDICATES: list = []
 # for the random (hypothesis) fuzzing only: the whole classes behind the table's FINDINGS
-CLASS_PREDICATES = [
-    # the numerics branch's overflow class: kernels with huge variances / branch scales overflow (see FINDINGS)
-    lambda s: s.startswith(("nngp", "response")) and _huge_value(s, ("--sigma", "--rho")),
-    # the same overflow classes found by the table (FINDINGS), for any huge or non-finite value
-    lambda s: s.startswith(("finite kernels", "finite ntk")) and _huge_value(s, ("--sigma", "--rho")),
-    lambda s: s.startswith(("nfd train", "nfd two-layer")) and _huge_value(s, ("--eta-bar", "--etas"), 1e6),
-    lambda s: s.startswith(("nfd kernel-ode", "nfd particles")) and _huge_value(s, ("--T",), 1e6),
-    lambda s: s.startswith("dmft") and _huge_value(s, ("--gamma0", "--eta0"), 1e12),
-]
+CLASS_PREDICATES: list = []
 
 
 def _huge_value(s, prefixes, bound=1e12):
@@ -693,7 +649,7 @@ HUGE = [
     ["dmft", "solve", "--P", "100000000"],
     ["critical-line", "tanh", "--sigma-b2", "1e308"],
 ]
-HUGE_KNOWN = {0: "issue 14: nngp --depth 1e9 allocates without a bound (memory); being fixed on branch numerics"}
+HUGE_KNOWN: dict = {}       # index → reason of a strict xfail (none open)
 
 
 def _limited():
@@ -720,8 +676,8 @@ def test_huge_sizes_subprocess(i, tmp_path, request):
     if proc.returncode == 2:
         assert proc.stderr.startswith("limits: error: ") and len(proc.stderr.strip().splitlines()) == 1
         assert "memory" not in proc.stderr or "--" in proc.stderr, "out-of-memory without naming the option"
-    if i in HUGE_KNOWN:             # the fix: rejected up front, not by running out of memory
-        assert "memory" not in proc.stderr, proc.stderr
+    if argv[0] == "nngp":           # refused up front from the memory estimate, naming the options to change
+        assert proc.returncode == 2 and "needs about" in proc.stderr and "--keep last" in proc.stderr, proc.stderr
 
 
 # ------------------------------------------------------------------------ public API
@@ -801,11 +757,6 @@ API_CALLS = [
                                                                                    rng=np.random.default_rng(0))),
 ]
 API_FINDINGS = {
-    ("kernels.nngp(sigma_w2)", "1e+308"): f"issue 14 (fuzz): nngp(sigma_w2=1e308) returns inf kernels without an "
-                                          f"error; {NUM}",
-    ("kernels.response(width)", "1e+308"): f"issue 14 (fuzz): response(width=1e308) returns inf responses without an "
-                                           f"error; {NUM}",
-    ("nfd.kernel_ode(T)", "1e+308"): f"issue 14 (fuzz): kernel_ode(T=1e308) hangs instead of rejecting T; {NAN}",
 }
 
 
@@ -842,20 +793,162 @@ def test_api_hostile_argument(cid, call, bad):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: params.named accepts a sympy.Symbol('g') for gamma_bar_L and "
-                                      "returns a table in a foreign symbol; being fixed on branch nan")
 def test_api_named_with_foreign_symbol():
+    """Issue 14 item 8 (resolved): any sympy symbol may stand for γ̄_L — the table and its validity
+    conditions are in the user's symbol (the earlier strict xfail expected a ValueError, which the issue
+    ruled out), and classifying a symbolic table is a clear ValueError, not a crash."""
     import sympy as sp
 
     from limits import params
 
     FUZZ_COUNT.add(("named", "Symbol(g)"))
-    with pytest.raises(ValueError, match="gamma_bar_L"):
-        params.named("muPC", gamma_bar_L=sp.Symbol("g"))
+    g, G = sp.Symbol("g"), sp.Symbol("gamma_bar_L")
+    p = params.named("muPC", gamma_bar_L=g)
+    q = params.named("muPC", gamma_bar_L=G)
+    assert {str(x) for x in p.free_symbols} == {"g"}          # (carried with the assumptions limits adds)
+    assert [str(v) for v in p.c] == [str(v).replace("gamma_bar_L", "g") for v in q.c]
+    assert p.notes == ("valid for -1 <= g and g <= 0",)
+    with pytest.raises(ValueError, match="substitute numbers"):
+        params.classify(params.named("muP", convention="std", algorithm="pc", gamma_bar_L=g))
+
+
+
+
+# ------------------------------------------------------------------------ edge inputs: correct and finite, or a clear error
+_EDGE_X = np.random.default_rng(1).standard_normal((3, 4))
+
+
+def _dup(X):
+    return np.vstack([X[0], X[0], X[1]])
+
+
+def test_api_edge_nngp_repeated_zero_and_1d_inputs():
+    """Repeated rows (singular Gram), a zero-norm row and d_in = 1 (correlations ±1): finite kernels equal
+    to the arc-cosine recursion written out here (relu, exact at c = ±1), repeated rows identical."""
+    from limits import kernels
+
+    FUZZ_COUNT.update({("edge", "nngp", k) for k in ("dup", "zero", "d_in=1")})
+    X = np.array([[1.3], [-0.7], [2.1], [0.0], [1.3]])             # d_in = 1, a zero row, a repeated row
+    with pytest.warns(Warning):                                    # singular Gram: flagged, not hidden
+        r = kernels.nngp(X, depth=3, activation="relu", sigma_b2=0.1)
+    K = X @ X.T + 0.1
+    T = K.copy()
+
+    def step(K):
+        d = np.sqrt(np.diag(K))
+        c = np.clip(K / np.outer(d, d), -1, 1)
+        np.fill_diagonal(c, 1.0)
+        c[0, 4] = c[4, 0] = 1.0                                    # the repeated row: exactly c = 1
+        th = np.arccos(c)
+        return np.outer(d, d) * (np.sin(th) + (np.pi - th) * c) / (2 * np.pi), (np.pi - th) / (2 * np.pi)
+
+    for _ in range(3):
+        E, G = step(K)
+        T = E + 0.1 + G * T
+        K = E + 0.1
+    E, G = step(K)
+    assert np.allclose(r.K_out, E + 0.1, rtol=1e-12, atol=0)
+    assert np.allclose(r.Theta_out, E + 0.1 + G * T, rtol=1e-12, atol=0)
+    assert np.array_equal(r.Theta_out[0], r.Theta_out[4]) and np.isfinite(r.Theta_out).all()
+    assert r.diagnostics["cond_K_L"] > 1e14                       # reported as (numerically) singular
+
+
+def test_api_edge_read_in_overflow_is_an_error():
+    from limits import kernels
+
+    FUZZ_COUNT.update({("edge", "nngp", "K0=1e308"), ("edge", "nngp", "X=1e60"), ("edge", "response", "N=1e300")})
+    with pytest.raises(ValueError, match="K0"):                   # was: arcsin(2K/(1+2K)) at K = 1e308 → wrong K_out
+        kernels.nngp(K0=np.full((2, 2), 1e308), ntk=False)
+    with pytest.raises(ValueError, match="X"):
+        kernels.nngp(np.full((2, 3), 1e60))
+    with pytest.raises(ValueError, match="width"):
+        kernels.response(_EDGE_X, depth=2, width=10 ** 300)
+    with pytest.raises(ValueError, match="sigma_b2_out"):
+        kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e101)
+    r = kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e100)      # at the bound: representable, spectrum finite
+    assert np.isfinite(r.K_out).all() and np.isfinite(r.diagnostics["min_eig_K_out"])
+
+
+def test_api_edge_gd_with_repeated_training_inputs():
+    """Repeated training rows with different targets: gradient flow equals the de-duplicated problem with
+    the mean target at every time (was: test outputs growing ∝ t, mean 243 instead of −0.557 at t = 1e18)."""
+    from limits import predict
+
+    FUZZ_COUNT.add(("edge", "gradient_descent", "dup"))
+    m = limits.mlp(4, 2, parameterisation="NTK")
+    rng = np.random.default_rng(0)
+    X, Xs, Y = rng.standard_normal((3, 4)), rng.standard_normal((2, 4)), rng.standard_normal(3)
+    ts = [1.0, 1e6, 1e18, 1e300]
+    r = predict.gradient_descent(m, _dup(X), Y, Xs, t=ts)
+    d = predict.gradient_descent(m, X[:2], np.array([(Y[0] + Y[1]) / 2, Y[2]]), Xs, t=ts[1:])
+    assert np.isfinite(r.mean).all() and np.isfinite(r.cov).all()
+    assert np.allclose(r.mean[1:], d.mean, rtol=0, atol=1e-10)
+    assert np.allclose(r.cov[1:], d.cov, rtol=0, atol=1e-10)
+
+
+def test_api_edge_posterior_overflow_and_singular():
+    from limits import predict
+
+    FUZZ_COUNT.update({("edge", "nngp_posterior", k) for k in ("Y=1e300", "dup")})
+    m = limits.mlp(4, 2, parameterisation="NTK")
+    Xs = np.random.default_rng(2).standard_normal((2, 4))
+    with pytest.raises(ValueError, match="overflows"):
+        predict.nngp_posterior(m, _EDGE_X, np.full(3, 1e300), Xs)
+    r = predict.nngp_posterior(m, _dup(_EDGE_X), np.ones(3), Xs, noise=1e-8)  # repeated rows, consistent targets
+    d = predict.nngp_posterior(m, _EDGE_X[:2], np.ones(2), Xs, noise=1e-8)
+    assert np.allclose(r.mean, d.mean, rtol=0, atol=1e-6) and np.allclose(r.var, d.var, rtol=0, atol=1e-6)
+
+
+def test_api_edge_pc():
+    from limits import pc
+
+    FUZZ_COUNT.update({("edge", "pc", k) for k in ("nudge=5e-324", "lobpcg small")})
+    W, a = pc.init_weights(4, 2, "sp", rng=np.random.default_rng(0))
+    X, Y = np.ones((2, 4)), np.ones((2, 1))
+    for fn in (pc.equilibrium, pc.equilibrium_energy):
+        with pytest.raises(ValueError, match="nudge"):
+            fn(W, X, Y, a, nudge=5e-324)
+    dense = pc.extreme_eigenvalues(W, a, method="dense")
+    lob = pc.extreme_eigenvalues(W, a, method="lobpcg")          # n = 8: scipy solves densely
+    assert lob.converged and abs(lob.lambda_min - dense.lambda_min) <= 1e-10 * dense.lambda_max
+
+
+def test_api_edge_nfd_and_dmft_limits():
+    from limits import dmft, nfd
+
+    FUZZ_COUNT.update({("edge", "nfd", k) for k in ("max_nfev", "particles T", "eta_bar")} | {("edge", "dmft", "gamma0")})
+    X = _EDGE_X
+    with pytest.raises(ValueError, match="max_nfev"):             # the work limit, not a hang
+        nfd.kernel_ode(X, T=1e4, max_nfev=50)
+    with pytest.raises(ValueError, match="reduce T"):
+        nfd.particles(X, 1e308, 4, 50, seed=0)
+    k = nfd.kernel_ode(_dup(X), T=1.0)                            # repeated rows: finite, rows identical
+    assert np.isfinite(k.Sigma).all() and np.allclose(k.Sigma[0], k.Sigma[1], rtol=1e-12)
+    from limits.finite.gia import gia_task
+
+    Xtr, ytr, Xte = gia_task(d=3, K=2, P_test=1)
+    with pytest.raises(ValueError, match="eta_bar"):
+        nfd.train_particles(Xtr, ytr, Xte, L=4, M=32, eta_bar=1e308, seed=0)
+    with pytest.raises(ValueError, match="gamma0"):
+        dmft.solve(X, np.ones(3), depth=1, gamma0=1e308, dt=0.02, steps=5)
+
+
+def test_api_edge_finite_and_checks():
+    from limits import finite
+    from limits.checks import positive_int
+
+    FUZZ_COUNT.update({("edge", "finite", "ntk overflow"), ("edge", "checks", "positive_int(1e308)")})
+    net = finite.mlp(4, 8, 3, sigma_w2=1e200, activation="relu")          # activations grow like 1e100 per layer
+    w = finite.init_weights(net, 2, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="overflowed"):
+        finite.empirical_ntk(net, w, _EDGE_X)
+    with pytest.raises(ValueError, match="width"):
+        positive_int(1e308, "width")                              # an integer only by rounding
+    assert positive_int(2.0 ** 53, "n") == 2 ** 53
 
 
 def test_zz_report_count(capsys):
-    """Prints how many distinct bad inputs the suite tried (run this file with -s)."""
+    """Prints how many distinct bad inputs the suite tried (run this file with -s; it runs last)."""
     with capsys.disabled():
         print(f"\nfuzz: {len(FUZZ_COUNT)} distinct bad inputs tried; {len(FOUND)} invariant violations seen "
               f"(known/xfailed included)")

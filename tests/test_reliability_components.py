@@ -282,8 +282,10 @@ def test_nfd_studies_refuse_one_seed():
 
 def test_nfd_hostile_inputs():
     X = np.random.default_rng(0).standard_normal((3, 2))
-    with pytest.raises(ValueError, match="overflowed"):
-        nfd.kernel_ode(X * 1e149, T=100.0, activation="relu")     # Σ_0 ~ 1e298 grows like e^{t/2}
+    with pytest.raises(ValueError, match="X: the input Gram .* overflows float64"):
+        nfd.kernel_ode(X * 1e200, T=100.0, activation="relu")     # Σ_0 = X Xᵀ/d overflows float64
+    with pytest.raises(ValueError, match=r"exceeds 1e\+100"):    # Σ_0 ~ 1e298 (grows like e^{t/2}): beyond the
+        nfd.kernel_ode(X * 1e149, T=100.0, activation="relu")     # kernels' explosion bound, stopped at once
     for bad in (0, -1, float("nan")):
         with pytest.raises(ValueError, match="target_se"):
             nfd.train_particles(X, np.ones(3), X, M=8, L=2, seed=0, target_se=bad)
@@ -383,7 +385,8 @@ def test_finite_cli_kernels_overflow_is_reported(capsys):
     with pytest.warns(RuntimeWarning, match="overflowed"):
         rc = main(["finite", "kernels", "--mlp", "--activation", "relu", "--sigma-w2", "1e4", "--depth", "100",
                    "--inits", "4", "--width", "16"])
-    assert rc == 1
-    out = capsys.readouterr().out
-    assert "overflow" in out and "nan" not in out.lower()
+    assert rc == 2                      # a clear error naming the options (was: exit 1 after a partial table)
+    err = capsys.readouterr().err
+    assert err.startswith("limits: error: the activations or kernels overflowed float64 from layer")
+    assert "--sigma-w2 10000" in err and "--depth 100" in err and "nan" not in err.lower()
     assert se_text(float("inf"), 3) == "overflow"

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..checks import finite_array, generator, positive_float, positive_int
 from .grid import DMFTParams, TimeGrid, from_abcd, gd_time_step, make_grid
-from .linear import StepTooLarge, march, march_lowrank, ntk_equal_time, picard
+from .linear import StepTooLarge, check_stable, march, march_lowrank, ntk_equal_time, picard
 from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
 from .result import DMFTResult
 from ._threads import blas_limited
@@ -244,9 +244,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
         iters, res, conv, label = st.iterations, st.residual, st.converged, "mc-alternating"
         message = ("converged" if conv else "NOT converged") + f" after {iters} sweeps, M = {M}"
         tr = np.arange(P) if mask is None else np.flatnonzero(mask)
-        lam = np.linalg.eigvalsh(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1][np.ix_(tr, tr)])[-1]
-        if grid.dt * lam >= 2.0:
-            raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(T)) = {grid.dt * lam:.3g} >= 2")
+        check_stable(ntk_equal_time(Kx, Phi2, G2, P, grid.n_t)[-1][np.ix_(tr, tr)], grid.dt, grid.n_t - 1)
     eq = lambda mats: np.stack([np.stack([m[k * P:(k + 1) * P, k * P:(k + 1) * P] for k in range(grid.n_t)])  # noqa: E731
                                 for m in mats])
     if Heq is None:
@@ -256,7 +254,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
         ntk = ntk + (Geq[l + 1] if l + 1 < depth else 1.0) * Heq[l]
     f = y[None, :] - Delta
     if not np.all(np.isfinite(f)):
-        raise DMFTNotConverged("DMFT produced non-finite predictions (dt too large or divergence)")
+        raise DMFTNotConverged("DMFT produced non-finite predictions (dt or gamma0 too large: the run diverged)")
     return dict(t=grid.t, f=f, Delta=Delta, ntk=ntk, Phi=Heq, G=Geq, f_se=f_se, iterations=int(iters),
                 residual=float(res), converged=bool(conv), message=message, solver=label,
                 wall=time.perf_counter() - t0,

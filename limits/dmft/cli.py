@@ -86,7 +86,7 @@ def hidden_layers(depth, hidden):
 def cmd_seed000(args):
     from fractions import Fraction as F
 
-    from . import from_abcd, solve
+    from . import StepTooLarge, from_abcd, solve
 
     L = args.L
     half = F(1, 2)
@@ -96,7 +96,12 @@ def cmd_seed000(args):
     if not args.json:
         print(f"seed 000 mean-field, L={L} weight layers → DMFT depth={m.depth}, gamma0={m.gamma0:g}, "
               f"dt per GD step = {m.dt:g} ({args.loss} loss)")
-    d = solve(X, y, depth=m.depth, gamma0=m.gamma0, dt=m.dt, steps=args.steps, progress=not args.json)
+    try:
+        d = solve(X, y, depth=m.depth, gamma0=m.gamma0, dt=m.dt, steps=args.steps, progress=not args.json)
+    except StepTooLarge as exc:                    # dt is not an option here: name the ones that set it
+        step = "eta0/P" if args.loss == "mean" else "eta0"
+        raise StepTooLarge(f"{exc} — here dt = {step} = {m.dt:g} comes from --eta0 {args.eta0:g}: reduce --eta0"
+                           + (" or --gamma0" if "gamma0" in str(exc) else "")) from None
     return _report(d, args)
 
 

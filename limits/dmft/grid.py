@@ -88,6 +88,8 @@ def gd_time_step(eta0, P, loss="mean") -> float:
     eta0 = positive_float(eta0, "eta0")
     P = positive_int(P, "P")
     if loss == "mean":
+        if eta0 / P == 0.0:
+            raise ValueError(f"eta0 = {eta0!r} is too small: the DMFT time step eta0/P underflows to 0")
         return eta0 / P
     if loss == "sum":
         return eta0

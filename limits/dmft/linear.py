@@ -28,6 +28,21 @@ class StepTooLarge(ValueError):
     """Raised when dt·λ_max(K(t)) ≥ 2: the explicit (GD / left-sum) scheme is unstable."""
 
 
+def check_stable(K, dt, t):
+    """``StepTooLarge`` unless dt·λ_max(K) < 2 at step ``t`` (K finite; an overflowed K — a run whose
+    kernel blew up — is reported the same way instead of failing inside the eigensolver)."""
+    if np.all(np.isfinite(K)):
+        lam = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
+        if dt * lam < 2.0:
+            return
+        what = f"dt*lambda_max(K(t)) = {dt * lam:.3g} >= 2"
+    else:
+        what = "the kernel K(t) overflowed float64"
+    cause = ("reduce dt" if t == 0 else
+             "the kernel grew during training (feature learning, stronger with larger gamma0): reduce dt or gamma0")
+    raise StepTooLarge(f"dt too large for the explicit scheme: {what} at t = {t * dt:g}; {cause}")
+
+
 @dataclass
 class LinearState:
     """All two-time objects of the deep linear DMFT (list index l ↔ hidden layer l+1)."""
@@ -141,12 +156,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True, mas
         if check_step:
             s = slice(k0, k1)
             K = G[0][s, s] * Kx + sum((G[l + 1][s, s] if l + 1 < L else 1.0) * H[l][s, s] for l in range(L))
-            K = K[np.ix_(tr, tr)]
-            lam = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
-            if not np.isfinite(lam) or dt * lam >= 2.0:
-                raise StepTooLarge(
-                    f"dt too large for the explicit scheme: dt*lambda_max(K(t)) = {dt * lam:.3g} >= 2 "
-                    f"at t = {t * dt:g}; reduce dt")
+            check_stable(K[np.ix_(tr, tr)], dt, t)
     return LinearState(H=H, G=G, ar=ar, bu=bu, Delta=Delta, f=f)
 
 
@@ -264,6 +274,9 @@ class _Factor:
         else:
             a = np.zeros((P, k))
         S = V - a @ a.T
+        if not np.all(np.isfinite(S)):                   # the fields overflowed: the run diverged
+            raise StepTooLarge(f"the DMFT fields overflowed float64 at step {t} (training diverged): "
+                               f"reduce dt or gamma0")
         lam, Q = np.linalg.eigh(0.5 * (S + S.T))
         keep = lam > self.tol * max(self.scale, 1e-300)
         b = Q[:, keep] * np.sqrt(lam[keep])[None, :]
@@ -398,12 +411,7 @@ def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=No
         Dvec[k0:k1] = Delta[t] * cmask
         if check_step:
             K = Geq[0, t] * Kx + sum((Geq[l + 1, t] if l + 1 < L else 1.0) * Heq[l, t] for l in range(L))
-            K = K[np.ix_(tr, tr)]
-            lam_max = float(np.linalg.eigvalsh(0.5 * (K + K.T))[-1])
-            if not np.isfinite(lam_max) or dt * lam_max >= 2.0:
-                raise StepTooLarge(
-                    f"dt too large for the explicit scheme: dt*lambda_max(K(t)) = {dt * lam_max:.3g} >= 2 "
-                    f"at t = {t * dt:g}; reduce dt")
+            check_stable(K[np.ix_(tr, tr)], dt, t)
     out = dict(f=f, Delta=Delta, Heq=Heq, Geq=Geq, ranks=([e.k for e in Ef], [e.k for e in Ff]))
     if keep_two_time:
         out["H2"] = [e.cols @ e.cols.T for e in Ef]

@@ -63,13 +63,25 @@ def cmd_kernels(args):
                      f"{val(ek.mean, l, 0, j)} ± {se(ek.se, l, 0, j):<8}")
     lines.append(f"{'out':>6} {val(ek.out_mean, 0, 0)} ± {se(ek.out_se, 0, 0):<8} "
                  f"{val(ek.out_mean, 0, j)} ± {se(ek.out_se, 0, j):<8}")
-    if ek.overflow:
-        lines.append("the activations overflowed float64 (the network explodes at these parameters: reduce "
-                     "--sigma-w2 or --depth)")
+    if ek.overflow:                                # a clear error, not a table of partial results
+        raise ValueError(_explodes(args, ek.mean, rho=None if args.mlp else rho))
     _emit({"mean": ek.mean, "se": ek.se, "out_mean": ek.out_mean, "out_se": ek.out_se, "n_inits": ek.n_inits,
            "width": ek.width, "method": ek.method, "seconds": ek.seconds, "X": X, "overflow": ek.overflow},
           args, "\n".join(lines))
-    return 1 if ek.overflow else 0
+    return 0
+
+
+def _explodes(args, layer_means=None, rho=None):
+    """Error text for a finite network whose activations overflowed: the layer and the options behind it."""
+    where = ""
+    if layer_means is not None:
+        bad = [l for l in range(layer_means.shape[0]) if not np.all(np.isfinite(layer_means[l]))]
+        where = f" from layer {bad[0]} on" if bad else " at the read-out"
+    opts = f"--sigma-w2 {args.sigma_w2:g}, --sigma-b2 {args.sigma_b2:g}, --depth {args.depth}"
+    if rho is not None:
+        opts += f", --rho {rho:g}"
+    return (f"the activations or kernels overflowed float64{where}: the network explodes at {opts}"
+            f"{' and the inputs of --X' if args.X else ''}; reduce them")
 
 
 def cmd_ntk(args):
@@ -88,9 +100,17 @@ def cmd_ntk(args):
     chunks = []
     for a in range(0, args.inits, args.chunk):
         w = init_weights(net, min(args.chunk, args.inits - a), rng=rng)
-        chunks.append(empirical_ntk(net, w, X))
+        try:
+            chunks.append(empirical_ntk(net, w, X))
+        except ValueError as exc:
+            if "overflowed" not in str(exc):
+                raise
+            raise ValueError(_explodes(args, rho=None if args.mlp else args.rho)) from None
     T = np.concatenate(chunks)
-    m, se = mean_se_or_none(T, name="inits")
+    with np.errstate(over="ignore", invalid="ignore"):
+        m, se = mean_se_or_none(T, name="inits")
+    if not (np.all(np.isfinite(m)) and (se is None or np.all(np.isfinite(se)))):   # NTK entries near 1e308
+        raise ValueError(_explodes(args, rho=None if args.mlp else args.rho))
     lines = [f"empirical NTK (NTK parameterisation), {'mlp' if args.mlp else 'resnet'} {args.activation}, "
              f"N={args.width}, blocks={args.depth}, {args.inits} inits; mean ± SE:"]
     for i in range(m.shape[0]):
@@ -120,8 +140,14 @@ def cmd_train(args):
     positive_float(args.eta0, "--eta0")
     positive_float(args.gamma0, "--gamma0")
     p = params.named(args.param, convention="variance", algorithm="bp")
-    net = concretise(p, args.width, blocks + 2, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
-                     eta0=args.eta0, gamma0=args.gamma0, residual=args.residual)
+    try:
+        net = concretise(p, args.width, blocks + 2, d_in=X.shape[1], d_out=Y.shape[1], activation=args.activation,
+                         eta0=args.eta0, gamma0=args.gamma0, residual=args.residual)
+    except ValueError as exc:      # lr = η0·γ0^k·N^c and out_scale ∝ 1/γ0 are derived: name the options that set them
+        if not str(exc).startswith(("lr ", "out_scale ")):
+            raise
+        raise ValueError(f"--eta0 {args.eta0:g} / --gamma0 {args.gamma0:g} give a learning rate or output scale "
+                         f"outside float64 ({exc}); use values closer to 1") from None
     kw = {}
     if args.optimizer == "sgd":
         kw["batch_size"] = args.batch_size

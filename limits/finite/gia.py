@@ -230,6 +230,7 @@ def gia_task(d: int = 10, K: int = 4, P_test: int = 4, seed: int = 12345):
     y = tanh-teacher ``sin(β·x/√d) + 0.5`` (fixed seed, so every study uses the same data)."""
     d = positive_int(d, "d")
     K = positive_int(K, "K")
+    P_test = positive_int(P_test, "P_test", minimum=0)
     rng = np.random.default_rng(seed)
     beta = rng.standard_normal(d)
 
@@ -420,6 +421,11 @@ def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="t
                     dr += float(np.mean((r1 - r_frozen) ** 2))
                 out[corr][0][j, s] = np.sqrt(du / L)
                 out[corr][1][j, s] = L * np.sqrt(dr / L)
+    for corr in (False, True):
+        for arr in out[corr]:
+            if not np.all(np.isfinite(arr)):         # the SGD step overflowed: no NaN passed off as a result
+                raise ValueError(f"eta_bar = {eta_bar:g} is too large: one SGD step makes the weights overflow "
+                                 f"float64 (non-finite layer changes); lower eta_bar")
     return CollapseStudy(Ls=Ls, n=int(n), eta_bar=float(eta_bar), T=float(T), du_rms=out[False][0],
                          dr_rms=out[False][1], du_rms_corrected=out[True][0], dr_rms_corrected=out[True][1])
 

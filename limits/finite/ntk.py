@@ -51,6 +51,10 @@ def _assemble(net, weights, fwd, output, lr_weighted, per_layer):
         c = d.lr * cW + d.b_lr * cb if lr_weighted else cW + cb
         parts[name] = c
         total = total + c
+    if not np.all(np.isfinite(total)):              # never a silent inf/NaN kernel
+        raise ValueError("empirical_ntk: the activations or gradients overflowed float64 (inf/NaN in the NTK): the "
+                         "network explodes at these parameters or inputs; reduce the variances, the branch scale, "
+                         "the depth or the input scale")
     return (total, parts) if per_layer else total
 
 

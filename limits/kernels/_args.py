@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import finite_array, positive_float, positive_int, psd_matrix
+from .diagnostics import LARGE
 
 DEPTH_SCALINGS = ("none", "sqrt", "linear")
 
@@ -59,8 +60,14 @@ def resolve_activation(activation):
         raise ValueError(f"activation: unknown activation {activation!r} ({exc})") from None
 
 
-def _float(x, name, allow_zero=True):
-    return positive_float(x, name, allow_zero=allow_zero)
+def _float(x, name, allow_zero=True, bound=LARGE):
+    """A variance (or ρ) in [0, bound]: beyond ``bound`` = 1e100 every kernel it enters is reported as
+    exploded (:data:`diagnostics.LARGE`) and products with it leave float64, so refuse it up front."""
+    v = positive_float(x, name, allow_zero=allow_zero)
+    if v > bound:
+        raise ValueError(f"{name} = {v:g} is too large: it must be <= {bound:g} (a kernel beyond {LARGE:g} "
+                         f"counts as exploded, and float64 overflows near 1e308)")
+    return v
 
 
 def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual, rho,
@@ -76,7 +83,7 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
     sb2_out = sb2 if sigma_b2_out is None else _float(sigma_b2_out, "sigma_b2_out")
     if not isinstance(residual, (bool, np.bool_)):
         raise ValueError(f"residual must be True or False, got {residual!r}")
-    rho_arg = _float(rho, "rho")
+    rho_arg = _float(rho, "rho", bound=LARGE ** 0.5)            # ρ² multiplies every variance
     if depth_scaling is None:
         depth_scaling = "none"
     if depth_scaling not in DEPTH_SCALINGS:
@@ -94,11 +101,20 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
         if d_in is not None and positive_int(d_in, "d_in") != Xa.shape[1]:
             raise ValueError(f"d_in={d_in} disagrees with X.shape[1]={Xa.shape[1]}")
         d = Xa.shape[1]
-        K = sw2_in * (Xa @ Xa.T) / d + sb2_in
-        K = 0.5 * (K + K.T)
+        with np.errstate(over="ignore", invalid="ignore"):
+            K = sw2_in * (Xa @ Xa.T) / d + sb2_in
+            K = 0.5 * K + 0.5 * K.T
+        if not (np.all(np.isfinite(K)) and float(np.max(np.abs(K))) <= LARGE):
+            w = "sigma_w2" if sigma_w2_in is None else "sigma_w2_in"
+            raise ValueError(f"X: the read-in kernel K0 = {w}·X Xᵀ/d_in + sigma_b2_in exceeds {LARGE:g} (a kernel "
+                             f"beyond it counts as exploded; max |X| = {float(np.max(np.abs(Xa))):.3g}, "
+                             f"{w} = {sw2_in:g}): rescale X or reduce {w}")
     else:
         K = psd_matrix(K0, "K0")
-        K = 0.5 * (K + K.T)
+        K = 0.5 * K + 0.5 * K.T                  # (K + Kᵀ)/2 without overflowing near the float64 limit
+        if K.size and float(np.max(np.abs(K))) > LARGE:
+            raise ValueError(f"K0 has entries up to {float(np.max(np.abs(K))):.3g}; a read-in kernel must stay "
+                             f"<= {LARGE:g} (a kernel beyond it counts as exploded): rescale K0")
         if np.any(np.diag(K) < 0):
             raise ValueError("K0 has negative variances on its diagonal")
         d = None if d_in is None else positive_int(d_in, "d_in")

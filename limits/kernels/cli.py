@@ -85,6 +85,21 @@ def _kw(args):
     return {**kw, **extra}
 
 
+def _cli_call(fn, *a, **kw):
+    """``fn(*a, **kw)`` with the memory refusal's keyword hints (keep="last", max_memory) given as the
+    command-line options that set them."""
+    try:
+        return fn(*a, **kw)
+    except ValueError as exc:
+        msg = str(exc)
+        if "needs about" not in msg:
+            raise
+        for api, cli in (('keep="last"', "--keep last"), ("max_memory", "--max-memory"),
+                         ("fewer layers/inputs", "a smaller --depth or fewer inputs")):
+            msg = msg.replace(api, cli)
+        raise ValueError(msg) from None
+
+
 def _clean(x):
     """JSON-safe: NaN/inf → None (strict JSON has no NaN)."""
     if isinstance(x, dict):
@@ -110,7 +125,7 @@ def cmd_nngp(args):
     from . import nngp
 
     X, K0 = _data(args)
-    r = nngp(X, K0=K0, d_in=args.d_in, ntk_scale=args.ntk_scale, **_kw(args))
+    r = _cli_call(nngp, X, K0=K0, d_in=args.d_in, ntk_scale=args.ntk_scale, **_kw(args))
     if args.save:
         r.save(args.save)
     if args.json:
@@ -144,7 +159,7 @@ def cmd_response(args):
     from . import response
 
     X, K0 = _data(args)
-    s = response(X, K0=K0, d_in=args.d_in, width=args.width, **_kw(args))
+    s = _cli_call(response, X, K0=K0, d_in=args.d_in, width=args.width, **_kw(args))
     if args.save:
         s.save(args.save)
     if args.json:

@@ -44,6 +44,10 @@ def spectrum_summary(K):
     K = np.asarray(K)
     if not np.all(np.isfinite(K)):
         return None, None
+    scale = float(np.max(np.abs(K))) if K.size else 0.0
+    if scale == 0.0:
+        return 0.0, float("inf")
+    K = K / scale                 # scale-free: entries near the float64 limit must not overflow K + Kᵀ
     if K.shape[0] > MAX_EIG_P:
         from scipy.linalg import lapack
 
@@ -56,7 +60,7 @@ def spectrum_summary(K):
     lam = np.linalg.eigvalsh(0.5 * (K + K.T))
     lo, hi = float(lam[0]), float(lam[-1])
     cond = float("inf") if lo <= 0 else hi / lo
-    return lo, cond
+    return lo * scale, cond
 
 
 def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> dict:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import EXACT_INT, positive_int
 from ..results import Result
 from . import diagnostics as _diag
 from ._args import resolve
@@ -71,7 +71,7 @@ def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, resi
     ``diagnostics["status"]`` = {"kernel": ..., "response": ...}. Memory is checked first (``max_memory``
     bytes, default half the available memory; ``ValueError`` otherwise)."""
     keep = check_keep(keep)
-    N = positive_int(width, "width")
+    N = positive_int(width, "width", maximum=EXACT_INT)      # η⁰ = N/d_in: a width, not an overflow
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,

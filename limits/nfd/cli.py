@@ -33,7 +33,13 @@ def cmd_kernel_ode(args):
     from .kernel_ode import kernel_ode, residual_recursion
 
     X = load_array(args.X, "X", ndim=2) if args.X else _inputs(args)
-    k = kernel_ode(X, T=args.T, activation=args.activation)
+    try:
+        k = kernel_ode(X, T=args.T, activation=args.activation)
+    except ValueError as exc:                      # the API's hints name keywords; name the options here
+        msg = str(exc)
+        for api_hint in (", or pass backward=False for Σ_T and K_T alone", " (or raise max_nfev)"):
+            msg = msg.replace(api_hint, "")
+        raise ValueError(msg.replace("reduce T", "reduce --T")) from None
     out = {"T": k.T, "activation": k.activation, "Sigma": k.Sigma, "K": k.K, "Gamma0": k.Gamma0,
            "nfev": k.nfev, "converged": k.converged, "error_estimate": k.error_estimate}
     lines = [f"kernel ODE, {k.activation}, T = {k.T}: nfev {k.nfev}, error estimate {k.error_estimate:.2e}",
@@ -61,8 +67,8 @@ def cmd_particles(args):
     lines = [f"particle Euler–Maruyama ({p.design}, {p.interaction}), L = {p.L}, M = {p.M}",
              "empirical Σ_L =", np.array2string(p.Sigma_emp[-1], precision=5),
              f"feature mean {p.mean_feature[-1]:+.4f}, rms {p.rms_feature[-1]:.4f}"]
-    if p.design == "pre":
-        k = kernel_ode(X, T=args.T, activation=args.activation)
+    if p.design == "pre":                          # only Σ_T is compared: no backward kernel needed
+        k = kernel_ode(X, T=args.T, activation=args.activation, backward=False, error_estimate=False)
         out["max_abs_err_vs_ode"] = float(np.abs(p.Sigma_emp[-1] - k.Sigma).max())
         out["mc_scale"] = float(np.sqrt(2.0 / p.M) * np.abs(k.Sigma).max())
         lines.append(f"max |Σ_emp − Σ_T(ODE)| = {out['max_abs_err_vs_ode']:.3e} (MC scale ≈ {out['mc_scale']:.1e})")
@@ -75,7 +81,10 @@ def cmd_train(args):
 
     from ..finite.gia import gia_task
 
-    Xtr, ytr, Xte = gia_task(d=args.d, K=args.K, P_test=args.P)
+    from ..checks import positive_int
+
+    Xtr, ytr, Xte = gia_task(d=positive_int(args.d, "--d"), K=positive_int(args.K, "--K"),
+                             P_test=positive_int(args.P, "--P", minimum=0))
     tp = train_particles(Xtr, ytr, Xte, T=args.T, L=args.L, M=args.M, activation=args.activation,
                          eta_bar=args.eta_bar, train_input_layer=not args.freeze_input, seed=args.seed,
                          progress_bar=True, target_se=args.target_se)
@@ -160,7 +169,12 @@ def cmd_two_layer(args):
     from ..gallery.nfd import two_layer_study
     from ..results import atomic_write_text, to_jsonable
 
+    from ..checks import positive_int
+
     _seeds(args.seeds, "--seeds")
+    positive_int(args.n, "--n")
+    positive_int(args.transfer_n, "--transfer-n")
+    positive_int(args.steps, "--steps", minimum=0)
 
     data = two_layer_study(Ls=args.Ls, n=args.n, eta_bar=args.eta_bar, n_seeds=args.seeds, etas=args.etas,
                            transfer_Ls=args.Ls, transfer_n=args.transfer_n, steps=args.steps)

@@ -23,6 +23,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ..checks import finite_array, positive_float, positive_int
+from ..kernels.diagnostics import LARGE
 from ..results import Result
 
 
@@ -49,7 +50,12 @@ def input_gram(X) -> np.ndarray:
     X = finite_array(X, "X", ndim=2)
     if X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be non-empty P×d, got shape {X.shape}")
-    return X @ X.T / X.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        S = X @ X.T / X.shape[1]
+    if not np.all(np.isfinite(S)):
+        raise ValueError(f"X: the input Gram Σ_0 = X Xᵀ/d overflows float64 (max |X| = "
+                         f"{float(np.max(np.abs(X))):.3g}); rescale X")
+    return S
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,30 @@ class KernelODE(Result):
         return input_gram(self.X)
 
 
-def _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method):
+class _Stop(Exception):
+    """Raised inside the right-hand side to end a solve that cannot finish (work limit, overflow)."""
+
+
+_EXP_MAX = 700.0          # exp(A) overflows float64 beyond ~709.78
+
+
+def _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method, max_nfev=None):
     P = Sigma0.shape[0]
     n2 = P * P
+    calls = [0]
 
     def rhs(_t, y):
+        calls[0] += 1
+        if max_nfev is not None and calls[0] > max_nfev:
+            raise _Stop(f"kernel ODE: more than max_nfev={max_nfev} right-hand-side evaluations before reaching "
+                        f"T={T:g} (stopped at t = {_t:.3g}); T is too long for the adaptive solver at "
+                        f"rtol={rtol:g}: reduce T (or raise max_nfev)")
+        if not np.max(np.abs(y[:n2])) <= LARGE:
+            raise _Stop(f"the kernel Σ_t exceeds {LARGE:g} at t = {_t:.3g} < T={T:g} (it explodes before T): "
+                        f"reduce T")
+        if backward and np.max(y[n2:]) > _EXP_MAX:
+            raise _Stop(f"the backward kernel Γ_0 = Γ_T·exp(∫E[φ'φ']dt) overflows float64 beyond t = {_t:.3g} "
+                        f"< T={T:g}: reduce T, or pass backward=False for Σ_T and K_T alone")
         S = y[:n2].reshape(P, P)
         S = 0.5 * (S + S.T)
         out = [_gram(activation, S).ravel()]
@@ -101,13 +126,16 @@ def _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method):
 
 def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float = 1e-10,
                atol: float = 1e-12, backward: bool = True, method: str = "DOP853",
-               error_estimate: bool = True) -> KernelODE:
+               error_estimate: bool = True, max_nfev: int = 20_000) -> KernelODE:
     """Solve ``dΣ/dt = E_{N(0,Σ)}[φφᵀ]``, ``Σ_0 = XXᵀ/d`` on [0, T] adaptively (scipy solve_ivp).
 
     ``k = kernel_ode(X, T=1.0, activation="erf")``; ``k.Sigma``, ``k.K``, ``k.Gamma0``.
-    Raises ``ValueError`` for T ≤ 0, non-finite X, or if the solver fails (never returns NaN).
+    Raises ``ValueError`` for T ≤ 0, non-finite X, if the solver fails, needs more than ``max_nfev``
+    right-hand-side evaluations (a work limit: T = 1e8 needs ~1,300 for erf), or if Σ or the backward
+    kernel Γ_0 leaves float64 before T (never returns NaN/inf; ``backward=False`` skips Γ).
     """
     T = positive_float(T, "T")
+    max_nfev = positive_int(max_nfev, "max_nfev")
     Sigma0 = input_gram(X)
     X = np.asarray(X, dtype=np.float64)
     rtol = positive_float(rtol, "rtol")
@@ -122,7 +150,9 @@ def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float 
             t_eval = np.append(t_eval, T)
     try:
         with np.errstate(over="ignore", invalid="ignore"):
-            sol = _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method)
+            sol = _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method, max_nfev)
+    except _Stop as exc:
+        raise ValueError(str(exc)) from None
     except ValueError as exc:         # the kernel map met inf/NaN: Σ overflowed float64 before T
         if "NaN or inf" not in str(exc):
             raise
@@ -141,12 +171,20 @@ def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float 
         A_T = sol.y[n2:, -1].reshape(P, P)
         A_T = 0.5 * (A_T + A_T.T)
         Gamma0 = GammaT * np.exp(A_T)
+        if not np.all(np.isfinite(Gamma0)):
+            raise ValueError(f"the backward kernel Γ_0 overflows float64 at T={T:g}: reduce T, or pass "
+                             f"backward=False for Σ_T and K_T alone")
     else:
         Gamma0 = np.full((P, P), np.nan)
     err = float("nan")
     if error_estimate:
-        loose = _solve(Sigma0, T, activation, min(rtol * 100, 1e-4), min(atol * 100, 1e-6), [T], False, method)
-        if loose.success:
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                loose = _solve(Sigma0, T, activation, min(rtol * 100, 1e-4), min(atol * 100, 1e-6), [T], False,
+                               method, max_nfev)
+        except (_Stop, ValueError):
+            loose = None
+        if loose is not None and loose.success:
             err = float(np.max(np.abs(loose.y[:n2, -1].reshape(P, P) - Sigma)))
     return KernelODE(X=X, T=T, activation=_act_name(activation), t=np.asarray(sol.t, float), Sigma_t=Sig_t,
                      Sigma=Sigma, K=K, Gamma0=Gamma0, GammaT=GammaT, rtol=rtol, atol=atol,

@@ -197,6 +197,14 @@ def initial_features(X, M: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return Ucoord @ X.T / np.sqrt(X.shape[1]), rng.standard_normal(M)
 
 
+def particles_needed(M, se, target_se) -> str:
+    """How many particles bring a Monte Carlo SE ∝ M^{-1/2} from ``se`` down to ``target_se`` (text;
+    no integer overflow for a tiny target)."""
+    with np.errstate(over="ignore"):
+        need = float(M) * np.square(np.float64(se) / target_se)
+    return f"{int(np.ceil(need))}" if need < 1e15 else f"{need:.3g}"
+
+
 def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf", *, rng=None, seed=None,
               design="pre", interaction="empirical", backward=True, store_path=True,
               target_se: float | None = None) -> ParticleInit:
@@ -219,12 +227,13 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
     if design not in ("pre", "post", "post_branch"):
         raise ValueError(f"design must be 'pre', 'post' or 'post_branch', got {design!r}")
     act = _activation(activation)
+    S0 = input_gram(X)                             # ValueError naming X if X Xᵀ/d overflows
     H0, v = initial_features(X, M, rng)
     P = H0.shape[1]
     dt = T / L
     dW = brownian_increments(rng, L, M, P, dt)
     if design == "pre":
-        _, diff = forward_coefficients(activation, interaction, input_gram(X), T, L)
+        _, diff = forward_coefficients(activation, interaction, S0, T, L)
         path = euler_maruyama(None, diff, H0, T, L, dW)
         H = path.X
     else:
@@ -258,11 +267,15 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
             import warnings
 
             warnings.warn(f"Monte Carlo standard error of Σ_L is ≈{se:.3g} > target_se={target_se:g}; "
-                          f"M={M} particles are too few (≈{int(np.ceil(M * (se / target_se) ** 2))} needed)",
+                          f"M={M} particles are too few (≈{particles_needed(M, se, target_se)} needed)",
                           RuntimeWarning, stacklevel=2)
     F = act.phi(H[L])
-    mean_feat = H.mean(axis=(1, 2))
-    rms = np.sqrt((H ** 2).mean(axis=(1, 2)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean_feat = H.mean(axis=(1, 2))
+        rms = np.sqrt((H ** 2).mean(axis=(1, 2)))
+    if not all(np.all(np.isfinite(a)) for a in (Sig, Gam, mean_feat, rms)):
+        raise ValueError(f"the particles overflowed float64 (T={T:g}, max |Σ_0| = {float(np.max(np.abs(S0))):.3g}): "
+                         f"reduce T or rescale X")
     if not store_path:
         H = H[[0, L]]
         G = G[[0, L]] if G.size else G

@@ -330,6 +330,12 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         chi[k] = f_train[k] - ytr[k]
         backward(Hs, k)
     evaluate(K)
+    for name, arr in (("f_test", f_test), ("f_test_se", f_se), ("f_train", f_train), ("chi", chi)):
+        bad = ~np.isfinite(arr)
+        if np.any(bad):                               # never return NaN/inf outputs as if they were results
+            step = int(np.argwhere(bad)[0][0])
+            raise ValueError(f"training diverged: {name} is non-finite from step {step} on "
+                             f"(eta_bar = {eta_bar:g} is too large for T = {T:g}, L = {L}); lower eta_bar")
 
     def min_eigs(fams, idx):
         out = np.zeros((K, L))
@@ -344,9 +350,11 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
     if target_se is not None and P:
         worst = float(np.max(f_se))
         if worst > target_se:
-            need = int(np.ceil(M * (worst / target_se) ** 2))
+            from .sde import particles_needed
+
             warnings.warn(f"particle standard error of f_test is {worst:.3g} > target_se={target_se:g}; "
-                          f"M={M} particles are too few (≈{need} needed)", RuntimeWarning, stacklevel=2)
+                          f"M={M} particles are too few (≈{particles_needed(M, worst, target_se)} needed)",
+                          RuntimeWarning, stacklevel=2)
     return TrainParticles(T=T, L=L, M=M, K=K, activation=_act_name(activation), eta_bar=eta_bar,
                           train_input_layer=bool(train_input_layer), mode=mode, f_train=f_train, chi=chi, f_test=f_test,
                           f_test_se=f_se, min_eig_forward=min_eigs(fwd, train_idx), min_eig_backward=min_eigs(bwd, np.arange(K)),

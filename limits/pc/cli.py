@@ -25,21 +25,18 @@ def _skips(s):
 
 
 def _load_weights(path):
-    """W_1..W_L from an .npz (arrays ordered by the number in their names); never unpickled."""
+    """W_1..W_L from an .npz (arrays ordered by the number in their names); never unpickled. Any
+    unreadable file, an .npy (one array, not W1..WL) or a non-finite / non-2-D array → ``ValueError``
+    naming --weights."""
     from ..checks import finite_array
+    from ..cliutil import _numpy_arrays
 
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if not hasattr(z, "files") or not z.files:
-                raise ValueError(f"--weights: {path} must be an .npz holding arrays W1..WL")
-            names = sorted(z.files, key=lambda k: int("".join(c for c in k if c.isdigit()) or 0))
-            return [finite_array(z[k], f"--weights {k}", ndim=2) for k in names]
-    except OSError as exc:
-        raise ValueError(f"--weights: cannot read {path} ({exc})") from None
-    except ValueError as exc:
-        if str(exc).startswith("--weights"):
-            raise
-        raise ValueError(f"--weights: {path} is not an .npz of numeric arrays W1..WL") from None
+    arrays = _numpy_arrays(path, "--weights", first_only=False)
+    if len(arrays) == 1 and arrays[0][0] == "":
+        raise ValueError(f"--weights: {path} is an .npy holding one array; pass an .npz holding the "
+                         f"weight matrices W1..WL (numpy.savez(path, W1=..., W2=...))")
+    arrays.sort(key=lambda kv: int("".join(c for c in kv[0] if c.isdigit()) or 0))
+    return [finite_array(a, f"--weights {k}", ndim=2) for k, a in arrays]
 
 
 def _no_multipliers_without_weights(args):
@@ -73,7 +70,12 @@ def _problem(args):
         from ..checks import positive_int
 
         positive_int(args.batch, "--batch")
-    X = load_array(args.X, "X") if getattr(args, "X", None) else rng.standard_normal((args.batch, d_in))
+    if getattr(args, "X", None):                # B×d_in (a 1-D row is one sample), as equilibrium() reads it
+        from .network import check_data, make_net
+
+        X, _ = check_data(make_net(W, a), load_array(args.X, "--X"), x_name="--X")
+    else:
+        X = rng.standard_normal((args.batch, d_in))
     Y = load_array(args.Y, "Y") if getattr(args, "Y", None) else rng.standard_normal((X.shape[0], d_out))
     return W, a, X, Y
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from ..checks import invertible_float
 from ..results import Result
 from .network import Net, check_data, forward, make_net, output_jacobians
 
@@ -100,10 +101,8 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
     if X is None:
         return _unsupervised(net, Y, nudge, decay, method)
     X, Y = check_data(net, X, Y)
-    if nudge is not None:
-        nudge = float(nudge)
-        if not np.isfinite(nudge) or nudge <= 0:
-            raise ValueError(f"nudge (β) must be a finite number > 0, got {nudge}")
+    if nudge is not None:                                  # S gets I/β: 1/β must be finite as well
+        nudge = invertible_float(nudge, "nudge")
     decay = float(decay)
     if not np.isfinite(decay) or decay < 0:
         raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")

@@ -315,7 +315,8 @@ def _advice(net, nudge, decay, b, lmin, lmax, scale, tol, last, optimizer, linea
     best = 2.0 / (lmin + lmax)
     more = gd_steps_needed(rho, tol, last)
     txt = (f"at beta = {b * scale:g} GD contracts the error by ρ = {rho:.6g} per step (κ(H_z) = {lmax / lmin:.4g}), "
-           f"so about {more:.3g} more steps are needed: raise steps")
+           + (f"so about {more:.3g} more steps are needed: raise steps" if np.isfinite(more) else
+              "so it makes no progress in double precision (ρ rounds to 1): raise beta"))
     if b < 0.95 * best:
         rb = gd_rate(best, lmin, lmax)
         txt += (f", or use beta = 2/(λ_min + λ_max) = {best * scale:.6g} (beta='auto'; ρ = {rb:.6g}, "

@@ -91,10 +91,10 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
 
     net = make_net(weights, multipliers, skips, layer_weights, biases, check_finite=False)
     X, Y = check_data(net, X, Y)
-    if nudge is not None:
-        nudge = float(nudge)
-        if not np.isfinite(nudge) or nudge <= 0:
-            raise ValueError(f"nudge (β) must be a finite number > 0, got {nudge}")
+    if nudge is not None:                                  # S gets I/β: 1/β must be finite as well
+        from ..checks import invertible_float
+
+        nudge = invertible_float(nudge, "nudge")
     decay = float(decay)
     if not np.isfinite(decay) or decay < 0:
         raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
