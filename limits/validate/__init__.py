@@ -107,6 +107,32 @@ class Case(Result):
                    "pass" if err.flat[i] <= tol else "fail", "exact", detail=detail or f"tol {tol:g}")
 
 
+# Why a full-size case above the 2 % target was not raised (the cost of the samples it would need, measured
+# on the 2-core machine the full report was run on, or why its relative power is not the right yardstick).
+NOT_RAISED = {
+    ("kernels", "Var(C^l)"): "each init is a full network; the variance of a variance needs ~18× the inits "
+                             "(≈ 1 CPU-hour) — its claim is checked at the 8 % level",
+    ("nfd", "NFD particles (M = n)"): "a ~700 s SGD run per size; 738× would take weeks",
+    ("nfd", "decoupled finite networks vs NFD particles"): "a ~700 s SGD run per size; 100–500× is out of reach",
+    ("nfd", "coupled finite networks vs particles"): "a ~700 s SGD run per size; 100–500× is out of reach",
+    ("nfd", "GIA at infinite width"): "62× the particles ≈ 2.4 CPU-hours; the claim (no decay in L) is a slope, "
+                                      "and limits.check tests the first-order gap against finite ResNets at 2.9 %",
+    ("params", "E[s(θ)] − 1 at N = 128"): "affordable (47× a ~10 s case) and still to do: the next full run should raise it",
+    ("params", "PC NTK-type"): "the claim is an exponent in N (the fitted rate), not this value",
+    ("pc", "1 − cos(∇F*, ∇MSE) ∝ 1/N²"): "84× ≈ 3.8 CPU-hours; the claim is the 1/N² rate, which the CI tests",
+    ("pc", "seed 003, M_L = 1"): "the claim is 'no decay in M' (a slope) and a value 19 SE above 0; 291× would "
+                                 "not change the verdict",
+}
+
+
+def _weak_line(c, d, target) -> str:
+    """One line of the 'exceeds the target' section, with the reason it was not raised when known."""
+    why = next((w for (comp, prefix), w in NOT_RAISED.items() if c.component == comp and c.name.startswith(prefix)),
+               None)
+    return (f"- **{c.component} / {c.name}**: {d:.2%}; {target:.0%} needs {(d / target) ** 2:.3g}× its samples"
+            + (f" — not raised: {why}" if why else ""))
+
+
 Z_CRIT_DEFAULT = 4.0
 Z_CRIT_DISABLED = 1e6                  # z_crit at or above this: the entrywise test is switched off
 
@@ -217,8 +243,7 @@ class Report:
             lines += ["", f"## Cases whose detectable bias exceeds {power_target:.0%}", ""]
             if not weak:
                 lines.append(f"None: every relative case detects a {power_target:.0%} bias.")
-            lines += [f"- **{c.component} / {c.name}**: {d:.2%}; {power_target:.0%} needs "
-                      f"{(d / power_target) ** 2:.3g}× its samples" for c, d in weak]
+            lines += [_weak_line(c, d, power_target) for c, d in weak]
             n_abs = sum(1 for c in self.cases if c.kind == "statistical" and not c.detectable_relative)
             if n_abs:
                 lines += ["", f"{n_abs} statistical case(s) test a slope or a prediction of 0: their detectable "
