@@ -122,6 +122,8 @@ def plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, eta):
 
 # ---------------------------------------------------------------------------------------------- NT
 def _nt(X, Y, Xs, ts, act, depth, sw2, sb2, lr):
+    if str(Path(__file__).resolve().parent) not in sys.path:     # benchmarks/_timing.py, also when imported alone
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _timing import run_peer
 
     with tempfile.TemporaryDirectory() as tmp:
