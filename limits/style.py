@@ -1,7 +1,10 @@
-"""Shared matplotlib style for paper figures (headless-safe: uses the Agg backend)."""
+"""Shared matplotlib style for paper figures (headless-safe: uses the Agg backend) and the small plotting
+helpers the notebooks share."""
 from __future__ import annotations
 
 import contextlib
+
+import numpy as np
 
 PAPER_RC = {
     "figure.figsize": (4.8, 3.4),
@@ -69,3 +72,27 @@ def theory_vs_finite(ax, x, theory, estimate=None, se=None, label="theory", fini
         ax.errorbar(x, estimate, yerr=se, fmt=marker, color=line.get_color(), mfc="none",
                     label=finite_label)
     return line
+
+
+def int_xticks(ax, xs):
+    """Plain integer labels at the given positions of a log x-axis."""
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([str(int(v)) for v in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def power_law(x, y, exponent):
+    """The power law ``c·x**exponent`` with c fitted to (x, y) by the geometric mean — a guide line
+    of a predicted slope through measured points."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    return np.exp(np.mean(np.log(y) - exponent * np.log(x))) * x ** exponent
+
+
+def show(fig):
+    """Display a figure inline in a notebook (IPython) and free it."""
+    from IPython.display import display
+
+    display(fig)
+    pyplot().close(fig)

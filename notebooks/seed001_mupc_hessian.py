@@ -37,24 +37,9 @@ _T0 = time.perf_counter()
 import numpy as np
 import limits
 import limits.finite as F
-from limits.style import paper_style, pyplot, theory_vs_finite, PALETTE
+from limits.style import paper_style, pyplot, theory_vs_finite, PALETTE, int_xticks, power_law, show
 from IPython.display import Markdown, display
 plt = pyplot()
-
-def int_xticks(ax, xs):
-    """Plain integer labels at the given positions of a log x-axis."""
-    from matplotlib.ticker import NullLocator
-    ax.set_xticks(list(xs)); ax.set_xticklabels([str(int(v)) for v in xs]); ax.xaxis.set_minor_locator(NullLocator())
-
-def power_law(x, y, exponent):
-    """Predicted power law x**exponent with its prefactor fitted to the data (geometric mean)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    return np.exp(np.mean(np.log(y) - exponent * np.log(x))) * x ** exponent
-
-def show(fig):
-    """Display a figure inline and free it."""
-    display(fig)
-    plt.close(fig)
 
 print("quick mode" if QUICK else "full mode", "| limits", getattr(limits, "__version__", ""))
 

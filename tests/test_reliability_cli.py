@@ -262,10 +262,10 @@ def test_validate_report_is_rescued(tmp_path, monkeypatch):
     monkeypatch.setattr(validate, "run", lambda *a, **k: validate.Report((case,)))
     real = validate.write_report
 
-    def failing(report, path, *a):
+    def failing(report, path, *a, **k):
         if Path(path).parent == tmp_path:
             raise PermissionError(13, "Permission denied", str(path))
-        return real(report, path, *a)
+        return real(report, path, *a, **k)
 
     monkeypatch.setattr(validate, "write_report", failing)
     rc, out, err = run(["validate", "pc", "--out", tmp_path / "v.md"])
