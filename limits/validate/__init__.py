@@ -12,7 +12,7 @@ Component modules ``limits/validate/<component>.py`` (discovered automatically) 
 ``run(["kernels"])`` executes them and returns a :class:`Report`; ``report.to_markdown()`` is
 the table of docs/theory/finite.rst §4: case, theory, finite estimate ± SE, z, fitted rate, verdict and the
 **detectable bias**: the smallest bias of the theory the case detects with 80 % probability,
-(z_crit + z_0.8)·SE/|theory| (z_crit = 4 by default, so 4.84·SE/|theory|; the best-resolved entry
+``(z_crit + z_0.8)·SE/|theory|`` (z_crit = 4 by default, so ``4.84·SE/|theory|``; the best-resolved entry
 of an entrywise comparison), or ``limits.check``'s own power for cases built from a check. For
 tests of a fitted slope or of a value predicted to be 0 it is the absolute difference detected; for
 cases judged by a fitted rate's confidence interval alone, the slope error detected (CI half-width

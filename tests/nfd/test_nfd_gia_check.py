@@ -94,7 +94,7 @@ def test_first_order_gap_check_has_3pct_power_and_a_5pct_error_fails():
         assert not analyse_gap(replace(r, gap=f * r.gap), widths, smp).passed, f
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive          # 30 s; the figure nfd_gia_first_order runs the same check at L = 4 and 16
 def test_first_order_gap_check_at_figure_depth():
     # the figure's setting (K = 2 steps, L = 4) through the public limits.check; a 10 % error fails
     r = _task(K=2, L=4)
