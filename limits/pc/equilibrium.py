@@ -24,6 +24,16 @@ from ..results import Result
 from .network import Net, check_data, forward, make_net, output_jacobians
 
 
+def check_nudge_decay(nudge, decay):
+    """The nudge β (None or a positive float whose 1/β is finite: S gets I/β) and the activity decay α ≥ 0."""
+    if nudge is not None:
+        nudge = invertible_float(nudge, "nudge")
+    decay = float(decay)
+    if not np.isfinite(decay) or decay < 0:
+        raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
+    return nudge, decay
+
+
 @dataclass(frozen=True)
 class Equilibrium(Result):
     """Equilibrated linear PC network for a batch (rows = samples).
@@ -101,11 +111,7 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
     if X is None:
         return _unsupervised(net, Y, nudge, decay, method)
     X, Y = check_data(net, X, Y)
-    if nudge is not None:                                  # S gets I/β: 1/β must be finite as well
-        nudge = invertible_float(nudge, "nudge")
-    decay = float(decay)
-    if not np.isfinite(decay) or decay < 0:
-        raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
+    nudge, decay = check_nudge_decay(nudge, decay)
     if method not in ("telescoped", "block"):
         raise ValueError(f"method must be 'telescoped' or 'block', got {method!r}")
     if decay > 0 or method == "block":

@@ -87,17 +87,11 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
     Arguments as for :func:`limits.pc.equilibrium`; with ``decay`` α > 0 there is no telescoped form
     and the block Cholesky route of :func:`~limits.pc.equilibrium` is used."""
     from ._threads import blas_threads
-    from .equilibrium import _check_finite_result, _chol, equilibrium
+    from .equilibrium import _check_finite_result, _chol, check_nudge_decay, equilibrium
 
     net = make_net(weights, multipliers, skips, layer_weights, biases, check_finite=False)
     X, Y = check_data(net, X, Y)
-    if nudge is not None:                                  # S gets I/β: 1/β must be finite as well
-        from ..checks import invertible_float
-
-        nudge = invertible_float(nudge, "nudge")
-    decay = float(decay)
-    if not np.isfinite(decay) or decay < 0:
-        raise ValueError(f"decay (activity decay α) must be >= 0, got {decay}")
+    nudge, decay = check_nudge_decay(nudge, decay)
     if decay > 0:
         e = equilibrium(net.W, X, Y, multipliers, skips, layer_weights, biases, nudge=nudge, decay=decay)
         return e.energies.copy() if per_sample else e.energy
