@@ -168,14 +168,14 @@ def results_equal(a, b) -> bool:
     """Exact structural equality (arrays compared bitwise, NaN == NaN; lazy array-likes as their arrays)."""
     if getattr(a, "lazy_array", False) or getattr(b, "lazy_array", False):
         a, b = np.asarray(a), np.asarray(b)
+    if isinstance(a, dict) and isinstance(b, dict):   # a dict subclass (lazily filled diagnostics) loads as dict
+        return a.keys() == b.keys() and all(results_equal(a[k], b[k]) for k in a)
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):
         return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(results_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(results_equal(a[k], b[k]) for k in a)
     if dataclasses.is_dataclass(a):
         return all(results_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, float) and np.isnan(a):

@@ -70,6 +70,60 @@ def _float(x, name, allow_zero=True, bound=LARGE):
     return v
 
 
+def gram_upper(X, scale):
+    """scale·X Xᵀ, exactly symmetric: BLAS ``syrk`` computes one triangle (half the flops of ``X @ X.T``,
+    which need not come out symmetric), mirrored in cache-sized blocks; C-ordered."""
+    from scipy.linalg.blas import dsyrk
+
+    from ._fused import mirror
+
+    R = dsyrk(scale, X)                          # Fortran-ordered, upper triangle filled
+    return mirror(R).T
+
+
+def row_ids(X1, X2=None):
+    """Ids of identical inputs: ``(ids1, ids2)`` with ids1[α] == ids2[β] ≥ 0 iff rows X1[α] and X2[β] are
+    bitwise equal and −1 for a row no other row equals (X2=None: within X1; ids2 is then None). Identical
+    inputs have correlation exactly 1 at every layer; rounding in the Gram products could make it 1 − ulp,
+    where relu's E[φ'φ'] has an infinite slope (an error ~1e-8), so the callers snap those entries."""
+    def rows(X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
+
+    v = rows(X1) if X2 is None else np.concatenate([rows(X1), rows(X2)])
+    _, inv, counts = np.unique(v, return_inverse=True, return_counts=True)
+    ids = np.where(counts[inv] > 1, inv, -1).astype(np.intp)
+    n1 = X1.shape[0]
+    return (ids, None) if X2 is None else (ids[:n1], ids[n1:])
+
+
+def snap_identical(K, ids_r, ids_c, q_r):
+    """K[α, β] = q_r[α] wherever ids_r[α] == ids_c[β] ≥ 0 (see :func:`row_ids`); in place."""
+    if ids_r.size == 0 or ids_c.size == 0 or ids_r.max() < 0 or ids_c.max() < 0:
+        return K
+    same = (ids_r[:, None] == ids_c[None, :]) & (ids_r[:, None] >= 0)
+    K[same] = np.broadcast_to(q_r[:, None], K.shape)[same]
+    return K
+
+
+def snap_variances(q, ids, q_ref=None, ids_ref=None):
+    """Equal variances for identical rows: q[α] = the value of the first row with the same id (in ``q_ref``,
+    rows ``ids_ref``, when given — the other input set of a cross kernel); in place."""
+    src_q, src_ids = (q, ids) if q_ref is None else (q_ref, ids_ref)
+    dup = np.flatnonzero(ids >= 0)
+    if dup.size == 0:
+        return q
+    have = np.flatnonzero(src_ids >= 0)
+    first = {}
+    for a in have[::-1]:
+        first[int(src_ids[a])] = a
+    for a in dup:
+        b = first.get(int(ids[a]))
+        if b is not None:
+            q[a] = src_q[b]
+    return q
+
+
 def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual, rho,
             sigma_w2_in, sigma_b2_in, sigma_w2_out, sigma_b2_out, depth_scaling="none", d_in=None):
     """Validate everything; return ``(K0, arch)`` with ``K0 = σ²_in X Xᵀ/d_in + σ²_b,in`` (seed 004 Eq. 16/30)."""
@@ -102,8 +156,11 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
             raise ValueError(f"d_in={d_in} disagrees with X.shape[1]={Xa.shape[1]}")
         d = Xa.shape[1]
         with np.errstate(over="ignore", invalid="ignore"):
-            K = sw2_in * (Xa @ Xa.T) / d + sb2_in
-            K = 0.5 * K + 0.5 * K.T
+            K = gram_upper(Xa, sw2_in / d)
+            K += sb2_in
+            ids, _ = row_ids(Xa)
+            if ids.max(initial=-1) >= 0:                 # identical inputs: correlation exactly 1
+                snap_identical(K, ids, ids, snap_variances(np.diag(K).copy(), ids))
         if not (np.all(np.isfinite(K)) and float(np.max(np.abs(K))) <= LARGE):
             w = "sigma_w2" if sigma_w2_in is None else "sigma_w2_in"
             raise ValueError(f"X: the read-in kernel K0 = {w}·X Xᵀ/d_in + sigma_b2_in exceeds {LARGE:g} (a kernel "

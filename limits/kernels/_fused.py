@@ -113,37 +113,47 @@ def prepare(kind_, d):
     if kind_ == "gelu":
         d1 = 1.0 + d
         return {"d": d, "d1": d1, "inv1": 1.0 / d1}
+    if kind_ == "relu":
+        return {"d": d, "zero": bool(d.size) and float(d.min()) == 0.0}
     return {"d": d}
 
 
-def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
-    """(E, G) on one packed segment ``seg`` = (a, b, lo, hi) of the Gram whose packed segment is ``kv``,
-    written into scratch views; G is None when ``derivative`` is False."""
+def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
+    """(e_scale·E, g_scale·G) on one packed segment ``seg`` = (a, b, lo, hi) of the Gram whose packed segment
+    is ``kv``, written into scratch views; G is None when ``derivative`` is False. The scales are folded into
+    the constants of the closed forms (one pass fewer each)."""
     a, b, lo, hi = seg
     m = hi - lo
     ri, ci = pk.ri[lo:hi], pk.ci[lo:hi]
     if kind_ == "erf":
+        # s = 2k12/√((1+2k11)(1+2k22)):  E = (2/π) arcsin s,  G = (4/π) inv_α inv_β / √((1 − s)(1 + s))
+        # (the factored 1 − s² keeps G accurate as |s| → 1; as limits.kernels.expectations.moments)
         W, S, G, t = sc.views(m, 4)
         np.take(pre["inv2"], ri, out=W)
         np.take(pre["inv"], ci, out=t)
         W *= t                                        # W = 2/√((1 + 2k11)(1 + 2k22)) = 2 inv_α·inv_β
-        np.multiply(kv, W, out=S)                     # s = 2 k12 inv_α inv_β (×2 is exact: same bits)
+        np.multiply(kv, W, out=S)
         np.clip(S, -1.0, 1.0, out=S)
         if derivative:
-            np.multiply(S, S, out=G)
-            np.subtract(1.0, G, out=G)
+            np.subtract(1.0, S, out=G)
+            np.add(1.0, S, out=t)
+            G *= t
             np.sqrt(G, out=G)
             np.divide(W, G, out=G)
-            G *= _TWO_OVER_PI                         # (4/π) inv_α inv_β / √(1 − s²), bit for bit
+            G *= _TWO_OVER_PI * g_scale
         E = np.arcsin(S, out=S)
-        E *= _TWO_OVER_PI
+        E *= _TWO_OVER_PI * e_scale
         dp = pk.dpos[a:b] - lo                        # the diagonal entries of these rows
-        E[dp] = pre["dE"][a:b]
+        E[dp] = pre["dE"][a:b] * e_scale
         if derivative:
-            G[dp] = pre["dG"][a:b]
+            G[dp] = pre["dG"][a:b] * g_scale
             return E, G
         return E, None
     if kind_ == "relu":
+        # φ = π − θ, θ = arccos(k12/g), g = √(k11k22), by the half-angle formula
+        # tan(θ/2) = √((g − k12)/(g + k12)):  φ = π − 2 atan t for k12 ≥ 0, φ = 2 atan t for k12 < 0 with
+        # t = √((g − |k12|)/(g + |k12|)) ∈ [0, 1] (full relative accuracy of φ at both ends, no atan2);
+        # E = (√det + φ k12)/(2π), det = (g − |k12|)(g + |k12|);  G = φ/(2π)
         g, t1, t2, t3, G = sc.views(m, 5)
         d = pre["d"]
         np.take(d, ri, out=g)
@@ -151,26 +161,106 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
         g *= t1
         np.sqrt(g, out=g)                             # g = √(k11 k22)
         np.abs(kv, out=t1)
-        np.subtract(g, t1, out=t2)
-        np.add(g, t1, out=t1)
-        np.multiply(t2, t1, out=t1)
-        np.maximum(t1, 0.0, out=t1)                   # det = (g − |k12|)(g + |k12|)
-        np.negative(g, out=t3)
-        np.maximum(kv, t3, out=t2)
-        np.minimum(t2, g, out=t2)                     # k12 clipped to [−g, g]
-        np.sqrt(t1, out=t1)                           # root = √det
-        np.arctan2(t1, t2, out=g)
-        np.subtract(np.pi, g, out=g)                  # π − θ
+        np.minimum(t1, g, out=t1)                     # |k12| clipped to g
+        np.subtract(g, t1, out=t2)                    # g − |k12|
+        np.add(g, t1, out=t3)                         # g + |k12|
+        t2 *= t3
+        np.sqrt(t2, out=t2)                           # root = √det
+        if pre["zero"]:                               # a zero variance: 0/0 entries are t = 0 (θ = 0)
+            np.divide(t2, t3, out=t3, where=t3 > 0.0)
+        else:
+            np.divide(t2, t3, out=t3)                 # t = root/(g + |k12|) = √((g − |k12|)/(g + |k12|))
+        np.arctan(t3, out=t3)
+        t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
+        np.subtract(np.pi, t3, out=g)
+        np.copyto(g, t3, where=kv < 0.0)              # φ = π − θ
+        np.copysign(t1, kv, out=t1)                   # k12 clipped to [−g, g]
         if derivative:
-            np.divide(g, _TWO_PI, out=G)
-        np.multiply(g, t2, out=t2)
-        np.add(t1, t2, out=t2)
-        np.divide(t2, _TWO_PI, out=t2)
+            np.multiply(g, g_scale / _TWO_PI, out=G)
+        t1 *= g
+        t1 += t2
+        t1 *= e_scale / _TWO_PI
+        return t1, (G if derivative else None)
+    if kind_ == "gelu":
+        d1 = 1.0 + d
+        return {"d": d, "d1": d1, "inv1": 1.0 / d1}
+    if kind_ == "relu":
+        return {"d": d, "zero": bool(d.size) and float(d.min()) == 0.0}
+    return {"d": d}
+
+
+def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
+    """(e_scale·E, g_scale·G) on one packed segment ``seg`` = (a, b, lo, hi) of the Gram whose packed segment
+    is ``kv``, written into scratch views; G is None when ``derivative`` is False. The scales are folded into
+    the constants of the closed forms (one pass fewer each)."""
+    a, b, lo, hi = seg
+    m = hi - lo
+    ri, ci = pk.ri[lo:hi], pk.ci[lo:hi]
+    if kind_ == "erf":
+        # s = 2k12/√((1+2k11)(1+2k22)):  E = (2/π) arcsin s,  G = (4/π) inv_α inv_β / √((1 − s)(1 + s))
+        # (the factored 1 − s² keeps G accurate as |s| → 1; as limits.kernels.expectations.moments)
+        W, S, G, t = sc.views(m, 4)
+        np.take(pre["inv2"], ri, out=W)
+        np.take(pre["inv"], ci, out=t)
+        W *= t                                        # W = 2/√((1 + 2k11)(1 + 2k22)) = 2 inv_α·inv_β
+        np.multiply(kv, W, out=S)
+        np.clip(S, -1.0, 1.0, out=S)
+        if derivative:
+            np.subtract(1.0, S, out=G)
+            np.add(1.0, S, out=t)
+            G *= t
+            np.sqrt(G, out=G)
+            np.divide(W, G, out=G)
+            G *= _TWO_OVER_PI * g_scale
+        E = np.arcsin(S, out=S)
+        E *= _TWO_OVER_PI * e_scale
+        dp = pk.dpos[a:b] - lo                        # the diagonal entries of these rows
+        E[dp] = pre["dE"][a:b] * e_scale
+        if derivative:
+            G[dp] = pre["dG"][a:b] * g_scale
+            return E, G
+        return E, None
+    if kind_ == "relu":
+        # φ = π − θ, θ = arccos(k12/g), g = √(k11k22), by the half-angle formula
+        # tan(θ/2) = √((g − k12)/(g + k12)):  φ = π − 2 atan t for k12 ≥ 0, φ = 2 atan t for k12 < 0 with
+        # t = √((g − |k12|)/(g + |k12|)) ∈ [0, 1] (full relative accuracy of φ at both ends, no atan2);
+        # E = (√det + φ k12)/(2π), det = (g − |k12|)(g + |k12|);  G = φ/(2π)
+        g, t1, t2, t3, G = sc.views(m, 5)
+        d = pre["d"]
+        np.take(d, ri, out=g)
+        np.take(d, ci, out=t1)
+        g *= t1
+        np.sqrt(g, out=g)                             # g = √(k11 k22)
+        np.abs(kv, out=t1)
+        np.minimum(t1, g, out=t1)                     # |k12| clipped to g
+        np.subtract(g, t1, out=t2)                    # g − |k12|
+        np.add(g, t1, out=t1)                         # g + |k12|
+        if pre["zero"]:                               # a zero variance: 0/0 entries are t = 0 (θ = 0)
+            t3.fill(0.0)
+            np.divide(t2, t1, out=t3, where=t1 > 0.0)
+        else:
+            np.divide(t2, t1, out=t3)
+        t1 *= t2
+        np.sqrt(t1, out=t1)                           # root = √det
+        np.sqrt(t3, out=t3)
+        np.arctan(t3, out=t3)
+        t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
+        np.subtract(np.pi, t3, out=t2)
+        np.copyto(t2, t3, where=kv < 0.0)             # φ = π − θ
+        np.negative(g, out=t3)
+        np.maximum(kv, t3, out=t3)
+        np.minimum(t3, g, out=t3)                     # k12 clipped to [−g, g]
+        if derivative:
+            np.multiply(t2, g_scale / _TWO_PI, out=G)
+        t2 *= t3
+        t2 += t1
+        t2 *= e_scale / _TWO_PI
         return t2, (G if derivative else None)
     if kind_ == "gelu":
         # E[gelu gelu] = k11 B4 (k22 + det)/(1 + k11) + k12 B1 + k12² B4/(1 + k22),
         # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K),
-        # B1 = 1/4 + atan2(k12, √D)/(2π), B4 = 1/(2π √D)          (limits.activations.gelu_kernel)
+        # B1 = 1/4 + atan(k12/√D)/(2π), B4 = 1/(2π √D)          (limits.activations.gelu_kernel; √D ≥ 1, so
+        # atan of the ratio equals the atan2 of the closed form)
         k11, k22, g, c, t, sD, B4, E, G = sc.views(m, 9)
         d = pre["d"]
         np.take(d, ri, out=k11)
@@ -199,7 +289,8 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
         E *= t
         np.add(1.0, k11, out=t)
         E /= t                                        # k11 B4 (k22 + det)/(1 + k11)
-        np.arctan2(kv, sD, out=sD)
+        np.divide(kv, sD, out=sD)
+        np.arctan(sD, out=sD)
         sD /= _TWO_PI
         sD += 0.25                                    # B1
         np.multiply(kv, sD, out=g)
@@ -209,6 +300,8 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
         np.add(1.0, k22, out=c)
         g /= c
         E += g
+        if e_scale != 1.0:
+            E *= e_scale
         if derivative:
             inv1 = pre["inv1"]
             np.take(inv1, ri, out=g)
@@ -218,12 +311,14 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
             np.multiply(kv, B4, out=G)
             G *= g
             G += sD
+            if g_scale != 1.0:
+                G *= g_scale
         return E, G
     if kind_ == "linear":
         E, G = sc.views(m, 2)
-        E[...] = kv
+        np.multiply(kv, e_scale, out=E)
         if derivative:
-            G.fill(1.0)
+            G.fill(g_scale)
             return E, G
         return E, None
     raise AssertionError(kind_)
@@ -232,30 +327,26 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True):
 def layer(kind_, pk, Kp, Thp, Kn, Cn, Tn, c_w, c_b, residual, sc, t_scale=None):
     """One recursion step on packed upper triangles (module docstring): writes C (``Cn``), K' (``Kn``) and,
     when ``Thp`` is given, Θ̃' (``Tn``; C enters as ``t_scale``·C when the running log-scale is nonzero).
-    Returns (max K', min K', sum of Θ̃') — the last is non-finite iff some Θ̃' entry is (or the sum
-    overflowed: the caller then checks exactly)."""
+    Returns the sum of Θ̃' (0 without the NTK): non-finite iff some Θ̃' entry is (or the sum overflowed: the
+    caller then checks exactly). K' is PSD, so its extremes are on its diagonal (the caller reads them)."""
     pre = prepare(kind_, pk.diag(Kp).copy())
     ntk = Thp is not None
-    hi, lo, tsum = -np.inf, np.inf, 0.0
+    tsum = 0.0
     for seg in pk.segments:
         s0, s1 = seg[2], seg[3]
         kp = Kp[s0:s1]
-        E, G = seg_moments(kind_, pre, pk, seg, kp, sc, derivative=ntk)
+        E, G = seg_moments(kind_, pre, pk, seg, kp, sc, derivative=ntk, e_scale=c_w, g_scale=c_w)
         C = Cn[s0:s1]
-        np.multiply(E, c_w, out=C)
-        C += c_b
+        np.add(E, c_b, out=C)                         # C = c_w E[φφ] + c_b
         K = Kn[s0:s1]
         if residual:
             np.add(kp, C, out=K)
         else:
             K[...] = C
-        hi = max(hi, float(K.max()))
-        lo = min(lo, float(K.min()))
         if ntk:
             thp = Thp[s0:s1]
             T = Tn[s0:s1]
-            np.multiply(G, thp, out=T)
-            T *= c_w
+            np.multiply(G, thp, out=T)                # c_w E[φ'φ'] ∘ Θ̃
             if t_scale is None:
                 T += C
             else:
@@ -264,31 +355,34 @@ def layer(kind_, pk, Kp, Thp, Kn, Cn, Tn, c_w, c_b, residual, sc, t_scale=None):
             if residual:
                 T += thp
             tsum += float(T.sum())
-    return hi, lo, tsum
+    return tsum
 
 
-def moments_packed(kind_, pk, Kv, sc, derivative=True):
-    """Packed E[φφ] and E[φ'φ'] (None when ``derivative`` is False) of the packed Gram ``Kv``."""
+def moments_packed(kind_, pk, Kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
+    """Packed e_scale·E[φφ] and g_scale·E[φ'φ'] (None when ``derivative`` is False) of the packed Gram
+    ``Kv``."""
     pre = prepare(kind_, pk.diag(Kv).copy())
     Ev = np.empty(pk.n)
     Gv = np.empty(pk.n) if derivative else None
     for seg in pk.segments:
         s0, s1 = seg[2], seg[3]
-        E, G = seg_moments(kind_, pre, pk, seg, Kv[s0:s1], sc, derivative=derivative)
+        E, G = seg_moments(kind_, pre, pk, seg, Kv[s0:s1], sc, derivative=derivative, e_scale=e_scale,
+                           g_scale=g_scale)
         Ev[s0:s1] = E
         if derivative:
             Gv[s0:s1] = G
     return Ev, Gv
 
 
-def mirror(A, block: int = 64):
-    """Copy the upper triangle of the square array A onto its lower triangle, in place."""
+def mirror(A, block: int = 128):
+    """Copy the upper triangle of the square array A onto its lower triangle, in place (blocks of
+    ``block`` columns: each transposed copy stays in cache)."""
     P = A.shape[0]
+    low = np.tri(min(block, P), k=-1, dtype=bool)
     for a in range(0, P, block):
         b = min(P, a + block)
         D = A[a:b, a:b]
-        il = np.tril_indices(b - a, -1)
-        D[il] = D.T[il]
+        np.copyto(D, D.T, where=low[:b - a, :b - a])
         if b < P:
             A[b:, a:b] = A[a:b, b:].T
     return A

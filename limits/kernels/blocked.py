@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from . import diagnostics as _diag
+from ._args import row_ids, snap_identical, snap_variances
 from .cross import KernelResult, _flag, _get, _inputs, _model_dict
 
 __all__ = ["kernel_blocked", "kernel_diag", "FUSED"]
@@ -79,6 +80,7 @@ class _Tile:
         r2 = kw["rho"] ** 2
         self.cw, self.cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
         self.buf = np.empty((7 if want_ntk else 5, block * block))
+        self.ids = None                                              # (ids of X rows, ids of X2 rows): row_ids
 
     def _views(self, shape):
         n = int(np.prod(shape))
@@ -110,14 +112,23 @@ class _Tile:
             w2 += 2.0 * B
             np.sqrt(w2, out=w2)                                      # √((1+2A)(1+2B) − 4k²)
             k *= 2.0
-            np.arctan2(k, w2, out=E)
-            E *= 2.0 * _INV_PI                                       # (2/π) atan2(2k, ·)
+            np.divide(k, w2, out=E)
+            np.arctan(E, out=E)
+            E *= 2.0 * _INV_PI                                       # (2/π) atan2(2k, ·) = (2/π) atan(2k/·), · > 0
             if G is not None:
                 np.divide(4.0 * _INV_PI, w2, out=G)                  # (4/π)/√(·)
         else:                                                        # relu
             np.sqrt(w2, out=w2)                                      # root = √det
-            at = np.arctan2(w2, k, out=w1)                           # θ = atan2(root, k)
-            np.subtract(np.pi, at, out=at)                           # π − θ
+            # π − θ by the half-angle formula (as limits.kernels._fused): t = root/(g + |k|) = tan(θ/2)
+            # for k ≥ 0 and tan((π − θ)/2) for k < 0, t ∈ [0, 1]; g + |k| = 0 only for g = 0 (θ = 0)
+            np.abs(k, out=E)
+            E += g
+            at = np.divide(w2, E, out=w1, where=E > 0.0)             # (w1 held g, no longer needed)
+            np.copyto(at, 0.0, where=E <= 0.0)
+            np.arctan(at, out=at)
+            at *= 2.0
+            np.subtract(np.pi, at, out=E)
+            np.copyto(at, E, where=k >= 0.0)                          # π − θ
             np.multiply(at, k, out=E)
             E += w2
             E *= 0.5 * _INV_PI                                       # (root + (π − θ)k)/(2π)
@@ -166,15 +177,18 @@ class _Tile:
         out += b_in                                                  # K⁰ = σ²_w,in X_I X_Jᵀ/d + σ²_b,in
         return out
 
-    def variances(self, X, starts, block, c_in, b_in):
-        """(L+1)×P variances by this class's own arithmetic: q⁰ from the diagonal tiles' products,
-        then q^l = [q^{l−1}] + C(q^{l−1}, q^{l−1}, q^{l−1}) on the vector."""
+    def variances(self, X, starts, block, c_in, b_in, snap=None):
+        """(L+1)×P variances by this class's own arithmetic: q⁰ from the diagonal tiles' products (``snap``,
+        if given, then makes identical rows' q⁰ equal, in place), then q^l = [q^{l−1}] + C(q^{l−1}, q^{l−1},
+        q^{l−1}) on the vector."""
         P, L = X.shape[0], self.kw["depth"]
         Q = np.empty((L + 1, P))
         for i in starts:
             I = slice(i, min(i + block, P))
             n = I.stop - I.start
             Q[0, I] = np.diag(self.gram0(X[I], X[I], c_in, b_in, self._views((n, n))[4]))
+        if snap is not None:
+            snap(Q[0])
         views = [np.empty(P) for _ in range(7 if self.want_ntk else 5)]
         E, w1, w2, w3 = views[:4]
         for l in range(1, L + 1):
@@ -189,6 +203,8 @@ class _Tile:
         """Read-out (K_out, Θ_out) of the tile X_I × X_J (views of the scratch, valid until the next call)."""
         views = self._views((XI.shape[0], XJ.shape[0]))
         K = self.gram0(XI, XJ, c_in, b_in, views[4])
+        if self.ids is not None:                                     # identical inputs: correlation exactly 1
+            snap_identical(K, self.ids[0][I], self.ids[1][J], QI[0, I])
         return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
 
 
@@ -300,9 +316,10 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     P, P2 = X.shape[0], X2.shape[0]
     block = min(block, max(P, P2))
     eng = _Engine(m, get, block)
-    Q, Q2, q_bad = eng.variances(X), None, -1
+    snap1, snap2 = eng.identical_rows(X, X2, sym)
+    Q, Q2, q_bad = eng.variances(X, snap1), None, -1
     if not sym:
-        Q2 = eng.variances(X2)
+        Q2 = eng.variances(X2, snap2)
     q_bad = eng.q_bad
     res = _outputs(out, get, (P, P2), dtype)
     s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
@@ -388,15 +405,35 @@ class _Engine:
         self.c_in, self.b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]
         self._tile = _Tile(self.name, kw, block, self.want_ntk) if self.fusable else None
 
-    def variances(self, X):
+    def variances(self, X, snap=None):
         Q, bad = _variances(self.kw, X, self.act)
         if bad >= 0:
             self.q_bad = bad if self.q_bad < 0 else min(self.q_bad, bad)
         if bad >= 0 or float(Q.max()) >= _MODERATE:
             self.fused = False
         if self.fusable and bad < 0:           # the fused path's own arithmetic (bitwise-consistent diagonal)
-            Q = self._tile.variances(X, list(range(0, X.shape[0], self.block)), self.block, self.c_in, self.b_in)
+            Q = self._tile.variances(X, list(range(0, X.shape[0], self.block)), self.block, self.c_in, self.b_in,
+                                     snap=snap)
         return Q
+
+    def identical_rows(self, X, X2, sym):
+        """Snap functions for the variances of X and X2 (identical inputs share q⁰ bit for bit) and the ids the
+        fused tiles snap their cross entries with (:func:`limits.kernels._args.row_ids`)."""
+        ids1, ids2 = row_ids(X, None if sym else X2)
+        ids2 = ids1 if sym else ids2
+        if ids1.max(initial=-1) < 0 or ids2.max(initial=-1) < 0:
+            return None, None
+        if self._tile is not None:
+            self._tile.ids = (ids1, ids2)
+        self._q0 = None
+
+        def snap1(q0):
+            snap_variances(q0, ids1)
+            self._q0 = q0.copy()
+
+        def snap2(q0):
+            snap_variances(q0, ids2, self._q0, ids1)
+        return snap1, snap2
 
     def tile(self, XI, XJ, QI, I, QJ, J):
         """({name: tile}, first layer where the tile's NTK overflowed or −1)."""

@@ -63,31 +63,113 @@ def spectrum_summary(K):
     return lo * scale, cond
 
 
+class Diagnostics(dict):
+    """The ``diagnostics`` dict of a kernel result. For P > ``MAX_EIG_P`` its spectral entries — ``min_eig_K_L``,
+    ``cond_K_L``, ``min_eig_K_out``, ``cond_K_out`` and the warnings they lead to — cost two O(P³) Cholesky
+    factorisations, more than a shallow O(L P²) recursion itself (P = 1000, L = 10), so they are computed on
+    first access (of those keys, of ``warnings``, or of the dict as a whole: iteration, ``items``, saving),
+    from the result's own arrays; the warnings are emitted then. Every other entry is there at once."""
+
+    _LAZY = frozenset(("min_eig_K_L", "cond_K_L", "min_eig_K_out", "cond_K_out", "warnings"))
+
+    def __init__(self, data=(), pending=None):
+        super().__init__(data)
+        self._pending = pending
+
+    def _fill(self):
+        if self._pending is not None:
+            fill, self._pending = self._pending, None
+            fill(self)
+
+    def __getitem__(self, key):
+        if key in self._LAZY:
+            self._fill()
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key in self._LAZY:
+            self._fill()
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self._fill()
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self._fill()
+        return super().__iter__()
+
+    def __len__(self):
+        self._fill()
+        return super().__len__()
+
+    def __eq__(self, other):
+        self._fill()
+        if isinstance(other, Diagnostics):
+            other._fill()
+        return super().__eq__(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        self._fill()
+        return super().__repr__()
+
+    def __reduce__(self):
+        self._fill()
+        return (dict, (dict(super().items()),))
+
+
+for _name in ("keys", "items", "values", "copy", "pop", "popitem", "setdefault", "update", "__or__", "__ror__",
+              "__ior__"):
+    def _filled(self, *a, _m=getattr(dict, _name), **k):
+        self._fill()
+        return _m(self, *a, **k)
+    setattr(Diagnostics, _name, _filled)
+
+
+def _spectra(diag, K_last, K_out, what) -> list:
+    """Fill the spectral entries of ``diag``; return the warnings they lead to."""
+    lo, cond = spectrum_summary(K_last)
+    lo2, cond2 = spectrum_summary(K_out)
+    dict.update(diag, min_eig_K_L=lo, cond_K_L=cond, min_eig_K_out=lo2, cond_K_out=cond2)
+    msgs = []
+    scale = float(np.max(np.abs(K_last))) if np.size(K_last) else 1.0
+    if lo is not None and lo < -1e-10 * max(1.0, scale) * np.shape(K_last)[0]:
+        msgs.append(f"{what} at the last layer is not PSD (min eigenvalue {lo:.3e})"
+                    if np.isfinite(lo) else f"{what} at the last layer is not numerically positive definite")
+    if cond is not None and cond > COND_WARN and np.shape(K_last)[0] > 1:
+        msgs.append(f"{what} at the last layer is ill-conditioned (condition number {cond:.3e})")
+    return msgs
+
+
 def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> dict:
-    """Fill spectrum fields of ``diag`` and emit warnings / raise according to ``on_explode``."""
+    """Fill spectrum fields of ``diag`` and emit warnings / raise according to ``on_explode``; returns a
+    :class:`Diagnostics` (spectral entries computed on first access when P > ``MAX_EIG_P``)."""
     msgs = list(diag.get("warnings", []))
+    lazy = False
     if diag.get("exploded_at", -1) >= 0:
         msgs.append(f"{what} exploded at layer {diag['exploded_at']} (|K| > {LARGE:g} or non-finite); "
                     "later layers are +inf")
     elif not (np.all(np.isfinite(K_last)) and np.all(np.isfinite(K_out))):
         msgs.append(f"{what} has non-finite entries at the last layer")
+    elif np.shape(K_last)[0] > MAX_EIG_P:
+        lazy = True
     else:
-        lo, cond = spectrum_summary(K_last)
-        diag["min_eig_K_L"] = lo
-        diag["cond_K_L"] = cond
-        lo2, cond2 = spectrum_summary(K_out)
-        diag["min_eig_K_out"] = lo2
-        diag["cond_K_out"] = cond2
-        scale = float(np.max(np.abs(K_last))) if np.size(K_last) else 1.0
-        if lo is not None and lo < -1e-10 * max(1.0, scale) * np.shape(K_last)[0]:
-            msgs.append(f"{what} at the last layer is not PSD (min eigenvalue {lo:.3e})"
-                        if np.isfinite(lo) else f"{what} at the last layer is not numerically positive definite")
-        if cond is not None and cond > COND_WARN and np.shape(K_last)[0] > 1:
-            msgs.append(f"{what} at the last layer is ill-conditioned (condition number {cond:.3e})")
+        msgs += _spectra(diag, K_last, K_out, what)
     diag["warnings"] = msgs
     if msgs and on_explode == "raise" and diag.get("exploded_at", -1) >= 0:
         raise KernelExplosion("; ".join(msgs))
     if msgs and on_explode != "ignore":
         for m in msgs:
             warnings.warn(m, KernelWarning, stacklevel=3)
-    return diag
+    if not lazy:
+        return Diagnostics(diag)
+
+    def fill(d):
+        new = _spectra(d, K_last, K_out, what)
+        dict.__getitem__(d, "warnings").extend(new)
+        if on_explode != "ignore":
+            for m in new:
+                warnings.warn(m, KernelWarning, stacklevel=4)
+    return Diagnostics(diag, pending=fill)

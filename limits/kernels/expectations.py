@@ -72,8 +72,8 @@ def moments(act, K, derivative=True, out=None, gout=None, work=None):
         np.clip(s_, -1.0, 1.0, out=s_)
         G = None
         if derivative:
-            G = np.multiply(s_, s_, out=gout)
-            np.subtract(1.0, G, out=G)
+            G = np.subtract(1.0, s_, out=gout)
+            G *= 1.0 + s_                             # 1 − s² factored: accurate as |s| → 1
             np.sqrt(G, out=G)
             np.divide(W, G, out=G)
             G *= 4.0 / np.pi

@@ -257,8 +257,8 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
             if Kv is not None:
                 Kn = spare.pop()
                 Tn = spare.pop() if ntk else None
-                hi, lo, tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
-                                            t_scale=None if s == 0.0 else np.exp(-s))
+                tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
+                                    t_scale=None if s == 0.0 else np.exp(-s))
                 spare.append(Kv)
                 Kv = Kn
                 if ntk:
@@ -270,6 +270,7 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
                                          and max(abs(dK.max()), abs(dK.min())) <= _diag.LARGE)):
                     exploded = l                       # (as diagnostics.layer_ok(psd=True))
                     break
+                hi, lo = float(dK.max()), float(dK.min())   # K^l is PSD: its extremes sit on the diagonal
             else:
                 Kp = Ks[ip]
                 if Gb is None:
@@ -342,12 +343,11 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
             T_out, log_out = None, None
             sL = float(logs[ix(L)]) if ntk else 0.0
             if Kv is not None:                         # read-out on the packed triangle, unpacked once
-                Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk)
-                Ev *= arch.sigma_w2_out
+                Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk, e_scale=arch.sigma_w2_out,
+                                               g_scale=arch.sigma_w2_out)
                 Ev += arch.sigma_b2_out
                 K_out = pk.unpack(Ev)
                 if ntk:
-                    Gv *= arch.sigma_w2_out
                     Gv *= Tv
                     Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
                     T_out = pk.unpack(Gv)
