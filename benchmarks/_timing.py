@@ -42,6 +42,26 @@ def cpu_wall(fn, repeat=3):
     return res, out
 
 
+def cpu_wall_pair(fa, fb, repeat=5):
+    """:func:`cpu_wall` of two functions, their calls interleaved (a, b, a, b, …) so that a load that comes
+    and goes on a shared machine weighs on both alike; returns (res_a, out_a), (res_b, out_b)."""
+    ra, rb, oa, ob = {}, {}, None, None
+    for k in range(repeat):
+        for fn, res, which in ((fa, ra, "a"), (fb, rb, "b")):
+            w, c = time.perf_counter(), time.process_time()
+            out = fn()
+            w, c = time.perf_counter() - w, time.process_time() - c
+            if k == 0:
+                res.update(first_wall=w, first_cpu=c, wall=w, cpu=c)
+            res["wall"] = min(res["wall"], w)
+            res["cpu"] = min(res["cpu"], c)
+            if which == "a":
+                oa = out
+            else:
+                ob = out
+    return (ra, oa), (rb, ob)
+
+
 def fit_exponent(xs, ts):
     """Least-squares slope of log t against log x (the empirical cost exponent)."""
     lx = [math.log(x) for x in xs]

@@ -9,9 +9,9 @@ Every row is measured in ONE run against
   creates it) — run in a subprocess, never imported here; skipped cleanly otherwise.
 
 Times: CPU (``time.process_time``, all threads) and wall (``perf_counter``), first call and steady state
-(best of 3) separately — the first NT call includes its jit compilation. One BLAS thread for us and the
-baseline (``limits.blas.blas_threads``), one XLA thread for NT. Ratios are CPU(peer)/CPU(limits), steady
-state. Each row also checks that the three agree (max relative difference of K_out and Θ_out).
+(best of 5, limits and numpy calls interleaved; NT best of 5 after its first call) separately — the
+first NT call includes its jit compilation. One BLAS thread for us and the baseline
+(``limits.blas.blas_threads``), one XLA thread for NT. Ratios are CPU(peer)/CPU(limits), steady state. Each row also checks that the three agree (max relative difference of K_out and Θ_out).
 
 Cost laws: the fitted exponent of the limits CPU time in P (P = 250, 500, 1000 at fixed L) and in L
 (L = 50, 100, 200 at fixed P) next to the theoretical O(L P²).
@@ -35,7 +35,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from _plain_kernels import plain_nngp  # noqa: E402
-from _timing import cpu_wall, fit_exponent, run_peer  # noqa: E402
+from _timing import cpu_wall, cpu_wall_pair, fit_exponent, run_peer  # noqa: E402
 
 _NT_SCRIPT = r"""
 import json, sys, time
@@ -63,7 +63,7 @@ for j, c in enumerate(cases):
     _, _, kernel_fn = stax.serial(*layers)
     kf = jax.jit(kernel_fn, static_argnames=("get",))
     res = {}
-    for k in range(4):
+    for k in range(6):
         w, cpu = time.perf_counter(), time.process_time()
         K, T = kf(X, None, get=("nngp", "ntk"))
         K.block_until_ready(); T.block_until_ready()
@@ -114,9 +114,10 @@ def _nt_all(cases, Xs):
 
 
 def _row(c, X, nt_info, why, j, quick):
-    tl, r = cpu_wall(lambda: _limits(X, c))
-    tp, p = cpu_wall(lambda: plain_nngp(r.K[0], c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
-                                        c["rho"]))
+    K0 = _limits(X, {**c, "depth": 1}).K[0]
+    (tl, r), (tp, p) = cpu_wall_pair(lambda: _limits(X, c),
+                                     lambda: plain_nngp(K0, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
+                                                        c["rho"]))
     agree = max(_reldiff(r.K_out, p[2]), _reldiff(r.Theta_out, p[3]))
     row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
            "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],

@@ -21,6 +21,8 @@ Cost per layer: P(P+1)/2 entries, one transcendental (arcsin / atan2) each.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 _TWO_OVER_PI = 2.0 / np.pi
@@ -90,6 +92,16 @@ class Packed:
 
     def diag(self, v):
         return v[self.dpos]
+
+
+@functools.lru_cache(maxsize=2)
+def packed(P: int) -> Packed:
+    """The (read-only) packed layout for size P, cached: its index vectors cost ~2.5 ms at P = 1000, a tenth of
+    a shallow recursion."""
+    pk = Packed(P)
+    for a in (pk.off, pk.ri, pk.ci, pk.dpos):
+        a.flags.writeable = False
+    return pk
 
 
 class Scratch:
@@ -266,16 +278,12 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
         np.take(d, ri, out=k11)
         np.take(d, ci, out=k22)
         np.multiply(k11, k22, out=g)
-        np.sqrt(g, out=g)
-        np.divide(kv, g, out=c)
-        np.clip(c, -1.0, 1.0, out=c)
-        np.abs(c, out=c)
-        np.subtract(1.0, c, out=t)
-        np.add(1.0, c, out=c)
-        np.multiply(t, c, out=t)
-        np.maximum(t, 0.0, out=t)                     # 1 − c²
-        np.multiply(g, g, out=g)
-        np.multiply(g, t, out=t)                      # det
+        np.sqrt(g, out=g)                             # g = √(k11 k22)
+        np.abs(kv, out=c)
+        np.minimum(c, g, out=c)                       # |k12| clipped to g
+        np.subtract(g, c, out=t)
+        c += g
+        t *= c                                        # det = (g − |k12|)(g + |k12|) ≥ 0
         np.add(1.0, k11, out=sD)
         sD += k22
         sD += t                                       # D = 1 + k11 + k22 + det

@@ -237,7 +237,7 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
     fk = _fused.kind(act) if FUSED else None
     pk = sc = Kv = Tv = None
     if fk is not None and P > 1 and _fused.usable(fk, np.diag(K0m)):
-        pk = _fused.Packed(P)
+        pk = _fused.packed(P)
         sc = _fused.Scratch(pk)
         Kv = pk.pack(K0m)
         Tv = pk.pack(Th[0]) if ntk else None
