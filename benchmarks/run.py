@@ -49,7 +49,9 @@ def main(argv=None):
         if hasattr(mod, "table"):              # a module's own ratio table (e.g. limits vs numpy vs peer)
             print(mod.table(mod_rows), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
+        from limits.results import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(rows, indent=1, default=str) + "\n")
     return 0
 
 

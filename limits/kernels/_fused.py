@@ -4,20 +4,23 @@ One layer of the NNGP/NTK recursion (seed 004 Eq. 29–30, NTK parameterisation)
 
     C = ρ²σ_w² E_{N(0,K)}[φφ] + ρ²σ_b²,   K' = [K] + C,   Θ̃' = [Θ̃] + e^{−s} C + ρ²σ_w² E[φ'φ'] ∘ Θ̃
 
-is evaluated on the upper triangle only, held *packed* (rows α = 0..P−1, entries β ≥ α, one contiguous
-vector of P(P+1)/2 numbers — every entry depends on K_αβ, K_αα, K_ββ and Θ_αβ alone, so the lower
-triangle is never needed until a layer is handed out, and contiguous segments run several times faster
-than strided row strips of a P×P array), in segments of about ``BLOCK`` entries, with
-E[φφ] and E[φ'φ'] computed in one pass sharing their sub-expressions (the arcsin argument for erf, the
-angle θ = atan2(√det, k12) for relu, √det(I + K) and the orthant term for gelu) and every intermediate
-held in strip-sized scratch buffers that stay in cache. Per entry the arithmetic is that of the
-closed forms in :mod:`limits.activations` / :func:`limits.kernels.expectations.moments` (bit-identical
-for erf, relu and linear; gelu skips the final ½(E + Eᵀ) symmetrisation, a change of a few ulps).
+is evaluated on the upper triangle only — every entry depends on K_αβ, K_αα, K_ββ and Θ_αβ alone, so the
+lower triangle is never needed until a layer is handed out. The triangle is stored as row blocks
+(:class:`Packed`: rows [a, b) × columns [a, P) as one contiguous rectangle of about ``BLOCK`` entries, so the
+row and column variances enter as broadcast views, with no per-entry gathers), and each block runs through
+E[φφ] and E[φ'φ'] in one pass that shares their sub-expressions (the arcsin argument for erf, the angle for
+relu, √det(I + K) and the orthant term for gelu), every intermediate in block-sized scratch buffers that stay
+in cache, the layer's scale factors folded into the closed forms' constants.
+
+The closed forms are those of :mod:`limits.activations` / :func:`limits.kernels.expectations.moments`; relu's
+angle is computed by the half-angle arctangent (φ = π − θ to full relative accuracy at both ends, one libm
+arctan instead of atan2) and gelu's orthant term by atan(k12/√D) (√D ≥ 1), so the packed path agrees with the
+full-matrix path to a few ulps (tests/kernels/test_kernels_fused.py: ≤ 1e-14, linear bit for bit).
 
 Only moderate variances take this path (``usable``: every K_αα in [0, 1e150) — [1e-145, 1e150) for gelu —
 so √(k11k22) and k11k22 − k12² are plain products); anything else goes through the general engine
-unchanged.
-Cost per layer: P(P+1)/2 entries, one transcendental (arcsin / atan2) each.
+unchanged. Cost per layer: ~P²/2 entries, one libm transcendental (arcsin / arctan) each — the floor that
+``benchmarks/bench_kernels.py`` reports next to the timings.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import numpy as np
 _TWO_OVER_PI = 2.0 / np.pi
 _FOUR_OVER_PI = 4.0 / np.pi
 _TWO_PI = 2.0 * np.pi
+_HALF_PI = 0.5 * np.pi
 KINDS = ("erf", "relu", "gelu", "linear")
 BLOCK = 16384                 # entries per segment: the ~10 segment-sized float64 buffers stay in L2
 _LO, _HI = 1e-145, 1e150
@@ -56,38 +60,46 @@ def usable(kind_, d) -> bool:
 
 
 class Packed:
-    """Row-major packed upper triangle of a symmetric P×P matrix: entry (α, β ≥ α) at
-    ``off[α] + β − α``; ``ri``/``ci`` give the row/column of every packed entry."""
+    """Upper triangle of a symmetric P×P matrix stored as row blocks: block k holds rows [a, b) and columns
+    [a, P) as one C-ordered (b − a)×(P − a) rectangle, the rectangles one after the other in one vector. Each
+    entry's row and column factors are then broadcast views (``d[a:b, None]``, ``d[None, a:]``) — no per-entry
+    gathers. The few entries below the diagonal inside a block's leading square are computed too (valid
+    symmetric entries; ``unpack`` takes the upper triangle only); block heights keep them under ~1/16.
+    ``segments``: (first row, end row, first entry, end entry) of every block."""
 
     def __init__(self, P: int, block: int = BLOCK):
         self.P = P
-        lens = P - np.arange(P)
-        self.off = np.concatenate([[0], np.cumsum(lens)]).astype(np.intp)
-        self.n = int(self.off[-1])
-        iu = np.triu_indices(P)
-        self.ri = iu[0].astype(np.intp)
-        self.ci = iu[1].astype(np.intp)
-        self.dpos = self.off[:-1]                         # packed positions of the diagonal
-        self.segments = []                                # (first row, end row, first entry, end entry)
-        a = 0
+        self.segments = []
+        a = s = 0
         while a < P:
-            b = int(np.searchsorted(self.off, self.off[a] + block, side="left"))
-            b = min(P, max(a + 1, b))
-            self.segments.append((a, b, int(self.off[a]), int(self.off[b])))
-            a = b
+            w = P - a
+            h = max(1, min(w, block // w, max(1, w // 8)))
+            self.segments.append((a, a + h, s, s + h * w))
+            a, s = a + h, s + h * w
+        self.n = s
         self.seglen = max((e - s for _, _, s, e in self.segments), default=0)
+        self.dpos = np.empty(P, dtype=np.intp)          # storage positions of the diagonal
+        for a, b, s, _ in self.segments:
+            r = np.arange(b - a)
+            self.dpos[a:b] = s + r * (P - a) + r
+
+    def rect(self, v, seg):
+        """The (b − a)×(P − a) block ``seg`` of the storage vector ``v`` (a view)."""
+        a, b, s, e = seg
+        return v[s:e].reshape(b - a, self.P - a)
 
     def pack(self, A, out=None):
         out = np.empty(self.n) if out is None else out
-        for a in range(self.P):
-            out[self.off[a]:self.off[a + 1]] = A[a, a:]
+        for seg in self.segments:
+            self.rect(out, seg)[...] = A[seg[0]:seg[1], seg[0]:]
         return out
 
     def unpack(self, v, out=None):
-        """Full symmetric P×P matrix from the packed vector (upper rows copied, then mirrored)."""
+        """Full symmetric P×P matrix from the storage vector (the blocks copied, then the upper triangle
+        mirrored onto the lower one)."""
         out = np.empty((self.P, self.P)) if out is None else out
-        for a in range(self.P):
-            out[a, a:] = v[self.off[a]:self.off[a + 1]]
+        for seg in self.segments:
+            out[seg[0]:seg[1], seg[0]:] = self.rect(v, seg)
         return mirror(out)
 
     def diag(self, v):
@@ -96,11 +108,9 @@ class Packed:
 
 @functools.lru_cache(maxsize=2)
 def packed(P: int) -> Packed:
-    """The (read-only) packed layout for size P, cached: its index vectors cost ~2.5 ms at P = 1000, a tenth of
-    a shallow recursion."""
+    """The (read-only) packed layout for size P, cached."""
     pk = Packed(P)
-    for a in (pk.off, pk.ri, pk.ci, pk.dpos):
-        a.flags.writeable = False
+    pk.dpos.flags.writeable = False
     return pk
 
 
@@ -110,8 +120,9 @@ class Scratch:
     def __init__(self, pk: Packed, n: int = 10):
         self.buf = [np.empty(max(pk.seglen, 1)) for _ in range(n)]
 
-    def views(self, m: int, k: int):
-        return [b[:m] for b in self.buf[:k]]
+    def views(self, shape, k: int):
+        m = shape[0] * shape[1]
+        return [b[:m].reshape(shape) for b in self.buf[:k]]
 
 
 def prepare(kind_, d):
@@ -135,15 +146,18 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
     is ``kv``, written into scratch views; G is None when ``derivative`` is False. The scales are folded into
     the constants of the closed forms (one pass fewer each)."""
     a, b, lo, hi = seg
-    m = hi - lo
-    ri, ci = pk.ri[lo:hi], pk.ci[lo:hi]
+    m = (b - a, pk.P - a)                             # the block's rectangle: rows a..b−1, columns a..P−1
+    kv = kv.reshape(m)
+    E, G = _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale)
+    return E.reshape(-1), (None if G is None else G.reshape(-1))
+
+
+def _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale):
     if kind_ == "erf":
         # s = 2k12/√((1+2k11)(1+2k22)):  E = (2/π) arcsin s,  G = (4/π) inv_α inv_β / √((1 − s)(1 + s))
         # (the factored 1 − s² keeps G accurate as |s| → 1; as limits.kernels.expectations.moments)
         W, S, G, t = sc.views(m, 4)
-        np.take(pre["inv2"], ri, out=W)
-        np.take(pre["inv"], ci, out=t)
-        W *= t                                        # W = 2/√((1 + 2k11)(1 + 2k22)) = 2 inv_α·inv_β
+        np.multiply(pre["inv2"][a:b, None], pre["inv"][None, a:], out=W)   # W = 2 inv_α·inv_β
         np.multiply(kv, W, out=S)
         np.clip(S, -1.0, 1.0, out=S)
         if derivative:
@@ -155,10 +169,10 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
             G *= _TWO_OVER_PI * g_scale
         E = np.arcsin(S, out=S)
         E *= _TWO_OVER_PI * e_scale
-        dp = pk.dpos[a:b] - lo                        # the diagonal entries of these rows
-        E[dp] = pre["dE"][a:b] * e_scale
+        r = np.arange(b - a)                          # the diagonal entries of these rows
+        E[r, r] = pre["dE"][a:b] * e_scale
         if derivative:
-            G[dp] = pre["dG"][a:b] * g_scale
+            G[r, r] = pre["dG"][a:b] * g_scale
             return E, G
         return E, None
     if kind_ == "relu":
@@ -168,9 +182,7 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
         # E = (√det + φ k12)/(2π), det = (g − |k12|)(g + |k12|);  G = φ/(2π)
         g, t1, t2, t3, G = sc.views(m, 5)
         d = pre["d"]
-        np.take(d, ri, out=g)
-        np.take(d, ci, out=t1)
-        g *= t1
+        np.multiply(d[a:b, None], d[None, a:], out=g)
         np.sqrt(g, out=g)                             # g = √(k11 k22)
         np.abs(kv, out=t1)
         np.minimum(t1, g, out=t1)                     # |k12| clipped to g
@@ -184,8 +196,12 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
             np.divide(t2, t3, out=t3)                 # t = root/(g + |k12|) = √((g − |k12|)/(g + |k12|))
         np.arctan(t3, out=t3)
         t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
-        np.subtract(np.pi, t3, out=g)
-        np.copyto(g, t3, where=kv < 0.0)              # φ = π − θ
+        # φ = π − θ = h − sign(k12)·2 atan t with h = π (k12 ≥ 0) or 0 (k12 < 0): h = π/2 + copysign(π/2, k12)
+        # is exact, so φ is 2 atan t exactly for k12 < 0 and π − 2 atan t rounded once for k12 ≥ 0
+        np.copysign(_HALF_PI, kv, out=g)
+        g += _HALF_PI
+        np.copysign(t3, kv, out=t3)
+        g -= t3                                       # φ
         np.copysign(t1, kv, out=t1)                   # k12 clipped to [−g, g]
         if derivative:
             np.multiply(g, g_scale / _TWO_PI, out=G)
@@ -194,89 +210,13 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
         t1 *= e_scale / _TWO_PI
         return t1, (G if derivative else None)
     if kind_ == "gelu":
-        d1 = 1.0 + d
-        return {"d": d, "d1": d1, "inv1": 1.0 / d1}
-    if kind_ == "relu":
-        return {"d": d, "zero": bool(d.size) and float(d.min()) == 0.0}
-    return {"d": d}
-
-
-def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
-    """(e_scale·E, g_scale·G) on one packed segment ``seg`` = (a, b, lo, hi) of the Gram whose packed segment
-    is ``kv``, written into scratch views; G is None when ``derivative`` is False. The scales are folded into
-    the constants of the closed forms (one pass fewer each)."""
-    a, b, lo, hi = seg
-    m = hi - lo
-    ri, ci = pk.ri[lo:hi], pk.ci[lo:hi]
-    if kind_ == "erf":
-        # s = 2k12/√((1+2k11)(1+2k22)):  E = (2/π) arcsin s,  G = (4/π) inv_α inv_β / √((1 − s)(1 + s))
-        # (the factored 1 − s² keeps G accurate as |s| → 1; as limits.kernels.expectations.moments)
-        W, S, G, t = sc.views(m, 4)
-        np.take(pre["inv2"], ri, out=W)
-        np.take(pre["inv"], ci, out=t)
-        W *= t                                        # W = 2/√((1 + 2k11)(1 + 2k22)) = 2 inv_α·inv_β
-        np.multiply(kv, W, out=S)
-        np.clip(S, -1.0, 1.0, out=S)
-        if derivative:
-            np.subtract(1.0, S, out=G)
-            np.add(1.0, S, out=t)
-            G *= t
-            np.sqrt(G, out=G)
-            np.divide(W, G, out=G)
-            G *= _TWO_OVER_PI * g_scale
-        E = np.arcsin(S, out=S)
-        E *= _TWO_OVER_PI * e_scale
-        dp = pk.dpos[a:b] - lo                        # the diagonal entries of these rows
-        E[dp] = pre["dE"][a:b] * e_scale
-        if derivative:
-            G[dp] = pre["dG"][a:b] * g_scale
-            return E, G
-        return E, None
-    if kind_ == "relu":
-        # φ = π − θ, θ = arccos(k12/g), g = √(k11k22), by the half-angle formula
-        # tan(θ/2) = √((g − k12)/(g + k12)):  φ = π − 2 atan t for k12 ≥ 0, φ = 2 atan t for k12 < 0 with
-        # t = √((g − |k12|)/(g + |k12|)) ∈ [0, 1] (full relative accuracy of φ at both ends, no atan2);
-        # E = (√det + φ k12)/(2π), det = (g − |k12|)(g + |k12|);  G = φ/(2π)
-        g, t1, t2, t3, G = sc.views(m, 5)
-        d = pre["d"]
-        np.take(d, ri, out=g)
-        np.take(d, ci, out=t1)
-        g *= t1
-        np.sqrt(g, out=g)                             # g = √(k11 k22)
-        np.abs(kv, out=t1)
-        np.minimum(t1, g, out=t1)                     # |k12| clipped to g
-        np.subtract(g, t1, out=t2)                    # g − |k12|
-        np.add(g, t1, out=t1)                         # g + |k12|
-        if pre["zero"]:                               # a zero variance: 0/0 entries are t = 0 (θ = 0)
-            t3.fill(0.0)
-            np.divide(t2, t1, out=t3, where=t1 > 0.0)
-        else:
-            np.divide(t2, t1, out=t3)
-        t1 *= t2
-        np.sqrt(t1, out=t1)                           # root = √det
-        np.sqrt(t3, out=t3)
-        np.arctan(t3, out=t3)
-        t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
-        np.subtract(np.pi, t3, out=t2)
-        np.copyto(t2, t3, where=kv < 0.0)             # φ = π − θ
-        np.negative(g, out=t3)
-        np.maximum(kv, t3, out=t3)
-        np.minimum(t3, g, out=t3)                     # k12 clipped to [−g, g]
-        if derivative:
-            np.multiply(t2, g_scale / _TWO_PI, out=G)
-        t2 *= t3
-        t2 += t1
-        t2 *= e_scale / _TWO_PI
-        return t2, (G if derivative else None)
-    if kind_ == "gelu":
         # E[gelu gelu] = k11 B4 (k22 + det)/(1 + k11) + k12 B1 + k12² B4/(1 + k22),
         # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K),
         # B1 = 1/4 + atan(k12/√D)/(2π), B4 = 1/(2π √D)          (limits.activations.gelu_kernel; √D ≥ 1, so
         # atan of the ratio equals the atan2 of the closed form)
-        k11, k22, g, c, t, sD, B4, E, G = sc.views(m, 9)
+        g, c, t, sD, B4, E, G = sc.views(m, 7)
         d = pre["d"]
-        np.take(d, ri, out=k11)
-        np.take(d, ci, out=k22)
+        k11, k22 = d[a:b, None], d[None, a:]             # broadcast row and column variances
         np.multiply(k11, k22, out=g)
         np.sqrt(g, out=g)                             # g = √(k11 k22)
         np.abs(kv, out=c)
@@ -312,9 +252,7 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
             E *= e_scale
         if derivative:
             inv1 = pre["inv1"]
-            np.take(inv1, ri, out=g)
-            np.take(inv1, ci, out=c)
-            g += c
+            np.add(inv1[a:b, None], inv1[None, a:], out=g)
             g += G
             np.multiply(kv, B4, out=G)
             G *= g

@@ -109,13 +109,19 @@ def test_fused_tiny_sizes(P):
 
 def test_packed_roundtrip_and_segments():
     rng = np.random.default_rng(0)
-    for P in (1, 2, 7, 300):
+    for P in (1, 2, 7, 300, 1000):
         A = rng.standard_normal((P, P))
         A = A + A.T
-        pk = _fused.Packed(P, block=64)
+        pk = _fused.Packed(P, block=64 if P < 1000 else _fused.BLOCK)
         assert np.array_equal(pk.unpack(pk.pack(A)), A)
         assert np.array_equal(pk.diag(pk.pack(A)), np.diag(A))
-        # segments tile the packed vector, row-aligned
-        ends = [(s[2], s[3]) for s in pk.segments]
-        assert ends[0][0] == 0 and ends[-1][1] == pk.n == P * (P + 1) // 2
-        assert all(e0 == s1 for (_, e0), (s1, _) in zip(ends, ends[1:]))
+        # row blocks tile the rows and the storage; each block is rows a..b−1 × columns a..P−1
+        segs = pk.segments
+        assert segs[0][0] == 0 and segs[-1][1] == P and segs[0][2] == 0 and segs[-1][3] == pk.n
+        assert all(b == a2 and e == s2 for (_, b, _, e), (a2, _, s2, _) in zip(segs, segs[1:]))
+        assert all(e - s == (b - a) * (P - a) for a, b, s, e in segs)
+        v = pk.pack(A)
+        for seg in segs:
+            assert np.array_equal(pk.rect(v, seg), A[seg[0]:seg[1], seg[0]:])
+        # the entries below the diagonal inside the blocks are at most ~1/16 extra work at large P
+        assert pk.n <= P * (P + 1) // 2 * (1.07 if P >= 300 else 2.0)
