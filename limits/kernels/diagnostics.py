@@ -66,8 +66,8 @@ def spectrum_summary(K):
 class Diagnostics(dict):
     """The ``diagnostics`` dict of a kernel result. For P > ``MAX_EIG_P`` its spectral entries — ``min_eig_K_L``,
     ``cond_K_L``, ``min_eig_K_out``, ``cond_K_out`` and the warnings they lead to — cost two O(P³) Cholesky
-    factorisations, more than a shallow O(L P²) recursion itself (P = 1000, L = 10), so they are computed on
-    first access (of those keys, of ``warnings``, or of the dict as a whole: iteration, ``items``, saving),
+    factorisations, more than a shallow O(L P²) recursion itself (P = 1000, L = 10), so for kernels from
+    closed forms (``finish(lazy=True)``) they are computed on first access (of those keys, of ``warnings``, or of the dict as a whole: iteration, ``items``, saving),
     from the result's own arrays; the warnings are emitted then. Every other entry is there at once."""
 
     _LAZY = frozenset(("min_eig_K_L", "cond_K_L", "min_eig_K_out", "cond_K_out", "warnings"))
@@ -143,18 +143,20 @@ def _spectra(diag, K_last, K_out, what) -> list:
     return msgs
 
 
-def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> dict:
+def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", lazy: bool = False) -> dict:
     """Fill spectrum fields of ``diag`` and emit warnings / raise according to ``on_explode``; returns a
-    :class:`Diagnostics` (spectral entries computed on first access when P > ``MAX_EIG_P``)."""
+    :class:`Diagnostics`. ``lazy=True`` (kernels from closed forms, PSD by construction up to rounding)
+    defers the spectral entries to their first access when P > ``MAX_EIG_P``; otherwise (quadrature, where
+    a lost PSD property would flag an inaccurate result) they are computed and warned about at once."""
     msgs = list(diag.get("warnings", []))
-    lazy = False
+    defer = False
     if diag.get("exploded_at", -1) >= 0:
         msgs.append(f"{what} exploded at layer {diag['exploded_at']} (|K| > {LARGE:g} or non-finite); "
                     "later layers are +inf")
     elif not (np.all(np.isfinite(K_last)) and np.all(np.isfinite(K_out))):
         msgs.append(f"{what} has non-finite entries at the last layer")
-    elif np.shape(K_last)[0] > MAX_EIG_P:
-        lazy = True
+    elif lazy and np.shape(K_last)[0] > MAX_EIG_P:
+        defer = True
     else:
         msgs += _spectra(diag, K_last, K_out, what)
     diag["warnings"] = msgs
@@ -163,7 +165,7 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel") -> 
     if msgs and on_explode != "ignore":
         for m in msgs:
             warnings.warn(m, KernelWarning, stacklevel=3)
-    if not lazy:
+    if not defer:
         return Diagnostics(diag)
 
     def fill(d):

@@ -397,7 +397,7 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
         diag["warnings"].append(
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
-    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel")
+    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
     if ckpt:
         from ._layers import Checkpoints, LayerStack
 

@@ -1,0 +1,44 @@
+"""The README's kernel benchmark rows are what the committed benchmark data say
+(``python benchmarks/readme_rows.py`` from ``benchmarks/results/kernels.json``, written by
+``python benchmarks/run.py kernels --json benchmarks/results/kernels.json``)."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mod():
+    spec = importlib.util.spec_from_file_location("readme_rows", ROOT / "benchmarks" / "readme_rows.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_holds_the_generated_kernel_rows():
+    m = _mod()
+    readme = (ROOT / "README.md").read_text()
+    for row in m.rows():
+        assert row in readme.splitlines(), ("README.md is stale: run python benchmarks/readme_rows.py --write\n"
+                                            + row)
+
+
+def test_rows_follow_the_data(tmp_path):
+    """A changed number in the data changes the row, and replace() swaps exactly that row."""
+    m = _mod()
+    data = json.loads(m.DATA.read_text())
+    rows = m.rows()
+    closed = next(r for r in data if r.get("baseline_cpu_seconds") is not None)
+    closed["cpu_seconds"] *= 2.0
+    closed["ratio"] = 0.5
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(data))
+    new = m.rows(path)
+    assert new[0] != rows[0] and "**not met**" in new[0] and new[1] == rows[1]
+    text = "intro\n" + "\n".join(rows) + "\nend\n"
+    out = m.replace(text, new)
+    assert out.splitlines()[1] == new[0] and out.endswith("end\n")
+    with pytest.raises(ValueError, match="expected one row"):
+        m.replace("no table here\n", new)
