@@ -35,6 +35,7 @@ _HALF_PI = 0.5 * np.pi
 KINDS = ("erf", "relu", "gelu", "linear")
 BLOCK = 16384                 # entries per segment: the ~10 segment-sized float64 buffers stay in L2
 _LO, _HI = 1e-145, 1e150
+_TAIL = 64                    # the last ≤ 64 rows form one block (see Packed)
 
 
 def kind(act) -> str | None:
@@ -64,7 +65,9 @@ class Packed:
     [a, P) as one C-ordered (b − a)×(P − a) rectangle, the rectangles one after the other in one vector. Each
     entry's row and column factors are then broadcast views (``d[a:b, None]``, ``d[None, a:]``) — no per-entry
     gathers. The few entries below the diagonal inside a block's leading square are computed too (valid
-    symmetric entries; ``unpack`` takes the upper triangle only); block heights keep them under ~1/16.
+    symmetric entries; ``unpack`` takes the upper triangle only): at most 1/8 of a block (height ≤ width/4),
+    and the last rows form one square of side ≤ ``_TAIL`` — fewer, larger blocks than a tighter bound would
+    give, because each block costs ~30 numpy calls of ~1.5 µs fixed overhead.
     ``segments``: (first row, end row, first entry, end entry) of every block."""
 
     def __init__(self, P: int, block: int = BLOCK):
@@ -73,7 +76,7 @@ class Packed:
         a = s = 0
         while a < P:
             w = P - a
-            h = max(1, min(w, block // w, max(1, w // 8)))
+            h = w if w <= _TAIL else max(1, min(block // w, w // 4))
             self.segments.append((a, a + h, s, s + h * w))
             a, s = a + h, s + h * w
         self.n = s
