@@ -25,6 +25,11 @@ def test_readme_holds_the_generated_kernel_rows():
                                             + row)
 
 
+def test_results_table_is_up_to_date():
+    m = _mod()
+    assert m.TABLE.read_text() == m.table_md(), "benchmarks/results/table.md is stale: run python benchmarks/readme_rows.py --write"
+
+
 def test_rows_follow_the_data(tmp_path):
     """A changed number in the data changes the row, and replace() swaps exactly that row."""
     m = _mod()
