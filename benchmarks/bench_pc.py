@@ -62,7 +62,11 @@ def plain_numpy_energy(W, X, Y):
 # param_type "sp" has all layer scalings 1 (= our multipliers a_l = 1), output precision 1 (S = I + Σ …),
 # and the result is the batch mean of ½ rᵀS⁻¹r, as limits.pc.equilibrium_energy.
 _JPC_SCRIPT = r"""
-import json, sys, time
+import json, os, sys, time
+# one core for the whole process (before jax starts its thread pools): with the thunk runtime of jax ≥ 0.4.36
+# XLA runs independent ops concurrently on its pool even with --xla_cpu_multi_thread_eigen=false (PEER_ENV);
+# the pools are sized from the affinity mask, so this is one XLA thread as for the NT peer and for us.
+os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
 import numpy as np
 import jax
 jax.config.update("jax_enable_x64", True)
@@ -156,10 +160,12 @@ def bench_energy(N, L, B=64, d_out=10, d_in=32, repeat=None, rtol=1e-10):
         res, out = _timing.cpu_wall(fn, repeat)
         return {**res, "energy": out}
 
-    rows["limits.pc.equilibrium_energy (1 BLAS thread)"] = row(lambda: pc.equilibrium_energy(W, X, Y, a))
+    with blas_threads(1):   # ours and the plain numpy formula interleaved (a load that comes and goes hits both)
+        (r_new, e_new), (r_np, e_np) = _timing.cpu_wall_pair(lambda: pc.equilibrium_energy(W, X, Y, a),
+                                                             lambda: plain_numpy_energy(W, X, Y), repeat)
+    rows["limits.pc.equilibrium_energy (1 BLAS thread)"] = {**r_new, "energy": e_new}
     rows["limits.pc.equilibrium (full, 1 BLAS thread)"] = row(lambda: pc.equilibrium(W, X, Y, a).energy)
-    with blas_threads(1):
-        rows["plain numpy telescoped (1 BLAS thread)"] = row(lambda: plain_numpy_energy(W, X, Y))
+    rows["plain numpy telescoped (1 BLAS thread)"] = {**r_np, "energy": e_np}
     rows["plain numpy telescoped (default threads)"] = row(lambda: plain_numpy_energy(W, X, Y))
     jx, why = jax_energy(W, X, Y, repeat)
     # ours once more after the peer: the best of both passes (load on a shared machine comes and goes)
@@ -188,11 +194,18 @@ def bench_energy(N, L, B=64, d_out=10, d_in=32, repeat=None, rtol=1e-10):
         lines.append(_fmt(f"JAX-jit transcription of jpc's formula (jax {jx['jax']}, 1 XLA thread)",
                           jx["transcription"], ref, new_c))
     peer = jpc_row or (jx or {}).get("transcription")
+    summary = (f"CPU ms, best of {repeat}: ours {new_c * 1e3:.2f}; "
+               + (f"jpc {jpc_row['cpu'] * 1e3:.2f} ({jpc_row['cpu'] / new_c:.2f}× ours); " if jpc_row else "jpc n/a; ")
+               + f"numpy {rows['plain numpy telescoped (1 BLAS thread)']['cpu'] * 1e3:.2f} "
+                 f"({rows['plain numpy telescoped (1 BLAS thread)']['cpu'] / new_c:.2f}×); "
+               + (f"transcription {jx['transcription']['cpu'] * 1e3:.2f} ({jx['transcription']['cpu'] / new_c:.2f}×)"
+                  if jx else "transcription n/a"))
+    lines.insert(0, summary)
     return {"name": f"pc equilibrated energy N={N} L={L} B={B} d_out={d_out} d_in={d_in}", "seconds": ours["wall"],
             "baseline_seconds": peer["wall"] if peer else rows["limits.pc.equilibrium (full, 1 BLAS thread)"]["wall"],
             "ratio": (peer["cpu"] if peer else rows["limits.pc.equilibrium (full, 1 BLAS thread)"]["cpu"]) / new_c,
             "target": "faster than jpc (CPU)",
-            "note": f"best of {repeat}; load average {os.getloadavg()}; " + " | ".join(lines)}
+            "note": f"best of {repeat}; load average {os.getloadavg()}; " + " | ".join(lines), "lines": lines}
 
 
 def _net(N, H, d_in, d_out, seed):
@@ -292,8 +305,8 @@ if __name__ == "__main__":
         for N, L in ((256, 65), (1024, 64)):
             r = bench_energy(N, L)
             print(r["name"], f"(load average {os.getloadavg()})")
-            for line in r["note"].split(" | "):
-                print("   ", line.split("; ")[-1] if line.startswith("best of") else line, flush=True)
+            for line in r["lines"]:
+                print("   ", line, flush=True)
     elif "--only-kappa-mupc" in sys.argv:
         print(bench_kappa(512, 512, "mupc", "1-skip", 48, 48, 128), flush=True)
     elif "--kappa-accuracy" in sys.argv:
