@@ -9,9 +9,11 @@
 * the equilibrated energy alone (issue 16), side by side in one run, CPU and wall time, best of N:
   ``limits.pc.equilibrium_energy`` (O(L N² d_out)), the full ``limits.pc.equilibrium``, a plain numpy
   implementation of the telescoped formula (seed 001 Eq. 31) written here, and — in a subprocess of
-  the optional venv ``$LIMITS_JPC_PYTHON`` (default /work/venv-jpc/bin/python) — jpc's
-  ``linear_equilib_energy`` when jpc imports there, else a JAX-jit transcription of jpc's formula
-  (same products, same float64) labelled as such; skipped cleanly when neither is present.
+  the optional interpreter ``$LIMITS_JPC_PYTHON`` (default /work/venv-jpc2/bin/python; one core, so
+  one XLA thread) — jpc's own ``linear_equilib_energy`` under ``eqx.filter_jit`` (first call =
+  tracing + compilation, then steady state), asserted equal to ours to 1e-10 relative in float64, and
+  a JAX-jit transcription of jpc's formula (the labelled stand-in when jpc does not import there);
+  skipped cleanly without that interpreter. jpc is not on the package index: benchmarks/README.md.
 
 ``run(quick=True)`` uses smaller sizes (N = 256, L = 16; dense route at N = 128, H = 32; κ at 128).
 ``--only-kappa-mupc`` runs κ for μPC 1-skip at N = H = 512 with its accuracy checks;
@@ -120,7 +122,7 @@ print(json.dumps(out))
 
 
 def jpc_python():
-    return os.environ.get("LIMITS_JPC_PYTHON", "/work/venv-jpc/bin/python")
+    return os.environ.get("LIMITS_JPC_PYTHON", "/work/venv-jpc2/bin/python")
 
 
 def jax_energy(W, X, Y, repeat=5):
