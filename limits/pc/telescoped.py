@@ -6,7 +6,7 @@ The equilibrated energy of a linear PC network is (seed 001 Eq. 31; docs/theory/
 
 with ``G_l = ∂z_L/∂ε_l`` (d_out × N_l, ``G_L = I``, ``G_0`` the end-to-end map). Only the product
 chain ``G_l`` is needed: one backward sweep ``G_l = a_{l+1} G_{l+1} W_{l+1} + Σ_{src_m = l} τ_m G_m``,
-``S`` accumulated from d_out × d_out products, the residuals of the
+each ``G_l`` consumed as it is made (``S`` accumulated from d_out × d_out products), the residuals of the
 whole batch from ``X G_0ᵀ`` (one GEMM, no forward pass through the hidden layers), a Cholesky of the
 d_out × d_out ``S`` and one triangular solve for all samples: cost O(L N² d_out + B d_in d_out + B d_out²),
 independent of the batch size apart from the last two terms. No activities, errors or per-sample loops.
@@ -19,29 +19,42 @@ import scipy.linalg as sla
 from .network import Net, check_data, make_net
 
 
-def chain(net: Net, check_weights=False) -> list:
-    """Output Jacobians ``G_l`` (d_out × N_l, C-contiguous rows), l = 0..L, by one backward sweep
-    ``G_l = a_{l+1} G_{l+1} W_{l+1} + Σ_{src_m = l} τ_m G_m`` (O(L N² d_out); the row-major
-    ``G @ W`` product is the fastest BLAS form of the skinny chain).
+def sweep(net: Net, nudge=None, check_weights=False):
+    """One backward sweep of the output Jacobians ``G_l`` (d_out × N_l, ``G_L = I``),
+    ``G_l = a_{l+1} G_{l+1} W_{l+1} + Σ_{src_m = l} τ_m G_m`` (O(L N² d_out); the row-major ``G @ W``
+    product is the fastest BLAS form of the skinny chain), each ``G_l`` consumed as it is made. Returns
+    ``(G_0, S, Gb)``: the end-to-end map ``G_0``, ``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` and
+    ``Gb = Σ_{l=1}^{L} G_l b_l`` (None without biases).
+
+    The products are written into two reused buffers and only the ``G_m`` a skip reads later are kept:
+    storing the whole chain (fresh memory for every product) and stacking it for ``S`` made the sweep
+    ~10 % slower than the bare product chain at N = 1024, L = 64 (benchmarks/bench_pc.py --energy).
 
     ``check_weights``: each product carries one extra row of ones, so it also yields the column sums
     ``1ᵀW_l``; their total is non-finite iff some W_l holds a NaN/inf (a one is never skipped as a
     zero multiplier; inf − inf = NaN) or a finite sum overflows; only then are the weights scanned,
-    and the first non-finite ``weights[l]`` is named in a ``ValueError``. The NaN/inf check of the weights thus costs no extra pass over memory."""
+    and the first non-finite ``weights[l]`` is named in a ``ValueError``. The NaN/inf check of the
+    weights thus costs no extra pass over memory."""
     L = net.L
     d = net.d_out
     readers: dict = {}
     for m in range(1, L + 1):
         if net.tau[m - 1] != 0:
             readers.setdefault(int(net.src[m - 1]), []).append(m)
-    G: list = [None] * (L + 1)
+    keep = {m for ms in readers.values() for m in ms}
     rows = -(-(d + 1) // 4) * 4 if check_weights else d   # ones rows, padded to a multiple of 4 (GEMM kernel)
+    width = max(w.shape[1] for w in net.W)
+    bufs = (np.empty(rows * width), np.empty(rows * width))
     Gp = np.ones((rows, d))
     Gp[:d] = np.eye(d)
-    G[L] = Gp[:d]
+    kept = {L: np.eye(d)} if L in keep else {}
+    S = np.eye(d) / net.lam[L - 1]                        # G_L G_Lᵀ = I
+    Gb = None if net.bias is None else net.bias[L - 1].copy()
     total = 0.0                                  # Σ_l 1ᵀW_l1: non-finite iff some weight is (or it overflows)
     for l in range(L - 1, -1, -1):
-        g = Gp @ net.W[l]
+        w = net.W[l]
+        g = bufs[l % 2][:rows * w.shape[1]].reshape(rows, w.shape[1])
+        np.matmul(Gp, w, out=g)
         if check_weights:
             total += g[d].sum()
             g[d:] = 1.0
@@ -49,34 +62,22 @@ def chain(net: Net, check_weights=False) -> list:
         if net.a[l] != 1.0:
             gl *= net.a[l]
         for m in readers.get(l, ()):
-            gl += net.tau[m - 1] * G[m]
-        G[l] = gl
+            gl += net.tau[m - 1] * kept[m]
+        if l in keep:
+            kept[l] = gl.copy()
+        if l > 0:
+            gg = gl @ gl.T
+            S += gg if net.lam[l - 1] == 1.0 else gg / net.lam[l - 1]
+            if Gb is not None:
+                Gb += gl @ net.bias[l - 1]
         Gp = g
     if check_weights and not np.isfinite(total):
         for l, w in enumerate(net.W):
             if not np.isfinite(w).all():
                 raise ValueError(f"weights[{l}] contains NaN or inf")
-    return G
-
-
-def rescaling_from_chain(net: Net, G, nudge=None) -> np.ndarray:
-    """``S = Σ_{l=1}^{L} λ_l^{-1} G_l G_lᵀ (+ I/β)`` as one GEMM on the stacked chain [G_1 … G_L]."""
-    A = np.concatenate(G[1:], axis=1)
-    if np.all(net.lam == 1.0):
-        S = A @ A.T
-    else:
-        S = (A * np.repeat(1.0 / net.lam, net.dims[1:])) @ A.T
     if nudge is not None:
         S[np.diag_indices_from(S)] += 1.0 / nudge
-    return 0.5 * (S + S.T)
-
-
-def residuals(net: Net, G, X, Y) -> np.ndarray:
-    """``r_i = y_i − G_0 x_i − Σ_l G_l c_l`` for the whole batch (rows), one GEMM."""
-    R = Y - X @ G[0].T
-    if net.bias is not None:
-        R = R - sum(G[l] @ net.bias[l - 1] for l in range(1, net.L + 1))
-    return R
+    return gl.copy(), 0.5 * (S + S.T), Gb
 
 
 def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None,
@@ -96,9 +97,10 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
         e = equilibrium(net.W, X, Y, multipliers, skips, layer_weights, biases, nudge=nudge, decay=decay)
         return e.energies.copy() if per_sample else e.energy
     with blas_threads(), np.errstate(over="ignore", invalid="ignore"):
-        G = chain(net, check_weights=True)
-        S = rescaling_from_chain(net, G, nudge)
-        R = residuals(net, G, X, Y)
+        G0, S, Gb = sweep(net, nudge, check_weights=True)
+        R = Y - X @ G0.T                          # r_i = y_i − G_0 x_i − Σ_l G_l b_l, the whole batch in one GEMM
+        if Gb is not None:
+            R -= Gb
         _check_finite_result(S, R)
         c, _ = _chol(S)
         V = sla.solve_triangular(c, R.T, lower=True, check_finite=False)
