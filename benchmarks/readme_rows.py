@@ -69,7 +69,7 @@ def _variance_row(rows):
     return f"{VARIANCE} | {'; '.join(parts)} (CPU) — `python benchmarks/run.py kernels` | < 10 s at any variance: {status} |"
 
 
-TABLE = ROOT / "benchmarks" / "results" / "table.md"
+TABLE = ROOT.joinpath("benchmarks/results/table.md")
 
 
 def _cell(v):
@@ -113,9 +113,104 @@ def table_md(folder=DATA.parent) -> str:
     return "\n".join(lines)
 
 
+BIGP = "| large P: NNGP + NTK, MLP L = 10, P = 20,000 (`kernels.kernel_blocked`); kernel regression, 1000 test points"
+PREDICT = "| NTK ensemble prediction (mean + covariance at 50 times), P_train = 2000, P_test = 500, depth-9 MLP"
+
+
+def _find(rows_, *words):
+    hit = [r for r in rows_ if all(w in r["name"] for w in words)]
+    if len(hit) != 1:
+        raise ValueError(f"expected one benchmark row naming {words}, found {len(hit)}")
+    return hit[0]
+
+
+def _note_number(note, after):
+    """The number that follows ``after`` in a benchmark note (e.g. 'peak RSS 6.05 GiB' → '6.05')."""
+    i = note.index(after) + len(after)
+    return note[i:].split()[0].rstrip(",;)")
+
+
+def _bigp_row(rows_):
+    parts = []
+    for act in ("erf", "relu"):
+        big = _find(rows_, f"{act} MLP L=10 NNGP+NTK, P=20000")
+        cmp_ = _find(rows_, f"{act} MLP L=10 NNGP+NTK, P=5000")
+        law = _find(rows_, f"{act} kernel_blocked cost law")
+        expo = law["note"].split("P^")[1].split(" over")[0]
+        parts.append(f"{act}: {big['seconds']:.0f} s CPU, peak RSS {_note_number(big['note'], 'peak RSS ')} GiB; "
+                     f"plain numpy at P = 5000 {cmp_['ratio']:.1f}× slower; CPU ∝ P^{expo}")
+    f32 = _find(rows_, "float32 error")
+    reg = _find(rows_, "NNGP kernel regression, P=20000")
+    flow = _find(rows_, "NTK gradient-flow limit", "P=20000")
+    meas = ("; ".join(parts) + f"; float32 storage: max relative error {_note_number(f32['note'], 'vs float64: erf ')}"
+            f" · NNGP regression {reg['seconds']:.0f} s CPU, {_note_number(reg['note'], 'peak RSS ')} GiB; "
+            f"NTK flow limit {flow['seconds']:.0f} s CPU, {_note_number(flow['note'], 'peak RSS ')} GiB"
+            " — `python benchmarks/run.py bigp`")
+    ok = all(float(_note_number(r["note"], "peak RSS ")) < 7.45 for r in
+             (_find(rows_, "erf MLP L=10 NNGP+NTK, P=20000"), _find(rows_, "relu MLP L=10 NNGP+NTK, P=20000"), reg, flow))
+    return f"{BIGP} | {meas} | < 8 GB: {'met' if ok else '**not met**'} |"
+
+
+def _predict_row(rows_):
+    parts = []
+    ok = True
+    for act in ("erf", "relu"):
+        npy = _find(rows_, f"{act} MLP depth 9", "plain numpy")
+        nt = _find(rows_, f"{act} MLP depth 9", "neural-tangents")
+        r_np = npy["baseline_cpu_seconds"] / npy["cpu_seconds"]
+        r_nt = nt["baseline_cpu_seconds"] / nt["cpu_seconds"]
+        parts.append(f"{act} {npy['cpu_seconds']:.1f} s CPU: plain numpy {r_np:.1f}× slower, "
+                     f"neural-tangents (incl. compile) {r_nt:.1f}× slower (CPU; {nt['ratio']:.1f}× wall)")
+        ok = ok and r_nt >= 2.0
+    return (f"{PREDICT} | {'; '.join(parts)} — `python benchmarks/run.py predict` | ≥ 2× NT: "
+            f"{'met' if ok else '**not met**'} |")
+
+
+PC = "| linear predictive coding: equilibrated energy (`pc.equilibrium_energy`) vs jpc, equilibrium, κ(H_z) at N = H = 512"
+
+
+def _pc_row(rows_):
+    parts, ok = [], True
+    for N, L in ((256, 65), (1024, 64)):
+        r = _find(rows_, f"pc equilibrated energy N={N} L={L}")
+        head = r["note"].split(" | ")[0]
+        ours = float(_note_number(head, "ours "))
+        numpy = float(_note_number(head, "numpy "))
+        peer = [seg for seg in r["note"].split(" | ") if seg.startswith("jpc ")]
+        if peer and "jpc " in head:
+            jpc = float(_note_number(head, "jpc "))
+            who = peer[0].split(" (")[0].replace(" linear_equilib_energy", "")
+            parts.append(f"N = {N}, L = {L}: {ours:.1f} ms CPU, {who}'s `linear_equilib_energy` (jit) "
+                         f"{jpc / ours:.2f}× slower, plain numpy of the same formula {numpy / ours:.2f}× our time")
+            ok = ok and jpc > ours
+        else:
+            parts.append(f"N = {N}, L = {L}: {ours:.1f} ms CPU, jpc skipped, plain numpy {numpy / ours:.2f}× our time")
+            ok = False
+    eq = _find(rows_, "pc equilibrium N=1024")
+    dense = _find(rows_, "pc equilibrium vs dense")
+    kap = [_find(rows_, f"kappa(H_z) {k} N=512") for k in ("sp", "mupc 1-skip")]
+    cpu = [float(_note_number(k["note"], "; CPU ")) for k in kap]
+    rss = max(float(_note_number(k["note"], "maxrss ")) for k in kap)
+    meas = (f"energy, B = 64 — {'; '.join(parts)} · equilibrium N = 1024, L = 64: {eq['seconds']:.2f} s, the dense "
+            f"H_z solve at N = 256, H = 64 {dense['ratio']:.0f}× slower · κ(H_z) SP / μPC 1-skip: {cpu[0]:.0f} / "
+            f"{cpu[1]:.0f} s CPU, peak RSS {rss:.2f} GB — `python benchmarks/run.py pc` (jpc: benchmarks/README.md)")
+    ok_all = ok and eq["seconds"] < 1.0 and dense["ratio"] >= 100 and max(cpu) < 300 and rss < 8
+    return (f"{PC} | {meas} | faster than jpc; < 1 s; ≥ 100×; < 5 min, < 8 GB: "
+            f"{'met' if ok_all else '**not met**'} |")
+
+
 def rows(path=DATA):
     data = _load(path)
-    return [_closed_row(data), _variance_row(data)]
+    out = [_closed_row(data), _variance_row(data)]
+    others = all_rows(Path(path).parent) if Path(path).parent == DATA.parent else []
+    mods = {r["module"] for r in others}
+    if "bigp" in mods:
+        out.append(_bigp_row([r for r in others if r["module"] == "bigp"]))
+    if "pc" in mods:
+        out.append(_pc_row([r for r in others if r["module"] == "pc"]))
+    if "predict" in mods:
+        out.append(_predict_row([r for r in others if r["module"] == "predict"]))
+    return out
 
 
 def replace(readme: str, new_rows) -> str:
