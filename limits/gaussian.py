@@ -649,13 +649,51 @@ def _is_registered(a: Activation) -> bool:
         return False
 
 
-def _gram(f, g, K, name="K"):
+def _check_gram(K, name="K"):
+    """K as a float64 square, finite, symmetric matrix (ValueError naming ``name`` otherwise)."""
     K = np.asarray(K, dtype=np.float64)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {K.shape}")
     _check(name, K)
-    if not np.allclose(K, K.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
+    if not np.array_equal(K, K.T) and not np.allclose(K, K.T, rtol=1e-12,
+                                                      atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
         raise ValueError(f"{name} must be symmetric")
+    return K
+
+
+def _interp_pairs(pairs):
+    """The pairs as names for :mod:`limits.corrinterp` when every pair is (f, f) with f a built-in smooth
+    activation without closed-form kernels (tanh, sigmoid) or its first derivative, else None."""
+    out = []
+    for f, g in pairs:
+        _, fa, fo, _ = _resolve(f)
+        _, ga, go, _ = _resolve(g)
+        if not (fa is not None and fa is ga and fo == go and fo <= 1 and _is_builtin(fa) and fa.smooth
+                and _split(fa, 0) is not None and _closed(f, g) is None):
+            return None
+        out.append((fa.name + "'" * fo,) * 2)
+    return out
+
+
+def gram_pairs(pairs, K, name="K"):
+    """[E_{N(0,K)}[f(u_α) f(u_β)] for (f, f) in pairs] by the correlation interpolant
+    (:func:`limits.corrinterp.gram`: few distinct variances, built-in tanh/sigmoid and derivatives), or
+    None when that route does not apply (the caller then uses :func:`gram`/:func:`dgram`)."""
+    names = _interp_pairs(pairs)
+    if names is None:
+        return None
+    K = _check_gram(K, name)
+    from . import corrinterp
+
+    return corrinterp.gram(names, K)
+
+
+def _gram(f, g, K, name="K"):
+    K = _check_gram(K, name)
+    if K.shape[0] >= 64:
+        res = gram_pairs([(f, g)], K, name)
+        if res is not None:
+            return res[0]
     d = np.diag(K)
     fn, _, _, fs = _resolve(f)
     gn, _, _, gs = _resolve(g)

@@ -1,0 +1,346 @@
+"""Gram matrices of smooth activations by piecewise Chebyshev interpolation in the correlation.
+
+For fixed variances (q₁, q₂) the Gaussian expectation
+
+    F(c) = E[f(√q₁ x) g(√q₂ y)],   (x, y) standard bivariate normal with correlation c ∈ [−1, 1]
+
+is one smooth function of one variable (C^∞ on the closed interval; at large variance its structure sits
+at 1 − |c| ~ 1/q near ±1). A P×P Gram matrix whose diagonal takes few values therefore needs F only for
+a few variance pairs: F is interpolated on panels of [−1, 1] by Chebyshev polynomials of degree
+``DEG`` (values at the Chebyshev points of each panel from the certified engine,
+:func:`limits.gaussian.expect2`, one vectorised call per refinement round), panels are bisected until
+the interpolation error is certified a posteriori, and every entry of the group is then evaluated in one
+vectorised pass (panel index from c, entries sorted by panel, Clenshaw recurrence with the panel's
+coefficients). Cost per Gram: O(#pairs · #nodes) engine evaluations + O(P²) cheap work; the Mehler sweep
+of 48–120 terms per entry and the per-entry large-variance rule are not used.
+
+Certificate (per panel and per function): the last two Chebyshev coefficients and the difference from
+the engine at three off-node points (both ends of the panel and its middle) are at most
+``TOL · max(|F|, FLOOR · √(E f² E g²))`` (TOL = 1e-13, FLOOR = 1e-2: relative to the value, with a floor at
+the Cauchy–Schwarz scale where F nearly vanishes). A pair that does not converge within ``MAX_PANELS``
+panels returns None and the caller keeps its general path.
+
+Groups. Diagonal values are grouped when they are bitwise equal, or when they lie within a relative spread
+``GROUP_RTOL`` (= 64 ulps, e.g. inputs of equal norm whose Gram diagonals differ by rounding): an entry
+is evaluated at its own correlation c = K_αβ/√(K_αα K_ββ) and at the group's representative variances;
+the error of that substitution is |Δ log s| |E[u f'(u) g(v)]| + (same for g) ≤ 7e-15 · sup|x f'(x)| √(E g²)
++ … (first order in the relative spread; for tanh/sigmoid and their derivatives sup|x f'(x)| < 1), i.e.
+≤ 1e-14 of the Cauchy–Schwarz scale. The diagonal itself is always computed by the engine at each
+entry's own variance. When grouping leaves more than ``max_groups`` groups the caller keeps its general
+path unchanged.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+DEG = 16                  # Chebyshev degree per panel (DEG + 1 nodes)
+TOL = 1e-13
+FLOOR = 1e-2
+MAX_PANELS = 600
+GROUP_RTOL = 64 * np.finfo(float).eps
+M_NODES = 400            # Mehler terms for the node values
+_TABLE = 4096             # uniform lookup cells on [−1, 1] for the panel index
+
+_th = np.pi * (2.0 * np.arange(DEG + 1) + 1.0) / (2.0 * (DEG + 1))
+NODES = np.cos(_th)[::-1].copy()                       # Chebyshev points of the first kind, ascending
+_CHECK = np.array([-1.0, 0.5 * (NODES[DEG // 2] + NODES[DEG // 2 + 1]), 1.0])
+# DCT matrix: a_k = (2/(D+1)) Σ_i F(t_i) T_k(t_i), a_0 halved
+_DCT = (2.0 / (DEG + 1)) * np.cos(np.outer(np.arange(DEG + 1), np.arccos(NODES)))
+_DCT[0] *= 0.5
+
+stats = {"engine_evaluations": 0, "builds": 0, "cache_hits": 0}
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 256
+
+
+def _clenshaw(a, t):
+    """Σ_k a_k T_k(t) for scalar coefficients a (length D+1) and an array t."""
+    if a.size == 1:
+        return np.full(t.shape, a[0])
+    tt = 2.0 * t
+    b1 = np.full(t.shape, a[-1])
+    b2 = np.zeros(t.shape)
+    b0 = np.empty(t.shape)
+    for k in range(a.size - 2, 0, -1):
+        np.multiply(tt, b1, out=b0)
+        b0 -= b2
+        b0 += a[k]
+        b1, b2, b0 = b0, b1, b2
+    out = np.multiply(t, b1, out=b0)
+    out -= b2
+    out += a[0]
+    return out
+
+
+class PairInterpolant:
+    """Piecewise Chebyshev interpolants of F_j(c) = E[f_j(√q₁ x) g_j(√q₂ y)] on common panels.
+
+    ``edges`` (n+1,) ascending from −1 to 1; ``coef`` (m, n, DEG+1) Chebyshev coefficients of the m
+    functions on each panel (local variable t = (c − mid)/half ∈ [−1, 1]); ``err`` (m,) the largest
+    certified a-posteriori error estimate relative to the allowed error (≤ 1)."""
+
+    def __init__(self, edges, coef, err, evaluations):
+        self.edges = edges
+        self.coef = coef
+        self.err = err
+        self.evaluations = evaluations
+        n = edges.size - 1
+        self.mid = 0.5 * (edges[1:] + edges[:-1])
+        self.ih = 2.0 / (edges[1:] - edges[:-1])
+        # lookup table: panel of the left end of each uniform cell; cells holding more than one edge
+        # are "crowded" (their entries are located by a binary search)
+        left = -1.0 + 2.0 * np.arange(_TABLE) / _TABLE
+        self.table = np.clip(np.searchsorted(edges, left, side="right") - 1, 0, n - 1).astype(np.int32)
+        right_panel = np.clip(np.searchsorted(edges, left + 2.0 / _TABLE, side="right") - 1, 0, n - 1)
+        self.crowded = (right_panel - self.table) > 1
+        self.n = n
+
+    def panel(self, c):
+        """Panel index of every c (flat array in [−1, 1])."""
+        k = ((c + 1.0) * (0.5 * _TABLE)).astype(np.int32)
+        np.clip(k, 0, _TABLE - 1, out=k)
+        j = self.table[k]
+        nxt = np.minimum(j + 1, self.n)
+        j += (c >= self.edges[nxt]) & (j < self.n - 1)
+        if self.crowded.any():
+            sel = np.nonzero(self.crowded[k])[0]
+            if sel.size:
+                j[sel] = np.clip(np.searchsorted(self.edges, c[sel], side="right") - 1, 0, self.n - 1)
+        return j
+
+    def __call__(self, c, which=None, block=32768):
+        """Values of the interpolants at the flat array c (clipped to [−1, 1]): list of arrays."""
+        c = np.clip(np.asarray(c, dtype=np.float64).ravel(), -1.0, 1.0)
+        which = range(self.coef.shape[0]) if which is None else which
+        j = self.panel(c)
+        order = np.argsort(j.astype(np.int16), kind="stable")
+        counts = np.bincount(j, minlength=self.n)
+        cs = c[order]
+        outs = [np.empty(c.size) for _ in which]
+        start = 0
+        for p in np.nonzero(counts)[0]:
+            stop = start + int(counts[p])
+            for lo in range(start, stop, block):
+                hi = min(stop, lo + block)
+                t = (cs[lo:hi] - self.mid[p]) * self.ih[p]
+                np.clip(t, -1.0, 1.0, out=t)
+                for o, m in zip(outs, which):
+                    o[lo:hi] = _clenshaw(self.coef[m, p], t)
+            start = stop
+        res = []
+        for o in outs:
+            r = np.empty(c.size)
+            r[order] = o
+            res.append(r)
+        return res
+
+
+def _engine(pairs, q1, q2, c):
+    """Engine values of every pair at the correlations c: the Mehler series Σ a_k b_k c^k with ``M_NODES``
+    terms (coefficients from :func:`limits.mehler.coefficients`, once per variance) where its truncation
+    bound |c|^{M+1} √(T_f T_g) is below 1e-15 · max(|F|, FLOOR √(E f² E g²)); the tensor trapezoid /
+    natural-variable rule of :func:`limits.gaussian.expect2` for the other nodes (near ±1, large variance)."""
+    from .gaussian import _resolve, expect2
+    from .mehler import S_MAX, coefficients
+
+    s1, s2 = float(np.sqrt(q1)), float(np.sqrt(q2))
+    k11, k22 = np.full(c.shape, q1), np.full(c.shape, q2)
+    k12 = c * (s1 * s2)
+    stats["engine_evaluations"] += len(pairs) * c.size
+    out = []
+    for f, g in pairs:
+        ok = np.zeros(c.shape, dtype=bool)
+        v = np.empty(c.shape)
+        if max(s1, s2) <= S_MAX:
+            fn, gn = _resolve(f)[0], _resolve(g)[0]
+            a, ma = coefficients(fn, np.array([s1]), M_NODES)
+            b, mb = (a, ma) if (g == f and q1 == q2) else coefficients(gn, np.array([s2]), M_NODES)
+            ab = (a[0] * b[0])[::-1]
+            v = np.zeros(c.shape)
+            for x in ab:                        # Horner
+                v *= c
+                v += x
+            ta = max(float(ma[0] - a[0] @ a[0]), 0.0)
+            tb = max(float(mb[0] - b[0] @ b[0]), 0.0)
+            cs = float(np.sqrt(ma[0] * mb[0]))
+            bound = np.abs(c) ** (M_NODES + 1) * np.sqrt(ta * tb)
+            ok = bound <= 1e-15 * np.maximum(np.abs(v), FLOOR * cs)
+        if not ok.all():
+            bad = ~ok
+            v[bad] = expect2(f, g, k11[bad], k12[bad], k22[bad], method="trapezoid")
+        out.append(v)
+    return out
+
+
+def _seed(q: float):
+    """Initial panels: [−½, 0], [0, ½] and panels graded geometrically (ratio 2) towards ±1 down to a
+    width ~ 1/(4q) (where F has its structure at large variance); bisection refines from there."""
+    K = max(0, int(np.ceil(np.log2(max(q, 1.0))))) + 1
+    w = 0.5 * 0.5 ** np.arange(K + 1)                  # distances 1 − |c| of the edges
+    right = [(1.0 - w[k], 1.0 - w[k + 1]) for k in range(K)] + [(1.0 - w[K], 1.0)]
+    left = [(-b, -a) for a, b in right]
+    return left + [(-0.5, 0.0), (0.0, 0.5)] + right
+
+
+def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
+    """PairInterpolant of the pairs ``[(f, g), ...]`` (names accepted by :func:`limits.gaussian.expect2`)
+    at variances (q1, q2), or None when the certificate is not reached within ``max_panels`` panels."""
+    from .gaussian import expect2
+
+    key = (tuple(pairs), float(q1), float(q2))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        stats["cache_hits"] += 1
+        return hit
+    stats["builds"] += 1
+    m = len(pairs)
+    cs = np.array([np.sqrt(abs(float(expect2(f, f, q1, q1, q1))) * abs(float(expect2(g, g, q2, q2, q2))))
+                   for f, g in pairs])
+    stats["engine_evaluations"] += 2 * m
+    floor = FLOOR * cs
+    pending = _seed(max(q1, q2))
+    done = []                 # (lo, hi, coef (m, DEG+1), err (m,))
+    evaluations = 0
+    while pending:
+        if len(done) + len(pending) > max_panels:
+            return None
+        lo = np.array([p[0] for p in pending])
+        hi = np.array([p[1] for p in pending])
+        if np.any(hi - lo < 1e-15):
+            return None
+        mid, half = 0.5 * (hi + lo), 0.5 * (hi - lo)
+        pts = np.concatenate([NODES, _CHECK])
+        c = np.clip(mid[:, None] + half[:, None] * pts[None, :], -1.0, 1.0)
+        vals = _engine(pairs, q1, q2, c.ravel())
+        evaluations += m * c.size
+        nxt = []
+        for i, (a_, b_) in enumerate(pending):
+            coef = np.empty((m, DEG + 1))
+            err = np.empty(m)
+            for r in range(m):
+                v = vals[r].reshape(c.shape)[i]
+                fv, chk = v[: DEG + 1], v[DEG + 1:]
+                a = _DCT @ fv
+                approx = _clenshaw(a, _CHECK)
+                allowed_nodes = TOL * max(float(np.min(np.abs(fv))), floor[r])
+                allowed_chk = TOL * np.maximum(np.abs(chk), floor[r])
+                e1 = (abs(a[-1]) + abs(a[-2])) / allowed_nodes
+                e2 = float(np.max(np.abs(approx - chk) / allowed_chk))
+                coef[r] = a
+                err[r] = max(e1, e2)
+            if np.all(err <= 1.0):
+                done.append((a_, b_, coef, err))
+            else:
+                mm = 0.5 * (a_ + b_)
+                nxt += [(a_, mm), (mm, b_)]
+        pending = nxt
+    done.sort(key=lambda p: p[0])
+    edges = np.array([p[0] for p in done] + [1.0])
+    coef = np.stack([p[2] for p in done], axis=1)
+    err = np.max(np.stack([p[3] for p in done]), axis=0)
+    itp = PairInterpolant(edges, coef, err, evaluations)
+    _CACHE[key] = itp
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return itp
+
+
+def groups(d, rtol: float = GROUP_RTOL):
+    """(labels, representatives): diagonal values grouped when bitwise equal or within a relative
+    spread ``rtol`` (consecutive sorted values, the whole group's spread bounded)."""
+    d = np.asarray(d, dtype=np.float64)
+    u, inv = np.unique(d, return_inverse=True)
+    lab = np.empty(u.size, dtype=np.int64)
+    reps = []
+    g = -1
+    start = None
+    for i, x in enumerate(u):
+        if start is None or x - start > rtol * max(abs(start), 1e-300):
+            g += 1
+            start = x
+            reps.append([x])
+        else:
+            reps[-1].append(x)
+        lab[i] = g
+    rep = np.array([r[len(r) // 2] for r in reps])
+    return lab[inv], rep
+
+
+def _valid(c) -> bool:
+    """|c| ≤ 1 within the engine's PSD tolerance (else the caller's path raises its ValueError)."""
+    return bool(np.all(np.abs(c) <= 1.0 + 1e-10))
+
+
+def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
+    """P×P matrices E_{N(0,K)}[f_j(u_α) g_j(u_β)] for the pairs ``[(f, g), ...]`` (f_j, g_j names of
+    registered smooth activations or derivatives; each pair symmetric in the sense f_j = g_j), or None
+    when this route does not apply (P < ``min_size``, more than ``max_groups`` variance groups, a
+    non-positive variance, or an interpolant that does not certify) — the caller then keeps its path.
+    ``diag`` (optional): callable q ↦ list of the m diagonal values at variances q (default: the engine)."""
+    from .gaussian import expect2
+
+    K = np.asarray(K, dtype=np.float64)
+    P = K.shape[0]
+    if P < min_size or any(f != g for f, g in pairs):
+        return None
+    d = np.diag(K).copy()
+    if not np.all(d > 0.0) or not np.all(np.isfinite(K)):
+        return None
+    lab, rep = groups(d)
+    G = rep.size
+    if G > max_groups:
+        return None
+    itps = {}
+    for a in range(G):
+        for b in range(a, G):
+            itp = build(pairs, float(rep[a]), float(rep[b]))
+            if itp is None:
+                return None
+            itps[a, b] = itp
+    s = np.sqrt(d)
+    m = len(pairs)
+    outs = [np.empty((P, P)) for _ in range(m)]
+    if G == 1:
+        # strict upper triangle, row by row (contiguous slices: no index arrays)
+        C = K / np.multiply.outer(s, s)
+        c = np.concatenate([C[i, i + 1:] for i in range(P - 1)]) if P > 1 else np.empty(0)
+        if not _valid(c):
+            return None
+        vals = itps[0, 0](c)
+        for o, v in zip(outs, vals):
+            off = 0
+            for i in range(P - 1):
+                n = P - 1 - i
+                o[i, i + 1:] = v[off:off + n]
+                o[i + 1:, i] = v[off:off + n]
+                off += n
+    else:
+        idx = [np.nonzero(lab == a)[0] for a in range(G)]
+        for (a, b), itp in itps.items():
+            I, J = idx[a], idx[b]
+            if a == b:
+                r, q = np.triu_indices(I.size, 1)
+                ii, jj = I[r], I[q]
+            else:
+                ii, jj = (x.ravel() for x in np.meshgrid(I, J, indexing="ij"))
+            if ii.size == 0:
+                continue
+            c = K[ii, jj] / (s[ii] * s[jj])
+            if not _valid(c):
+                return None
+            vals = itp(c)
+            for o, v in zip(outs, vals):
+                o[ii, jj] = v
+                o[jj, ii] = v
+    # the diagonal (c = 1) at each entry's own variance, by the engine (one call per distinct value)
+    u, inv = np.unique(d, return_inverse=True)
+    if diag is None:
+        dv = [np.asarray(expect2(f, g, u, u, u), dtype=np.float64).reshape(u.shape) for f, g in pairs]
+    else:
+        dv = [np.asarray(x, dtype=np.float64).reshape(u.shape) for x in diag(u)]
+    for o, v in zip(outs, dv):
+        np.fill_diagonal(o, v[inv])
+    return outs
