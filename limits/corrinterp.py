@@ -157,7 +157,7 @@ def _engine(pairs, q1, q2, c):
     terms (coefficients from :func:`limits.mehler.coefficients`, once per variance) where its truncation
     bound |c|^{M+1} √(T_f T_g) is below 1e-15 · max(|F|, FLOOR √(E f² E g²)); the tensor trapezoid /
     natural-variable rule of :func:`limits.gaussian.expect2` for the other nodes (near ±1, large variance)."""
-    from .gaussian import _resolve, expect2
+    from .gaussian import _resolve, expect2, wide_pair_batch
     from .mehler import coefficients
 
     s1, s2 = float(np.sqrt(q1)), float(np.sqrt(q2))
@@ -184,7 +184,10 @@ def _engine(pairs, q1, q2, c):
             ok = bound <= 1e-15 * np.maximum(np.abs(v), FLOOR * cs)
         if not ok.all():
             bad = ~ok
-            v[bad] = expect2(f, g, k11[bad], k12[bad], k22[bad], method="trapezoid")
+            if _natural(f, g, s1, s2):      # the engine's large-variance rule, all nodes at once
+                v[bad] = wide_pair_batch(f, g, q1, k12[bad], q2)
+            else:
+                v[bad] = expect2(f, g, k11[bad], k12[bad], k22[bad], method="trapezoid")
         out.append(v)
     return out
 
@@ -208,6 +211,15 @@ def _reflections(pairs):
             f0 = float(activation(name).phi(np.zeros(1))[0])
             out.append((2.0 * f0 * f0, -1.0))
     return out
+
+
+def _natural(f, g, s1, s2) -> bool:
+    """True when :func:`limits.gaussian.expect2` takes its natural-variable rule for (f, g) at these standard
+    deviations (the z-space trapezoid would need more than ``_SWITCH`` nodes per dimension)."""
+    from .gaussian import _SWITCH, _raw_need, _resolve
+
+    sf, sg = _resolve(f)[3], _resolve(g)[3]
+    return bool(_raw_need(max(s1 / sf, s2 / sg)) > _SWITCH)
 
 
 def _seed(q: float, half: bool = False):
