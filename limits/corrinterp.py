@@ -57,10 +57,13 @@ _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 256
 
 
-def _clenshaw(a, t):
-    """Σ_k a_k T_k(t) for scalar coefficients a (length D+1) and an array t."""
+def _clenshaw(a, t, out=None):
+    """Σ_k a_k T_k(t) for scalar coefficients a (length D+1) and an array t (into ``out`` if given)."""
     if a.size == 1:
-        return np.full(t.shape, a[0])
+        if out is None:
+            return np.full(t.shape, a[0])
+        out[...] = a[0]
+        return out
     tt = 2.0 * t
     b1 = np.full(t.shape, a[-1])
     b2 = np.zeros(t.shape)
@@ -70,7 +73,7 @@ def _clenshaw(a, t):
         b0 -= b2
         b0 += a[k]
         b1, b2, b0 = b0, b1, b2
-    out = np.multiply(t, b1, out=b0)
+    out = np.multiply(t, b1, out=out)
     out -= b2
     out += a[0]
     return out
@@ -119,9 +122,9 @@ class PairInterpolant:
         """Values of the interpolants at the flat array c (clipped to [−1, 1]): list of arrays."""
         c = np.clip(np.asarray(c, dtype=np.float64).ravel(), -1.0, 1.0)
         which = range(self.coef.shape[0]) if which is None else which
-        neg = None
+        sgn = None
         if self.refl is not None:
-            neg = c < 0.0
+            sgn = np.copysign(1.0, c)
             c = np.abs(c)
         j = self.panel(c)
         order = np.argsort(j.astype(np.int16), kind="stable")
@@ -133,21 +136,22 @@ class PairInterpolant:
             stop = start + int(counts[p])
             for lo in range(start, stop, block):
                 hi = min(stop, lo + block)
-                t = (cs[lo:hi] - self.mid[p]) * self.ih[p]
-                np.clip(t, -1.0, 1.0, out=t)
+                t = cs[lo:hi] - self.mid[p]
+                t *= self.ih[p]
                 for o, m in zip(outs, which):
-                    o[lo:hi] = _clenshaw(self.coef[m, p], t)
+                    _clenshaw(self.coef[m, p], t, out=o[lo:hi])
             start = stop
         res = []
         for o, m in zip(outs, which):
             r = np.empty(c.size)
             r[order] = o
-            if neg is not None:
-                al, be = self.refl[m]
-                if be == 1.0 and al == 0.0:
-                    pass
-                else:
-                    r[neg] = al + be * r[neg]
+            if sgn is not None and self.refl[m][1] != 1.0:     # F(−c) = α − F(c)
+                al = self.refl[m][0]
+                if al != 0.0:
+                    r -= 0.5 * al
+                r *= sgn
+                if al != 0.0:
+                    r += 0.5 * al
             res.append(r)
         return res
 
