@@ -39,6 +39,7 @@ DEG = 16                  # Chebyshev degree per panel (DEG + 1 nodes)
 TOL = 1e-12
 FLOOR = 1e-2
 MAX_PANELS = 600
+MAX_EVALUATIONS = 12000   # engine values per build before giving up (the caller keeps its path)
 NOISE_MAX = 1e-10         # accepted error (relative, as TOL) where the node values' scatter dominates
 GROUP_RTOL = 64 * np.finfo(float).eps
 M_NODES = 400            # Mehler terms for the node values
@@ -244,11 +245,10 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
     from .gaussian import expect2
 
     key = (tuple(pairs), float(q1), float(q2))
-    hit = _CACHE.get(key)
-    if hit is not None:
+    if key in _CACHE:                        # a failed build is remembered too (None)
         _CACHE.move_to_end(key)
         stats["cache_hits"] += 1
-        return hit
+        return _CACHE[key]
     stats["builds"] += 1
     m = len(pairs)
     cs = np.array([np.sqrt(abs(float(expect2(f, f, q1, q1, q1))) * abs(float(expect2(g, g, q2, q2, q2))))
@@ -260,12 +260,12 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
     done = []                 # (lo, hi, coef (m, DEG+1), err (m,))
     evaluations = 0
     while pending:
-        if len(done) + len(pending) > max_panels:
-            return None
+        if len(done) + len(pending) > max_panels or evaluations > MAX_EVALUATIONS:
+            return _remember(key, None)
         lo = np.array([p[0] for p in pending])
         hi = np.array([p[1] for p in pending])
         if np.any(hi - lo < 1e-15):
-            return None
+            return _remember(key, None)
         mid, half = 0.5 * (hi + lo), 0.5 * (hi - lo)
         pts = np.concatenate([NODES, _CHECK])
         c = np.clip(mid[:, None] + half[:, None] * pts[None, :], -1.0, 1.0)
@@ -299,7 +299,10 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
     edges = np.array([p[0] for p in done] + [1.0])
     coef = np.stack([p[2] for p in done], axis=1)
     err = np.max(np.stack([p[3] for p in done]), axis=0)
-    itp = PairInterpolant(edges, coef, err, evaluations, refl)
+    return _remember(key, PairInterpolant(edges, coef, err, evaluations, refl))
+
+
+def _remember(key, itp):
     _CACHE[key] = itp
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -393,12 +396,13 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
             for o, v in zip(outs, vals):
                 o[ii, jj] = v
                 o[jj, ii] = v
-    # the diagonal (c = 1) at each entry's own variance, by the engine (one call per distinct value)
-    u, inv = np.unique(d, return_inverse=True)
+    # the diagonal (c = 1) at each entry's own variance, by the engine's per-entry rule (as the general
+    # Gram path does, so the layer variances of a recursion are unchanged)
     if diag is None:
-        dv = [np.asarray(expect2(f, g, u, u, u), dtype=np.float64).reshape(u.shape) for f, g in pairs]
+        dv = [np.asarray(expect2(f, g, d, d, d, method="trapezoid"), dtype=np.float64).reshape(d.shape)
+              for f, g in pairs]
     else:
-        dv = [np.asarray(x, dtype=np.float64).reshape(u.shape) for x in diag(u)]
+        dv = [np.asarray(x, dtype=np.float64).reshape(d.shape) for x in diag(d)]
     for o, v in zip(outs, dv):
-        np.fill_diagonal(o, v[inv])
+        np.fill_diagonal(o, v)
     return outs
