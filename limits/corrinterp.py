@@ -119,6 +119,30 @@ class PairInterpolant:
                 j[sel] = np.clip(np.searchsorted(self.edges, c[sel], side="right") - 1, 0, self.n - 1)
         return j
 
+    def _sorted(self, c, j, which, block, counts=None):
+        """Values at c (panel indices j) with the entries sorted by panel (one Clenshaw pass per panel)."""
+        order = np.argsort(j.astype(np.int16), kind="stable")
+        if counts is None:
+            counts = np.bincount(j, minlength=self.n)
+        cs = c[order]
+        vals = [np.empty(c.size) for _ in which]
+        start = 0
+        for p in np.nonzero(counts)[0]:
+            stop = start + int(counts[p])
+            for lo in range(start, stop, block):
+                hi = min(stop, lo + block)
+                t = cs[lo:hi] - self.mid[p]
+                t *= self.ih[p]
+                for o, m in zip(vals, which):
+                    _clenshaw(self.coef[m, p], t, out=o[lo:hi])
+            start = stop
+        outs = []
+        for o in vals:
+            r = np.empty(c.size)
+            r[order] = o
+            outs.append(r)
+        return outs
+
     def __call__(self, c, which=None, block=32768):
         """Values of the interpolants at the flat array c (clipped to [−1, 1]): list of arrays."""
         c = np.clip(np.asarray(c, dtype=np.float64).ravel(), -1.0, 1.0)
@@ -128,24 +152,29 @@ class PairInterpolant:
             sgn = np.copysign(1.0, c)
             c = np.abs(c)
         j = self.panel(c)
-        order = np.argsort(j.astype(np.int16), kind="stable")
         counts = np.bincount(j, minlength=self.n)
-        cs = c[order]
         outs = [np.empty(c.size) for _ in which]
-        start = 0
-        for p in np.nonzero(counts)[0]:
-            stop = start + int(counts[p])
-            for lo in range(start, stop, block):
-                hi = min(stop, lo + block)
-                t = cs[lo:hi] - self.mid[p]
-                t *= self.ih[p]
-                for o, m in zip(outs, which):
-                    _clenshaw(self.coef[m, p], t, out=o[lo:hi])
-            start = stop
+        dom = int(np.argmax(counts))
+        if counts[dom] >= 0.5 * c.size:
+            # most entries in one panel: that panel's polynomial on the whole array in place (no sort;
+            # the values outside its interval are overwritten below), the others sorted by panel
+            with np.errstate(over="ignore", invalid="ignore"):      # (far outside a narrow panel)
+                for lo in range(0, c.size, block):
+                    hi = min(c.size, lo + block)
+                    t = c[lo:hi] - self.mid[dom]
+                    t *= self.ih[dom]
+                    for o, m in zip(outs, which):
+                        _clenshaw(self.coef[m, dom], t, out=o[lo:hi])
+            rest = np.nonzero(j != dom)[0]
+            if rest.size:
+                sub = self._sorted(c[rest], j[rest], which, block)
+                for o, v in zip(outs, sub):
+                    o[rest] = v
+        else:
+            outs = self._sorted(c, j, which, block, counts)
         res = []
         for o, m in zip(outs, which):
-            r = np.empty(c.size)
-            r[order] = o
+            r = o
             if sgn is not None and self.refl[m][1] != 1.0:     # F(−c) = α − F(c)
                 al = self.refl[m][0]
                 if al != 0.0:
@@ -275,6 +304,7 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
         for i, (a_, b_, parent) in enumerate(pending):
             coef = np.empty((m, DEG + 1))
             err = np.empty(m)
+            plateau = True
             for r in range(m):
                 v = vals[r].reshape(c.shape)[i]
                 fv, chk = v[: DEG + 1], v[DEG + 1:]
@@ -286,10 +316,12 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
                 e2 = float(np.max(np.abs(approx - chk) / allowed_chk))
                 coef[r] = a
                 err[r] = max(e1, e2)
+                # Chebyshev coefficients that stopped decaying: the node values' scatter, not resolution
+                plateau &= err[r] <= 1.0 or max(abs(a[-1]), abs(a[-2])) >= 0.5 * max(abs(a[-3]), abs(a[-4]))
             worst = float(np.max(err))
             # accepted when certified, or when bisection no longer reduces the error (the node values'
             # own scatter dominates: the engine is certified to ≤ 1e-10) and it is below NOISE_MAX
-            if worst <= 1.0 or (worst > 0.25 * parent and worst * TOL <= NOISE_MAX):
+            if worst <= 1.0 or ((plateau or worst > 0.25 * parent) and worst * TOL <= NOISE_MAX):
                 done.append((a_, b_, coef, err))
             else:
                 mm = 0.5 * (a_ + b_)
@@ -398,11 +430,12 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
                 o[jj, ii] = v
     # the diagonal (c = 1) at each entry's own variance, by the engine's per-entry rule (as the general
     # Gram path does, so the layer variances of a recursion are unchanged)
+    u, inv = np.unique(d, return_inverse=True)         # (the per-entry rule: one value per distinct d)
     if diag is None:
-        dv = [np.asarray(expect2(f, g, d, d, d, method="trapezoid"), dtype=np.float64).reshape(d.shape)
+        dv = [np.asarray(expect2(f, g, u, u, u, method="trapezoid"), dtype=np.float64).reshape(u.shape)[inv]
               for f, g in pairs]
     else:
-        dv = [np.asarray(x, dtype=np.float64).reshape(d.shape) for x in diag(d)]
+        dv = [np.asarray(x, dtype=np.float64).reshape(u.shape)[inv] for x in diag(u)]
     for o, v in zip(outs, dv):
         np.fill_diagonal(o, v)
     return outs
