@@ -219,7 +219,8 @@ def _engine(pairs, q1, q2, c):
         if not ok.all():
             bad = ~ok
             if _natural(f, g, s1, s2):      # the engine's large-variance rule, all nodes at once
-                v[bad] = wide_pair_batch(f, g, q1, k12[bad], q2)
+                even = f.rstrip("'") == "tanh" and g.rstrip("'") == "tanh" and (len(f) - len(g)) % 2 == 0
+                v[bad] = wide_pair_batch(f, g, q1, k12[bad], q2, even=even)
             else:
                 v[bad] = expect2(f, g, k11[bad], k12[bad], k22[bad], method="trapezoid")
         out.append(v)

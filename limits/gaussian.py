@@ -436,10 +436,12 @@ def _p_pair_batch(pf, pg, k11, k12, k22):
     return np.array([_p_pair(pf, pg, k11, float(x), k22) for x in k12])
 
 
-def wide_pair_batch(f, g, k11: float, k12, k22: float):
+def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False):
     """E[f(u) g(v)] by the natural-variable rule (:func:`_wide_pair`) for one pair of variances and an array
     of covariances k12 with 0 < |c| < 1 (up to b² > 1e-15 k22) — all rows at once on common grids; the
-    degenerate rows (|c| = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations."""
+    degenerate rows (|c| = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations. ``even=True``
+    (caller's guarantee: every split part of f and g is odd or even, with f·g even — tanh and its
+    derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used."""
     fn, fa, fo, _ = _resolve(f)
     gn, ga, go, _ = _resolve(g)
     sf, sg = _split(fa, fo), _split(ga, go)
@@ -459,11 +461,19 @@ def wide_pair_batch(f, g, k11: float, k12, k22: float):
         octave = np.floor(np.log2(np.maximum(b_all, 1e-300)))
     for o in np.unique(octave[~deg]):
         i = np.nonzero(~deg & (octave == o))[0]
-        out[i] = _wide_rows(sf, sg, k11, k12[i], k22, cp[i])
+        out[i] = _wide_rows(sf, sg, k11, k12[i], k22, cp[i], even)
     return out
 
 
-def _wide_rows(sf, sg, k11, k12r, k22, cp):
+def _half(x, w, even):
+    """The x > 0 half of a symmetric rule with doubled weights (even integrands), or the rule itself."""
+    if not even:
+        return x, w
+    k = x > 0.0
+    return x[k], 2.0 * w[k]
+
+
+def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False):
     """Rows of :func:`wide_pair_batch` (regular covariances) on common grids."""
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
     pf, rf, Xf, df = sf
@@ -475,7 +485,7 @@ def _wide_rows(sf, sg, k11, k12r, k22, cp):
         with np.errstate(divide="ignore"):
             scale_h = np.maximum(min(dg, _p_scale(pg)), b) / np.maximum(np.abs(cp), 1e-300)
         W = min(Xf, 9.0 * s1)
-        u, w = _graded(W, 0.5 * min(df, float(scale_h.min())), s1, _FINE, Xf)
+        u, w = _half(*_graded(W, 0.5 * min(df, float(scale_h.min())), s1, _FINE, Xf), even)
         mu = cp[:, None] * u[None, :]
         H = _p_mean(pg, mu, b[:, None])
         if rg is not None:
@@ -487,7 +497,7 @@ def _wide_rows(sf, sg, k11, k12r, k22, cp):
         with np.errstate(divide="ignore"):
             scale_h = np.maximum(_p_scale(pf), b2) / np.maximum(np.abs(cq), 1e-300)
         W = min(Xg, 9.0 * s2)
-        v, w = _graded(W, 0.5 * min(dg, float(scale_h.min())), s2, _FINE, Xg)
+        v, w = _half(*_graded(W, 0.5 * min(dg, float(scale_h.min())), s2, _FINE, Xg), even)
         total += _p_mean(pf, cq[:, None] * v[None, :], b2[:, None]) @ (rg(v) * w * _npdf(v, s2))
     return total
 
