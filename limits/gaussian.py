@@ -818,9 +818,25 @@ def gram_pairs(pairs, K, name="K"):
     return corrinterp.gram(names, K)
 
 
+def interp_pays(K) -> bool:
+    """Whether the correlation interpolant (:func:`gram_pairs`) is expected to beat the general Gram path:
+    its set-up is ~10 ms per variance pair at standard deviation ≤ 20 and ~0.3–1 s above (natural-variable
+    node values), the general path costs ~0.3 µs per entry up to s = 200 (Mehler sweep) and ~1 ms per
+    entry beyond (per-entry rule)."""
+    from .mehler import S_MAX
+
+    P = K.shape[0]
+    smax = math.sqrt(max(float(np.max(np.diag(K), initial=0.0)), 0.0))
+    if smax > S_MAX:
+        return P >= 64
+    from .corrinterp import MEHLER_SMAX
+
+    return P >= (128 if smax <= MEHLER_SMAX else 512)
+
+
 def _gram(f, g, K, name="K"):
     K = _check_gram(K, name)
-    if K.shape[0] >= 64:
+    if K.shape[0] >= 64 and interp_pays(K):
         res = gram_pairs([(f, g)], K, name)
         if res is not None:
             return res[0]

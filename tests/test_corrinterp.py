@@ -67,7 +67,8 @@ def test_gram_vs_engine(name, q):
 
 def test_moments_uses_the_interpolant_and_matches_gram():
     rng = np.random.default_rng(4)
-    K = 2.0 * _unit_gram(80, rng)
+    K = 2.0 * _unit_gram(160, rng)
+    assert G.interp_pays(K)
     E, Gm = moments(G.activation("tanh"), K)
     E1, G1 = G.gram_pairs([("tanh", "tanh"), ("tanh'", "tanh'")], K)
     np.testing.assert_array_equal(E, E1)
@@ -142,7 +143,7 @@ def test_rounding_level_spread_is_one_group():
     np.fill_diagonal(K, d)
     lab, rep = CI.groups(np.diag(K))
     assert rep.size == 1
-    E = G.gram("tanh", K)
+    (E,) = G.gram_pairs([("tanh", "tanh")], K)
     idx = (np.arange(0, 60, 3), np.arange(1, 61, 3))
     _assert_close(E[idx], _engine_entries("tanh", K, idx), _scale("tanh", 2.0, 2.0))
 
@@ -160,25 +161,32 @@ def test_all_distinct_norms_fall_back_unchanged(monkeypatch):
     np.testing.assert_array_equal(D, G.dgram("tanh", K))
 
 
+def test_gating():
+    rng = np.random.default_rng(11)
+    C = _unit_gram(200, rng)
+    assert G.interp_pays(2.0 * C) and not G.interp_pays(2.0 * C[:100, :100])
+    assert not G.interp_pays(1e3 * C) and G.interp_pays(1e6 * C[:64, :64])
+
+
 def test_small_P_and_invalid_input_keep_their_paths():
     rng = np.random.default_rng(9)
     assert CI.gram([("tanh", "tanh")], _unit_gram(8, rng)) is None
-    K = _unit_gram(64, rng)
-    K[0, 1] = K[1, 0] = 1.5                                   # not PSD
+    K = 1e6 * _unit_gram(64, rng)
+    K[0, 1] = K[1, 0] = 1.5e6                                 # not PSD
     with pytest.raises(ValueError, match="not a valid covariance"):
         G.gram("tanh", K)
     with pytest.raises(ValueError, match="symmetric"):
-        K2 = _unit_gram(64, rng)
-        K2[0, 1] += 0.1
+        K2 = 1e6 * _unit_gram(64, rng)
+        K2[0, 1] += 1e5
         G.gram("tanh", K2)
 
 
 def test_nngp_tanh_matches_the_previous_path(monkeypatch):
-    """A 64-input tanh network, 6 layers, NNGP + NTK: interpolant path vs the path before it ≤ 1e-12."""
+    """A 160-input tanh network, 6 layers, NNGP + NTK: interpolant path vs the path before it ≤ 1e-12."""
     from limits.kernels import nngp
 
     rng = np.random.default_rng(10)
-    X = rng.standard_normal((64, 10))
+    X = rng.standard_normal((160, 10))
     X *= math.sqrt(10) / np.linalg.norm(X, axis=1, keepdims=True)
     new = nngp(X, depth=6, activation="tanh", sigma_w2=1.5, sigma_b2=0.05, keep="last")
     monkeypatch.setattr(CI, "gram", lambda *a, **k: None)

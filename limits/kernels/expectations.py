@@ -88,11 +88,11 @@ def moments(act, K, derivative=True, out=None, gout=None, work=None):
             G.flat[:: K.shape[0] + 1] = (4.0 / np.pi) / r
         return E, G
     E = G = None
-    if _closed(act, "kernel") is None and K.shape[0] >= 64:
+    from .. import gaussian
+
+    if _closed(act, "kernel") is None and K.shape[0] >= 64 and gaussian.interp_pays(K):
         # tanh/sigmoid: E and G together from interpolants in the correlation (limits.corrinterp), one
         # per pair of distinct variances; None (general path below) when the variances are many
-        from .. import gaussian
-
         name = getattr(act, "name", "")
         pairs = [(act, act)] + ([(f"{name}'", f"{name}'")] if derivative else [])
         res = gaussian.gram_pairs(pairs, K)
