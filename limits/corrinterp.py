@@ -363,6 +363,29 @@ def groups(d, rtol: float = GROUP_RTOL):
     return lab[inv], rep
 
 
+def _tanh_form(pairs):
+    """sigmoid(x) = ½ + ½ tanh(x/2), sigmoid'(x) = ¼ tanh'(x/2): a sigmoid Gram at variance q is an affine
+    image of the tanh Gram at q/4 (exact; q/4 is exact in binary), E[σσ] = ¼ + ¼ E[tanh tanh],
+    E[σ'σ'] = E[tanh' tanh']/16 — one interpolant (with tanh's half-grid symmetry) serves both.
+    Returns (pairs to build, variance factor, [(a, b)] with F = a + b F_built)."""
+    if all(f.rstrip("'") == "sigmoid" for f, _ in pairs):
+        return ([(f.replace("sigmoid", "tanh"), g.replace("sigmoid", "tanh")) for f, g in pairs], 0.25,
+                [(0.25, 0.25) if f == "sigmoid" else (0.0, 1.0 / 16.0) for f, _ in pairs])
+    return pairs, 1.0, None
+
+
+def _affine(vals, aff):
+    if aff is None:
+        return vals
+    out = []
+    for v, (a, b) in zip(vals, aff):
+        v *= b
+        if a != 0.0:
+            v += a
+        out.append(v)
+    return out
+
+
 def _valid(c) -> bool:
     """|c| ≤ 1 within the engine's PSD tolerance (else the caller's path raises its ValueError)."""
     return bool(np.all(np.abs(c) <= 1.0 + 1e-10))
@@ -385,12 +408,13 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
         return None
     lab, rep = groups(d)
     G = rep.size
+    bpairs, qfac, aff = _tanh_form(pairs)
     if G > max_groups:
         return None
     itps = {}
     for a in range(G):
         for b in range(a, G):
-            itp = build(pairs, float(rep[a]), float(rep[b]))
+            itp = build(bpairs, float(rep[a]) * qfac, float(rep[b]) * qfac)
             if itp is None:
                 return None
             itps[a, b] = itp
@@ -403,7 +427,7 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
         c = np.concatenate([C[i, i + 1:] for i in range(P - 1)]) if P > 1 else np.empty(0)
         if not _valid(c):
             return None
-        vals = itps[0, 0](c)
+        vals = _affine(itps[0, 0](c), aff)
         for o, v in zip(outs, vals):
             off = 0
             for i in range(P - 1):
@@ -425,7 +449,7 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
             c = K[ii, jj] / (s[ii] * s[jj])
             if not _valid(c):
                 return None
-            vals = itp(c)
+            vals = _affine(itp(c), aff)
             for o, v in zip(outs, vals):
                 o[ii, jj] = v
                 o[jj, ii] = v
