@@ -33,6 +33,11 @@ and ``1e-12·max(|E|, √(E f² E g²))`` (unrelated triples) and hand everythin
 homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
 itself does.
 
+Gram matrices (:func:`gram`, :func:`dgram`, :func:`gram_pairs`): tanh and sigmoid Grams whose diagonal takes
+few values (inputs of equal norm: one group) are evaluated from piecewise Chebyshev interpolants in the
+correlation, one per pair of variances (:mod:`limits.corrinterp`), where :func:`interp_pays`; otherwise the
+Mehler sweep with certified tail and the per-entry rules above.
+
 Price's theorem: ∂/∂q E[g(u)] = ½ E[g''(u)]; ∂/∂k12 E[φ(u)φ(v)] = E[φ'(u)φ'(v)]
 (:func:`dq_expect_square` gives ∂/∂q E[φ(u)²] = E[φ'² + φφ''].)
 """
