@@ -6,9 +6,10 @@ For fixed variances (q₁, q₂) the Gaussian expectation
 
 is one smooth function of one variable (C^∞ on the closed interval; at large variance its structure sits
 at 1 − |c| ~ 1/q near ±1). A P×P Gram matrix whose diagonal takes few values therefore needs F only for
-a few variance pairs: F is interpolated on panels of [0, 1] by Chebyshev polynomials of degree ``DEG``
-(F(−c) = α + β F(c) by the parity of tanh/sigmoid: f = f(0) + odd, f' even), panels graded geometrically
-(ratio 2) towards c = 1 down to 1 − c ~ 1/(4q) and bisected until the interpolation error is certified a
+a few variance pairs: F is interpolated on panels of w = 1 − c ∈ [0, 1] by Chebyshev polynomials of degree
+``DEG`` (F(−c) = α + β F(c) by the parity of tanh/sigmoid: f = f(0) + odd, f' even; the nodes are placed in w
+and the engine gets 1 − c exactly, so the conditional variances q(1 − c²) carry no cancellation where F
+varies on the scale 1/q), panels graded geometrically (ratio 2) towards c = 1 down to 1 − c ~ 1/(4q) and bisected until the interpolation error is certified a
 posteriori; every entry of the group is then evaluated in one vectorised pass (panel index from c by a
 lookup table, Clenshaw recurrence; the panel holding most entries on the whole array in place, the
 others sorted by panel). Cost per Gram: O(#pairs · #nodes) engine evaluations (#nodes ≈ 20 per function and doubling of
@@ -95,13 +96,14 @@ def _clenshaw(a, t, out=None):
 class PairInterpolant:
     """Piecewise Chebyshev interpolants of F_j(c) = E[f_j(√q₁ x) g_j(√q₂ y)] on common panels.
 
-    ``edges`` (n+1,) ascending from −1 to 1; ``coef`` (m, n, DEG+1) Chebyshev coefficients of the m
-    functions on each panel (local variable t = (c − mid)/half ∈ [−1, 1]); ``err`` (m,) the largest
+    ``edges`` (n+1,) ascending: in c from −1 to 1, or (``refl`` given) in w = 1 − |c| from 0 to 1;
+    ``coef`` (m, n, DEG+1) Chebyshev coefficients of the m functions on each panel (local variable
+    t = (x − mid)/half ∈ [−1, 1], x = c or w); ``err`` (m,) the largest
     certified a-posteriori error estimate relative to the allowed error (≤ 1)."""
 
     def __init__(self, edges, coef, err, evaluations, refl=None):
         self.edges = edges
-        self.refl = refl              # None, or [(α, β)] per function: F(−c) = α + β F(c), edges on [0, 1]
+        self.refl = refl              # None, or [(α, β)] per function: F(−c) = α + β F(c), edges in w
         self.coef = coef
         self.err = err
         self.evaluations = evaluations
@@ -162,7 +164,7 @@ class PairInterpolant:
         sgn = None
         if self.refl is not None:
             sgn = np.copysign(1.0, c)
-            c = np.abs(c)
+            c = 1.0 - np.abs(c)          # the panels' variable w = 1 − |c| (exact for |c| ≥ ½)
         j = self.panel(c)
         counts = np.bincount(j, minlength=self.n)
         outs = [np.empty(c.size) for _ in which]
@@ -198,7 +200,7 @@ class PairInterpolant:
         return res
 
 
-def _engine(pairs, q1, q2, c):
+def _engine(pairs, q1, q2, c, omc=None):
     """Engine values of every pair at the correlations c: the Mehler series Σ a_k b_k c^k with ``M_NODES``
     terms (coefficients from :func:`limits.mehler.coefficients`, once per variance) where its truncation
     bound |c|^{M+1} √(T_f T_g) is below 1e-15 · max(|F|, FLOOR √(E f² E g²)); the tensor trapezoid /
@@ -232,7 +234,8 @@ def _engine(pairs, q1, q2, c):
             bad = ~ok
             if _natural(f, g, s1, s2):      # the engine's large-variance rule, all nodes at once
                 even = f.rstrip("'") == "tanh" and g.rstrip("'") == "tanh" and (len(f) - len(g)) % 2 == 0
-                v[bad] = wide_pair_batch(f, g, q1, k12[bad], q2, even=even)
+                v[bad] = wide_pair_batch(f, g, q1, k12[bad], q2, even=even,
+                                         omc=None if omc is None else omc[bad])
             else:
                 v[bad] = expect2(f, g, k11[bad], k12[bad], k22[bad], method="trapezoid")
         out.append(v)
@@ -275,8 +278,8 @@ def _seed(q: float, half: bool = False):
     K = max(0, int(np.ceil(np.log2(max(q, 1.0))))) + 1
     w = 0.5 * 0.5 ** np.arange(K + 1)                  # distances 1 − |c| of the edges
     right = [(1.0 - w[k], 1.0 - w[k + 1]) for k in range(K)] + [(1.0 - w[K], 1.0)]
-    if half:                                           # [0, 1] only (F(−c) by reflection)
-        return [(0.0, 0.5)] + right
+    if half:                  # in w = 1 − c ∈ [0, 1] (F(−c) by reflection), ascending
+        return [(0.0, 1.0 - a) if b == 1.0 else (1.0 - b, 1.0 - a) for a, b in reversed(right)] + [(0.5, 1.0)]
     left = [(-b, -a) for a, b in right]
     return left + [(-0.5, 0.0), (0.0, 0.5)] + right
 
@@ -310,8 +313,13 @@ def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
             return _remember(key, None)
         mid, half = 0.5 * (hi + lo), 0.5 * (hi - lo)
         pts = np.concatenate([NODES, _CHECK])
-        c = np.clip(mid[:, None] + half[:, None] * pts[None, :], -1.0, 1.0)
-        vals = _engine(pairs, q1, q2, c.ravel())
+        x = np.clip(mid[:, None] + half[:, None] * pts[None, :], -1.0, 1.0)
+        if refl is not None:     # x = w = 1 − c: the engine gets 1 − c exactly (conditional variances
+            c = 1.0 - x          # q(1 − c²) without cancellation; F varies on the scale 1/q there)
+            vals = _engine(pairs, q1, q2, c.ravel(), omc=x.ravel())
+        else:
+            c = x
+            vals = _engine(pairs, q1, q2, c.ravel())
         evaluations += m * c.size
         nxt = []
         for i, (a_, b_, parent) in enumerate(pending):

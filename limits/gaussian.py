@@ -441,19 +441,26 @@ def _p_pair_batch(pf, pg, k11, k12, k22):
     return np.array([_p_pair(pf, pg, k11, float(x), k22) for x in k12])
 
 
-def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False):
+def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False, omc=None):
     """E[f(u) g(v)] by the natural-variable rule (:func:`_wide_pair`) for one pair of variances and an array
     of covariances k12 with 0 < |c| < 1 (up to b² > 1e-15 k22) — all rows at once on common grids; the
     degenerate rows (|c| = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations. ``even=True``
     (caller's guarantee: every split part of f and g is odd or even, with f·g even — tanh and its
-    derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used."""
+    derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used.
+    ``omc`` (optional, same shape as k12): 1 − |c| given exactly, so that the conditional variances
+    k22(1 − c²) = k22·omc·(2 − omc) are formed without the cancellation of k22 − k12²/k11 near |c| = 1."""
     fn, fa, fo, _ = _resolve(f)
     gn, ga, go, _ = _resolve(g)
     sf, sg = _split(fa, fo), _split(ga, go)
     k12 = np.asarray(k12, dtype=np.float64)
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
     cp = k12 / k11
-    b_sq = k22 - k12 * cp
+    if omc is None:
+        b_sq = k22 - k12 * cp
+        one_m_c2 = None
+    else:
+        one_m_c2 = np.asarray(omc, dtype=np.float64) * (2.0 - np.asarray(omc, dtype=np.float64))
+        b_sq = k22 * one_m_c2
     deg = b_sq <= 1e-15 * k22
     out = np.empty(k12.shape)
     if deg.any():
@@ -466,7 +473,8 @@ def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False):
         octave = np.floor(np.log2(np.maximum(b_all, 1e-300)))
     for o in np.unique(octave[~deg]):
         i = np.nonzero(~deg & (octave == o))[0]
-        out[i] = _wide_rows(sf, sg, k11, k12[i], k22, cp[i], even)
+        out[i] = _wide_rows(sf, sg, k11, k12[i], k22, cp[i], even,
+                            None if one_m_c2 is None else one_m_c2[i])
     return out
 
 
@@ -478,7 +486,7 @@ def _half(x, w, even):
     return x[k], 2.0 * w[k]
 
 
-def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False):
+def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False, one_m_c2=None):
     """Rows of :func:`wide_pair_batch` (regular covariances) on common grids."""
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
     pf, rf, Xf, df = sf
@@ -486,7 +494,7 @@ def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False):
     p = _p_pair_batch(pf, pg, k11, k12r, k22)
     total = np.broadcast_to(np.asarray(p, dtype=np.float64), k12r.shape).copy()
     if rf is not None:                                  # E[r_f(u) g(v)], outer u
-        b = np.sqrt(np.maximum(k22 - k12r * cp, 0.0))
+        b = np.sqrt(np.maximum(k22 - k12r * cp, 0.0) if one_m_c2 is None else k22 * one_m_c2)
         with np.errstate(divide="ignore"):
             scale_h = np.maximum(min(dg, _p_scale(pg)), b) / np.maximum(np.abs(cp), 1e-300)
         W = min(Xf, 9.0 * s1)
@@ -498,7 +506,7 @@ def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False):
         total += H @ (rf(u) * w * _npdf(u, s1))
     if rg is not None and pf[0] != "zero":              # E[p_f(u) r_g(v)], outer v
         cq = k12r / k22
-        b2 = np.sqrt(np.maximum(k11 - k12r * cq, 0.0))
+        b2 = np.sqrt(np.maximum(k11 - k12r * cq, 0.0) if one_m_c2 is None else k11 * one_m_c2)
         with np.errstate(divide="ignore"):
             scale_h = np.maximum(_p_scale(pf), b2) / np.maximum(np.abs(cq), 1e-300)
         W = min(Xg, 9.0 * s2)
