@@ -33,6 +33,11 @@ and ``1e-12·max(|E|, √(E f² E g²))`` (unrelated triples) and hand everythin
 homogeneous relu and linear kernels are evaluated scale-free, so they overflow only when the value
 itself does.
 
+Gram matrices (:func:`gram`, :func:`dgram`, :func:`gram_pairs`): tanh and sigmoid Grams whose diagonal takes
+few values (inputs of equal norm: one group) are evaluated from piecewise Chebyshev interpolants in the
+correlation, one per pair of variances (:mod:`limits.corrinterp`), where :func:`interp_pays`; otherwise the
+Mehler sweep with certified tail and the per-entry rules above.
+
 Price's theorem: ∂/∂q E[g(u)] = ½ E[g''(u)]; ∂/∂k12 E[φ(u)φ(v)] = E[φ'(u)φ'(v)]
 (:func:`dq_expect_square` gives ∂/∂q E[φ(u)²] = E[φ'² + φφ''].)
 """
@@ -372,6 +377,144 @@ def _wide_pair(sf, sg, k11, k12, k22):
     return total
 
 
+def _inner_r_batch(r, X, delta, mu, b):
+    """:func:`_inner_r` for many Gaussians at once: ∫ r(x) N(x; μ_ij, b_i²) dx for μ (n_c, n_u), b (n_c,)
+    (the same three regimes per row i; common grids, at least as fine as the per-row ones)."""
+    out = np.empty(mu.shape)
+    zero = b <= 0.0
+    narrow = ~zero & (b < 0.5 * delta)
+    wide = ~zero & ~narrow
+    if zero.any():
+        out[zero] = r(mu[zero])
+    if narrow.any():                                   # trapezoid in z (step 0.3 = min(0.3, πδ/18b) here)
+        z = np.arange(-8.5, 8.5 + 1e-12, 0.3)
+        wz = np.exp(-0.5 * z * z) * (z[1] - z[0]) / _SQ2PI
+        i = np.nonzero(narrow)[0]
+        out[i] = r(mu[i, :, None] + b[i, None, None] * z[None, None, :]) @ wz
+    if wide.any():
+        i = np.nonzero(wide)[0]
+        x, w = _graded(X, 0.5 * delta, float(b[i].min()), _FINE, X)
+        rx = r(x) * w
+        t = mu[i] / (b[i, None] ** 2)
+        T = np.max(np.abs(t), axis=1) * X
+        tay = T <= 2.0
+        if tay.any():                                  # 28-term Taylor series of e^{tx} (see _inner_r)
+            j = i[tay]
+            bj = b[j]
+            m = rx[None, :] * np.exp(-0.5 * (x[None, :] / bj[:, None]) ** 2)       # (n, n_x)
+            pw = np.empty((x.size, 28))
+            pw[:, 0] = 1.0
+            for k in range(1, 28):
+                pw[:, k] = pw[:, k - 1] * x / k
+            mom = m @ pw                                                           # (n, 28)
+            tt = t[tay]
+            acc = np.repeat(mom[:, -1:], tt.shape[1], axis=1)
+            for k in range(26, -1, -1):
+                acc *= tt
+                acc += mom[:, k:k + 1]
+            out[j] = np.exp(-0.5 * (mu[j] / bj[:, None]) ** 2) * acc / (_SQ2PI * bj[:, None])
+        rest = i[~tay]
+        if rest.size:
+            # trapezoid in z = (x − μ)/b with the narrow rule's step πδ/(18b) (error ~e^{−36}) when it
+            # needs fewer nodes than the x-grid; else the dense kernel matrix, row by row
+            h = min(0.3, math.pi * delta / (18.0 * float(b[rest].max())))
+            if 17.0 / h < x.size:
+                z = np.arange(-8.5, 8.5 + 1e-12, h)
+                wz = np.exp(-0.5 * z * z) * h / _SQ2PI
+                for jj in rest:
+                    out[jj] = r(mu[jj][:, None] + b[jj] * z[None, :]) @ wz
+            else:
+                for jj in rest:
+                    out[jj] = np.exp(-0.5 * ((x[None, :] - mu[jj][:, None]) / b[jj]) ** 2) @ rx / (_SQ2PI * b[jj])
+    return out
+
+
+def _p_pair_batch(pf, pg, k11, k12, k22):
+    """:func:`_p_pair` for an array k12 (scalars k11, k22)."""
+    if pf[0] == "erf" and pg[0] == "erf" and pf[2] != 0.0 and pg[2] != 0.0:
+        from .activations import _erf_root
+
+        _, A1, B1, a = pf
+        _, A2, B2, c = pg
+        _, rho, cc = _erf_root(k11, k12, k22, a, c)
+        return A1 * A2 + B1 * B2 * (2.0 / math.pi) * np.arctan2(2.0 * a * c * cc, rho)
+    return np.array([_p_pair(pf, pg, k11, float(x), k22) for x in k12])
+
+
+def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False, omc=None):
+    """E[f(u) g(v)] by the natural-variable rule (:func:`_wide_pair`) for one pair of variances and an array
+    of covariances k12 with 0 < |c| < 1 (up to b² > 1e-15 k22) — all rows at once on common grids; the
+    degenerate rows (|c| = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations. ``even=True``
+    (caller's guarantee: every split part of f and g is odd or even, with f·g even — tanh and its
+    derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used.
+    ``omc`` (optional, same shape as k12): 1 − |c| given exactly, so that the conditional variances
+    k22(1 − c²) = k22·omc·(2 − omc) are formed without the cancellation of k22 − k12²/k11 near |c| = 1."""
+    fn, fa, fo, _ = _resolve(f)
+    gn, ga, go, _ = _resolve(g)
+    sf, sg = _split(fa, fo), _split(ga, go)
+    k12 = np.asarray(k12, dtype=np.float64)
+    s1, s2 = math.sqrt(k11), math.sqrt(k22)
+    cp = k12 / k11
+    if omc is None:
+        b_sq = k22 - k12 * cp
+        one_m_c2 = None
+    else:
+        one_m_c2 = np.asarray(omc, dtype=np.float64) * (2.0 - np.asarray(omc, dtype=np.float64))
+        b_sq = k22 * one_m_c2
+    deg = b_sq <= 1e-15 * k22
+    out = np.empty(k12.shape)
+    if deg.any():
+        out[deg] = expect2(f, g, np.full(int(deg.sum()), k11), k12[deg], np.full(int(deg.sum()), k22),
+                           method="trapezoid")
+    # rows in octaves of the conditional standard deviation b: each octave gets grids as fine as its
+    # finest row needs (not the batch's finest)
+    b_all = np.sqrt(np.maximum(b_sq, 0.0))
+    with np.errstate(divide="ignore"):
+        octave = np.floor(np.log2(np.maximum(b_all, 1e-300)))
+    for o in np.unique(octave[~deg]):
+        i = np.nonzero(~deg & (octave == o))[0]
+        out[i] = _wide_rows(sf, sg, k11, k12[i], k22, cp[i], even,
+                            None if one_m_c2 is None else one_m_c2[i])
+    return out
+
+
+def _half(x, w, even):
+    """The x > 0 half of a symmetric rule with doubled weights (even integrands), or the rule itself."""
+    if not even:
+        return x, w
+    k = x > 0.0
+    return x[k], 2.0 * w[k]
+
+
+def _wide_rows(sf, sg, k11, k12r, k22, cp, even=False, one_m_c2=None):
+    """Rows of :func:`wide_pair_batch` (regular covariances) on common grids."""
+    s1, s2 = math.sqrt(k11), math.sqrt(k22)
+    pf, rf, Xf, df = sf
+    pg, rg, Xg, dg = sg
+    p = _p_pair_batch(pf, pg, k11, k12r, k22)
+    total = np.broadcast_to(np.asarray(p, dtype=np.float64), k12r.shape).copy()
+    if rf is not None:                                  # E[r_f(u) g(v)], outer u
+        b = np.sqrt(np.maximum(k22 - k12r * cp, 0.0) if one_m_c2 is None else k22 * one_m_c2)
+        with np.errstate(divide="ignore"):
+            scale_h = np.maximum(min(dg, _p_scale(pg)), b) / np.maximum(np.abs(cp), 1e-300)
+        W = min(Xf, 9.0 * s1)
+        u, w = _half(*_graded(W, 0.5 * min(df, float(scale_h.min())), s1, _FINE, Xf), even)
+        mu = cp[:, None] * u[None, :]
+        H = _p_mean(pg, mu, b[:, None])
+        if rg is not None:
+            H = H + _inner_r_batch(rg, Xg, dg, mu, b)
+        total += H @ (rf(u) * w * _npdf(u, s1))
+    if rg is not None and pf[0] != "zero":              # E[p_f(u) r_g(v)], outer v
+        cq = k12r / k22
+        b2 = np.sqrt(np.maximum(k11 - k12r * cq, 0.0) if one_m_c2 is None else k11 * one_m_c2)
+        with np.errstate(divide="ignore"):
+            scale_h = np.maximum(_p_scale(pf), b2) / np.maximum(np.abs(cq), 1e-300)
+        W = min(Xg, 9.0 * s2)
+        v, w = _half(*_graded(W, 0.5 * min(dg, float(scale_h.min())), s2, _FINE, Xg), even)
+        total += _p_mean(pf, cq[:, None] * v[None, :], b2[:, None]) @ (rg(v) * w * _npdf(v, s2))
+    return total
+
+
 def _feat(act) -> float:
     s = float(act.strip)
     return s if 0.0 < s < np.inf else 1.0
@@ -649,13 +792,67 @@ def _is_registered(a: Activation) -> bool:
         return False
 
 
-def _gram(f, g, K, name="K"):
+def _check_gram(K, name="K"):
+    """K as a float64 square, finite, symmetric matrix (ValueError naming ``name`` otherwise)."""
     K = np.asarray(K, dtype=np.float64)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {K.shape}")
     _check(name, K)
-    if not np.allclose(K, K.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
+    if not np.array_equal(K, K.T) and not np.allclose(K, K.T, rtol=1e-12,
+                                                      atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
         raise ValueError(f"{name} must be symmetric")
+    return K
+
+
+def _interp_pairs(pairs):
+    """The pairs as names for :mod:`limits.corrinterp` when every pair is (f, f) with f a built-in smooth
+    activation without closed-form kernels (tanh, sigmoid) or its first derivative, else None."""
+    out = []
+    for f, g in pairs:
+        _, fa, fo, _ = _resolve(f)
+        _, ga, go, _ = _resolve(g)
+        if not (fa is not None and fa is ga and fo == go and fo <= 1 and _is_builtin(fa) and fa.smooth
+                and _split(fa, 0) is not None and _closed(f, g) is None):
+            return None
+        out.append((fa.name + "'" * fo,) * 2)
+    return out
+
+
+def gram_pairs(pairs, K, name="K"):
+    """[E_{N(0,K)}[f(u_α) f(u_β)] for (f, f) in pairs] by the correlation interpolant
+    (:func:`limits.corrinterp.gram`: few distinct variances, built-in tanh/sigmoid and derivatives), or
+    None when that route does not apply (the caller then uses :func:`gram`/:func:`dgram`)."""
+    names = _interp_pairs(pairs)
+    if names is None:
+        return None
+    K = _check_gram(K, name)
+    from . import corrinterp
+
+    return corrinterp.gram(names, K)
+
+
+def interp_pays(K) -> bool:
+    """Whether the correlation interpolant (:func:`gram_pairs`) is expected to beat the general Gram path:
+    its set-up is ~10 ms per variance pair at standard deviation ≤ 20 and ~0.3–1 s above (natural-variable
+    node values), the general path costs ~0.3 µs per entry up to s = 200 (Mehler sweep) and ~1 ms per
+    entry beyond (per-entry rule)."""
+    from .mehler import S_MAX
+
+    P = K.shape[0]
+    smax = math.sqrt(max(float(np.max(np.diag(K), initial=0.0)), 0.0))
+    if smax > S_MAX:
+        return P >= 64
+    from .corrinterp import MEHLER_SMAX
+
+    return P >= (128 if smax <= MEHLER_SMAX else 512)
+
+
+def _gram(f, g, K, name="K"):
+    K = _check_gram(K, name)
+    if K.shape[0] >= 64 and interp_pays(K):
+        res = gram_pairs([(f, g)], K, name)
+        if res is not None:
+            return res[0]
     d = np.diag(K)
     fn, _, _, fs = _resolve(f)
     gn, _, _, gs = _resolve(g)

@@ -87,8 +87,21 @@ def moments(act, K, derivative=True, out=None, gout=None, work=None):
         if G is not None:
             G.flat[:: K.shape[0] + 1] = (4.0 / np.pi) / r
         return E, G
-    E = gram(act, K)
-    G = dgram(act, K) if derivative else None
+    E = G = None
+    from .. import gaussian
+
+    if _closed(act, "kernel") is None and K.shape[0] >= 64 and gaussian.interp_pays(K):
+        # tanh/sigmoid: E and G together from interpolants in the correlation (limits.corrinterp), one
+        # per pair of distinct variances; None (general path below) when the variances are many
+        name = getattr(act, "name", "")
+        pairs = [(act, act)] + ([(f"{name}'", f"{name}'")] if derivative else [])
+        res = gaussian.gram_pairs(pairs, K)
+        if res is not None:
+            E = _finite(res[0], "E[φφ]", act)
+            G = _finite(res[1], "E[φ'φ']", act) if derivative else None
+    if E is None:
+        E = gram(act, K)
+        G = dgram(act, K) if derivative else None
     if out is not None:
         out[...] = E
         E = out
