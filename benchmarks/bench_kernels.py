@@ -196,8 +196,9 @@ def _scaling(quick):
 
 
 def _large_variance(quick):
-    """gelu (closed form) at P = 1000, L = 100 with variances ~1e6; tanh (no closed form: Mehler series /
-    quadrature) at P = 1000, L = 100 at moderate variance, and its cost against the variance at P = 20."""
+    """gelu (closed form) at P = 1000, L = 100 with variances ~1e6; tanh (no closed form: interpolation in the
+    correlation, limits.corrinterp) at P = 1000, L = 100 at σ_w² = 1.5 and 1e6, and its cost against the
+    variance at P = 20 (below P = 64 the general path: Mehler series / quadrature)."""
     rows = []
     P, L = (200, 20) if quick else (1000, 100)
     X = _inputs(P)
