@@ -34,7 +34,9 @@ class NNGPResult(Result):
     the resolved parameters and diagnostics: ``exploded_at`` = first layer where the *NNGP* blew up
     (or −1), ``ntk_exploded_at`` = first layer where the *NTK* left float64 range (or −1; the NNGP is
     unaffected), ``status`` = {"nngp": "ok"|"exploded", "ntk": "ok"|"exploded"|"rescaled"|"off"},
-    spectra, warnings.
+    spectra (``min_eig_K_L``, ``cond_K_L``, ``min_eig_K_out``, ``cond_K_out``), warnings. For closed-form
+    activations with P > 400 the spectra — two O(P³) factorisations, more than a shallow recursion — are
+    computed, and warned about, on first access (:class:`limits.kernels.diagnostics.Diagnostics`).
 
     ``ntk_scale="log"``: ``Theta[l]`` holds Θ̃^l and ``Theta_log_scale[l]`` = s_l with Θ^l = exp(s_l)·Θ̃^l
     (likewise ``Theta_out``/``Theta_out_log_scale``); with the default ``"linear"`` the log scales are
