@@ -443,12 +443,12 @@ def _p_pair_batch(pf, pg, k11, k12, k22):
 
 def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False, omc=None):
     """E[f(u) g(v)] by the natural-variable rule (:func:`_wide_pair`) for one pair of variances and an array
-    of covariances k12 with 0 < |c| < 1 (up to b² > 1e-15 k22) — all rows at once on common grids; the
-    degenerate rows (|c| = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations. ``even=True``
+    of covariances k12 with 0 < abs(c) < 1 (up to b² > 1e-15 k22) — all rows at once on common grids; the
+    degenerate rows (abs(c) = 1) by :func:`expect2`. ``f``, ``g`` names of built-in activations. ``even=True``
     (caller's guarantee: every split part of f and g is odd or even, with f·g even — tanh and its
     derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used.
-    ``omc`` (optional, same shape as k12): 1 − |c| given exactly, so that the conditional variances
-    k22(1 − c²) = k22·omc·(2 − omc) are formed without the cancellation of k22 − k12²/k11 near |c| = 1."""
+    ``omc`` (optional, same shape as k12): 1 − abs(c) given exactly, so that the conditional variances
+    k22(1 − c²) = k22·omc·(2 − omc) are formed without the cancellation of k22 − k12²/k11 near abs(c) = 1."""
     fn, fa, fo, _ = _resolve(f)
     gn, ga, go, _ = _resolve(g)
     sf, sg = _split(fa, fo), _split(ga, go)
