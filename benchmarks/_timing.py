@@ -26,19 +26,24 @@ def timed(fn, repeat=1):
     return best, out
 
 
+def _timed_call(fn, res, first):
+    """Call ``fn`` once; fold its CPU and wall time into ``res`` (first call, best so far); its result."""
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    w, c = time.perf_counter() - w, time.process_time() - c
+    if first:
+        res.update(first_wall=w, first_cpu=c, wall=w, cpu=c)
+    res["wall"] = min(res["wall"], w)
+    res["cpu"] = min(res["cpu"], c)
+    return out
+
+
 def cpu_wall(fn, repeat=3):
     """Time ``fn`` ``repeat`` times: dict with the first call (``first_cpu``, ``first_wall``) and the best
     of all calls (``cpu``, ``wall``; CPU = ``time.process_time``, all threads), and the last result."""
-    res = {}
-    out = None
+    res, out = {}, None
     for k in range(repeat):
-        w, c = time.perf_counter(), time.process_time()
-        out = fn()
-        w, c = time.perf_counter() - w, time.process_time() - c
-        if k == 0:
-            res.update(first_wall=w, first_cpu=c, wall=w, cpu=c)
-        res["wall"] = min(res["wall"], w)
-        res["cpu"] = min(res["cpu"], c)
+        out = _timed_call(fn, res, k == 0)
     return res, out
 
 
@@ -47,18 +52,8 @@ def cpu_wall_pair(fa, fb, repeat=5):
     and goes on a shared machine weighs on both alike; returns (res_a, out_a), (res_b, out_b)."""
     ra, rb, oa, ob = {}, {}, None, None
     for k in range(repeat):
-        for fn, res, which in ((fa, ra, "a"), (fb, rb, "b")):
-            w, c = time.perf_counter(), time.process_time()
-            out = fn()
-            w, c = time.perf_counter() - w, time.process_time() - c
-            if k == 0:
-                res.update(first_wall=w, first_cpu=c, wall=w, cpu=c)
-            res["wall"] = min(res["wall"], w)
-            res["cpu"] = min(res["cpu"], c)
-            if which == "a":
-                oa = out
-            else:
-                ob = out
+        oa = _timed_call(fa, ra, k == 0)
+        ob = _timed_call(fb, rb, k == 0)
     return (ra, oa), (rb, ob)
 
 

@@ -111,16 +111,14 @@ def snap_variances(q, ids, q_ref=None, ids_ref=None):
     rows ``ids_ref``, when given — the other input set of a cross kernel); in place."""
     src_q, src_ids = (q, ids) if q_ref is None else (q_ref, ids_ref)
     dup = np.flatnonzero(ids >= 0)
-    if dup.size == 0:
-        return q
     have = np.flatnonzero(src_ids >= 0)
-    first = {}
-    for a in have[::-1]:
-        first[int(src_ids[a])] = a
-    for a in dup:
-        b = first.get(int(ids[a]))
-        if b is not None:
-            q[a] = src_q[b]
+    if dup.size == 0 or have.size == 0:
+        return q
+    u, first = np.unique(src_ids[have], return_index=True)      # the first row of every id in the source
+    pos = np.searchsorted(u, ids[dup])
+    pos = np.minimum(pos, u.size - 1)
+    found = u[pos] == ids[dup]
+    q[dup[found]] = src_q[have[first[pos[found]]]]
     return q
 
 
@@ -158,9 +156,8 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
         with np.errstate(over="ignore", invalid="ignore"):
             K = gram_upper(Xa, sw2_in / d)
             K += sb2_in
-            ids, _ = row_ids(Xa)
-            if ids.max(initial=-1) >= 0:                 # identical inputs: correlation exactly 1
-                snap_identical(K, ids, ids, snap_variances(np.diag(K).copy(), ids))
+            ids, _ = row_ids(Xa)                         # identical inputs: correlation exactly 1
+            snap_identical(K, ids, ids, snap_variances(np.diag(K).copy(), ids))
         if not (np.all(np.isfinite(K)) and float(np.max(np.abs(K))) <= LARGE):
             w = "sigma_w2" if sigma_w2_in is None else "sigma_w2_in"
             raise ValueError(f"X: the read-in kernel K0 = {w}·X Xᵀ/d_in + sigma_b2_in exceeds {LARGE:g} (a kernel "

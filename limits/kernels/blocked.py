@@ -316,10 +316,10 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     P, P2 = X.shape[0], X2.shape[0]
     block = min(block, max(P, P2))
     eng = _Engine(m, get, block)
-    snap1, snap2 = eng.identical_rows(X, X2, sym)
-    Q, Q2, q_bad = eng.variances(X, snap1), None, -1
+    ids1, ids2 = eng.identical_rows(X, X2, sym)       # identical inputs share q⁰ bit for bit
+    Q, Q2, q_bad = eng.variances(X, lambda q0: snap_variances(q0, ids1)), None, -1
     if not sym:
-        Q2 = eng.variances(X2, snap2)
+        Q2 = eng.variances(X2, lambda q0: snap_variances(q0, ids2, Q[0], ids1))
     q_bad = eng.q_bad
     res = _outputs(out, get, (P, P2), dtype)
     s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
@@ -417,23 +417,13 @@ class _Engine:
         return Q
 
     def identical_rows(self, X, X2, sym):
-        """Snap functions for the variances of X and X2 (identical inputs share q⁰ bit for bit) and the ids the
-        fused tiles snap their cross entries with (:func:`limits.kernels._args.row_ids`)."""
+        """Ids of identical inputs (:func:`limits.kernels._args.row_ids`; X2's ids are X's when ``sym``), also
+        handed to the fused tiles, which snap their cross entries with them."""
         ids1, ids2 = row_ids(X, None if sym else X2)
         ids2 = ids1 if sym else ids2
-        if ids1.max(initial=-1) < 0 or ids2.max(initial=-1) < 0:
-            return None, None
         if self._tile is not None:
             self._tile.ids = (ids1, ids2)
-        self._q0 = None
-
-        def snap1(q0):
-            snap_variances(q0, ids1)
-            self._q0 = q0.copy()
-
-        def snap2(q0):
-            snap_variances(q0, ids2, self._q0, ids1)
-        return snap1, snap2
+        return ids1, ids2
 
     def tile(self, XI, XJ, QI, I, QJ, J):
         """({name: tile}, first layer where the tile's NTK overflowed or −1)."""

@@ -125,11 +125,10 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     q1 = kw["sigma_w2_in"] * np.einsum("ij,ij->i", X1, X1) / d + kw["sigma_b2_in"]
     q2 = kw["sigma_w2_in"] * np.einsum("ij,ij->i", X2, X2) / d + kw["sigma_b2_in"]
     K = kw["sigma_w2_in"] * (X1 @ X2.T) / d + kw["sigma_b2_in"]
-    ids1, ids2 = row_ids(X1, X2)
-    if ids1.max(initial=-1) >= 0 and ids2.max(initial=-1) >= 0:   # identical inputs: correlation exactly 1
-        snap_variances(q1, ids1)
-        snap_variances(q2, ids2, q1, ids1)
-        snap_identical(K, ids1, ids2, q1)
+    ids1, ids2 = row_ids(X1, X2)                      # identical inputs: correlation exactly 1
+    snap_variances(q1, ids1)
+    snap_variances(q2, ids2, q1, ids1)
+    snap_identical(K, ids1, ids2, q1)
     T = K.copy() if want_ntk else None
     Ks = [K.copy()] if layers else None
     Ts = [T.copy()] if layers and want_ntk else None
