@@ -1,0 +1,1 @@
+"""Tools for developing ``limits`` itself (import graph, architecture diagram); not used at run time."""

@@ -1,0 +1,223 @@
+"""The package's import graph, read from the source with :mod:`ast` (nothing is imported).
+
+An edge ``a → b`` means module ``a`` imports module ``b`` somewhere (at module level or inside a
+function: both count). ``from .x import y`` points at ``….x.y`` when that is a module, else at
+``….x``; a module importing its own ancestor package only to reach a submodule (``from . import y``)
+points at the submodule, since Python runs the ancestor's ``__init__`` first anyway.
+
+``python -m limits.devtools.importgraph`` prints the cycles (none expected), the cross-module
+private imports (none expected) and the package-level graph; ``--out docs/_static/architecture.mmd``
+writes the package-level graph as a Mermaid diagram (plain text, rendered by the docs).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_files(root: Path = PACKAGE_ROOT) -> dict[str, Path]:
+    """Dotted module name → source file for every ``.py`` under ``root`` (a package directory)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def is_package(name: str, files: dict[str, Path]) -> bool:
+    return files[name].name == "__init__.py"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported name: ``importer`` reads ``name`` from module ``target`` (``name`` None: the
+    module itself); ``line`` is where."""
+    importer: str
+    target: str
+    name: str | None
+    line: int
+
+
+def _base(importer: str, node: ast.ImportFrom, files) -> str:
+    if node.level == 0:
+        return node.module or ""
+    pkg = importer if is_package(importer, files) else importer.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        pkg = pkg.rpartition(".")[0]
+    return f"{pkg}.{node.module}" if node.module else pkg
+
+
+def _nearest(name: str, files) -> str | None:
+    while name and name not in files:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(files: dict[str, Path] | None = None) -> list[Import]:
+    """Every import of a package module by a package module (third-party imports are dropped)."""
+    files = module_files() if files is None else files
+    top = next(iter(files)).split(".")[0]
+    out = []
+    for mod, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == top:
+                        target = _nearest(alias.name, files)
+                        if target:
+                            out.append(Import(mod, target, None, node.lineno))
+            elif isinstance(node, ast.ImportFrom):
+                base = _base(mod, node, files)
+                if base.split(".")[0] != top:
+                    continue
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in files:
+                        out.append(Import(mod, sub, None, node.lineno))
+                    else:
+                        target = _nearest(base, files)
+                        if target:
+                            out.append(Import(mod, target, alias.name, node.lineno))
+    return out
+
+
+def graph(files: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module → set of modules it imports (self-imports and imports of one's own ancestors dropped)."""
+    files = module_files() if files is None else files
+    g = {m: set() for m in files}
+    for imp in imports(files):
+        if imp.target != imp.importer and not imp.importer.startswith(imp.target + "."):
+            g[imp.importer].add(imp.target)
+    return g
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        work = [(v, iter(sorted(g[v])))]
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        while work:
+            node, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                    break
+                if w in on:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def private_imports(files: dict[str, Path] | None = None) -> list[Import]:
+    """Imports of a ``_private`` name (or a ``_private`` module) from another module, except a
+    package's private module imported by the package itself or its own submodules."""
+    files = module_files() if files is None else files
+    out = []
+    for imp in imports(files):
+        if imp.target == imp.importer:
+            continue
+        if imp.name is not None and imp.name.startswith("_") and not imp.name.startswith("__"):
+            out.append(imp)
+            continue
+        leaf = imp.target.rpartition(".")[2]
+        if imp.name is None and leaf.startswith("_") and not leaf.startswith("__"):
+            owner = imp.target.rpartition(".")[0]          # the package the private module belongs to
+            if not (imp.importer == owner or imp.importer.startswith(owner + ".")):
+                out.append(imp)
+    return out
+
+
+def package_of(module: str, depth: int = 2) -> str:
+    """The package a module belongs to at the given depth (``limits.kernels.nngp`` → ``limits.kernels``)."""
+    return ".".join(module.split(".")[:depth])
+
+
+def package_graph(g: dict[str, set[str]], files, depth: int = 2) -> dict[str, set[str]]:
+    """The graph collapsed onto packages (and top-level modules) ``depth`` dots deep."""
+    pg = {}
+    for a, targets in g.items():
+        pa = package_of(a, depth)
+        pg.setdefault(pa, set())
+        for b in targets:
+            pb = package_of(b, depth)
+            if pb != pa and not pa.startswith(pb + ".") and pb != package_of(a, 1):
+                pg[pa].add(pb)
+    return pg
+
+
+def mermaid(pg: dict[str, set[str]]) -> str:
+    """A Mermaid flowchart of the package graph (deterministic: sorted nodes and edges)."""
+    lines = ["%% generated by: python -m limits.devtools.importgraph --out docs/_static/architecture.mmd",
+             "flowchart LR"]
+    ident = {name: name.replace(".", "_") for name in pg}
+    for name in sorted(pg):
+        lines.append(f"    {ident[name]}[\"{name}\"]")
+    for a in sorted(pg):
+        for b in sorted(pg[a]):
+            if b in ident:
+                lines.append(f"    {ident[a]} --> {ident[b]}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m limits.devtools.importgraph", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", help="write the package-level graph as a Mermaid diagram to this file")
+    args = ap.parse_args(argv)
+    files = module_files()
+    g = graph(files)
+    pg = package_graph(g, files)
+    if args.out:
+        Path(args.out).write_text(mermaid(pg), encoding="utf-8")
+    cyc = cycles(g)
+    priv = private_imports(files)
+    print(f"{len(files)} modules, {sum(map(len, g.values()))} import edges; "
+          f"{len(pg)} packages/top-level modules, {sum(map(len, pg.values()))} package edges")
+    print(f"cycles: {len(cyc)}")
+    for c in cyc:
+        print("  " + " ↔ ".join(c))
+    print(f"cross-module private imports: {len(priv)}")
+    for p in priv:
+        print(f"  {p.importer}:{p.line} imports {p.target}{'.' + p.name if p.name else ''}")
+    for a in sorted(pg):
+        print(f"{a} → {', '.join(sorted(pg[a])) or '-'}")
+    return 1 if cyc or priv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
