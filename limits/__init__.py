@@ -13,13 +13,16 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "activations", "gaussian", "mehler", "results", "checks", "progress", "style", "stats", "blas",
+    "activations", "gaussian", "results", "checks", "progress", "style", "stats", "blas",
     "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking", "predict", "sweep",
 )
 
 # names re-exported at the top level: the one network description and the check of any prediction
 _EXPORTS = {"Model": "model", "mlp": "model", "resnet": "model", "ModelError": "model",
             "check": "checking", "CheckResult": "checking"}
+
+# modules that moved into a package, still reachable as attributes (``limits.mehler.series``)
+_MOVED = {"mehler": "gaussian.mehler", "corrinterp": "gaussian.corrinterp"}
 
 __all__ = ["activation", "__version__", *_SUBMODULES, *_EXPORTS]
 
@@ -36,8 +39,8 @@ def __getattr__(name):
         value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:
-        module = importlib.import_module(f".{name}", __name__)
+    if name in _SUBMODULES or name in _MOVED:
+        module = importlib.import_module(f".{_MOVED.get(name, name)}", __name__)
         globals()[name] = module
         return module
     raise AttributeError(f"module 'limits' has no attribute {name!r}")

@@ -78,7 +78,8 @@ def geometric_mean(k11, k22):
 _MODERATE = 1e150      # variances below this: k11·k22 cannot overflow (fast direct formulas)
 
 
-def _moderate(k11, k22) -> bool:
+def moderate_variances(k11, k22) -> bool:
+    """Whether every variance is below 1e150, so k11·k22 cannot overflow (the fast direct formulas apply)."""
     return (np.size(k11) == 0 or (float(np.max(k11)) < _MODERATE and float(np.max(k22)) < _MODERATE))
 
 
@@ -114,7 +115,7 @@ def relu_kernel(k11, k12, k22):
     Degree-1 homogeneous: evaluated scale-free (√k11·√k22 factored out), so it overflows only when
     the value itself does."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    if _moderate(k11, k22):
+    if moderate_variances(k11, k22):
         det, g = _det(k11, k12, k22)
         k12 = np.clip(k12, -g, g)
         root = np.sqrt(det)
@@ -126,14 +127,14 @@ def relu_kernel(k11, k12, k22):
 def relu_dkernel(k11, k12, k22):
     """E[step(u) step(v)] = (π − θ)/(2π)."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    if _moderate(k11, k22):
+    if moderate_variances(k11, k22):
         det, g = _det(k11, k12, k22)
         return (np.pi - np.arctan2(np.sqrt(det), np.clip(k12, -g, g))) / (2.0 * np.pi)
     theta = _relu_theta(k11, k12, k22)[0]
     return (np.pi - theta) / (2.0 * np.pi)
 
 
-def _erf_root(k11, k12, k22, a=1.0, b=1.0):
+def erf_root(k11, k12, k22, a=1.0, b=1.0):
     """(g, ρ) with g = √k11·√k22 and g·ρ = √((1+2a²k11)(1+2b²k22) − 4a²b²k12²)
     = √(1 + 2a²k11 + 2b²k22 + 4a²b²(k11k22 − k12²)); the determinant is formed without cancellation
     (k11k22 − k12² = g²(1 − c²)) and everything is divided by g first (no overflow). ρ is the root
@@ -156,20 +157,20 @@ def erf_kernel(k11, k12, k22):
     (the atan2 form keeps full relative accuracy as the argument of arcsin approaches 1; evaluated with
     √(k11k22) factored out, so it never overflows)."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    if _moderate(k11, k22):
+    if moderate_variances(k11, k22):
         det, g = _det(k11, k12, k22)
         return (2.0 / np.pi) * np.arctan2(2.0 * np.clip(k12, -g, g), np.sqrt(1.0 + 2.0 * (k11 + k22) + 4.0 * det))
-    _, rho, c = _erf_root(k11, k12, k22)            # k12/g = c (and k12 = c = 0 where g = 0)
+    _, rho, c = erf_root(k11, k12, k22)            # k12/g = c (and k12 = c = 0 where g = 0)
     return (2.0 / np.pi) * np.arctan2(2.0 * c, rho)
 
 
 def erf_dkernel(k11, k12, k22):
     """E[erf'(u) erf'(v)] = (4/π) / √((1+2k11)(1+2k22) − 4k12²)."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
-    if _moderate(k11, k22):
+    if moderate_variances(k11, k22):
         det, _ = _det(k11, k12, k22)
         return (4.0 / np.pi) / np.sqrt(1.0 + 2.0 * (k11 + k22) + 4.0 * det)
-    g, rho, _ = _erf_root(k11, k12, k22)
+    g, rho, _ = erf_root(k11, k12, k22)
     return (4.0 / np.pi) / g / rho
 
 
@@ -287,7 +288,9 @@ def _ones_like(x):
     return np.ones_like(np.asarray(x, dtype=np.float64))
 
 
-_BUILTIN = {
+# the built-in activations by name (public within the package: the Gaussian engine and the kernels
+# recognise them by identity to use their closed forms and certified rules)
+BUILTIN = {
     "linear": Activation("linear", _identity, _ones_like, _zeros_like, linear_kernel, linear_dkernel,
                          strip=np.inf),
     "relu": Activation("relu", _relu, _drelu, _zeros_like, relu_kernel, relu_dkernel, strip=0.0,
@@ -303,7 +306,7 @@ _USER: dict[str, Activation] = {}
 
 def registered() -> list[str]:
     """Names of all registered activations (built-in and user-registered)."""
-    return sorted(set(_BUILTIN) | set(_USER))
+    return sorted(set(BUILTIN) | set(_USER))
 
 
 def _numeric_derivative(f, order):
@@ -331,9 +334,9 @@ def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0,
         return name_or_callable
     if isinstance(name_or_callable, str):
         key = _ALIASES.get(name_or_callable, name_or_callable)
-        key = _ALIASES.get(key.lower(), key.lower()) if key not in _BUILTIN and key not in _USER else key
-        if key in _BUILTIN:
-            return _BUILTIN[key]
+        key = _ALIASES.get(key.lower(), key.lower()) if key not in BUILTIN and key not in _USER else key
+        if key in BUILTIN:
+            return BUILTIN[key]
         if key in _USER:
             return _USER[key]
         raise ValueError(f"activation: unknown activation {name_or_callable!r}; "
@@ -350,7 +353,7 @@ def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0,
         strip=float(strip), smooth=smooth, exact_derivatives=exact,
     )
     if register:
-        if act.name in _BUILTIN:
+        if act.name in BUILTIN:
             raise ValueError(f"name {act.name!r} is a built-in activation")
         _USER[act.name] = act
     return act

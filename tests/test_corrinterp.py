@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from limits import corrinterp as CI
+from limits.gaussian import corrinterp as CI
 from limits import gaussian as G
 from limits.kernels.expectations import moments
 

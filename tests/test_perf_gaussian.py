@@ -4,7 +4,7 @@ import pytest
 
 from limits import gaussian as G
 from limits.activations import activation
-from limits.mehler import gram_series
+from limits.gaussian.mehler import gram_series
 
 
 @pytest.mark.parametrize("name", ["tanh", "gelu"])
@@ -62,7 +62,7 @@ def test_generic_batch_matches_converged_trapezoid(f, g):
 @pytest.mark.slow
 def test_generic_series_certificate_and_mpmath():
     mpmath = pytest.importorskip("mpmath")
-    from limits.mehler import series_generic
+    from limits.gaussian.mehler import series_generic
 
     rng = np.random.default_rng(6)
     k11, k12, k22 = _random_triples(600, rng, kmax=3.0)

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import positive_int
-from .results import Result
+from ..checks import positive_int
+from ..results import Result
 
 DEFAULT_WIDTHS = (64, 128, 256, 512)
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
@@ -171,7 +171,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     added in quadrature to every comparison and its mean square is removed from the RMS deviation."""
     from scipy.stats import norm
 
-    from .stats import loglog_fit
+    from ..stats import loglog_fit
 
     widths = np.asarray(widths, dtype=int)
     t = np.asarray(theory, dtype=float).ravel()
@@ -244,7 +244,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
 def recorded(result, model, X, how):
     """(Model, X) for a check: the arguments when given, else what ``result`` recorded when it was computed
     with ``model=`` (``result.params`` or ``result.inputs``); a clear error naming ``how`` otherwise."""
-    from .model import as_model
+    from ..model import as_model
 
     rec = getattr(result, "params", None)
     if not isinstance(rec, dict):
@@ -257,7 +257,9 @@ def recorded(result, model, X, how):
     return as_model(model), np.asarray(X, dtype=float)
 
 
-def _seeds(seed, n):
+def spawn_seeds(seed, n):
+    """``n`` independent integer seeds from ``seed`` (``numpy.random.SeedSequence(seed).spawn(n)``): one per
+    width (or per init) so that adding a width never changes the others' networks."""
     return [int(s.generate_state(1, dtype=np.uint64)[0] >> 1)
             for s in np.random.SeedSequence(int(seed)).spawn(n)]
 
@@ -271,7 +273,7 @@ def _tri(P1, P2, symmetric):
 
 def _nngp_samples(m, net, X, idx, S, seed, layers):
     """Per init: [hidden layers' h hᵀ/N at ``layers``…, read-out E[f fᵀ|h^L]] at the index pairs."""
-    from .finite import empirical_kernels
+    from ..finite import empirical_kernels
 
     v = m.variances()
     ek = empirical_kernels(net, X, S, seed=seed, keep_samples=True, phi_kernels=True)
@@ -284,8 +286,8 @@ def _nngp_samples(m, net, X, idx, S, seed, layers):
 def _ntk_samples(net, X, idx, S, seed, chunk=None):
     """Per init: the empirical NTK at the index pairs, drawn by the weight-free conditional sampler
     (:func:`limits.finite.ntk.conditional_ntk`, exact in distribution)."""
-    from .finite.ntk import conditional_ntk
-    from .finite.weights import init_streams
+    from ..finite.ntk import conditional_ntk
+    from ..finite.weights import init_streams
 
     i, j = idx
     N, P = net.width, X.shape[0]
@@ -301,7 +303,7 @@ def _ntk_samples(net, X, idx, S, seed, chunk=None):
 
 def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer_theory=None, progress=None,
                   alpha=0.01):
-    from .progress import progress as _progress
+    from ..progress import progress as _progress
 
     symmetric = X2 is None
     X = X1 if symmetric else np.vstack([X1, X2])
@@ -310,7 +312,7 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
     idx = _tri(P1, P2, symmetric)
     results = {}
     t0 = time.perf_counter()
-    seeds = _seeds(seed, 2 * len(widths))
+    seeds = spawn_seeds(seed, 2 * len(widths))
     pairs = list(zip(idx[0].tolist(), (idx[1] - (0 if symmetric else P1)).tolist()))
     kinds = [k for k, th in (("nngp", theory_nngp), ("ntk", theory_ntk)) if th is not None]
     bar = _progress(total=len(kinds) * len(widths), desc="check", disable=None if progress is None else not progress)
@@ -337,7 +339,7 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
     return results, time.perf_counter() - t0
 
 
-def _combine(parts, widths, m, seed, seconds, alpha, details):
+def combine(parts, widths, m, seed, seconds, alpha, details):
     """One CheckResult from several observables (entries concatenated; samples per width side by side)."""
     names = list(parts)
     th = np.concatenate([parts[k][0] for k in names])
@@ -357,7 +359,7 @@ def _combine(parts, widths, m, seed, seconds, alpha, details):
 
 
 def _model_and_inputs(result, model, X):
-    from .model import as_model
+    from ..model import as_model
 
     mdict = None
     params = getattr(result, "params", None)
@@ -373,6 +375,20 @@ def _model_and_inputs(result, model, X):
     return m
 
 
+_OBSERVABLES = []          # (accepts(result) -> bool, check function), filled by register()
+
+
+def register(accepts):
+    """Decorator with which an observable module (``limits/checking/<observable>.py``) makes :func:`check`
+    dispatch to it: ``accepts(result) -> bool`` says which theory results it checks, and the decorated
+    ``fn(result, widths, inits, seed, *, model, X, alpha, progress) -> CheckResult`` checks them."""
+    def deco(fn):
+        _OBSERVABLES.append((accepts, fn))
+        return fn
+
+    return deco
+
+
 def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=None, alpha=0.01,
           layers=False, progress=None) -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
@@ -380,14 +396,14 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
-    outputs; see :mod:`limits.checking_dmft`; with ``X_test`` also the test outputs),
+    outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs),
     :func:`limits.kernels.response` computed with ``model=`` (finite differences;
-    :mod:`limits.checking_response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
-    (variance across inits; :mod:`limits.checking_fluctuations`), :func:`limits.predict.nngp_posterior`
+    :mod:`limits.checking.response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
+    (variance across inits; :mod:`limits.checking.fluctuations`), :func:`limits.predict.nngp_posterior`
     and :func:`limits.predict.gradient_descent` (finite networks' Bayesian read-out posteriors / GD-trained
-    ensembles; :mod:`limits.checking_predict`), :func:`limits.nfd.gia_first_order` (the first-order
+    ensembles; :mod:`limits.checking.predict`), :func:`limits.nfd.gia_first_order` (the first-order
     coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
-    :mod:`limits.checking_nfd`). ``widths``: at least three for the rate fit;
+    :mod:`limits.checking.nfd`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
     ``numpy.random.SeedSequence(seed).spawn``).
     """
@@ -398,8 +414,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         raise ValueError("widths must be distinct")
     widths = tuple(sorted(widths))
     inits = positive_int(inits, "inits", minimum=2)
-    from .kernels.cross import KernelResult
-    from .kernels.nngp import NNGPResult
+    from ..kernels.cross import KernelResult
+    from ..kernels.nngp import NNGPResult
 
     if isinstance(result, KernelResult):
         m = _model_and_inputs(result, model, X)
@@ -409,7 +425,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         X2 = None if result.symmetric else result.X2
         parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
                                     layer_theory=_layer_theory(result, layers), progress=progress)
-        return _combine(parts, widths, m, seed, secs, alpha,
+        return combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks",
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
     if isinstance(result, NNGPResult):
@@ -426,31 +442,14 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                 lt = {l: result.K[l] for l in range(result.K.shape[0])}
         parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
                                     layer_theory=lt, progress=progress)
-        return _combine(parts, widths, m, seed, secs, alpha,
+        return combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
-    if type(result).__name__ == "KernelFluctuations":
-        from .checking_fluctuations import check_fluctuations
+    from .._plugins import load_submodules
 
-        return check_fluctuations(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
-    if type(result).__name__ == "ResponseResult":
-        from .checking_response import check_response
-
-        return check_response(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
-    if type(result).__name__ in ("PosteriorResult", "GDResult") or (
-            type(result).__name__ == "DMFTResult" and getattr(result, "f_test", None) is not None):
-        from .checking_predict import check_predict
-
-        return check_predict(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
-    if type(result).__name__ == "GIAFirstOrder":
-        from .checking_nfd import check_gia_first_order
-
-        if model is not None or X is not None:
-            raise ValueError("check: a GIAFirstOrder records its network and inputs; model= and X= are not used")
-        return check_gia_first_order(result, widths, inits, seed, alpha=alpha, progress=progress)
-    if type(result).__name__ == "DMFTResult":
-        from .checking_dmft import check_dmft
-
-        return check_dmft(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
+    load_submodules(__package__)              # the observable modules register themselves on import
+    for accepts, check_observable in _OBSERVABLES:
+        if accepts(result):
+            return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
     raise ValueError(f"check: no finite-network observable is known for {type(result).__name__}; supported: "
                      "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
                      "ResponseResult (limits.kernels.response with model=), "

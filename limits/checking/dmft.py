@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse, recorded
+from .core import analyse, recorded, register, spawn_seeds
 
 
+@register(lambda r: type(r).__name__ == "DMFTResult" and getattr(r, "f_test", None) is None)
 def check_dmft(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
-    from .model import ModelError
-    from .progress import progress as _progress
+    from ..model import ModelError
+    from ..progress import progress as _progress
 
     m, X = recorded(result, model, X, "limits.dmft.solve(X, y, model=m, ...)")
     if result.method != "gd":
@@ -36,7 +37,7 @@ def check_dmft(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, p
     tse = result.f_se[1:] if result.f_se is not None else None
     mm = m.with_(lr=float(result.dt))
     t0 = time.perf_counter()
-    seeds = _seeds(seed, len(widths))
+    seeds = spawn_seeds(seed, len(widths))
     samples = []
     bar = _progress(total=len(widths), desc="check dmft", disable=None if progress is None else not progress)
     for k, N in enumerate(widths):
@@ -60,7 +61,7 @@ def _trajectories(m, X, y, steps, N, inits, seed):
 def trained_outputs(m, X, y, steps, N, inits, seed):
     """(steps+1, inits, P) centred outputs of ``m.finite(N)`` trained by GD on (X, y) with the sum loss
     ½Σ(f − y)² and the model's learning rate; inits in chunks so weights stay below ~1 GB."""
-    from .finite import train
+    from ..finite import train
 
     net = m.finite(N)
     per_init = 6 * 8 * (max(net.n_blocks, 0) * N * N + N * (X.shape[1] + 1))

@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse, recorded
+from .core import analyse, recorded, register, spawn_seeds
 
 
+@register(lambda r: type(r).__name__ == "KernelFluctuations")
 def check_fluctuations(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
-    from .finite import empirical_kernels
-    from .progress import progress as _progress
+    from ..finite import empirical_kernels
+    from ..progress import progress as _progress
 
     m, X = recorded(result, model, X, "limits.kernels.kernel_fluctuations(X, model=m, width=N)")
     L, N0 = m.depth, int(result.width)
@@ -35,7 +36,7 @@ def check_fluctuations(result, widths, inits, seed, *, model=None, X=None, alpha
         labels += [f"N·Var G^{l}[{i},{j}]" for l in range(L + 1) for i, j in zip(*iu)]
     theory = np.concatenate(theory)
     t0 = time.perf_counter()
-    seeds = _seeds(seed, len(widths))
+    seeds = spawn_seeds(seed, len(widths))
     samples = []
     bar = _progress(total=len(widths), desc="check fluctuations", disable=None if progress is None else not progress)
     for k, N in enumerate(widths):

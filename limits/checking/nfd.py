@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse
-from .checks import positive_float
+from .core import spawn_seeds, analyse, register
+from ..checks import positive_float
 
 DEFAULT_ETA_BAR = 0.01
 
@@ -28,8 +28,8 @@ def gap_samples(result, widths, inits, seed, *, eta_bar=DEFAULT_ETA_BAR, antithe
     """Per-width sample matrices (inits × P_test) of the Richardson gap 2D(η̄) − D(2η̄) of finite
     ResNets for the prediction ``result`` (module docstring), and the per-width largest removed
     a·η̄ term. Init seeds: ``SeedSequence(seed)`` spawned per width, then per init."""
-    from .finite.gia import online_sgd_modes
-    from .progress import progress as _progress
+    from ..finite.gia import online_sgd_modes
+    from ..progress import progress as _progress
 
     eta = positive_float(eta_bar, "eta_bar")
     if eta > 0.1:
@@ -41,13 +41,13 @@ def gap_samples(result, widths, inits, seed, *, eta_bar=DEFAULT_ETA_BAR, antithe
     Xtr, ytr, Xte = (np.asarray(p[k], dtype=float) for k in ("X_train", "y_train", "X_test"))
     L, T, act, train_in = int(result.L), float(result.T), result.activation, bool(result.train_input_layer)
     etas = (eta, 2 * eta)
-    base = _seeds(seed, len(widths))
+    base = spawn_seeds(seed, len(widths))
     samples, lin_terms = [], []
     bar = _progress(total=len(widths) * inits, desc="check GIA", disable=None if progress is None else not progress)
     for k, N in enumerate(widths):
         Y = np.empty((inits, Xte.shape[0]))
         lin = np.empty((inits, Xte.shape[0]))
-        for s, sd in enumerate(_seeds(base[k], inits)):
+        for s, sd in enumerate(spawn_seeds(base[k], inits)):
             out = online_sgd_modes(Xtr, ytr, Xte, int(N), L, T, act, eta_bars=etas, seed=sd,
                                    train_input_layer=train_in, antithetic=antithetic)
             D = (out[0] - out[1]) / np.asarray(etas)[:, None]
@@ -89,3 +89,12 @@ def check_gia_first_order(result, widths, inits, seed, *, alpha=0.01, progress=N
                                progress=progress)
     return analyse_gap(result, widths, samples, seed=seed, alpha=alpha, seconds=time.perf_counter() - t0,
                        eta_bar=eta_bar, lin_terms=lin, antithetic=antithetic)
+
+
+@register(lambda r: type(r).__name__ == "GIAFirstOrder")
+def check_gia(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
+    """:func:`check_gia_first_order` as :func:`limits.check` calls it (a GIAFirstOrder records its own
+    network and inputs, so ``model=`` and ``X=`` are refused)."""
+    if model is not None or X is not None:
+        raise ValueError("check: a GIAFirstOrder records its network and inputs; model= and X= are not used")
+    return check_gia_first_order(result, widths, inits, seed, alpha=alpha, progress=progress)

@@ -28,12 +28,12 @@ from __future__ import annotations
 import time
 import numpy as np
 
-from .blas import limit_blas
-from .checking import _combine, _seeds, analyse
+from ..blas import limit_blas
+from .core import analyse, combine, register, spawn_seeds
 
 
 def _combine_blocks(parts, widths, m, seed, seconds, alpha, details):
-    """One CheckResult over all observables (``checking._combine``) plus each block's own statistics
+    """One CheckResult over all observables (:func:`limits.checking.core.combine`) plus each block's own statistics
     (worst z, relative bias, power) in ``details["blocks"]`` — the blocks have different precisions."""
     blocks = {}
     for name, (th, samples, labels) in parts.items():
@@ -41,11 +41,11 @@ def _combine_blocks(parts, widths, m, seed, seconds, alpha, details):
         blocks[name] = {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias,
                         "scale_bias_se": r.scale_bias_se, "power": r.power, "rate": r.rate,
                         "rate_ci": list(r.rate_ci), "passed": r.passed, "reasons": list(r.reasons)}
-    return _combine(parts, widths, m, seed, seconds, alpha, {**details, "blocks": blocks})
+    return combine(parts, widths, m, seed, seconds, alpha, {**details, "blocks": blocks})
 
 
 def _bar(n, desc, progress):
-    from .progress import progress as _progress
+    from ..progress import progress as _progress
 
     return _progress(total=n, desc=desc, disable=None if progress is None else not progress)
 
@@ -55,8 +55,8 @@ def _bar(n, desc, progress):
 def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-    from .finite import empirical_kernels
-    from .model import as_model
+    from ..finite import empirical_kernels
+    from ..model import as_model
 
     m = as_model(model if model is not None else result.model)
     v = m.variances()
@@ -65,7 +65,7 @@ def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, prog
     Z = np.vstack([X, Xs])
     iu = np.triu_indices(Pt)
     s2 = float(result.noise)
-    seeds = _seeds(seed, len(widths))
+    seeds = spawn_seeds(seed, len(widths))
     mean_s, cov_s = [], []
     t0 = time.perf_counter()
     bar = _bar(len(widths), "check posterior", progress)
@@ -100,7 +100,7 @@ def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, prog
 
 # ---------------------------------------------------------------------------------------------- gradient descent
 def _core(result, m):
-    from .predict import _GDCore, _kernels
+    from ..predict import _GDCore, _kernels
 
     P = result.X_train.shape[0]
     eta = result.learning_rate / P if result.reduction == "mean" else result.learning_rate
@@ -112,7 +112,7 @@ def _flow_step(result, core, eta, ts):
     """Largest Euler step dt = base/n (n even; every t a multiple of 2·dt) whose Richardson combination
     2·GD(dt) − GD(2dt) differs from the flow theory by < 1e-3 of the prediction (error O(dt²), against
     O(dt) for one Euler run); returns dt, steps per t at dt, the gap of the combination."""
-    from .predict import _gfun
+    from ..predict import _gfun
 
     pos = np.unique(ts[ts > 0])
     base = float(pos[0])
@@ -135,7 +135,7 @@ def _flow_step(result, core, eta, ts):
 
 
 def _train(net, X, Y, steps, wts, reduction, Xs, opt):
-    from .finite import train
+    from ..finite import train
 
     tr = train(net, X, Y, steps, weights=wts, reduction=reduction, center=False, X_test=Xs,
                record_features=False, keep_weights=False, **opt)
@@ -146,8 +146,8 @@ def _train(net, X, Y, steps, wts, reduction, Xs, opt):
 
 @limit_blas
 def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
-    from .finite import forward, init_streams, init_weights
-    from .model import as_model
+    from ..finite import forward, init_streams, init_weights
+    from ..model import as_model
 
     m = as_model(model if model is not None else result.model)
     ts = np.asarray(result.t, dtype=float)
@@ -167,7 +167,7 @@ def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=No
     X, Y, Xs = result.X_train, result.Y_train, result.X_test
     steps = int(ks.max())
     mm = m.with_(lr=float(result.learning_rate))
-    seeds = _seeds(seed, len(widths))
+    seeds = spawn_seeds(seed, len(widths))
     P, Pt, d = X.shape[0], Xs.shape[0], Y.shape[1]
     Z = np.vstack([X, Xs])
     iu = np.triu_indices(Pt)
@@ -236,11 +236,11 @@ def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=No
 @limit_blas
 def check_dmft_test(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None):
     """A DMFT solved with ``X_test``: mean-field networks ``model.finite(N)`` trained by GD (the conventions
-    of :mod:`limits.checking_dmft`: lr = dt, loss ½Σ_μ(f_μ − y_μ)², centred outputs f − f_0) on the training
+    of :mod:`limits.checking.dmft`: lr = dt, loss ½Σ_μ(f_μ − y_μ)², centred outputs f − f_0) on the training
     set, compared at every step k ≥ 1 on the training AND the test inputs with ``f`` and ``f_test``
     (Monte Carlo errors ``f_se``/``f_test_se`` in quadrature). One network deviates ∝ N^{-1/2}."""
-    from .finite import train
-    from .model import ModelError, as_model
+    from ..finite import train
+    from ..model import ModelError, as_model
 
     rec = getattr(result, "inputs", None) or {}
     model = model if model is not None else rec.get("model")
@@ -257,7 +257,7 @@ def check_dmft_test(result, widths, inits, seed, *, model=None, alpha=0.01, prog
     if steps < 1:
         raise ValueError("check: the DMFT trajectory has no steps to compare")
     mm = m.with_(lr=float(result.dt))
-    seeds = _seeds(seed, len(widths))
+    seeds = spawn_seeds(seed, len(widths))
     samples = []
     t0 = time.perf_counter()
     bar = _bar(len(widths), "check dmft (train + test)", progress)
@@ -283,9 +283,11 @@ def check_dmft_test(result, widths, inits, seed, *, model=None, alpha=0.01, prog
                             "observable": "centred outputs of GD-trained mean-field networks"})
 
 
+@register(lambda r: type(r).__name__ in ("PosteriorResult", "GDResult") or (
+    type(r).__name__ == "DMFTResult" and getattr(r, "f_test", None) is not None))
 def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
     """Dispatch for :mod:`limits.predict` results and DMFT results with test predictions."""
-    from .predict import GDResult, PosteriorResult
+    from ..predict import GDResult, PosteriorResult
 
     if X is not None:
         raise ValueError("check: this result records its inputs; do not pass X=")

@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
-from .checking import _seeds, analyse, recorded
+from .core import analyse, recorded, register, spawn_seeds
 
 
+@register(lambda r: type(r).__name__ == "ResponseResult")
 def check_response(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None, eps=1e-5):
-    from .finite.residual_response import fd_response
-    from .progress import progress as _progress
+    from ..finite.residual_response import fd_response
+    from ..progress import progress as _progress
 
     m, X = recorded(result, model, X, "limits.kernels.response(X, model=m, width=N)")
     if X.shape[0] < 2:
@@ -39,7 +40,7 @@ def check_response(result, widths, inits, seed, *, model=None, X=None, alpha=0.0
             + [f"χ_out[{a},{b}]"]
     theory = np.concatenate(theory)
     t0 = time.perf_counter()
-    seeds = _seeds(seed, len(widths) * len(entries))
+    seeds = spawn_seeds(seed, len(widths) * len(entries))
     samples = []
     bar = _progress(total=len(widths), desc="check response", disable=None if progress is None else not progress)
     for k, N in enumerate(widths):

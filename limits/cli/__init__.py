@@ -1,7 +1,7 @@
 """`limits` command line.
 
 Core commands live here (``run``, ``figure``, ``validate``, ``expect``, ``activations``); each
-component adds its own by providing ``limits/<component>/cli.py`` with
+command group has its own module in this package, ``limits/cli/<component>.py``, with
 ``register(subparsers)`` (and optionally ``default_job(outdir) -> list[str]`` to contribute to
 the main job, ``limits`` with no arguments).
 
@@ -33,16 +33,15 @@ FULL_SUBDIR = "full"
 
 
 def _component_clis():
+    """The command modules of the components, ``limits/cli/<component>.py`` (each has
+    ``register(subparsers)``), in :data:`COMPONENTS` order; a missing one is skipped."""
     import importlib
     import importlib.util
 
     mods = []
     for comp in COMPONENTS:
-        name = f"limits.{comp}.cli"
-        try:
-            if importlib.util.find_spec(f"limits.{comp}") is None or importlib.util.find_spec(name) is None:
-                continue
-        except ModuleNotFoundError:
+        name = f"{__name__}.{comp}"
+        if importlib.util.find_spec(name) is None:
             continue
         mods.append(importlib.import_module(name))
     return mods
@@ -51,7 +50,7 @@ def _component_clis():
 def _print(obj, as_json: bool):
     import argparse
 
-    from .cliutil import emit
+    from ..cliutil import emit
 
     emit(obj, argparse.Namespace(json=as_json), obj)
 
@@ -70,7 +69,7 @@ def cmd_run(args):
     import time
     from pathlib import Path
 
-    from .cliutil import ensure_writable_dir
+    from ..cliutil import ensure_writable_dir
 
     outdir = Path(args.outdir)
     figdir = figure_dir(outdir, quick=not args.full)
@@ -82,7 +81,7 @@ def cmd_run(args):
     for mod in _component_clis():
         if hasattr(mod, "default_job"):
             lines += mod.default_job(outdir)
-    from . import gallery
+    from .. import gallery
 
     for name in gallery.default_names():
         made = gallery.make(name, quick=not args.full, outdir=figdir)
@@ -93,8 +92,8 @@ def cmd_run(args):
 
 
 def cmd_figure(args):
-    from . import gallery
-    from .cliutil import ensure_writable_dir
+    from .. import gallery
+    from ..cliutil import ensure_writable_dir
 
     if args.list:
         for name, spec in gallery.figures().items():
@@ -127,8 +126,8 @@ def cmd_figure(args):
 def cmd_validate(args):
     from pathlib import Path
 
-    from . import validate
-    from .cliutil import ensure_writable_file, rescue_dir
+    from .. import validate
+    from ..cliutil import ensure_writable_file, rescue_dir
 
     comps = None if (args.all or not args.components) else args.components
     suffix = "" if comps is None else "_" + "_".join(comps)
@@ -151,11 +150,11 @@ def cmd_validate(args):
 
 
 def cmd_activations(args):
-    from .activations import registered
+    from ..activations import registered
 
     rows = []
     for name in registered():
-        from .activations import activation
+        from ..activations import activation
 
         a = activation(name)
         rows.append({"name": name, "closed_form_kernel": a.kernel is not None,
@@ -170,7 +169,7 @@ def cmd_activations(args):
 
 
 def cmd_expect(args):
-    from .gaussian import expect2
+    from ..gaussian import expect2
 
     g = args.g or args.f
     val = expect2(args.f, g, args.k11, args.k12, args.k22)
@@ -253,7 +252,7 @@ def build_parser():
 
     for mod in _component_clis():
         mod.register(sub)
-    from . import model_cli, predict_cli
+    from . import model as model_cli, predict as predict_cli
 
     model_cli.register(sub)
     predict_cli.register(sub)
@@ -287,7 +286,7 @@ _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 
 
 def _check_files(args):
-    from .cliutil import check_input_file, ensure_writable_file, ensure_writable_result
+    from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
     seed = getattr(args, "seed", None)
     if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
@@ -322,7 +321,7 @@ def _write_crash_report(exc, argv) -> str | None:
     import traceback
 
     try:
-        from .results import atomic_write_text
+        from ..results import atomic_write_text
 
         stamp = time.strftime("%Y%m%dT%H%M%S")
         fd, path = tempfile.mkstemp(prefix=f"limits-error-{stamp}-", suffix=".txt")   # a fresh, unique name

@@ -13,7 +13,7 @@ import numpy as np
 
 
 def _data(args):
-    from . import toy_task
+    from ..dmft import toy_task
 
     if args.X:
         from ..finite.data import load_arrays
@@ -51,7 +51,7 @@ def _report(d, args):
 
 
 def cmd_solve(args):
-    from . import solve
+    from ..dmft import solve
 
     X, y = _data(args)
     common = dict(steps=args.steps, method=args.method, richardson=args.richardson, M=args.M, seed=args.seed,
@@ -86,7 +86,7 @@ def hidden_layers(depth, hidden):
 def cmd_seed000(args):
     from fractions import Fraction as F
 
-    from . import StepTooLarge, from_abcd, solve
+    from ..dmft import StepTooLarge, from_abcd, solve
 
     L = args.L
     half = F(1, 2)
@@ -149,7 +149,7 @@ def default_job(outdir):
     """Fast (< 5 s) line for the main ``limits`` job: the two-layer single-sample oracle."""
     from scipy.integrate import solve_ivp
 
-    from . import solve
+    from ..dmft import solve
 
     g0, y = 1.5, 1.0
     d = solve([[1.0]], [y], depth=1, gamma0=g0, T=2.0, dt=0.05, method="flow", richardson=True)

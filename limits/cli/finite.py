@@ -18,7 +18,7 @@ from ..stats import mean_se_or_none, se_text
 
 def _inputs(args, rng, d_in):
     from ..checks import positive_int
-    from .data import load_arrays, sphere_inputs
+    from ..finite.data import load_arrays, sphere_inputs
 
     if args.X:
         X, Y = load_arrays(args.X)
@@ -29,7 +29,7 @@ def _inputs(args, rng, d_in):
 
 
 def cmd_kernels(args):
-    from . import empirical_kernels, mlp, resnet
+    from ..finite import empirical_kernels, mlp, resnet
 
     from ..checks import positive_int
 
@@ -86,7 +86,7 @@ def _explodes(args, layer_means=None, rho=None):
 
 def cmd_ntk(args):
     from ..checks import positive_int
-    from . import empirical_ntk, init_weights, mlp, resnet
+    from ..finite import empirical_ntk, init_weights, mlp, resnet
 
     positive_int(args.inits, "inits")
     positive_int(args.chunk, "chunk")
@@ -122,8 +122,8 @@ def cmd_ntk(args):
 
 def cmd_train(args):
     from .. import params
-    from . import concretise, train
-    from .data import load_arrays, toy_task
+    from ..finite import concretise, train
+    from ..finite.data import load_arrays, toy_task
 
     rng = np.random.default_rng(args.seed)
     if args.X:

@@ -122,7 +122,7 @@ def _fmt(M):
 
 
 def cmd_nngp(args):
-    from . import nngp
+    from ..kernels import nngp
 
     X, K0 = _data(args)
     r = _cli_call(nngp, X, K0=K0, d_in=args.d_in, ntk_scale=args.ntk_scale, **_kw(args))
@@ -156,7 +156,7 @@ def cmd_nngp(args):
 
 
 def cmd_response(args):
-    from . import response
+    from ..kernels import response
 
     X, K0 = _data(args)
     s = _cli_call(response, X, K0=K0, d_in=args.d_in, width=args.width, **_kw(args))
@@ -184,7 +184,7 @@ def cmd_response(args):
 
 
 def cmd_critical(args):
-    from . import critical_line
+    from ..kernels import critical_line
 
     rows = []
     for b in args.sigma_b2:
@@ -221,7 +221,7 @@ def register(sub):
 def default_job(outdir) -> list[str]:
     """Critical-line table for tanh and erf (≈1 s) → OUTDIR/kernels_critical_line.json."""
     from ..results import atomic_write_text
-    from . import critical_line
+    from ..kernels import critical_line
 
     rows = []
     for act, bs in (("tanh", (0.0, 0.05, 0.1, 0.2)), ("erf", (0.0, 0.05, 0.1))):

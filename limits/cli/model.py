@@ -17,7 +17,7 @@ def model_arguments(s, required=False):
 
 
 def load_model(path):
-    from .model import Model
+    from ..model import Model
 
     return Model.load(path)
 
@@ -26,7 +26,7 @@ def read_array(path, option):
     """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
     import zipfile
 
-    from .kernels.cli import _load_matrix
+    from ..kernels import _load_matrix
 
     try:
         a = _load_matrix(path, option.lstrip("-").replace("-", "_"))
@@ -47,8 +47,8 @@ def _array(path, name):
 
 # ------------------------------------------------------------------------------------------ limits model
 def cmd_model(args):
-    from .cliutil import emit
-    from .model import Model, mlp, resnet
+    from ..cliutil import emit
+    from ..model import Model, mlp, resnet
 
     if args.show:
         m = load_model(args.show)
@@ -65,7 +65,7 @@ def cmd_model(args):
             raise ValueError("--d-in is required (input dimension)")
         m = (resnet if args.resnet else mlp)(args.d_in, args.depth, **kw)
     if args.out:
-        from .cliutil import ensure_writable_file
+        from ..cliutil import ensure_writable_file
 
         ensure_writable_file(args.out, "--out")
         m.save(args.out)
@@ -107,12 +107,12 @@ def _model_parser(sub):
 
 # ------------------------------------------------------------------------------------------ limits kernel
 def cmd_kernel(args):
-    from .cliutil import emit
-    from .kernels import kernel
+    from ..cliutil import emit
+    from ..kernels import kernel
 
     m = load_model(args.model)
     if args.save:
-        from .cliutil import ensure_writable_result
+        from ..cliutil import ensure_writable_result
 
         ensure_writable_result(args.save, "--save")
     X1 = _array(args.x1, "x1")
@@ -147,26 +147,26 @@ def _kernel_parser(sub):
 
 # ------------------------------------------------------------------------------------------ limits check
 def cmd_check(args):
-    from . import check
-    from .cliutil import emit
+    from .. import check
+    from ..cliutil import emit
 
     m = load_model(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
-        from .kernels import kernel
+        from ..kernels import kernel
 
         get = ("nngp", "ntk") if args.what == "kernel" else (args.what,)
         X2 = None if args.x2 is None else _array(args.x2, "x2")
         res = kernel(m, X, X2, get=get, layers=args.layers)
     else:
-        from . import dmft
+        from .. import dmft
 
         if args.y is None:
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
     if args.plot:
-        from .cliutil import ensure_writable_file
+        from ..cliutil import ensure_writable_file
 
         ensure_writable_file(args.plot, "--plot")
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)

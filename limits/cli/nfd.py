@@ -30,7 +30,7 @@ def _input_args(s):
 
 
 def cmd_kernel_ode(args):
-    from .kernel_ode import kernel_ode, residual_recursion
+    from ..nfd.kernel_ode import kernel_ode, residual_recursion
 
     X = load_array(args.X, "X", ndim=2) if args.X else _inputs(args)
     try:
@@ -56,8 +56,8 @@ def cmd_kernel_ode(args):
 
 
 def cmd_particles(args):
-    from .kernel_ode import kernel_ode
-    from .sde import particles
+    from ..nfd.kernel_ode import kernel_ode
+    from ..nfd.sde import particles
 
     X = load_array(args.X, "X", ndim=2) if args.X else _inputs(args)
     p = particles(X, args.T, args.L, args.M, args.activation, seed=args.seed, design=args.design,
@@ -77,7 +77,7 @@ def cmd_particles(args):
 
 
 def cmd_train(args):
-    from .training import train_particles
+    from ..nfd.training import train_particles
 
     from ..finite.gia import gia_task
 
@@ -270,7 +270,7 @@ def register(subparsers):
 
 def default_job(outdir) -> list[str]:
     """Fast (< 2 s): kernel ODE on 4 sphere points, saved to OUTDIR/nfd_kernel_ode_T1."""
-    from .kernel_ode import kernel_ode, residual_recursion
+    from ..nfd.kernel_ode import kernel_ode, residual_recursion
 
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((4, 3))

@@ -13,7 +13,7 @@ _LAYER_FLAGS = {"1": "input", "h": "hidden", "o": "output"}
 
 
 def _p(text, name):
-    from .expr import parse
+    from ..params.expr import parse
 
     return parse(text, name=name)
 
@@ -28,7 +28,7 @@ def _extras(args):
 
 
 def cmd_table(args):
-    from . import table
+    from ..params import table
 
     names = args.names or ["SP", "NTK", "MF", "muP"]
     fmt = "json" if args.json else args.format
@@ -41,8 +41,8 @@ def cmd_table(args):
 
 def build_from_args(args):
     """Parameterisation from ``--name`` (optional start point) and per-layer overrides."""
-    from .named import named
-    from .parameterisation import Parameterisation
+    from ..params.named import named
+    from ..params.parameterisation import Parameterisation
 
     ex = _extras(args)
     if args.name:
@@ -71,7 +71,7 @@ def build_from_args(args):
 
 
 def cmd_classify(args):
-    from .classify import classify
+    from ..params.classify import classify
 
     p = build_from_args(args)
     c = classify(p)
@@ -85,7 +85,7 @@ def cmd_classify(args):
 
 
 def cmd_depth(args):
-    from .depth import depth_regime
+    from ..params.depth import depth_regime
 
     r = depth_regime(_p(args.alpha, "--alpha"), _p(args.gamma, "--gamma"))
     if args.json:
@@ -99,7 +99,7 @@ def cmd_depth(args):
 
 
 def _common(s, convention_default):
-    from .parameterisation import ALGORITHMS, CONVENTIONS, OPTIMIZERS
+    from ..params.parameterisation import ALGORITHMS, CONVENTIONS, OPTIMIZERS
 
     s.add_argument("--algorithm", default="bp", choices=ALGORITHMS)
     s.add_argument("--convention", default=convention_default, choices=CONVENTIONS)
@@ -139,8 +139,8 @@ def standard_tables() -> dict:
     """The standard tables: ``{file stem: Table}``."""
     import sympy as sp
 
-    from . import table
-    from .tables import make_column_table
+    from ..params import table
+    from ..params.tables import make_column_table
 
     G = sp.Symbol("gamma_bar_L", real=True)
     return {

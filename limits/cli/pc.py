@@ -56,7 +56,7 @@ def _floats(text, flag):
 
 
 def _problem(args):
-    from . import init_weights
+    from ..pc import init_weights
 
     rng = np.random.default_rng(args.seed)
     _no_multipliers_without_weights(args)
@@ -71,7 +71,7 @@ def _problem(args):
 
         positive_int(args.batch, "--batch")
     if getattr(args, "X", None):                # B×d_in (a 1-D row is one sample), as equilibrium() reads it
-        from .network import check_data, make_net
+        from ..pc.network import check_data, make_net
 
         X, _ = check_data(make_net(W, a), load_array(args.X, "--X"), x_name="--X")
     else:
@@ -103,7 +103,7 @@ def _lam(args):
 
 
 def cmd_equilibrium(args):
-    from . import equilibrium
+    from ..pc import equilibrium
 
     W, a, X, Y = _problem(args)
     e = equilibrium(W, X, Y, a, _skips(args.skips), _lam(args), nudge=args.nudge, method=args.method)
@@ -123,8 +123,8 @@ def cmd_equilibrium(args):
 
 
 def cmd_spectrum(args):
-    from . import extreme_eigenvalues
-    from .spectra import init_weights
+    from ..pc import extreme_eigenvalues
+    from ..pc.spectra import init_weights
 
     _no_multipliers_without_weights(args)
     if args.weights:
@@ -146,7 +146,7 @@ def cmd_spectrum(args):
 
 
 def cmd_infer(args):
-    from . import infer
+    from ..pc import infer
 
     W, a, X, Y = _problem(args)
     auto_ok = args.activation in (None, "linear", "identity") and args.optimizer == "gd"
@@ -211,7 +211,7 @@ def register(subparsers):
 
 def default_job(outdir) -> list[str]:
     """Main-job contribution: reference values of docs/theory/pc.rst §2 (fast)."""
-    from . import equilibrium
+    from ..pc import equilibrium
 
     e = equilibrium([[[1.0]], [[2.0]], [[1.5]]], [[1.0]], [[1.0]])
     return [f"pc: scalar chain w = (1, 2, 1.5), x = y = 1: S = {e.s:.6g}, F* = {e.energy:.7f}, "

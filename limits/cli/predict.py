@@ -15,7 +15,7 @@ import numpy as np
 
 
 def _load(path, name, matrix):
-    from .model_cli import read_array
+    from .model import read_array
 
     a = read_array(path, f"--{name.replace('_', '-')}")
     if matrix and a.ndim == 1:
@@ -26,8 +26,8 @@ def _load(path, name, matrix):
 def cmd_predict(args):
     import limits
 
-    from .cliutil import emit
-    from .model import Model
+    from ..cliutil import emit
+    from ..model import Model
 
     m = Model.load(args.model)
     X = _load(args.x_train, "x_train", m.d_in == 1)

@@ -10,14 +10,14 @@ def _dataset_path(target) -> Path:
     """A sweep dataset from a .nc file, a store directory (its sweep.json) or a sweep file (.toml)."""
     p = Path(target)
     if p.suffix == ".toml":
-        from .sweepfile import read
+        from ..sweep.sweepfile import read
 
         sf = read(p)
         if sf.run.get("out"):
             return Path(sf.run["out"])
         p = Path(sf.run.get("store", Path("sweeps") / p.stem))
     if p.is_dir():
-        from .store import Store
+        from ..sweep.store import Store
 
         m = Store(p).manifest()
         cand = Path(m["dataset"]) if m and m.get("dataset") else p / "sweep.nc"
@@ -30,8 +30,8 @@ def _dataset_path(target) -> Path:
 
 
 def cmd_run(args):
-    from .driver import PointFailed, summary
-    from .sweepfile import run_file
+    from ..sweep.driver import PointFailed, summary
+    from ..sweep.sweepfile import run_file
 
     chunk = args.chunk
     if chunk is not None and chunk != "auto":
@@ -68,7 +68,7 @@ def cmd_run(args):
 
 
 def cmd_show(args):
-    from .dataset import load
+    from ..sweep.dataset import load
 
     path = _dataset_path(args.target)
     ds = load(path)
@@ -94,8 +94,8 @@ def _sel(items):
 
 def cmd_plot(args):
     from ..style import paper_style, pyplot
-    from .dataset import load
-    from .plot import plot, save_figure
+    from ..sweep.dataset import load
+    from ..sweep.plot import plot, save_figure
 
     path = _dataset_path(args.target)
     ds = load(path)

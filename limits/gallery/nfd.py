@@ -286,7 +286,7 @@ def gia_first_order_study(Ls=(4, 16, 64), eta_bar=0.05, M=2048, n_seeds=4, K=2, 
     (M particles, η̄ = ``eta_bar``) and finite ResNets via ``limits.check`` (widths ``finite_widths``,
     ``finite_inits`` initialisations each, Richardson in η̄ at ``finite_eta_bar``; N → ∞ extrapolation
     ± SE, worst |z∞|, power); ``finite_widths=()`` skips the finite check."""
-    from ..checking_nfd import check_gia_first_order
+    from ..checking.nfd import check_gia_first_order
     from ..finite.gia import gia_task
     from ..nfd import gia_first_order
     from ..nfd.training import train_particles

@@ -205,7 +205,7 @@ def _engine(pairs, q1, q2, c, omc=None):
     terms (coefficients from :func:`limits.mehler.coefficients`, once per variance) where its truncation
     bound |c|^{M+1} √(T_f T_g) is below 1e-15 · max(|F|, FLOOR √(E f² E g²)); the tensor trapezoid /
     natural-variable rule of :func:`limits.gaussian.expect2` for the other nodes (near ±1, large variance)."""
-    from .gaussian import _resolve, expect2, wide_pair_batch
+    from .engine import resolve, expect2, wide_pair_batch
     from .mehler import coefficients
 
     s1, s2 = float(np.sqrt(q1)), float(np.sqrt(q2))
@@ -217,7 +217,7 @@ def _engine(pairs, q1, q2, c, omc=None):
         ok = np.zeros(c.shape, dtype=bool)
         v = np.empty(c.shape)
         if max(s1, s2) <= MEHLER_SMAX:
-            fn, gn = _resolve(f)[0], _resolve(g)[0]
+            fn, gn = resolve(f)[0], resolve(g)[0]
             a, ma = coefficients(fn, np.array([s1]), M_NODES)
             b, mb = (a, ma) if (g == f and q1 == q2) else coefficients(gn, np.array([s2]), M_NODES)
             ab = (a[0] * b[0])[::-1]
@@ -245,7 +245,7 @@ def _engine(pairs, q1, q2, c, omc=None):
 def _reflections(pairs):
     """[(α, β)] with F(−c) = α + β F(c) for every pair, or None. tanh and sigmoid are a constant plus an
     odd function (f = f(0) + o): F(−c) = 2 f(0) g(0) − F(c); their derivatives are even: F(−c) = F(c)."""
-    from .activations import activation
+    from ..activations import activation
 
     out = []
     for f, g in pairs:
@@ -265,11 +265,11 @@ def _reflections(pairs):
 
 def _natural(f, g, s1, s2) -> bool:
     """True when :func:`limits.gaussian.expect2` takes its natural-variable rule for (f, g) at these standard
-    deviations (the z-space trapezoid would need more than ``_SWITCH`` nodes per dimension)."""
-    from .gaussian import _SWITCH, _raw_need, _resolve
+    deviations (the z-space trapezoid would need more than ``SWITCH`` nodes per dimension)."""
+    from .engine import SWITCH, raw_need, resolve
 
-    sf, sg = _resolve(f)[3], _resolve(g)[3]
-    return bool(_raw_need(max(s1 / sf, s2 / sg)) > _SWITCH)
+    sf, sg = resolve(f)[3], resolve(g)[3]
+    return bool(raw_need(max(s1 / sf, s2 / sg)) > SWITCH)
 
 
 def _seed(q: float, half: bool = False):
@@ -287,7 +287,7 @@ def _seed(q: float, half: bool = False):
 def build(pairs, q1: float, q2: float, max_panels: int = MAX_PANELS):
     """PairInterpolant of the pairs ``[(f, g), ...]`` (names accepted by :func:`limits.gaussian.expect2`)
     at variances (q1, q2), or None when the certificate is not reached within ``max_panels`` panels."""
-    from .gaussian import expect2
+    from .engine import expect2
 
     key = (tuple(pairs), float(q1), float(q2))
     if key in _CACHE:                        # a failed build is remembered too (None)
@@ -417,7 +417,7 @@ def gram(pairs, K, min_size: int = 64, max_groups: int = 4, diag=None):
     when this route does not apply (P < ``min_size``, more than ``max_groups`` variance groups, a
     non-positive variance, or an interpolant that does not certify) — the caller then keeps its path.
     ``diag`` (optional): callable q ↦ list of the m diagonal values at variances q (default: the engine)."""
-    from .gaussian import expect2
+    from .engine import expect2
 
     K = np.asarray(K, dtype=np.float64)
     P = K.shape[0]

@@ -35,7 +35,7 @@ itself does.
 
 Gram matrices (:func:`gram`, :func:`dgram`, :func:`gram_pairs`): tanh and sigmoid Grams whose diagonal takes
 few values (inputs of equal norm: one group) are evaluated from piecewise Chebyshev interpolants in the
-correlation, one per pair of variances (:mod:`limits.corrinterp`), where :func:`interp_pays`; otherwise the
+correlation, one per pair of variances (:mod:`limits.gaussian.corrinterp`), where :func:`interp_pays`; otherwise the
 Mehler sweep with certified tail and the per-entry rules above.
 
 Price's theorem: ∂/∂q E[g(u)] = ½ E[g''(u)]; ∂/∂k12 E[φ(u)φ(v)] = E[φ'(u)φ'(v)]
@@ -48,7 +48,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .activations import Activation, activation
+from ..activations import Activation, activation
 
 ZMAX = 8.5
 _TARGET_EXPONENT = 33.0          # exp(-33) ~ 5e-15
@@ -58,7 +58,7 @@ _MAX_ELEMENTS = 2_000_000        # work-array budget per chunk (float64 elements
 
 
 # ------------------------------------------------------------------ function specs
-def _resolve(f):
+def resolve(f):
     """-> (callable, activation or None, derivative order, strip)."""
     if isinstance(f, Activation):
         return f.phi, f, 0, f.strip
@@ -90,7 +90,7 @@ def _grid(n: int):
     return x, w
 
 
-def _raw_need(scale_over_strip: np.ndarray) -> np.ndarray:
+def raw_need(scale_over_strip: np.ndarray) -> np.ndarray:
     """Unclamped node count per dimension the z-space trapezoid needs for s/δ (inf for δ = 0)."""
     r = np.asarray(scale_over_strip, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -114,15 +114,15 @@ def _nodes_for(scale_over_strip: np.ndarray, n_override=None) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ validation
-def _check(name, arr):
+def check_finite(name, arr):
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
 
 
-def _validate_cov(k11, k12, k22, tol=1e-10):
+def validate_cov(k11, k12, k22, tol=1e-10):
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
     for nm, a in (("k11", k11), ("k12", k12), ("k22", k22)):
-        _check(nm, a)
+        check_finite(nm, a)
     scale = np.maximum(np.maximum(np.abs(k11), np.abs(k22)), 1e-300)
     if np.any(k11 < -tol * scale):
         raise ValueError(f"k11 must be a non-negative variance (min {k11.min():.3e})")
@@ -131,9 +131,9 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
     k11 = np.maximum(k11, 0.0)
     k22 = np.maximum(k22, 0.0)
     # k12² − k11k22 > tol·scale², formed scale-free (no overflow for variances up to the float64 maximum)
-    from .activations import _moderate, geometric_mean
+    from ..activations import moderate_variances, geometric_mean
 
-    if _moderate(k11, k22):
+    if moderate_variances(k11, k22):
         bound = np.sqrt(k11 * k22)
         excess = k12 * k12 - k11 * k22
         over = excess > tol * scale * scale
@@ -153,7 +153,7 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
 
 
 # ------------------------------------------------------------------ large variances
-# The z-space trapezoid above needs O(s/δ) nodes per dimension: beyond _SWITCH nodes (s/δ ≳ 3.4) it is
+# The z-space trapezoid above needs O(s/δ) nodes per dimension: beyond SWITCH nodes (s/δ ≳ 3.4) it is
 # replaced by rules in the activation's *natural* variable x = s·z, where every registered activation
 # has its features (kinks, steep regions, poles of the continuation) within a few δ of x = 0:
 #
@@ -170,7 +170,7 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
 #   b² = k22 − k12²/k11; the inner integral on graded panels in x with width ≤ b, or in z = (x − μ)/b by
 #   the trapezoid when b is small), the third a graded-panel integral over v of r_g(v) N(v) P_f(μ', b').
 #   Every piece is resolved at the scale of its own features, so the cost does not grow with s.
-_SWITCH = 305                     # z-space nodes per dimension above which the natural-variable rule is used
+SWITCH = 305                     # z-space nodes per dimension above which the natural-variable rule is used
 _GL_N = 16
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(_GL_N)
 _SQ2 = math.sqrt(2.0)
@@ -220,7 +220,7 @@ def _ndtr(x):
 _KAPPA = math.sqrt(math.pi) / 2.0     # erf(κx) has tanh's slope at 0
 
 
-def _split(act, order):
+def asymptotic_split(act, order):
     """(p, r, X, δ) for a registered activation's derivative of given order, or None.
     p: ("erf", A, B, κ) = A + B erf(κx) | ("gelu", k) | ("relu", k) | ("lin",) = x | ("zero",)."""
     from scipy import special
@@ -290,7 +290,7 @@ def _p_mean(p, mu, b):
 
 def _p_pair(pf, pg, k11, k12, k22):
     """E[p_f(u) p_g(v)] in closed form, or None when the pair has none here."""
-    from .activations import _BUILTIN
+    from ..activations import BUILTIN
 
     kf, kg = pf[0], pg[0]
     if kf == "zero" or kg == "zero":
@@ -302,14 +302,14 @@ def _p_pair(pf, pg, k11, k12, k22):
     if const_g:
         return pg[1] * float(_p_mean(pf, 0.0, math.sqrt(k11)))
     if kf == "erf" and kg == "erf":
-        from .activations import _erf_root
+        from ..activations import erf_root
 
         _, A1, B1, a = pf
         _, A2, B2, c = pg
-        _, rho, cc = _erf_root(k11, k12, k22, a, c)
+        _, rho, cc = erf_root(k11, k12, k22, a, c)
         return A1 * A2 + B1 * B2 * (2.0 / math.pi) * math.atan2(2.0 * a * c * float(cc), float(rho))
     if kf == kg and kf in ("gelu", "relu") and pf[1] == pg[1]:
-        act = _BUILTIN[kf]
+        act = BUILTIN[kf]
         fn = act.kernel if pf[1] == 0 else act.dkernel
         return float(fn(k11, k12, k22))
     if kf == "lin" and kg == "lin":
@@ -432,11 +432,11 @@ def _inner_r_batch(r, X, delta, mu, b):
 def _p_pair_batch(pf, pg, k11, k12, k22):
     """:func:`_p_pair` for an array k12 (scalars k11, k22)."""
     if pf[0] == "erf" and pg[0] == "erf" and pf[2] != 0.0 and pg[2] != 0.0:
-        from .activations import _erf_root
+        from ..activations import erf_root
 
         _, A1, B1, a = pf
         _, A2, B2, c = pg
-        _, rho, cc = _erf_root(k11, k12, k22, a, c)
+        _, rho, cc = erf_root(k11, k12, k22, a, c)
         return A1 * A2 + B1 * B2 * (2.0 / math.pi) * np.arctan2(2.0 * a * c * cc, rho)
     return np.array([_p_pair(pf, pg, k11, float(x), k22) for x in k12])
 
@@ -449,9 +449,9 @@ def wide_pair_batch(f, g, k11: float, k12, k22: float, even: bool = False, omc=N
     derivatives): the outer integrands are even and only the nodes x > 0 of the symmetric grids are used.
     ``omc`` (optional, same shape as k12): 1 − abs(c) given exactly, so that the conditional variances
     k22(1 − c²) = k22·omc·(2 − omc) are formed without the cancellation of k22 − k12²/k11 near abs(c) = 1."""
-    fn, fa, fo, _ = _resolve(f)
-    gn, ga, go, _ = _resolve(g)
-    sf, sg = _split(fa, fo), _split(ga, go)
+    fn, fa, fo, _ = resolve(f)
+    gn, ga, go, _ = resolve(g)
+    sf, sg = asymptotic_split(fa, fo), asymptotic_split(ga, go)
     k12 = np.asarray(k12, dtype=np.float64)
     s1, s2 = math.sqrt(k11), math.sqrt(k22)
     cp = k12 / k11
@@ -552,10 +552,10 @@ def _expect_split(sp, s):
     return val
 
 
-def _is_builtin(act) -> bool:
-    from .activations import _BUILTIN
+def is_builtin(act) -> bool:
+    from ..activations import BUILTIN
 
-    return act is not None and _BUILTIN.get(getattr(act, "name", None)) is act
+    return act is not None and BUILTIN.get(getattr(act, "name", None)) is act
 
 
 def _label(f) -> str:
@@ -587,9 +587,9 @@ def expect(f, q, n=None):
     activations at large q/non-smooth: closed-form asymptotic part + graded Gauss–Legendre remainder).
     ``ValueError`` if the result overflows; :class:`AccuracyWarning` for user callables whose variance is
     beyond the trapezoid's largest grid."""
-    fn, fa, fo, strip = _resolve(f)
+    fn, fa, fo, strip = resolve(f)
     q = np.asarray(q, dtype=np.float64)
-    _check("q", q)
+    check_finite("q", q)
     if np.any(q < 0):
         raise ValueError(f"q must be a non-negative variance (min {q.min():.3e})")
     flat = q.ravel()
@@ -600,11 +600,11 @@ def expect(f, q, n=None):
     nodes = _nodes_for(ratio, n)
     wide = np.zeros(s.shape, dtype=bool)
     if n is None:
-        wide = _raw_need(ratio) > _SWITCH
-        sp = _split(fa, fo) if _is_builtin(fa) else None
+        wide = raw_need(ratio) > SWITCH
+        sp = asymptotic_split(fa, fo) if is_builtin(fa) else None
         if np.any(wide):
             if sp is None:
-                _warn_uncertified(f, _raw_need(ratio)[wide])
+                _warn_uncertified(f, raw_need(ratio)[wide])
                 wide[:] = False
             else:
                 for j in np.nonzero(wide)[0]:
@@ -647,11 +647,11 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None, spec_f=None, spec_g=
     rmax = np.maximum(ratio(s1, strip_f), ratio(s2, strip_g))
     nodes = _nodes_for(rmax, n)
     if n is None:
-        need = _raw_need(rmax)
-        wide = need > _SWITCH
+        need = raw_need(rmax)
+        wide = need > SWITCH
         if np.any(wide):
-            sf = _split(*spec_f) if spec_f is not None and _is_builtin(spec_f[0]) else None
-            sg = _split(*spec_g) if spec_g is not None and _is_builtin(spec_g[0]) else None
+            sf = asymptotic_split(*spec_f) if spec_f is not None and is_builtin(spec_f[0]) else None
+            sg = asymptotic_split(*spec_g) if spec_g is not None and is_builtin(spec_g[0]) else None
             if sf is None or sg is None or _p_pair(sf[0], sg[0], 1.0, 0.5, 1.0) is None:
                 _warn_uncertified(label, need[wide])
             else:
@@ -716,7 +716,7 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     Raises ``ValueError`` naming the argument for NaN/inf, negative variances or a non-PSD
     covariance (``|k12| > √(k11 k22)`` beyond a 1e-10 relative tolerance). ``n`` forces the
     number of quadrature nodes per dimension; ``closed_form=False`` forces quadrature.
-    ``method``: "auto" (Mehler series with certified tail — :mod:`limits.mehler` — when the batch
+    ``method``: "auto" (Mehler series with certified tail — :mod:`limits.gaussian.mehler` — when the batch
     shares variances, e.g. Gram matrices; for ≥ 512 unrelated triples of registered smooth
     activations the Mehler series with Chebyshev-in-s coefficient interpolants, certified to 1e-12;
     tensor trapezoid otherwise and for every uncertified triple), "mehler" or "trapezoid". Registered
@@ -724,15 +724,15 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     (module docstring) whatever ``method`` says; a result that overflows float64 raises ``ValueError``
     (never inf/NaN); user callables beyond the largest grid give an :class:`AccuracyWarning`.
     """
-    fn, fa, fo, fs = _resolve(f)
-    gn, ga, go, gs = _resolve(g)
-    k11, k12, k22 = _validate_cov(k11, k12, k22)
+    fn, fa, fo, fs = resolve(f)
+    gn, ga, go, gs = resolve(g)
+    k11, k12, k22 = validate_cov(k11, k12, k22)
     shape = k11.shape
     label = f"E[{_label(f)}(u) {_label(g)}(v)]"
     spec = dict(spec_f=(fa, fo) if fa is not None else None, spec_g=(ga, go) if ga is not None else None,
                 label=label)
     if closed_form:
-        closed = _closed(f, g)
+        closed = closed_kernel(f, g)
         if closed is not None:
             val = np.asarray(closed(k11, k12, k22), dtype=np.float64).reshape(shape)
             return _finite_result(val, label)[()]
@@ -779,12 +779,12 @@ def kernel(act, k11, k12, k22, **kw):
 def dkernel(act, k11, k12, k22, **kw):
     """E[φ'(u)φ'(v)] (closed form when known)."""
     a = activation(act)
-    return expect2(f"{a.name}'" if _is_registered(a) else a.dphi,
-                   f"{a.name}'" if _is_registered(a) else a.dphi, k11, k12, k22, **kw)
+    return expect2(f"{a.name}'" if is_registered(a) else a.dphi,
+                   f"{a.name}'" if is_registered(a) else a.dphi, k11, k12, k22, **kw)
 
 
-def _is_registered(a: Activation) -> bool:
-    from .activations import registered
+def is_registered(a: Activation) -> bool:
+    from ..activations import registered
 
     try:
         return a.name in registered() and activation(a.name) is a
@@ -792,118 +792,18 @@ def _is_registered(a: Activation) -> bool:
         return False
 
 
-def _check_gram(K, name="K"):
-    """K as a float64 square, finite, symmetric matrix (ValueError naming ``name`` otherwise)."""
-    K = np.asarray(K, dtype=np.float64)
-    if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {K.shape}")
-    _check(name, K)
-    if not np.array_equal(K, K.T) and not np.allclose(K, K.T, rtol=1e-12,
-                                                      atol=1e-12 * max(1.0, float(np.abs(K).max(initial=0.0)))):
-        raise ValueError(f"{name} must be symmetric")
-    return K
-
-
-def _interp_pairs(pairs):
-    """The pairs as names for :mod:`limits.corrinterp` when every pair is (f, f) with f a built-in smooth
-    activation without closed-form kernels (tanh, sigmoid) or its first derivative, else None."""
-    out = []
-    for f, g in pairs:
-        _, fa, fo, _ = _resolve(f)
-        _, ga, go, _ = _resolve(g)
-        if not (fa is not None and fa is ga and fo == go and fo <= 1 and _is_builtin(fa) and fa.smooth
-                and _split(fa, 0) is not None and _closed(f, g) is None):
-            return None
-        out.append((fa.name + "'" * fo,) * 2)
-    return out
-
-
-def gram_pairs(pairs, K, name="K"):
-    """[E_{N(0,K)}[f(u_α) f(u_β)] for (f, f) in pairs] by the correlation interpolant
-    (:func:`limits.corrinterp.gram`: few distinct variances, built-in tanh/sigmoid and derivatives), or
-    None when that route does not apply (the caller then uses :func:`gram`/:func:`dgram`)."""
-    names = _interp_pairs(pairs)
-    if names is None:
-        return None
-    K = _check_gram(K, name)
-    from . import corrinterp
-
-    return corrinterp.gram(names, K)
-
-
-def interp_pays(K) -> bool:
-    """Whether the correlation interpolant (:func:`gram_pairs`) is expected to beat the general Gram path:
-    its set-up is ~10 ms per variance pair at standard deviation ≤ 20 and ~0.3–1 s above (natural-variable
-    node values), the general path costs ~0.3 µs per entry up to s = 200 (Mehler sweep) and ~1 ms per
-    entry beyond (per-entry rule)."""
-    from .mehler import S_MAX
-
-    P = K.shape[0]
-    smax = math.sqrt(max(float(np.max(np.diag(K), initial=0.0)), 0.0))
-    if smax > S_MAX:
-        return P >= 64
-    from .corrinterp import MEHLER_SMAX
-
-    return P >= (128 if smax <= MEHLER_SMAX else 512)
-
-
-def _gram(f, g, K, name="K"):
-    K = _check_gram(K, name)
-    if K.shape[0] >= 64 and interp_pays(K):
-        res = gram_pairs([(f, g)], K, name)
-        if res is not None:
-            return res[0]
-    d = np.diag(K)
-    fn, _, _, fs = _resolve(f)
-    gn, _, _, gs = _resolve(g)
-    iu = np.triu_indices(K.shape[0])
-    try:
-        _validate_cov(d[iu[0]], K[iu], d[iu[1]])
-        if fs > 0 and gs > 0 and K.shape[0] >= 8 and _closed(f, g) is None:
-            # Mehler series on the whole matrix; diagonal and uncertified entries exactly
-            from .mehler import gram_series
-
-            E, ok = gram_series(fn, gn, K, upper=True)
-            bad = ~ok[iu]
-            E[iu[0][bad], iu[1][bad]] = expect2(f, g, d[iu[0][bad]], K[iu][bad], d[iu[1][bad]],
-                                                method="trapezoid")
-            vals = E[iu]
-        else:
-            vals = expect2(f, g, d[iu[0]], K[iu], d[iu[1]])
-    except ValueError as exc:
-        raise ValueError(f"{name} is not a valid covariance matrix: {exc}") from None
-    out = np.empty_like(K)
-    out[iu] = vals
-    out[(iu[1], iu[0])] = vals
-    return out
-
-
-def _closed(f, g):
+def closed_kernel(f, g):
     """The closed-form kernel used by expect2 for (f, g), or None."""
-    _, fa, fo, _ = _resolve(f)
-    _, ga, go, _ = _resolve(g)
+    _, fa, fo, _ = resolve(f)
+    _, ga, go, _ = resolve(g)
     if fa is not None and fa is ga and fo == go:
         return fa.kernel if fo == 0 else (fa.dkernel if fo == 1 else None)
     return None
 
 
-def gram(act, K):
-    """P×P matrix E_{u ~ N(0,K)}[φ(u_a) φ(u_b)] for a Gram/covariance matrix K (upper triangle computed)."""
-    a = activation(act)
-    return _gram(a, a, K)
-
-
-def dgram(act, K):
-    """P×P matrix E_{u ~ N(0,K)}[φ'(u_a) φ'(u_b)]."""
-    a = activation(act)
-    if _is_registered(a):
-        return _gram(f"{a.name}'", f"{a.name}'", K)
-    return _gram(a.dphi, a.dphi, K)
-
-
 def dq_expect(f, q):
     """∂/∂q E[f(u)] = ½ E[f''(u)] (Price); ``f`` a name like ``"tanh"`` or ``"tanh'"``."""
-    fn, fa, fo, _ = _resolve(f)
+    fn, fa, fo, _ = resolve(f)
     if fa is None:
         raise ValueError("dq_expect needs a registered activation name (it uses f'')")
     return 0.5 * expect(f"{fa.name}" + "'" * (fo + 2), q)
@@ -912,7 +812,7 @@ def dq_expect(f, q):
 def dq_expect_square(act, q):
     """∂/∂q E[φ(u)²] = E[φ'(u)² + φ(u)φ''(u)] (Price's theorem)."""
     a = activation(act)
-    if _is_builtin(a):          # by name: certified at every variance (natural-variable rule)
+    if is_builtin(a):          # by name: certified at every variance (natural-variable rule)
         q = np.asarray(q, dtype=np.float64)
         return expect2(f"{a.name}'", f"{a.name}'", q, q, q) + expect2(a.name, f"{a.name}''", q, q, q)
     return expect(lambda x: a.dphi(x) ** 2 + a.phi(x) * a.d2phi(x), q)

@@ -40,10 +40,10 @@ _TAIL = 64                    # the last ≤ 64 rows form one block (see Packed)
 
 def kind(act) -> str | None:
     """The fused kernel for a *registered* activation, or None (user functions, tanh, sigmoid)."""
-    from ..activations import _BUILTIN
+    from ..activations import BUILTIN
 
     name = getattr(act, "name", None)
-    if name in KINDS and _BUILTIN.get(name) is act:
+    if name in KINDS and BUILTIN.get(name) is act:
         return name
     return None
 

@@ -151,9 +151,9 @@ def diag_price(act, q):
 
 
 def _builtin(act) -> bool:
-    from ..activations import _BUILTIN
+    from ..activations import BUILTIN
 
-    return _BUILTIN.get(getattr(act, "name", None)) is act
+    return BUILTIN.get(getattr(act, "name", None)) is act
 
 
 def cross_price(act, K):

@@ -21,7 +21,7 @@ keeps only the read-out term, Γ^mix_l = Γ_L. Hence (per unit η̄)
 Each layer contributes O(dt) and the sum is O(1): its L → ∞ limit
 ∫_0^T K_t ⊙ (Γ_t − Γ_T) dt + Σ_0 ⊙ (Γ_0 − Γ_T) is not zero, so the gap does not vanish with depth.
 :func:`gia_first_order` computes it at finite L (``limits.check`` compares it with finite
-ResNets of that depth: :mod:`limits.checking_nfd`) and, with ``limit=True``, the L → ∞ value.
+ResNets of that depth: :mod:`limits.checking.nfd`) and, with ``limit=True``, the L → ∞ value.
 """
 from __future__ import annotations
 

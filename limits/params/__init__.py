@@ -39,7 +39,7 @@ Derivation machinery
 * :func:`classify` — verdicts, regime, per-layer r_l, blow-up/vanishing exponents;
 * :mod:`.depth` — :func:`depth_regime` (TP6), :func:`alpha_analysis` (seed 000 §A.5),
   Adam ``(LN)^{-1/2}``, two-layer residual block correction ``η_1 = η̄ n √(L/T)``;
-* :func:`table` — Markdown / LaTeX / dict tables; CLI in :mod:`.cli`;
+* :func:`table` — Markdown / LaTeX / dict tables; CLI in :mod:`limits.cli.params`;
 * :func:`parse` — restricted parser for user-typed exponents (no eval/sympify of raw text).
 
 Cross-checks against finite networks (not imported here — theory never imports limits.finite):

@@ -25,7 +25,7 @@ MF = {"convention": "variance", "input": {"a": 0, "b": 0, "c": 0}, "hidden": {"a
 
 def finite_trajectories(X, y, depth, activation, gamma0, dt, steps, N, n_inits, seed):
     """(steps+1, S, P) outputs of centred mean-field nets with DMFT depth ``depth`` trained by GD."""
-    from ..checking_dmft import trained_outputs
+    from ..checking.dmft import trained_outputs
     from ..model import mlp
 
     # the DMFT's ``depth`` hidden layers = depth − 1 hidden N×N blocks of a mean-field Model

@@ -154,7 +154,7 @@ def test_mehler_gram_matches_brute_force_and_falls_back(name):
     """Hermite-expansion Grams (limits.mehler via limits.gaussian.gram) vs a fine 2-D trapezoid,
     1e-10; a short expansion (M = 8) must flag entries as uncertified, and the certified ones stay
     exact."""
-    from limits.mehler import gram_series
+    from limits.gaussian.mehler import gram_series
 
     act = limits.activation(name)
     X = _X(8, 20, seed=4)

@@ -1,12 +1,12 @@
 """The first-order GIA gap (limits.nfd.gia_first_order) as a prediction that limits.check tests against
-finite ResNets trained coupled and decoupled (limits.checking_nfd)."""
+finite ResNets trained coupled and decoupled (limits.checking.nfd)."""
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import limits
-from limits.checking_nfd import analyse_gap, gap_samples
+from limits.checking.nfd import analyse_gap, gap_samples
 from limits.finite.gia import gia_task, online_sgd, online_sgd_modes
 
 

@@ -47,7 +47,7 @@ def test_classify_missing_and_depth(capsys):
 
 
 def test_default_job(tmp_path):
-    from limits.params.cli import default_job
+    from limits.cli.params import default_job
 
     lines = default_job(tmp_path)
     files = sorted(p.name for p in (tmp_path / "tables").iterdir())

@@ -69,7 +69,7 @@ def test_check_refuses_inputs_and_offgrid_flow(task):
 
 def test_flow_step_richardson_is_second_order(task):
     """2·GD(dt) − GD(2dt) approaches the flow like dt² (one Euler run: like dt)."""
-    from limits.checking_predict import _core, _flow_step
+    from limits.checking.predict import _core, _flow_step
     from limits.predict import _gfun
 
     m, X, Y, Xs = task

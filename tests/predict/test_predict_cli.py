@@ -1,4 +1,4 @@
-"""`limits predict` (limits/predict_cli.py; the lead wires it into limits/cli.py)."""
+"""`limits predict` (limits/cli/predict.py)."""
 import argparse
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import limits
-from limits.predict_cli import register
+from limits.cli.predict import register
 
 
 def _run(argv, capsys):

@@ -68,7 +68,7 @@ def test_cli_bands_failures_and_errors(tmp_path, capsys, monkeypatch):
     assert main(["sweep", "run", "bad2.toml"]) == 2
     assert "unknown keys" in capsys.readouterr().err
     with pytest.raises(ValueError, match="no dataset"):
-        from limits.sweep.cli import _dataset_path
+        from limits.cli.sweep import _dataset_path
         (tmp_path / "empty").mkdir()
         _dataset_path(tmp_path / "empty")
 
