@@ -71,9 +71,9 @@ def ensure_writable_file(path, argname: str) -> Path:
 
 def ensure_writable_result(prefix, argname: str) -> Path:
     """For ``--save PATH`` (written as ``PATH.npz`` + ``PATH.json``): check both files can be written."""
-    from .results import _paths
+    from .results import result_paths
 
-    for p in _paths(prefix):
+    for p in result_paths(prefix):
         ensure_writable_file(p, argname)
     return Path(prefix)
 
@@ -83,7 +83,7 @@ def rescue_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="limits-rescued-"))
 
 
-def _numpy_arrays(path, name, first_only):
+def numpy_arrays(path, name, first_only):
     """``[(key, array), …]`` of an .npy/.npz file, never unpickled; any problem → ``ValueError``
     naming ``name``."""
     import numpy as np
@@ -139,7 +139,7 @@ def check_input_file(path, name):
         except OSError as exc:
             raise ValueError(f"{name}: cannot read {path} ({_describe(exc)})") from None
     if numpyish or not p.is_file():
-        _numpy_arrays(p, name, first_only=False)
+        numpy_arrays(p, name, first_only=False)
     return p
 
 
@@ -149,7 +149,7 @@ def load_array(path, name, ndim=None, allow_empty=False):
     NaN/inf array, or a wrong number of dimensions raise ``ValueError`` naming ``name``."""
     from .checks import finite_array
 
-    (_, arr), = _numpy_arrays(path, name, first_only=True)
+    (_, arr), = numpy_arrays(path, name, first_only=True)
     if not allow_empty and arr.size == 0:
         raise ValueError(f"{name}: {path} holds an empty array (shape {arr.shape})")
     return finite_array(arr, name, ndim=ndim)

@@ -233,7 +233,7 @@ class Model:
         """The concrete ``limits.finite.Network`` at width N with exactly this model's conventions
         (the one place a Model becomes numbers at finite width)."""
         from .finite.concretise import concretise
-        from .finite.network import _build
+        from .finite.network import build_network
 
         N = positive_int(width, "width")
         if self.depth == 0 and self.residual:
@@ -241,7 +241,7 @@ class Model:
         v = self.variances()
         p = self.parameterisation
         if isinstance(p, str) and p in KERNEL_PARAMS:
-            net = _build(self.d_in, N, self.depth, self.d_out, self._act, v["sigma_w2"], v["sigma_b2"],
+            net = build_network(self.d_in, N, self.depth, self.d_out, self._act, v["sigma_w2"], v["sigma_b2"],
                          v["sigma_w2_in"], v["sigma_b2_in"], v["sigma_w2_out"], v["sigma_b2_out"], self.lr,
                          "ntk" if p == "NTK" else "standard", residual=self.residual, rho=self.branch,
                          block_layers=self.block_layers, post_activation=self.post_activation)

@@ -141,7 +141,7 @@ def _targets(Y, P, d_out, name="Y_train"):
     return Y
 
 
-def _kernels(m, X, Xs, ntk, test_cov=True):
+def train_test_kernels(m, X, Xs, ntk, test_cov=True):
     """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels."""
     from .kernels.cross import kernel
 
@@ -221,7 +221,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResul
     Xs = _X(X_test, "X_test", m.d_in)
     Y = _targets(Y_train, X.shape[0], m.d_out)
     noise = nonnegative_float(noise, "noise")
-    k = _kernels(m, X, Xs, ntk=False)
+    k = train_test_kernels(m, X, Xs, ntk=False)
     c = _cholesky(k["K"], noise, what)
     alpha = cho_solve((c, True), Y, check_finite=False)
     mean = k["K_sx"] @ alpha
@@ -259,7 +259,7 @@ def _times(t, flow):
     return t
 
 
-def _gfun(lam, t, eta, flow):
+def flow_filter(lam, t, eta, flow):
     """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0."""
     lam = np.asarray(lam, dtype=float)
     t = np.asarray(t, dtype=float)[:, None]
@@ -315,15 +315,15 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
     P = X.shape[0]
     eta_eff = eta / P if reduction == "mean" else eta
-    k = _kernels(m, X, Xs, ntk=True, test_cov=True)
-    core = _GDCore(k, eta_eff, flow, what)
+    k = train_test_kernels(m, X, Xs, ntk=True, test_cov=True)
+    core = GDCore(k, eta_eff, flow, what)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
     _finite_outputs(what, mean=mean, mean_train=mean_train, cov=C, var=var)
     return GDResult(ts, mean, C, var, mean_train, eta, reduction, flow, _model_dict(m), X, Y, Xs)
 
 
-class _GDCore:
+class GDCore:
     """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
 
     def __init__(self, k, eta, flow, what):
@@ -347,7 +347,7 @@ class _GDCore:
         self.K, self.K_sx, self.K_ss = k["K"], k["K_sx"], k["K_ss"]
 
     def g(self, ts):
-        return _gfun(self.lam, ts, self.eta, self.flow)   # (T, P)
+        return flow_filter(self.lam, ts, self.eta, self.flow)   # (T, P)
 
     def means(self, ts, Y):
         G = self.g(ts)

@@ -75,7 +75,7 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _encode(value, arrays: dict, key: str):
+def encode_value(value, arrays: dict, key: str):
     if getattr(value, "lazy_array", False):          # e.g. a checkpointed layer stack: saved materialised
         value = np.asarray(value)
     if isinstance(value, np.ndarray):
@@ -90,15 +90,15 @@ def _encode(value, arrays: dict, key: str):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tuple):
-        return {"__tuple__": [_encode(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]}
+        return {"__tuple__": [encode_value(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]}
     if isinstance(value, list):
-        return [_encode(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]
+        return [encode_value(v, arrays, f"{key}.{i}") for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise TypeError(f"field {key!r}: dict keys must be str, got {type(k).__name__}")
-            out[k] = _encode(v, arrays, f"{key}.{k}")
+            out[k] = encode_value(v, arrays, f"{key}.{k}")
         return {"__dict__": out}
     if dataclasses.is_dataclass(value) and isinstance(value, Result):
         return {"__result__": type(value)._registry_name(), "fields": _encode_fields(value, arrays, key + ".")}
@@ -106,28 +106,28 @@ def _encode(value, arrays: dict, key: str):
 
 
 def _encode_fields(obj, arrays, prefix=""):
-    return {f.name: _encode(getattr(obj, f.name), arrays, prefix + f.name) for f in dataclasses.fields(obj)}
+    return {f.name: encode_value(getattr(obj, f.name), arrays, prefix + f.name) for f in dataclasses.fields(obj)}
 
 
-def _decode(value, arrays):
+def decode_value(value, arrays):
     if isinstance(value, list):
-        return [_decode(v, arrays) for v in value]
+        return [decode_value(v, arrays) for v in value]
     if isinstance(value, dict):
         if "__array__" in value:
             return arrays[value["__array__"]]
         if "__tuple__" in value:
-            return tuple(_decode(v, arrays) for v in value["__tuple__"])
+            return tuple(decode_value(v, arrays) for v in value["__tuple__"])
         if "__float__" in value:
             return float(value["__float__"])
         if "__dict__" in value:
-            return {k: _decode(v, arrays) for k, v in value["__dict__"].items()}
+            return {k: decode_value(v, arrays) for k, v in value["__dict__"].items()}
         if "__result__" in value:
             cls = _REGISTRY[value["__result__"]]
-            return cls(**{k: _decode(v, arrays) for k, v in value["fields"].items()})
+            return cls(**{k: decode_value(v, arrays) for k, v in value["fields"].items()})
     return value
 
 
-def _paths(path):
+def result_paths(path):
     path = Path(path)
     stem = path.with_suffix("") if path.suffix in (".npz", ".json") else path
     return stem.with_name(stem.name + ".npz"), stem.with_name(stem.name + ".json")
@@ -141,7 +141,7 @@ def save_result(obj, path) -> tuple[Path, Path]:
         "type": type(obj)._registry_name(),
         "fields": _encode_fields(obj, arrays),
     }
-    npz_path, json_path = _paths(path)
+    npz_path, json_path = result_paths(path)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     atomic_write_bytes(npz_path, buf.getvalue())
@@ -151,7 +151,7 @@ def save_result(obj, path) -> tuple[Path, Path]:
 
 def load_result(path):
     """Load a result saved by :func:`save_result` (no pickle is ever loaded)."""
-    npz_path, json_path = _paths(path)
+    npz_path, json_path = result_paths(path)
     payload = json.loads(Path(json_path).read_text())
     with np.load(npz_path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -161,7 +161,7 @@ def load_result(path):
 
         importlib.import_module(name.rsplit(".", 1)[0])
     cls = _REGISTRY[name]
-    return cls(**{k: _decode(v, arrays) for k, v in payload["fields"].items()})
+    return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
 
 
 def results_equal(a, b) -> bool:

@@ -100,19 +100,19 @@ def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, prog
 
 # ---------------------------------------------------------------------------------------------- gradient descent
 def _core(result, m):
-    from ..predict import _GDCore, _kernels
+    from ..predict import GDCore, train_test_kernels
 
     P = result.X_train.shape[0]
     eta = result.learning_rate / P if result.reduction == "mean" else result.learning_rate
-    k = _kernels(m, result.X_train, result.X_test, ntk=True, test_cov=False)
-    return _GDCore(k, eta, bool(result.flow), "check"), eta
+    k = train_test_kernels(m, result.X_train, result.X_test, ntk=True, test_cov=False)
+    return GDCore(k, eta, bool(result.flow), "check"), eta
 
 
 def _flow_step(result, core, eta, ts):
     """Largest Euler step dt = base/n (n even; every t a multiple of 2·dt) whose Richardson combination
     2·GD(dt) − GD(2dt) differs from the flow theory by < 1e-3 of the prediction (error O(dt²), against
     O(dt) for one Euler run); returns dt, steps per t at dt, the gap of the combination."""
-    from ..predict import _gfun
+    from ..predict import flow_filter
 
     pos = np.unique(ts[ts > 0])
     base = float(pos[0])
@@ -126,7 +126,7 @@ def _flow_step(result, core, eta, ts):
     for _ in range(20):
         dt = base / n
         k = np.round(ts / dt)
-        gd = 2.0 * _gfun(core.lam, k, eta * dt, False) - _gfun(core.lam, k / 2, 2 * eta * dt, False)
+        gd = 2.0 * flow_filter(core.lam, k, eta * dt, False) - flow_filter(core.lam, k / 2, 2 * eta * dt, False)
         gap = float(np.max(np.abs(gd - flow_g)) / scale)
         if gap < 1e-3:
             return dt, k.astype(int), gap

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 
-def _load_matrix(path, key):
+def load_matrix(path, key):
     p = Path(path)
     if not p.exists():
         raise ValueError(f"{key}: file {path} does not exist")
@@ -29,9 +29,9 @@ def _data(args):
     if args.X and args.K0:
         raise ValueError("give --X or --K0, not both")
     if args.K0:
-        return None, _load_matrix(args.K0, "K0")
+        return None, load_matrix(args.K0, "K0")
     if args.X:
-        return _load_matrix(args.X, "X"), None
+        return load_matrix(args.X, "X"), None
     rng = np.random.default_rng(args.seed)
     P, d = args.random
     return rng.standard_normal((P, d)), None

@@ -29,9 +29,9 @@ def _load_weights(path):
     unreadable file, an .npy (one array, not W1..WL) or a non-finite / non-2-D array → ``ValueError``
     naming --weights."""
     from ..checks import finite_array
-    from ..cliutil import _numpy_arrays
+    from ..cliutil import numpy_arrays
 
-    arrays = _numpy_arrays(path, "--weights", first_only=False)
+    arrays = numpy_arrays(path, "--weights", first_only=False)
     if len(arrays) == 1 and arrays[0][0] == "":
         raise ValueError(f"--weights: {path} is an .npy holding one array; pass an .npz holding the "
                          f"weight matrices W1..WL (numpy.savez(path, W1=..., W2=...))")

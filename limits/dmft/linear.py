@@ -55,7 +55,7 @@ class LinearState:
     f: np.ndarray      # (n_t, P)
 
 
-def _mask(mask, P):
+def check_mask(mask, P):
     """(P,) 0/1 weights of the samples in the gradient (1 = training, 0 = test input) and the training indices."""
     if mask is None:
         return np.ones(P), np.arange(P)
@@ -107,7 +107,7 @@ def march(Kx, y, depth, gamma0, dt, n_steps, progress=None, check_step=True, mas
     f = np.zeros((n_t, P))
     Delta = np.zeros((n_t, P))
     eye = np.eye(P)
-    cmask, tr = _mask(mask, P)
+    cmask, tr = check_mask(mask, P)
     phi_prev = lambda l: H[l - 1] if l > 0 else Kt  # noqa: E731
     g_next = lambda l: G[l + 1] if l + 1 < L else ones  # noqa: E731
     it = range(n_t) if progress is None else progress(range(n_t), total=n_t, desc="dmft march")
@@ -188,7 +188,7 @@ def picard(Kx, y, depth, gamma0, dt, n_steps, tol=1e-12, max_iter=500, damping=1
         H, G, ar, bu, Delta = ([m.copy() for m in init.H], [m.copy() for m in init.G],
                                [m.copy() for m in init.ar], [m.copy() for m in init.bu], init.Delta.copy())
     strict = np.kron(np.tril(np.ones((n_t, n_t)), -1), np.ones((P, P)))
-    cmask, _ = _mask(mask, P)
+    cmask, _ = check_mask(mask, P)
 
     def inv_unit_lower(M):
         if solver == "dense":
@@ -347,7 +347,7 @@ def march_lowrank(Kx, y, depth, gamma0, dt, n_steps, rank_tol=1e-12, progress=No
     Dvec = np.zeros(n)
     f = np.zeros((n_t, P))
     Delta = np.zeros((n_t, P))
-    cmask, tr = _mask(mask, P)
+    cmask, tr = check_mask(mask, P)
     it = range(n_t) if progress is None else progress(range(n_t), total=n_t, desc="dmft march")
     for t in it:
         k0, k1 = t * P, (t + 1) * P

@@ -55,7 +55,7 @@ def max_change(new, old) -> float:
     """Largest absolute entry change between two lists of arrays (the convergence residual)."""
     return max(float(np.max(np.abs(a - b))) for a, b in zip(new, old))
 
-def _factor(S, rcond=1e-10):
+def factor_psd(S, rcond=1e-10):
     """Principal square root F = S^{1/2} (n×n, F Fᵀ = S up to eigenvalues ≤ rcond·λ_max, which are
     dropped) and its pseudo-inverse. The principal root is continuous in S, so resampling with
     the same standard normals gives a deterministic, continuous sweep map (an eigenvector
@@ -174,7 +174,7 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
              mask=None):
     """Alternating MC solve of the nonlinear DMFT; see the module docstring. ``mask`` (P,) 0/1: samples
     with 0 are test inputs (fields and outputs evolve, their error does not drive the dynamics)."""
-    from .linear import _mask
+    from .linear import check_mask
 
     P = Kx.shape[0]
     L = depth
@@ -202,7 +202,7 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
     if progress is not None:
         it_range = progress(it_range, total=max_iter, desc="dmft MC sweeps")
     it = 0
-    cmask, _ = _mask(mask, P)
+    cmask, _ = check_mask(mask, P)
     for it in it_range:
         Dv = (Delta * cmask[None, :]).reshape(-1)
         newPhi, newG, newar, newbu = [None] * L, [None] * L, [None] * L, [None] * L
@@ -210,8 +210,8 @@ def solve_mc(act, Kx, y, depth, gamma0, dt, n_steps, M=2000, rng=None, tol=1e-8,
             Su = Phi[l - 1] if l else Kt
             Sr = G[l + 1] if l + 1 < L else ones
             try:
-                Fu, Fu_p = _factor(Su, rcond)
-                Fr, Fr_p = _factor(Sr, rcond)
+                Fu, Fu_p = factor_psd(Su, rcond)
+                Fr, Fr_p = factor_psd(Sr, rcond)
             except (ValueError, np.linalg.LinAlgError) as exc:
                 raise DMFTNotConverged(f"nonlinear DMFT diverged at sweep {it}: {exc}") from None
             u = Zu[l] @ Fu.T

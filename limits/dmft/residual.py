@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nonlinear import DMFTNotConverged, _factor, damp, max_change
+from .nonlinear import DMFTNotConverged, factor_psd, damp, max_change
 
 
 def _march(act, src, ops, P, n_t, L, beta, fam=None):
@@ -137,15 +137,15 @@ def solve_residual_mc(act, Kx, y, depth, gamma0, beta0, dt, n_steps, M=2000, rng
     Z = {"u1": rng.standard_normal((M, n)), "w0": rng.standard_normal((M, 1)),
          "u": [None] + [rng.standard_normal((M, n)) for _ in range(1, L)],
          "r": [rng.standard_normal((M, n)) for _ in range(L - 1)] + [None]}
-    F1, _ = _factor(Kt, rcond)
+    F1, _ = factor_psd(Kt, rcond)
     zero = np.zeros((n, n))
 
     def sources(Phi_, G_):
         s = {"u1": Z["u1"] @ F1.T, "w0": np.repeat(Z["w0"], n, axis=1), "u": [None] * L, "r": [None] * L}
         for k in range(1, L):
-            s["u"][k] = Z["u"][k] @ _factor(Phi_[k - 1], rcond)[0].T
+            s["u"][k] = Z["u"][k] @ factor_psd(Phi_[k - 1], rcond)[0].T
         for k in range(L - 1):
-            s["r"][k] = Z["r"][k] @ _factor(G_[k + 1], rcond)[0].T
+            s["r"][k] = Z["r"][k] @ factor_psd(G_[k + 1], rcond)[0].T
         return s
 
     # lazy start: kernels of the untrained net (fields constant in time)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._blas import limit_blas
-from .forward import _Phi
+from .forward import Phi
 
 
 @dataclass
@@ -39,7 +39,7 @@ def mse_loss(f, Y, reduction="mean"):
     return loss, c * r
 
 
-def _layer_grads(dense, g_pre, inp, Wb, want_input=True, want_params=True):
+def layer_grads(dense, g_pre, inp, Wb, want_input=True, want_params=True):
     """For u = m·inp Wᵀ + b: (∂ℓ/∂W, ∂ℓ/∂b, ∂ℓ/∂inp) given g_pre = ∂ℓ/∂u (∂ℓ/∂W, ∂ℓ/∂b are None
     without ``want_params``)."""
     if not want_params:
@@ -63,14 +63,14 @@ def _layer_grads(dense, g_pre, inp, Wb, want_input=True, want_params=True):
 def backward(net, weights, fwd, g_f, params=True) -> Grads:
     """Reverse pass: ``g_f`` = ∂ℓ/∂f with shape (S, P, d_out). ``params=False`` skips ∂ℓ/∂W, ∂ℓ/∂b
     (``dW``/``db`` stay empty; ``dh``, ``dpre`` are filled) — what the NTK needs."""
-    P = _Phi(net)
+    P = Phi(net)
     dW, db, dpre = {}, {}, {}
     nB = net.n_blocks
     dh = [None] * (nB + 1)
 
     g_out = g_f * net.out_scale
     dpre["out"] = g_out
-    dW["out"], bb, g_a = _layer_grads(net.readout, g_out, fwd.inp["out"], weights.backward_weight("out"),
+    dW["out"], bb, g_a = layer_grads(net.readout, g_out, fwd.inp["out"], weights.backward_weight("out"),
                                       want_params=params)
     if bb is not None:
         db["out"] = bb
@@ -90,7 +90,7 @@ def backward(net, weights, fwd, g_f, params=True) -> Grads:
             name = f"{i}.{k}"
             d = blk.layers[k - 1]
             dpre[name] = g_u
-            dW[name], bb, g_in = _layer_grads(d, g_u, fwd.inp[name], weights.backward_weight(name),
+            dW[name], bb, g_in = layer_grads(d, g_u, fwd.inp[name], weights.backward_weight(name),
                                               want_params=params)
             if bb is not None:
                 db[name] = bb
@@ -103,7 +103,7 @@ def backward(net, weights, fwd, g_f, params=True) -> Grads:
 
     g_pre0 = P.dphi(fwd.pre["in"]) * g_h if net.readin_phi else g_h
     dpre["in"] = g_pre0
-    dW["in"], bb, _ = _layer_grads(net.readin, g_pre0, fwd.inp["in"], None, want_input=False,
+    dW["in"], bb, _ = layer_grads(net.readin, g_pre0, fwd.inp["in"], None, want_input=False,
                                    want_params=params)
     if bb is not None:
         db["in"] = bb

@@ -26,7 +26,7 @@ import numpy as np
 from ._blas import limit_blas, quiet_overflow
 from ..checks import positive_float, positive_int
 from ..results import Result
-from .forward import _Phi, check_inputs
+from .forward import Phi, check_inputs
 from .weights import draw_layer, root_seed, streams_from_root
 
 
@@ -124,7 +124,7 @@ def _gram(h):
 
 def _chunk_forward(net, X, streams, method, want_phi):
     """Stream the forward pass of one chunk of inits; return Grams (S,B+1,P,P), (S,P,P), flops."""
-    P_ = _Phi(net)
+    P_ = Phi(net)
     S, P = len(streams), X.shape[0]
     nB = net.n_blocks
     K = np.empty((S, nB + 1, P, P))

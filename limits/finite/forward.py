@@ -13,7 +13,7 @@ def _is_linear(act) -> bool:
     return getattr(act, "name", None) == "linear"
 
 
-class _Phi:
+class Phi:
     """φ, φ' of a network's activation, with a fast path for the identity."""
 
     def __init__(self, net):
@@ -87,7 +87,7 @@ def forward(net, weights, X, check=True) -> Forward:
     """Forward pass of all S initialisations on inputs X (P, d_in) (see :mod:`limits.finite.network`)."""
     if check:
         X = check_inputs(net, X)
-    P = _Phi(net)
+    P = Phi(net)
     W, B = weights.W, weights.b
     pre, inp, hs, zs = {}, {}, [], []
     x = X[None, :, :]

@@ -279,8 +279,8 @@ def gia_sweep(ns, Ls, n_seeds: int = 8, X_train=None, y_train=None, X_test=None,
 
     from ..progress import progress
 
-    ns = _int_list(ns, "ns")
-    Ls = _int_list(Ls, "Ls")
+    ns = int_list(ns, "ns")
+    Ls = int_list(Ls, "Ls")
     n_seeds = positive_int(n_seeds, "n_seeds", minimum=2)
     if X_train is None:
         X_train, y_train, X_test = gia_task()
@@ -303,7 +303,7 @@ def gia_sweep(ns, Ls, n_seeds: int = 8, X_train=None, y_train=None, X_test=None,
                     gap_se=gap.std(axis=2, ddof=1) / np.sqrt(n_seeds), seconds=time.perf_counter() - t0)
 
 
-def _int_list(v, name):
+def int_list(v, name):
     """Non-empty 1-D list of integers >= 1 (widths, depths) or ValueError naming ``name``."""
     out = np.array([positive_int(x, name) for x in np.atleast_1d(v)], dtype=np.int64)
     if out.size == 0:
@@ -384,7 +384,7 @@ def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="t
     from .forward import forward
     from .weights import init_streams, init_weights
 
-    Ls = _int_list(Ls, "Ls")
+    Ls = int_list(Ls, "Ls")
     n = positive_int(n, "n")
     d = positive_int(d, "d")
     n_seeds = positive_int(n_seeds, "n_seeds")
@@ -451,7 +451,7 @@ def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, acti
     from .backward import loss_and_grads
     from .weights import init_weights
 
-    Ls = _int_list(Ls, "Ls")
+    Ls = int_list(Ls, "Ls")
     etas = finite_array(etas, "etas", ndim=1)
     if etas.size == 0 or np.any(etas < 0):
         raise ValueError(f"etas must list at least one learning rate >= 0, got {etas.tolist()}")

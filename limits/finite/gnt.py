@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backward import Grads, _layer_grads, backward
+from .backward import Grads, layer_grads, backward
 
 
 def _matrix_power_psd(M, power):
@@ -52,7 +52,7 @@ def gnt_gradients(net, weights, fwd, g_f, damping=1.0, power=1.0) -> Grads:
                 coeff = np.matmul(_matrix_power_psd(M, -float(power)), g_f[..., None])[..., 0]
         s = np.matmul(J, coeff[..., None])[..., 0]                         # (S, P, width)
         dpre[n] = s
-        dW[n], bb, _ = _layer_grads(layers[n], s, fwd.inp[n], None, want_input=False)
+        dW[n], bb, _ = layer_grads(layers[n], s, fwd.inp[n], None, want_input=False)
         if bb is not None:
             db[n] = bb
     return Grads(dW, db, [], dpre)

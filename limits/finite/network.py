@@ -224,7 +224,7 @@ def mlp(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b2=0
     parameters (multiplier σ_w/√fan_in, std 1) — the convention of ``limits.kernels.nngp``'s NTK.
     Seed 000 depth L (weight layers) ↔ ``blocks = L − 2``; DMFT depth L ↔ ``blocks = L − 1``.
     """
-    return _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
+    return build_network(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
                   sigma_w2_out, sigma_b2_out, lr, parameterisation, residual=False, rho=1.0, block_layers=1,
                   post_activation=False)
 
@@ -235,7 +235,7 @@ def resnet(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b
     """Residual net of seed 004 §II / docs/theory/kernels.rst §3: ``h^l = h^{l−1} + ρ [W φ(h^{l−1}) + b]``
     (``blocks`` = L residual blocks, ``block_layers`` = 2 for two-layer blocks), read-in/out as in
     :func:`mlp`. ``rho`` is the branch multiplier (ρ, β/√L, √(T/L), L^{-α}: pass the number)."""
-    return _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
+    return build_network(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
                   sigma_w2_out, sigma_b2_out, lr, parameterisation, residual=True, rho=rho,
                   block_layers=block_layers, post_activation=post_activation)
 
@@ -243,7 +243,7 @@ def resnet(d_in, width, blocks, d_out=1, activation="erf", sigma_w2=1.0, sigma_b
 _MAX_WEIGHTS = 2 ** 31          # 16 GB of float64 weights: anything larger cannot be built on one machine
 
 
-def _build(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
+def build_network(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
            sigma_w2_out, sigma_b2_out, lr, parameterisation, residual, rho, block_layers, post_activation):
     d_in = positive_int(d_in, "d_in")
     width = positive_int(width, "width")

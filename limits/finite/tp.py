@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backward import Grads, _layer_grads
-from .forward import _Phi
+from .backward import Grads, layer_grads
+from .forward import Phi
 
 
 def check_plain(net):
@@ -92,7 +92,7 @@ def tp_gradients(net, weights, fwd, g_f, beta=1.0, mu=0.0, variant="dtp", c=None
     """Weight "gradients" of TP/DTP (the local-loss gradients; read-out: the BP gradient).
     ``c`` is the local-loss scale (default: 1/B, matching ``mse_loss(reduction='mean')``)."""
     check_plain(net)
-    P_ = _Phi(net)
+    P_ = Phi(net)
     if c is None:
         c = 1.0 / fwd.f.shape[1]
     diffs, _ = targets(net, fwd, g_f, beta, mu, variant)
@@ -100,7 +100,7 @@ def tp_gradients(net, weights, fwd, g_f, beta=1.0, mu=0.0, variant="dtp", c=None
     layers = net.layers()
     dW, db, dpre = {}, {}, {}
     g_out = g_f * net.out_scale
-    dW["out"], bb, _ = _layer_grads(net.readout, g_out, fwd.inp["out"], None, want_input=False)
+    dW["out"], bb, _ = layer_grads(net.readout, g_out, fwd.inp["out"], None, want_input=False)
     dpre["out"] = g_out
     if bb is not None:
         db["out"] = bb
@@ -108,7 +108,7 @@ def tp_gradients(net, weights, fwd, g_f, beta=1.0, mu=0.0, variant="dtp", c=None
         # layer `name` produces u whose φ is a_{k+1} = fwd.inp[names[k+1]]; its target difference diffs[k]
         g_u = -c * P_.dphi(fwd.pre[name]) * diffs[k]
         dpre[name] = g_u
-        dW[name], bb, _ = _layer_grads(layers[name], g_u, fwd.inp[name], None, want_input=False)
+        dW[name], bb, _ = layer_grads(layers[name], g_u, fwd.inp[name], None, want_input=False)
         if bb is not None:
             db[name] = bb
     return Grads(dW, db, [], dpre)

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..results import _decode, _encode, atomic_write_bytes, atomic_write_text
+from ..results import decode_value, encode_value, atomic_write_bytes, atomic_write_text
 
 DEFAULT_OUTDIR = Path("figures")
 
@@ -108,12 +108,12 @@ def save_data(outdir, spec: FigureSpec, params: dict, data: dict, wall_time: flo
         "component": spec.component,
         "seed_ref": spec.seed_ref,
         "caption": spec.caption,
-        "params": _encode(params, arrays, "params"),
+        "params": encode_value(params, arrays, "params"),
         "seed": spec.seed,
         "quick": quick,
         "key": _key(spec, params),
         "wall_time_s": wall_time,
-        "data": _encode(data, arrays, "data"),
+        "data": encode_value(data, arrays, "data"),
     }
     p = _paths(outdir, spec.name)
     buf = io.BytesIO()
@@ -134,8 +134,8 @@ def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
         payload = json.loads(p["json"].read_text())
         with np.load(p["npz"], allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-        payload["params"] = _decode(payload["params"], arrays)
-        payload["data"] = _decode(payload["data"], arrays)
+        payload["params"] = decode_value(payload["params"], arrays)
+        payload["data"] = decode_value(payload["data"], arrays)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"figure {name}: cannot read the stored data {p['json']} / {p['npz']} "
                          f"({type(exc).__name__}: {exc}); recompute it with --force") from None

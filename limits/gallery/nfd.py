@@ -209,12 +209,12 @@ def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=
     """Infinite width, finite depth (M particles → ∞): coupled (response terms) vs decoupled (NFD)
     particle solutions of the same SGD run, for growing L. Paired by seed (same u, v, first draws)."""
     from ..checks import sample_count
-    from ..finite.gia import _int_list, extrapolate_inverse, gia_task
+    from ..finite.gia import int_list, extrapolate_inverse, gia_task
     from ..nfd.training import train_particles
     from ..progress import progress
     from ..stats import loglog_fit
 
-    Ls = _int_list(Ls, "Ls")
+    Ls = int_list(Ls, "Ls")
     n_seeds = sample_count(n_seeds, "n_seeds")
     Xtr, ytr, Xte = gia_task(K=K)
     P = Xte.shape[0]

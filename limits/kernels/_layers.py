@@ -23,10 +23,12 @@ def default_every(L: int) -> int:
 
 
 class Checkpoints:
-    """Checkpointed layers of one recursion and the means to recompute the others."""
+    """Checkpointed layers of one recursion and the means to recompute the others (``recompute``: the
+    recursion itself, :func:`limits.kernels.nngp.run_recursion`, handed in so this store does not import it)."""
 
-    def __init__(self, arch, ntk, every, checkpoints, logs, exploded, ntk_exploded, ntk_scale):
+    def __init__(self, arch, ntk, every, checkpoints, logs, exploded, ntk_exploded, ntk_scale, recompute):
         self.arch, self.ntk, self.every = arch, bool(ntk), int(every)
+        self.recompute = recompute
         self.ck = checkpoints                     # layer -> (K, C, Θ̃) full P×P
         self.logs = logs                          # Θ^l = exp(logs[l]) Θ̃^l, every layer
         self.exploded, self.ntk_exploded, self.ntk_scale = exploded, ntk_exploded, ntk_scale
@@ -39,11 +41,9 @@ class Checkpoints:
             return self.ck[l]
         c = (l // self.every) * self.every
         if self._cache is None or self._cache[0] != c:
-            from .nngp import _run
-
             d = min(c + self.every, self.L) - c
             K0, C0, T0 = self.ck[c]
-            Ks, Cs, Th, _, _ = _run(K0, dataclasses.replace(self.arch, depth=d), ntk=self.ntk, keep="all",
+            Ks, Cs, Th, _, _ = self.recompute(K0, dataclasses.replace(self.arch, depth=d), ntk=self.ntk, keep="all",
                                     C0=C0, T0=T0, s0=float(self.logs[c]) if self.ntk else 0.0, segment=True)
             self._cache = (c, Ks, Cs, Th)
         _, Ks, Cs, Th = self._cache

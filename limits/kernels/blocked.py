@@ -38,7 +38,7 @@ import numpy as np
 
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
-from .cross import KernelResult, _flag, _get, _inputs, _model_dict
+from .cross import KernelResult, flag_explosions, parse_get, check_inputs, model_record
 
 __all__ = ["kernel_blocked", "kernel_diag", "FUSED"]
 
@@ -297,9 +297,9 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
 
     what = "limits.kernels.kernel_blocked"
     m, get = _model(model, get, what)
-    X = _inputs(X, "X", m.d_in)
+    X = check_inputs(X, "X", m.d_in)
     sym = X2 is None
-    X2 = X if sym else _inputs(X2, "X2", m.d_in)
+    X2 = X if sym else check_inputs(X2, "X2", m.d_in)
     block = positive_int(block, "block")
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
@@ -356,8 +356,8 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [],
             "source": what, "block": int(block), "tiles": len(tiles), "path": "fused" if eng.fused else "cross",
             "dtype": str(dtype), "fill": fill}
-    _flag(diag, want_ntk)
-    return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, _model_dict(m), diag, sym, X,
+    flag_explosions(diag, want_ntk)
+    return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, model_record(m), diag, sym, X,
                         None if sym else X2)
 
 
@@ -367,7 +367,7 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
     to rounding). Non-finite entries (an overflowing kernel) raise ValueError."""
     what = "limits.kernels.kernel_diag"
     m, get = _model(model, get, what)
-    X = _inputs(X, "X", m.d_in)
+    X = check_inputs(X, "X", m.d_in)
     eng = _Engine(m, get, 1)
     out = eng.diagonal(X)
     for g in get:
@@ -380,7 +380,7 @@ def _model(model, get, what):
     from ..model import ModelError, as_model
 
     m = as_model(model)
-    get = _get(get)
+    get = parse_get(get)
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if "ntk" in get and m.param_name == "SP":
         raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
@@ -392,14 +392,14 @@ class _Engine:
     """Fused tiles when the activation has one and the variances are moderate, else the cross kernel."""
 
     def __init__(self, m, get, block):
-        from .expectations import _builtin, _name
+        from .expectations import is_builtin_activation, activation_name
 
         self.m, self.get, self.block = m, get, block
         self.kw = kw = m.kernel_kwargs("limits.kernels.kernel_blocked")
         self.act = kw["activation"]
         self.want_ntk = "ntk" in get
-        self.name = _name(self.act)
-        self.fusable = self.name in FUSED and _builtin(self.act)
+        self.name = activation_name(self.act)
+        self.fusable = self.name in FUSED and is_builtin_activation(self.act)
         self.fused = self.fusable
         self.q_bad = -1
         self.c_in, self.b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]

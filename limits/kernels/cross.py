@@ -52,7 +52,7 @@ class KernelResult(Result):
         return a.shape
 
 
-def _inputs(X, name, d_in):
+def check_inputs(X, name, d_in):
     X = finite_array(X, name)
     if X.ndim == 1:
         X = X[None, :]
@@ -63,7 +63,7 @@ def _inputs(X, name, d_in):
     return X
 
 
-def _get(get):
+def parse_get(get):
     if isinstance(get, str):
         get = (get,)
     get = tuple(get)
@@ -103,17 +103,17 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     from ..model import ModelError, as_model
 
     m = as_model(model)
-    get = _get(get)
+    get = parse_get(get)
     what = "limits.kernels.kernel"
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if "ntk" in get and m.param_name == "SP":
         raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N at a fixed "
                          "learning rate; use parameterisation='NTK' or get=('nngp',)")
-    X1 = _inputs(X1, "X1", m.d_in)
+    X1 = check_inputs(X1, "X1", m.d_in)
     want_ntk = "ntk" in get
     if X2 is None:
         return _symmetric(m, X1, get, layers, want_ntk)
-    X2 = _inputs(X2, "X2", m.d_in)
+    X2 = check_inputs(X2, "X2", m.d_in)
     kw = m.kernel_kwargs(what)
     act, L = kw["activation"], m.depth
     r2 = kw["rho"] ** 2
@@ -175,7 +175,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     if want_ntk and ntk_bad >= 0:
         T_out = np.full((P1, P2), np.inf)
     diag = {"nngp_exploded_at": nngp_bad, "ntk_exploded_at": ntk_bad if want_ntk else -1, "warnings": []}
-    _flag(diag, want_ntk)
+    flag_explosions(diag, want_ntk)
     if layers and nngp_bad >= 0:
         while len(Ks) < L + 1:
             Ks.append(np.full((P1, P2), np.inf))
@@ -183,7 +183,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
             while len(Ts) < L + 1:
                 Ts.append(np.full((P1, P2), np.inf))
     return KernelResult(K_out if "nngp" in get else None, T_out, np.stack(Ks) if layers else None,
-                        np.stack(Ts) if layers and want_ntk else None, _model_dict(m), diag, False, X1, X2)
+                        np.stack(Ts) if layers and want_ntk else None, model_record(m), diag, False, X1, X2)
 
 
 def _pair(fn, act, a, K, b):
@@ -194,7 +194,7 @@ def _pair(fn, act, a, K, b):
     return fn(act, a, K, b, method="mehler") if smooth else fn(act, a, K, b)
 
 
-def _flag(diag, want_ntk):
+def flag_explosions(diag, want_ntk):
     for k, name in (("nngp_exploded_at", "NNGP kernel"), ("ntk_exploded_at", "NTK")):
         at = diag[k]
         if at >= 0:
@@ -215,11 +215,11 @@ def _symmetric(m, X, get, layers, want_ntk):
     diag = {"nngp_exploded_at": int(d.get("exploded_at", -1)),
             "ntk_exploded_at": int(d.get("ntk_exploded_at", -1)) if want_ntk else -1,
             "warnings": [], "source": "limits.kernels.nngp"}
-    _flag(diag, want_ntk)
+    flag_explosions(diag, want_ntk)
     return KernelResult(r.K_out if "nngp" in get else None, r.Theta_out if want_ntk else None,
                         r.K if layers else None, r.Theta if layers and want_ntk else None,
-                        _model_dict(m), diag, True, X, None)
+                        model_record(m), diag, True, X, None)
 
 
-def _model_dict(m):
+def model_record(m):
     return m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name}

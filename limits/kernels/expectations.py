@@ -14,7 +14,7 @@ import numpy as np
 _TWO_OVER_PI = 2.0 / np.pi
 
 
-def _name(act) -> str:
+def activation_name(act) -> str:
     return str(getattr(act, "name", "")).lower()
 
 
@@ -26,7 +26,7 @@ def _closed(act, which):
 def _finite(E, what, act):
     """Overflow of a Gaussian expectation is an error, never a silent inf/NaN (issue 14)."""
     if not np.isfinite(E).all():
-        raise ValueError(f"{what} of {_name(act) or 'the activation'} is not representable in float64 "
+        raise ValueError(f"{what} of {activation_name(act) or 'the activation'} is not representable in float64 "
                          "(overflow at these variances); rescale the inputs")
     return E
 
@@ -64,7 +64,7 @@ def moments(act, K, derivative=True, out=None, gout=None, work=None):
     a = 1 + 2 diag K — one arcsin and one sqrt per entry, no per-entry Python overhead.
     ``out``/``gout``/``work`` (P×P float64, optional) receive E, G and serve as scratch so a layer loop
     allocates nothing per layer (``out`` must not alias ``K``)."""
-    if _name(act) == "erf":
+    if activation_name(act) == "erf":
         inv = 1.0 / np.sqrt(1.0 + 2.0 * np.diag(K))
         W = np.multiply.outer(inv, inv, out=work)     # exactly symmetric
         s_ = np.multiply(K, W, out=out)
@@ -134,7 +134,7 @@ def pair_dkernel(act, k11, k12, k22):
 def diag_price(act, q):
     """E[φ'(u)² + φ(u)φ''(u)] for u ~ N(0, q), vectorised over ``q`` (= ∂_q E[φ(u)²])."""
     q = np.asarray(q, dtype=np.float64)
-    name = _name(act)
+    name = activation_name(act)
     if name == "linear":
         return np.ones_like(q)
     if name == "relu":
@@ -143,14 +143,14 @@ def diag_price(act, q):
         return (4.0 / np.pi) / ((1.0 + 2.0 * q) * np.sqrt(1.0 + 4.0 * q))
     from .. import gaussian
 
-    if _builtin(act):        # by name: the engine's certified rules at every variance (limits.gaussian)
+    if is_builtin_activation(act):        # by name: the engine's certified rules at every variance (limits.gaussian)
         return (np.asarray(gaussian.expect2(f"{name}'", f"{name}'", q, q, q), dtype=np.float64)
                 + np.asarray(gaussian.expect2(name, f"{name}''", q, q, q), dtype=np.float64))
     phi, dphi, d2phi = act.phi, act.dphi, act.d2phi
     return np.asarray(gaussian.expect(lambda x: dphi(x) ** 2 + phi(x) * d2phi(x), q), dtype=np.float64)
 
 
-def _builtin(act) -> bool:
+def is_builtin_activation(act) -> bool:
     from ..activations import BUILTIN
 
     return BUILTIN.get(getattr(act, "name", None)) is act
@@ -160,7 +160,7 @@ def cross_price(act, K):
     """A[α, β] = ½ E[φ''(u_α) φ(u_β)] = ∂ E[φ(u_α)φ(u_β)] / ∂K_αα (other entries of K fixed)."""
     K = np.asarray(K, dtype=np.float64)
     d = np.diag(K)
-    name = _name(act)
+    name = activation_name(act)
     if name == "linear":
         return np.zeros_like(K)
     if name == "erf":
@@ -182,7 +182,7 @@ def cross_price(act, K):
 
     k11 = np.broadcast_to(d[:, None], K.shape)
     k22 = np.broadcast_to(d[None, :], K.shape)
-    f, g = (f"{act.name}''", act.name) if _builtin(act) else (act.d2phi, act.phi)
+    f, g = (f"{act.name}''", act.name) if is_builtin_activation(act) else (act.d2phi, act.phi)
     return 0.5 * np.asarray(gaussian.expect2(f, g, k11, K, k22), dtype=np.float64)
 
 

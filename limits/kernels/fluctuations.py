@@ -35,7 +35,7 @@ from ..results import Result
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price
 from .fourpoint import ORDERS, cov4, cov4_erf
-from .nngp import _run
+from .nngp import run_recursion
 
 
 def pair_index(P):
@@ -107,7 +107,7 @@ def kernel_fluctuations(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out, depth_scaling=depth_scaling)
-    res = _run(K0m, arch, ntk=False, on_explode="raise")
+    res = run_recursion(K0m, arch, ntk=False, on_explode="raise")
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     pairs = pair_index(P)
     m = len(pairs)

@@ -152,7 +152,7 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
         n, _ = layer_slots(L, keep)
     check_memory(per * n + 2 + 2 * bool(ntk), P, max_memory, what="nngp",
                  keep="last" if keep == "checkpoint" else keep)
-    return _run(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
+    return run_recursion(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
 
 
 AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
@@ -207,7 +207,7 @@ FUSED = True             # closed-form activations take the upper-triangle strip
 _RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal exceeds this
 
 
-def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear", *, C0=None, T0=None, s0=0.0,
+def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear", *, C0=None, T0=None, s0=0.0,
          segment=False, every=None):
     """The recursion. ``keep="checkpoint"``: slots as "last", plus (K, C, Θ̃) every ``every`` layers for the
     lazily recomputed :class:`~limits.kernels._layers.LayerStack`. ``segment=True`` (used by that store):
@@ -405,7 +405,7 @@ def _run(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear",
 
         checkpoints[0] = (Ks[0].copy(), Cs[0].copy(), Th[0].copy() if ntk else None)
         store = Checkpoints(arch, ntk, every, checkpoints, all_logs, exploded,
-                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale)
+                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale, run_recursion)
         return NNGPResult(LayerStack(store, "K"), LayerStack(store, "C"), K_out,
                           LayerStack(store, "Theta") if ntk else None, T_out, arch.as_dict(), diag,
                           Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,

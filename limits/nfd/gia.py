@@ -31,7 +31,7 @@ import numpy as np
 
 from ..checks import finite_array, positive_float, positive_int
 from ..results import Result
-from .kernel_ode import _act_name, _gram, residual_recursion
+from .kernel_ode import activation_label, phi_gram, residual_recursion
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def _gap_per_eta(X, P, chi, L, T, activation, train_input_layer):
     dt = T / int(L)
     D = np.zeros_like(r.Sigma[0])
     for l in range(int(L)):
-        D += dt * _gram(activation, r.Sigma[l]) * (r.Gamma[l + 1] - r.Gamma[-1])
+        D += dt * phi_gram(activation, r.Sigma[l]) * (r.Gamma[l + 1] - r.Gamma[-1])
     if train_input_layer:
         D += r.Sigma[0] * (r.Gamma[0] - r.Gamma[-1])
     return -(D[:P, P:] @ chi)
@@ -94,6 +94,6 @@ def gia_first_order(X_train, y_train, X_test, L: int, T: float = 1.0, activation
             raise ValueError(f"limit_depths must be (L₁, 2L₁) for the Richardson step, got {tuple(limit_depths)}")
         lim = (2 * _gap_per_eta(X, P, ch, L2, T, activation, bool(train_input_layer))
                - _gap_per_eta(X, P, ch, L1, T, activation, bool(train_input_layer)))
-    return GIAFirstOrder(L=L, T=T, activation=_act_name(activation), train_input_layer=bool(train_input_layer),
+    return GIAFirstOrder(L=L, T=T, activation=activation_label(activation), train_input_layer=bool(train_input_layer),
                          gap=gap, gap_limit=lim, chi=ch,
                          params={"X_train": Xtr, "y_train": ytr, "X_test": Xte, "chi_given": chi is not None})

@@ -27,11 +27,11 @@ from ..kernels.diagnostics import LARGE
 from ..results import Result
 
 
-def _act_name(activation) -> str:
+def activation_label(activation) -> str:
     return activation if isinstance(activation, str) else getattr(activation, "name", repr(activation))
 
 
-def _gram(activation, S):
+def phi_gram(activation, S):
     from .. import gaussian
 
     G = gaussian.gram(activation, S)
@@ -115,7 +115,7 @@ def _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method, max_nfev
                         f"< T={T:g}: reduce T, or pass backward=False for Σ_T and K_T alone")
         S = y[:n2].reshape(P, P)
         S = 0.5 * (S + S.T)
-        out = [_gram(activation, S).ravel()]
+        out = [phi_gram(activation, S).ravel()]
         if backward:
             out.append(_dgram(activation, S).ravel())
         return np.concatenate(out)
@@ -165,7 +165,7 @@ def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float 
     Sig_t = sol.y[:n2].T.reshape(-1, P, P)
     Sig_t = 0.5 * (Sig_t + np.swapaxes(Sig_t, 1, 2))
     Sigma = Sig_t[-1]
-    K = _gram(activation, Sigma)
+    K = phi_gram(activation, Sigma)
     GammaT = _dgram(activation, Sigma)
     if backward:
         A_T = sol.y[n2:, -1].reshape(P, P)
@@ -186,7 +186,7 @@ def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float 
             loose = None
         if loose is not None and loose.success:
             err = float(np.max(np.abs(loose.y[:n2, -1].reshape(P, P) - Sigma)))
-    return KernelODE(X=X, T=T, activation=_act_name(activation), t=np.asarray(sol.t, float), Sigma_t=Sig_t,
+    return KernelODE(X=X, T=T, activation=activation_label(activation), t=np.asarray(sol.t, float), Sigma_t=Sig_t,
                      Sigma=Sigma, K=K, Gamma0=Gamma0, GammaT=GammaT, rtol=rtol, atol=atol,
                      nfev=int(sol.nfev), converged=True, message=str(sol.message), error_estimate=err)
 
@@ -215,14 +215,14 @@ def residual_recursion(X, L: int, T: float = 1.0, activation="erf", backward: bo
     Sig = np.empty((L + 1,) + S.shape)
     Sig[0] = S
     for l in range(L):
-        Sig[l + 1] = Sig[l] + dt * _gram(activation, Sig[l])
-    K = _gram(activation, Sig[L])
+        Sig[l + 1] = Sig[l] + dt * phi_gram(activation, Sig[l])
+    K = phi_gram(activation, Sig[L])
     Gam = np.full_like(Sig, np.nan)
     if backward:
         Gam[L] = _dgram(activation, Sig[L])
         for l in range(L - 1, -1, -1):
             Gam[l] = Gam[l + 1] + dt * _dgram(activation, Sig[l]) * Gam[l + 1]
-    return ResidualRecursion(T=T, L=L, activation=_act_name(activation), Sigma=Sig, K=K, Gamma=Gam)
+    return ResidualRecursion(T=T, L=L, activation=activation_label(activation), Sigma=Sig, K=K, Gamma=Gam)
 
 
 @dataclass(frozen=True)
@@ -242,8 +242,8 @@ def nesting_check(X, Ts, activation="erf", **kw) -> NestingCheck:
     if Ts.size < 1 or np.any(Ts <= 0) or np.any(np.diff(Ts) <= 0):
         raise ValueError("Ts must be increasing positive times")
     k = kernel_ode(X, T=float(Ts[-1]), activation=activation, t_eval=Ts, backward=False, error_estimate=False, **kw)
-    Ks = np.array([_gram(activation, S) for S in k.Sigma_t[-Ts.size:]])
+    Ks = np.array([phi_gram(activation, S) for S in k.Sigma_t[-Ts.size:]])
     lam = np.array([np.linalg.eigvalsh(Kt)[0] for Kt in Ks])
     inc = np.array([np.linalg.eigvalsh(Ks[i + 1] - Ks[i])[0] for i in range(Ts.size - 1)])
     return NestingCheck(Ts=Ts, min_eig_K=lam, min_eig_increment=inc, max_abs_K=float(np.max(np.abs(Ks))),
-                        activation=_act_name(activation))
+                        activation=activation_label(activation))

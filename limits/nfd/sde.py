@@ -24,7 +24,7 @@ import numpy as np
 
 from ..checks import finite_array, generator, positive_float, positive_int
 from ..results import Result
-from .kernel_ode import _act_name, input_gram
+from .kernel_ode import activation_label, input_gram
 
 
 # ----------------------------------------------------------------------------- Brownian sampling
@@ -117,13 +117,13 @@ def euler_maruyama(drift: Callable | None, diffusion: Callable, x0, T: float, L:
 
 # ----------------------------------------------------------------------------- coefficients
 def _exact_forward_covs(Sigma0, T, L, activation):
-    from .kernel_ode import _gram
+    from .kernel_ode import phi_gram
 
     dt = T / L
     S = Sigma0.copy()
     out = []
     for _ in range(L):
-        C = _gram(activation, S)
+        C = phi_gram(activation, S)
         out.append(C)
         S = S + dt * C
     return out
@@ -279,6 +279,6 @@ def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf",
     if not store_path:
         H = H[[0, L]]
         G = G[[0, L]] if G.size else G
-    return ParticleInit(T=T, L=L, M=M, activation=_act_name(activation), design=design, interaction=interaction,
+    return ParticleInit(T=T, L=L, M=M, activation=activation_label(activation), design=design, interaction=interaction,
                         H=H, G=G, Sigma_emp=Sig, K_emp=F.T @ F / M, Gamma_emp=Gam,
                         mean_feature=mean_feat, rms_feature=rms)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..checks import finite_array, generator, nonnegative_float, positive_float, positive_int
 from ..results import Result
-from .kernel_ode import _act_name
+from .kernel_ode import activation_label
 
 
 class GrowingCholesky:
@@ -355,7 +355,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
             warnings.warn(f"particle standard error of f_test is {worst:.3g} > target_se={target_se:g}; "
                           f"M={M} particles are too few (≈{particles_needed(M, worst, target_se)} needed)",
                           RuntimeWarning, stacklevel=2)
-    return TrainParticles(T=T, L=L, M=M, K=K, activation=_act_name(activation), eta_bar=eta_bar,
+    return TrainParticles(T=T, L=L, M=M, K=K, activation=activation_label(activation), eta_bar=eta_bar,
                           train_input_layer=bool(train_input_layer), mode=mode, f_train=f_train, chi=chi, f_test=f_test,
                           f_test_se=f_se, min_eig_forward=min_eigs(fwd, train_idx), min_eig_backward=min_eigs(bwd, np.arange(K)),
                           feature_rms=feat, rank_deficient_pivots=int(deficient), memory_bytes=mem)

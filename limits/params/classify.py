@@ -24,23 +24,15 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from .constraints import E_B, GAMMA_BAR_L, seed000_quantities, std_quantities, substitution
+from .constraints import (E_B, GAMMA_BAR_L, numeric_exponent, one_step_exponents,  # noqa: F401 (re-exported)
+                          seed000_quantities, std_quantities, substitution)
 from .expr import fmt
-from .parameterisation import LAYERS, Parameterisation
-
-
-def _num(e, what):
-    e = sp.expand(e)
-    if e.free_symbols:
-        e = sp.simplify(e)
-    if e.free_symbols:
-        raise ValueError(f"{what} = {e} depends on {sorted(map(str, e.free_symbols))}; substitute numbers "
-                         f"with p.subs({{...}}) before classifying")
-    return e
+from .choices import LAYERS
+from .parameterisation import Parameterisation
 
 
 def _sign(e, what) -> int:
-    e = _num(e, what)
+    e = numeric_exponent(e, what)
     return 0 if e == 0 else (1 if e > 0 else -1)
 
 
@@ -68,7 +60,7 @@ class Verdict:
 
 def _verdict(q, subs):
     e = sp.expand(q.exponent.xreplace(subs))
-    e = _num(e, q.key)
+    e = numeric_exponent(e, q.key)
     holds = bool({"=0": e == 0, "<=0": e <= 0, ">=0": e >= 0, "<0": e < 0, ">0": e > 0}[q.requirement])
     return Verdict(q.key, q.label, holds, e, q.requirement, q.source)
 
@@ -166,8 +158,8 @@ def classify(p: Parameterisation) -> Classification:
     subs = substitution(s)
     subs.update(_params_subs(s))
     init = tuple(_verdict(x, subs) for x in q["init"])
-    r_layers = {lay: _num(q["r"][lay].xreplace(subs), f"r_{lay}") for lay in LAYERS}
-    r = _num(q["r_feat"].xreplace(subs), "r")
+    r_layers = {lay: numeric_exponent(q["r"][lay].xreplace(subs), f"r_{lay}") for lay in LAYERS}
+    r = numeric_exponent(q["r_feat"].xreplace(subs), "r")
     from .constraints import Quantity
 
     stab = tuple(_verdict(Quantity(f"r.{lay}", -q["r"][lay], "<=0",
@@ -206,44 +198,3 @@ def classify(p: Parameterisation) -> Classification:
 
         depth = depth_regime(p.depth_alpha, p.depth_gamma)
     return Classification(regime, r, r_layers, init, stab, cond, desiderata, readout_only, tuple(notes), p, depth)
-
-
-def one_step_exponents(p: Parameterisation) -> dict:
-    """Growth exponents (powers of N) of what one small BP step from initialisation changes,
-    first order in the learning rate — the predictions of the empirical exponent checker
-    (``limits.finite.coordcheck``). Keys follow ``limits.finite.train`` records:
-
-    ``"df"`` (rms change of f), ``"f0"`` (f at init), ``"dh:h0"`` (first representation),
-    ``"dh:hidden"`` (deeper stream states: own + propagated updates), ``"dWh:in"``,
-    ``"dWh:hidden"``, ``"dWh:out"`` (rms of multiplier·ΔW·input; for the read-out this is before
-    the output scale 1/γ, hence ``+ d`` in the variance convention).
-    Derived from the std-convention one-step quantities (TP4 with the initial read-out; seed 003
-    S.143 for TP/DTP with α = 1/2; Prop. 3.3 for GNT, whose damping must scale like δᵀδ:
-    ``"gnt_damping_exponent"`` = 1 − 2(a_L + b_L)).
-    """
-    if p.algorithm not in ("bp", "gnt", "tp", "dtp"):
-        raise ValueError("one_step_exponents covers algorithm 'bp', 'gnt', 'tp', 'dtp' (finite training); got "
-                         + repr(p.algorithm))
-    s = p.to_std()
-    q = std_quantities(s.algorithm, s.optimizer, None, s.e_B, one_step=True)
-    subs = substitution(s)
-    ev = lambda e, k: _num(sp.expand(e.xreplace(subs)), k)  # noqa: E731
-    r = {lay: ev(q["r"][lay], f"r_{lay}") for lay in LAYERS}
-    rf = ev(q["r_feat"], "r")
-    w = ev(sp.Symbol("a_output", real=True) + sp.Symbol("b_output", real=True), "w")
-    extra = {}
-    if s.algorithm == "gnt":   # damping of the same order as δᵀδ = Θ(N^{1-2w}) (seed 003 §C / Ishikawa–Karakida)
-        extra["gnt_damping_exponent"] = 1 - 2 * w
-    a2 = ev(q["A2"].exponent, "A2")
-    d = p.d if p.convention == "variance" else sp.Integer(0)
-    return {
-        "df": sp.Max(-r["output"], a2),
-        "f0": sp.Rational(1, 2) - w,
-        "dh:h0": -r["input"],
-        "dh:hidden": sp.Max(-r["input"], -r["hidden"]),
-        "dWh:in": -r["input"],
-        "dWh:hidden": -r["hidden"],
-        "dWh:out": -r["output"] + d,
-        "r": rf,
-        **extra,
-    }

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .expr import SYMBOLS
-from .parameterisation import LAYERS, HALF, Parameterisation, check_choice
+from .choices import HALF, LAYERS, check_choice
 
 _S = lambda name: sp.Symbol(name, real=True)  # noqa: E731
 #: unknown exponents, one symbol per (symbol, layer class)
@@ -234,3 +234,55 @@ def std_requirements(kind: str, algorithm="bp", optimizer="sgd", gamma_bar_L=Non
     out.append(Quantity("r.output", r["output"], "=0", "read-out updated maximally", "seed 003 Eq. S.73"))
     out.append(q["A2"])
     return out
+
+
+def numeric_exponent(e, what):
+    """The exponent ``e`` as a number (simplified), or ``ValueError`` naming ``what`` if symbols remain."""
+    e = sp.expand(e)
+    if e.free_symbols:
+        e = sp.simplify(e)
+    if e.free_symbols:
+        raise ValueError(f"{what} = {e} depends on {sorted(map(str, e.free_symbols))}; substitute numbers "
+                         f"with p.subs({{...}}) before classifying")
+    return e
+
+
+def one_step_exponents(p) -> dict:
+    """Growth exponents (powers of N) of what one small BP step from initialisation changes,
+    first order in the learning rate — the predictions of the empirical exponent checker
+    (``limits.finite.coordcheck``). Keys follow ``limits.finite.train`` records:
+
+    ``"df"`` (rms change of f), ``"f0"`` (f at init), ``"dh:h0"`` (first representation),
+    ``"dh:hidden"`` (deeper stream states: own + propagated updates), ``"dWh:in"``,
+    ``"dWh:hidden"``, ``"dWh:out"`` (rms of multiplier·ΔW·input; for the read-out this is before
+    the output scale 1/γ, hence ``+ d`` in the variance convention).
+    Derived from the std-convention one-step quantities (TP4 with the initial read-out; seed 003
+    S.143 for TP/DTP with α = 1/2; Prop. 3.3 for GNT, whose damping must scale like δᵀδ:
+    ``"gnt_damping_exponent"`` = 1 − 2(a_L + b_L)).
+    """
+    if p.algorithm not in ("bp", "gnt", "tp", "dtp"):
+        raise ValueError("one_step_exponents covers algorithm 'bp', 'gnt', 'tp', 'dtp' (finite training); got "
+                         + repr(p.algorithm))
+    s = p.to_std()
+    q = std_quantities(s.algorithm, s.optimizer, None, s.e_B, one_step=True)
+    subs = substitution(s)
+    ev = lambda e, k: numeric_exponent(sp.expand(e.xreplace(subs)), k)  # noqa: E731
+    r = {lay: ev(q["r"][lay], f"r_{lay}") for lay in LAYERS}
+    rf = ev(q["r_feat"], "r")
+    w = ev(sp.Symbol("a_output", real=True) + sp.Symbol("b_output", real=True), "w")
+    extra = {}
+    if s.algorithm == "gnt":   # damping of the same order as δᵀδ = Θ(N^{1-2w}) (seed 003 §C / Ishikawa–Karakida)
+        extra["gnt_damping_exponent"] = 1 - 2 * w
+    a2 = ev(q["A2"].exponent, "A2")
+    d = p.d if p.convention == "variance" else sp.Integer(0)
+    return {
+        "df": sp.Max(-r["output"], a2),
+        "f0": sp.Rational(1, 2) - w,
+        "dh:h0": -r["input"],
+        "dh:hidden": sp.Max(-r["input"], -r["hidden"]),
+        "dWh:in": -r["input"],
+        "dWh:hidden": -r["hidden"],
+        "dWh:out": -r["output"] + d,
+        "r": rf,
+        **extra,
+    }

@@ -39,18 +39,7 @@ import sympy as sp
 
 from .expr import as_exponent, fmt
 
-LAYERS = ("input", "hidden", "output")
-SYMBOLS = ("a", "b", "c", "d")
-CONVENTIONS = ("variance", "std")
-ALGORITHMS = ("bp", "pc", "gnt", "tp", "dtp")
-OPTIMIZERS = ("sgd", "adam")
-HALF = sp.Rational(1, 2)
-
-
-def check_choice(value, choices, name):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-    return value
+from .choices import ALGORITHMS, CONVENTIONS, HALF, LAYERS, OPTIMIZERS, SYMBOLS, check_choice  # noqa: F401 (re-exported)
 
 
 def _triple(values, name):
@@ -255,8 +244,8 @@ class Parameterisation:
 
     def one_step_exponents(self) -> dict:
         """Predicted growth exponents of one-step BP updates (see
-        :func:`limits.params.classify.one_step_exponents`); used by ``limits.finite.coordcheck``."""
-        from .classify import one_step_exponents
+        :func:`limits.params.constraints.one_step_exponents`); used by ``limits.finite.coordcheck``."""
+        from .constraints import one_step_exponents
 
         return one_step_exponents(self)
 

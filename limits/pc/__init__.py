@@ -12,10 +12,10 @@ Conventions: samples are rows; ε_l := z_l − prediction_l; r := y − f(x); en
 from .network import Net, make_net, forward, output_jacobians, with_dummy_latents
 from .equilibrium import (Equilibrium, equilibrium, energy, rescaling, s_theta, s_seed000_eq6,
                           s_seed000_eq25, s_seed000_eq104, S_seed001_eq32, seed003_fixed_point,
-                          Seed003FixedPoint)
+                          Seed003FixedPoint, block_equilibrium)
 from .telescoped import equilibrium_energy
 from .hessian import (activity_hessian, ep_hessian, hessian_operator, BlockCholesky, layout, rhs,
-                      block_equilibrium, nonlinear_activity_hessian)
+                      nonlinear_activity_hessian)
 
 __all__ = [
     "Net", "make_net", "equilibrium_energy", "forward", "output_jacobians", "with_dummy_latents", "Equilibrium", "equilibrium", "energy",

@@ -21,7 +21,7 @@ import scipy.linalg as sla
 
 from ..checks import invertible_float
 from ..results import Result
-from .network import Net, check_data, forward, make_net, output_jacobians
+from .network import Net, check_data, forward, make_net, output_jacobians, phi_pair, predictions
 
 
 def check_nudge_decay(nudge, decay):
@@ -83,14 +83,14 @@ def rescaling(net: Net, G=None, nudge=None) -> np.ndarray:
     return 0.5 * (S + S.T)
 
 
-def _check_finite_result(*arrays):
+def check_finite_result(*arrays):
     """Overflow guard: float64 cannot represent the equilibrium (weights/data too large)."""
     if not all(np.all(np.isfinite(a)) for a in arrays if a is not None):
         raise ValueError("the equilibrium overflowed float64 (non-finite S, z* or F*): weights (or X, Y) are "
                          "too large in magnitude for this depth")
 
 
-def _chol(S):
+def cholesky_or_raise(S):
     try:
         return sla.cho_factor(S, lower=True, check_finite=False)
     except np.linalg.LinAlgError:
@@ -115,14 +115,12 @@ def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None,
     if method not in ("telescoped", "block"):
         raise ValueError(f"method must be 'telescoped' or 'block', got {method!r}")
     if decay > 0 or method == "block":
-        from .hessian import block_equilibrium
-
         with np.errstate(over="ignore", invalid="ignore"):             # overflow → ValueError
             return block_equilibrium(net, X, Y, nudge=nudge, decay=decay)
     from ._threads import blas_threads
 
     with blas_threads(), np.errstate(over="ignore", invalid="ignore"):   # overflow → ValueError below
-        return _telescoped(net, X, Y, nudge)
+        return solve_telescoped(net, X, Y, nudge)
 
 
 def _unsupervised(net: Net, Y, nudge, decay, method) -> Equilibrium:
@@ -149,17 +147,17 @@ def _unsupervised(net: Net, Y, nudge, decay, method) -> Equilibrium:
     A = sla.solve_triangular(Lc, G[0], lower=True)
     Bm = sla.solve_triangular(Lc, (Y - c).T, lower=True)
     Z0 = np.linalg.lstsq(A, Bm, rcond=None)[0].T
-    with_blas = _telescoped(net, Z0, Y, None)
+    with_blas = solve_telescoped(net, Z0, Y, None)
     return Equilibrium(**{**with_blas.__dict__, "method": "telescoped (unsupervised)", "z_in": Z0})
 
 
-def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:
+def solve_telescoped(net: Net, X, Y, nudge) -> Equilibrium:
     L = net.L
     hs = forward(net, X)
     R = Y - hs[L]
     G = output_jacobians(net)
     S = rescaling(net, G, nudge)
-    cf = _chol(S)
+    cf = cholesky_or_raise(S)
     U = sla.cho_solve(cf, R.T, check_finite=False).T          # rows u_i = S⁻¹ r_i
     errors = [(U @ G[l]) / net.lam[l - 1] for l in range(1, L + 1)]
     M = [np.zeros((net.d_in, net.d_out))]                       # δ_l = M_l u, forward accumulation
@@ -171,7 +169,7 @@ def _telescoped(net: Net, X, Y, nudge) -> Equilibrium:
     z = [hs[l] + U @ M[l].T for l in range(1, L)]
     z_out = hs[L] + U @ M[L].T if nudge is not None else None
     e_i = 0.5 * np.einsum("ij,ij->i", R, U)
-    _check_finite_result(S, e_i, *z, *errors)
+    check_finite_result(S, e_i, *z, *errors)
     ev = np.linalg.eigvalsh(S)
     return Equilibrium(
         energy=float(e_i.mean()), S=S, errors=errors, z=z, residual=R, forward=hs[1:],
@@ -186,23 +184,12 @@ def energy(weights, X, Y, z, multipliers=None, skips=None, layer_weights=None, b
     output term is (β/2)‖y − z_L‖². ``activation``: name or Activation for φ on hidden layers."""
     net = make_net(weights, multipliers, skips, layer_weights, biases)
     X, Y = check_data(net, X, Y)
-    phi = _phi(activation)
-    zs = _full_states(net, X, Y, z, z_out, nudge)
-    return float(_energy(net, zs, phi, Y, nudge, decay))
+    phi = phi_pair(activation)
+    zs = full_states(net, X, Y, z, z_out, nudge)
+    return float(layer_energy(net, zs, phi, Y, nudge, decay))
 
 
-def _phi(activation):
-    if activation is None:
-        return None
-    import limits
-
-    act = limits.activation(activation) if not hasattr(activation, "phi") else activation
-    if getattr(act, "name", None) == "linear":
-        return None
-    return act
-
-
-def _full_states(net, X, Y, z, z_out, nudge):
+def full_states(net, X, Y, z, z_out, nudge):
     z = list(z)
     if len(z) != net.H:
         raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)} arrays")
@@ -223,21 +210,7 @@ def _full_states(net, X, Y, z, z_out, nudge):
     return [X] + z + [last]
 
 
-def predictions(net: Net, zs, phi):
-    """Predictions ``μ_l = a_l W_l φ(z_{l−1}) + τ_l z_{src} + c_l`` for l = 1..L."""
-    mus = []
-    for l in range(1, net.L + 1):
-        prev = zs[l - 1] if (phi is None or l == 1) else phi.phi(zs[l - 1])
-        mu = net.a[l - 1] * (prev @ net.W[l - 1].T)
-        if net.tau[l - 1] != 0:
-            mu = mu + net.tau[l - 1] * zs[net.src[l - 1]]
-        if net.bias is not None:
-            mu = mu + net.bias[l - 1]
-        mus.append(mu)
-    return mus
-
-
-def _energy(net, zs, phi, Y, nudge, decay):
+def layer_energy(net, zs, phi, Y, nudge, decay):
     mus = predictions(net, zs, phi)
     B = zs[0].shape[0]
     F = 0.0
@@ -274,11 +247,11 @@ def s_seed000_eq25(weights, a_exponents, N, gamma) -> float:
     """Seed 000 Eq. 25: ``s = 1 + γ^{-2} Σ_{l=2}^{L} N^{-2Σ_{k=l}^{L} a_k} ‖W^{(L:l)}‖²`` (raw weights,
     preactivations h_l = N^{-a_l} W_l h_{l−1}, output f = h_L/γ)."""
     from ..checks import positive_float
-    from .network import _per_layer
+    from .network import per_layer
 
     W = list(make_net(weights).W)
     L = len(W)
-    a = _per_layer(a_exponents, L, "a_exponents", 0.0)
+    a = per_layer(a_exponents, L, "a_exponents", 0.0)
     N = positive_float(N, "N")
     gamma = positive_float(gamma, "gamma")
     s, P = 1.0, None
@@ -346,13 +319,13 @@ def seed003_fixed_point(weights, x, y, gammas, beta=None) -> Seed003FixedPoint:
     literally from products ``W_{L:i}``; ``v*_l`` from Eq. 16 with the sum over ``i = 2..l``
     (the printed upper limit ``l−1`` drops the i = l term; see tests)."""
     from ..checks import finite_array, positive_float
-    from .network import _per_layer
+    from .network import per_layer
 
     W = list(make_net(weights).W)
     L = len(W)
     if gammas is None:
         raise ValueError(f"gammas (layer weights γ_1..γ_L) must be given, one per layer (L = {L})")
-    g = _per_layer(gammas, L, "gammas", 1.0, positive=True)
+    g = per_layer(gammas, L, "gammas", 1.0, positive=True)
     if beta is not None:
         beta = positive_float(beta, "beta")
     x, y = finite_array(x, "x"), finite_array(y, "y")
@@ -385,3 +358,34 @@ def seed003_fixed_point(weights, x, y, gammas, beta=None) -> Seed003FixedPoint:
             A = A + (g[L - 1] / g[i - 2]) * prod(l, i) @ prod(L, i).T
         v.append(prod(l, 1) @ x + A @ u)
     return Seed003FixedPoint(e=e, v=v, C=C)
+
+
+def block_equilibrium(net: Net, X, Y, nudge=None, decay=0.0):
+    """Equilibrium by solving ``H_z z = b`` with :class:`BlockCholesky` (all samples at once)."""
+    from ._threads import blas_threads
+    from .hessian import BlockCholesky, hessian_operator, layout, rhs
+
+    lay = layout(net, False, nudge, decay)
+    with blas_threads():
+        chol = BlockCholesky(net, lay)
+        b = rhs(net, lay, X, Y)
+        Zc = chol.solve(b)
+    res = np.linalg.norm(hessian_operator(net, lay).matmat(Zc) - b) / max(np.linalg.norm(b), 1e-300)
+    off = lay.offsets
+    zfree = [Zc[off[p]:off[p + 1]].T for p in range(len(lay.layers))]
+    hidden = zfree[: net.L - 1]
+    z_out = zfree[-1] if nudge is not None else None
+    zs = [X] + hidden + [z_out if nudge is not None else Y]
+    mus = predictions(net, zs, None)
+    errors = [zs[l] - mus[l - 1] for l in range(1, net.L + 1)]
+    hs = forward(net, X)
+    R = Y - hs[net.L]
+    S = rescaling(net, output_jacobians(net), nudge)
+    B = X.shape[0]
+    e_i = np.array([layer_energy(net, [v[i:i + 1] for v in zs], None, Y[i:i + 1], nudge, decay) for i in range(B)])
+    check_finite_result(S, e_i, *zfree)
+    ev = np.linalg.eigvalsh(S)
+    return Equilibrium(energy=float(e_i.mean()), S=S, errors=errors, z=hidden, residual=R, forward=hs[1:],
+                       mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out,
+                       nudge=nudge, method="block" if not decay else f"block (decay {decay:g})",
+                       cond_S=float(ev[-1] / ev[0]), converged=bool(res < 1e-8))

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..results import Result
-from .equilibrium import _telescoped
+from .equilibrium import solve_telescoped
 from .network import check_data, forward, make_net, output_jacobians
 
 
@@ -27,7 +27,7 @@ def _prep(weights, X, Y, multipliers, skips, layer_weights, biases):
 def pc_gradients(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None, nudge=None):
     """``∂F*/∂W_l`` for l = 1..L (list of arrays shaped like the weights), envelope theorem."""
     net, X, Y = _prep(weights, X, Y, multipliers, skips, layer_weights, biases)
-    e = _telescoped(net, X, Y, nudge)
+    e = solve_telescoped(net, X, Y, nudge)
     zs = [X] + list(e.z)
     B = X.shape[0]
     return [-(net.lam[l - 1] * net.a[l - 1] / B) * (e.errors[l - 1].T @ zs[l - 1]) for l in range(1, net.L + 1)]
@@ -139,7 +139,7 @@ def _train(weights, X, Y, objective, optimizer, lr, steps, multipliers, skips, l
         cur = make_net(W, multipliers, skips, layer_weights)
         try:
             with np.errstate(over="ignore", invalid="ignore"):
-                e = _telescoped(cur, X, Y, None)
+                e = solve_telescoped(cur, X, Y, None)
         except ValueError as exc:                       # overflow / S not positive definite
             raise ValueError(f"training diverged at step {t} (lr = {lr} too large?): {exc}") from None
         zs = [X] + list(e.z)
@@ -215,7 +215,7 @@ def _train_flow(net, X, Y, objective, dt, steps, multipliers, skips, layer_weigh
     rec = {"mse": [], "energy": [], "s": [], "cos": [], "cos_total": []}
     for k in range(sol.y.shape[1]):
         W = unflat(sol.y[:, k])
-        e = _telescoped(make_net(W, multipliers, skips, layer_weights), X, Y, None)
+        e = solve_telescoped(make_net(W, multipliers, skips, layer_weights), X, Y, None)
         gp = pc_gradients(W, X, Y, multipliers, skips, layer_weights)
         gb = bp_gradients(W, X, Y, multipliers, skips)
         rec["mse"].append(e.mse); rec["energy"].append(e.energy)

@@ -336,40 +336,6 @@ class BlockCholesky:
         return float(2 * sum(np.sum(np.log(np.diag(self.Lf[(i, i)]))) for i in range(n)))
 
 
-def block_equilibrium(net: Net, X, Y, nudge=None, decay=0.0):
-    """Equilibrium by solving ``H_z z = b`` with :class:`BlockCholesky` (all samples at once)."""
-    from .equilibrium import Equilibrium, _energy, forward, output_jacobians, predictions, rescaling
-
-    from ._threads import blas_threads
-
-    lay = layout(net, False, nudge, decay)
-    with blas_threads():
-        chol = BlockCholesky(net, lay)
-        b = rhs(net, lay, X, Y)
-        Zc = chol.solve(b)
-    res = np.linalg.norm(hessian_operator(net, lay).matmat(Zc) - b) / max(np.linalg.norm(b), 1e-300)
-    off = lay.offsets
-    zfree = [Zc[off[p]:off[p + 1]].T for p in range(len(lay.layers))]
-    hidden = zfree[: net.L - 1]
-    z_out = zfree[-1] if nudge is not None else None
-    zs = [X] + hidden + [z_out if nudge is not None else Y]
-    mus = predictions(net, zs, None)
-    errors = [zs[l] - mus[l - 1] for l in range(1, net.L + 1)]
-    hs = forward(net, X)
-    R = Y - hs[net.L]
-    S = rescaling(net, output_jacobians(net), nudge)
-    B = X.shape[0]
-    e_i = np.array([_energy(net, [v[i:i + 1] for v in zs], None, Y[i:i + 1], nudge, decay) for i in range(B)])
-    from .equilibrium import _check_finite_result
-
-    _check_finite_result(S, e_i, *zfree)
-    ev = np.linalg.eigvalsh(S)
-    return Equilibrium(energy=float(e_i.mean()), S=S, errors=errors, z=hidden, residual=R, forward=hs[1:],
-                       mse=float(0.5 * np.mean(np.sum(R * R, axis=1))), energies=e_i, z_out=z_out,
-                       nudge=nudge, method="block" if not decay else f"block (decay {decay:g})",
-                       cond_S=float(ev[-1] / ev[0]), converged=bool(res < 1e-8))
-
-
 def nonlinear_activity_hessian(weights, x, y, activation, z=None, multipliers=None, skips=None,
                                layer_weights=None, dense=False):
     """Activity Hessian of the nonlinear PC energy for one sample at activities ``z`` (hidden layers;
@@ -379,14 +345,13 @@ def nonlinear_activity_hessian(weights, x, y, activation, z=None, multipliers=No
     linearised maps ``a_l W_l diag(φ'(z_{l−1}))`` (exactly the linear Hessian of the effective weights)
     plus the curvature term ``−λ_l a_l diag(φ''(z_{l−1}) ⊙ W_lᵀ e_l)`` on block l−1. φ acts on hidden
     layers only (the input enters linearly), as in :func:`limits.pc.energy`."""
-    from .equilibrium import _phi, predictions
-    from .network import check_data, forward
+    from .network import check_data, forward, phi_pair, predictions
 
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, np.atleast_2d(x), np.atleast_2d(y), "x", "y")
     if X.shape[0] != 1:
         raise ValueError("x must be a single sample (the Hessian is per sample)")
-    act = _phi(activation)
+    act = phi_pair(activation)
     if z is None:
         hs = forward(net, X, act.phi if act is not None else None)
         zs = [X] + hs[1:net.L] + [Y]
@@ -416,9 +381,9 @@ def nonlinear_activity_hessian(weights, x, y, activation, z=None, multipliers=No
 
 
 def _net_skips(net):
-    from .inference import _skips_arg
+    from .network import skips_arg
 
-    return _skips_arg(net)
+    return skips_arg(net)
 
 
 # ----------------------------------------------------------------------------- structured inverse

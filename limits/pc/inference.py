@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..results import Result
-from .equilibrium import _phi, _telescoped, predictions
-from .network import check_data, forward, make_net
+from .equilibrium import solve_telescoped
+from .network import check_data, forward, make_net, phi_pair, predictions, skips_arg
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
     if nudge is not None:
         nudge = positive_float(nudge, "nudge (β)")
     decay = nonnegative_float(decay, "decay")
-    phi = _phi(activation)
+    phi = phi_pair(activation)
     L = net.L
     linear = phi is None
     beta_bound = None
@@ -170,7 +170,7 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
     if linear and optimizer == "gd":
         from .spectra import extreme_eigenvalues
 
-        sp_ = extreme_eigenvalues(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay,
+        sp_ = extreme_eigenvalues(net.W, net.a, skips_arg(net), net.lam, nudge=nudge, decay=decay,
                                   which="both" if (auto_beta or auto_steps) else "max")
         lmax = sp_.lambda_max
         lmin = sp_.lambda_min if np.isfinite(sp_.lambda_min) else None
@@ -190,7 +190,7 @@ def _infer(weights, X, Y, beta, steps, multipliers, skips, layer_weights, activa
             raise ValueError(f"reference must hold {len(free)} arrays of shapes "
                              f"{[hs[k].shape for k in free]} (free layers), got {[r.shape for r in ref]}")
     elif linear and not decay:
-        e = _telescoped(net, X, Y, nudge)
+        e = solve_telescoped(net, X, Y, nudge)
         ref = list(e.z) + ([e.z_out] if nudge is not None else [])
     # init
     if isinstance(init, str):
@@ -307,7 +307,7 @@ def _advice(net, nudge, decay, b, lmin, lmax, scale, tol, last, optimizer, linea
     if lmin is None:
         from .spectra import extreme_eigenvalues
 
-        lmin = extreme_eigenvalues(net.W, net.a, _skips_arg(net), net.lam, nudge=nudge, decay=decay,
+        lmin = extreme_eigenvalues(net.W, net.a, skips_arg(net), net.lam, nudge=nudge, decay=decay,
                                    which="min").lambda_min
     if not (np.isfinite(lmin) and lmin > 0):
         return "H_z is numerically singular (κ ≳ 1e16): GD cannot reach this tol; loosen tol"
@@ -324,24 +324,12 @@ def _advice(net, nudge, decay, b, lmin, lmax, scale, tol, last, optimizer, linea
     return txt
 
 
-def _skips_arg(net):
-    """Reconstruct a skips argument equivalent to ``net`` (for re-validation by helpers)."""
-    if not np.any(net.tau):
-        return None
-    if np.all(net.src == np.arange(net.L)):
-        return net.tau
-    n = {l - int(s) for l, s in zip(range(1, net.L + 1), net.src) if net.tau[l - 1]}
-    if len(n) == 1:
-        return n.pop()
-    raise ValueError("mixed skip lengths are not supported here")
-
-
 def bp_gradients_nonlinear(weights, X, Y, activation, multipliers=None, skips=None):
     """BP gradients of the MSE (1/B)Σ½‖y − f‖² for the nonlinear network of the same energy
     (φ on hidden layers, linear read-in and identity skips)."""
     net = make_net(weights, multipliers, skips)
     X, Y = check_data(net, X, Y)
-    phi = _phi(activation)
+    phi = phi_pair(activation)
     hs = forward(net, X, phi.phi if phi is not None else None)
     L = net.L
     B = X.shape[0]
@@ -365,12 +353,12 @@ def bp_gradients_nonlinear(weights, X, Y, activation, multipliers=None, skips=No
 def pc_gradients_at(weights, X, Y, z, activation=None, multipliers=None, skips=None, layer_weights=None):
     """``∂F/∂W_l = −(λ_l a_l/B) Σ_i ε_{l,i} φ(z_{l−1,i})ᵀ`` at given activities ``z`` (hidden layers),
     e.g. the last step of iterative inference (seed 000 Fig. 4)."""
-    from .equilibrium import _full_states
+    from .equilibrium import full_states
 
     net = make_net(weights, multipliers, skips, layer_weights)
     X, Y = check_data(net, X, Y)
-    phi = _phi(activation)
-    zs = _full_states(net, X, Y, z, None, None)
+    phi = phi_pair(activation)
+    zs = full_states(net, X, Y, z, None, None)
     mus = predictions(net, zs, phi)
     B = X.shape[0]
     out = []

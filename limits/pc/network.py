@@ -106,7 +106,7 @@ def _weights(weights, check_finite=True) -> tuple:
     return tuple(out)
 
 
-def _per_layer(value, L, name, default, positive=False):
+def per_layer(value, L, name, default, positive=False):
     if value is None:
         return np.full(L, float(default))
     arr = np.asarray(value, dtype=np.float64)
@@ -159,8 +159,8 @@ def make_net(weights, multipliers=None, skips=None, layer_weights=None, biases=N
     non-finite weights in their own first pass over them (:func:`limits.pc.equilibrium_energy`)."""
     W = _weights(weights, check_finite)
     L = len(W)
-    a = _per_layer(multipliers, L, "multipliers", 1.0)
-    lam = _per_layer(layer_weights, L, "layer_weights", 1.0, positive=True)
+    a = per_layer(multipliers, L, "multipliers", 1.0)
+    lam = per_layer(layer_weights, L, "layer_weights", 1.0, positive=True)
     tau, src = _skips(skips, L)
     dims = [W[0].shape[1]] + [w.shape[0] for w in W]
     for l in range(1, L + 1):
@@ -248,3 +248,41 @@ def with_dummy_latents(weights, multipliers=None, input=False, output=True):
         W = W + [np.eye(W[-1].shape[0])]
         a = a + [1.0]
     return W, np.array(a)
+
+
+def phi_pair(activation):
+    """The activation object of ``activation`` (a name or an object with ``phi``), or None for linear."""
+    if activation is None:
+        return None
+    import limits
+
+    act = limits.activation(activation) if not hasattr(activation, "phi") else activation
+    if getattr(act, "name", None) == "linear":
+        return None
+    return act
+
+
+def predictions(net: Net, zs, phi):
+    """Predictions ``μ_l = a_l W_l φ(z_{l−1}) + τ_l z_{src} + c_l`` for l = 1..L."""
+    mus = []
+    for l in range(1, net.L + 1):
+        prev = zs[l - 1] if (phi is None or l == 1) else phi.phi(zs[l - 1])
+        mu = net.a[l - 1] * (prev @ net.W[l - 1].T)
+        if net.tau[l - 1] != 0:
+            mu = mu + net.tau[l - 1] * zs[net.src[l - 1]]
+        if net.bias is not None:
+            mu = mu + net.bias[l - 1]
+        mus.append(mu)
+    return mus
+
+
+def skips_arg(net):
+    """Reconstruct a skips argument equivalent to ``net`` (for re-validation by helpers)."""
+    if not np.any(net.tau):
+        return None
+    if np.all(net.src == np.arange(net.L)):
+        return net.tau
+    n = {l - int(s) for l, s in zip(range(1, net.L + 1), net.src) if net.tau[l - 1]}
+    if len(n) == 1:
+        return n.pop()
+    raise ValueError("mixed skip lengths are not supported here")

@@ -183,9 +183,9 @@ def _extreme(net, lay, n, which, method, tol, unsupervised, nudge, decay, measur
 
 
 def _skip_spec(net):
-    from .inference import _skips_arg
+    from .network import skips_arg
 
-    return _skips_arg(net)
+    return skips_arg(net)
 
 
 def condition_number(weights, multipliers=None, skips=None, **kw) -> float:

@@ -88,7 +88,7 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
     Arguments as for :func:`limits.pc.equilibrium`; with ``decay`` α > 0 there is no telescoped form
     and the block Cholesky route of :func:`~limits.pc.equilibrium` is used."""
     from ._threads import blas_threads
-    from .equilibrium import _check_finite_result, _chol, check_nudge_decay, equilibrium
+    from .equilibrium import check_finite_result, cholesky_or_raise, check_nudge_decay, equilibrium
 
     net = make_net(weights, multipliers, skips, layer_weights, biases, check_finite=False)
     X, Y = check_data(net, X, Y)
@@ -101,9 +101,9 @@ def equilibrium_energy(weights, X, Y, multipliers=None, skips=None, layer_weight
         R = Y - X @ G0.T                          # r_i = y_i − G_0 x_i − Σ_l G_l b_l, the whole batch in one GEMM
         if Gb is not None:
             R -= Gb
-        _check_finite_result(S, R)
-        c, _ = _chol(S)
+        check_finite_result(S, R)
+        c, _ = cholesky_or_raise(S)
         V = sla.solve_triangular(c, R.T, lower=True, check_finite=False)
         e_i = 0.5 * np.einsum("ij,ij->j", V, V)
-        _check_finite_result(e_i)
+        check_finite_result(e_i)
     return e_i if per_sample else float(e_i.mean())

@@ -70,7 +70,7 @@ def test_check_refuses_inputs_and_offgrid_flow(task):
 def test_flow_step_richardson_is_second_order(task):
     """2·GD(dt) − GD(2dt) approaches the flow like dt² (one Euler run: like dt)."""
     from limits.checking.predict import _core, _flow_step
-    from limits.predict import _gfun
+    from limits.predict import flow_filter
 
     m, X, Y, Xs = task
     g = limits.predict.gradient_descent(m, X, Y, Xs, t=[2.0, 4.0], reduction="mean", learning_rate=2.0)
@@ -82,7 +82,7 @@ def test_flow_step_richardson_is_second_order(task):
     errs = []
     for h in (dt, dt / 2, dt / 4):
         k = np.round(ts / h)
-        rich = 2 * _gfun(core.lam, k, eta * h, False) - _gfun(core.lam, k / 2, 2 * eta * h, False)
+        rich = 2 * flow_filter(core.lam, k, eta * h, False) - flow_filter(core.lam, k / 2, 2 * eta * h, False)
         errs.append(np.max(np.abs(rich - flow)))
     order = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
     assert np.all(np.abs(order - 2) < 0.1), order

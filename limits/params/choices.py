@@ -1,0 +1,21 @@
+"""The vocabulary of parameterisations: layer classes, exponent symbols, conventions, algorithms,
+optimisers, and the check that an option is one of them. The lowest module of :mod:`limits.params`
+(the :class:`~limits.params.parameterisation.Parameterisation` object and the constraint system both
+import it; it imports neither)."""
+from __future__ import annotations
+
+import sympy as sp
+
+LAYERS = ("input", "hidden", "output")
+SYMBOLS = ("a", "b", "c", "d")
+CONVENTIONS = ("variance", "std")
+ALGORITHMS = ("bp", "pc", "gnt", "tp", "dtp")
+OPTIMIZERS = ("sgd", "adam")
+HALF = sp.Rational(1, 2)
+
+
+def check_choice(value, choices, name):
+    """``value`` if it is one of ``choices``, else ``ValueError`` naming the option ``name``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value
