@@ -62,6 +62,20 @@ class Activation:
         return (self.phi, self.dphi, self.d2phi)[order]
 
 
+@dataclass(frozen=True)
+class Derivative:
+    """φ^(order) of a resolved :class:`Activation`, as a function argument of the Gaussian engine
+    (``limits.gaussian.expect2(Derivative(a, 1), ...)`` is what the name ``"tanh'"`` means for
+    ``a = activation("tanh")``): code that holds the object never goes back to its name."""
+
+    act: Activation
+    order: int
+
+    def __post_init__(self):
+        if self.order not in (0, 1, 2):
+            raise ValueError(f"derivative order {self.order} of {self.act.name!r} not available (max 2)")
+
+
 # ------------------------------------------------------------------ closed forms
 def geometric_mean(k11, k22):
     """√(k11 k22) without overflow or underflow: √(k11·k22) where the product is a normal number
@@ -319,6 +333,11 @@ def _numeric_derivative(f, order):
         return (f(x + h) - 2 * f(x) + f(x - h)) / (h * h)
 
     return d
+
+
+def is_registered(act: Activation) -> bool:
+    """Whether ``act`` is the very object registered under its name (built in or ``register=True``)."""
+    return BUILTIN.get(act.name) is act or _USER.get(act.name) is act
 
 
 def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0, smooth=True,

@@ -186,9 +186,12 @@ class Model:
         p = self.parameterisation
         if not isinstance(p, str):
             return p
-        from . import params
+        resolved = self.__dict__.setdefault("_params_objects", {})     # a name is solved once per model
+        if convention not in resolved:
+            from . import params
 
-        return params.named(p, convention=convention, algorithm="bp")
+            resolved[convention] = params.named(p, convention=convention, algorithm="bp")
+        return resolved[convention]
 
     @property
     def kernel_regime(self) -> bool:

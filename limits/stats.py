@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 
 def mean_se(samples, axis: int = 0, name: str = "samples"):
@@ -95,6 +94,8 @@ def loglog_fit(x, y, yerr=None, level: float = 0.95) -> RateFit:
     scatter = float(resid @ resid) / dof
     scale = max(scatter, 1.0) if yerr is not None else scatter
     slope_se = float(np.sqrt(cov_unit[1, 1] * scale))
+    from scipy import stats as _st
+
     t = _st.t.ppf(0.5 + level / 2, dof)
     return RateFit(float(coef[1]), float(coef[0]), slope_se, float(coef[1] - t * slope_se),
                    float(coef[1] + t * slope_se), level)

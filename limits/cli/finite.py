@@ -13,7 +13,6 @@ import numpy as np
 
 from ..checks import positive_float, positive_int, real_number
 from ..cliutil import emit as _emit
-from ..stats import mean_se_or_none, se_text
 
 
 def _inputs(args, rng, d_in):
@@ -29,6 +28,7 @@ def _inputs(args, rng, d_in):
 
 
 def cmd_kernels(args):
+    from ..stats import se_text
     from ..finite import empirical_kernels, mlp, resnet
 
     from ..checks import positive_int
@@ -85,6 +85,7 @@ def _explodes(args, layer_means=None, rho=None):
 
 
 def cmd_ntk(args):
+    from ..stats import mean_se_or_none, se_text
     from ..checks import positive_int
     from ..finite import empirical_ntk, init_weights, mlp, resnet
 
@@ -121,6 +122,7 @@ def cmd_ntk(args):
 
 
 def cmd_train(args):
+    from ..stats import mean_se_or_none, se_text
     from .. import params
     from ..finite import concretise, train
     from ..finite.data import load_arrays, toy_task

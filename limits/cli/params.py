@@ -99,7 +99,7 @@ def cmd_depth(args):
 
 
 def _common(s, convention_default):
-    from ..params.parameterisation import ALGORITHMS, CONVENTIONS, OPTIMIZERS
+    from ..vocabulary import ALGORITHMS, CONVENTIONS, OPTIMIZERS
 
     s.add_argument("--algorithm", default="bp", choices=ALGORITHMS)
     s.add_argument("--convention", default=convention_default, choices=CONVENTIONS)

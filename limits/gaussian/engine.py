@@ -48,7 +48,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..activations import Activation, activation
+from ..activations import Activation, Derivative, activation
 
 ZMAX = 8.5
 _TARGET_EXPONENT = 33.0          # exp(-33) ~ 5e-15
@@ -59,7 +59,9 @@ _MAX_ELEMENTS = 2_000_000        # work-array budget per chunk (float64 elements
 
 # ------------------------------------------------------------------ function specs
 def resolve(f):
-    """-> (callable, activation or None, derivative order, strip)."""
+    """-> (callable, activation or None, derivative order, strip). ``f``: an :class:`Activation`, a
+    :class:`~limits.activations.Derivative` of one, a name (``"tanh''"``: the name is looked up here, once),
+    or a plain callable."""
     if isinstance(f, Activation):
         return f.phi, f, 0, f.strip
     if isinstance(f, str):
@@ -71,6 +73,9 @@ def resolve(f):
         act = activation(name)
         if order > 2:
             raise ValueError(f"derivative order {order} of {name!r} not available (max 2)")
+        f = Derivative(act, order)
+    if isinstance(f, Derivative):
+        act, order = f.act, f.order
         strip = act.strip if act.smooth or order == 0 else 0.0
         # derivatives have higher-order poles at the same places: a larger trapezoid prefactor
         strip = strip / (1.0 + 0.3 * order)
@@ -559,6 +564,8 @@ def is_builtin(act) -> bool:
 
 
 def _label(f) -> str:
+    if isinstance(f, Derivative):
+        return f.act.name + "'" * f.order
     return f if isinstance(f, str) else getattr(f, "name", getattr(f, "__name__", "f"))
 
 
@@ -779,17 +786,16 @@ def kernel(act, k11, k12, k22, **kw):
 def dkernel(act, k11, k12, k22, **kw):
     """E[φ'(u)φ'(v)] (closed form when known)."""
     a = activation(act)
-    return expect2(f"{a.name}'" if is_registered(a) else a.dphi,
-                   f"{a.name}'" if is_registered(a) else a.dphi, k11, k12, k22, **kw)
+    return expect2(Derivative(a, 1) if is_registered(a) else a.dphi,
+                   Derivative(a, 1) if is_registered(a) else a.dphi, k11, k12, k22, **kw)
 
 
 def is_registered(a: Activation) -> bool:
-    from ..activations import registered
+    """Whether ``a`` is the registered activation of its name (then its derivatives keep the registry's
+    certified rules; a user's unregistered object is integrated as plain callables)."""
+    from ..activations import is_registered as registered_object
 
-    try:
-        return a.name in registered() and activation(a.name) is a
-    except ValueError:
-        return False
+    return registered_object(a)
 
 
 def closed_kernel(f, g):
@@ -806,7 +812,7 @@ def dq_expect(f, q):
     fn, fa, fo, _ = resolve(f)
     if fa is None:
         raise ValueError("dq_expect needs a registered activation name (it uses f'')")
-    return 0.5 * expect(f"{fa.name}" + "'" * (fo + 2), q)
+    return 0.5 * expect(Derivative(fa, fo + 2), q)
 
 
 def dq_expect_square(act, q):
@@ -814,5 +820,5 @@ def dq_expect_square(act, q):
     a = activation(act)
     if is_builtin(a):          # by name: certified at every variance (natural-variable rule)
         q = np.asarray(q, dtype=np.float64)
-        return expect2(f"{a.name}'", f"{a.name}'", q, q, q) + expect2(a.name, f"{a.name}''", q, q, q)
+        return expect2(Derivative(a, 1), Derivative(a, 1), q, q, q) + expect2(a, Derivative(a, 2), q, q, q)
     return expect(lambda x: a.dphi(x) ** 2 + a.phi(x) * a.d2phi(x), q)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..activations import activation
+from ..activations import Derivative, activation
 from .engine import asymptotic_split, check_finite, closed_kernel, expect2, is_builtin, is_registered, resolve, validate_cov
 
 
@@ -113,5 +113,5 @@ def dgram(act, K):
     """P×P matrix E_{u ~ N(0,K)}[φ'(u_a) φ'(u_b)]."""
     a = activation(act)
     if is_registered(a):
-        return _gram(f"{a.name}'", f"{a.name}'", K)
+        return _gram(Derivative(a, 1), Derivative(a, 1), K)
     return _gram(a.dphi, a.dphi, K)

@@ -179,10 +179,11 @@ def cross_price(act, K):
             A = np.where(d[:, None] > 0, np.sqrt(det) / (4.0 * np.pi * d[:, None]), 0.0)
         return A
     from .. import gaussian
+    from ..activations import Derivative
 
     k11 = np.broadcast_to(d[:, None], K.shape)
     k22 = np.broadcast_to(d[None, :], K.shape)
-    f, g = (f"{act.name}''", act.name) if is_builtin_activation(act) else (act.d2phi, act.phi)
+    f, g = (Derivative(act, 2), act) if is_builtin_activation(act) else (act.d2phi, act.phi)
     return 0.5 * np.asarray(gaussian.expect2(f, g, k11, K, k22), dtype=np.float64)
 
 

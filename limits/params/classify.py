@@ -27,7 +27,7 @@ import sympy as sp
 from .constraints import (E_B, GAMMA_BAR_L, numeric_exponent, one_step_exponents,  # noqa: F401 (re-exported)
                           seed000_quantities, std_quantities, substitution)
 from .expr import fmt
-from .choices import LAYERS
+from ..vocabulary import LAYERS
 from .parameterisation import Parameterisation
 
 

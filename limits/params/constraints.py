@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .expr import SYMBOLS
-from .choices import HALF, LAYERS, check_choice
+from ..vocabulary import LAYERS, check_choice
+from .expr import HALF, SYMBOLS
 
 _S = lambda name: sp.Symbol(name, real=True)  # noqa: E731
 #: unknown exponents, one symbol per (symbol, layer class)

@@ -18,6 +18,8 @@ from fractions import Fraction
 import sympy as sp
 
 #: symbols users may refer to by name (extend via ``parse(text, symbols={...})``)
+HALF = sp.Rational(1, 2)
+
 SYMBOLS = {
     "gamma_bar_L": sp.Symbol("gamma_bar_L", real=True),
     "e_B": sp.Symbol("e_B", real=True),

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from .expr import as_exponent, fmt
+from ..vocabulary import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, SYMBOLS, check_choice  # noqa: F401 (re-exported)
+from .expr import HALF, as_exponent, fmt  # noqa: F401 (HALF re-exported)
 
-from .choices import ALGORITHMS, CONVENTIONS, HALF, LAYERS, OPTIMIZERS, SYMBOLS, check_choice  # noqa: F401 (re-exported)
 
 
 def _triple(values, name):

@@ -1,17 +1,14 @@
 """The vocabulary of parameterisations: layer classes, exponent symbols, conventions, algorithms,
-optimisers, and the check that an option is one of them. The lowest module of :mod:`limits.params`
-(the :class:`~limits.params.parameterisation.Parameterisation` object and the constraint system both
-import it; it imports neither)."""
+optimisers, and the check that an option is one of them. Plain strings, no sympy: the symbolic
+:mod:`limits.params` (the :class:`~limits.params.parameterisation.Parameterisation` object and the
+constraint system) and the command line's option choices both read it, and it imports nothing."""
 from __future__ import annotations
-
-import sympy as sp
 
 LAYERS = ("input", "hidden", "output")
 SYMBOLS = ("a", "b", "c", "d")
 CONVENTIONS = ("variance", "std")
 ALGORITHMS = ("bp", "pc", "gnt", "tp", "dtp")
 OPTIMIZERS = ("sgd", "adam")
-HALF = sp.Rational(1, 2)
 
 
 def check_choice(value, choices, name):
