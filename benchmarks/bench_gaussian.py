@@ -1,6 +1,6 @@
 """expect2 throughput (docs/performance.rst: ≥ 10⁶ triples/s at 1e-10 for smooth φ by quadrature).
 
-Generic (unrelated) triples of smooth φ go through limits.mehler.series_generic (Mehler series with
+Generic (unrelated) triples of smooth φ go through limits.gaussian.mehler.series_generic (Mehler series with
 Chebyshev-in-s coefficient interpolants and a certified tail), Gram matrices through gram_series.
 Baseline: a naive per-element loop calling the same engine one triple at a time (what a user
 would write around a scalar integrator), measured on a subset and extrapolated per triple.

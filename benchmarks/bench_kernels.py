@@ -18,7 +18,7 @@ Cost laws: the fitted exponent of the limits CPU time in P (P = 250, 500, 1000 a
 
 Workloads: residual erf P = 1000, L = 100 (seed 004 Fig. 2 parameters σ_w² = 1.2, σ_b² = 0.2, ρ = 1);
 MLPs P = 1000, L = 10 for relu, erf, gelu (NT has all three in closed form); gelu at P = 1000, L = 100
-with σ_b² = 1e6 (variances ~1e6 … 1e8); tanh (interpolation in the correlation, limits.corrinterp; no closed
+with σ_b² = 1e6 (variances ~1e6 … 1e8); tanh (interpolation in the correlation, limits.gaussian.corrinterp; no closed
 form, no NT counterpart) at P = 1000, L = 100 for σ_w² = 1.5 and 1e6, at P = 20, L = 10 for σ_w² = 1.5 … 1e6
 (the cost against the variance), and against a plain per-entry Gauss–Hermite recursion.
 """
@@ -197,7 +197,7 @@ def _scaling(quick):
 
 def _large_variance(quick):
     """gelu (closed form) at P = 1000, L = 100 with variances ~1e6; tanh (no closed form: interpolation in the
-    correlation, limits.corrinterp) at P = 1000, L = 100 at σ_w² = 1.5 and 1e6, and its cost against the
+    correlation, limits.gaussian.corrinterp) at P = 1000, L = 100 at σ_w² = 1.5 and 1e6, and its cost against the
     variance at P = 20 (below P = 64 the general path: Mehler series / quadrature)."""
     rows = []
     P, L = (200, 20) if quick else (1000, 100)
