@@ -47,9 +47,10 @@ def test_graph_finds_cycles_through_function_level_and_relative_imports(tmp_path
     assert ig.cycles(g) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
     assert [(p.importer, p.name) for p in ig.private_imports(files)] == [("pkg.c", "_hidden")]
     # a private module may be used inside its own package, not from outside it
-    files = _package(tmp_path, {"sub/_impl.py": "", "sub/e.py": "from . import _impl\n", "f.py": "from .sub import _impl\n"})
-    assert {(p.importer, p.target) for p in ig.private_imports(files)} == {("pkg.c", "pkg.sub.b"),
-                                                                           ("pkg.f", "pkg.sub._impl")}
+    files = _package(tmp_path, {"sub/_impl.py": "", "sub/e.py": "from . import _impl\n", "f.py": "from .sub import _impl\n",
+                                "g.py": "from .sub import b as bb\n\ndef h():\n    return bb._state, bb.public\n"})
+    assert {(p.importer, p.target, p.name) for p in ig.private_imports(files)} == {
+        ("pkg.c", "pkg.sub.b", "_hidden"), ("pkg.f", "pkg.sub._impl", None), ("pkg.g", "pkg.sub.b", "_state")}
 
 
 def test_no_import_cycles(graph):

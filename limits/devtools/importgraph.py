@@ -144,11 +144,33 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
+def _private_attributes(files) -> list[Import]:
+    """``mod._name`` where ``mod`` is a package module bound by an import in another module."""
+    top = next(iter(files)).split(".")[0]
+    out = []
+    for mod, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        bound = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and _base(mod, node, files).split(".")[0] == top:
+                base = _base(mod, node, files)
+                bound.update({a.asname or a.name: f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files})
+            elif isinstance(node, ast.Import):
+                bound.update({a.asname: a.name for a in node.names if a.asname and a.name in files})
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                    and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and bound[node.value.id] != mod):
+                out.append(Import(mod, bound[node.value.id], node.attr, node.lineno))
+    return out
+
+
 def private_imports(files: dict[str, Path] | None = None) -> list[Import]:
     """Imports of a ``_private`` name (or a ``_private`` module) from another module, except a
-    package's private module imported by the package itself or its own submodules."""
+    package's private module imported by the package itself or its own submodules; also ``mod._name``
+    on a module imported from the package."""
     files = module_files() if files is None else files
-    out = []
+    out = _private_attributes(files)
     for imp in imports(files):
         if imp.target == imp.importer:
             continue
