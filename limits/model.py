@@ -546,8 +546,7 @@ def dmft_view(m: Model, given: dict) -> dict:
               no_bias=True, unit_variances=True)
     if m.d_out != 1:
         raise ModelError(f"{what} cannot treat this model: d_out = {m.d_out} (one output only)")
-    kw = {"depth": m.n_hidden_layers, "activation": m.act if not isinstance(m.activation, str) else m.activation,
-          "gamma0": m.gamma0}
+    kw = {"depth": m.n_hidden_layers, "activation": m.act, "gamma0": m.gamma0}
     if m.residual:
         if m.depth_scaling != "sqrt":
             raise ModelError(f"{what} cannot treat this model: residual DMFT needs depth_scaling='sqrt' "

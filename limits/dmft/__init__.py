@@ -326,7 +326,7 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     damping = positive_float(damping, "damping")
     if damping > 1:
         raise ValueError(f"damping must be in (0, 1], got {damping}")
-    K0 = lazy_ntk(X, depth, activation)
+    K0 = lazy_ntk(X, depth, act)
     lam0 = float(np.linalg.eigvalsh(K0)[-1])
     if grid.dt * lam0 >= 2.0:
         raise StepTooLarge(f"dt too large for the explicit scheme: dt*lambda_max(K(0)) = {grid.dt * lam0:.3g} >= 2")
