@@ -76,6 +76,7 @@ def atomic_write_text(path, text: str) -> Path:
 
 
 def encode_value(value, arrays: dict, key: str):
+    """JSON-able form of a result field; arrays go into ``arrays`` under ``key`` and are referenced by name."""
     if getattr(value, "lazy_array", False):          # e.g. a checkpointed layer stack: saved materialised
         value = np.asarray(value)
     if isinstance(value, np.ndarray):
@@ -110,6 +111,7 @@ def _encode_fields(obj, arrays, prefix=""):
 
 
 def decode_value(value, arrays):
+    """Inverse of :func:`encode_value`: the field with array references replaced by the arrays."""
     if isinstance(value, list):
         return [decode_value(v, arrays) for v in value]
     if isinstance(value, dict):
@@ -128,6 +130,7 @@ def decode_value(value, arrays):
 
 
 def result_paths(path):
+    """The ``.npz`` and ``.json`` paths of a result saved at ``path`` (with or without either suffix)."""
     path = Path(path)
     stem = path.with_suffix("") if path.suffix in (".npz", ".json") else path
     return stem.with_name(stem.name + ".npz"), stem.with_name(stem.name + ".json")

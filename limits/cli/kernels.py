@@ -8,6 +8,7 @@ import numpy as np
 
 
 def load_matrix(path, key):
+    """A matrix from a ``.npy`` file, or array ``key`` of a ``.npz`` file (``ValueError`` naming the option otherwise)."""
     p = Path(path)
     if not p.exists():
         raise ValueError(f"{key}: file {path} does not exist")

@@ -245,6 +245,8 @@ _MAX_WEIGHTS = 2 ** 31          # 16 GB of float64 weights: anything larger cann
 
 def build_network(d_in, width, blocks, d_out, activation, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
            sigma_w2_out, sigma_b2_out, lr, parameterisation, residual, rho, block_layers, post_activation):
+    """The finite MLP/ResNet in the NTK or standard parameterisation from per-group variances (what
+    :func:`mlp`, :func:`resnet` and ``Model.finite`` for SP/NTK models build)."""
     d_in = positive_int(d_in, "d_in")
     width = positive_int(width, "width")
     blocks = positive_int(blocks, "blocks", minimum=0)

@@ -120,11 +120,13 @@ def _nodes_for(scale_over_strip: np.ndarray, n_override=None) -> np.ndarray:
 
 # ------------------------------------------------------------------ validation
 def check_finite(name, arr):
+    """``ValueError`` naming ``name`` if ``arr`` contains NaN or inf."""
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
 
 
 def validate_cov(k11, k12, k22, tol=1e-10):
+    """Broadcast covariance entries, checked to form valid 2×2 covariances (``ValueError`` naming the entry)."""
     k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
     for nm, a in (("k11", k11), ("k12", k12), ("k22", k22)):
         check_finite(nm, a)
@@ -558,6 +560,7 @@ def _expect_split(sp, s):
 
 
 def is_builtin(act) -> bool:
+    """Whether ``act`` is the built-in activation object of its name."""
     from ..activations import BUILTIN
 
     return act is not None and BUILTIN.get(getattr(act, "name", None)) is act

@@ -53,6 +53,7 @@ class KernelResult(Result):
 
 
 def check_inputs(X, name, d_in):
+    """Inputs ``X`` as a float64 P×d_in array (a single row accepted), or ``ValueError`` naming ``name``."""
     X = finite_array(X, name)
     if X.ndim == 1:
         X = X[None, :]
@@ -64,6 +65,7 @@ def check_inputs(X, name, d_in):
 
 
 def parse_get(get):
+    """The requested kernels (``"nngp"``, ``"ntk"``) as a non-empty tuple of :data:`GETS`."""
     if isinstance(get, str):
         get = (get,)
     get = tuple(get)
@@ -195,6 +197,7 @@ def _pair(fn, act, a, K, b):
 
 
 def flag_explosions(diag, want_ntk):
+    """Warn (and record in ``diag["warnings"]``) where the NNGP or NTK overflowed."""
     for k, name in (("nngp_exploded_at", "NNGP kernel"), ("ntk_exploded_at", "NTK")):
         at = diag[k]
         if at >= 0:
@@ -222,4 +225,5 @@ def _symmetric(m, X, get, layers, want_ntk):
 
 
 def model_record(m):
+    """What a result records about its model: the model dict, or the activation name for a user callable."""
     return m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name}

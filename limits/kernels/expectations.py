@@ -15,6 +15,7 @@ _TWO_OVER_PI = 2.0 / np.pi
 
 
 def activation_name(act) -> str:
+    """The activation's name in lower case (``""`` for an object without one)."""
     return str(getattr(act, "name", "")).lower()
 
 
@@ -151,6 +152,7 @@ def diag_price(act, q):
 
 
 def is_builtin_activation(act) -> bool:
+    """Whether ``act`` is the built-in activation object of its name (closed forms and certified rules apply)."""
     from ..activations import BUILTIN
 
     return BUILTIN.get(getattr(act, "name", None)) is act

@@ -91,6 +91,7 @@ def check_finite_result(*arrays):
 
 
 def cholesky_or_raise(S):
+    """Cholesky factor of the rescaling S, or ``ValueError`` when S is not positive definite."""
     try:
         return sla.cho_factor(S, lower=True, check_finite=False)
     except np.linalg.LinAlgError:
@@ -152,6 +153,8 @@ def _unsupervised(net: Net, Y, nudge, decay, method) -> Equilibrium:
 
 
 def solve_telescoped(net: Net, X, Y, nudge) -> Equilibrium:
+    """The equilibrium by the telescoped closed form (u = S⁻¹ r per sample, r = y − f(x); docs/theory/pc.rst), all
+    samples at once."""
     L = net.L
     hs = forward(net, X)
     R = Y - hs[L]
@@ -190,6 +193,7 @@ def energy(weights, X, Y, z, multipliers=None, skips=None, layer_weights=None, b
 
 
 def full_states(net, X, Y, z, z_out, nudge):
+    """The full activity list [x, z_1 … z_H, z_out or y] after validating the given hidden activities ``z``."""
     z = list(z)
     if len(z) != net.H:
         raise ValueError(f"z must hold the {net.H} hidden layers, got {len(z)} arrays")
@@ -211,6 +215,7 @@ def full_states(net, X, Y, z, z_out, nudge):
 
 
 def layer_energy(net, zs, phi, Y, nudge, decay):
+    """PC energy (1/B) Σ_l ½ λ_l ‖z_l − μ_l‖² (+ ½ β‖y − z_out‖² with a nudge, + ½ decay Σ‖z_l‖²) at activities ``zs``."""
     mus = predictions(net, zs, phi)
     B = zs[0].shape[0]
     F = 0.0

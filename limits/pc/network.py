@@ -107,6 +107,7 @@ def _weights(weights, check_finite=True) -> tuple:
 
 
 def per_layer(value, L, name, default, positive=False):
+    """A scalar or length-L sequence as a length-L float64 array (``default`` for None), or ``ValueError`` naming ``name``."""
     if value is None:
         return np.full(L, float(default))
     arr = np.asarray(value, dtype=np.float64)
