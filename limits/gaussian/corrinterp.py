@@ -202,7 +202,7 @@ class PairInterpolant:
 
 def _engine(pairs, q1, q2, c, omc=None):
     """Engine values of every pair at the correlations c: the Mehler series Σ a_k b_k c^k with ``M_NODES``
-    terms (coefficients from :func:`limits.mehler.coefficients`, once per variance) where its truncation
+    terms (coefficients from :func:`limits.gaussian.mehler.coefficients`, once per variance) where its truncation
     bound |c|^{M+1} √(T_f T_g) is below 1e-15 · max(|F|, FLOOR √(E f² E g²)); the tensor trapezoid /
     natural-variable rule of :func:`limits.gaussian.expect2` for the other nodes (near ±1, large variance)."""
     from .engine import resolve, expect2, wide_pair_batch

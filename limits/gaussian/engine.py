@@ -757,7 +757,7 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
             bad = ~ok
             out[bad] = _quad2(fn, gn, a[bad], b[bad], c[bad], fs, gs, None, **spec)
     elif n is None and method == "auto" and _generic_mehler_pays(fa, fs, ga, gs, a.size):
-        # unrelated triples: Mehler series with coefficients interpolated in s (limits.mehler)
+        # unrelated triples: Mehler series with coefficients interpolated in s (limits.gaussian.mehler)
         from .mehler import series_generic
 
         out, ok = series_generic(fn, gn, a, b, c, tol=1e-12)      # certified to 1e-12 (trapezoid-level)
