@@ -3,10 +3,10 @@
     c = limits.check(result, widths=(64, 128, 256, 512), inits=256, seed=0)
 
 Modules: :mod:`.core` — the analysis (per-width z-scores, N → ∞ extrapolation, scale test, finite-size
-rate; :class:`CheckResult`) and the dispatcher :func:`check`; one module per observable, each
-registering its check with :func:`limits.checking.core.register` (the dispatcher discovers them; no
-module imports another's private names): :mod:`.kernels` (read-out NNGP/NTK and per-layer kernels at
-initialisation), :mod:`.dmft` (trained networks' outputs), :mod:`.fluctuations` (kernel variance across inits),
+rate; :class:`CheckResult`), the read-out kernel observables, and the dispatcher :func:`check`; one
+module per further observable, each registering its check with :func:`limits.checking.core.register`
+(the dispatcher discovers them; no module imports another's private names):
+:mod:`.dmft` (trained networks' outputs), :mod:`.fluctuations` (kernel variance across inits),
 :mod:`.nfd` (the first-order GIA gap), :mod:`.predict` (posterior / gradient-descent predictions),
 :mod:`.response` (response functions by finite differences).
 """
