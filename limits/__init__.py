@@ -13,7 +13,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "activations", "gaussian", "results", "checks", "progress", "style", "stats", "blas",
+    "activations", "gaussian", "mehler", "results", "checks", "progress", "style", "stats", "blas",
     "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking", "predict", "sweep",
 )
 
