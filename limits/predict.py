@@ -141,7 +141,7 @@ def _targets(Y, P, d_out, name="Y_train"):
     return Y
 
 
-def train_test_kernels(m, X, Xs, ntk, test_cov=True):
+def _kernels(m, X, Xs, ntk, test_cov=True):
     """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels."""
     from .kernels.cross import kernel
 
@@ -221,7 +221,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResul
     Xs = _X(X_test, "X_test", m.d_in)
     Y = _targets(Y_train, X.shape[0], m.d_out)
     noise = nonnegative_float(noise, "noise")
-    k = train_test_kernels(m, X, Xs, ntk=False)
+    k = _kernels(m, X, Xs, ntk=False)
     c = _cholesky(k["K"], noise, what)
     alpha = cho_solve((c, True), Y, check_finite=False)
     mean = k["K_sx"] @ alpha
@@ -259,7 +259,7 @@ def _times(t, flow):
     return t
 
 
-def flow_filter(lam, t, eta, flow):
+def _gfun(lam, t, eta, flow):
     """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0."""
     lam = np.asarray(lam, dtype=float)
     t = np.asarray(t, dtype=float)[:, None]
@@ -315,15 +315,15 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
     P = X.shape[0]
     eta_eff = eta / P if reduction == "mean" else eta
-    k = train_test_kernels(m, X, Xs, ntk=True, test_cov=True)
-    core = GDCore(k, eta_eff, flow, what)
+    k = _kernels(m, X, Xs, ntk=True, test_cov=True)
+    core = _GDCore(k, eta_eff, flow, what)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
     _finite_outputs(what, mean=mean, mean_train=mean_train, cov=C, var=var)
     return GDResult(ts, mean, C, var, mean_train, eta, reduction, flow, _model_dict(m), X, Y, Xs)
 
 
-class GDCore:
+class _GDCore:
     """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
 
     def __init__(self, k, eta, flow, what):
@@ -347,7 +347,7 @@ class GDCore:
         self.K, self.K_sx, self.K_ss = k["K"], k["K_sx"], k["K_ss"]
 
     def g(self, ts):
-        return flow_filter(self.lam, ts, self.eta, self.flow)   # (T, P)
+        return _gfun(self.lam, ts, self.eta, self.flow)   # (T, P)
 
     def means(self, ts, Y):
         G = self.g(ts)
@@ -563,3 +563,10 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
                     - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
     diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb)}
     return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
+
+
+# public within the package: limits.checking.predict checks these predictions against finite networks
+# with the same kernels, the same time-independent GD factorisation and the same spectral filter
+train_test_kernels = _kernels
+GDCore = _GDCore
+flow_filter = _gfun

@@ -26,10 +26,10 @@ def read_array(path, option):
     """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
     import zipfile
 
-    from .kernels import load_matrix
+    from .kernels import load_matrix as _load_matrix
 
     try:
-        a = load_matrix(path, option.lstrip("-").replace("-", "_"))
+        a = _load_matrix(path, option.lstrip("-").replace("-", "_"))
         a = np.asarray(a, dtype=float)
     except (ValueError, TypeError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{option}: cannot read {path}: {exc}") from None
