@@ -417,6 +417,13 @@ class _GDCore:
         return out, var
 
 
+# public within the package: limits.checking.predict checks these predictions against finite networks
+# with the same kernels, the same time-independent GD factorisation and the same spectral filter
+train_test_kernels = _kernels
+GDCore = _GDCore
+flow_filter = _gfun
+
+
 # ---------------------------------------------------------------------------------------------- large P
 @dataclass(frozen=True)
 class RegressionResult(Result):
@@ -564,9 +571,3 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb)}
     return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
 
-
-# public within the package: limits.checking.predict checks these predictions against finite networks
-# with the same kernels, the same time-independent GD factorisation and the same spectral filter
-train_test_kernels = _kernels
-GDCore = _GDCore
-flow_filter = _gfun
