@@ -570,4 +570,3 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
                     - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
     diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb)}
     return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
-
