@@ -339,7 +339,7 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
     return results, time.perf_counter() - t0
 
 
-def combine(parts, widths, m, seed, seconds, alpha, details):
+def _combine(parts, widths, m, seed, seconds, alpha, details):
     """One CheckResult from several observables (entries concatenated; samples per width side by side)."""
     names = list(parts)
     th = np.concatenate([parts[k][0] for k in names])
@@ -356,6 +356,9 @@ def combine(parts, widths, m, seed, seconds, alpha, details):
         return res
     return analyse(names[0], widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, seconds=seconds,
                    alpha=alpha, details=details)
+
+
+combine = _combine          # public within the package (the observable modules combine their blocks with it)
 
 
 def _model_and_inputs(result, model, X):
@@ -425,7 +428,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         X2 = None if result.symmetric else result.X2
         parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
                                     layer_theory=_layer_theory(result, layers), progress=progress)
-        return combine(parts, widths, m, seed, secs, alpha,
+        return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks",
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
     if isinstance(result, NNGPResult):
@@ -442,7 +445,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                 lt = {l: result.K[l] for l in range(result.K.shape[0])}
         parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
                                     layer_theory=lt, progress=progress)
-        return combine(parts, widths, m, seed, secs, alpha,
+        return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
     from .._plugins import load_submodules
 
