@@ -13,10 +13,10 @@ of φ, φ', φ'' and their closed-form kernels):
 """
 from __future__ import annotations
 
-from ..activations import Activation, activation
+from ..activations import Activation, activation  # noqa: F401 (limits.gaussian.activation, as before)
 from .engine import (ZMAX, AccuracyWarning, dkernel, dq_expect, dq_expect_square, expect, expect2, kernel,
                      wide_pair_batch)
 from .grams import dgram, gram, gram_pairs, interp_pays
 
-__all__ = ["Activation", "AccuracyWarning", "ZMAX", "activation", "expect", "expect2", "kernel", "dkernel",
+__all__ = ["AccuracyWarning", "ZMAX", "expect", "expect2", "kernel", "dkernel",
            "dq_expect", "dq_expect_square", "wide_pair_batch", "gram", "dgram", "gram_pairs", "interp_pays"]
