@@ -8,6 +8,7 @@ import numpy as np
 
 from . import register
 from ._util import data_ticks, log_ticks, with_caption
+from ..validate.nfd import gia_limit_study  # the study (validate runs it too; this module plots it)
 
 # ============================================================================ studies
 def kernel_ode_study(acts=("erf", "relu", "tanh"), Ls=(4, 8, 16, 32, 64, 128), Ts=(0.25, 0.5, 1, 2, 4),
@@ -200,44 +201,6 @@ def gia_study(ns=(128, 256, 512), Ls=(8, 32, 128), n_seeds=8, M=8192, n_particle
         from ..stats import loglog_fit
 
         f = loglog_fit(sw.Ls, rms)
-        out["gap_rate_L"] = [f.slope, f.ci_low, f.ci_high]
-    return out
-
-
-def gia_limit_study(Ls=(4, 16, 64, 256), M=8192, n_seeds=8, K=4, T=1.0, eta_bar=1.0, activation="tanh",
-                    train_input_layer=True, seed=0, progress_bar=False, response=("forward", "backward")):
-    """Infinite width, finite depth (M particles → ∞): coupled (response terms) vs decoupled (NFD)
-    particle solutions of the same SGD run, for growing L. Paired by seed (same u, v, first draws)."""
-    from ..checks import sample_count
-    from ..finite.gia import int_list, extrapolate_inverse, gia_task
-    from ..nfd.training import train_particles
-    from ..progress import progress
-    from ..stats import loglog_fit
-
-    Ls = int_list(Ls, "Ls")
-    n_seeds = sample_count(n_seeds, "n_seeds")
-    Xtr, ytr, Xte = gia_task(K=K)
-    P = Xte.shape[0]
-    fc = np.zeros((len(Ls), n_seeds, P))
-    fd = np.zeros_like(fc)
-    jobs = [(j, s) for j in range(len(Ls)) for s in range(n_seeds)]
-    for j, s in progress(jobs, total=len(jobs), desc="GIA limit", disable=None if progress_bar else True):
-        kw = dict(T=T, L=int(Ls[j]), M=M, activation=activation, eta_bar=eta_bar,
-                  train_input_layer=train_input_layer, seed=seed + s)
-        fc[j, s] = train_particles(Xtr, ytr, Xte, mode="coupled", response=response, **kw).f_test[-1]
-        fd[j, s] = train_particles(Xtr, ytr, Xte, mode="decoupled", **kw).f_test[-1]
-    gap = fc - fd
-    gm, gs = gap.mean(1), gap.std(1, ddof=1) / np.sqrt(n_seeds)
-    out = {"Ls": np.asarray(Ls), "M": M, "coupled_mean": fc.mean(1), "coupled_se": fc.std(1, ddof=1) / np.sqrt(n_seeds),
-           "decoupled_mean": fd.mean(1), "decoupled_se": fd.std(1, ddof=1) / np.sqrt(n_seeds),
-           "gap_mean": gm, "gap_se": gs, "gap_rms": np.sqrt(np.mean(gm ** 2, axis=1)),
-           "train_input_layer": bool(train_input_layer)}
-    if len(Ls) >= 2:
-        lim = [extrapolate_inverse(Ls, gm[:, p], gs[:, p]) for p in range(P)]
-        out["gap_Linf"] = np.array([x[0] for x in lim])
-        out["gap_Linf_se"] = np.array([x[1] for x in lim])
-    if len(Ls) >= 3 and np.all(out["gap_rms"] > 0):
-        f = loglog_fit(Ls, out["gap_rms"])
         out["gap_rate_L"] = [f.slope, f.ci_low, f.ci_high]
     return out
 
