@@ -57,6 +57,11 @@ def test_no_import_cycles(graph):
     assert ig.cycles(graph) == [], "import cycles (python -m limits.devtools.importgraph)"
 
 
+def test_packages_form_layers(files, graph):
+    """No two packages import each other (directly or through others): the diagram's layers are strict."""
+    assert ig.cycles(ig.package_graph(graph, files)) == []
+
+
 def test_no_private_names_imported_across_modules(files):
     found = [f"{p.importer}:{p.line} imports {p.target}{'.' + p.name if p.name else ''}"
              for p in ig.private_imports(files)]
