@@ -28,14 +28,38 @@ def read_array(path, option):
 
     from .kernels.cli import _load_matrix
 
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix in (".npy", ".npz") and p.is_file():
+        try:
+            with open(p, "rb") as fh:
+                magic = fh.read(6)
+        except OSError as exc:
+            raise ValueError(f"{option}: cannot read {path} ({exc.strerror or exc})") from None
+        if not (magic == b"\x93NUMPY" or magic.startswith(b"PK")):
+            raise ValueError(f"{option}: {path} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
     try:
-        a = _load_matrix(path, option.lstrip("-").replace("-", "_"))
-        a = np.asarray(a, dtype=float)
+        a = np.asarray(_load_matrix(path, option.lstrip("-").replace("-", "_")))
     except (ValueError, TypeError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{option}: cannot read {path}: {exc}") from None
+        raise ValueError(f"{option}: cannot read {path}: {_reason(exc)}") from None
+    if a.dtype.kind == "c":
+        raise ValueError(f"{option}: {path} holds complex values; a real array is needed "
+                         "(the imaginary part is never dropped silently)")
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{option}: {path} holds a {a.dtype} array; a real numeric array is needed")
+    a = a.astype(float)
     if a.size and not np.all(np.isfinite(a)):
         raise ValueError(f"{option}: {path} contains NaN or inf")
     return a
+
+
+def _reason(exc) -> str:
+    """numpy's message for a pickled array advises ``allow_pickle=True``; limits never loads pickles."""
+    msg = str(exc)
+    if "pickle" in msg.lower():
+        return "it holds a pickled (object) array; pickles are never loaded — save a numeric array instead"
+    return msg
 
 
 def _array(path, name):
