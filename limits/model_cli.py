@@ -174,6 +174,8 @@ def cmd_check(args):
     from . import check
     from .cliutil import emit
 
+    if args.plot:                       # every output checked before the (possibly long) computation
+        _check_plot_path(args.plot)
     m = load_model(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
@@ -189,10 +191,6 @@ def cmd_check(args):
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
-    if args.plot:
-        from .cliutil import ensure_writable_file
-
-        ensure_writable_file(args.plot, "--plot")
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)
     if args.plot:
         import matplotlib.pyplot as plt
@@ -204,6 +202,22 @@ def cmd_check(args):
           "rate_expected": c.rate_expected, "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se,
           "power": c.power, "reasons": list(c.reasons), "widths": c.widths, "inits": c.inits}, args, text)
     return 0 if c.passed else 1
+
+
+def _check_plot_path(path):
+    """``--plot FILE``: writable, with a suffix matplotlib can write (.png, .pdf, .svg, …) — checked first."""
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from .cliutil import ensure_writable_file
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in formats:
+        raise ValueError(f"--plot: {path} has {'no suffix' if not ext else f'the suffix .{ext}'}; give a file "
+                         f"name ending in one of {', '.join('.' + f for f in sorted(formats))}")
+    ensure_writable_file(path, "--plot")
 
 
 def _check_parser(sub):
