@@ -79,7 +79,7 @@ def cmd_predict(args):
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
     if args.check:
-        c = limits.check(r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False)
+        c = _cli(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False)
         lines += ["", c.to_markdown()]
         obj["check"] = {"passed": c.passed, "worst_z": c.worst_z, "rate": c.rate, "rate_ci": c.rate_ci,
                         "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se, "power": c.power,
