@@ -31,6 +31,9 @@ def read_array(path, option):
     from pathlib import Path
 
     p = Path(path)
+    if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends
+        raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
+                         "give an .npy/.npz/.csv/.txt file")
     if p.suffix in (".npy", ".npz") and p.is_file():
         try:
             with open(p, "rb") as fh:

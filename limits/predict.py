@@ -318,7 +318,7 @@ def _gfun(lam, t, eta, flow):
     t = np.asarray(t, dtype=float)[:, None]
     pos = lam > 0
     lam_s = np.where(pos, lam, 1.0)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         x = eta * lam_s[None, :]                                  # ηλ, may overflow to inf
         eta_t = eta * t                                           # ηt, may overflow to inf (λ = 0 only)
         if flow:
