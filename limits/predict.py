@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blas import limit_blas
-from .checks import finite_array, nonnegative_float, real_number
+from .checks import finite_array, real_number
 from .results import Result
 
 __all__ = ["nngp_posterior", "gradient_descent", "PosteriorResult", "GDResult", "SingularKernelError",
@@ -363,8 +363,8 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     flow = bool(flow)
     ts = _times(t, flow)
     eta = m.lr if learning_rate is None else learning_rate
-    if isinstance(eta, bool):
-        raise ValueError("learning_rate must be a positive number")
+    if isinstance(eta, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"learning_rate must be a positive number, got {eta!r}")
     try:
         eta = float(eta)
     except (TypeError, ValueError):
@@ -563,7 +563,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     X = _X(X_train, "X_train", m.d_in)
     Xs = _X(X_test, "X_test", m.d_in)
     Y = _targets(Y_train, X.shape[0], m.d_out)
-    noise = nonnegative_float(noise, "noise")
+    noise = real_number(noise, "noise")
     block = positive_int(block, "block")
     if not isinstance(var, (bool, np.bool_)):
         raise ValueError(f"var must be True or False, got {var!r}")

@@ -1021,6 +1021,10 @@ def test_i21_messages_name_the_option(tmp_path):
         FUZZ_COUNT.add(("i21", "noise", repr(bad)))
         with pytest.raises(ValueError, match="noise"):
             predict.nngp_posterior(m, X, Y, Xs, noise=bad)
+        with pytest.raises(ValueError, match="noise"):
+            predict.kernel_regression(m, X, Y, Xs, noise=bad)
+        with pytest.raises(ValueError, match="learning_rate"):
+            predict.gradient_descent(m, X, Y, Xs, t=[1.0], learning_rate=bad)
     for call, field in ((lambda: limits.mlp(10, bogus=1), "bogus"), (lambda: limits.resnet(3, 2, nosuch=1), "nosuch"),
                         (lambda: limits.mlp(10).with_(foo=1), "foo")):
         FUZZ_COUNT.add(("i21", "model field", field))
