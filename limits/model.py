@@ -243,6 +243,7 @@ class Model:
         N = positive_int(width, "width")
         if self.depth == 0 and self.residual:
             raise ModelError("a residual model needs depth >= 1")
+        _check_finite_size(self, N)
         v = self.variances()
         p = self.parameterisation
         if isinstance(p, str) and p in KERNEL_PARAMS:
@@ -437,6 +438,27 @@ def _check_depth_cost(m, what):
         raise ModelError(f"{what}: depth = {m.depth} would take at least {_fmt(est)} (the kernel recursion costs "
                          f"≈ {_layer_seconds(m.act) * 1e3:.2g} ms per layer for {m.activation_name} on this "
                          f"machine, more for many inputs; the limit is {DEPTH_BUDGET_S:g} s); use a smaller depth")
+
+
+MAX_FINITE_LAYERS = 10**6     # hidden weight layers a finite network may have (each one is a Python object)
+
+
+def _check_finite_size(m, N):
+    """``ModelError`` naming depth/width before building a finite network with more than
+    :data:`MAX_FINITE_LAYERS` hidden layers, or whose weights (8·(depth·block_layers·N² + (d_in + d_out)·N)
+    bytes) exceed half the available memory."""
+    layers = m.depth * m.block_layers
+    if layers > MAX_FINITE_LAYERS:
+        raise ModelError(f"Model.finite: depth = {m.depth} gives {layers} hidden weight layers, more than the "
+                         f"{MAX_FINITE_LAYERS} a finite network is built with; use a smaller depth")
+    from .kernels.nngp import available_memory
+
+    need = 8.0 * (layers * float(N) ** 2 + (m.d_in + m.d_out + 2 * layers) * float(N))
+    avail = available_memory()
+    if avail is not None and need > 0.5 * avail:
+        raise ModelError(f"Model.finite: width = {N} with depth = {m.depth} needs about {need / 2**30:.3g} GiB of "
+                         f"weights, more than half the available memory ({avail / 2**31:.3g} GiB); use a smaller "
+                         "width or depth")
 
 
 def _check_fields(keys, where):

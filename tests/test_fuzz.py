@@ -951,6 +951,11 @@ def test_i21_huge_depth_refused_from_a_cost_estimate(tmp_path):
         assert time.perf_counter() - t0 < 30
     with pytest.raises(limits.ModelError, match="depth"):
         limits.kernels.kernel(limits.Model.load(deep), X)
+    with pytest.raises(limits.ModelError, match="depth = 100000000"):     # the finite network: not built
+        limits.Model.load(deep).finite(8)
+    with pytest.raises(limits.ModelError, match="width = 10000000"):
+        m.finite(10**7)
+    FUZZ_COUNT.update({("i21", "finite", "depth 1e8"), ("i21", "finite", "width 1e7")})
 
 
 def test_i21_model_file_not_a_regular_file(tmp_path):
