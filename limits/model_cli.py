@@ -25,10 +25,9 @@ def load_model(path):
 def read_array(path, option):
     """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
     import zipfile
+    from pathlib import Path
 
     from .kernels.cli import _load_matrix
-
-    from pathlib import Path
 
     p = Path(path)
     if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends

@@ -25,7 +25,7 @@ def _load(path, name, matrix):
 
 # API names in messages → the options that set them on this command line
 _CLI_NAMES = (("flow=True", "--method flow"), ("learning_rate", "--lr"), ("X_train", "--x-train"),
-              ("Y_train", "--y-train"), ("X_test", "--x-test"), ("memory_limit", "available memory"))
+              ("Y_train", "--y-train"), ("X_test", "--x-test"))
 
 
 def _cli(fn, *a, **kw):
