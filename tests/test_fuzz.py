@@ -318,6 +318,10 @@ def _hostile_files(tmp: Path):
     p = tmp / "in_zero_bytes.npy"
     p.write_bytes(b"")
     f["zero_bytes"] = p
+    p = tmp / "in_fifo.npy"                  # issue 21: a FIFO blocks an ordinary open/read forever
+    os.mkfifo(p)
+    f["fifo"] = p
+    f["dev_zero"] = Path("/dev/zero")          # never ends
     return f
 
 
@@ -499,11 +503,12 @@ def test_hostile_value(cmd, flag, dest, value, tmp_path, monkeypatch):
 INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "complex", "nan", "inf", "empty", "scalar",
                     "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero", "bools", "one_row",
                     "raw_pickle", "corrupt_zip", "truncated", "text_as_npy", "empty_npz", "pickled_npz",
-                    "wrong_keys_npz", "zero_bytes"]
+                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
 # by default each file option gets a few of these (rotating), all of them under -m exhaustive
-QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle"]
+QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle", "fifo",
+               "dev_zero"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
 
