@@ -22,6 +22,9 @@ def load_model(path):
     return Model.load(path)
 
 
+MAX_TEXT_ARRAY_BYTES = 256 * 2**20      # .csv/.txt arrays larger than this: use .npy
+
+
 def read_array(path, option):
     """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
     import zipfile
@@ -33,6 +36,10 @@ def read_array(path, option):
     if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends
         raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
                          "give an .npy/.npz/.csv/.txt file")
+    if p.suffix in (".csv", ".txt") and p.is_file() and p.stat().st_size > MAX_TEXT_ARRAY_BYTES:
+        raise ValueError(f"{option}: {path} is {p.stat().st_size / 2**20:.0f} MiB of text, more than the "
+                         f"{MAX_TEXT_ARRAY_BYTES // 2**20} MiB read as text (parsing takes several times that in "
+                         "memory); save the array with numpy.save and pass the .npy")
     if p.suffix in (".npy", ".npz") and p.is_file():
         try:
             with open(p, "rb") as fh:

@@ -978,6 +978,12 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
                      _i21_predict_argv(files, "--t", "1", model=str(path))):
             rc, out, err = run_cli(argv, timeout=20)
             _one_error(rc, err, word)
+    huge = tmp_path / "huge.csv"                 # sparse: 300 MiB of text without writing them
+    with open(huge, "wb") as fh:
+        fh.truncate(300 * 2**20)
+    FUZZ_COUNT.add(("i21", "--x-train", "300 MiB csv"))
+    rc, out, err = run_cli(_i21_predict_argv([files[0], str(huge), files[2], files[3]], "--t", "1"), timeout=20)
+    _one_error(rc, err, "--x-train", "MiB of text")
     dfifo = tmp_path / "x.npy"
     os.mkfifo(dfifo)
     for argv, opt in ((["nngp", "--X", str(dfifo)], "--X"), (["nngp", "--X", "/dev/zero"], "--X"),
