@@ -330,7 +330,8 @@ def _dispatch(argv):
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
-    if getattr(args, "model", None) is not None:        # options that a model file must not contradict
+    if getattr(args, "model", None) is not None or getattr(args, "show", None) is not None:
+        # the options given explicitly, which a model file must not contradict
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
     _check_files(args)
     return int(args.func(args) or 0)

@@ -84,6 +84,10 @@ def cmd_model(args):
     from .model import Model, mlp, resnet
 
     if args.show:
+        given = sorted(getattr(args, "_explicit", set()) - {"show", "out", "json", "command", "func"})
+        if given:
+            raise ValueError(f"--show describes an existing model file; drop "
+                             f"{', '.join('--' + k.replace('_', '-') for k in given)} (or build a new model without --show)")
         m = load_model(args.show)
     else:
         kw = {k: getattr(args, k) for k in ("activation", "sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in",

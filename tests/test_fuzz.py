@@ -874,6 +874,12 @@ def test_i21_model_file_keys_and_explicit_options(tmp_path):
         FUZZ_COUNT.add(("i21", "explicit default", " ".join(argv[-2:])))
         rc, out, err = run_cli(argv)
         _one_error(rc, err, opt, "--model")
+    for opt in (["--depth", "1"], ["--resnet"], ["--activation", "erf"]):     # `model --show FILE` + a field
+        FUZZ_COUNT.add(("i21", "model --show", opt[0]))
+        rc, out, err = run_cli(["model", "--show", files[0], *opt])
+        _one_error(rc, err, "--show", opt[0])
+    rc, out, err = run_cli(["model", "--show", files[0], "--out", str(tmp_path / "copy.json")])
+    assert rc == 0 and limits.Model.load(tmp_path / "copy.json") == m, err      # converting a file stays possible
     assert explicit_options(["nngp", "--model", "m.toml", "-L", "10", "--keep", "last"]) >= {"depth", "keep", "model"}
     assert "depth" not in explicit_options(["nngp", "--model", "m.toml"])
     rc, out, err = run_cli(["nngp", "--model", files[0], "--random", "2", "4", "--keep", "last"])
