@@ -7,11 +7,18 @@ import numpy as np
 
 
 def finite_array(x, name: str, ndim: int | None = None, dtype=np.float64) -> np.ndarray:
-    """Return ``x`` as a float64 array; raise ``ValueError`` naming ``name`` if it has NaN/inf
-    or the wrong number of dimensions."""
+    """Return ``x`` as a float64 array; raise ``ValueError`` naming ``name`` if it is complex, has
+    NaN/inf or the wrong number of dimensions."""
     try:
+        if np.iscomplexobj(x) and np.dtype(dtype).kind != "c":
+            raise ValueError(f"{name} is complex; a real array is needed (the imaginary part is never dropped "
+                             "silently)")
         arr = np.asarray(x, dtype=dtype)
-    except (TypeError, ValueError) as exc:
+    except ValueError as exc:
+        if str(exc).startswith(f"{name} is complex"):
+            raise
+        raise ValueError(f"{name} must be a numeric array ({exc})") from None
+    except TypeError as exc:
         raise ValueError(f"{name} must be a numeric array ({exc})") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
@@ -61,8 +68,8 @@ def finite_float(x, name: str) -> float:
 
 def real_number(x, name: str, *, positive: bool = False, allow_negative: bool = False) -> float:
     """Finite float (``> 0`` with ``positive``; ``>= 0`` unless ``allow_negative``) or ``ValueError``
-    naming ``name``; booleans are refused."""
-    if isinstance(x, (bool, np.bool_)):
+    naming ``name``; booleans and strings (``True``, ``"1"``) are refused, not read as numbers."""
+    if isinstance(x, (bool, np.bool_, str, bytes)):
         raise ValueError(f"{name} must be a real number, got {x!r}")
     if allow_negative:
         return finite_float(x, name)

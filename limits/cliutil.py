@@ -93,6 +93,8 @@ def numpy_arrays(path, name, first_only):
         raise ValueError(f"{name}: file {path} does not exist")
     if p.is_dir():
         raise ValueError(f"{name}: {path} is a directory, not an .npy/.npz file")
+    if not p.is_file():                 # a FIFO would block, /dev/zero never ends
+        raise ValueError(f"{name}: {path} is not a regular file (a FIFO, device or socket)")
     try:
         with open(p, "rb") as fh:
             magic = fh.read(6)

@@ -119,6 +119,8 @@ class Model:
         s("parameterisation", _param_name(self.parameterisation))
         if not self.residual and (self.block_layers != 1):
             raise ValueError("block_layers > 1 needs residual=True (a plain MLP block is one layer)")
+        if self.residual and self.depth_scaling == "alpha":
+            _alpha_branch(self.rho, max(self.depth, 1), self.alpha)     # refuses an overflowing ρ·depth^−α
         # resolve the activation ONCE; keep its name as the (serialisable, comparable) field
         from .activations import Activation, activation as _activation
 
@@ -164,8 +166,9 @@ class Model:
         if not self.residual:
             return 1.0
         L = max(self.depth, 1)
-        return {"none": self.rho, "sqrt": self.rho / math.sqrt(L), "linear": self.rho / L,
-                "alpha": self.rho * L ** (-self.alpha)}[self.depth_scaling]
+        if self.depth_scaling == "alpha":
+            return _alpha_branch(self.rho, L, self.alpha)
+        return {"none": self.rho, "sqrt": self.rho / math.sqrt(L), "linear": self.rho / L}[self.depth_scaling]
 
     def variances(self) -> dict:
         """σ² of every group with the read-in/read-out defaults filled in."""
@@ -226,8 +229,10 @@ class Model:
             raise ModelError(f"{what} cannot treat this model: " + "; ".join(why))
 
     def kernel_kwargs(self, what="limits.kernels") -> dict:
-        """Keyword arguments of the kernel recursions (``kernels.nngp`` & co) for this model."""
+        """Keyword arguments of the kernel recursions (``kernels.nngp`` & co) for this model; a depth whose
+        recursion would run longer than :data:`DEPTH_BUDGET_S` is refused first (:func:`_check_depth_cost`)."""
         self.require(what, block_layers_one=True, pre_activation=True)
+        _check_depth_cost(self, what)
         return {"depth": self.depth, "activation": self._act, "residual": self.residual,
                 "rho": self.branch, "depth_scaling": "none", "d_in": self.d_in, **self.variances()}
 
@@ -241,6 +246,7 @@ class Model:
         N = positive_int(width, "width")
         if self.depth == 0 and self.residual:
             raise ModelError("a residual model needs depth >= 1")
+        _check_finite_size(self, N)
         v = self.variances()
         p = self.parameterisation
         if isinstance(p, str) and p in KERNEL_PARAMS:
@@ -281,12 +287,20 @@ class Model:
     def from_dict(cls, d: dict) -> "Model":
         if not isinstance(d, dict):
             raise ValueError(f"a model description must be a mapping, got {type(d).__name__}")
-        d = dict(d.get("model", d)) if isinstance(d.get("model"), dict) else dict(d)
+        if isinstance(d.get("model"), dict):
+            outside = sorted(k for k in d if k != "model")
+            if outside:                     # e.g. `depth = 7` above [model]: would be ignored silently
+                raise ValueError(f"key(s) {outside} outside the [model] table; move them into [model]")
+            d = d["model"]
+        d = dict(d)
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names - set(_ALIASES))
         if unknown:
             raise ValueError(f"unknown model field(s) {unknown}; known: {sorted(names)}")
         d = _apply_aliases(d)
+        if "d_in" not in d:
+            raise ValueError("the model description has no d_in (the input dimension, the one required field)"
+                             + ("; it is empty" if not d else ""))
         p = d.get("parameterisation")
         if isinstance(p, dict):
             d["parameterisation"] = _custom_param(p)
@@ -298,32 +312,43 @@ class Model:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"model JSON is not valid: {exc}") from None
+        except RecursionError:
+            raise ValueError("model JSON is nested too deeply") from None
         return cls.from_dict(d)
 
     @classmethod
     def load(cls, path) -> "Model":
-        """A model file: ``.json`` or ``.toml`` (a table of the fields, optionally under ``[model]``)."""
+        """A model file: ``.json`` or ``.toml`` (a table of the fields, optionally under ``[model]``, nothing
+        outside it): a regular file of at most 1 MiB (:func:`limits.textfile.read_text`)."""
+        from .textfile import read_text
+
         path = Path(path)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise ValueError(f"model file {str(path)!r} does not exist") from None
-        except OSError as exc:
-            raise ValueError(f"model file {str(path)!r} cannot be read ({exc.strerror})") from None
+        where = f"model file {str(path)!r}"
+        text = read_text(path, "model file")
         if path.suffix.lower() == ".toml":
             try:
                 import tomllib
             except ModuleNotFoundError:        # Python 3.10
                 import tomli as tomllib
             try:
-                d = tomllib.loads(raw.decode("utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise ValueError(f"model file {str(path)!r} is not valid TOML: {exc}") from None
-            return cls.from_dict(d)
+                d = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"{where} is not valid TOML: {exc}") from None
+            except RecursionError:
+                raise ValueError(f"{where} is not valid TOML: nested too deeply") from None
+        else:
+            try:
+                d = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: model JSON is not valid: {exc}") from None
+            except RecursionError:
+                raise ValueError(f"{where}: model JSON is nested too deeply") from None
         try:
-            return cls.from_json(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise ValueError(f"model file {str(path)!r} is not UTF-8 text") from None
+            return cls.from_dict(d)
+        except ModelError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
     def save(self, path) -> Path:
         """Write ``path`` (.json or .toml) atomically."""
@@ -351,6 +376,7 @@ class Model:
 
     def with_(self, **changes) -> "Model":
         """A copy with ``changes`` (validated like the constructor; aliases accepted)."""
+        _check_fields(changes, "Model.with_")
         return replace(self, **_apply_aliases(changes))
 
     def describe(self) -> str:
@@ -363,6 +389,93 @@ class Model:
                 f"σ²_w in/hidden/out = {v['sigma_w2_in']:.6g}/{v['sigma_w2']:.6g}/{v['sigma_w2_out']:.6g}, "
                 f"σ²_b = {v['sigma_b2_in']:.6g}/{v['sigma_b2']:.6g}/{v['sigma_b2_out']:.6g}; "
                 f"parameterisation {self.param_name}, γ0 = {self.gamma0:.6g}, lr = {self.lr:.6g}")
+
+
+def _alpha_branch(rho, L, alpha) -> float:
+    """ρ_eff = ρ·L^{−α} computed as ρ·exp(−α log L); ``ValueError`` naming alpha when it overflows float64
+    (``L ** -alpha`` would raise OverflowError)."""
+    e = -alpha * math.log(L)
+    v = rho * math.exp(e) if e < 709.0 else math.inf
+    if not math.isfinite(v):
+        raise ValueError(f"alpha = {alpha:g}: the branch multiplier rho·depth^(-alpha) = {rho:g}·{L}^({-alpha:g}) "
+                         "overflows float64; use a larger alpha (or a smaller depth/rho)")
+    return v
+
+
+DEPTH_FREE = 10_000          # depths up to this run without a cost estimate (seconds at most)
+DEPTH_BUDGET_S = 600.0       # refuse a kernel recursion projected to run longer than this
+_LAYER_SECONDS: dict = {}    # activation name → measured seconds per layer (two inputs)
+
+
+MIN_LAYER_SECONDS = 1e-5      # floor of the measured cost: a layer is a dozen numpy calls on arrays
+
+
+def _layer_seconds(act) -> float:
+    """Seconds per layer of the NNGP/NTK recursion of ``act`` on two inputs, measured once per process:
+    the fastest of three runs of 36 layers minus the fastest of three of 4, over 32 (set-up and
+    preemption excluded), at least :data:`MIN_LAYER_SECONDS`. The smallest per-layer cost, so depth × it
+    is a lower bound on any run's time."""
+    import time
+
+    import numpy as np
+
+    key = getattr(act, "name", None) or id(act)
+    if key not in _LAYER_SECONDS:
+        from .kernels.nngp import nngp
+
+        X = np.array([[1.0, 0.3], [-0.4, 0.9]])
+        nngp(X, depth=4, activation=act, on_explode="ignore", keep="last")       # warm-up (imports, caches)
+        best = {4: math.inf, 36: math.inf}
+        for _ in range(3):
+            for L in best:
+                t0 = time.perf_counter()
+                nngp(X, depth=L, activation=act, on_explode="ignore", keep="last")
+                best[L] = min(best[L], time.perf_counter() - t0)
+        _LAYER_SECONDS[key] = max((best[36] - best[4]) / 32, MIN_LAYER_SECONDS)
+    return _LAYER_SECONDS[key]
+
+
+def _check_depth_cost(m, what):
+    """``ValueError`` naming depth when ``depth × seconds per layer`` (measured, :func:`_layer_seconds`)
+    exceeds :data:`DEPTH_BUDGET_S` — a refusal within a second instead of hours of silent work."""
+    if m.depth <= DEPTH_FREE:
+        return
+    est = m.depth * _layer_seconds(m.act)
+    if est > DEPTH_BUDGET_S:
+        from .progress import format_seconds
+
+        raise ModelError(f"{what}: depth = {m.depth} would take at least {format_seconds(est)} (the kernel recursion costs "
+                         f"≈ {_layer_seconds(m.act) * 1e3:.2g} ms per layer for {m.activation_name} on this "
+                         f"machine, more for many inputs; the limit is {DEPTH_BUDGET_S:g} s); use a smaller depth")
+
+
+MAX_FINITE_LAYERS = 10**6     # hidden weight layers a finite network may have (each one is a Python object)
+
+
+def _check_finite_size(m, N):
+    """``ModelError`` naming depth/width before building a finite network with more than
+    :data:`MAX_FINITE_LAYERS` hidden layers, or whose weights (8·(depth·block_layers·N² + (d_in + d_out)·N)
+    bytes) exceed half the available memory."""
+    layers = m.depth * m.block_layers
+    if layers > MAX_FINITE_LAYERS:
+        raise ModelError(f"Model.finite: depth = {m.depth} gives {layers} hidden weight layers, more than the "
+                         f"{MAX_FINITE_LAYERS} a finite network is built with; use a smaller depth")
+    from .kernels.nngp import available_memory
+
+    need = 8.0 * (layers * float(N) ** 2 + (m.d_in + m.d_out + 2 * layers) * float(N))
+    avail = available_memory()
+    if avail is not None and need > 0.5 * avail:
+        raise ModelError(f"Model.finite: width = {N} with depth = {m.depth} needs about {need / 2**30:.3g} GiB of "
+                         f"weights, more than half the available memory ({avail / 2**31:.3g} GiB); use a smaller "
+                         "width or depth")
+
+
+def _check_fields(keys, where):
+    """``ValueError`` naming the keyword(s) that are neither a :class:`Model` field nor an alias."""
+    names = {f.name for f in fields(Model)}
+    unknown = sorted(set(keys) - names - set(_ALIASES))
+    if unknown:
+        raise ValueError(f"{where}: unknown model field(s) {unknown}; known: {sorted(names)}")
 
 
 # legacy keyword names accepted by the builders and from_dict (documented aliases)
@@ -401,6 +514,7 @@ def _custom_param(p: dict):
 
 
 def _builder(residual, d_in, depth, kw):
+    _check_fields(kw, "resnet" if residual else "mlp")
     kw = _apply_aliases(kw)
     if "depth" in kw:
         if depth is not None:
@@ -441,10 +555,15 @@ def as_model(model) -> Model:
     raise ValueError(f"model must be a limits.Model, a dict or a model file path, got {type(model).__name__}")
 
 
-def model_or_arguments(model_path, given: dict, defaults: dict, option="--model"):
+def model_or_arguments(model_path, given: dict, defaults: dict, option="--model", explicit=None):
     """Command lines: the Model of ``--model FILE``, refusing architecture options that were also set
-    (``given`` holds their values, ``defaults`` the parser defaults)."""
-    clash = sorted(k for k, v in given.items() if k in defaults and not _is_default(v, defaults[k]))
+    (``given`` holds their values). ``explicit``: the options given on the command line (``args._explicit``,
+    set by ``limits.cli``) — any of them is a conflict, even at its default value; without it, values
+    differing from the parser ``defaults`` are."""
+    if explicit is not None:
+        clash = sorted(k for k in given if k in explicit)
+    else:
+        clash = sorted(k for k, v in given.items() if k in defaults and not _is_default(v, defaults[k]))
     if clash:
         opts = ", ".join("--" + k.replace("_", "-") for k in clash)
         raise ValueError(f"{option}: the model file fixes the architecture; drop {opts} (or edit the model file)")

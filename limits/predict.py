@@ -45,11 +45,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blas import limit_blas
-from .checks import finite_array, nonnegative_float
+from .checks import finite_array, real_number
 from .results import Result
 
 __all__ = ["nngp_posterior", "gradient_descent", "PosteriorResult", "GDResult", "SingularKernelError",
-           "suggest_jitter", "kernel_regression", "RegressionResult", "regression_memory"]
+           "suggest_jitter", "kernel_regression", "RegressionResult", "regression_memory", "predict_memory"]
 
 
 class SingularKernelError(ValueError):
@@ -206,13 +206,62 @@ def _cholesky(K, noise, what):
         "makes the Cholesky factorisation succeed, estimated from the spectrum)", s)
 
 
+# ---------------------------------------------------------------------------------------------- memory
+# float64 arrays alive at the peak, in units of P², P_test² and P·P_test (measured with ru_maxrss on
+# P = 2000 / P_test = 1500, rounded up: the kernel recursions' layer slots, the Cholesky or
+# eigendecomposition of the P×P kernel and their products)
+_MEMORY_UNITS = {"posterior": (11, 12, 4), "gd": (15, 12, 4)}
+
+
+def predict_memory(P, P_test, method="posterior", n_times=0) -> float:
+    """Bytes :func:`nngp_posterior` (``method="posterior"``) or :func:`gradient_descent` ("gd", with
+    ``n_times`` stored P_test×P_test covariances) needs at its peak: 8·(a P² + b P_test² + c P·P_test
+    + n_times P_test²)."""
+    a, b, c = _MEMORY_UNITS[method]
+    P, Pt = float(P), float(P_test)
+    return 8.0 * (a * P * P + (b + n_times) * Pt * Pt + c * P * Pt)
+
+
+def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
+    """Refuse (``ValueError`` naming X_train, and X_test when the test set alone is too large) before
+    allocating anything, when :func:`predict_memory` exceeds ``memory_limit`` bytes (default: half the
+    available memory; no check where the platform does not say). Returns the estimate."""
+    from .checks import positive_float
+
+    need = predict_memory(P, P_test, method, n_times)
+    if memory_limit is None:
+        from .kernels.nngp import available_memory
+
+        avail = available_memory()
+        if avail is None:
+            return need
+        limit, src = 0.5 * avail, f"half the available memory, {avail / 2**31:.3g} GiB"
+    else:
+        limit = positive_float(memory_limit, "memory_limit")
+        src = f"memory_limit = {limit:.6g} bytes"
+    if need <= limit:
+        return need
+    a, b, c = _MEMORY_UNITS[method]
+    rest = limit / 8.0 - (b + n_times) * float(P_test) ** 2        # what the test set leaves for the P terms
+    if rest <= a:
+        raise ValueError(f"{what}: X_test with P_test = {P_test} test points needs about {need / 2**30:.3g} GiB "
+                         f"with P = {P} training points, more than {src}; use fewer test points")
+    fit = int((-c * P_test + math.sqrt((c * P_test) ** 2 + 4 * a * rest)) / (2 * a))
+    hint = "" if method != "posterior" else " (or limits.predict.kernel_regression, one P×P array in place)"
+    raise ValueError(f"{what}: X_train with P = {P} training points needs about {need / 2**30:.3g} GiB "
+                     f"({a} P×P float64 arrays of {8.0 * P * P / 2**30:.3g} GiB at the peak), more than {src}; "
+                     f"at most P = {fit} training points fit{hint}")
+
+
 # ---------------------------------------------------------------------------------------------- posterior
 @limit_blas
-def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResult:
+def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=None) -> PosteriorResult:
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
     and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0). ``Y_train``
     (P,) or (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError)
-    with the suggested ``noise`` when the factorisation fails."""
+    with the suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
+    bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
+    allocated (large P: :func:`kernel_regression`)."""
     from scipy.linalg import cho_solve, solve_triangular
 
     what = "limits.predict.nngp_posterior"
@@ -220,7 +269,8 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0) -> PosteriorResul
     X = _X(X_train, "X_train", m.d_in)
     Xs = _X(X_test, "X_test", m.d_in)
     Y = _targets(Y_train, X.shape[0], m.d_out)
-    noise = nonnegative_float(noise, "noise")
+    noise = real_number(noise, "noise")
+    check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=False)
     c = _cholesky(k["K"], noise, what)
     alpha = cho_solve((c, True), Y, check_finite=False)
@@ -260,29 +310,36 @@ def _times(t, flow):
 
 
 def _gfun(lam, t, eta, flow):
-    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0."""
+    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0.
+
+    Flow: with z = ηλt, g = −expm1(−z)/λ for z > 1 and g = ηt·(−expm1(−z)/z) for z ≤ 1 (ηt ≤ 1/λ is
+    finite there), so an overflowing ηλ or ηλt (η = 1e308) gives the converged 1/λ, never inf·0."""
     lam = np.asarray(lam, dtype=float)
     t = np.asarray(t, dtype=float)[:, None]
-    x = eta * lam[None, :]
-    small = np.abs(x) < 1e-300
-    xs = np.where(small, 1.0, x)
-    if flow:
-        # (1 − e^{−x t})/x = −expm1(−x t)/x : accurate for small x t as well
-        val = -np.expm1(-xs * t) / xs
-    else:
-        # 1 − (1 − x)^t = −expm1(t log1p(−x)) for x < 1; direct power otherwise (x in [1, 2))
-        with np.errstate(divide="ignore", invalid="ignore"):
+    pos = lam > 0
+    lam_s = np.where(pos, lam, 1.0)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        x = eta * lam_s[None, :]                                  # ηλ, may overflow to inf
+        eta_t = eta * t                                           # ηt, may overflow to inf (λ = 0 only)
+        if flow:
+            z = np.where(t == 0, 0.0, x * t)                      # ηλt ∈ [0, inf]
+            zs = np.where(z > 1.0, 1.0, np.where(z == 0, 1.0, z))
+            small = np.where(z == 0, eta_t, eta_t * (-np.expm1(-zs) / zs))     # z ≤ 1
+            val = np.where(z > 1.0, -np.expm1(-np.minimum(z, 1e300)) / lam_s[None, :], small)
+        else:
+            # 1 − (1 − x)^t = −expm1(t log1p(−x)) for x < 1; direct power otherwise (x in [1, 2))
+            tiny = x < 1e-300
+            xs = np.where(tiny, 1.0, x)
             lg = np.log1p(-np.minimum(xs, 1.0 - 1e-300))
             v1 = -np.expm1(t * lg) / xs
-        v2 = (1.0 - (1.0 - xs) ** t) / xs
-        val = np.where(xs < 1.0, v1, v2)
-    val = np.where(small, t, val)
-    return eta * val
+            v2 = (1.0 - (1.0 - xs) ** t) / xs
+            val = np.where(tiny, eta_t, eta * np.where(xs < 1.0, v1, v2))
+    return np.where(pos[None, :], val, eta_t)
 
 
 @limit_blas
 def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flow=True, reduction="sum",
-                     cov=True) -> GDResult:
+                     cov=True, *, memory_limit=None) -> GDResult:
     """Infinite-width ensemble (mean and covariance over initialisations) of the outputs of the NTK-
     parameterised ``model`` trained on (X_train, Y_train) by gradient flow (``flow=True``, times ``t``)
     or discrete GD (``flow=False``, ``t`` = integer step counts), equations in the module docstring.
@@ -291,7 +348,10 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     "mean" (ℓ/P) — the same conventions as ``limits.finite.train(..., reduction=)``, so that a finite
     ensemble trained with the same η and step count converges to this. ``cov=False`` skips the
     P_test×P_test covariance per time (``var`` is still returned). Discrete GD refuses η c λ_max(Θ) ≥ 2
-    (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``.
+    (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``. Sizes needing
+    more than ``memory_limit`` bytes (default half the available memory, :func:`predict_memory`) are
+    refused before anything is allocated. A learning rate so large that ηλt overflows is the converged
+    flow (kernel regression, g_t(λ) = 1/λ), computed without overflow.
     """
     what = "limits.predict.gradient_descent"
     m = _model(model, what, ntk=True)
@@ -303,8 +363,8 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     flow = bool(flow)
     ts = _times(t, flow)
     eta = m.lr if learning_rate is None else learning_rate
-    if isinstance(eta, bool):
-        raise ValueError("learning_rate must be a positive number")
+    if isinstance(eta, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"learning_rate must be a positive number, got {eta!r}")
     try:
         eta = float(eta)
     except (TypeError, ValueError):
@@ -314,9 +374,10 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     if reduction not in ("sum", "mean"):
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
     P = X.shape[0]
-    eta_eff = eta / P if reduction == "mean" else eta
+    c = 1.0 / P if reduction == "mean" else 1.0          # ℓ = c Σ ½‖f − y‖²
+    check_memory(what, P, Xs.shape[0], "gd", n_times=ts.size if cov else 0, memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=True, test_cov=True)
-    core = _GDCore(k, eta_eff, flow, what)
+    core = _GDCore(k, eta * c, flow, what, c=c)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
     _finite_outputs(what, mean=mean, mean_train=mean_train, cov=C, var=var)
@@ -326,7 +387,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
 class _GDCore:
     """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
 
-    def __init__(self, k, eta, flow, what):
+    def __init__(self, k, eta, flow, what, c=1.0):
         T = 0.5 * (k["T"] + k["T"].T)
         lam, V = np.linalg.eigh(T)
         top = max(float(lam[-1]), 1e-300)
@@ -336,8 +397,12 @@ class _GDCore:
                              f"(smallest eigenvalue {lam[0]:.3g}); the kernel is numerically broken")
         lam = np.where(lam <= tol, 0.0, lam)      # round-off (incl. tiny negative) → exact zeros: g → ηt
         if not flow and eta * lam[-1] >= 2.0:
-            raise ValueError(f"learning_rate: discrete GD diverges, η·λ_max(Θ) = {eta * lam[-1]:.4g} >= 2 "
-                             f"(take learning_rate < {2.0 / lam[-1]:.4g}, or flow=True)")
+            # eta = η·c (c = 1/P for reduction "mean"): the user's learning rate must stay below 2/(c λ_max)
+            with np.errstate(over="ignore"):
+                ratio = eta * lam[-1]
+            raise ValueError(f"learning_rate: discrete GD diverges, η·c·λ_max(Θ) = {ratio:.4g} >= 2 (c = "
+                             f"{'1/P' if c != 1.0 else '1'}; take learning_rate < {2.0 / (c * lam[-1]):.4g}, "
+                             "or flow=True)")
         self.lam, self.V, self.eta, self.flow = lam, V, eta, flow
         self.B = k["T_sx"] @ V                          # Θ_*X V      (P_test × P)
         # Θ_XX v = 0 ⇒ Θ_*X v = 0 (the joint NTK Gram is PSD). In floating point Θ_*X v is round-off
@@ -349,8 +414,15 @@ class _GDCore:
     def g(self, ts):
         return _gfun(self.lam, ts, self.eta, self.flow)   # (T, P)
 
-    def means(self, ts, Y):
+    def _G(self, ts):
+        """g_t for the products: the null directions (λ = 0, B's columns zeroed) carry nothing, so their
+        ηt — inf when ηt overflows — is replaced by 0 (it would only make inf·0 = nan)."""
         G = self.g(ts)
+        G[:, self.lam == 0.0] = 0.0
+        return G
+
+    def means(self, ts, Y):
+        G = self._G(ts)
         c = self.V.T @ Y                                   # (P, d)
         mean = np.einsum("ip,tp,pd->tid", self.B, G, c, optimize=True)
         mean_train = np.einsum("ip,tp,pd->tid", self.V, G * self.lam[None, :], c, optimize=True)
@@ -358,12 +430,12 @@ class _GDCore:
 
     def A(self, ts):
         """(T, P_test, P) A_t = Θ_*X V diag(g_t) Vᵀ (for checks; memory T·P_test·P)."""
-        G = self.g(ts)
+        G = self._G(ts)
         return np.einsum("ip,tp,qp->tiq", self.B, G, self.V, optimize=True)
 
     def E_train(self, ts):
         """(T, P, P) I − Θ V diag(g_t) Vᵀ = e^{−ηΘt} resp. (I − ηΘ)^k on the training inputs."""
-        G = self.g(ts)
+        G = self._G(ts)
         return np.einsum("ip,tp,qp->tiq", self.V, 1.0 - G * self.lam[None, :], self.V, optimize=True)
 
     def covariance(self, ts, want_cov=True):
@@ -373,7 +445,7 @@ class _GDCore:
         D = V.T @ self.K @ V                               # Vᵀ K_XX V
         D = 0.5 * (D + D.T)
         C = V.T @ self.K_sx.T                              # Vᵀ K_X*     (P × P_test)
-        G = self.g(ts)
+        G = self._G(ts)
         nT, Pt = G.shape[0], self.B.shape[0]
         try:
             R = cholesky(D, lower=True, check_finite=False)
@@ -498,7 +570,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     X = _X(X_train, "X_train", m.d_in)
     Xs = _X(X_test, "X_test", m.d_in)
     Y = _targets(Y_train, X.shape[0], m.d_out)
-    noise = nonnegative_float(noise, "noise")
+    noise = real_number(noise, "noise")
     block = positive_int(block, "block")
     if not isinstance(var, (bool, np.bool_)):
         raise ValueError(f"var must be True or False, got {var!r}")

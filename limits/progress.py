@@ -9,7 +9,8 @@ import sys
 import time
 
 
-def _fmt(s):
+def format_seconds(s):
+    """A duration for people: ``42s``, ``3.5min``, ``2.1h``."""
     s = max(0.0, float(s))
     return f"{s:.0f}s" if s < 120 else (f"{s / 60:.1f}min" if s < 7200 else f"{s / 3600:.1f}h")
 
@@ -52,10 +53,10 @@ class LineProgress:
         self.t_last = now = time.perf_counter()
         el = now - self.t0
         if self.total:
-            eta = f", ETA {_fmt(el / self.n * (self.total - self.n))}" if 0 < self.n < self.total else ""
-            msg = f"{self.desc}: {self.n}/{self.total} ({100 * self.n / self.total:.0f}%), {_fmt(el)} elapsed{eta}"
+            eta = f", ETA {format_seconds(el / self.n * (self.total - self.n))}" if 0 < self.n < self.total else ""
+            msg = f"{self.desc}: {self.n}/{self.total} ({100 * self.n / self.total:.0f}%), {format_seconds(el)} elapsed{eta}"
         else:
-            msg = f"{self.desc}: {self.n} done, {_fmt(el)} elapsed"
+            msg = f"{self.desc}: {self.n} done, {format_seconds(el)} elapsed"
         try:
             print(msg, file=self.stream, flush=True)
         except (OSError, ValueError):          # closed or broken stream: stay quiet

@@ -152,12 +152,33 @@ def save_result(obj, path) -> tuple[Path, Path]:
     return npz_path, json_path
 
 
+def read_npz(path) -> dict:
+    """All arrays of the ``.npz`` file ``path`` (never unpickled). A file that is not an .npz archive, or
+    one holding object arrays, raises ``ValueError`` naming the file — not numpy's advice to set
+    ``allow_pickle=True``."""
+    import zipfile
+
+    path = Path(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if not magic.startswith(b"PK"):
+        raise ValueError(f"{path} is not an .npz archive (damaged or not written by limits)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise ValueError(f"{path} holds an object array; pickles are never loaded") from None
+        raise ValueError(f"{path}: {exc}") from None
+    except (zipfile.BadZipFile, EOFError, KeyError) as exc:
+        raise ValueError(f"{path} is a damaged .npz archive ({type(exc).__name__}: {exc})") from None
+
+
 def load_result(path):
     """Load a result saved by :func:`save_result` (no pickle is ever loaded)."""
     npz_path, json_path = result_paths(path)
     payload = json.loads(Path(json_path).read_text())
-    with np.load(npz_path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
+    arrays = read_npz(npz_path)
     name = payload["type"]
     if name not in _REGISTRY:
         import importlib

@@ -318,6 +318,10 @@ def _hostile_files(tmp: Path):
     p = tmp / "in_zero_bytes.npy"
     p.write_bytes(b"")
     f["zero_bytes"] = p
+    p = tmp / "in_fifo.npy"                  # issue 21: a FIFO blocks an ordinary open/read forever
+    os.mkfifo(p)
+    f["fifo"] = p
+    f["dev_zero"] = Path("/dev/zero")          # never ends
     return f
 
 
@@ -499,11 +503,12 @@ def test_hostile_value(cmd, flag, dest, value, tmp_path, monkeypatch):
 INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "complex", "nan", "inf", "empty", "scalar",
                     "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero", "bools", "one_row",
                     "raw_pickle", "corrupt_zip", "truncated", "text_as_npy", "empty_npz", "pickled_npz",
-                    "wrong_keys_npz", "zero_bytes"]
+                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
 # by default each file option gets a few of these (rotating), all of them under -m exhaustive
-QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle"]
+QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle", "fifo",
+               "dev_zero"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
 
@@ -684,6 +689,371 @@ def test_huge_sizes_subprocess(i, tmp_path, request):
 API_BAD = [np.nan, np.inf, -np.inf, -1.0, 0.0, -0.0, 1e308, "abc", None, [1.0, 2.0], np.ones((2, 2)), object()]
 
 
+# --- issue 21: predict, model files, params, check ---
+def _i21_task():
+    """Model file, data files and arrays of a small NTK regression task (made once)."""
+    d = Path(F["dir"])
+    m = limits.mlp(4, 2)
+    rng = np.random.default_rng(21)
+    X, Y, Xs = rng.standard_normal((5, 4)), rng.standard_normal(5), rng.standard_normal((2, 4))
+    if not (d / "i21.toml").exists():
+        m.save(d / "i21.toml")
+        np.save(d / "i21_X.npy", X)
+        np.save(d / "i21_Y.npy", Y)
+        np.save(d / "i21_Xs.npy", Xs)
+    files = [str(d / f) for f in ("i21.toml", "i21_X.npy", "i21_Y.npy", "i21_Xs.npy")]
+    return m, X, Y, Xs, files
+
+
+def _i21_predict_argv(files, *extra, model=None):
+    mf, x, y, xs = files
+    return ["predict", "--model", model or mf, "--x-train", x, "--y-train", y, "--x-test", xs, *extra]
+
+
+def _one_error(rc, err, *words):
+    """Exit 2 with one 'limits: error:' line containing every word of ``words``."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("limits: error: "), (rc, err)
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def test_i21_flow_huge_learning_rate_is_the_converged_flow(tmp_path):
+    """Item 2: η·λ overflowing (lr = 1e308 on the CLI, in the model file, in the API) gives the converged
+    flow — the kernel-regression mean Θ_*X Θ_XX⁻¹ Y, computed here directly — not a wrong mean."""
+    from limits import predict
+    from limits.kernels import kernel
+
+    m, X, Y, Xs, files = _i21_task()
+    FUZZ_COUNT.update({("i21", "predict --lr", "1e308"), ("i21", "model lr", "1e308"), ("i21", "api lr", "1e308")})
+    T, Ts = kernel(m, X, None, ("ntk",)).ntk, kernel(m, Xs, X, ("ntk",)).ntk
+    exact = Ts @ np.linalg.solve(T, Y)
+    r = predict.gradient_descent(m, X, Y, Xs, t=[0.0, 1.0, 1e300], learning_rate=1e308)
+    assert np.all(r.mean[0] == 0.0) and np.isfinite(r.cov).all()
+    assert np.allclose(r.mean[1:, :, 0], exact[None], rtol=1e-8, atol=1e-10)
+    slow = predict.gradient_descent(m, X, Y, Xs, t=[1e300])                    # lr = 1, t → ∞: the same limit
+    assert np.allclose(slow.mean[0, :, 0], exact, rtol=1e-8, atol=1e-10)
+    assert np.allclose(r.cov[1], slow.cov[0], rtol=1e-8, atol=1e-10)
+    rc, out, err = run_cli(_i21_predict_argv(files, "--method", "flow", "--t", "1", "--lr", "1e308", "--json"))
+    assert rc == 0 and "Warning" not in err, err
+    assert np.allclose(np.array(json.loads(out)["mean"])[0, :, 0], exact, rtol=1e-8, atol=1e-10)
+    m.with_(lr=1e308).save(tmp_path / "lr.toml")
+    rc, out, err = run_cli(_i21_predict_argv(files, "--method", "flow", "--t", "1", "--json",
+                                             model=str(tmp_path / "lr.toml")))
+    assert rc == 0 and np.allclose(np.array(json.loads(out)["mean"])[0, :, 0], exact, rtol=1e-8, atol=1e-10)
+
+
+def test_i21_gd_stability_hint_for_mean_reduction():
+    """Item 7: with reduction="mean" (ℓ/P) GD diverges at η ≥ 2P/λ_max, and the hint says so: just below
+    the hinted learning rate runs, just above is refused; on the CLI the hint names --lr and --method flow."""
+    from limits import predict
+
+    m, X, Y, Xs, files = _i21_task()
+    FUZZ_COUNT.update({("i21", "gd hint", red) for red in ("mean", "sum")} | {("i21", "predict gd", "--lr 100")})
+    for red in ("mean", "sum"):
+        with pytest.raises(ValueError, match="diverges") as e:
+            predict.gradient_descent(m, X, Y, Xs, t=[3], flow=False, reduction=red, learning_rate=100.0)
+        bound = float(re.search(r"take learning_rate < ([0-9.e+-]+)", str(e.value)).group(1))
+        lam = np.linalg.eigvalsh(limits.kernels.kernel(m, X, None, ("ntk",)).ntk)[-1]
+        assert bound == pytest.approx(2 * (X.shape[0] if red == "mean" else 1) / lam, rel=1e-3)
+        ok = predict.gradient_descent(m, X, Y, Xs, t=[3], flow=False, reduction=red, learning_rate=0.99 * bound)
+        assert np.isfinite(ok.mean).all()
+        with pytest.raises(ValueError, match="diverges"):
+            predict.gradient_descent(m, X, Y, Xs, t=[3], flow=False, reduction=red, learning_rate=1.01 * bound)
+    rc, out, err = run_cli(_i21_predict_argv(files, "--method", "gd", "--t", "1", "--lr", "100",
+                                             "--reduction", "mean"))
+    line = _one_error(rc, err, "--lr <", "--method flow")
+    assert "flow=True" not in line and "learning_rate" not in line
+
+
+def test_i21_quick_figure_never_overwrites_data_without_metadata(tmp_path):
+    """Item 4: a truncated (or missing) NAME.json next to a paper-size NAME.npz: --quick into that
+    directory is refused and the .npz stays byte for byte; a paper-size run needs --force."""
+    FUZZ_COUNT.update({("i21", "figure", "truncated json"), ("i21", "figure", "missing json")})
+    name = "seed000_fig3"
+    full = tmp_path / "full"
+    full.mkdir()
+    np.savez(full / f"{name}.npz", data_x=np.arange(7.0))
+    before = (full / f"{name}.npz").read_bytes()
+    for meta in ('{"figure": "seed000_fig3", "quick": fal', None):
+        if meta is None:
+            (full / f"{name}.json").unlink()
+        else:
+            (full / f"{name}.json").write_text(meta)
+        rc, out, err = run_cli(["figure", name, "--quick", "--outdir", str(full)])
+        _one_error(rc, err, f"{name}.npz", "refusing to overwrite")
+        assert (full / f"{name}.npz").read_bytes() == before
+        rc, out, err = run_cli(["figure", name, "--outdir", str(tmp_path)])          # paper size into full/
+        _one_error(rc, err, "--force")
+        assert (full / f"{name}.npz").read_bytes() == before
+
+
+def test_i21_complex_arrays_are_refused_by_name(tmp_path):
+    """Item 5: complex Y / X in the API and --y-train, --x-train, --x-test, --x, --x1 are refused, naming
+    the argument (they were cut to their real part with only numpy's ComplexWarning)."""
+    from limits import predict
+
+    m, X, Y, Xs, files = _i21_task()
+    np.save(tmp_path / "c.npy", Y + 1j)
+    np.save(tmp_path / "cX.npy", X + 0.5j)
+    c, cX = str(tmp_path / "c.npy"), str(tmp_path / "cX.npy")
+    for name, kw in (("Y_train", dict(Y_train=Y + 1j)), ("X_train", dict(X_train=X + 0j)),
+                     ("X_test", dict(X_test=Xs * (1 + 1j)))):
+        FUZZ_COUNT.add(("i21", "complex", name))
+        args = {"X_train": X, "Y_train": Y, "X_test": Xs, **kw}
+        for fn in (predict.nngp_posterior, lambda *a: predict.gradient_descent(*a, t=[1.0])):
+            with pytest.raises(ValueError, match=f"{name} is complex"):
+                fn(m, args["X_train"], args["Y_train"], args["X_test"])
+    mf, x, y, xs = files
+    cases = [(_i21_predict_argv([mf, x, c, xs], "--t", "1"), "--y-train"),
+             (_i21_predict_argv([mf, cX, y, xs], "--method", "posterior"), "--x-train"),
+             (_i21_predict_argv([mf, x, y, cX], "--t", "1"), "--x-test"),
+             (["check", "--model", mf, "--x", cX, "--widths", "8", "16", "32", "--inits", "4"], "--x"),
+             (["kernel", "--model", mf, "--x1", cX], "--x1")]
+    for argv, opt in cases:
+        FUZZ_COUNT.add(("i21", "complex file", opt))
+        rc, out, err = run_cli(argv)
+        _one_error(rc, err, opt, "complex")
+
+
+def test_i21_named_returns_the_users_own_symbol():
+    """Item 6: exponents, γ̄_L and the validity conditions are in the user's symbol itself (same object,
+    the user's assumptions), so substituting it changes the exponents."""
+    import sympy as sp
+
+    from limits import params
+
+    FUZZ_COUNT.update({("i21", "named", "Symbol(gbar)"), ("i21", "named", "Symbol(gbar, nonpositive)")})
+    g = sp.Symbol("gbar")
+    p = params.named("muP", convention="std", algorithm="pc", gamma_bar_L=g)
+    a = p.exponent("hidden", "a")
+    assert a.free_symbols == {g} and next(iter(a.free_symbols)) is g
+    assert a.subs(g, -1) != a and a.subs(g, -1) == a.subs(g, 0) + sp.Rational(1, 2)
+    assert p.gamma_bar_L is g and p.free_symbols == {g}
+    assert p.notes == ("valid for -1 <= gbar and gbar <= 0",)
+    q = params.named("muPC", gamma_bar_L=g)
+    assert q.exponent("hidden", "c").subs(g, -1) == 1
+    h = sp.Symbol("gbar", nonpositive=True)                  # the user's assumptions are kept
+    r = params.named("NTK", algorithm="pc", gamma_bar_L=h)
+    assert r.free_symbols == {h} and next(iter(r.free_symbols)).is_nonpositive
+    assert r.exponent("output", "c").subs(h, -2) == 2
+
+
+def test_i21_check_rate_not_estimable_with_two_widths():
+    """Item 8: two widths give no finite-size rate: the report says so and prints no nan."""
+    m, X, Y, Xs, files = _i21_task()
+    FUZZ_COUNT.add(("i21", "check --widths", "16 32"))
+    c = limits.check(limits.kernels.kernel(m, X[:3], None, ("nngp",)), widths=[16, 32], inits=8, seed=0)
+    md = c.to_markdown()
+    assert not c.rate_estimated and "not estimable: 2 widths" in md and not _NONFINITE.search(md), md
+    import matplotlib.pyplot as plt
+
+    plt.close(c.plot())                                       # the figure's title too
+    rc, out, err = run_cli(["check", "--model", files[0], "--x", files[1], "--widths", "16", "32", "--inits", "4"])
+    assert rc in (0, 1) and "not estimable" in out and not _NONFINITE.search(out), out
+
+
+def test_i21_model_file_keys_and_explicit_options(tmp_path):
+    """Item 9: keys outside [model] are refused by name; an option given on the command line conflicts with
+    --model even at its parser default (--depth 10, --gamma0 1.0)."""
+    from limits.cli import explicit_options
+
+    m, X, Y, Xs, files = _i21_task()
+    (tmp_path / "above.toml").write_text("depth = 7\n" + m.to_toml())
+    rc, out, err = run_cli(["nngp", "--model", str(tmp_path / "above.toml"), "--random", "2", "4"])
+    _one_error(rc, err, "'depth'", "[model]")
+    (tmp_path / "unknown.toml").write_text(m.to_toml() + "dpeth = 3\n")
+    rc, out, err = run_cli(["kernel", "--model", str(tmp_path / "unknown.toml"), "--x1", files[1]])
+    _one_error(rc, err, "dpeth")
+    for argv, opt in ((["nngp", "--model", files[0], "--random", "2", "4", "--depth", "10"], "--depth"),
+                      (["nngp", "--model", files[0], "--random", "2", "4", "-L", "10"], "--depth"),
+                      (["response", "-N", "10", "--model", files[0], "--random", "2", "4", "--activation", "erf"],
+                       "--activation"),
+                      (["dmft", "solve", "--model", files[0], "--gamma0", "1.0"], "--gamma0")):
+        FUZZ_COUNT.add(("i21", "explicit default", " ".join(argv[-2:])))
+        rc, out, err = run_cli(argv)
+        _one_error(rc, err, opt, "--model")
+    for opt in (["--depth", "1"], ["--resnet"], ["--activation", "erf"]):     # `model --show FILE` + a field
+        FUZZ_COUNT.add(("i21", "model --show", opt[0]))
+        rc, out, err = run_cli(["model", "--show", files[0], *opt])
+        _one_error(rc, err, "--show", opt[0])
+    rc, out, err = run_cli(["model", "--show", files[0], "--out", str(tmp_path / "copy.json")])
+    assert rc == 0 and limits.Model.load(tmp_path / "copy.json") == m, err      # converting a file stays possible
+    assert explicit_options(["nngp", "--model", "m.toml", "-L", "10", "--keep", "last"]) >= {"depth", "keep", "model"}
+    assert "depth" not in explicit_options(["nngp", "--model", "m.toml"])
+    rc, out, err = run_cli(["nngp", "--model", files[0], "--random", "2", "4", "--keep", "last"])
+    assert rc == 0, err                                       # non-architecture options still combine with --model
+    FUZZ_COUNT.update({("i21", "model file", k) for k in ("depth above [model]", "unknown key")})
+
+
+def _deep_json(n):
+    return "[" * n + "]" * n
+
+
+def test_i21_model_files_that_used_to_crash(tmp_path):
+    """Item 11: empty file, no d_in, {} (API too), 100k-deep JSON/TOML, --alpha -1e6 (and the API's
+    .branch): exit 2 with one line naming the file/option, ValueError in the API."""
+    bad = {"empty.toml": "", "nodin.toml": "[model]\ndepth = 3\n", "empty.json": "{}",
+           "deep.json": _deep_json(100_000), "deep.toml": "a = " + _deep_json(100_000) + "\n",
+           "deepmodel.toml": "[model]\nd_in = 2\nrho = " + _deep_json(100_000) + "\n"}
+    for name, text in bad.items():
+        FUZZ_COUNT.add(("i21", "model file", name))
+        (tmp_path / name).write_text(text)
+        for argv in (["model", "--show", str(tmp_path / name)],
+                     ["nngp", "--model", str(tmp_path / name), "--random", "2", "4"]):
+            rc, out, err = run_cli(argv)
+            _one_error(rc, err, name)
+    with pytest.raises(ValueError, match="d_in"):
+        limits.Model.from_json("{}")
+    with pytest.raises(ValueError, match="nested too deeply"):
+        limits.Model.from_json(_deep_json(100_000))
+    FUZZ_COUNT.update({("i21", "model --alpha", "-1e6"), ("i21", "api alpha", "-1e6")})
+    rc, out, err = run_cli(["model", "--resnet", "--d-in", "3", "--depth", "2", "--depth-scaling", "alpha",
+                            "--alpha", "-1e6"])
+    _one_error(rc, err, "alpha")
+    with pytest.raises(ValueError, match="alpha"):
+        limits.resnet(3, 2, depth_scaling="alpha", alpha=-1e6)
+    with pytest.raises(ValueError, match="alpha"):
+        limits.resnet(3, 2, depth_scaling="alpha", alpha=1.0).with_(alpha=-2000.0).branch
+    assert limits.resnet(3, 4, depth_scaling="alpha", alpha=-0.5, rho=0.5).branch == pytest.approx(1.0)
+
+
+def test_i21_posterior_memory_checked_before_allocating(tmp_path):
+    """Item 13: a training set too large for the memory is refused before anything is allocated, naming
+    X_train / --x-train and the number of points that fits (consistent with predict_memory)."""
+    from limits import predict
+
+    m, X, Y, Xs, files = _i21_task()
+    FUZZ_COUNT.update({("i21", "posterior P", "200000"), ("i21", "api memory_limit", "2e7")})
+    for fn, meth in ((predict.nngp_posterior, "posterior"),
+                     (lambda *a, **k: predict.gradient_descent(*a, t=[1.0], **k), "gd")):
+        with pytest.raises(ValueError, match=r"X_train with P = 5 training points") as e:
+            fn(m, X, Y, Xs, memory_limit=2000.0)
+        fit = int(re.search(r"at most P = (\d+) training points fit", str(e.value)).group(1))
+        n_t = 1 if meth == "gd" else 0
+        assert predict.predict_memory(fit, 2, meth, n_t) <= 2000.0 < predict.predict_memory(fit + 1, 2, meth, n_t)
+        assert fn(m, X[:fit], Y[:fit], Xs, memory_limit=2000.0) is not None        # and that size runs
+    with pytest.raises(ValueError, match="X_test"):
+        predict.nngp_posterior(m, X, Y, np.ones((300, 4)), memory_limit=1e6)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "big.npy", rng.standard_normal((200_000, 4)))       # ≈ 3.5 TB of kernels
+    np.save(tmp_path / "bigY.npy", rng.standard_normal(200_000))
+    rc, out, err = run_cli(["predict", "--model", files[0], "--x-train", str(tmp_path / "big.npy"),
+                            "--y-train", str(tmp_path / "bigY.npy"), "--x-test", files[3], "--method", "posterior"])
+    _one_error(rc, err, "--x-train", "P = 200000", "training points fit")
+
+
+def test_i21_huge_depth_refused_from_a_cost_estimate(tmp_path):
+    """Item 13: depth = 1e8 in a model file is refused within seconds from the measured cost per layer,
+    for every command and API route through the kernels (was: hours of silent work)."""
+    import time
+
+    m, X, Y, Xs, files = _i21_task()
+    (tmp_path / "deep.toml").write_text("[model]\nd_in = 4\ndepth = 1e8\n")
+    deep = str(tmp_path / "deep.toml")
+    for argv in (["nngp", "--model", deep, "--random", "2", "4"], ["kernel", "--model", deep, "--x1", files[1]],
+                 _i21_predict_argv(files, "--method", "posterior", model=deep),
+                 ["check", "--model", deep, "--x", files[1], "--widths", "8", "16", "32", "--inits", "4"]):
+        FUZZ_COUNT.add(("i21", "depth 1e8", argv[0]))
+        t0 = time.perf_counter()
+        rc, out, err = run_cli(argv, timeout=60)
+        _one_error(rc, err, "depth = 100000000", "would take at least")
+        assert time.perf_counter() - t0 < 30
+    with pytest.raises(limits.ModelError, match="depth"):
+        limits.kernels.kernel(limits.Model.load(deep), X)
+    with pytest.raises(limits.ModelError, match="depth = 100000000"):     # the finite network: not built
+        limits.Model.load(deep).finite(8)
+    with pytest.raises(limits.ModelError, match="width = 10000000"):
+        m.finite(10**7)
+    FUZZ_COUNT.update({("i21", "finite", "depth 1e8"), ("i21", "finite", "width 1e7")})
+
+
+def test_i21_model_file_not_a_regular_file(tmp_path):
+    """Item 14: a FIFO, /dev/zero, a directory or an oversized file as --model (and a FIFO or /dev/zero as
+    a data file): refused at once, never read without limit or blocked on."""
+    m, X, Y, Xs, files = _i21_task()
+    fifo = tmp_path / "m.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    big.write_text("[model]\nd_in = 4\n" + "#" * (2 << 20) + "\n")
+    for path, word in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                       (tmp_path, "directory"), (big, "bytes")):
+        FUZZ_COUNT.add(("i21", "--model", word))
+        for argv in (["model", "--show", str(path)], ["nngp", "--model", str(path), "--random", "2", "4"],
+                     _i21_predict_argv(files, "--t", "1", model=str(path))):
+            rc, out, err = run_cli(argv, timeout=20)
+            _one_error(rc, err, word)
+    huge = tmp_path / "huge.csv"                 # sparse: 300 MiB of text without writing them
+    with open(huge, "wb") as fh:
+        fh.truncate(300 * 2**20)
+    FUZZ_COUNT.add(("i21", "--x-train", "300 MiB csv"))
+    rc, out, err = run_cli(_i21_predict_argv([files[0], str(huge), files[2], files[3]], "--t", "1"), timeout=20)
+    _one_error(rc, err, "--x-train", "MiB of text")
+    dfifo = tmp_path / "x.npy"
+    os.mkfifo(dfifo)
+    for argv, opt in ((["nngp", "--X", str(dfifo)], "--X"), (["nngp", "--X", "/dev/zero"], "--X"),
+                      (_i21_predict_argv([files[0], str(dfifo), files[2], files[3]], "--t", "1"), "--x-train"),
+                      (["check", "--model", files[0], "--x", "/dev/zero"], "--x")):
+        FUZZ_COUNT.add(("i21", "data file", opt + argv[-1][-4:]))
+        rc, out, err = run_cli(argv, timeout=20)
+        _one_error(rc, err, opt, "not a regular file")
+
+
+def test_i21_check_plot_path_checked_first(tmp_path, monkeypatch):
+    """Item 15: --plot with a suffix matplotlib cannot write (or an unwritable place) is refused before
+    anything is computed — here before even the missing --x file is noticed."""
+    monkeypatch.chdir(tmp_path)
+    m, X, Y, Xs, files = _i21_task()
+    for plot, word in (("p.xyz", ".xyz"), ("p", "no suffix"), (str(tmp_path / "nodir" / "x" / "p.png"), None)):
+        FUZZ_COUNT.add(("i21", "check --plot", plot[-8:]))
+        rc, out, err = run_cli(["check", "--model", files[0], "--x", str(tmp_path / "missing.npy"), "--plot", plot])
+        if word is None:          # a creatable directory: the plot path is fine, the missing --x is the error
+            _one_error(rc, err, "--x")
+        else:
+            _one_error(rc, err, "--plot", word)
+    (tmp_path / "afile").write_text("x")
+    rc, out, err = run_cli(["check", "--model", files[0], "--x", str(tmp_path / "missing.npy"),
+                            "--plot", str(tmp_path / "afile" / "p.png")])
+    _one_error(rc, err, "--plot")
+
+
+def test_i21_messages_name_the_option(tmp_path):
+    """Item 18 (non-sweep): a garbage .npz never shows numpy's allow_pickle advice; noise=True / "1" are
+    refused; mlp(10, bogus=1) and .with_(foo=1) are ValueErrors naming the field."""
+    from limits import predict
+    from limits.results import load_result
+
+    m, X, Y, Xs, files = _i21_task()
+    garbage = tmp_path / "g.npz"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "g.json").write_text(json.dumps({"format": 1, "type": "x", "fields": {}}))
+    for argv, opt in ((_i21_predict_argv([files[0], str(garbage), files[2], files[3]], "--t", "1"), "--x-train"),
+                      (["check", "--model", files[0], "--x", str(garbage)], "--x"),
+                      (["nngp", "--X", str(garbage)], "--X"),
+                      (["kernel", "--model", files[0], "--x1", files[1], "--x2", str(garbage)], "--x2")):
+        FUZZ_COUNT.add(("i21", "garbage npz", opt))
+        rc, out, err = run_cli(argv)
+        line = _one_error(rc, err, opt)
+        assert "allow_pickle" not in line, line
+    with pytest.raises(ValueError, match="not an .npz archive") as e:
+        load_result(tmp_path / "g")
+    assert "allow_pickle" not in str(e.value)
+    for bad in (True, "1", np.bool_(True), b"1"):
+        FUZZ_COUNT.add(("i21", "noise", repr(bad)))
+        with pytest.raises(ValueError, match="noise"):
+            predict.nngp_posterior(m, X, Y, Xs, noise=bad)
+        with pytest.raises(ValueError, match="noise"):
+            predict.kernel_regression(m, X, Y, Xs, noise=bad)
+        with pytest.raises(ValueError, match="learning_rate"):
+            predict.gradient_descent(m, X, Y, Xs, t=[1.0], learning_rate=bad)
+    for call, field in ((lambda: limits.mlp(10, bogus=1), "bogus"), (lambda: limits.resnet(3, 2, nosuch=1), "nosuch"),
+                        (lambda: limits.mlp(10).with_(foo=1), "foo")):
+        FUZZ_COUNT.add(("i21", "model field", field))
+        with pytest.raises(ValueError, match=field):
+            call()
+
+
 def _api_ok(fn, *a, **kw):
     """A finite result or a ValueError/TypeError with a message; anything else is a failure."""
     try:
@@ -805,7 +1175,7 @@ def test_api_named_with_foreign_symbol():
     g, G = sp.Symbol("g"), sp.Symbol("gamma_bar_L")
     p = params.named("muPC", gamma_bar_L=g)
     q = params.named("muPC", gamma_bar_L=G)
-    assert {str(x) for x in p.free_symbols} == {"g"}          # (carried with the assumptions limits adds)
+    assert p.free_symbols == {g}                               # the user's own symbol (issue 21 item 6)
     assert [str(v) for v in p.c] == [str(v).replace("gamma_bar_L", "g") for v in q.c]
     assert p.notes == ("valid for -1 <= g and g <= 0",)
     with pytest.raises(ValueError, match="substitute numbers"):

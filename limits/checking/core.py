@@ -76,6 +76,20 @@ class CheckResult(Result):
         """Largest |z| of the N → ∞ extrapolation (the statistic ``passed`` uses)."""
         return float(np.max(np.abs(self.z_inf))) if self.z_inf.size else 0.0
 
+    @property
+    def rate_estimated(self) -> bool:
+        """False when the finite-size rate could not be fitted (fewer than three widths, or a zero RMS
+        deviation): ``rate``/``rate_ci`` are then NaN and never reported as numbers."""
+        return bool(np.isfinite(self.rate) and np.all(np.isfinite(self.rate_ci)))
+
+    def _rate_text(self, digits) -> str:
+        if self.rate_estimated:
+            return (f"{self.rate:+.{digits}f} [{self.rate_ci[0]:+.{digits}f}, {self.rate_ci[1]:+.{digits}f}]"
+                    + (" (99 % CI)" if digits == 3 else ""))
+        n = len(self.widths)
+        return (f"not estimable: {n} width{'s' if n != 1 else ''} (the log–log fit needs at least 3)" if n < 3
+                else "not estimable: zero RMS deviation at some width")
+
     def to_markdown(self) -> str:
         ok = "PASS" if self.passed else "FAIL"
         rows = [f"### check: {self.what} — **{ok}**", "",
@@ -90,8 +104,8 @@ class CheckResult(Result):
                  f"< {self.z_crit:.2f} (Bonferroni, family-wise α = {self.details.get('alpha', 0.01):g}) |",
                  f"| relative bias along the prediction δ∞ | {self.scale_bias:+.4f} ± {self.scale_bias_se:.4f} | "
                  f"\\|z\\| < {self.scale_z_crit:.2f} |",
-                 f"| finite-size rate of the RMS deviation | {self.rate:+.3f} [{self.rate_ci[0]:+.3f}, "
-                 f"{self.rate_ci[1]:+.3f}] (99 % CI) | contains {self.rate_expected:+g} |",
+                 f"| finite-size rate of the RMS deviation | {self._rate_text(3)} | "
+                 + (f"contains {self.rate_expected:+g} |" if self.rate_estimated else "not part of the verdict |"),
                  f"| power: smallest relative bias detected with 80 % probability | {self.power:.3%} | |"]
         if self.reasons:
             rows += ["", "Failed because: " + "; ".join(self.reasons)]
@@ -132,7 +146,7 @@ class CheckResult(Result):
         a2.minorticks_off()
         a2.set_xlabel("width N")
         a2.set_ylabel("relative RMS deviation")
-        a2.set_title(f"rate {self.rate:+.3f} [{self.rate_ci[0]:+.2f}, {self.rate_ci[1]:+.2f}]")
+        a2.set_title(f"rate {self._rate_text(2)}" if self.rate_estimated else "rate not estimable")
         a2.legend(fontsize=7, loc="lower left")
         fig.suptitle(("PASS" if self.passed else "FAIL") + f" — power: detects ≥ {self.power:.2%} relative bias",
                      fontsize=9)

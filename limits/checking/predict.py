@@ -108,6 +108,9 @@ def _core(result, m):
     return GDCore(k, eta, bool(result.flow), "check"), eta
 
 
+MAX_EULER_STEPS = 1e6      # finite networks trained for more steps than this are not a check but a hang
+
+
 def _flow_step(result, core, eta, ts):
     """Largest Euler step dt = base/n (n even; every t a multiple of 2·dt) whose Richardson combination
     2·GD(dt) − GD(2dt) differs from the flow theory by < 1e-3 of the prediction (error O(dt²), against
@@ -122,7 +125,14 @@ def _flow_step(result, core, eta, ts):
                          f"give times that are integer multiples of the smallest positive time {base:g}")
     flow_g = core.g(ts)
     scale = np.max(np.abs(flow_g)) + 1e-300
-    n = 2 * max(1, int(np.ceil(eta * core.lam[-1] * base / 0.5)))
+    with np.errstate(over="ignore"):
+        need = eta * core.lam[-1] * base / 0.5             # Euler steps per base time for η·λ_max·dt ≤ 1/2
+    if not need <= MAX_EULER_STEPS:
+        many = f"about {need:.3g}" if np.isfinite(need) else "more than 1e308"
+        raise ValueError(f"check: following this gradient flow by finite-network training needs {many} "
+                         f"Euler steps per time {base:g} (learning_rate·λ_max(Θ)·t too large; at most "
+                         f"{MAX_EULER_STEPS:g}); check a smaller learning_rate or time")
+    n = 2 * max(1, int(np.ceil(need)))
     for _ in range(20):
         dt = base / n
         k = np.round(ts / dt)

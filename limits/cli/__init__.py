@@ -303,11 +303,35 @@ def _check_files(args):
             (ensure_writable_result if attr == "save" else ensure_writable_file)(value, flag)
 
 
+def explicit_options(argv) -> set:
+    """The dests of the options given on the command line ``argv`` (not left at their defaults): ``argv``
+    parsed again by a parser whose every default is suppressed. So ``--depth 10`` counts as given even
+    when 10 is the default (a model file then conflicts with it)."""
+    import argparse
+
+    parser = build_parser()
+
+    def suppress(p):
+        p._defaults.clear()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    suppress(sub)
+            else:
+                a.default = argparse.SUPPRESS
+
+    suppress(parser)
+    return set(vars(parser.parse_args(list(argv))))
+
+
 def _dispatch(argv):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
+    if getattr(args, "model", None) is not None or getattr(args, "show", None) is not None:
+        # the options given explicitly, which a model file must not contradict
+        args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
     _check_files(args)
     return int(args.func(args) or 0)
 

@@ -62,7 +62,7 @@ def cmd_solve(args):
         given = {"depth": args.depth, "hidden_layers": args.hidden_layers, "activation": args.activation,
                  "gamma0": args.gamma0}
         m = model_or_arguments(args.model, given, {"depth": None, "hidden_layers": None, "activation": "linear",
-                                                   "gamma0": 1.0})
+                                                   "gamma0": 1.0}, explicit=getattr(args, "_explicit", None))
         d = solve(X, y, model=m, dt=args.dt if args.dt is not None else m.lr, **common)
         return _report(d, args)
     hidden = hidden_layers(args.depth, args.hidden_layers)

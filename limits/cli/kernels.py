@@ -82,7 +82,8 @@ def _kw(args):
     if getattr(args, "model", None):
         from ..model import model_or_arguments
 
-        return {"model": model_or_arguments(args.model, kw, _ARCH_DEFAULTS), **extra}
+        return {"model": model_or_arguments(args.model, kw, _ARCH_DEFAULTS,
+                                            explicit=getattr(args, "_explicit", None)), **extra}
     return {**kw, **extra}
 
 

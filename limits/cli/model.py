@@ -22,20 +22,53 @@ def load_model(path):
     return Model.load(path)
 
 
+MAX_TEXT_ARRAY_BYTES = 256 * 2**20      # .csv/.txt arrays larger than this: use .npy
+
+
 def read_array(path, option):
     """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
     import zipfile
+    from pathlib import Path
 
     from .kernels import load_matrix as _load_matrix
 
+    p = Path(path)
+    if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends
+        raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
+                         "give an .npy/.npz/.csv/.txt file")
+    if p.suffix in (".csv", ".txt") and p.is_file() and p.stat().st_size > MAX_TEXT_ARRAY_BYTES:
+        raise ValueError(f"{option}: {path} is {p.stat().st_size / 2**20:.0f} MiB of text, more than the "
+                         f"{MAX_TEXT_ARRAY_BYTES // 2**20} MiB read as text (parsing takes several times that in "
+                         "memory); save the array with numpy.save and pass the .npy")
+    if p.suffix in (".npy", ".npz") and p.is_file():
+        try:
+            with open(p, "rb") as fh:
+                magic = fh.read(6)
+        except OSError as exc:
+            raise ValueError(f"{option}: cannot read {path} ({exc.strerror or exc})") from None
+        if not (magic == b"\x93NUMPY" or magic.startswith(b"PK")):
+            raise ValueError(f"{option}: {path} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
     try:
-        a = _load_matrix(path, option.lstrip("-").replace("-", "_"))
-        a = np.asarray(a, dtype=float)
+        a = np.asarray(_load_matrix(path, option.lstrip("-").replace("-", "_")))
     except (ValueError, TypeError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{option}: cannot read {path}: {exc}") from None
+        raise ValueError(f"{option}: cannot read {path}: {_reason(exc)}") from None
+    if a.dtype.kind == "c":
+        raise ValueError(f"{option}: {path} holds complex values; a real array is needed "
+                         "(the imaginary part is never dropped silently)")
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{option}: {path} holds a {a.dtype} array; a real numeric array is needed")
+    a = a.astype(float)
     if a.size and not np.all(np.isfinite(a)):
         raise ValueError(f"{option}: {path} contains NaN or inf")
     return a
+
+
+def _reason(exc) -> str:
+    """numpy's message for a pickled array advises ``allow_pickle=True``; limits never loads pickles."""
+    msg = str(exc)
+    if "pickle" in msg.lower():
+        return "it holds a pickled (object) array; pickles are never loaded — save a numeric array instead"
+    return msg
 
 
 def _array(path, name):
@@ -51,6 +84,10 @@ def cmd_model(args):
     from ..model import Model, mlp, resnet
 
     if args.show:
+        given = sorted(getattr(args, "_explicit", set()) - {"show", "out", "json", "command", "func"})
+        if given:
+            raise ValueError(f"--show describes an existing model file; drop "
+                             f"{', '.join('--' + k.replace('_', '-') for k in given)} (or build a new model without --show)")
         m = load_model(args.show)
     else:
         kw = {k: getattr(args, k) for k in ("activation", "sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in",
@@ -150,6 +187,8 @@ def cmd_check(args):
     from .. import check
     from ..cliutil import emit
 
+    if args.plot:                       # every output checked before the (possibly long) computation
+        _check_plot_path(args.plot)
     m = load_model(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
@@ -165,10 +204,6 @@ def cmd_check(args):
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
-    if args.plot:
-        from ..cliutil import ensure_writable_file
-
-        ensure_writable_file(args.plot, "--plot")
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)
     if args.plot:
         import matplotlib.pyplot as plt
@@ -180,6 +215,22 @@ def cmd_check(args):
           "rate_expected": c.rate_expected, "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se,
           "power": c.power, "reasons": list(c.reasons), "widths": c.widths, "inits": c.inits}, args, text)
     return 0 if c.passed else 1
+
+
+def _check_plot_path(path):
+    """``--plot FILE``: writable, with a suffix matplotlib can write (.png, .pdf, .svg, …) — checked first."""
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from ..cliutil import ensure_writable_file
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in formats:
+        raise ValueError(f"--plot: {path} has {'no suffix' if not ext else f'the suffix .{ext}'}; give a file "
+                         f"name ending in one of {', '.join('.' + f for f in sorted(formats))}")
+    ensure_writable_file(path, "--plot")
 
 
 def _check_parser(sub):

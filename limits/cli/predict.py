@@ -23,6 +23,24 @@ def _load(path, name, matrix):
     return a
 
 
+# API names in messages → the options that set them on this command line
+_CLI_NAMES = (("flow=True", "--method flow"), ("learning_rate", "--lr"), ("X_train", "--x-train"),
+              ("Y_train", "--y-train"), ("X_test", "--x-test"))
+
+
+def _cli(fn, *a, **kw):
+    """``fn(*a, **kw)`` with the API's argument names in a ValueError replaced by the options."""
+    try:
+        return fn(*a, **kw)
+    except ValueError as exc:
+        msg = str(exc)
+        for api, cli in _CLI_NAMES:
+            msg = msg.replace(api, cli)
+        if msg == str(exc):
+            raise
+        raise ValueError(msg) from None
+
+
 def cmd_predict(args):
     import limits
 
@@ -36,7 +54,7 @@ def cmd_predict(args):
     if args.method == "posterior":
         if args.t is not None or args.lr is not None:
             raise ValueError("--t/--lr are for --method flow|gd, not posterior")
-        r = limits.predict.nngp_posterior(m, X, Y, Xs, noise=args.noise)
+        r = _cli(limits.predict.nngp_posterior, m, X, Y, Xs, noise=args.noise)
         lines = [m.describe(), f"NNGP posterior, noise σ² = {r.noise:g}, log marginal likelihood "
                  f"{r.log_marginal_likelihood:.6g}", "", "test point | mean | sd"]
         for i in range(r.mean.shape[0]):
@@ -48,9 +66,8 @@ def cmd_predict(args):
             raise ValueError("--noise is for --method posterior")
         if args.t is None:
             raise ValueError("--t is required for --method flow|gd (times, or GD step counts)")
-        r = limits.predict.gradient_descent(m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
-                                            flow=args.method == "flow", reduction=args.reduction,
-                                            cov=not args.no_cov)
+        r = _cli(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
+                 flow=args.method == "flow", reduction=args.reduction, cov=not args.no_cov)
         lines = [m.describe(), f"NTK ensemble, {'gradient flow' if r.flow else 'discrete GD'}, η = "
                  f"{r.learning_rate:g}, reduction {r.reduction}", "", "t | mean test output (first 3) | mean sd"]
         for k, t in enumerate(r.t):
@@ -62,7 +79,7 @@ def cmd_predict(args):
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
     if args.check:
-        c = limits.check(r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False)
+        c = _cli(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False)
         lines += ["", c.to_markdown()]
         obj["check"] = {"passed": c.passed, "worst_z": c.worst_z, "rate": c.rate, "rate_ci": c.rate_ci,
                         "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se, "power": c.power,

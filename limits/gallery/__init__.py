@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..results import decode_value, encode_value, atomic_write_bytes, atomic_write_text
+from ..results import decode_value, encode_value, atomic_write_bytes, atomic_write_text, read_npz
 
 DEFAULT_OUTDIR = Path("figures")
 
@@ -132,8 +132,7 @@ def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
                              f"(drop --replot, or give the --outdir/--quick it was made with)")
     try:
         payload = json.loads(p["json"].read_text())
-        with np.load(p["npz"], allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = read_npz(p["npz"])
         payload["params"] = decode_value(payload["params"], arrays)
         payload["data"] = decode_value(payload["data"], arrays)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
@@ -191,7 +190,9 @@ class MadeFigure:
 def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = False) -> MadeFigure:
     """Compute (or reuse cached data), save data, plot. Returns paths and the compute wall time.
 
-    Refuses (``ValueError``) to replace a stored paper-size result by a quick one. If the data
+    Refuses (``ValueError``) to replace a stored paper-size result by a quick one, and to overwrite
+    stored data whose metadata (``NAME.json``) is missing or unreadable (unless ``force`` for a
+    paper-size run: a quick one could be replacing a paper-size result). If the data
     cannot be written after the computation, they are saved to a fresh temp directory and the
     ``OSError`` names it, so no computed result is lost."""
     spec = get(name)
@@ -200,6 +201,14 @@ def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = Fa
     cached = False
     wall = 0.0
     old = _stored(p) if p["json"].exists() else None
+    readable = old is not None and isinstance(old.get("quick"), bool) and old.get("figure") == name
+    if not readable and p["npz"].exists() and (quick or not force):
+        # data without readable metadata (truncated/damaged .json, or none): it may be a paper-size result
+        # that took hours, and nothing says which variant it is — never overwrite it
+        why = "cannot be read" if p["json"].exists() else "is missing"
+        raise ValueError(f"figure {name}: {p['json']} {why}, so nothing tells what {p['npz']} holds (it may be "
+                         f"the paper-size result); refusing to overwrite it — move both files away"
+                         + ("" if quick else ", or pass --force to recompute and replace them"))
     if old is not None and quick and old.get("quick") is False and old.get("figure") == name:
         raise ValueError(f"figure {name}: {p['json']} holds the paper-size result; refusing to replace it "
                          f"by the quick variant (write the quick one to another directory)")

@@ -178,8 +178,6 @@ def as_exponent(value, name: str = "exponent") -> sp.Expr:
             raise ValueError(f"{name} must be real, got {value}")
         if v.has(sp.zoo, sp.oo, -sp.oo, sp.nan) or not _is_linear(sp.expand(v)):
             raise ValueError(f"{name} must be finite and linear in its symbols, got {value}")
-        if any(not s.is_real for s in v.free_symbols):
-            v = v.subs({s: sp.Symbol(s.name, real=True) for s in v.free_symbols})
         return sp.expand(v)
     if isinstance(value, Fraction):
         return sp.Rational(value.numerator, value.denominator)

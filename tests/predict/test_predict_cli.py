@@ -55,5 +55,5 @@ def test_cli_bad_arguments(files, capsys):
     np.save(tmp / "Yb.npy", np.ones(7))
     bad = list(base)
     bad[bad.index(str(tmp / "Y.npy"))] = str(tmp / "Yb.npy")
-    with pytest.raises(ValueError, match="Y_train"):
+    with pytest.raises(ValueError, match="--y-train"):
         _run(bad + ["--method", "posterior", "--noise", "0.1"], capsys)
