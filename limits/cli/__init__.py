@@ -411,11 +411,31 @@ def _exit_quietly_on_interrupt():
         signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
 
 
+_SIGINT_SEEN = []          # set by the program's Ctrl-C handler (see _note_interrupts)
+
+
+def _note_interrupts():
+    """Ctrl-C raises KeyboardInterrupt as usual and is remembered: a C extension interrupted while it
+    is imported (numpy turns an interrupted ``import datetime`` into an ImportError) still ends as an
+    interruption, not as an internal error."""
+    import signal
+    import threading
+
+    def handler(signum, frame):
+        _SIGINT_SEEN.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+
+
 def main(argv=None) -> int:
     """Run ``limits ARGV`` inside the error boundary; returns the exit status (see the module
     docstring). ``argv=None`` means the real command line (then Ctrl-C during interpreter
     shutdown is silent too); a list runs in-process (tests)."""
     program = argv is None
+    if program:
+        _note_interrupts()
     try:
         try:
             return _dispatch(argv)
@@ -431,6 +451,8 @@ def main(argv=None) -> int:
                     pass
             return 0
         except Exception as exc:        # noqa: BLE001 — this is the boundary
+            if _SIGINT_SEEN:             # the error is the interruption's doing: exit 130, as documented
+                raise KeyboardInterrupt from None
             code, msg = _classify(exc, argv)
             if code == EXIT_INTERNAL:
                 path = _write_crash_report(exc, argv)
