@@ -434,10 +434,10 @@ def main(argv=None) -> int:
     docstring). ``argv=None`` means the real command line (then Ctrl-C during interpreter
     shutdown is silent too); a list runs in-process (tests)."""
     program = argv is None
-    if program:
-        _note_interrupts()
     try:
         try:
+            if program:
+                _note_interrupts()
             return _dispatch(argv)
         except (KeyboardInterrupt, SystemExit):
             raise
