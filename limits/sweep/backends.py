@@ -9,6 +9,7 @@ The driver, not the workers, writes the store, so a remote cluster needs no shar
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import time
 import traceback
@@ -19,7 +20,8 @@ from .outputs import flatten
 def evaluate(fn, batch, threads=None):
     """Run ``fn(**kwargs)`` for each ``(flat, kwargs)`` of ``batch``; one record per point:
     ``{"flat", "ok", "arrays", "skipped", "error", "seconds"}``. An exception inside a point is
-    recorded (type, message and the last traceback lines), never raised."""
+    recorded (type, message and the last traceback lines), never raised — ``sys.exit`` inside a point
+    included (``SystemExit``); only ``KeyboardInterrupt`` stops the batch."""
     import contextlib
 
     from ..blas import blas_threads
@@ -32,7 +34,7 @@ def evaluate(fn, batch, threads=None):
             try:
                 arrays, skipped = flatten(fn(**kwargs))
                 rec = {"flat": flat, "ok": True, "arrays": arrays, "skipped": skipped, "error": None}
-            except Exception as exc:            # noqa: BLE001 — recorded, the sweep goes on
+            except (Exception, SystemExit) as exc:   # noqa: BLE001 — recorded, the sweep goes on (sys.exit too)
                 tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
                 rec = {"flat": flat, "ok": False, "arrays": None, "skipped": [],
                        "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb[-3:])}
@@ -182,6 +184,13 @@ BACKENDS = {"serial": Serial, "loky": Loky, "dask": Dask}
 def make(backend, n_jobs=None, scheduler=None):
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or int(n_jobs) < 1):
-        raise ValueError(f"n_jobs must be a positive integer or None, got {n_jobs!r}")
-    return BACKENDS[backend](n_jobs=n_jobs, scheduler=scheduler)
+    return BACKENDS[backend](n_jobs=check_n_jobs(n_jobs), scheduler=scheduler)
+
+
+def check_n_jobs(n_jobs):
+    """``n_jobs``: None or a positive integer (not a bool, a float or a string like ``'two'``)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
+        raise ValueError(f"n_jobs must be a positive integer (number of workers) or None, got {n_jobs!r}")
+    return int(n_jobs)
