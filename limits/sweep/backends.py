@@ -8,6 +8,7 @@ The driver, not the workers, writes the store, so a remote cluster needs no shar
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import numbers
 import os
@@ -106,6 +107,25 @@ class Loky:
         pass
 
 
+@contextlib.contextmanager
+def _sigint_ignored_by_children():
+    """SIGINT ignored while a LocalCluster starts its worker processes: they inherit the ignored
+    signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal —
+    delivered to the whole process group — reaches only the driver, which shuts the cluster down;
+    the workers print no tracebacks. A Ctrl-C during the few seconds of start-up is lost."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 class Dask:
     """dask.distributed: ``scheduler=None`` starts a ``LocalCluster`` (``n_jobs`` single-threaded
     worker processes), a string connects to a running scheduler (``tcp://host:8786``), a
@@ -122,8 +142,9 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.ERROR)
+            with _sigint_ignored_by_children():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
         elif isinstance(scheduler, str):

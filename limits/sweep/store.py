@@ -123,6 +123,11 @@ class Store:
         return meta, arrays
 
     def _write(self, path, data: bytes):
+        if path.is_dir() and not path.is_symlink():
+            try:                    # an (empty) directory where a point file belongs: damage, replaced
+                path.rmdir()
+            except OSError:
+                raise ValueError(f"store: {path} is a directory where a point file belongs; remove it") from None
         try:
             atomic_write_bytes(path, data)
         except OSError as exc:
