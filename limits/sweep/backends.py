@@ -21,8 +21,8 @@ from .outputs import flatten
 def evaluate(fn, batch, threads=None):
     """Run ``fn(**kwargs)`` for each ``(flat, kwargs)`` of ``batch``; one record per point:
     ``{"flat", "ok", "arrays", "skipped", "error", "seconds"}``. An exception inside a point is
-    recorded (type, message and the last traceback lines), never raised — ``sys.exit`` inside a point
-    included (``SystemExit``); only ``KeyboardInterrupt`` stops the batch."""
+    recorded (type, message and the last traceback lines), never raised — a ``sys.exit`` inside a
+    point (``SystemExit``) too; only ``KeyboardInterrupt`` stops the batch."""
     import contextlib
 
     from ..blas import blas_threads
@@ -35,7 +35,9 @@ def evaluate(fn, batch, threads=None):
             try:
                 arrays, skipped = flatten(fn(**kwargs))
                 rec = {"flat": flat, "ok": True, "arrays": arrays, "skipped": skipped, "error": None}
-            except (Exception, SystemExit) as exc:   # noqa: BLE001 — recorded, the sweep goes on (sys.exit too)
+            except BaseException as exc:        # noqa: BLE001 — recorded, the sweep goes on (sys.exit too)
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
                 tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
                 rec = {"flat": flat, "ok": False, "arrays": None, "skipped": [],
                        "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb[-3:])}
