@@ -1241,6 +1241,8 @@ SWEEP_BAD_FILES = [
                            "c = {start = 0, stop = 1, num = 500}\n"),
     ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = "two"\n'),
     ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = 2.5\n'),
+    ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = 1000000000\n'),
+    ("target_seconds", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\ntarget_seconds = inf\n'),
     ("fail_fast", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nfail_fast = "yes"\n'),
     ("backend", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = 5\n'),
     ("store", _GOOD + "[run]\nstore = 5\n"),
@@ -1269,7 +1271,7 @@ def test_sweep_bad_file(key, text, tmp_path, monkeypatch):
     problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
     assert problem is None, problem
     assert rc == 2 and key in err, err
-    assert not (tmp_path / "sweeps").exists() or key in ("n_jobs",)     # refused before computing
+    assert not (tmp_path / "sweeps").exists()                          # refused before anything is written
 
 
 def test_sweep_special_files(tmp_path, monkeypatch):

@@ -211,9 +211,14 @@ def make(backend, n_jobs=None, scheduler=None):
 
 
 def check_n_jobs(n_jobs):
-    """``n_jobs``: None or a positive integer (not a bool, a float or a string like ``'two'``)."""
+    """``n_jobs``: None or a positive integer (not a bool, a float or a string like ``'two'``), at most
+    ``max(64, 4 × cores)`` local worker processes."""
     if n_jobs is None:
         return None
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
         raise ValueError(f"n_jobs must be a positive integer (number of workers) or None, got {n_jobs!r}")
+    most = max(64, 4 * (os.cpu_count() or 1))
+    if n_jobs > most:
+        raise ValueError(f"n_jobs = {n_jobs} worker processes on a machine with {os.cpu_count()} cores; at most "
+                         f"{most} (a larger cluster: a dask scheduler, --scheduler tcp://…)")
     return int(n_jobs)

@@ -155,8 +155,9 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"name must be a string, got {name!r}")
     if chunk != "auto" and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk must be 'auto' or a positive integer, got {chunk!r}")
-    if isinstance(target_seconds, bool) or not (isinstance(target_seconds, (int, float)) and target_seconds > 0):
-        raise ValueError(f"target_seconds must be positive, got {target_seconds!r}")
+    if isinstance(target_seconds, bool) or not (isinstance(target_seconds, (int, float))
+                                                and 0 < target_seconds < math.inf):
+        raise ValueError(f"target_seconds must be a positive number of seconds, got {target_seconds!r}")
     for flag, fname in ((fail_fast, "fail_fast"), (reduce_seeds, "reduce_seeds"), (retry_failed, "retry_failed")):
         _check_flag(flag, fname)
     if not isinstance(backend, str) or backend not in _backends.BACKENDS:

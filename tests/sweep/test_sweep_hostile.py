@@ -251,7 +251,9 @@ def test_run_options_are_checked(tmp_path):
     """Item 18: n_jobs 'two', non-bool flags, non-path store/out: ValueErrors naming the option."""
     small = _grid([0])
     for kw, name in (({"n_jobs": "two", "backend": "loky"}, "n_jobs"), ({"n_jobs": 2.5, "backend": "loky"}, "n_jobs"),
-                     ({"n_jobs": True}, "n_jobs"), ({"fail_fast": "yes"}, "fail_fast"),
+                     ({"n_jobs": True}, "n_jobs"), ({"n_jobs": 10 ** 9, "backend": "loky"}, "n_jobs"),
+                     ({"target_seconds": float("inf"), "backend": "loky"}, "target_seconds"),
+                     ({"fail_fast": "yes"}, "fail_fast"),
                      ({"retry_failed": 1}, "retry_failed"), ({"store": 5}, "store"), ({"out": ""}, "out"),
                      ({"backend": 5}, "backend"), ({"version": 1}, "version")):
         with pytest.raises(ValueError, match=name):
