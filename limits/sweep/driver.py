@@ -5,14 +5,13 @@ import contextlib
 import math
 import numbers
 import os
-import re
 import statistics
 import time
 from pathlib import Path
 
 from . import backends as _backends
 from . import dataset as _dataset
-from .grid import as_grid
+from .grid import _DIM_NAME, RESERVED, as_grid
 from .progress import SweepProgress
 from .resolve import name_of, resolve
 from .store import Store, point_key
@@ -40,8 +39,7 @@ MAX_POINTS = 100_000
 # measured bookkeeping per grid point (grid enumeration, point key, record): time and driver memory
 _US_PER_POINT, _BYTES_PER_POINT = 100.0, 600.0
 # names the dataset uses for its own bookkeeping; an output may not take them
-RESERVED_OUTPUTS = frozenset({"failed", "n_seeds"})
-_DIM_NAME = re.compile(r"_dim_\d+$")
+RESERVED_OUTPUTS = frozenset(RESERVED)
 
 
 def _bytesize(n: float) -> str:
@@ -95,9 +93,10 @@ def _check_outputs(store, out, reduce_seeds):
     path = out if out is not None else (store / DATASET_NAME if store is not None else None)
     if path is not None:
         name = "out" if out is not None else "store"
-        ensure_writable_file(path, name)
-        if reduce_seeds:
-            ensure_writable_file(path.with_name(path.stem + "_reduced.nc"), name)
+        for p in [path] + ([path.with_name(path.stem + "_reduced.nc")] if reduce_seeds else []):
+            ensure_writable_file(p, name)
+            if p.exists() and not p.is_file():         # a FIFO or a device (/dev/stdout): never replaced
+                raise ValueError(f"{name}: {p} exists and is not a regular file")
 
 
 def _check_names(arrays, fn_name):

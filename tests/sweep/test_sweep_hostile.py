@@ -136,6 +136,15 @@ def test_reserved_output_names_are_refused(tmp_path, name):
     assert not list((tmp_path / "st").rglob("*.npz"))
 
 
+@pytest.mark.parametrize("grid", [{"failed": [1, 2]}, {"n_seeds": [1]}, {"y_dim_0": [0, 1]},
+                                  {"zipped": {"failed": {"a": [1]}}}, {"zipped": {"pt": {"failed": [1]}}}])
+def test_reserved_names_as_axes_are_refused(grid):
+    """Item 3, the other way round: an axis named `failed` became a coordinate that plots and
+    reduce_seeds read as the failure flags."""
+    with pytest.raises(ValueError, match="rename it"):
+        S.run(lambda **kw: {"y": np.zeros(2)}, grid, progress=False)
+
+
 def test_output_named_like_a_parameter_result_collision():
     """An output `x` (≠ the input x, so kept as `x_result`) next to an output `x_result`: an error, not
     one silently overwriting the other."""
@@ -212,6 +221,7 @@ def test_outputs_are_checked_before_any_point_runs(tmp_path, monkeypatch, capsys
     marks = tmp_path / "marks"
     marks.mkdir()
     (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "fifo.nc")
     ro = Path("/sys/limits-sweep-test") if os.geteuid() == 0 else None
     if ro is None:
         ro = tmp_path / "ro"
@@ -222,7 +232,8 @@ def test_outputs_are_checked_before_any_point_runs(tmp_path, monkeypatch, capsys
     head = ('function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = ' + json.dumps(str(marks))
             + '\ndelay = 0.0\n[product]\nx = [0, 1]\n[run]\nbackend = "serial"\n')
     for run_line, key in ((f'out = "{ro}/y.nc"', "out"), ('out = "afile/y.nc"', "out"), (f'store = "{ro}/st"', "store"),
-                          ('store = "afile"', "store"), ('out = "marks"', "out")):
+                          ('store = "afile"', "store"), ('out = "marks"', "out"), ('out = "fifo.nc"', "out"),
+                          ('out = "/dev/null"', "out")):
         (tmp_path / "s.toml").write_text(head + run_line + "\n")
         assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 2, run_line
         err = capsys.readouterr().err
