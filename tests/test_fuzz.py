@@ -1002,6 +1002,20 @@ class _Call:
 
 
 inst = _Call()
+
+
+def sympify_it(v):
+    """The classic sink: sympy.sympify of text runs eval (also of the keys of a dict it converts)."""
+    import sympy
+
+    sympy.sympify(v)
+    return 1.0
+
+
+def half_minus(v):
+    import sympy
+
+    return float(sympy.Rational(1, 2) - v)
 '''
 
 
@@ -1214,6 +1228,73 @@ def test_sweep_resolve_still_finds_functions(hostile_module):
     assert S.resolve("limits.dmft.solve") is limits.dmft.solve
     assert S.resolve("limits.mlp") is limits.mlp
     assert S.resolve(f"{hmod}.write_marker", allow=[hmod]).__name__ == "write_marker"
+
+
+# values of a sweep file reaching sympy: sympify of text runs eval, and sympy arithmetic sympifies
+# the keys of a dict — limits.params has such sinks; every string of a sweep file is a Text that
+# sympy refuses, so no value is evaluated, by any of the routes a value takes (fixed, axes, inputs)
+_EVAL = "__import__('os').system('touch {m}')"
+SWEEP_VALUE_SINKS = [
+    ("H.sympify_it", lambda p: {"v": p}, True),
+    ("H.sympify_it", lambda p: {"v": {p: 1}}, True),
+    ("H.sympify_it", lambda p: {"v": [p]}, True),
+    ("H.half_minus", lambda p: {"v": {p: 1}}, True),
+    ("limits.params.expr.fmt", lambda p: {"v": p}, False),
+    ("limits.params.expr.latex", lambda p: {"v": p}, False),
+    ("limits.params.tables.fmt", lambda p: {"v": {p: 1}}, False),
+    ("limits.params.depth.depth_quantities", lambda p: {"gamma": {p: 1}}, False),
+    ("limits.params.solver.solve_quantities", lambda p: {"quantities": [], "unknowns": [], "fixed": {p: 0}}, False),
+]
+
+
+def _toml_inline(v):
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_inline(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_inline(x) for x in v) + "]"
+    return _toml_value(v)
+
+
+@pytest.mark.parametrize("route", ["fixed", "product", "zip", "inputs"])
+@pytest.mark.parametrize("i", range(len(SWEEP_VALUE_SINKS)),
+                         ids=[f"{n}:{k(chr(80))}" for n, k, _ in SWEEP_VALUE_SINKS])
+def test_sweep_values_are_never_evaluated(i, route, tmp_path, monkeypatch, hostile_module):
+    name, make, control = SWEEP_VALUE_SINKS[i]
+    hmod, _ = hostile_module
+    name = name.replace("H.", hmod + ".", 1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    marker = tmp_path / "MARKER"
+    kwargs = make(_EVAL.format(m=marker))
+    if control and route == "fixed":               # the positive control: the plain value is evaluated
+        _il.import_module(name.rsplit(".", 1)[0])
+        with contextlib.suppress(Exception):
+            getattr(sys.modules[name.rsplit(".", 1)[0]], name.rsplit(".", 1)[1])(**make(_EVAL.format(m=tmp_path / "C")))
+        assert (tmp_path / "C").exists(), f"control: {name} did not evaluate its argument"
+    FUZZ_COUNT.add(("sweep21", "value", name, route, repr(make("P"))))
+    (k, v), = [(k, v) for k, v in kwargs.items() if k != "quantities" and k != "unknowns"][:1] or [(None, None)]
+    rest = {a: b for a, b in kwargs.items() if a != k}
+    text = f"function = {json.dumps(name)}\n" if route != "inputs" else \
+        'function = "limits.kernels.critical_line"\n'
+    fixed = "".join(f"{a} = {_toml_inline(b)}\n" for a, b in rest.items())
+    if route == "fixed":
+        text += f"[fixed]\n{fixed}{k} = {_toml_inline(v)}\n"
+    elif route == "product":
+        text += f"[fixed]\n{fixed}[product]\n{k} = [{_toml_inline(v)}]\n"
+    elif route == "zip":
+        text += f"[fixed]\n{fixed}[zip.pt]\n{k} = [{_toml_inline(v)}]\n"
+    else:
+        text += (f'[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[inputs]\nfunction = {json.dumps(name)}\n'
+                 f"args = {_toml_inline(kwargs)}\nnames = [\"x\"]\n")
+    (tmp_path / "s.toml").write_text(text + '[run]\nbackend = "serial"\n')
+    argv = ["sweep", "run", tmp_path / "s.toml", "--allow", hmod, "--quiet", "--store", tmp_path / "st"]
+    rc, out, err = run_cli(argv)
+    assert not marker.exists(), f"{name}: a sweep-file value was evaluated (route {route})"
+    if rc == 3:                                     # the points failed (SympifyError), recorded: fine
+        assert "Traceback" not in err and "failed" in out, (out, err)
+    else:
+        problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+        assert problem is None and rc == 2, (rc, problem, err)
 
 
 # malformed sweep files: exit 2, one line naming the key (item 12); outputs, sizes, options (13, 15, 18)

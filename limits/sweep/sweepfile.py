@@ -49,6 +49,7 @@ import numbers
 from pathlib import Path
 
 import numpy as np
+from sympy.core.sympify import CantSympify
 
 from .grid import Grid
 from .resolve import check_allow, resolve
@@ -58,6 +59,26 @@ _RUN = {"backend", "n_jobs", "scheduler", "store", "chunk", "fail_fast", "reduce
         "retry_failed", "max_points"}
 MAX_FILE_BYTES = 16 << 20           # a sweep file is a few kB; refuse anything huge before parsing
 MAX_AXIS_VALUES = 1_000_000         # values of one {start, stop, num} range
+
+
+class Text(str, CantSympify):
+    """A string read from a sweep file. ``sympy.sympify`` of a string runs ``eval``, and sympy also
+    sympifies the keys and items of dicts and lists it meets in arithmetic; every string of a
+    sweep file becomes a ``Text``, which sympy refuses to convert (``SympifyError``), so no value in
+    a sweep file is ever evaluated by a function it reaches. A ``Text`` equals, hashes and
+    serialises like the plain string."""
+    __slots__ = ()
+
+
+def _texts(value):
+    """``value`` with every string (dict keys included) made a :class:`Text`."""
+    if isinstance(value, str):
+        return Text(value)
+    if isinstance(value, dict):
+        return {_texts(k): _texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    return value
 
 
 def _toml():
@@ -166,6 +187,7 @@ def _inputs(spec, base: Path, allow, file_allow) -> dict:
         args = spec.get("args", {})
         if not isinstance(args, dict):
             raise ValueError("inputs.args must be a table of keyword arguments")
+        args = _texts(args)
         try:
             vals = gen(**args)
         except (TypeError, ValueError, ArithmeticError) as exc:
@@ -227,15 +249,15 @@ def read(path, allow=()) -> SweepFile:
     file_allow = check_allow(file_allow)
     allow = check_allow(allow)
     fn = _resolve(doc["function"], "function", allow, file_allow)
-    fixed = dict(_table(doc, "fixed"))
+    fixed = _texts(dict(_table(doc, "fixed")))
     inputs = _inputs(_table(doc, "inputs"), path.parent, allow, file_allow)
-    product = {k: _axis(k, v) for k, v in _table(doc, "product").items()}
+    product = {k: _texts(_axis(k, v)) for k, v in _table(doc, "product").items()}
     zipped = {}
     for d, g in _table(doc, "zip").items():
         if not isinstance(g, dict):
             raise ValueError(f"sweep file: [zip.{d}] must be a table of axes (`[zip.{d}]` then `param = [...]`), "
                              f"got {g!r:.60}")
-        zipped[d] = {k: _axis(k, v) for k, v in g.items()}
+        zipped[d] = {k: _texts(_axis(k, v)) for k, v in g.items()}
     seeds = dict(_table(doc, "seeds"))
     unknown = set(seeds) - {"n", "root", "arg", "by"}
     if unknown:
