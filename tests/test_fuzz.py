@@ -1080,6 +1080,9 @@ SWEEP_NAMES = [
     ("subprocess.getoutput", _touch("cmd"), [], ["subprocess"], True),           # the file allows itself
     ("subprocess.getoutput", _touch("cmd"), ["subprocess"], [], True),           # --allow of the stdlib
     ("importlib.import_module", _importer, [], ["importlib"], True),
+    ("numpy.lib.format.open_memmap",                                              # --allow of a library
+     lambda m, d: {"filename": str(m), "mode": "w+", "dtype": "float64", "shape": [2]}, ["numpy"], [], True),
+    ("sympy.sympify", lambda m, d: {"a": f"__import__('os').system('touch {m}')"}, ["sympy"], [], True),
     ("builtins.exec", lambda m, d: {"source": f"open({str(m)!r}, 'w')"}, [], [], False),
     ("builtins.eval", _none, [], [], False),
     ("builtins.__import__", _importer, [], [], False),

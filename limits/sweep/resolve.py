@@ -5,7 +5,8 @@ The rule (a sweep file is something people download; resolving a name must never
 
 * ``MODULE`` must lie under an allowed root — ``limits``, or a module the *caller* allowed
   (``allow=["mypkg.theory"]`` in Python, ``--allow mypkg.theory`` on the command line; the
-  standard library cannot be allowed). It is imported with :func:`importlib.import_module`, so
+  standard library and the libraries limits builds on — numpy, scipy, sympy, joblib, … — cannot be
+  allowed: they load pickles or evaluate text). It is imported with :func:`importlib.import_module`, so
   ``limits.cliutil.os`` (a module reached through another module's attribute) is no module at all.
 * ``FUNCTION`` is exactly one public attribute of that module, and it must be a plain Python
   function (:class:`types.FunctionType`: no builtin, class, module, method or other callable)
@@ -27,6 +28,11 @@ _PART = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # limits modules whose functions write files, parse command lines or run sweeps
 _IO_PARTS = frozenset({"cli", "cliutil", "results", "sweep", "gallery", "validate"})
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "__future__"}
+# libraries limits runs on: they load pickles (numpy.load, joblib.load, pandas.read_pickle) or evaluate
+# text (sympy.sympify) — never "your own code", so they cannot be allowed either
+_LIBRARIES = frozenset({"numpy", "scipy", "sympy", "mpmath", "matplotlib", "joblib", "xarray", "pandas", "dask",
+                        "distributed", "cloudpickle", "tqdm", "tomli", "IPython", "pytest", "hypothesis",
+                        "setuptools", "pip", "pkg_resources", "numba", "torch", "jax", "tensorflow"})
 
 
 def _under(module: str, roots) -> bool:
@@ -49,9 +55,9 @@ def check_allow(allow) -> tuple:
     for a in allow:
         if not isinstance(a, str) or not all(_PART.match(p) for p in a.split(".")):
             raise ValueError(f"allow: {a!r} is not a dotted module name")
-        if a.split(".")[0] in _STDLIB:
-            raise ValueError(f"allow: {a!r} is a standard-library module; sweep functions come from limits "
-                             "or from your own code")
+        if a.split(".")[0] in _STDLIB | _LIBRARIES:
+            what = "a standard-library module" if a.split(".")[0] in _STDLIB else "a library limits builds on"
+            raise ValueError(f"allow: {a!r} is {what}; sweep functions come from limits or from your own code")
         out.append(a)
     return tuple(out)
 
