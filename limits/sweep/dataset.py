@@ -163,11 +163,12 @@ def load(path):
     if not path.is_file():
         raise ValueError(f"sweep dataset {path} is not a regular file")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
+                raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
+            data = b"CDF" + fh.read()
     except OSError as exc:
         raise ValueError(f"sweep dataset {path}: cannot read it ({exc.strerror or exc})") from None
-    if not data.startswith(b"CDF"):
-        raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
     try:
         with xr.open_dataset(io.BytesIO(data), engine="scipy") as ds:
             return ds.load()
