@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import norm
 
-from .checking import _nngp_samples, _ntk_samples, _seeds
+from .checking import _seeds
 from .results import Result
 
 
@@ -106,9 +106,90 @@ def fit_slope(widths, means, ses, quadratic=False):
     return out
 
 
-def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None):
-    """Per width: (labels, per-init samples (inits × entries)) of the read-out kernel, stream Grams
-    (``layers``) and NTK (``ntk``); X2: cross entries X × X2 only."""
+def _gram(a):
+    return np.matmul(a, a.transpose(0, 2, 1)) / a.shape[-1]
+
+
+def _forward_samples(model, net, Z, S, seed, ntk):
+    """Per init: φ(h^l)φ(h^l)ᵀ/N (S, L+1, P, P), stream Grams h^l h^lᵀ/N (S, L+1, P, P) and, with
+    ``ntk``, the empirical NTK (S, P, P) of the SAME networks (weight-free conditional sampler)."""
+    from .finite import empirical_kernels
+    from .finite.forward import forward
+    from .finite.ntk import ConditionalWeights, _assemble
+    from .finite.weights import init_streams
+
+    L = model.depth
+    if not ntk:
+        ek = empirical_kernels(net, Z, S, seed=seed, keep_samples=True, phi_kernels=True)
+        return ek.K_phi, ek.K, None
+    streams = init_streams(S, seed=seed)
+    N, P = net.width, Z.shape[0]
+    chunk = max(1, min(S, int(256 * 2**20 // (64.0 * (L + 2) * P * (N + P)))))
+    Kphi, G, T = [], [], []
+    for st in range(0, S, chunk):
+        w = ConditionalWeights(net, streams[st:st + chunk], P)
+        fwd = forward(net, w, Z, check=False)
+        T.append(_assemble(net, w, fwd, 0, False, False))
+        Kphi.append(np.stack([_gram(fwd.inp[f"{l + 1}.1"]) for l in range(L)] + [_gram(fwd.inp["out"])], axis=1))
+        G.append(np.stack([_gram(h) for h in fwd.h], axis=1))
+    return np.concatenate(Kphi), np.concatenate(G), np.concatenate(T)
+
+
+def _pair_F(act, C):
+    """E_{N(0,C)}[φφᵀ] for a stack of P×P covariances C (…, P, P), entry by entry."""
+    from .kernels.expectations import pair_kernel
+
+    d = np.diagonal(C, axis1=-2, axis2=-1)
+    k11 = np.broadcast_to(d[..., :, None], C.shape)
+    k22 = np.broadcast_to(d[..., None, :], C.shape)
+    P = C.shape[-1]
+    iu = np.triu_indices(P)
+    vals = pair_kernel(act, k11[..., iu[0], iu[1]].ravel(), C[..., iu[0], iu[1]].ravel(),
+                       k22[..., iu[0], iu[1]].ravel()).reshape(C.shape[:-2] + (iu[0].size,))
+    out = np.empty_like(C)
+    out[..., iu[0], iu[1]] = vals
+    out[..., iu[1], iu[0]] = vals
+    return out
+
+
+def _controls(model, Z, Kphi, G):
+    """Per-init regressors with mean exactly 0 at every width (martingale differences of the forward
+    pass): η^l = G^l − E[G^l | layer l−1] (stream Gram sampling noise; MLP: G^l − C^l, ResNet:
+    G^l − G^{l−1} − C^l, η⁰ = G⁰ − K⁰) and, for MLPs, ξ^l = C^l − s_l F(C^{l−1}) − b_l with F computed
+    exactly from the sampled C^{l−1} (C⁰ = K⁰). No theory enters: they only remove variance."""
+    v = model.variances()
+    L = model.depth
+    r2 = model.branch ** 2
+    s = [r2 * v["sigma_w2"]] * L + [v["sigma_w2_out"]]
+    b = [r2 * v["sigma_b2"]] * L + [v["sigma_b2_out"]]
+    K0 = v["sigma_w2_in"] * (Z @ Z.T) / Z.shape[1] + v["sigma_b2_in"]
+    C = [s[l] * Kphi[:, l] + b[l] for l in range(L + 1)]         # C^{l+1}, l = 0..L
+    iu = np.triu_indices(Z.shape[0])
+    cols = [(G[:, 0] - K0)[:, iu[0], iu[1]]]
+    for l in range(1, L + 1):
+        eta = G[:, l] - C[l - 1] - (G[:, l - 1] if model.residual else 0.0)
+        cols.append(eta[:, iu[0], iu[1]])
+    if not model.residual:
+        prev = np.broadcast_to(K0, C[0].shape)
+        for l in range(L + 1):
+            xi = C[l] - s[l] * _pair_F(model.act, prev) - b[l]
+            cols.append(xi[:, iu[0], iu[1]])
+            prev = C[l]
+    return C, np.concatenate(cols, axis=1)
+
+
+def _control_variate(Y, R):
+    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
+    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
+    Rc = R - R.mean(axis=0)
+    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
+    return Y - R @ beta
+
+
+def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, control=True):
+    """Per width: (labels, per-init samples (inits × entries)) of the read-out kernel E[f fᵀ|h^L],
+    stream Grams (``layers``) and NTK (``ntk``); X2: the cross entries X × X2 only. ``control``:
+    subtract exactly-mean-zero control variates (:func:`_controls`) — same means, far smaller spread."""
     P1 = X.shape[0]
     Z = X if X2 is None else np.vstack([X, X2])
     if X2 is None:
@@ -122,19 +203,20 @@ def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None):
     labels = [f"K^{l}{e}" for l in lay for e in ent] + [f"K_out{e}" for e in ent]
     if ntk:
         labels += [f"Θ{e}" for e in ent]
-    seeds = _seeds(seed, 2 * len(widths))
+    seeds = _seeds(seed, len(widths))
     samples = []
     for k, N in enumerate(widths):
         net = model.finite(int(N))
-        parts = [_nngp_samples(model, net, Z, (i, j), inits, seeds[2 * k], lay)]
-        if ntk:
-            parts.append(_ntk_samples(net, Z, (i, j), inits, seeds[2 * k + 1]))
-        samples.append(np.concatenate(parts, axis=1))
+        Kphi, G, T = _forward_samples(model, net, Z, int(inits), seeds[k], ntk)
+        C, R = _controls(model, Z, Kphi, G)
+        parts = [G[:, l, i, j] for l in lay] + [C[L][:, i, j]] + ([T[:, i, j]] if ntk else [])
+        Y = np.concatenate(parts, axis=1)
+        samples.append(_control_variate(Y, R) if control else Y)
     return labels, samples
 
 
 def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False, ntk=None, tol=0.01,
-                       rel_error=0.1, quadratic=False, model=None, X=None):
+                       rel_error=0.1, quadratic=False, control=True, model=None, X=None):
     """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks."""
     from .model import as_model
 
@@ -148,7 +230,7 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     if ntk and result.Theta1 is None:
         raise ValueError("check: ntk=True but this result has no Theta1 (parameterisation 'NTK' only)")
     t0 = time.perf_counter()
-    labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2)
+    labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
     if X2 is None:
         iu = np.triu_indices(X1.shape[0])
         pick = lambda A: A[..., iu[0], iu[1]]            # noqa: E731
@@ -162,6 +244,7 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     K, K1 = np.concatenate(th), np.concatenate(th1)
     mean = np.stack([s.mean(axis=0) for s in samples])
     se = np.stack([s.std(axis=0, ddof=1) / np.sqrt(s.shape[0]) for s in samples])
+    se = np.maximum(se, 1e-12 * (np.abs(mean) + 1.0))   # entries the controls make exact (e.g. K^1)
     a, a_se, b, b_se, chi2 = fit_slope(widths, mean, se, quadratic=quadratic)
     z_a = (a - K) / a_se
     z_b = (b - K1) / b_se
@@ -189,4 +272,5 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     return FiniteWidthCheck(tuple(labels), widths_arr, int(inits), K, K1, mean, se, a, a_se, z_a, b, b_se, z_b,
                             chi2, z_crit, power, detectable, float(rel_error), float(tol), n_tol, within,
                             not reasons, tuple(reasons), m.to_dict(), int(seed), time.perf_counter() - t0,
-                            {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic)})
+                            {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic),
+                             "control_variates": bool(control)})

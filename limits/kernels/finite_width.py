@@ -121,6 +121,29 @@ def _cov_phiphi(act, S4):
     return cov4(act.phi, kinds, S4)[0]
 
 
+_JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
+_JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
+
+
+def _joint_nodes(Kx, Ky, Kxy, same):
+    """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
+    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules)."""
+    P = Kx.shape[0]
+    Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
+    n = Kj.shape[0]
+    if n > _JOINT_MAX:
+        return None
+    Z, W = rule(n, _JOINT_ORDER[n])
+    lam, V = np.linalg.eigh(0.5 * (Kj + Kj.T))
+    pts = (V * np.sqrt(np.clip(lam, 0.0, None))) @ Z.T
+    return (pts, pts, W) if same else (pts[:P], pts[P:], W)
+
+
+def _connected_rows(Fx, Gy, W):
+    """Connected moments E[F G] − E[F] E[G] for rows of node values Fx (a, Q), Gy (b, Q)."""
+    return (Fx * W) @ Gy.T - np.outer(Fx @ W, Gy @ W)
+
+
 def _four(Kx, Ky, Kxy, pairs_x, pairs_y):
     """Batch of 4×4 covariances of (x_a, x_b, y_c, y_d) for every (pair_x, pair_y)."""
     px = np.asarray(pairs_x)
@@ -181,11 +204,21 @@ def _self_tensor(act, Kx, Ky, Kxy, pairs):
             jobs["02"].append((i, pos[(b, b)], (a, b)))
     fxs = {"11": lambda x, y: d1(x) * d1(y), "20": lambda x, y: 0.5 * d2(x) * phi(y),
            "02": lambda x, y: 0.5 * phi(x) * d2(y), "dd": lambda x, y: d1(x) ** 2 + phi(x) * d2(x)}
+    nodes = _joint_nodes(Kx, Ky, Kxy, False)
+    if nodes is not None:
+        x, y, W = nodes
+        fy = phi(y)
+        pa, pb = np.array(pairs).T
+        Gy = fy[pa] * fy[pb]
     for kind, lst in jobs.items():
         if not lst:
             continue
-        S4 = _four(Kx, Ky, Kxy, [j[2] for j in lst], pairs)
-        vals = _connected(fxs[kind], phi, S4).reshape(len(lst), m)
+        if nodes is not None:
+            Fx = np.stack([fxs[kind](x[j[2][0]], x[j[2][1]]) for j in lst])
+            vals = _connected_rows(Fx, Gy, W)
+        else:
+            S4 = _four(Kx, Ky, Kxy, [j[2] for j in lst], pairs)
+            vals = _connected(fxs[kind], phi, S4).reshape(len(lst), m)
         for (i, q, _), v in zip(lst, vals):
             R[i, q, :] += v
     return R
@@ -232,8 +265,14 @@ def _system(act, K0, S, B, residual):
         for b in range(a, L + 2):
             if not residual and a != b:
                 continue
-            S4 = _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)
-            c = _cov_phiphi(act, S4).reshape(m, m) * np.outer(s[a - 1], s[b - 1])
+            nodes = _joint_nodes(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
+            if nodes is not None:
+                fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
+                pa, pb = np.array(pairs).T
+                c = _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
+            else:
+                c = _cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
+            c = c * np.outer(s[a - 1], s[b - 1])
             Sig[blk(a), blk(b)] = c
             Sig[blk(b), blk(a)] = c.T
     M = np.eye(n)
