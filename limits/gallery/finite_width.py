@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
-from ._util import data_ticks
+from ._util import data_ticks, log_ticks
 
 
 def _settings(params):
@@ -22,10 +22,13 @@ def _settings(params):
     sb2 = params["sigma_b2"]
     out = []
     for act in params["activations"]:
-        crit = 2.0 if act == "relu" else float(critical_line(act, sb2).sigma_w2)
-        b2 = 0.0 if act == "relu" else sb2
-        out.append((act, "critical", crit, b2))
-        out.append((act, "off", crit * params["off_factor"], b2))
+        if act == "relu":      # critical: (2, 0); relu without bias is scale-free, so "off" adds a bias
+            out.append((act, "critical", 2.0, 0.0))
+            out.append((act, "off", 2.0, params["relu_off_sigma_b2"]))
+            continue
+        crit = float(critical_line(act, sb2).sigma_w2)
+        out.append((act, "critical", crit, sb2))
+        out.append((act, "off", crit * params["off_factor"], sb2))
     return out
 
 
@@ -47,6 +50,7 @@ def _compute(params, rng):
         K = r.K_layers[1:, e[0], e[1]]
         out[f"{key}_theory"] = r.K1_layers[1:, e[0], e[1]] / K
         out[f"{key}_sigma_w2"] = sw2
+        out[f"{key}_sigma_b2"] = sb2
         est, se = [], []
         seed = int(rng.integers(2**31))
         labels, samples = measure(m, X, Ns, int(params["inits"]), seed, layers=True, ntk=False)
@@ -75,13 +79,13 @@ def _plot(data, params):
             key = f"{act}_{kind}"
             th = np.asarray(data[f"{key}_theory"])
             top.plot(ls, th, style, color=col, lw=1.4,
-                     label=f"theory, {kind} (σ_w²={float(data[f'{key}_sigma_w2']):.3g})")
+                     label=f"{kind}: σ_w²={float(data[f'{key}_sigma_w2']):.3g}, σ_b²={float(data[f'{key}_sigma_b2']):.3g}")
             mc, se = np.asarray(data[f"{key}_mc"]), np.asarray(data[f"{key}_mc_se"])
             for i, N in enumerate(Ns):
                 dx = (i - (len(Ns) - 1) / 2) * 0.12
                 top.errorbar(ls + dx, mc[i], yerr=2 * se[i], fmt=marks[i % 4], ms=3, mfc="none", color=col,
                              alpha=0.55 + 0.15 * i, lw=0.8, label=f"N = {N} (±2 SE)" if kind == "critical" else None)
-                ok = np.abs(th) > 1e-12
+                ok = np.abs(th) > params["ratio_min"]          # ratios of tiny corrections are noise
                 bot.errorbar(ls[ok] / N, mc[i][ok] / th[ok], yerr=2 * se[i][ok] / np.abs(th[ok]),
                              fmt=marks[i % 4], ms=3, mfc="none", color=col, lw=0.8, alpha=0.55 + 0.15 * i)
             big = np.abs(th) > 1e-12
@@ -102,17 +106,17 @@ def _plot(data, params):
         bot.set_xscale("log")
         bot.set_xlabel("l / N")
         bot.set_ylabel("measured / predicted correction", fontsize=7)
-        if c == 0:
-            top.legend(fontsize=6, loc="best")
+        top.legend(fontsize=5.5, loc="best")
+    log_ticks(fig)
     fig.tight_layout()
     return fig
 
 
 register("finite_width_depth", component="kernels", compute=_compute, plot=_plot,
          params={"activations": ["relu", "tanh", "erf"], "depth": 24, "widths": [16, 32, 64], "inits": 4000,
-                 "X": [[1.0, 0.0], [0.6, 0.8]], "entry": [0, 1], "sigma_b2": 0.05, "off_factor": 1.6},
+                 "X": [[1.0, 0.0], [0.6, 0.8]], "entry": [0, 1], "sigma_b2": 0.05, "off_factor": 1.6, "relu_off_sigma_b2": 0.5, "ratio_min": 0.15},
          quick={"depth": 10, "inits": 800},
          caption="O(1/N) correction of the mean kernel vs depth (cross entry of two unit inputs at 53°): "
-                 "theory K1/K (lines; solid critical, dashed σ_w² × 1.6) and finite MLPs N(E[K_N]−K)/K at "
-                 "three widths (±2 SE). Bottom: measured/predicted against l/N; dotted: predicted |K1/K|/N = 10 %.",
+                 "theory K1/K (lines; solid critical, dashed σ_w² × 1.6, relu: σ_b² = 0.5) and finite MLPs N(E[K_N]−K)/K at "
+                 "three widths (±2 SE). Bottom: measured/predicted against l/N; dotted: predicted |K1/K|/N = 10 % (middle width); ratios shown where |K1/K| > 0.15.",
          seed_ref="docs/theory/finite_width.rst", default=False)
