@@ -377,6 +377,76 @@ def _theta1(model, Z, eps=2e-3, npts=4):
     return 0.5 * (T + T.T), 0.5 * (T1 + T1.T)
 
 
+def _theta_var(model, X):
+    """N·Var(Θ_N) entrywise (P×P) for an MLP in the NTK parameterisation (docs/theory/finite_width.rst §3):
+
+    Θ_out = C^{L+1} + σ²_out/N · w_outᵀ A^L w_out exactly, A^l_{kk'} = φ'_k Θ^l_{kk'} φ'_{k'} (Θ^l the
+    neuron-space NTK of layer l), so N·Var = N·Var(C^{L+1} + σ²_out T̂^L) + Ω^{L+1}_{αβ,αβ} + Ω^{L+1}_{αβ,βα}
+    with T̂^l = (1/N) Σ_k φ'φ'(h^l_k) Θ^l_kk and Ω^l = N·E[Θ^l_{kk'} ⊗ Θ^l_{kk'}] (k ≠ k'):
+
+      Ω^{l+1}_{αβγδ} = σ⁴ [E[φ'_αφ'_βφ'_γφ'_δ] Θ^l_{αβ}Θ^l_{γδ} + E[φ'_αφ'_γ] E[φ'_βφ'_δ] Ω^l_{αβγδ}],  Ω⁰ = 0;
+      δC^{l+1} = J δC^l + ξ^{l+1},  δT̂^l = Θ^l ⊙ (D'δC^l + ν^l) + G'^l ⊙ (δC^l + σ² δT̂^{l−1}),
+
+    ξ^{l+1}, ν^l the sampling noise of s φφ and φ'φ' over the N neurons of layer l (jointly Gaussian,
+    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K, G'^l = E[φ'φ'] (one-sided differences
+    none: D' is a central difference of the exact E[φ'φ']). Needs P ≤ 4 (joint quadrature)."""
+    from .expectations import dgram
+
+    act = model.act
+    v = model.variances()
+    L = model.depth
+    P = X.shape[0]
+    pairs = pair_index(P)
+    m = len(pairs)
+    pa, pb = np.array(pairs).T
+    sw, sout = v["sigma_w2"], v["sigma_w2_out"]
+    s = [sw] * L + [sout]
+    b = [v["sigma_b2"]] * L + [v["sigma_b2_out"]]
+    K = _read_in(model, X)
+    Th = K.copy()
+    Om = np.zeros((P, P, P, P))
+    cov = np.zeros((2 * m, 2 * m))              # state (δC^l, δT̂^{l−1}) in pair coordinates
+    for l in range(L + 1):
+        Gp = dgram(act, K)
+        # D' = ∂E[φ'φ']/∂K (pairs × pairs) by central differences of the exact E[φ'φ']
+        eps = 1e-5 * float(np.max(np.diag(K)))
+        Dp = np.zeros((m, m))
+        for q, (a_, b_) in enumerate(pairs):
+            E = np.zeros((P, P))
+            E[a_, b_] = E[b_, a_] = 1.0
+            Dp[:, q] = (dgram(act, K + eps * E) - dgram(act, K - eps * E))[pa, pb] / (2 * eps)
+        D = price_jacobian(act, K)
+        nodes = _joint_nodes(K, K, K, True)
+        if nodes is None:
+            return None
+        x, _, W = nodes
+        f, g = act.phi(x), act.dphi(x)
+        rows = np.concatenate([s[l] * f[pa] * f[pb], g[pa] * g[pb]])
+        Sl = _connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
+        E4 = np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
+        A = np.zeros((2 * m, 2 * m))
+        if l >= 1:
+            A[:m, :m] = s[l] * D                                     # δC^{l+1} from δC^l
+            A[m:, :m] = Th[pa, pb][:, None] * Dp + np.diag(Gp[pa, pb])
+            A[m:, m:] = np.diag(sw * Gp[pa, pb])
+        B = np.zeros((2 * m, 2 * m))
+        B[:m, :m] = np.eye(m)
+        B[m:, m:] = np.diag(Th[pa, pb])
+        cov = A @ cov @ A.T + B @ Sl @ B.T
+        Om = s[l] ** 2 * (E4 * np.einsum("ab,cd->abcd", Th, Th) + np.einsum("ac,bd->abcd", Gp, Gp) * Om)
+        # next layer's limits: K^{l+1} = C^{l+1}, Θ^{l+1} = C^{l+1} + σ² G'^l ⊙ Θ^l
+        C = s[l] * gram(act, K) + b[l]
+        Th = C + s[l] * Gp * Th
+        K = C
+    lin = np.hstack([np.eye(m), sout * np.eye(m)])                  # δΘ_out = δC^{L+1} + σ²_out δT̂^L
+    coll = np.diag(lin @ cov @ lin.T)
+    out = _to_mat(coll, pairs, P)
+    idx = np.arange(P)
+    out += Om[idx[:, None], idx[None, :], idx[:, None], idx[None, :]]
+    out += Om[idx[:, None], idx[None, :], idx[None, :], idx[:, None]]
+    return out
+
+
 def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
     """O(1/N) corrections of the read-out NNGP (per layer too) and of the NTK mean for ``model``'s
     finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring)."""
@@ -400,14 +470,22 @@ def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
         Z = X1
     K, K1, KL, K1L, var, varL = _readout_K1(m, Z)
     cut = (lambda A: A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
-    T = T1 = None
-    notes = ["Theta_var (N·Var of the NTK) is not computed"]
+    T = T1 = TV = None
+    notes = []
     if ntk and m.param_name == "NTK":
         T, T1 = _theta1(m, Z)
         T, T1 = cut(T), cut(T1)
+        if m.residual:
+            notes.append("Theta_var (N·Var of the NTK) is derived for MLPs only")
+        else:
+            TV = _theta_var(m, Z)
+            if TV is None:
+                notes.append("Theta_var needs at most 4 inputs in X1 ∪ X2 (joint quadrature)")
+            else:
+                TV = cut(TV)
     elif ntk:
         notes.append("Theta/Theta1 need parameterisation='NTK' (the SP NTK grows ∝ N)")
     params = {"model": m.to_dict() if isinstance(m.activation, str) else None, "X1": X1,
               "X2": X2 if X2 is not None else None}
-    return FiniteWidth(cut(K), cut(K1), cut(KL), cut(K1L), cut(var), cut(varL), T, T1, None,
+    return FiniteWidth(cut(K), cut(K1), cut(KL), cut(K1L), cut(var), cut(varL), T, T1, TV,
                        {k: v for k, v in params.items() if v is not None}, "; ".join(notes))
