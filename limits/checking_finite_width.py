@@ -121,23 +121,28 @@ def _forward_samples(model, net, Z, S, seed, ntk):
     L = model.depth
     if not ntk:
         ek = empirical_kernels(net, Z, S, seed=seed, keep_samples=True, phi_kernels=True)
-        return ek.K_phi, ek.K, None
+        return ek.K_phi, ek.K, None, None
     streams = init_streams(S, seed=seed)
     N, P = net.width, Z.shape[0]
     chunk = max(1, min(S, int(256 * 2**20 // (64.0 * (L + 2) * P * (N + P)))))
-    Kphi, G, T = [], [], []
+    Kphi, G, T, Gd = [], [], [], []
+    dphi = model.act.dphi
     for st in range(0, S, chunk):
         w = ConditionalWeights(net, streams[st:st + chunk], P)
         fwd = forward(net, w, Z, check=False)
         T.append(_assemble(net, w, fwd, 0, False, False))
         Kphi.append(np.stack([_gram(fwd.inp[f"{l + 1}.1"]) for l in range(L)] + [_gram(fwd.inp["out"])], axis=1))
         G.append(np.stack([_gram(h) for h in fwd.h], axis=1))
-    return np.concatenate(Kphi), np.concatenate(G), np.concatenate(T)
+        Gd.append(np.stack([_gram(dphi(h)) for h in fwd.h], axis=1))
+    return np.concatenate(Kphi), np.concatenate(G), np.concatenate(T), np.concatenate(Gd)
 
 
-def _pair_F(act, C):
-    """E_{N(0,C)}[φφᵀ] for a stack of P×P covariances C (…, P, P), entry by entry."""
-    from .kernels.expectations import pair_kernel
+def _pair_F(act, C, derivative=False):
+    """E_{N(0,C)}[φφᵀ] (or E[φ'φ'ᵀ]) for a stack of P×P covariances C (…, P, P), entry by entry."""
+    from .kernels.expectations import pair_dkernel, pair_kernel
+
+    if derivative:
+        pair_kernel = pair_dkernel  # noqa: F811 — same signature
 
     d = np.diagonal(C, axis1=-2, axis2=-1)
     k11 = np.broadcast_to(d[..., :, None], C.shape)
@@ -152,9 +157,9 @@ def _pair_F(act, C):
     return out
 
 
-def _controls(model, Z, Kphi, G):
+def _controls(model, Z, Kphi, G, Gd=None):
     """Per-init regressors with mean exactly 0 at every width (martingale differences of the forward
-    pass): η^l = G^l − E[G^l | layer l−1] (stream Gram sampling noise; MLP: G^l − C^l, ResNet:
+    pass; ``Gd`` = φ'(h^l)φ'(h^l)ᵀ/N adds ν^l for MLPs): η^l = G^l − E[G^l | layer l−1] (stream Gram sampling noise; MLP: G^l − C^l, ResNet:
     G^l − G^{l−1} − C^l, η⁰ = G⁰ − K⁰) and, for MLPs, ξ^l = C^l − s_l F(C^{l−1}) − b_l with F computed
     exactly from the sampled C^{l−1} (C⁰ = K⁰). No theory enters: they only remove variance."""
     v = model.variances()
@@ -174,6 +179,9 @@ def _controls(model, Z, Kphi, G):
         for l in range(L + 1):
             xi = C[l] - s[l] * _pair_F(model.act, prev) - b[l]
             cols.append(xi[:, iu[0], iu[1]])
+            if Gd is not None:          # ν^l = φ'φ'(h^l)ᵀ/N − E_{N(0,C^l)}[φ'φ'] (the NTK's own sampling noise)
+                nu = Gd[:, l] - _pair_F(model.act, prev, derivative=True)
+                cols.append(nu[:, iu[0], iu[1]])
             prev = C[l]
     return C, np.concatenate(cols, axis=1)
 
@@ -207,8 +215,8 @@ def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, c
     samples = []
     for k, N in enumerate(widths):
         net = model.finite(int(N))
-        Kphi, G, T = _forward_samples(model, net, Z, int(inits), seeds[k], ntk)
-        C, R = _controls(model, Z, Kphi, G)
+        Kphi, G, T, Gd = _forward_samples(model, net, Z, int(inits), seeds[k], ntk)
+        C, R = _controls(model, Z, Kphi, G, Gd)
         parts = [G[:, l, i, j] for l in lay] + [C[L][:, i, j]] + ([T[:, i, j]] if ntk else [])
         Y = np.concatenate(parts, axis=1)
         samples.append(_control_variate(Y, R) if control else Y)
