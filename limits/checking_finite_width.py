@@ -159,8 +159,8 @@ def _pair_F(act, C, derivative=False):
 
 def _controls(model, Z, Kphi, G, Gd=None):
     """Per-init regressors with mean exactly 0 at every width (martingale differences of the forward
-    pass; ``Gd`` = φ'(h^l)φ'(h^l)ᵀ/N adds ν^l for MLPs): η^l = G^l − E[G^l | layer l−1] (stream Gram sampling noise; MLP: G^l − C^l, ResNet:
-    G^l − G^{l−1} − C^l, η⁰ = G⁰ − K⁰) and, for MLPs, ξ^l = C^l − s_l F(C^{l−1}) − b_l with F computed
+    pass; ``Gd`` = φ'(h^l)φ'(h^l)ᵀ/N adds ν^l for MLPs): η^l = G^l − E[G^l | layer l−1] (stream Gram
+    sampling noise; MLP: G^l − C^l, ResNet: G^l − G^{l−1} − C^l, η⁰ = G⁰ − K⁰) and, for MLPs, ξ^l = C^l − s_l F(C^{l−1}) − b_l with F computed
     exactly from the sampled C^{l−1} (C⁰ = K⁰). No theory enters: they only remove variance."""
     v = model.variances()
     L = model.depth
@@ -179,7 +179,7 @@ def _controls(model, Z, Kphi, G, Gd=None):
         for l in range(L + 1):
             xi = C[l] - s[l] * _pair_F(model.act, prev) - b[l]
             cols.append(xi[:, iu[0], iu[1]])
-            if Gd is not None:          # ν^l = φ'φ'(h^l)ᵀ/N − E_{N(0,C^l)}[φ'φ'] (the NTK's own sampling noise)
+            if Gd is not None:          # ν^l = φ'φ'(h^l)ᵀ/N − E_{N(0,C^l)}[φ'φ'] (NTK sampling noise)
                 nu = Gd[:, l] - _pair_F(model.act, prev, derivative=True)
                 cols.append(nu[:, iu[0], iu[1]])
             prev = C[l]

@@ -79,7 +79,8 @@ def _plot(data, params):
             key = f"{act}_{kind}"
             th = np.asarray(data[f"{key}_theory"])
             top.plot(ls, th, style, color=col, lw=1.4,
-                     label=f"{kind}: σ_w²={float(data[f'{key}_sigma_w2']):.3g}, σ_b²={float(data[f'{key}_sigma_b2']):.3g}")
+                     label=f"{kind}: σ_w²={float(data[f'{key}_sigma_w2']):.3g}, "
+                           f"σ_b²={float(data[f'{key}_sigma_b2']):.3g}")
             mc, se = np.asarray(data[f"{key}_mc"]), np.asarray(data[f"{key}_mc_se"])
             for i, N in enumerate(Ns):
                 dx = (i - (len(Ns) - 1) / 2) * 0.12
@@ -111,7 +112,8 @@ def _plot(data, params):
 
 register("finite_width_depth", component="kernels", compute=_compute, plot=_plot,
          params={"activations": ["relu", "tanh", "erf"], "depth": 24, "widths": [16, 32, 64], "inits": 4000,
-                 "X": [[1.0, 0.0], [0.6, 0.8]], "entry": [0, 1], "sigma_b2": 0.05, "off_factor": 1.6, "relu_off_sigma_b2": 0.5, "ratio_min": 0.15},
+                 "X": [[1.0, 0.0], [0.6, 0.8]], "entry": [0, 1], "sigma_b2": 0.05, "off_factor": 1.6,
+                 "relu_off_sigma_b2": 0.5, "ratio_min": 0.15},
          quick={"depth": 10, "inits": 800},
          caption="O(1/N) correction of the mean kernel vs depth (cross entry of two unit inputs at 53°): "
                  "theory K1/K (lines; solid critical, dashed σ_w² × 1.6, relu: σ_b² = 0.5) and finite MLPs N(E[K_N]−K)/K at "

@@ -27,7 +27,7 @@ NTK (NTK parameterisation): with all trained parameters θ ~ N(0, 1), Price's th
 space gives E[Θ_N(x, x')] = ∂/∂c E[f(x; θ) f(x'; θ_c)] at c = 1, θ_c a copy with correlation c.
 The two networks form one coupled system whose kernel recursion is the one above with every
 cross block (read-in, weights, biases, read-out) multiplied by c — so Θ1 = ∂_c K1_AB(c)|_{c=1}
-exactly, evaluated by a one-sided polynomial difference in c. N·Var(Θ_N) is not computed here.
+exactly, evaluated by a one-sided polynomial difference in c. N·Var(Θ_N) (MLPs): :func:`_theta_var`.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class FiniteWidth(Result):
     ``K1_layers`` (L+1, P1, P2): the stream Grams h^l h^lᵀ/N (l = 0..L); ``var_K`` (P1×P2):
     N·Var of the empirical read-out kernel C^{L+1} (the per-init noise a Monte Carlo estimate of K1 sees);
     ``var_K_layers`` likewise per layer (stream Grams); ``Theta``, ``Theta1``: the NTK (NTK
-    parameterisation) and its O(1/N) mean correction (None for SP); ``Theta_var``: N·Var(Θ_N),
-    None (not computed, see ``note``)."""
+    parameterisation) and its O(1/N) mean correction (None for SP); ``Theta_var``: N·Var(Θ_N) of each
+    entry (MLPs with at most 4 inputs in X1 ∪ X2; otherwise None, see ``note``)."""
 
     K: np.ndarray
     K1: np.ndarray
@@ -388,8 +388,8 @@ def _theta_var(model, X):
       δC^{l+1} = J δC^l + ξ^{l+1},  δT̂^l = Θ^l ⊙ (D'δC^l + ν^l) + G'^l ⊙ (δC^l + σ² δT̂^{l−1}),
 
     ξ^{l+1}, ν^l the sampling noise of s φφ and φ'φ' over the N neurons of layer l (jointly Gaussian,
-    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K, G'^l = E[φ'φ'] (one-sided differences
-    none: D' is a central difference of the exact E[φ'φ']). Needs P ≤ 4 (joint quadrature)."""
+    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (a central difference of the exact
+    E[φ'φ']), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
     from .expectations import dgram
 
     act = model.act
