@@ -30,13 +30,15 @@ from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_lin
 from .cross import KernelResult, kernel
 from .blocked import kernel_blocked
 from .finite_width import FiniteWidth, finite_width
+from .finite_width_posterior import PosteriorCorrection, finite_width_posterior
 from ..model import kernel_view as _kview, with_model as _with_model
 
 nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
 response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))
 
 __all__ = [
-    "kernel", "KernelResult", "kernel_blocked", "finite_width", "FiniteWidth",
+    "kernel", "KernelResult", "kernel_blocked", "finite_width", "FiniteWidth", "finite_width_posterior",
+    "PosteriorCorrection",
     "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
     "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
     "KernelWarning", "KernelExplosion",

@@ -50,7 +50,8 @@ class FiniteWidth(Result):
     ``K``, ``K1`` (P1×P2): read-out NNGP E[f fᵀ] (per output) and its correction; ``K_layers``,
     ``K1_layers`` (L+1, P1, P2): the stream Grams h^l h^lᵀ/N (l = 0..L); ``var_K`` (P1×P2):
     N·Var of the empirical read-out kernel C^{L+1} (the per-init noise a Monte Carlo estimate of K1 sees);
-    ``var_K_layers`` likewise per layer (stream Grams); ``Theta``, ``Theta1``: the NTK (NTK
+    ``var_K_layers`` likewise per layer (stream Grams); ``params_cov``: the full N·Cov (pairs α ≤ β of
+    X1, order :func:`limits.kernels.fluctuations.pair_index`) of the read-out C^{L+1} (None with X2); ``Theta``, ``Theta1``: the NTK (NTK
     parameterisation) and its O(1/N) mean correction (None for SP); ``Theta_var``: N·Var(Θ_N) of each
     entry (MLPs with at most 4 inputs in X1 ∪ X2; otherwise None, see ``note``)."""
 
@@ -65,6 +66,7 @@ class FiniteWidth(Result):
     Theta_var: np.ndarray | None
     params: dict
     note: str = ""
+    params_cov: np.ndarray | None = None
 
     def predict(self, width, which="K"):
         """K + K1/N (``which="K"``), Θ + Θ1/N (``"Theta"``) or the per-layer stack (``"K_layers"``)."""
@@ -344,7 +346,7 @@ def _readout_K1(model, X, mask=None):
     K_layers = np.stack(Ks)
     K1_out = _to_mat(K1C[L], pairs, P)
     var_out = _to_mat(np.diag(V[L * m:, L * m:]), pairs, P)
-    return Cs[L], K1_out, K_layers, K1_layers, var_out, var_layers
+    return Cs[L], K1_out, K_layers, K1_layers, var_out, var_layers, V[L * m:, L * m:]
 
 
 def _theta1(model, Z, eps=2e-3, npts=4):
@@ -468,7 +470,7 @@ def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
         Z = np.vstack([X1, X2])
     else:
         Z = X1
-    K, K1, KL, K1L, var, varL = _readout_K1(m, Z)
+    K, K1, KL, K1L, var, varL, Vout = _readout_K1(m, Z)
     cut = (lambda A: A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
     T = T1 = TV = None
     notes = []
@@ -488,4 +490,5 @@ def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
     params = {"model": m.to_dict() if isinstance(m.activation, str) else None, "X1": X1,
               "X2": X2 if X2 is not None else None}
     return FiniteWidth(cut(K), cut(K1), cut(KL), cut(K1L), cut(var), cut(varL), T, T1, TV,
-                       {k: v for k, v in params.items() if v is not None}, "; ".join(notes))
+                       {k: v for k, v in params.items() if v is not None}, "; ".join(notes),
+                       Vout if X2 is None else None)

@@ -126,3 +126,24 @@ def test_ntk_variance_matches_finite_networks():
     d = N * (T - T.mean(axis=0))
     se = np.sqrt(((d * d / N - v) ** 2).mean(axis=0) / S) * 1.0
     assert np.all(np.abs(v - r.Theta_var) < 4 * se + 0.02 * r.Theta_var), (v, r.Theta_var, se)
+
+
+def test_posterior_correction_matches_finite_networks():
+    """Read-out Bayesian posterior of finite erf MLPs (hidden layers at init): E[μ_N], E[Σ_N] at N = 128
+    agree with μ + μ1/N, Σ + Σ1/N within 4 SE, while the N → ∞ values alone are rejected."""
+    from limits.checking_finite_width import _control_variate, _controls, _forward_samples
+    from limits.kernels.finite_width_posterior import posterior_maps
+
+    m = _erf_mlp()
+    y, Xt = np.array([0.7, -0.4]), np.array([[0.6, -0.3]])
+    pc = limits.kernels.finite_width_posterior(m, X, y, Xt, noise=0.5)
+    N = 128
+    Kphi, G, _, _ = _forward_samples(m, m.finite(N), np.vstack([X, Xt]), 4000, 21, False)
+    C, R = _controls(m, np.vstack([X, Xt]), Kphi, G)
+    Y = _control_variate(np.concatenate(posterior_maps(C[-1], 2, y, 0.5), axis=1), R)
+    est, se = Y.mean(0), Y.std(0, ddof=1) / np.sqrt(len(Y))
+    pred = np.concatenate([pc.mean + pc.mean1 / N, pc.var + pc.var1 / N])
+    assert np.all(np.abs(est - pred) < 4 * se), (est, pred, se)
+    assert abs(est[1] - pc.var[0]) > 10 * se[1]
+    mu = posterior_maps(C[-1], 2, y, 0.5)[0][:, 0]
+    assert abs(N * mu.var(ddof=1) - pc.mean_var[0]) < 0.1 * pc.mean_var[0]      # O(1/N) remainder ~1 %
