@@ -4,12 +4,12 @@
 Inference as in ``limits.predict.nngp_posterior`` with only the read-out Bayesian: the hidden layers of
 ``model.finite(N)`` are drawn at initialisation and kept, the read-out weights get their Gaussian prior
 and the likelihood y = f(X) + N(0, σ²_noise). Given the hidden layers, the posterior predictive at X*
-is Gaussian with the network's own read-out kernel C = C^{L+1} (Rao–Blackwellised f fᵀ):
+is Gaussian with the network's own read-out kernel C = C^{L+1} (Rao–Blackwellised f fᵀ)::
 
     μ(C) = C_*X (C_XX + σ²I)⁻¹ y,     Σ(C) = C_** − C_*X (C_XX + σ²I)⁻¹ C_X*.
 
 Across networks C = K + δ with E δ = K1/N, Cov δ = V/N (:func:`limits.kernels.finite_width`), so by
-the delta method to O(1/N):
+the delta method to O(1/N)::
 
     E[μ(C)] = μ(K) + (1/N) [ Dμ·K1 + ½ Σ_k λ_k D²μ[e_k, e_k] ],   V = Σ_k λ_k e_k e_kᵀ,
     E[Σ(C)] = Σ(K) + (1/N) [ DΣ·K1 + ½ Σ_k λ_k D²Σ[e_k, e_k] ],
