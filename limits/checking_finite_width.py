@@ -11,12 +11,12 @@ giving two tests:
 
 Both are compared with a Bonferroni threshold over all tested numbers (family-wise ``alpha``). The
 power of the slope test: the probability that a prediction off by ``rel_error`` (10 %) of K1 would be
-rejected by the slope test of the best-measured entry (largest |K1|/se(b)) at the Bonferroni
-threshold z: Φ(δ − z) + Φ(−δ − z), δ = rel_error·|K1|/se(b) (``power``; a lower bound for a scale error
+rejected by the slope test of the best-measured entry (largest abs(K1)/se(b)) at the Bonferroni
+threshold z: Φ(δ − z) + Φ(−δ − z), δ = rel_error·abs(K1)/se(b) (``power``; a lower bound for a scale error
 of the whole K1, which every entry sees), and the smallest relative error of K1 detected with 80 %
-probability, (z + z₀.₈)·se(b)/|K1| (``detectable``). ``width_for_tol``: the width from which
-the infinite-width prediction is within ``tol`` of E[K_N] (max |K1|/(tol·|K|)), and whether the
-corrected prediction K + K1/N is within ``tol``·|K| of the measured means at every width from it.
+probability, (z + z₀.₈)·se(b)/abs(K1) (``detectable``). ``width_for_tol``: the width from which
+the infinite-width prediction is within ``tol`` of E[K_N] (max abs(K1)/(tol·abs(K))), and whether the
+corrected prediction K + K1/N is within ``tol``·abs(K) of the measured means at every width from it.
 """
 from __future__ import annotations
 

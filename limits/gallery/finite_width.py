@@ -6,7 +6,7 @@ finite networks beside it: N·(E[K^l_N] − K^l)/K^l at three widths, ±2 SE (Mo
 with the exactly mean-zero control variates of :mod:`limits.checking_finite_width`). Bottom row: the
 measured relative correction divided by the predicted one, against l/N: the 1/N expansion holds
 while the ratio is 1 and breaks down where it leaves 1; the dotted line marks l/N at which the
-predicted relative correction |K1^l/K^l|/N reaches 10 % (with |K1/K| ∝ l).
+predicted relative correction abs(K1^l/K^l)/N reaches 10 % (with abs(K1/K) ∝ l).
 """
 from __future__ import annotations
 
@@ -117,5 +117,6 @@ register("finite_width_depth", component="kernels", compute=_compute, plot=_plot
          quick={"depth": 10, "inits": 800},
          caption="O(1/N) correction of the mean kernel vs depth (cross entry of two unit inputs at 53°): "
                  "theory K1/K (lines; solid critical, dashed σ_w² × 1.6, relu: σ_b² = 0.5) and finite MLPs N(E[K_N]−K)/K at "
-                 "three widths (±2 SE). Bottom: measured/predicted against l/N; dotted: predicted |K1/K|/N = 10 %; ratios shown where |K1/K| > 0.15.",
+                 "three widths (±2 SE). Bottom: measured/predicted against l/N; dotted: predicted |K1/K|/N = 10 %; "
+                 "ratios shown where |K1/K| > 0.15.",
          seed_ref="docs/theory/finite_width.rst", default=False)

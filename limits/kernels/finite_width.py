@@ -78,7 +78,7 @@ class FiniteWidth(Result):
         return base + corr / N
 
     def width_for(self, tol, which="K"):
-        """Smallest width N with |K1|/N ≤ tol·|K| on every entry (the "N ≥ 180 for 1 %" of the
+        """Smallest width N with abs(K1)/N ≤ tol·abs(K) on every entry (the "N ≥ 180 for 1 %" of the
         leading-order correction); ``tol`` relative."""
         base, corr = {"K": (self.K, self.K1), "Theta": (self.Theta, self.Theta1)}[which]
         if base is None:

@@ -107,7 +107,7 @@ def test_resnet_slope_agrees():
 def test_tanh_depth5_kernel_and_ntk_slopes():
     m = limits.mlp(2, depth=5, activation="tanh", sigma_w2=1.5, sigma_b2=0.05)
     r = limits.kernels.finite_width(m, X)
-    c = check_finite_width(r, (32, 64, 128, 256), 20000, 7, ntk=True)
+    c = check_finite_width(r, (32, 64, 128, 256), 10000, 7, ntk=True)
     assert c.passed, c.to_markdown()
     assert c.detectable < 0.1
 
