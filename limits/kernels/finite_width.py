@@ -349,7 +349,7 @@ def _readout_K1(model, X, mask=None):
     return Cs[L], K1_out, K_layers, K1_layers, var_out, var_layers, V[L * m:, L * m:]
 
 
-def _theta1(model, Z, eps=2e-3, npts=4):
+def _theta1(model, Z, eps=1e-3, npts=4):
     """(Θ, Θ1) on the rows of Z by ∂_c at c = 1 of the coupled pair of networks (module docstring):
     polynomial of degree ``npts``−1 through c = 1 − kε, k = 1..npts, differentiated at c = 1."""
     P = Z.shape[0]
