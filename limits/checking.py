@@ -442,6 +442,10 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                                     layer_theory=lt, progress=progress)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+    if type(result).__name__ == "FiniteWidth":
+        from .checking_finite_width import check_finite_width
+
+        return check_finite_width(result, widths, inits, seed, model=model, X=X, alpha=alpha, layers=layers)
     if type(result).__name__ == "KernelFluctuations":
         from .checking_fluctuations import check_fluctuations
 
