@@ -103,7 +103,7 @@ def test_resnet_slope_agrees():
     assert c.passed, c.to_markdown()
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive      # minutes of Monte Carlo: python -m pytest -m exhaustive
 def test_tanh_depth5_kernel_and_ntk_slopes():
     m = limits.mlp(2, depth=5, activation="tanh", sigma_w2=1.5, sigma_b2=0.05)
     r = limits.kernels.finite_width(m, X)
