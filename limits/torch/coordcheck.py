@@ -14,7 +14,7 @@ first-step exponents ``p.one_step_exponents()`` of the parameterisation (TP4 std
 optimizer), mapped on the tensor roles of :mod:`limits.torch.parameterise`:
 
     input-like   scale 0, change e[dh:h0];    hidden (Linear/Conv/attention block)  scale 0, change e[dh:hidden]
-    output-like  scale e[f0], change e[df];   normalisation (LayerNorm …)  scale 0, change min(e[dh:hidden], 0)
+    output-like  scale e[f0], change e[df];   normalisation (LayerNorm …)  scale 0, change e[dh:hidden]
     attention logits q·k/√d_h (nn.MultiheadAttention, q scaled by N^{q}): scale q, change e[dh:hidden] + ½ + q
         (a width-d contraction of correlated vectors, TP5; q = −½ under μP attention, 0 otherwise)
 
@@ -153,7 +153,7 @@ def predictions(p, role, query_exponent=0.0) -> tuple:
     if role == "output":
         return e["f0"], e["df"]
     if role == "norm":
-        return 0.0, min(e["dh:hidden"], 0.0)
+        return 0.0, e["dh:hidden"]
     if role == "logits":
         return query_exponent, e["dh:hidden"] + 0.5 + query_exponent
     raise ValueError(f"no prediction for role {role!r}")
@@ -264,12 +264,25 @@ def _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec):
     return res, rec
 
 
+def _groups(groups, lr):
+    """A factory's own optimizer groups; a group's ``lr_mult`` sets its rate to lr · lr_mult."""
+    out = []
+    for g in groups:
+        if not isinstance(g, dict) or "params" not in g:
+            raise ValueError("factory: param_groups must be dicts with 'params' (and 'lr' or 'lr_mult')")
+        g = dict(g)
+        if "lr_mult" in g:
+            g["lr"] = float(lr) * float(g.pop("lr_mult"))
+        out.append(g)
+    return out
+
+
 def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
                 loss=None, tol=0.1, roles=None, seed=0, name=None) -> TorchCoordCheck:
     """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
-    learning rates). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
+    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
@@ -319,7 +332,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                     model, groups = (built if isinstance(built, tuple) else (built, None))
                     if not isinstance(model, nn.Module):
                         raise ValueError(f"factory({N}) must return an nn.Module, got {type(model).__name__}")
-                    groups = list(model.parameters()) if groups is None else groups
+                    groups = list(model.parameters()) if groups is None else _groups(groups, lr)
                 rec = _recorded(model, rules)
                 if not rec:
                     raise ValueError("coord_check: no input/hidden/output tensor to record")
