@@ -14,7 +14,7 @@ import importlib
 
 _EXPORTS = {
     "TorchNetwork": "network", "from_model": "network", "mse_loss": "network",
-    "parameterise": "parameterise", "Parameterised": "parameterise", "TensorRule": "parameterise",
+    "parameterise": "apply_params", "Parameterised": "apply_params", "TensorRule": "apply_params",
     "coord_check": "coordcheck", "TorchCoordCheck": "coordcheck",
     "resolve_factory": "resolve",
 }

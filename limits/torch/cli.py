@@ -27,7 +27,7 @@ def register(sub):
     s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
     s.add_argument("--lr", type=float, default=1e-3)
     s.add_argument("--steps", type=int, default=3)
-    s.add_argument("--seeds", type=int, default=3)
+    s.add_argument("--seeds", type=int, default=4)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--tol", type=float, default=0.1, help="widening of the 95%% CI for the verdict (default 0.1)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
@@ -51,7 +51,7 @@ def cmd_coord_check(args):
     if args.lr <= 0:
         raise ValueError(f"--lr must be > 0, got {args.lr}")
     from .coordcheck import coord_check, synthetic_data
-    from .parameterise import parameterise
+    from .apply_params import parameterise
     from .resolve import resolve_factory
 
     factory = resolve_factory(args.factory, args.allow)

@@ -11,12 +11,16 @@ batch after each step t = 0…steps:
 Per (module, t, quantity) the mean over seeds m_N ± SE is fitted as log m_N = log C + e·log N
 (:func:`limits.stats.loglog_fit`, 95 % t-interval, weighted by the SEs). Predictions are the solver's
 first-step exponents ``p.one_step_exponents()`` of the parameterisation (TP4 std convention, its
-optimizer), mapped on the tensor roles of :mod:`limits.torch.parameterise`:
+optimizer), mapped on the tensor roles of :mod:`limits.torch.apply_params`:
 
     input-like   scale 0, change e[dh:h0];    hidden (Linear/Conv/attention block)  scale 0, change e[dh:hidden]
     output-like  scale e[f0], change e[df];   normalisation (LayerNorm …)  scale 0, change e[dh:hidden]
-    attention logits q·k/√d_h (nn.MultiheadAttention, q scaled by N^{q}): scale q, change e[dh:hidden] + ½ + q
+    attention logits q·k/√d_h (nn.MultiheadAttention, q scaled by N^{q}): scale q, change E = e[dh:hidden] + ½ + q
         (a width-d contraction of correlated vectors, TP5; q = −½ under μP attention, 0 otherwise)
+
+and, in forward order, every hidden/norm/output tensor after an attention takes max(its change, E): a logit
+change Δα moves the attention output Σ_s Δα_ts v_s, and everything downstream, by N^E (SP with Adam:
+E = 3/2 > e[dh:hidden] = 1, so the N^1 → N^{3/2} crossover is still under way at widths 64…512).
 
 The change exponents hold at every fixed step t ≥ 1 as N → ∞ while updates stay perturbative (small lr);
 the scale after training is predicted only when the change does not outgrow it (e_change ≤ e_scale).
@@ -35,7 +39,7 @@ from torch import nn
 
 from ..results import Result
 from ..stats import loglog_fit, mean_se
-from .parameterise import Parameterised, _build, classify, resolve_table
+from .apply_params import Parameterised, _build, classify, resolve_table
 
 QUANTITIES = ("scale", "change")
 _NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
@@ -241,8 +245,9 @@ def _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec):
         for t in range(steps + 1):
             opt.zero_grad()
             out = model(X)
-            if first is None:        # modules the forward never calls (e.g. MultiheadAttention.out_proj) drop out
-                rec = [r for r in rec if r[0] in store]
+            if first is None:        # forward (call) order; modules never called (MHA.out_proj) drop out
+                by_name = {r[0]: r for r in rec}
+                rec = [by_name[n] for n in store if n in by_name]
                 res = np.full((len(rec), steps + 1, 2), np.nan)
             y = [store[n] for n, _, _ in rec]
             if first is None:
@@ -345,8 +350,13 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 samples = np.full((len(widths), seeds, len(rec), steps + 1, 2), np.nan)
             samples[wi, s] = res
     pred = np.full((len(names), steps + 1, 2), np.nan)
+    E = -math.inf                  # largest logit-change exponent upstream (tensors are in forward order)
     for i, r in enumerate(rl):
         e0, ec = predictions(p, r, qexp)
+        if r == "logits":
+            E = max(E, ec)
+        elif r in ("hidden", "norm", "output"):
+            ec = max(ec, E)            # a logit change moves the attention output, and all downstream, by N^E
         pred[i, 0, 0] = e0
         pred[i, 1:, 1] = ec
         if ec <= e0:

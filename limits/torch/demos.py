@@ -56,7 +56,7 @@ def transformer_data():
 def _broken(factory, width, base=64):
     """μP (Adam) applied by ``parameterise``, then the read-out reverted to SP: init ∝ 1/√N and an
     unscaled learning rate (the read-out is the last Linear)."""
-    from .parameterise import parameterise
+    from .apply_params import parameterise
 
     P = parameterise(factory, "muP", widths=(base, 2 * base), optimizer="adam")
     m = P(width)
@@ -81,7 +81,7 @@ def broken_mup_transformer(width):
 
 def mup_transformer(width):
     """The correctly μP-parameterised transformer with its optimizer groups (for ``--as-is --expect muP``)."""
-    from .parameterise import parameterise
+    from .apply_params import parameterise
 
     P = parameterise(transformer, "muP", widths=(64, 128), optimizer="adam")
     m = P(width)

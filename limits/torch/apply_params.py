@@ -94,6 +94,10 @@ def _scaled_dims(name, sa, sb, na, nb):
 
 
 def _owner(model, pname):
+    parts = pname.split(".")
+    if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1] == "original":
+        mod_name, attr = ".".join(parts[:-3]), parts[-2]       # a torch parametrization's original tensor
+        return mod_name, (model.get_submodule(mod_name) if mod_name else model), attr
     mod_name, _, attr = pname.rpartition(".")
     return mod_name, (model.get_submodule(mod_name) if mod_name else model), attr
 
