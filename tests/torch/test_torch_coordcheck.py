@@ -131,7 +131,7 @@ def test_cli_param_passes_and_as_is_broken_fails(capsys, tmp_path):
     code, out = _cli(["--factory", "limits.torch.demos:broken_mup_mlp", "--as-is", "--expect", "muP",
                       "--lr", "0.01"], capsys)
     assert code == 1
-    assert "Not as predicted: 4 (" in out.out
+    assert "4 (change at step 1" in out.out.split("Not as predicted:")[1]
 
 
 def test_cli_user_errors(capsys):
