@@ -4,7 +4,7 @@ Per init (a fresh ``TorchNetwork`` drawn by torch's generator):
 
     read-out NNGP   K̂_out = σ²_out φ(h^L) φ(h^L)ᵀ / N + σ²_b,out   (E[f fᵀ | h^L], the simulator's observable)
     hidden layers   K̂^l = h^l h^lᵀ / N
-    NTK             Θ̂_μν = Σ_θ ∂f_μ0/∂θ ∂f_ν0/∂θ   (output unit 0; every trained parameter, via torch.func.jacrev)
+    NTK             Θ̂_μν = Σ_θ ∂f_μ0/∂θ ∂f_ν0/∂θ   (output unit 0; every trained parameter; autograd or torch.func.jacrev)
 
 The statistics (extrapolation, rate, power) are those of :mod:`limits.checking`; only the samples differ.
 """
@@ -15,6 +15,17 @@ import torch
 from torch.func import functional_call, jacrev
 
 from .network import TorchNetwork
+
+
+class _one_thread:
+    """Small per-init matrices: torch's intra-op thread pool only adds synchronisation (and contention)."""
+
+    def __enter__(self):
+        self.n = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.n)
 
 
 def _torch_seeds(seed, S):
@@ -34,18 +45,23 @@ def readout_nngp(tnet, m, X):
     return K_out.numpy(), [k.numpy() for k in K]
 
 
-def empirical_ntk(tnet, X, output=0):
-    """Θ̂ (P, P) of output unit ``output``: J Jᵀ summed over every parameter (torch.func.jacrev)."""
+def empirical_ntk(tnet, X, output=0, method="autograd"):
+    """Θ̂ (P, P) of output unit ``output``: J Jᵀ summed over every parameter. ``method``: "autograd" (one
+    reverse pass per input, the default: fast for small P) or "jacrev" (``torch.func.jacrev``)."""
     Xt = torch.as_tensor(X, dtype=torch.float64)
-    params = {k: p.detach() for k, p in tnet.named_parameters()}
-
-    def f(p):
-        return functional_call(tnet, p, (Xt,))[:, int(output)]
-
-    J = jacrev(f)(params)
     P = Xt.shape[0]
-    Th = sum(j.reshape(P, -1) @ j.reshape(P, -1).T for j in J.values())
-    return Th.numpy()
+    if method == "jacrev":
+        params = {k: p.detach() for k, p in tnet.named_parameters()}
+        J = jacrev(lambda p: functional_call(tnet, p, (Xt,))[:, int(output)])(params)
+        rows = torch.cat([j.reshape(P, -1) for j in J.values()], dim=1)
+    elif method == "autograd":
+        params = [p for p in tnet.parameters() if p.requires_grad]
+        f = tnet(Xt)[:, int(output)]
+        rows = torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(f[mu], params, retain_graph=True)])
+                            for mu in range(P)])
+    else:
+        raise ValueError(f"method must be 'autograd' or 'jacrev', got {method!r}")
+    return (rows @ rows.T).detach().numpy()
 
 
 def nngp_samples(m, N, X, idx, S, seed, layers):
@@ -53,10 +69,11 @@ def nngp_samples(m, N, X, idx, S, seed, layers):
     net = m.finite(int(N))
     i, j = idx
     out = []
-    for s in _torch_seeds(seed, S):
-        t = TorchNetwork(net, seed=s)
-        K_out, K = readout_nngp(t, m, X)
-        out.append(np.concatenate([*(K[l][i, j] for l in layers), K_out[i, j]]))
+    with _one_thread():
+        for s in _torch_seeds(seed, S):
+            t = TorchNetwork(net, seed=s)
+            K_out, K = readout_nngp(t, m, X)
+            out.append(np.concatenate([*(K[l][i, j] for l in layers), K_out[i, j]]))
     return np.asarray(out)
 
 
@@ -64,7 +81,8 @@ def ntk_samples(m, N, X, idx, S, seed):
     """(S, n) per init: Θ̂ at ``idx``."""
     net = m.finite(int(N))
     i, j = idx
-    return np.asarray([empirical_ntk(TorchNetwork(net, seed=s), X)[i, j] for s in _torch_seeds(seed, S)])
+    with _one_thread():
+        return np.asarray([empirical_ntk(TorchNetwork(net, seed=s), X)[i, j] for s in _torch_seeds(seed, S)])
 
 
 __all__ = ["readout_nngp", "empirical_ntk", "nngp_samples", "ntk_samples"]
