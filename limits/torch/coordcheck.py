@@ -40,6 +40,7 @@ from torch import nn
 from ..results import Result
 from ..stats import loglog_fit, mean_se
 from .apply_params import Parameterised, _build, classify, resolve_table
+from .network import torch_threads
 
 QUANTITIES = ("scale", "change")
 _NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
@@ -283,11 +284,12 @@ def _groups(groups, lr):
 
 
 def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
-                loss=None, tol=0.1, roles=None, seed=0, name=None) -> TorchCoordCheck:
+                loss=None, tol=0.1, roles=None, seed=0, name=None, threads=None) -> TorchCoordCheck:
     """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
-    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
+    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``threads``: torch threads during the runs
+    (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
@@ -327,7 +329,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     samples = None
     for wi, N in enumerate(widths):
         for s in range(seeds):
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), torch_threads(threads):
                 torch.manual_seed(int(seed) * 1_000_003 + s)
                 if isinstance(module_factory, Parameterised):
                     model = P(N)

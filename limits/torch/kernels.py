@@ -14,18 +14,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, jacrev
 
-from .network import TorchNetwork
-
-
-class _one_thread:
-    """Small per-init matrices: torch's intra-op thread pool only adds synchronisation (and contention)."""
-
-    def __enter__(self):
-        self.n = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.n)
+from .network import TorchNetwork, torch_threads
 
 
 def _torch_seeds(seed, S):
@@ -69,7 +58,7 @@ def nngp_samples(m, N, X, idx, S, seed, layers):
     net = m.finite(int(N))
     i, j = idx
     out = []
-    with _one_thread():
+    with torch_threads():
         for s in _torch_seeds(seed, S):
             t = TorchNetwork(net, seed=s)
             K_out, K = readout_nngp(t, m, X)
@@ -81,7 +70,7 @@ def ntk_samples(m, N, X, idx, S, seed):
     """(S, n) per init: Θ̂ at ``idx``."""
     net = m.finite(int(N))
     i, j = idx
-    with _one_thread():
+    with torch_threads():
         return np.asarray([empirical_ntk(TorchNetwork(net, seed=s), X)[i, j] for s in _torch_seeds(seed, S)])
 
 

@@ -144,6 +144,24 @@ class TorchNetwork(nn.Module):
         return Weights(W, b, dict(W))
 
 
+class torch_threads:
+    """Run the body with ``n`` torch intra-op threads (default ``$LIMITS_BLAS_THREADS``, i.e. 1 — as the
+    numpy simulators: on small per-init products extra threads only add synchronisation)."""
+
+    def __init__(self, n=None):
+        from ..blas import default_threads
+
+        self.want = default_threads() if n is None else int(n)
+
+    def __enter__(self):
+        self.n = torch.get_num_threads()
+        torch.set_num_threads(max(1, self.want))
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.n)
+
+
 def mse_loss(f, y):
     """The simulator's training loss ℓ = (1/P) Σ_{μ,o} ½ (f_{μo} − y_{μo})² (``reduction="mean"``)."""
     if y.ndim == 1:
@@ -161,4 +179,4 @@ def from_model(model, width, weights=None, index=0, seed=None, dtype=torch.float
     return TorchNetwork(net, weights=weights, index=index, seed=seed, dtype=dtype)
 
 
-__all__ = ["TorchNetwork", "from_model", "mse_loss", "torch_activation", "TORCH_ACTIVATIONS"]
+__all__ = ["TorchNetwork", "from_model", "mse_loss", "torch_threads", "torch_activation", "TORCH_ACTIVATIONS"]
