@@ -18,9 +18,13 @@ optimizer), mapped on the tensor roles of :mod:`limits.torch.apply_params`:
     attention logits q·k/√d_h (nn.MultiheadAttention, q scaled by N^{q}): scale q, change E = e[dh:hidden] + ½ + q
         (a width-d contraction of correlated vectors, TP5; q = −½ under μP attention, 0 otherwise)
 
-and, in forward order, every hidden/norm/output tensor after an attention takes max(its change, E): a logit
-change Δα moves the attention output Σ_s Δα_ts v_s, and everything downstream, by N^E (SP with Adam:
-E = 3/2 > e[dh:hidden] = 1, so the N^1 → N^{3/2} crossover is still under way at widths 64…512).
+and, in forward order, every hidden/norm/output tensor after an attention takes max(its change e, E): a logit
+change Δα moves the attention output Σ_s Δα_ts v_s, and everything downstream, by N^E. When E > e the change
+is a sum A N^e + B N^E whose fitted slope lies in [e, E] at finite width and tends to E (SP with Adam:
+e = 1, E = 3/2, the crossover still under way at widths 64…512): the prediction is then the range [e, E]
+(``predicted_low``, ``predicted``) and a fit is consistent when its CI, widened by ``tol``, meets it. The
+logits of a later attention get [min(own, e), max(own, E)]: q and k also move through the changed stream,
+W_q Δx · k being an uncorrelated contraction of size N^{e…E}.
 
 The change exponents hold at every fixed step t ≥ 1 as N → ∞ while updates stay perturbative (small lr);
 the scale after training is predicted only when the change does not outgrow it (e_change ≤ e_scale).
@@ -50,8 +54,9 @@ _NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RM
 class TorchCoordCheck(Result):
     """Per recorded tensor (``tensors``, roles ``roles``), step t = 0…steps and quantity (scale, change):
     ``samples`` (n_widths, seeds, n_tensors, steps+1, 2), fitted ``slope``/``ci_low``/``ci_high``,
-    ``predicted`` (nan = no prediction) and ``consistent`` (1 yes, 0 no, −1 no verdict), each
-    (n_tensors, steps+1, 2)."""
+    ``predicted`` (the N → ∞ exponent; nan = no prediction), ``predicted_low`` (< predicted where a
+    finite-width crossover from that exponent is under way, else equal) and ``consistent`` (1 yes, 0 no,
+    −1 no verdict), each (n_tensors, steps+1, 2)."""
 
     name: str
     widths: np.ndarray
@@ -65,6 +70,7 @@ class TorchCoordCheck(Result):
     ci_low: np.ndarray
     ci_high: np.ndarray
     predicted: np.ndarray
+    predicted_low: np.ndarray
     consistent: np.ndarray
     tol: float
     cpu_seconds: float
@@ -80,8 +86,14 @@ class TorchCoordCheck(Result):
         out = []
         for i, t, q in zip(*np.nonzero(self.consistent == 0)):
             out.append((self.tensors[i], int(t), QUANTITIES[q], float(self.slope[i, t, q]),
-                        float(self.ci_low[i, t, q]), float(self.ci_high[i, t, q]), float(self.predicted[i, t, q])))
+                        float(self.ci_low[i, t, q]), float(self.ci_high[i, t, q]), self._pred(i, t, q)))
         return out
+
+    def _pred(self, i, t, q) -> str:
+        p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
+        if not np.isfinite(p):
+            return "—"
+        return f"{p:+.2f}" if not lo < p else f"{lo:+.2f}…{p:+.2f}"
 
     def failing_tensors(self) -> list:
         return sorted({f[0] for f in self.failures()}, key=self.tensors.index)
@@ -109,14 +121,14 @@ class TorchCoordCheck(Result):
             def cell(t, q):
                 s, lo, hi, p = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q], self.predicted[i, t, q]
                 fit = "—" if not np.isfinite(s) else f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-                return fit, ("—" if not np.isfinite(p) else f"{p:+.2f}")
+                return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
             b, pb = cell(T, 1) if T > 0 else ("—", "—")
             verdict = "**NO**" if name in fails else ("ok" if np.any(self.consistent[i] == 1) else "—")
             rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {verdict} |")
         tail = ("\n\nAll tensors behave as predicted.\n" if self.passed else
                 "\n\nNot as predicted: " + "; ".join(
-                    f"{n} ({q} at step {t}: {s:+.2f} [{lo:+.2f}, {hi:+.2f}], predicted {p:+.2f})"
+                    f"{n} ({q} at step {t}: {s:+.2f} [{lo:+.2f}, {hi:+.2f}], predicted {p})"
                     for n, t, q, s, lo, hi, p in self.failures()[:12]) + "\n")
         return head + "\n" + "\n".join(rows) + tail
 
@@ -352,17 +364,22 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 samples = np.full((len(widths), seeds, len(rec), steps + 1, 2), np.nan)
             samples[wi, s] = res
     pred = np.full((len(names), steps + 1, 2), np.nan)
+    pred_low = np.full_like(pred, np.nan)
     E = -math.inf                  # largest logit-change exponent upstream (tensors are in forward order)
+    e_hidden = predictions(p, "hidden", qexp)[1]
     for i, r in enumerate(rl):
         e0, ec = predictions(p, r, qexp)
+        low = ec
         if r == "logits":
+            if E > -math.inf:          # q, k also move through the changed stream: W_q Δx · k ∝ N^{e…E}
+                low, ec = min(ec, e_hidden), max(ec, E)
             E = max(E, ec)
-        elif r in ("hidden", "norm", "output"):
-            ec = max(ec, E)            # a logit change moves the attention output, and all downstream, by N^E
-        pred[i, 0, 0] = e0
-        pred[i, 1:, 1] = ec
+        elif r in ("hidden", "norm", "output") and E > ec:
+            ec = E                     # a logit change moves the attention output, and all downstream, by N^E
+        pred[i, 0, 0] = pred_low[i, 0, 0] = e0
+        pred[i, 1:, 1], pred_low[i, 1:, 1] = ec, low
         if ec <= e0:
-            pred[i, 1:, 0] = e0
+            pred[i, 1:, 0] = pred_low[i, 1:, 0] = e0
     shape = pred.shape
     slope, sse, lo, hi = (np.full(shape, np.nan) for _ in range(4))
     cons = np.full(shape, -1, dtype=np.int64)
@@ -377,14 +394,14 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 if np.all(np.isfinite(m)) and np.all(m > 0):
                     f = loglog_fit(xs, m, yerr=np.maximum(se, 1e-300))
                     slope[i, t, q], sse[i, t, q], lo[i, t, q], hi[i, t, q] = f.slope, f.slope_se, f.ci_low, f.ci_high
-                    if np.isfinite(pred[i, t, q]):
-                        cons[i, t, q] = int(f.ci_low - tol <= pred[i, t, q] <= f.ci_high + tol)
+                    if np.isfinite(pred[i, t, q]):      # the CI (± tol) meets [predicted_low, predicted]
+                        cons[i, t, q] = int(f.ci_low - tol <= pred[i, t, q] and pred_low[i, t, q] <= f.ci_high + tol)
                 elif np.isfinite(pred[i, t, q]) and not np.all(np.isfinite(m)):
                     cons[i, t, q] = 0              # diverged: not as predicted
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
                 "query_exponent": qexp}
-    return TorchCoordCheck(label, xs, names, rl, steps, seeds, samples, slope, sse, lo, hi, pred, cons,
+    return TorchCoordCheck(label, xs, names, rl, steps, seeds, samples, slope, sse, lo, hi, pred, pred_low, cons,
                            float(tol), time.process_time() - t_cpu, settings)
 
 

@@ -31,11 +31,12 @@ def tf_results():
     sp = coord_check(parameterise(demos.transformer, "SP", widths=(64, 128)), WIDTHS, data, lr=3e-5,
                      steps=1, seeds=3)
     broken = coord_check(demos.broken_mup_transformer, WIDTHS, data, lr=1e-2, steps=3, seeds=3, expect="muP")
-    return mup, sp, broken
+    sp_as_mup = coord_check(demos.transformer, WIDTHS, data, lr=3e-5, steps=1, seeds=3, expect="muP")
+    return mup, sp, broken, sp_as_mup
 
 
 def test_mup_transformer_is_flat_within_its_cis(tf_results):
-    mup, _, _ = tf_results
+    mup = tf_results[0]
     assert mup.passed, mup.to_markdown()
     for name in ("out", "enc.layers.1.linear2", "enc.layers.0.self_attn:logits"):
         s, lo, hi, pred = mup.exponent(name, "change")
@@ -45,7 +46,7 @@ def test_mup_transformer_is_flat_within_its_cis(tf_results):
 
 
 def test_sp_transformer_output_and_logits_blow_up(tf_results):
-    _, sp, _ = tf_results
+    sp = tf_results[1]
     for name in ("out", "enc.layers.0.self_attn:logits", "enc.layers.1.self_attn:logits"):
         s, lo, hi, pred = sp.exponent(name, "change", step=1)
         assert pred == 1.5                    # SP + Adam: Δlogit ∝ N^{e+1/2}, e = 1
@@ -53,10 +54,21 @@ def test_sp_transformer_output_and_logits_blow_up(tf_results):
     # read-in (embedding) changes by Θ(η) under Adam in SP too
     s, lo, hi, pred = sp.exponent("emb", "change", step=1)
     assert pred == 0.0 and lo - sp.tol <= 0 <= hi + sp.tol
+    # downstream of an attention the change crosses over from N^1 to N^{3/2}: predicted as that range
+    i = sp.tensors.index("enc.layers.1.linear2")
+    assert (sp.predicted_low[i, 1, 1], sp.predicted[i, 1, 1]) == (1.0, 1.5)
+    assert sp.passed, sp.to_markdown()          # SP behaves as SP is predicted to
+
+
+def test_sp_transformer_checked_against_mup_is_flagged(tf_results):
+    sp_as_mup = tf_results[3]
+    bad = sp_as_mup.failing_tensors()
+    assert "out" in bad and "enc.layers.0.self_attn:logits" in bad and "enc.layers.0.linear1" in bad
+    assert "emb" not in bad                      # the SP embedding under Adam is already μP-like
 
 
 def test_broken_mup_readout_is_flagged_by_name(tf_results):
-    _, _, broken = tf_results
+    broken = tf_results[2]
     assert not broken.passed
     assert "out" in broken.failing_tensors()
     s, lo, hi, pred = broken.exponent("out", "change", step=1)
@@ -76,7 +88,7 @@ def test_mlp_mup_passes_and_sp_as_is_is_not_mup():
 
 
 def test_result_round_trip_and_plot(tf_results, tmp_path):
-    mup, _, _ = tf_results
+    mup = tf_results[0]
     mup.save(tmp_path / "cc")
     back = TorchCoordCheck.load(tmp_path / "cc")
     assert back.equals(mup)
