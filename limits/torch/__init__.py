@@ -19,10 +19,16 @@ _EXPORTS = {
     "resolve_factory": "resolve",
 }
 
+_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "resolve", "demos", "cli")
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
     if name in _EXPORTS:
         value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value
@@ -31,4 +37,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
