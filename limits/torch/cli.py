@@ -39,25 +39,55 @@ def register(sub):
     s.set_defaults(func=cmd_coord_check)
 
 
-def cmd_coord_check(args):
-    import importlib.util
+MAX_WIDTH = 2 ** 15          # an N×N float32 weight at 2^15 is 4 GB
+MAX_SEEDS = 256
+MAX_STEPS = 1000
 
-    if importlib.util.find_spec("torch") is None:
-        raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'")
+
+def _check_args(args):
+    """Every option checked (naming it) before torch or the user's module is imported."""
+    import math
+
+    from ..model import _param_name
+
     if args.as_is and not args.expect:
         raise ValueError("--as-is needs --expect NAME (the parameterisation the modules should follow)")
     if args.param and args.expect:
         raise ValueError("--expect is for --as-is; with --param the parameterisation is the expectation")
-    if args.lr <= 0:
-        raise ValueError(f"--lr must be > 0, got {args.lr}")
-    from .coordcheck import coord_check, synthetic_data
-    from .apply_params import parameterise
+    for flag, name in (("--param", args.param), ("--expect", args.expect)):
+        if name is not None:
+            try:
+                _param_name(name)
+            except ValueError as exc:
+                raise ValueError(f"{flag}: {exc}") from None
+    bad = [w for w in args.widths if not 1 <= w <= MAX_WIDTH]
+    if bad:
+        raise ValueError(f"--widths must lie in [1, {MAX_WIDTH}], got {bad[0]}")
+    if len(set(args.widths)) < 3:
+        raise ValueError(f"--widths: need at least 3 distinct widths, got {args.widths}")
+    if not 2 <= args.seeds <= MAX_SEEDS:
+        raise ValueError(f"--seeds must lie in [2, {MAX_SEEDS}], got {args.seeds}")
+    if not 1 <= args.steps <= MAX_STEPS:
+        raise ValueError(f"--steps must lie in [1, {MAX_STEPS}] (a coordinate check takes a few steps), got {args.steps}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.tol) and args.tol >= 0):
+        raise ValueError(f"--tol must be a finite number >= 0, got {args.tol}")
+
+
+def cmd_coord_check(args):
+    import importlib.util
+
+    _check_args(args)
+    if importlib.util.find_spec("torch") is None:
+        raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'")
     from .resolve import resolve_factory
 
-    factory = resolve_factory(args.factory, args.allow)
-    widths = sorted(args.widths)
-    if len(set(widths)) < 3:
-        raise ValueError(f"--widths: need at least 3 distinct widths, got {args.widths}")
+    factory = resolve_factory(args.factory, args.allow)     # before torch: bad names fail fast
+    from .apply_params import parameterise
+    from .coordcheck import coord_check, synthetic_data
+
+    widths = sorted(set(args.widths))
     if args.data:
         data = resolve_factory(args.data, args.allow, option="--data")()
     else:
