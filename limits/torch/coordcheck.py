@@ -296,12 +296,14 @@ def _groups(groups, lr):
 
 
 def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
-                loss=None, tol=0.1, roles=None, seed=0, name=None, threads=None) -> TorchCoordCheck:
+                loss=None, tol=0.1, roles=None, seed=0, name=None, threads=None,
+                parameterisation=None) -> TorchCoordCheck:
     """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
-    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``threads``: torch threads during the runs
-    (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
+    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
+    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``threads``: torch
+    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
@@ -314,6 +316,14 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
         raise ValueError(f"seeds must be >= 2 (the CI needs a spread over seeds), got {seeds}")
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError("data must be a pair (X, Y)")
+    if parameterisation is not None:
+        if isinstance(module_factory, Parameterised) or expect is not None:
+            raise ValueError("parameterisation= applies a table to a plain factory; pass a plain factory and "
+                             "no expect= (or a Parameterised alone)")
+        from .apply_params import parameterise
+
+        module_factory = parameterise(module_factory, parameterisation, widths=widths[:2],
+                                      optimizer=optimizer or "adam", roles=roles)
     if isinstance(module_factory, Parameterised):
         P = module_factory
         if expect is not None:

@@ -82,6 +82,8 @@ def test_mlp_mup_passes_and_sp_as_is_is_not_mup():
     data = demos.mlp_data()
     mup = coord_check(parameterise(demos.mlp, "muP", widths=(64, 128)), WIDTHS, data, lr=1e-2, steps=2, seeds=3)
     assert mup.passed, mup.to_markdown()
+    same = coord_check(demos.mlp, WIDTHS, data, lr=1e-2, steps=2, seeds=3, parameterisation="muP")
+    np.testing.assert_array_equal(same.samples, mup.samples)     # shorthand for parameterise(...) then check
     sp_as_mup = coord_check(demos.mlp, WIDTHS, data, lr=1e-3, steps=2, seeds=3, expect="muP")
     assert not sp_as_mup.passed
     assert "4" in sp_as_mup.failing_tensors()          # the read-out (Sequential index 4)
