@@ -153,3 +153,15 @@ def test_cli_user_errors(capsys):
     assert code == 2 and "--expect" in out.err
     code, out = _cli(["--factory", "os:system", "--param", "muP"], capsys)
     assert code == 2 and "not allowed" in out.err
+
+
+@pytest.mark.parametrize("name", ["muP", "SP", "NTK"])
+def test_mlp_with_sgd_follows_each_table(name):
+    """SGD tables: every tensor's one-step exponents as the solver predicts (SP: hidden N^1/2, output N^1;
+    NTK: hidden N^-1/2, output N^0)."""
+    P = parameterise(demos.mlp, name, widths=(64, 128), optimizer="sgd")
+    r = coord_check(P, WIDTHS, demos.mlp_data(), lr=0.05, steps=2, seeds=4)
+    assert r.passed, r.to_markdown()
+    p = limits.params.named(name, convention="std", optimizer="sgd")
+    e = p.one_step_exponents()
+    assert r.exponent("4", "change")[3] == float(e["df"]) and r.exponent("2", "change")[3] == float(e["dh:hidden"])
