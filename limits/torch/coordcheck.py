@@ -303,7 +303,8 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
     learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
     — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``threads``: torch
-    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy). ``seeds``: a count."""
+    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X alone (targets 0: the MSE
+    pulls the outputs to zero). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
@@ -315,7 +316,9 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     if seeds < 2:
         raise ValueError(f"seeds must be >= 2 (the CI needs a spread over seeds), got {seeds}")
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError("data must be a pair (X, Y)")
+        if isinstance(data, (tuple, list)) or data is None:
+            raise ValueError("data must be a pair (X, Y) or the inputs X alone")
+        data = (data, None)
     if parameterisation is not None:
         if isinstance(module_factory, Parameterised) or expect is not None:
             raise ValueError("parameterisation= applies a table to a plain factory; pass a plain factory and "
@@ -366,7 +369,13 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 if not rec:
                     raise ValueError("coord_check: no input/hidden/output tensor to record")
                 dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
-                X, Y = _as_tensor(data[0], dtype), _as_tensor(data[1], dtype)
+                X = _as_tensor(data[0], dtype)
+                if data[1] is None:                # inputs only: targets 0 of the output's shape
+                    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                        out0 = model(X)
+                    Y = torch.zeros_like(out0[0] if isinstance(out0, tuple) else out0)
+                else:
+                    Y = _as_tensor(data[1], dtype)
                 res, rec = _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec)
             if samples is None:
                 names = tuple(n for n, _, _ in rec)

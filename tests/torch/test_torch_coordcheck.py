@@ -165,3 +165,12 @@ def test_mlp_with_sgd_follows_each_table(name):
     p = limits.params.named(name, convention="std", optimizer="sgd")
     e = p.one_step_exponents()
     assert r.exponent("4", "change")[3] == float(e["df"]) and r.exponent("2", "change")[3] == float(e["dh:hidden"])
+
+
+def test_inputs_alone_train_towards_zero():
+    X, _ = demos.mlp_data()
+    r = coord_check(parameterise(demos.mlp, "muP", widths=(64, 128)), WIDTHS, X, lr=1e-2, steps=2, seeds=3)
+    assert r.passed, r.to_markdown()
+    assert np.all(r.samples[:, :, :, 2, 1] > 0)            # the outputs moved: there was a training signal
+    with pytest.raises(ValueError, match="pair"):
+        coord_check(demos.mlp, WIDTHS, (X,), expect="muP")
