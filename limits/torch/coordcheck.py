@@ -303,8 +303,9 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
     learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
     — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``threads``: torch
-    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X alone (targets 0: the MSE
-    pulls the outputs to zero). ``seeds``: a count."""
+    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X alone (then fixed N(0, 1)
+    regression targets of the output's shape, drawn from ``seed``; zero targets would cap the output's
+    change at its init size, N^{-1/2} under μP). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
@@ -370,10 +371,13 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                     raise ValueError("coord_check: no input/hidden/output tensor to record")
                 dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
                 X = _as_tensor(data[0], dtype)
-                if data[1] is None:                # inputs only: targets 0 of the output's shape
+                if data[1] is None:                # inputs only: fixed N(0, 1) targets of the output's shape
                     with torch.no_grad(), torch.random.fork_rng(devices=[]):
                         out0 = model(X)
-                    Y = torch.zeros_like(out0[0] if isinstance(out0, tuple) else out0)
+                    out0 = out0[0] if isinstance(out0, tuple) else out0
+                    g = torch.Generator().manual_seed(int(seed))
+                    data = (data[0], torch.randn(out0.shape, generator=g, dtype=out0.dtype))
+                    Y = data[1]
                 else:
                     Y = _as_tensor(data[1], dtype)
                 res, rec = _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec)

@@ -167,7 +167,7 @@ def test_mlp_with_sgd_follows_each_table(name):
     assert r.exponent("4", "change")[3] == float(e["df"]) and r.exponent("2", "change")[3] == float(e["dh:hidden"])
 
 
-def test_inputs_alone_train_towards_zero():
+def test_inputs_alone_get_fixed_random_targets():
     X, _ = demos.mlp_data()
     r = coord_check(parameterise(demos.mlp, "muP", widths=(64, 128)), WIDTHS, X, lr=1e-2, steps=2, seeds=3)
     assert r.passed, r.to_markdown()
