@@ -22,9 +22,10 @@ and, in forward order, every hidden/norm/output tensor after an attention takes 
 change Δα moves the attention output Σ_s Δα_ts v_s, and everything downstream, by N^E. When E > e the change
 is a sum A N^e + B N^E whose fitted slope lies in [e, E] at finite width and tends to E (SP with Adam:
 e = 1, E = 3/2, the crossover still under way at widths 64…512): the prediction is then the range [e, E]
-(``predicted_low``, ``predicted``) and a fit is consistent when its CI, widened by ``tol``, meets it. The
-logits of a later attention get [min(own, e), max(own, E)]: q and k also move through the changed stream,
-W_q Δx · k being an uncorrelated contraction of size N^{e…E}.
+(``predicted_low``, ``predicted``) and a fit is consistent when its CI, widened by ``tol``, meets it. Logits
+get [min(own, e_x + q), max(own, E_upstream)]: q and k also move through the changed input stream x (change
+N^{e_x}), and (W_q Δx)·k/√d is an uncorrelated width-d contraction, N^{e_x + q} (μP: N^{-1/2}, which
+dominates the Θ(1) coherent part at small widths).
 
 The change exponents hold at every fixed step t ≥ 1 as N → ∞ while updates stay perturbative (small lr);
 the scale after training is predicted only when the change does not outgrow it (e_change ≤ e_scale).
@@ -389,16 +390,20 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     pred = np.full((len(names), steps + 1, 2), np.nan)
     pred_low = np.full_like(pred, np.nan)
     E = -math.inf                  # largest logit-change exponent upstream (tensors are in forward order)
-    e_hidden = predictions(p, "hidden", qexp)[1]
+    e_stream = predictions(p, "input", qexp)[1]     # change of the stream entering the next layer (lower end)
     for i, r in enumerate(rl):
         e0, ec = predictions(p, r, qexp)
         low = ec
         if r == "logits":
-            if E > -math.inf:          # q, k also move through the changed stream: W_q Δx · k ∝ N^{e…E}
-                low, ec = min(ec, e_hidden), max(ec, E)
+            # q, k also move through the changed stream: (W_q Δx)·k/√d is an uncorrelated contraction,
+            # N^{e_stream + q} (μP: N^{-1/2}); and through upstream logits, N^E
+            low, ec = min(ec, e_stream + qexp), max(ec, E)
             E = max(E, ec)
-        elif r in ("hidden", "norm", "output") and E > ec:
-            ec = E                     # a logit change moves the attention output, and all downstream, by N^E
+        else:
+            if r in ("hidden", "norm", "output") and E > ec:
+                ec = E                 # a logit change moves the attention output, and all downstream, by N^E
+            if r != "output":
+                e_stream = low
         pred[i, 0, 0] = pred_low[i, 0, 0] = e0
         pred[i, 1:, 1], pred_low[i, 1:, 1] = ec, low
         if ec <= e0:
