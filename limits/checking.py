@@ -22,6 +22,8 @@ From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
 ``passed`` needs all three. Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
 σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
 hidden layers → h^l h^lᵀ/N; NTK → the empirical NTK Σ_θ ∂f/∂θ ∂f/∂θ of the NTK parameterisation.
+``backend="torch"`` (kernel results; optional extra) draws the same observables from ``Model.to_torch``
+networks (:mod:`limits.torch.kernels`, NTK by autograd) and runs the same statistics.
 """
 from __future__ import annotations
 
