@@ -78,11 +78,11 @@ def _check_args(args):
 
 
 def cmd_coord_check(args):
-    import importlib.util
-
     _check_args(args)
-    if importlib.util.find_spec("torch") is None:
-        raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
     from .resolve import resolve_factory
 
     factory = resolve_factory(args.factory, args.allow)     # before torch: bad names fail fast
