@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _SUBMODULES = (
     "activations", "gaussian", "mehler", "results", "checks", "progress", "style", "stats", "blas",
     "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking", "predict", "sweep",
+    "torch",
 )
 
 # names re-exported at the top level: the one network description and the check of any prediction

@@ -22,6 +22,8 @@ From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
 ``passed`` needs all three. Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
 σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
 hidden layers → h^l h^lᵀ/N; NTK → the empirical NTK Σ_θ ∂f/∂θ ∂f/∂θ of the NTK parameterisation.
+``backend="torch"`` (kernel results; optional extra) draws the same observables from ``Model.to_torch``
+networks (:mod:`limits.torch.kernels`, NTK by autograd) and runs the same statistics.
 """
 from __future__ import annotations
 
@@ -314,8 +316,11 @@ def _ntk_samples(net, X, idx, S, seed, chunk=None):
 
 
 def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer_theory=None, progress=None,
-                  alpha=0.01):
+                  alpha=0.01, backend="numpy"):
     from .progress import progress as _progress
+
+    if backend == "torch":         # the same observables from Model.to_torch networks (optional extra)
+        from .torch.kernels import nngp_samples as _torch_nngp, ntk_samples as _torch_ntk
 
     symmetric = X2 is None
     X = X1 if symmetric else np.vstack([X1, X2])
@@ -339,8 +344,13 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
             th = theory_ntk[idx[0], idx[1] - (0 if symmetric else P1)]
             labels = [f"Θ_out[{a},{b}]" for a, b in pairs]
         for k, N in enumerate(widths):
-            net = m.finite(int(N))
             s = seeds[k + (0 if kind == "nngp" else len(widths))]
+            if backend == "torch":
+                samples.append(_torch_nngp(m, N, X, idx, inits, s, layers) if kind == "nngp"
+                               else _torch_ntk(m, N, X, idx, inits, s))
+                bar.update(1)
+                continue
+            net = m.finite(int(N))
             if kind == "nngp":
                 samples.append(_nngp_samples(m, net, X, idx, inits, s, layers))
             else:
@@ -388,7 +398,7 @@ def _model_and_inputs(result, model, X):
 
 
 def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=None, alpha=0.01,
-          layers=False, progress=None) -> CheckResult:
+          layers=False, progress=None, backend="numpy") -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
@@ -403,8 +413,12 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
     :mod:`limits.checking_nfd`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
-    ``numpy.random.SeedSequence(seed).spawn``).
+    ``numpy.random.SeedSequence(seed).spawn``). ``backend="torch"`` (kernel results only; optional extra
+    ``torch``) draws the finite networks as ``Model.to_torch`` modules: empirical NNGP from their forward
+    pass, empirical NTK by ``torch.func`` (:mod:`limits.torch.kernels`), with the same statistics.
     """
+    if backend not in ("numpy", "torch"):
+        raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     widths = tuple(positive_int(w, "widths") for w in np.atleast_1d(widths))
     if len(widths) < 2:
         raise ValueError("widths: give at least two widths (three or more for the finite-size rate)")
@@ -422,9 +436,9 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
             raise ValueError("check: pass X= (the inputs of this kernel)")
         X2 = None if result.symmetric else result.X2
         parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
-                                    layer_theory=_layer_theory(result, layers), progress=progress)
+                                    layer_theory=_layer_theory(result, layers), progress=progress, backend=backend)
         return _combine(parts, widths, m, seed, secs, alpha,
-                        {"model_text": m.describe(), "observable": "read-out kernels of finite networks",
+                        {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
     if isinstance(result, NNGPResult):
         m = _model_and_inputs(result, model, X)
@@ -439,9 +453,13 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
             else:
                 lt = {l: result.K[l] for l in range(result.K.shape[0])}
         parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
-                                    layer_theory=lt, progress=progress)
+                                    layer_theory=lt, progress=progress, backend=backend)
         return _combine(parts, widths, m, seed, secs, alpha,
-                        {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+                        {"model_text": m.describe(), "observable": "empirical kernels of finite networks",
+                         "backend": backend})
+    if backend != "numpy":
+        raise ValueError(f"check: backend={backend!r} is available for kernel results (limits.kernels.kernel, "
+                         f"limits.kernels.nngp), not for {type(result).__name__}")
     if type(result).__name__ == "FiniteWidth":
         from .checking_finite_width import check_finite_width
 

@@ -266,6 +266,16 @@ class Model:
                              lr_depth={})
         return replace(net, meta={**net.meta, "model": self.to_dict(), "width": N})
 
+    def to_torch(self, width: int, weights=None, index: int = 0, seed=None, dtype=None):
+        """This model at width N as a ``torch.nn.Module`` computing exactly ``self.finite(width)``
+        (init laws, forward multipliers; ``.param_groups(lr_scale)`` / ``.optimizer("sgd"|"adam")``
+        for the per-parameter learning rates). Needs the optional extra ``torch``
+        (:mod:`limits.torch.network`); ``weights``: a ``limits.finite.Weights`` to copy init ``index`` from."""
+        from .torch.network import from_model
+
+        kw = {} if dtype is None else {"dtype": dtype}
+        return from_model(self, width, weights=weights, index=index, seed=seed, **kw)
+
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
         if not isinstance(self.activation, str):
