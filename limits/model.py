@@ -228,6 +228,32 @@ class Model:
         return {"depth": self.depth, "activation": self._act, "residual": self.residual,
                 "rho": self.branch, "depth_scaling": "none", "d_in": self.d_in, **self.variances()}
 
+    def to_serial(self):
+        """The equivalent composition ``limits.serial(...)`` of NTK-parameterised layers (same NNGP and NTK):
+        Dense(in), then per block [Activation, Dense] (feed-forward, σ² → ρ²σ²) or
+        Residual([Activation, Dense]…, ρ_eff), then Activation, Dense(out)."""
+        from . import layers as L
+
+        self.require("Model.to_serial", pre_activation=True)
+        if self.param_name != "NTK":
+            raise ModelError(f"Model.to_serial: the layers are NTK-parameterised; parameterisation "
+                             f"{self.param_name!r} has no such composition (use parameterisation='NTK')")
+        v, act, r2 = self.variances(), self.activation_name, self.branch ** 2
+        body = []
+        for _ in range(self.depth):
+            if self.residual:
+                blk = []
+                for _ in range(self.block_layers):
+                    blk += [L.Activation(act), L.Dense(v["sigma_w2"], v["sigma_b2"])]
+                body.append(L.Residual(L.serial(*blk), rho=self.branch))
+            else:
+                for j in range(self.block_layers):
+                    last = j == self.block_layers - 1
+                    body += [L.Activation(act), L.Dense(v["sigma_w2"] * (r2 if last else 1.0),
+                                                        v["sigma_b2"] * (r2 if last else 1.0))]
+        return L.serial(L.Dense(v["sigma_w2_in"], v["sigma_b2_in"]), *body, L.Activation(act),
+                        L.Dense(v["sigma_w2_out"], v["sigma_b2_out"]))
+
     # ------------------------------------------------------------------ finite width
     def finite(self, width: int):
         """The concrete ``limits.finite.Network`` at width N with exactly this model's conventions

@@ -1,0 +1,76 @@
+"""Activation: any registered activation φ applied entrywise (``limits.activation(name)``).
+
+Kernel (u, v jointly Gaussian with variances q_u, q_v and covariance K; ``limits.gaussian`` — closed forms
+where they exist, otherwise the certified Mehler series / quadrature)::
+
+    K' = E[φ(u) φ(v)],   Θ' = E[φ'(u) φ'(v)] · Θ
+
+The input must be Gaussian (the output of Dense / Conv / pooling / attention / LayerNorm of Gaussians).
+Cost: one Gaussian expectation per block entry; memory unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Layer, register
+
+
+@register
+@dataclass(frozen=True)
+class Activation(Layer):
+    """φ entrywise; ``name`` is any registered activation ("relu", "erf", "tanh", "gelu", …)."""
+
+    name_: str = "relu"
+
+    def __init__(self, name="relu"):
+        from .. import activation as _act
+
+        if not isinstance(name, str):
+            raise ValueError(f"Activation takes a registered activation name, got {type(name).__name__}")
+        _act(name)                                   # ValueError naming the unknown activation
+        object.__setattr__(self, "name_", name)
+
+    @property
+    def act(self):
+        from .. import activation as _act
+
+        return _act(self.name_)
+
+    def describe(self):
+        return f"Activation({self.name_!r})"
+
+    def to_dict(self):
+        return {"layer": "Activation", "name": self.name_}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d.get("name", "relu"))
+
+    # ------------------------------------------------------------------ kernel
+    def kernel(self, k, need_full_after=True, where=""):
+        from .. import gaussian
+
+        if not k.is_gaussian:
+            from ..model import ModelError
+
+            raise ModelError(f"{where}: Activation({self.name_!r}) needs a Gaussian input, but its input is the "
+                             "output of a nonlinearity; put a Dense, Conv or Attention layer before it")
+        act = self.act
+        smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
+        kw = {"method": "mehler"} if smooth else {}
+
+        def E(fn, ql, K, qr):
+            ql, K, qr = np.broadcast_arrays(ql, K, qr)
+            return np.asarray(fn(act, ql, K, qr, **kw), dtype=np.float64).reshape(K.shape)
+
+        return k.map_pairs(lambda K, ql, qr: E(gaussian.kernel, ql, K, qr),
+                           lambda K, T, ql, qr: E(gaussian.dkernel, ql, K, qr) * T, gaussian_out=False)
+
+    # ------------------------------------------------------------------ finite
+    def apply(self, params, x):
+        return self.act.phi(x), x
+
+    def backward(self, params, x, gy):
+        return self.act.dphi(x) * gy, self._no_theta(x)
