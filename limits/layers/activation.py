@@ -61,12 +61,23 @@ class Activation(Layer):
         smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
         kw = {"method": "mehler"} if smooth else {}
 
-        def E(fn, ql, K, qr):
+        def E(fn, ql, K, qr, kw=kw):
             ql, K, qr = np.broadcast_arrays(ql, K, qr)
             return np.asarray(fn(act, ql, K, qr, **kw), dtype=np.float64).reshape(K.shape)
 
+        if not k.spatial and k.cov2 is None:
+            # symmetric P×P Gram: the engine's Gram rule (upper triangle; Mehler series / interpolants),
+            # exactly what limits.kernels.nngp uses for the same matrix
+            K = k.nngp
+            nngp = np.asarray(gaussian.gram(act, K))
+            ntk = None if k.ntk is None else np.asarray(gaussian.dgram(act, K)) * k.ntk
+            return k.replace(nngp=nngp, ntk=ntk, cov1=np.diag(nngp)[:, None].copy(), is_gaussian=False)
+        # self blocks without position pairs hold only variances E[φ(u)²]: the engine's default rule for
+        # unrelated triples (as limits.kernels.kernel's variance vectors); Gram-like blocks: Mehler series
+        var_only = not k.full
         return k.map_pairs(lambda K, ql, qr: E(gaussian.kernel, ql, K, qr),
-                           lambda K, T, ql, qr: E(gaussian.dkernel, ql, K, qr) * T, gaussian_out=False)
+                           lambda K, T, ql, qr: E(gaussian.dkernel, ql, K, qr) * T, gaussian_out=False,
+                           self_fn=lambda K, ql, qr: E(gaussian.kernel, ql, K, qr, {} if var_only else kw))
 
     # ------------------------------------------------------------------ finite
     def apply(self, params, x):

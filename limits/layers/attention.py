@@ -33,6 +33,21 @@ def _softmax(z):
     return e / e.sum(-1, keepdims=True)
 
 
+def _heads(xs, W):
+    """x W_h for every head: (S, P, T, C), (S, H, C, n) → (S, P, H, T, n) by one batched matmul per init."""
+    S, P, T, C = xs.shape
+    H, n = W.shape[1], W.shape[-1]
+    out = np.matmul(xs.reshape(S, P * T, C), W.transpose(0, 2, 1, 3).reshape(S, C, H * n))
+    return out.reshape(S, P, T, H, n).transpose(0, 1, 3, 2, 4)
+
+
+def _heads_back(d, W):
+    """Σ_h d_h W_hᵀ: (S, P, H, T, n), (S, H, C, n) → (S, P, T, C)."""
+    S, P, H, T, n = d.shape
+    Wt = W.transpose(0, 1, 3, 2).reshape(S, H * n, W.shape[2])
+    return np.matmul(d.transpose(0, 1, 3, 2, 4).reshape(S, P * T, H * n), Wt).reshape(S, P, T, -1)
+
+
 @register
 @dataclass(frozen=True)
 class Attention(Layer):
@@ -90,16 +105,17 @@ class Attention(Layer):
     def apply(self, params, x):
         S, P, C = x.shape[0], x.shape[1], x.shape[-1]
         xs = x.reshape(S, P, -1, C)                                   # (S, P, T, C)
+        T = xs.shape[2]
         Wk, Wv, Wo = params["K"], params["V"], params["O"]
         H, nk, nv = Wk.shape[1], Wk.shape[-1], Wv.shape[-1]
-        keys = np.einsum("sptc,shcn->sphtn", xs, Wk, optimize=True)
+        keys = _heads(xs, Wk)                                         # (S, P, H, T, nk)
         s = self.qk_scale / (C * nk)
         A = _softmax(s * np.matmul(keys, keys.transpose(0, 1, 2, 4, 3)))
-        vals = np.einsum("sptc,shcn->sphtn", xs, Wv, optimize=True)
+        vals = _heads(xs, Wv)
         heads = np.matmul(A, vals)                                    # (S, P, H, T, nv)
-        cat = heads.transpose(0, 1, 3, 2, 4).reshape(S, P, xs.shape[2], H * nv)
+        cat = heads.transpose(0, 1, 3, 2, 4).reshape(S, P, T, H * nv)
         c = np.sqrt(self.sigma_w2 / (nv * H * C))
-        y = c * np.matmul(cat, Wo[:, None])
+        y = c * np.matmul(cat.reshape(S, P * T, H * nv), Wo).reshape(S, P, T, -1)
         if self.sigma_b2:
             y += np.sqrt(self.sigma_b2) * params["b"][:, None, None, :]
         return y.reshape(x.shape[:-1] + (Wo.shape[-1],)), (x.shape, xs, keys, A, vals, cat, s, c)
@@ -113,7 +129,7 @@ class Attention(Layer):
         theta = gram_theta(cat, g, c * c)
         if self.sigma_b2:
             theta += bias_theta(gy, self.sigma_b2)
-        dcat = c * np.matmul(g, Wo.transpose(0, 2, 1)[:, None])        # (S, P, T, H·nv)
+        dcat = c * np.matmul(g.reshape(S, P * T, -1), Wo.transpose(0, 2, 1))     # (S, P·T, H·nv)
         dheads = dcat.reshape(S, P, T, H, nv).transpose(0, 1, 3, 2, 4)
         dvals = np.matmul(A.transpose(0, 1, 2, 4, 3), dheads)          # (S, P, H, T, nv)
         dA = np.matmul(dheads, vals.transpose(0, 1, 2, 4, 3))
@@ -121,6 +137,5 @@ class Attention(Layer):
         dkeys = s * np.matmul(dlog + dlog.transpose(0, 1, 2, 4, 3), keys)
         for h in range(H):
             theta += gram_theta(xs, dvals[:, :, h], 1.0) + gram_theta(xs, dkeys[:, :, h], 1.0)
-        gx = (np.einsum("sphtn,shcn->sptc", dvals, Wv, optimize=True)
-              + np.einsum("sphtn,shcn->sptc", dkeys, Wk, optimize=True))
+        gx = _heads_back(dvals, Wv) + _heads_back(dkeys, Wk)
         return gx.reshape(shape), theta

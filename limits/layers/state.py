@@ -59,19 +59,21 @@ class Kernel:
         q2 = q1 if self.cov2 is None else spatial_diagonal(self.cov2, self.full, self.nsp)
         return q1, q2
 
-    def map_pairs(self, fn, ntk_fn=None, gaussian_out=None) -> "Kernel":
+    def map_pairs(self, fn, ntk_fn=None, gaussian_out=None, self_fn=None) -> "Kernel":
         """Pointwise rules: ``fn(K, ql, qr)`` on every block with its left/right variances broadcast to
-        the block's layout; ``ntk_fn(K, T, ql, qr)`` gives the new NTK of the cross block."""
+        the block's layout; ``ntk_fn(K, T, ql, qr)`` gives the new NTK of the cross block; ``self_fn``
+        (default ``fn``) maps the self blocks ``cov1``/``cov2``."""
+        sf = fn if self_fn is None else self_fn
         q1, q2 = self.variances()
         f = self.full
         l1, r1 = expand(q1, f, True), expand(q1, f, False)
         r12 = expand(np.swapaxes(q2, 0, 1), f, False)
         nngp = fn(self.nngp, l1, r12)
         ntk = None if self.ntk is None or ntk_fn is None else ntk_fn(self.nngp, self.ntk, l1, r12)
-        cov1 = fn(self.cov1, l1, r1)
+        cov1 = sf(self.cov1, l1, r1)
         cov2 = None
         if self.cov2 is not None:
-            cov2 = fn(self.cov2, expand(q2, f, True), expand(q2, f, False))
+            cov2 = sf(self.cov2, expand(q2, f, True), expand(q2, f, False))
         return replace(self, nngp=nngp, ntk=ntk, cov1=cov1, cov2=cov2,
                        is_gaussian=self.is_gaussian if gaussian_out is None else gaussian_out)
 
