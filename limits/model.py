@@ -453,10 +453,34 @@ def resnet(d_in, depth=None, **kw) -> Model:
     return _builder(True, d_in, depth, kw)
 
 
+_SERIAL_REASONS = {
+    "limits.dmft": "DMFT is solved here for fully connected MLPs/ResNets (one P×P kernel per hidden layer, no "
+                   "positions, no weight sharing)",
+    "limits.nfd": "the NFD forward–backward SDEs describe infinite-depth fully connected ResNets",
+    "limits.kernels.response": "response functions are derived for the MLP/ResNet recursion (seed 004)",
+    "limits.kernels.fluctuations": "the O(1/N) fluctuation recursion is written for MLP/ResNet layers",
+    "limits.kernels.nngp": "it is the per-layer MLP/ResNet recursion; use limits.kernels.kernel(composition, X)",
+}
+
+
+def refuse_serial(model, what=""):
+    """:class:`ModelError` when ``model`` is a composition (``limits.serial``) but ``what`` treats only
+    MLP/ResNet models, naming why."""
+    from .layers import Layer
+
+    if isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model):
+        why = next((r for k, r in _SERIAL_REASONS.items() if what.startswith(k)), None)
+        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): "
+                         + (why or "it treats limits.mlp / limits.resnet models only")
+                         + "; compositions work with limits.kernels.kernel, limits.predict.* and limits.check of "
+                           "their kernels")
+
+
 def as_model(model) -> Model:
     """A :class:`Model` from a Model, a dict, or a path to a .json/.toml model file."""
     if isinstance(model, Model):
         return model
+    refuse_serial(model)
     if isinstance(model, dict):
         return Model.from_dict(model)
     if isinstance(model, (str, Path)):
@@ -491,6 +515,7 @@ def with_model(fn, view, what=None, record=True):
     def wrapper(*args, model=None, **kw):
         if model is None:
             return fn(*args, **kw)
+        refuse_serial(model, what)
         m = as_model(model)
         try:
             bound = sig.bind_partial(*args, **kw)
