@@ -48,11 +48,24 @@ def _inputs(X, name):
     return X
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk")) -> SerialKernelResult:
+BLOCK_BYTES = 256 * 2**20       # one tile's blocks (with temporaries) stay below this
+
+
+def pair_bytes(model, input_shape, want_ntk=True) -> float:
+    """Bytes one pair of inputs costs in the largest block (NNGP, NTK and ~2 temporaries)."""
+    spatial = tuple(input_shape[:-1])
+    S = float(np.prod(spatial)) if spatial else 1.0
+    per = S * S if (spatial and model.needs_full(False)) else S
+    return 8.0 * per * (2 + 2 * bool(want_ntk))
+
+
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelResult:
     """NNGP / NTK read-out kernels of the composition ``model`` between X1 and X2 (module docstring).
-    The composition must end without spatial axes (Flatten / GlobalAvgPool before the read-out)."""
+    The composition must end without spatial axes (Flatten / GlobalAvgPool before the read-out).
+    Large inputs are done in tiles of ``block`` × ``block`` inputs (default: the largest tile whose
+    blocks stay below 256 MiB; every tile is the cross kernel of its two input sets, the diagonal
+    tiles the symmetric kernel), so memory is the output plus one tile."""
     from ..layers import Serial, serial
-    from ..layers.state import initial
 
     m = model if isinstance(model, Serial) else serial(model)
     if isinstance(get, str):
@@ -65,6 +78,35 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk")) -> SerialKernelResult:
         X2 = _inputs(X2, "X2")
         if X2.shape[1:] != X1.shape[1:]:
             raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
+    P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
+    if block is None:
+        block = max(1, int(np.sqrt(BLOCK_BYTES / pair_bytes(m, X1.shape[1:], "ntk" in get))))
+    if max(P1, P2) > block:
+        return _tiled(m, X1, X2, get, int(block))
+    return _one(m, X1, X2, get)
+
+
+def _tiled(m, X1, X2, get, b):
+    """The kernel tile by tile (``kernel`` docstring); structure diagnostics of the first tile."""
+    sym = X2 is None
+    Y = X1 if sym else X2
+    out = {g: np.empty((X1.shape[0], Y.shape[0])) for g in get}
+    first = None
+    for i in range(0, X1.shape[0], b):
+        for j in range(i if sym else 0, Y.shape[0], b):
+            r = _one(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
+            first = first or r
+            for g in get:
+                out[g][i:i + b, j:j + b] = getattr(r, g)
+                if sym and i != j:
+                    out[g][j:j + b, i:i + b] = getattr(r, g).T
+    diag = {**first.diagnostics, "block": b, "peak_bytes_per_tile": first.diagnostics["peak_bytes"]}
+    return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
+
+
+def _one(m, X1, X2, get):
+    from ..layers.state import initial
+
     full = m.needs_full(False)
     k0 = initial(X1, X2, full, "ntk" in get)
     trace = [{"layer": -1, "name": "input", "representation": k0.representation, "spatial": list(k0.spatial),
