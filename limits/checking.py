@@ -377,7 +377,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
           layers=False, progress=None) -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
-    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
+    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2; for a
+    composition ``limits.serial(...)`` against :mod:`limits.finite.serial` networks),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
     outputs; see :mod:`limits.checking_dmft`; with ``X_test`` also the test outputs),

@@ -105,11 +105,12 @@ class GDResult(Result):
 
 # ---------------------------------------------------------------------------------------------- inputs
 def _model(model, what, ntk):
-    from .layers import Layer, serial
+    from .layers import as_serial
     from .model import as_model
 
-    if isinstance(model, Layer):          # a composition (limits.serial): NTK-parameterised layers, kernel regime
-        return model if hasattr(model, "layers") else serial(model)
+    s = as_serial(model)                  # a composition (limits.serial): NTK-parameterised layers, kernel regime
+    if s is not None:
+        return s
     m = as_model(model)
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if ntk and m.param_name != "NTK":

@@ -108,7 +108,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
         if layers:
             raise ValueError("kernel(..., layers=True) is for limits.mlp/resnet models; a composition reports "
                              "its per-layer structure in diagnostics['structure']")
-        return _composed(model, X1, X2, get)
+        from ..layers import as_serial
+
+        return _composed(as_serial(model), X1, X2, get)
     m = as_model(model)
     get = _get(get)
     what = "limits.kernels.kernel"
@@ -194,9 +196,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
 
 
 def _is_serial(model):
-    from ..layers import Layer
+    from ..layers import as_serial
 
-    return isinstance(model, Layer)
+    return as_serial(model) is not None
 
 
 def _pair(fn, act, a, K, b):

@@ -26,9 +26,29 @@ from .serial import Serial, serial
 from .state import Kernel
 
 __all__ = ["Layer", "Dense", "Conv", "Activation", "Flatten", "GlobalAvgPool", "AvgPool", "LayerNorm", "Attention",
-           "Residual", "Identity", "Serial", "serial", "Kernel", "layer_from_dict", "load"]
+           "Residual", "Identity", "Serial", "serial", "Kernel", "layer_from_dict", "load", "as_serial"]
 
 
 def load(path) -> Serial:
     """A composition from a .json / .toml file (:meth:`Serial.save`)."""
     return Serial.load(path)
+
+
+def as_serial(obj):
+    """The composition ``obj`` describes — a layer, a ``{"serial": [...]}`` mapping or a .json/.toml file
+    holding one — or None when it describes something else (a ``limits.Model``)."""
+    from pathlib import Path
+
+    if isinstance(obj, Serial):
+        return obj
+    if isinstance(obj, Layer):
+        return serial(obj)
+    if isinstance(obj, dict):
+        d = obj.get("model", obj) if isinstance(obj.get("model"), dict) else obj
+        return Serial.from_dict(d) if "serial" in d else None
+    if isinstance(obj, (str, Path)) and Path(obj).suffix.lower() in (".json", ".toml") and Path(obj).is_file():
+        try:
+            return Serial.load(obj)
+        except ValueError:
+            return None
+    return None
