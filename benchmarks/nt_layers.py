@@ -9,10 +9,12 @@ Relu/Erf/Gelu, Flatten, GlobalAvgPool, AvgPool (VALID), LayerNorm(axis=-1),
 GlobalSelfAttention(linear_scaling=True, W_key_std = qk_scale, W_value_std = √σ_w²), and
 Residual(branch, ρ) = FanOut(2) → parallel(Identity, branch with its last layer's stds × ρ) → FanInSum.
 Reported: max |ours − NT| / max |NT| for the NNGP, the NTK off the diagonal and the NTK's diagonal
-(x = x'). The diagonal of a ReLU NTK needs E[φ'(u)φ'(v)] at correlation exactly 1 (= 1/2): ours is exact
-there (correlations of identical inputs are snapped to 1), neural-tangents evaluates arccos of a
-correlation rounded below 1, an error of order √ε·|Θ| (1e-10…1e-8); the agreement criterion (1e-10)
-is applied to the NNGP and the off-diagonal NTK, the diagonal column is shown for completeness.
+(x = x'). On the diagonal a ReLU NTK needs E[φ'(u)φ'(v)] at correlation exactly 1 (= 1/2), where its
+derivative in c is infinite: ours keeps an input's variance and its kernel with itself the same float
+(``Kernel.synced``), so c = 1 exactly, in both representations (which agree to rounding); neural-tangents
+rounds its self-covariances separately, so its diagonal carries errors up to ~1e-9 in some compositions.
+The agreement criterion (1e-10) is applied to the NNGP and the off-diagonal NTK; the diagonal column
+is shown for completeness.
 """
 import json
 import sys

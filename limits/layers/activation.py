@@ -61,7 +61,13 @@ class Activation(Layer):
         smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
         kw = {"method": "mehler"} if smooth else {}
 
+        closed = {gaussian.kernel: act.kernel, gaussian.dkernel: act.dkernel}
+
         def E(fn, ql, K, qr, kw=kw):
+            if closed[fn] is not None:
+                # closed form on the broadcast (never expanded) variances; the blocks are covariances by
+                # construction, so the engine's input validation (a full-size pass) is skipped
+                return np.asarray(closed[fn](ql, K, qr), dtype=np.float64)
             ql, K, qr = np.broadcast_arrays(ql, K, qr)
             return np.asarray(fn(act, ql, K, qr, **kw), dtype=np.float64).reshape(K.shape)
 

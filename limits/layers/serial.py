@@ -68,6 +68,7 @@ class Serial(Layer):
             k = l.kernel(k, needs[i + 1], at)
             if k.full and not needs[i + 1]:
                 k = k.to_diagonal()
+            k = k.synced()
             if trace is not None:
                 trace.append({"layer": i, "name": l.name, "representation": k.representation,
                               "spatial": list(k.spatial), "bytes": int(k.nbytes)})

@@ -77,6 +77,15 @@ class Kernel:
         return replace(self, nngp=nngp, ntk=ntk, cov1=cov1, cov2=cov2,
                        is_gaussian=self.is_gaussian if gaussian_out is None else gaussian_out)
 
+    def synced(self) -> "Kernel":
+        """Symmetric kernels: ``cov1`` := the batch diagonal of ``nngp``, so that an input's variance and its
+        kernel with itself are the same float (a correlation of exactly 1 — what ReLU-type derivative
+        kernels need to be exact there)."""
+        if self.cov2 is not None:
+            return self
+        d = np.moveaxis(np.diagonal(self.nngp, axis1=0, axis2=1), -1, 0)[:, None]
+        return replace(self, cov1=np.ascontiguousarray(d))
+
     def to_diagonal(self) -> "Kernel":
         """Keep only equal-position entries (valid when no later layer mixes positions)."""
         if not self.full or not self.spatial:
@@ -145,4 +154,4 @@ def initial(X1, X2, full, want_ntk) -> Kernel:
     nngp = block(X1, X1 if X2 is None else X2)
     cov1 = block(X1, X1, True)
     cov2 = None if X2 is None else block(X2, X2, True)
-    return Kernel(nngp, np.zeros_like(nngp) if want_ntk else None, cov1, cov2, spatial, bool(full and spatial))
+    return Kernel(nngp, np.zeros_like(nngp) if want_ntk else None, cov1, cov2, spatial, bool(full and spatial)).synced()
