@@ -17,6 +17,32 @@ import numpy as np
 from .base import Layer, register
 
 
+def _relu_pair(K, ql, qr, T):
+    """ReLU's E[φφ] and E[φ'φ']·T from one angle (the closed forms of ``limits.activations`` for moderate
+    variances): g = √(q_l q_r), det = (g − |K|)(g + |K|), θ = atan2(√det, K);
+    E[φφ] = (√det + (π − θ) K)/2π, E[φ'φ'] = (π − θ)/2π — one atan2 per entry for both kernels."""
+    g = np.sqrt(ql * qr)
+    if g.size and np.max(g) >= 1e150:            # extreme variances: the library's scale-free forms
+        from ..activations import relu_dkernel, relu_kernel
+
+        return relu_kernel(ql, K, qr), relu_dkernel(ql, K, qr) * T
+    a = np.abs(K)
+    det = g - a
+    det *= g + a
+    np.maximum(det, 0.0, out=det)
+    np.sqrt(det, out=det)
+    Kc = np.clip(K, -g, g)
+    del g, a
+    theta = np.arctan2(det, Kc)
+    np.subtract(np.pi, theta, out=theta)         # π − θ
+    out = theta * Kc
+    out += det
+    out /= 2.0 * np.pi
+    theta /= 2.0 * np.pi
+    theta *= T
+    return out, theta
+
+
 @register
 @dataclass(frozen=True)
 class Activation(Layer):
@@ -78,6 +104,11 @@ class Activation(Layer):
             nngp = np.asarray(gaussian.gram(act, K))
             ntk = None if k.ntk is None else np.asarray(gaussian.dgram(act, K)) * k.ntk
             return k.replace(nngp=nngp, ntk=ntk, cov1=np.diag(nngp)[:, None].copy(), is_gaussian=False)
+        if self.name_ == "relu" and k.ntk is not None:
+            from ..activations import relu_kernel
+
+            return k.map_pairs(lambda K, ql, qr: np.asarray(relu_kernel(ql, K, qr)), gaussian_out=False,
+                               pair_fn=_relu_pair)
         # self blocks without position pairs hold only variances E[φ(u)²]: the engine's default rule for
         # unrelated triples (as limits.kernels.kernel's variance vectors); Gram-like blocks: Mehler series
         var_only = not k.full

@@ -23,21 +23,39 @@ from .base import Layer, bias_theta, gram_theta, register
 PADDINGS = ("SAME", "CIRCULAR")
 
 
-def _shift_average(K, axes, k, circular):
-    """(1/k) Σ_a K[…, i + a − o, …] on ``axes`` jointly (one axis, or both positions of a pair)."""
-    lo, hi = (k - 1) // 2, k // 2
-    pad = [(0, 0)] * K.ndim
-    for ax in axes:
-        pad[ax] = (lo, hi)
-    Kp = np.pad(K, pad, mode="wrap" if circular else "constant")
+def _pieces(o, n, circular):
+    """(destination, source) slices of one axis for out[i] += K[i + o] (zero outside, or wrapped)."""
+    if o == 0:
+        return [(slice(0, n), slice(0, n))]
+    if o > 0:
+        main = [(slice(0, n - o), slice(o, n))] if o < n else []
+        wrap = [(slice(max(n - o, 0), n), slice(0, min(o, n)))] if circular else []
+    else:
+        main = [(slice(-o, n), slice(0, n + o))] if -o < n else []
+        wrap = [(slice(0, min(-o, n)), slice(max(n + o, 0), n))] if circular else []
+    return main + wrap
+
+
+def _shift_sum(K, axes, k, circular):
+    """Σ_a K[…, i + a − o, …] on ``axes`` jointly (one axis, or both positions of a pair), o = ⌊(k−1)/2⌋:
+    slice additions into one new array (no padded copy)."""
+    import itertools
+
+    lo = (k - 1) // 2
     n = K.shape[axes[0]]
-    out = np.zeros_like(K)
+    out = K.copy()
     for a in range(k):
-        sl = [slice(None)] * K.ndim
-        for ax in axes:
-            sl[ax] = slice(a, a + n)
-        out += Kp[tuple(sl)]
-    return out / k
+        off = a - lo
+        if off == 0:
+            continue
+        per_axis = [_pieces(off, n, circular) for _ in axes]
+        for combo in itertools.product(*per_axis):
+            dst = [slice(None)] * K.ndim
+            src = [slice(None)] * K.ndim
+            for ax, (d, s_) in zip(axes, combo):
+                dst[ax], src[ax] = d, s_
+            out[tuple(dst)] += K[tuple(src)]
+    return out
 
 
 @register
@@ -76,11 +94,17 @@ class Conv(Layer):
         circ = self.padding == "CIRCULAR"
         w, b = self.sigma_w2, self.sigma_b2
 
+        F = float(np.prod(self.filter_shape))
+
         def conv(K):
+            out = None
             for d, f in enumerate(self.filter_shape):
                 if f > 1:
-                    K = _shift_average(K, (2 + 2 * d, 3 + 2 * d) if k.full else (2 + d,), f, circ)
-            return w * K + b
+                    out = _shift_sum(K if out is None else out, (2 + 2 * d, 3 + 2 * d) if k.full else (2 + d,), f, circ)
+            out = K.copy() if out is None else out
+            out *= w / F
+            out += b
+            return out
 
         out = k.map_linear(conv)
         if k.ntk is not None:

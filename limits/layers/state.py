@@ -59,17 +59,21 @@ class Kernel:
         q2 = q1 if self.cov2 is None else spatial_diagonal(self.cov2, self.full, self.nsp)
         return q1, q2
 
-    def map_pairs(self, fn, ntk_fn=None, gaussian_out=None, self_fn=None) -> "Kernel":
+    def map_pairs(self, fn, ntk_fn=None, gaussian_out=None, self_fn=None, pair_fn=None) -> "Kernel":
         """Pointwise rules: ``fn(K, ql, qr)`` on every block with its left/right variances broadcast to
         the block's layout; ``ntk_fn(K, T, ql, qr)`` gives the new NTK of the cross block; ``self_fn``
-        (default ``fn``) maps the self blocks ``cov1``/``cov2``."""
+        (default ``fn``) maps the self blocks ``cov1``/``cov2``; ``pair_fn(K, T, ql, qr)`` → (K', T') does the
+        cross block's NNGP and NTK in one go (when both are wanted)."""
         sf = fn if self_fn is None else self_fn
         q1, q2 = self.variances()
         f = self.full
         l1, r1 = expand(q1, f, True), expand(q1, f, False)
         r12 = expand(np.swapaxes(q2, 0, 1), f, False)
-        nngp = fn(self.nngp, l1, r12)
-        ntk = None if self.ntk is None or ntk_fn is None else ntk_fn(self.nngp, self.ntk, l1, r12)
+        if pair_fn is not None and self.ntk is not None:
+            nngp, ntk = pair_fn(self.nngp, l1, r12, self.ntk)
+        else:
+            nngp = fn(self.nngp, l1, r12)
+            ntk = None if self.ntk is None or ntk_fn is None else ntk_fn(self.nngp, self.ntk, l1, r12)
         cov1 = sf(self.cov1, l1, r1)
         cov2 = None
         if self.cov2 is not None:
