@@ -12,7 +12,6 @@ neural-tangents the first call includes jit compilation), peak memory (ours: tra
 allocations; theirs: the peer process's max RSS), max relative difference of the kernels, and the fitted
 cost exponents in P and in the image side.
 """
-import json
 import sys
 import tempfile
 import tracemalloc
@@ -105,13 +104,17 @@ def run(quick=False, Ps=None):
                "first_seconds": t["first_cpu"], "peak_bytes": peak, "P": c[0], "side": c[1]}
         if nt is not None:
             r = nt[i]
-            rel = max(float(np.max(np.abs(k.nngp - np.array(r["nngp"]))) / np.max(np.abs(r["nngp"]))),
-                      float(np.max(np.abs(k.ntk - np.array(r["ntk"]))) / np.max(np.abs(r["ntk"]))))
+            off = ~np.eye(c[0], dtype=bool)
+            dn = np.abs(k.nngp - np.array(r["nngp"])) / np.max(np.abs(r["nngp"]))
+            dt = np.abs(k.ntk - np.array(r["ntk"])) / np.max(np.abs(r["ntk"]))
+            rel = max(float(dn.max()), float(dt[off].max()))          # NNGP and off-diagonal NTK
+            row["ntk_diag_rel_diff"] = float(np.diag(dt).max())        # see nt_layers.py: NT's c = 1 rounding
             row.update(baseline_seconds=r["cpu"], nt_first_seconds=r["first_cpu"], ratio=r["cpu"] / t["cpu"],
                        nt_maxrss=r["maxrss"], max_rel_diff=rel,
                        note=f"neural-tangents steady {r['cpu']:.2f} s (first call {r['first_cpu']:.2f} s), "
                             f"ours first call {t['first_cpu']:.2f} s; peak memory ours {peak / 2**20:.0f} MiB, "
-                            f"NT process max RSS {r['maxrss'] / 2**20:.0f} MiB; max rel. diff {rel:.1e}")
+                            f"NT process max RSS {r['maxrss'] / 2**20:.0f} MiB; max rel. diff {rel:.1e} "
+                            f"(NTK diagonal {row['ntk_diag_rel_diff']:.1e})")
         else:
             row["note"] = why
         rows.append(row)
@@ -125,16 +128,17 @@ def run(quick=False, Ps=None):
 
 
 def table(rows):
-    out = ["| case | ours CPU s (first) | NT CPU s steady (first, incl. jit) | NT / ours | ours peak MiB | NT max RSS MiB | max rel. diff |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["| case | ours CPU s (first) | NT CPU s steady (first, incl. jit) | NT / ours | ours peak MiB | NT max RSS MiB | max rel. diff (NNGP, NTK x ≠ x') | NTK diagonal |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "P" not in r:
-            out.append(f"| {r['name']} | {r['note']} | | | | | |")
+            out.append(f"| {r['name']} | {r['note']} | | | | | | |")
             continue
         nt = (f"{r['baseline_seconds']:.2f} ({r['nt_first_seconds']:.2f})" if "baseline_seconds" in r else "skipped")
         out.append(f"| P={r['P']}, {r['side']}×{r['side']} | {r['seconds']:.2f} ({r['first_seconds']:.2f}) | {nt} | "
                    f"{r.get('ratio', float('nan')):.2f} | {r['peak_bytes'] / 2**20:.0f} | "
-                   f"{r.get('nt_maxrss', float('nan')) / 2**20:.0f} | {r.get('max_rel_diff', float('nan')):.1e} |")
+                   f"{r.get('nt_maxrss', float('nan')) / 2**20:.0f} | {r.get('max_rel_diff', float('nan')):.1e} | "
+                   f"{r.get('ntk_diag_rel_diff', float('nan')):.1e} |")
     return "\n".join(out)
 
 
@@ -147,4 +151,3 @@ if __name__ == "__main__":
     a = ap.parse_args()
     rs = run(a.quick, tuple(a.P) if a.P else None)
     print(table(rs))
-    print(json.dumps([{k: v for k, v in r.items()} for r in rs], default=str)[:0])

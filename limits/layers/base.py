@@ -13,12 +13,10 @@ Interface (``x`` has leading axes (S, P): S independent initialisations, P input
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..checks import real_number
 
 LAYERS = {}
 
@@ -26,13 +24,6 @@ LAYERS = {}
 def register(cls):
     LAYERS[cls.__name__] = cls
     return cls
-
-
-def nonneg(value, name, layer):
-    v = real_number(value, f"{layer}.{name}")
-    if v < 0:
-        raise ValueError(f"{layer}.{name} must be >= 0, got {v!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -107,6 +98,3 @@ def bias_theta(g, scale):
     s = positions(g).sum(2)
     return scale * np.einsum("spo,sqo->spq", s, s)
 
-
-def sqrt(v):
-    return math.sqrt(v)

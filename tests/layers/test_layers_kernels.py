@@ -184,3 +184,16 @@ def test_errors_name_the_layer():
         L.Residual(limits.serial(L.Dense(), L.Activation("relu")))
     with pytest.raises(ValueError, match="unknown activation|not registered|unknown"):
         L.Activation("nope")
+
+
+def test_tiles_give_the_same_kernel():
+    from limits.kernels.composed import kernel
+
+    X = _X((7, 4, 4, 2), 12)
+    m = limits.serial(L.Conv((3, 3), "SAME", 2.0, 0.1), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    whole = kernel(m, X)
+    tiled = kernel(m, X, block=3)
+    cross = kernel(m, X[:5], X[2:], block=2)
+    assert tiled.diagnostics["block"] == 3
+    assert np.max(np.abs(tiled.ntk - whole.ntk)) < 1e-15 and np.max(np.abs(tiled.nngp - whole.nngp)) < 1e-15
+    assert np.max(np.abs(cross.ntk - whole.ntk[:5, 2:])) < 1e-15
