@@ -11,7 +11,7 @@ depend on chunking. Per init::
     NTK:             Σ_θ ∂f₀(x)/∂θ ∂f₀(x')/∂θ — the exact parameter-gradient inner product, from one hand-written
                      backward pass per layer (each returns its weights' share of Θ)
 
-Cost per init: the forward + backward pass, O(P·N²·|filter|·S) for conv layers plus O(P²·S²·N) for the Θ grams.
+Cost per init: the forward + backward pass, O(P·N²·F·S) for conv layers (F the filter size) plus O(P²·S²·N) for the Θ grams.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class SerialNetwork:
         return self.model.plan(tuple(in_shape), self.width, self.d_out)
 
     def init_weights(self, in_shape, n_inits, seed=0, streams=None):
-        """Raw N(0, 1) weights, per layer a dict of (S, *shape) arrays; init s from its own stream."""
+        """Raw N(0, 1) weights, per layer a dict of ``(S, *shape)`` arrays; init s from its own stream."""
         gens = streams if streams is not None else [np.random.default_rng(s)
                                                     for s in np.random.SeedSequence(int(seed)).spawn(n_inits)]
         return self.model.init(self.plan(in_shape), lambda shape: np.stack([g.standard_normal(shape) for g in gens]))

@@ -1,6 +1,6 @@
 """Kernels of compositions (``limits.serial``): ``kernel(serial, X1, X2)`` through the layers' own rules.
 
-Inputs are (P, d) or (P, *spatial, C) (as neural-tangents). The state K⁰(x, y)[i, j] = ⟨x_i, y_j⟩/C,
+Inputs are (P, d) or ``(P, *spatial, C)`` (as neural-tangents). The state K⁰(x, y)[i, j] = ⟨x_i, y_j⟩/C,
 Θ⁰ = 0 is handed from layer to layer (:mod:`limits.layers.state`); each layer maps it by its rule
 (:mod:`limits.layers`). The representation — every pair of positions ("full", P1·P2·S² floats per
 block) or equal positions only ("diagonal", P1·P2·S) — is decided by one backward pass over the

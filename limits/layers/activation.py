@@ -31,7 +31,9 @@ def _relu_pair(K, ql, qr, T):
     det *= g + a
     np.maximum(det, 0.0, out=det)
     np.sqrt(det, out=det)
-    Kc = np.clip(K, -g, g)
+    Kc = np.minimum(K, g)                        # K clipped to [−g, g] (np.clip with array bounds is slower)
+    np.negative(g, out=g)
+    np.maximum(Kc, g, out=Kc)
     del g, a
     theta = np.arctan2(det, Kc)
     np.subtract(np.pi, theta, out=theta)         # π − θ

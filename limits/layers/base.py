@@ -76,7 +76,7 @@ def layer_from_dict(d) -> Layer:
 
 
 def positions(x):
-    """(S, P, *spatial, C) → (S, P, I, C) with I = Π spatial (a view when possible)."""
+    """``(S, P, *spatial, C)`` → (S, P, I, C) with I = Π spatial (a view when possible)."""
     return x.reshape(x.shape[0], x.shape[1], -1, x.shape[-1])
 
 

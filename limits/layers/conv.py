@@ -1,6 +1,6 @@
 """Conv: 1-D / 2-D convolution, stride 1, padding "SAME" (zeros) or "CIRCULAR", NTK parameterisation.
 
-Finite: y_i = σ_w/√(C·|F|) Σ_{f∈F} x_{i+f−⌊(k−1)/2⌋} W_f + σ_b b, W (|F|·C × n), b ~ N(0, 1) trained;
+Finite: ``y_i = σ_w/√(C·|F|) Σ_{f∈F} x_{i+f−⌊(k−1)/2⌋} W_f + σ_b b``, W (``|F|·C × n``), b ~ N(0, 1) trained;
 positions outside the input are 0 (SAME) or wrap around (CIRCULAR).
 Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
 
@@ -8,7 +8,7 @@ Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
     diagonal:  K'[i]    = σ_w² /|F| Σ_f K[i+f−o]          + σ_b²
     Θ' = σ_w² (same average of Θ) + K'
 
-Cost O(|F| · size of the blocks); memory unchanged.
+Cost O(filter size × size of the blocks); memory unchanged.
 """
 from __future__ import annotations
 

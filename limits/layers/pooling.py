@@ -1,6 +1,6 @@
 """Flatten, GlobalAvgPool and AvgPool: linear maps of the spatial axes.
 
-Flatten (finite: reshape (*spatial, C) → (S·C,)): the next Dense sees ⟨x, y⟩/(S C) = mean_i K[i, i], so
+Flatten (finite: reshape ``(*spatial, C)`` → (S·C,)): the next Dense sees ⟨x, y⟩/(S C) = mean_i K[i, i], so
 
     K' = (1/S) Σ_i K[i, i]          — needs only equal positions (the diagonal representation)
 
@@ -30,7 +30,7 @@ def _need_spatial(k, where, what):
 @register
 @dataclass(frozen=True)
 class Flatten(Layer):
-    """(P, *spatial, C) → (P, S·C) (module docstring)."""
+    """``(P, *spatial, C)`` → (P, S·C) (module docstring)."""
 
     def needs_full(self, after):
         return False
@@ -55,7 +55,7 @@ class Flatten(Layer):
 @register
 @dataclass(frozen=True)
 class GlobalAvgPool(Layer):
-    """Mean over all positions: (P, *spatial, C) → (P, C) (module docstring)."""
+    """Mean over all positions: ``(P, *spatial, C)`` → (P, C) (module docstring)."""
 
     def needs_full(self, after):
         return True

@@ -96,7 +96,7 @@ class Serial(Layer):
         return out
 
     def init(self, plan, draw):
-        """Raw N(0, 1) weights per layer: ``draw(shape)`` → (S, *shape)."""
+        """Raw N(0, 1) weights per layer: ``draw(shape)`` → ``(S, *shape)``."""
         params = []
         for l, sin, sout, n in plan:
             if isinstance(l, Residual):

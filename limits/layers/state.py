@@ -1,12 +1,12 @@
 """The state one kernel rule hands to the next: :class:`Kernel` (NNGP, NTK and the inputs' own covariances).
 
-Inputs are (P, d) for dense layers and (P, *spatial, C) for convolution / attention (as neural-tangents).
+Inputs are (P, d) for dense layers and ``(P, *spatial, C)`` for convolution / attention (as neural-tangents).
 A block between two input sets is stored as
 
-* ``nngp``, ``ntk``: (P1, P2, *R) — R = (s1, s1', s2, s2', …) (``full``: every pair of positions,
+* ``nngp``, ``ntk``: ``(P1, P2, *R)`` — R = (s1, s1', s2, s2', …) (``full``: every pair of positions,
   the pairs of one spatial axis side by side) or R = (s1, s2, …) (``diagonal``: only equal positions,
   enough when no later layer mixes positions — no pooling / attention ahead);
-* ``cov1`` (P1, 1, *R) and ``cov2`` (P2, 1, *R): each input with itself (the variances that a nonlinearity,
+* ``cov1`` ``(P1, 1, *R)`` and ``cov2`` ``(P2, 1, *R)``: each input with itself (the variances that a nonlinearity,
   LayerNorm or attention needs); ``cov2`` is None when X2 is X1 (the symmetric kernel).
 
 Initial state (read-in, as neural-tangents): K⁰(x, y)[i, j] = ⟨x_i, y_j⟩ / C, Θ⁰ = 0.
@@ -54,7 +54,7 @@ class Kernel:
                        full=self.full if full is None else full)
 
     def variances(self):
-        """(q1, q2): per-position variances (P, 1, *spatial) of X1 and X2 (q2 = q1 when symmetric)."""
+        """(q1, q2): per-position variances ``(P, 1, *spatial)`` of X1 and X2 (q2 = q1 when symmetric)."""
         q1 = spatial_diagonal(self.cov1, self.full, self.nsp)
         q2 = q1 if self.cov2 is None else spatial_diagonal(self.cov2, self.full, self.nsp)
         return q1, q2
@@ -98,7 +98,7 @@ class Kernel:
 
 
 def spatial_diagonal(K, full, nsp):
-    """Equal-position entries (A, B, s1, s2, …) of a block (A, B, *R)."""
+    """Equal-position entries (A, B, s1, s2, …) of a block ``(A, B, *R)``."""
     if not full or nsp == 0:
         return K
     for _ in range(nsp):                         # (A,B,s1,s1',s2,s2') → (A,B,s2,s2',s1) → (A,B,s1,s2)
