@@ -305,6 +305,9 @@ class Model:
         if not isinstance(d, dict):
             raise ValueError(f"a model description must be a mapping, got {type(d).__name__}")
         d = dict(d.get("model", d)) if isinstance(d.get("model"), dict) else dict(d)
+        if "serial" in d:
+            raise ModelError("this describes a composition of layers, not an MLP/ResNet Model; load it with "
+                             "limits.layers.load(path) or limits.layers.Serial.from_dict(d)")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names - set(_ALIASES))
         if unknown:

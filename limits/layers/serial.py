@@ -205,9 +205,12 @@ def _toml(v) -> str:
 
 
 def serial(*layers) -> Serial:
-    """A frozen composition of ``layers`` (nested compositions are flattened)."""
+    """A frozen composition of ``layers`` (nested compositions are flattened; a ``limits.Model`` enters as its
+    :meth:`~limits.Model.to_serial` layers)."""
     out = []
     for l in layers:
+        if hasattr(l, "to_serial") and not isinstance(l, Layer):
+            l = l.to_serial()
         if isinstance(l, Serial):
             out.extend(l.layers)
         else:

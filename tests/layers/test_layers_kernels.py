@@ -197,3 +197,14 @@ def test_tiles_give_the_same_kernel():
     assert tiled.diagnostics["block"] == 3
     assert np.max(np.abs(tiled.ntk - whole.ntk)) < 1e-15 and np.max(np.abs(tiled.nngp - whole.nngp)) < 1e-15
     assert np.max(np.abs(cross.ntk - whole.ntk[:5, 2:])) < 1e-15
+
+
+def test_model_files_and_compositions_are_told_apart(tmp_path):
+    m = limits.serial(L.Dense(), L.Activation("erf"), L.Dense())
+    p = m.save(tmp_path / "c.toml")
+    with pytest.raises(ModelError, match="composition of layers"):
+        limits.Model.load(p)
+    X = _X((3, 4), 13)
+    assert np.array_equal(limits.kernels.kernel(p, X).ntk, limits.kernels.kernel(m, X).ntk)
+    mlp = limits.mlp(4, 2, activation="erf")
+    assert limits.serial(mlp) == mlp.to_serial()
