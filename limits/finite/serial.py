@@ -78,6 +78,51 @@ class SerialNetwork:
         return np.concatenate(Ks), (np.concatenate(Ts) if ntk else None)
 
 
+    @limit_blas
+    def train_gd(self, X, Y, steps, lr, n_inits, seed=0, X_test=None, reduction="sum", chunk=8):
+        """Full-batch gradient descent on ℓ = c Σ_μ ½‖f(x_μ) − y_μ‖² (c = 1 "sum", 1/P "mean") of every raw
+        weight, θ ← θ − η ∂ℓ/∂θ, for ``n_inits`` initialisations; returns (f0 (S, P, d), f0_test (S, Pt, d),
+        f_test (len(steps), S, Pt, d)) with f_test at the requested step counts."""
+        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        Y = Y[:, None] if Y.ndim == 1 else Y
+        Xs = X if X_test is None else np.asarray(X_test, dtype=np.float64)
+        steps = [int(k) for k in np.atleast_1d(steps)]
+        c = 1.0 if reduction == "sum" else 1.0 / X.shape[0]
+        net = SerialNetwork(self.model, self.width, Y.shape[1])
+        gens = [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(n_inits)]
+        out0, outs0, outs = [], [], []
+        for st in range(0, n_inits, chunk):
+            params = net.init_weights(X.shape[1:], None, streams=gens[st:st + chunk])
+            rec = {}
+            f0 = fs0 = None
+            for k in range(max(steps) + 1):
+                if k in steps or k == 0:
+                    fs = net.forward(params, Xs)[0]
+                    if k == 0:
+                        fs0 = fs
+                    rec[k] = fs
+                if k == max(steps):
+                    break
+                f, caches = net.forward(params, X)
+                if k == 0:
+                    f0 = f
+                _, grads = self.model.vjp(params, caches, c * (f - Y[None]))
+                _sgd(params, grads, lr)
+            out0.append(f0)
+            outs0.append(fs0)
+            outs.append(np.stack([rec[k] for k in steps]))
+        return np.concatenate(out0), np.concatenate(outs0), np.concatenate(outs, axis=1)
+
+
+def _sgd(params, grads, lr):
+    for p, g in zip(params, grads):
+        if isinstance(p, dict):
+            for key, v in g.items():
+                p[key] -= lr * v
+        else:
+            _sgd(p, g, lr)
+
+
 def _leaves(params):
     for p in params:
         if isinstance(p, dict):

@@ -120,22 +120,38 @@ class Attention(Layer):
             y += np.sqrt(self.sigma_b2) * params["b"][:, None, None, :]
         return y.reshape(x.shape[:-1] + (Wo.shape[-1],)), (x.shape, xs, keys, A, vals, cat, s, c)
 
-    def backward(self, params, cache, gy):
+    def _signals(self, params, cache, gy):
+        """Backward signals: g (S, P, T, O), ∂/∂values, ∂/∂keys (S, P, H, T, n) and ∂/∂x."""
         shape, xs, keys, A, vals, cat, s, c = cache
         S, P, T, C = xs.shape
         Wk, Wv, Wo = params["K"], params["V"], params["O"]
         H, nv = Wk.shape[1], Wv.shape[-1]
         g = gy.reshape(S, P, T, -1)
-        theta = gram_theta(cat, g, c * c)
-        if self.sigma_b2:
-            theta += bias_theta(gy, self.sigma_b2)
         dcat = c * np.matmul(g.reshape(S, P * T, -1), Wo.transpose(0, 2, 1))     # (S, P·T, H·nv)
         dheads = dcat.reshape(S, P, T, H, nv).transpose(0, 1, 3, 2, 4)
         dvals = np.matmul(A.transpose(0, 1, 2, 4, 3), dheads)          # (S, P, H, T, nv)
         dA = np.matmul(dheads, vals.transpose(0, 1, 2, 4, 3))
-        dlog = A * (dA - (dA * A).sum(-1, keepdims=True))
-        dkeys = s * np.matmul(dlog + dlog.transpose(0, 1, 2, 4, 3), keys)
-        for h in range(H):
-            theta += gram_theta(xs, dvals[:, :, h], 1.0) + gram_theta(xs, dkeys[:, :, h], 1.0)
+        dlog = A * (dA - (dA * A).sum(-1, keepdims=True))             # softmax backward
+        dkeys = s * np.matmul(dlog + dlog.transpose(0, 1, 2, 4, 3), keys)   # logits = s·k kᵀ (tied)
         gx = _heads_back(dvals, Wv) + _heads_back(dkeys, Wk)
-        return gx.reshape(shape), theta
+        return g, dvals, dkeys, gx.reshape(shape)
+
+    def backward(self, params, cache, gy):
+        shape, xs, keys, A, vals, cat, s, c = cache
+        g, dvals, dkeys, gx = self._signals(params, cache, gy)
+        theta = gram_theta(cat, g, c * c)
+        if self.sigma_b2:
+            theta += bias_theta(gy, self.sigma_b2)
+        for h in range(dvals.shape[2]):
+            theta += gram_theta(xs, dvals[:, :, h], 1.0) + gram_theta(xs, dkeys[:, :, h], 1.0)
+        return gx, theta
+
+    def vjp(self, params, cache, gy):
+        """∂/∂x and the parameter gradients summed over the inputs (training)."""
+        shape, xs, keys, A, vals, cat, s, c = cache
+        g, dvals, dkeys, gx = self._signals(params, cache, gy)
+        grads = {"O": c * np.einsum("sptk,spto->sko", cat, g, optimize=True),
+                 "V": np.einsum("sptc,sphtn->shcn", xs, dvals, optimize=True),
+                 "K": np.einsum("sptc,sphtn->shcn", xs, dkeys, optimize=True),
+                 "b": np.sqrt(self.sigma_b2) * g.sum(axis=(1, 2))}
+        return gx, grads

@@ -138,7 +138,7 @@ class Conv(Layer):
             y += np.sqrt(self.sigma_b2) * params["b"].reshape((S,) + (1,) * (y.ndim - 2) + (-1,))
         return y, (x.shape, pt.reshape(S, P, -1, F * C))
 
-    def backward(self, params, cache, gy):
+    def backward(self, params, cache, gy, want_theta=True):
         shape, pt = cache
         S, P, C = shape[0], shape[1], shape[-1]
         nsp = len(self.filter_shape)
@@ -168,7 +168,19 @@ class Conv(Layer):
                     idx[ax] = slice(0, high.shape[ax])
                     core[tuple(idx)] += high
             gx = core
+        if not want_theta:
+            return gx, None
         theta = gram_theta(pt, g, c2)
         if self.sigma_b2:
             theta += bias_theta(gy, self.sigma_b2)
         return gx, theta
+
+    def vjp(self, params, cache, gy):
+        """∂/∂x and the parameter gradients summed over the inputs (training)."""
+        shape, pt = cache
+        S, C = shape[0], shape[-1]
+        F = int(np.prod(self.filter_shape))
+        gx, _ = self.backward(params, cache, gy, want_theta=False)
+        g = gy.reshape(S, -1, gy.shape[-1])
+        dW = np.sqrt(self.sigma_w2 / (F * C)) * np.matmul(pt.reshape(S, -1, F * C).transpose(0, 2, 1), g)
+        return gx, {"W": dW.reshape(params["W"].shape), "b": np.sqrt(self.sigma_b2) * g.sum(1)}

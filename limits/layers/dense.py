@@ -58,3 +58,11 @@ class Dense(Layer):
         if self.sigma_b2:
             theta += bias_theta(gy, self.sigma_b2)
         return gx, theta
+
+    def vjp(self, params, x, gy):
+        """∂/∂x and the parameter gradients summed over the inputs (training)."""
+        S = x.shape[0]
+        c = np.sqrt(self.sigma_w2 / x.shape[-1])
+        xs, g = x.reshape(S, -1, x.shape[-1]), gy.reshape(S, -1, gy.shape[-1])
+        gx = c * np.matmul(g, params["W"].transpose(0, 2, 1)).reshape(x.shape)
+        return gx, {"W": c * np.matmul(xs.transpose(0, 2, 1), g), "b": np.sqrt(self.sigma_b2) * g.sum(1)}

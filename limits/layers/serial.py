@@ -129,6 +129,21 @@ class Serial(Layer):
             theta += th
         return gy, theta
 
+    def vjp(self, params, caches, gy):
+        """∂/∂x and, per layer, the parameter gradients summed over the inputs (training)."""
+        grads = [None] * len(self.layers)
+        for i in range(len(self.layers) - 1, -1, -1):
+            l, p, c = self.layers[i], params[i], caches[i]
+            if isinstance(l, Residual):
+                gb, grads[i] = l.branch.vjp(p, c, l.rho * gy)
+                gy = gy + gb
+            elif l.parametric:
+                gy, grads[i] = l.vjp(p, c, gy)
+            else:
+                gy, _ = l.backward(p, c, gy)
+                grads[i] = {}
+        return gy, grads
+
     def finite(self, width: int, d_out: int = 1):
         """The finite network at width N (``limits.finite.serial.SerialNetwork``): every Dense/Conv/Attention
         has N output channels, the last one ``d_out``; NTK parameterisation, weights N(0, 1)."""

@@ -98,3 +98,54 @@ def test_check_passes_and_flags_a_five_percent_error(name):
     bad = limits.check(wrong, widths=widths, inits=128, seed=0)
     assert not bad.passed
     assert any("relative bias" in r for r in bad.reasons)
+
+
+def test_parameter_gradients_equal_finite_differences():
+    m = limits.serial(L.Conv((2, 2), "CIRCULAR", 1.5, 0.1), L.Activation("tanh"),
+                      L.Residual(limits.serial(L.LayerNorm(eps=1e-3), L.Attention(2, 0.7, 1.2, 0.1)), rho=0.6),
+                      L.Activation("erf"), L.AvgPool((2, 2), strides=(1, 1)), L.Flatten(), L.Dense(1.0, 0.2))
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((3, 3, 3, 2)), rng.standard_normal((3, 2))
+    net = SerialNetwork(m, 3, 2)
+    params = net.init_weights(X.shape[1:], 1, seed=1)
+
+    def loss():
+        return 0.5 * np.sum((net.forward(params, X)[0] - Y[None]) ** 2)
+
+    f, caches = net.forward(params, X)
+    _, grads = m.vjp(params, caches, f - Y[None])
+
+    def pairs(p, g):
+        for a, b in zip(p, g):
+            if isinstance(a, dict):
+                for k in a:
+                    yield a[k], b[k]
+            else:
+                yield from pairs(a, b)
+
+    worst, scale = 0.0, 0.0
+    for a, g in pairs(params, grads):
+        fa, fg = a.reshape(-1), g.reshape(-1)
+        for i in range(fa.size):
+            old = fa[i]
+            fa[i] = old + 1e-6
+            lp = loss()
+            fa[i] = old - 1e-6
+            lm = loss()
+            fa[i] = old
+            worst = max(worst, abs((lp - lm) / 2e-6 - fg[i]))
+            scale = max(scale, abs(fg[i]))
+    assert worst < 1e-7 * scale
+
+
+def test_gradient_descent_prediction_of_a_composition_passes_check_and_flags_an_error():
+    rng = np.random.default_rng(0)
+    m = limits.serial(L.Conv((3,), "SAME", 2.0, 0.1), L.Activation("relu"), L.GlobalAvgPool(), L.Dense(1.0, 0.1))
+    X, Y, Xs = rng.standard_normal((4, 5, 2)), rng.standard_normal(4), rng.standard_normal((2, 5, 2))
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[0, 5, 20], flow=False, learning_rate=0.3)
+    c = limits.check(g, widths=(64, 128, 256), inits=64, seed=0)
+    assert c.passed, c.reasons
+    bad = limits.check(replace(g, mean=1.1 * g.mean), widths=(64, 128, 256), inits=64, seed=0)
+    assert not bad.passed
+    with pytest.raises(ValueError, match="discrete gradient descent"):
+        limits.check(limits.predict.gradient_descent(m, X, Y, Xs, t=[1.0]), widths=(32, 64), inits=4)
