@@ -64,3 +64,17 @@ def test_mlp_only_theories_refuse_compositions(call, name):
     X = np.random.default_rng(0).standard_normal((4, 3))
     with pytest.raises(ModelError, match=f"composition of layers.*{name}"):
         call(m, X)
+
+
+def test_cnn_learning_curve_figure_registered_and_stored_data_consistent():
+    import json
+    from pathlib import Path
+
+    figs = limits.gallery.figures()
+    assert "layers_cnn_digits_learning_curves" in figs
+    root = Path(__file__).resolve().parents[2] / "figures"
+    d = np.load(root / "layers_cnn_digits_learning_curves.npz")
+    meta = json.loads((root / "layers_cnn_digits_learning_curves.json").read_text())
+    assert d["finite_P"].shape == (len(d["widths"]), len(d["P_points"]))
+    assert np.all(np.isfinite(d["ntk_P"])) and np.all(d["nngp_P"] < d["ntk_P"])   # init variance adds to the loss
+    assert meta["figure"] == "layers_cnn_digits_learning_curves"
