@@ -73,7 +73,7 @@ def test_cnn_learning_curve_figure_registered_and_stored_data_consistent():
     figs = limits.gallery.figures()
     assert "layers_cnn_digits_learning_curves" in figs
     root = Path(__file__).resolve().parents[2] / "figures"
-    d = limits.gallery.load_data("layers_cnn_digits_learning_curves", outdir=root)
+    d = limits.gallery.load_data("layers_cnn_digits_learning_curves", outdir=root)["data"]
     meta = json.loads((root / "layers_cnn_digits_learning_curves.json").read_text())
     assert d["finite_P"].shape == (len(d["widths"]), len(d["P_points"]))
     assert np.all(np.isfinite(d["ntk_P"])) and np.all(d["nngp_P"] < d["ntk_P"])   # init variance adds to the loss
