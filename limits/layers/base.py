@@ -9,6 +9,7 @@ Interface (``x`` has leading axes (S, P): S independent initialisations, P input
     layer.out_shape(in_shape, width) -> shape      # in_shape = (*spatial, C) of one input
     layer.param_shapes(in_shape, width) -> {name: shape}   # raw N(0, 1) weights (NTK parameterisation)
     layer.apply(params, x) -> (y, cache);  layer.backward(params, cache, gy) -> (gx, Θ-contribution (S, P, P))
+    layer.vjp(params, cache, gy) -> (gx, {name: gradient summed over the inputs})    # parametric layers (training)
     layer.to_dict() / layer_from_dict(d)
 """
 from __future__ import annotations
