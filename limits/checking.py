@@ -401,7 +401,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
           layers=False, progress=None, backend="numpy") -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
-    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
+    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2; for a
+    composition ``limits.serial(...)`` against :mod:`limits.finite.serial` networks),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
     outputs; see :mod:`limits.checking_dmft`; with ``X_test`` also the test outputs),
@@ -440,6 +441,8 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
+    if type(result).__name__ == "SerialKernelResult":       # a composition of limits.layers
+        return _serial_check(result, widths, inits, seed, alpha)
     if isinstance(result, NNGPResult):
         m = _model_and_inputs(result, model, X)
         Xr = result.params.get("X") if X is None else np.asarray(X, dtype=float)
@@ -494,6 +497,21 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                      "PosteriorResult / GDResult (limits.predict), "
                      "GIAFirstOrder (limits.nfd.gia_first_order), "
                      "DMFTResult (limits.dmft.solve with model=)")
+
+
+def _serial_check(result, widths, inits, seed, alpha):
+    """Read-out NNGP/NTK of a composition against ``limits.finite.serial`` networks (its module docstring)."""
+    from .finite.serial import kernel_samples
+    from .layers import Serial
+
+    m = Serial.from_dict(result.model)
+    kinds = [k for k in ("nngp", "ntk") if getattr(result, k) is not None]
+    t0 = time.perf_counter()
+    (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed, kinds)
+    tag = {"nngp": "K_out", "ntk": "Θ_out"}
+    parts = {k: (getattr(result, k)[i, j], samples[k], [f"{tag[k]}[{a},{b}]" for a, b in zip(i, j)]) for k in kinds}
+    return _combine(parts, widths, m, seed, time.perf_counter() - t0, alpha,
+                    {"model_text": m.describe(), "observable": "read-out kernels of finite compositions"})
 
 
 def _layer_theory(result, layers):

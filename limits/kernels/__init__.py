@@ -12,6 +12,7 @@ Public API::
     r = limits.kernels.finite_width(m, X1, X2=None)       # E[K_N] = K + K1/N: r.K1, r.K1_layers, r.Theta1
     o = limits.kernels.optimal_rho(K0=..., depth=L, ...)    # ρ* = argmax χ_out; rho_star_estimate (Eq. 61/62)
     b = limits.kernels.kernel_blocked(m, X, block=256)      # large P: upper-triangle tiles, memory = output + O(block²)
+    k = limits.kernels.kernel(limits.serial(...), X)       # compositions of limits.layers (limits.kernels.composed)
 
 Conventions: X is P×d_in (rows are samples) or pass K0 (P×P); read-in/read-out variances default to
 the hidden ones; ρ for a feed-forward layer multiplies the whole layer (σ² → ρ²σ²); NTK in the NTK
