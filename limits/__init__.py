@@ -14,12 +14,13 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "activations", "gaussian", "mehler", "results", "checks", "progress", "style", "stats", "blas",
-    "params", "kernels", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking", "predict", "sweep",
+    "params", "kernels", "layers", "pc", "dmft", "nfd", "finite", "validate", "gallery", "model", "checking", "predict",
+    "sweep", "torch",
 )
 
 # names re-exported at the top level: the one network description and the check of any prediction
 _EXPORTS = {"Model": "model", "mlp": "model", "resnet": "model", "ModelError": "model",
-            "check": "checking", "CheckResult": "checking"}
+            "check": "checking", "CheckResult": "checking", "serial": "layers"}
 
 # modules that moved into a package, still reachable as attributes (``limits.mehler.series``)
 _MOVED = {"mehler": "gaussian.mehler", "corrinterp": "gaussian.corrinterp"}

@@ -61,6 +61,9 @@ def _param_name(p):
                      f"limits.params.Parameterisation, got {type(p).__name__}")
 
 
+parameterisation_name = _param_name          # public within the package
+
+
 @dataclass(frozen=True)
 class Model:
     """A network description without its width (module docstring). Build with :func:`mlp` or
@@ -236,6 +239,32 @@ class Model:
         return {"depth": self.depth, "activation": self._act, "residual": self.residual,
                 "rho": self.branch, "depth_scaling": "none", "d_in": self.d_in, **self.variances()}
 
+    def to_serial(self):
+        """The equivalent composition ``limits.serial(...)`` of NTK-parameterised layers (same NNGP and NTK):
+        Dense(in), then per block [Activation, Dense] (feed-forward, σ² → ρ²σ²) or
+        Residual([Activation, Dense]…, ρ_eff), then Activation, Dense(out)."""
+        from . import layers as L
+
+        self.require("Model.to_serial", pre_activation=True)
+        if self.param_name != "NTK":
+            raise ModelError(f"Model.to_serial: the layers are NTK-parameterised; parameterisation "
+                             f"{self.param_name!r} has no such composition (use parameterisation='NTK')")
+        v, act, r2 = self.variances(), self.activation_name, self.branch ** 2
+        body = []
+        for _ in range(self.depth):
+            if self.residual:
+                blk = []
+                for _ in range(self.block_layers):
+                    blk += [L.Activation(act), L.Dense(v["sigma_w2"], v["sigma_b2"])]
+                body.append(L.Residual(L.serial(*blk), rho=self.branch))
+            else:
+                for j in range(self.block_layers):
+                    last = j == self.block_layers - 1
+                    body += [L.Activation(act), L.Dense(v["sigma_w2"] * (r2 if last else 1.0),
+                                                        v["sigma_b2"] * (r2 if last else 1.0))]
+        return L.serial(L.Dense(v["sigma_w2_in"], v["sigma_b2_in"]), *body, L.Activation(act),
+                        L.Dense(v["sigma_w2_out"], v["sigma_b2_out"]))
+
     # ------------------------------------------------------------------ finite width
     def finite(self, width: int):
         """The concrete ``limits.finite.Network`` at width N with exactly this model's conventions
@@ -269,6 +298,16 @@ class Model:
                              lr_depth={})
         return replace(net, meta={**net.meta, "model": self.to_dict(), "width": N})
 
+    def to_torch(self, width: int, weights=None, index: int = 0, seed=None, dtype=None):
+        """This model at width N as a ``torch.nn.Module`` computing exactly ``self.finite(width)``
+        (init laws, forward multipliers; ``.param_groups(lr_scale)`` / ``.optimizer("sgd"|"adam")``
+        for the per-parameter learning rates). Needs the optional extra ``torch``
+        (:mod:`limits.torch.network`); ``weights``: a ``limits.finite.Weights`` to copy init ``index`` from."""
+        from .torch.network import from_model
+
+        kw = {} if dtype is None else {"dtype": dtype}
+        return from_model(self, width, weights=weights, index=index, seed=seed, **kw)
+
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
         if not isinstance(self.activation, str):
@@ -287,12 +326,18 @@ class Model:
     def from_dict(cls, d: dict) -> "Model":
         if not isinstance(d, dict):
             raise ValueError(f"a model description must be a mapping, got {type(d).__name__}")
+        if "serial" in d:
+            raise ModelError("this describes a composition of layers, not an MLP/ResNet Model; load it with "
+                             "limits.layers.load(path) or limits.layers.Serial.from_dict(d)")
         if isinstance(d.get("model"), dict):
             outside = sorted(k for k in d if k != "model")
             if outside:                     # e.g. `depth = 7` above [model]: would be ignored silently
                 raise ValueError(f"key(s) {outside} outside the [model] table; move them into [model]")
             d = d["model"]
         d = dict(d)
+        if "serial" in d:
+            raise ModelError("this describes a composition of layers, not an MLP/ResNet Model; load it with "
+                             "limits.layers.load(path) or limits.layers.Serial.from_dict(d)")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names - set(_ALIASES))
         if unknown:
@@ -544,10 +589,34 @@ def resnet(d_in, depth=None, **kw) -> Model:
     return _builder(True, d_in, depth, kw)
 
 
+_SERIAL_REASONS = {
+    "limits.dmft": "DMFT is solved here for fully connected MLPs/ResNets (one P×P kernel per hidden layer, no "
+                   "positions, no weight sharing)",
+    "limits.nfd": "the NFD forward–backward SDEs describe infinite-depth fully connected ResNets",
+    "limits.kernels.response": "response functions are derived for the MLP/ResNet recursion (seed 004)",
+    "limits.kernels.fluctuations": "the O(1/N) fluctuation recursion is written for MLP/ResNet layers",
+    "limits.kernels.nngp": "it is the per-layer MLP/ResNet recursion; use limits.kernels.kernel(composition, X)",
+}
+
+
+def refuse_serial(model, what=""):
+    """:class:`ModelError` when ``model`` is a composition (``limits.serial``) but ``what`` treats only
+    MLP/ResNet models, naming why."""
+    from .layers import Layer
+
+    if isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model):
+        why = next((r for k, r in _SERIAL_REASONS.items() if what.startswith(k)), None)
+        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): "
+                         + (why or "it treats limits.mlp / limits.resnet models only")
+                         + "; compositions work with limits.kernels.kernel, limits.predict.* and limits.check of "
+                           "their kernels")
+
+
 def as_model(model) -> Model:
     """A :class:`Model` from a Model, a dict, or a path to a .json/.toml model file."""
     if isinstance(model, Model):
         return model
+    refuse_serial(model)
     if isinstance(model, dict):
         return Model.from_dict(model)
     if isinstance(model, (str, Path)):
@@ -587,6 +656,7 @@ def with_model(fn, view, what=None, record=True):
     def wrapper(*args, model=None, **kw):
         if model is None:
             return fn(*args, **kw)
+        refuse_serial(model, what)
         m = as_model(model)
         try:
             bound = sig.bind_partial(*args, **kw)

@@ -105,8 +105,12 @@ class GDResult(Result):
 
 # ---------------------------------------------------------------------------------------------- inputs
 def _model(model, what, ntk):
+    from .layers import as_serial
     from .model import as_model
 
+    s = as_serial(model)                  # a composition (limits.serial): NTK-parameterised layers, kernel regime
+    if s is not None:
+        return s
     m = as_model(model)
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if ntk and m.param_name != "NTK":
@@ -120,6 +124,10 @@ def _model(model, what, ntk):
 
 def _X(X, name, d_in):
     X = finite_array(X, name)
+    if d_in is None:                      # compositions: (P, d) or (P, *spatial, C), checked by their kernel
+        if X.ndim < 2 or X.shape[0] < 1:
+            raise ValueError(f"{name} must be (P, d) or (P, *spatial, C) with P >= 1, got shape {X.shape}")
+        return X
     if X.ndim == 1 and d_in == 1:
         X = X[:, None]
     if X.ndim != 2 or X.shape[0] < 1:
@@ -135,7 +143,7 @@ def _targets(Y, P, d_out, name="Y_train"):
         Y = Y[:, None]
     if Y.ndim != 2 or Y.shape[0] != P:
         raise ValueError(f"{name} must have shape ({P},) or ({P}, d_out) matching the inputs' rows, got {Y.shape}")
-    if Y.shape[1] != d_out:
+    if d_out is not None and Y.shape[1] != d_out:
         raise ValueError(f"{name} has {Y.shape[1]} output column(s) but the model has d_out = {d_out} "
                          f"(use model.with_(d_out={Y.shape[1]}); the kernel is shared by the outputs)")
     return Y
@@ -266,9 +274,9 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
 
     what = "limits.predict.nngp_posterior"
     m = _model(model, what, ntk=False)
-    X = _X(X_train, "X_train", m.d_in)
-    Xs = _X(X_test, "X_test", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
+    Xs = _X(X_test, "X_test", _dim(m, "d_in"))
+    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
     noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=False)
@@ -293,7 +301,14 @@ def _finite_outputs(what, **outputs):
                              f"singular kernel amplifies them); rescale Y_train or pass noise > 0")
 
 
+def _dim(m, name):
+    """``m.d_in`` / ``m.d_out`` of a Model; None for a composition (any input shape / number of outputs)."""
+    return getattr(m, name, None)
+
+
 def _model_dict(m):
+    if not hasattr(m, "activation"):      # a composition
+        return m.to_dict()
     return m.to_dict() if isinstance(m.activation, str) else {"activation": m.activation_name}
 
 
@@ -355,14 +370,14 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     """
     what = "limits.predict.gradient_descent"
     m = _model(model, what, ntk=True)
-    X = _X(X_train, "X_train", m.d_in)
-    Xs = _X(X_test, "X_test", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
+    Xs = _X(X_test, "X_test", _dim(m, "d_in"))
+    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
     if not isinstance(flow, (bool, np.bool_)):
         raise ValueError(f"flow must be True or False, got {flow!r}")
     flow = bool(flow)
     ts = _times(t, flow)
-    eta = m.lr if learning_rate is None else learning_rate
+    eta = getattr(m, "lr", 1.0) if learning_rate is None else learning_rate     # compositions: η = 1 by default
     if isinstance(eta, (bool, np.bool_, str, bytes)):
         raise ValueError(f"learning_rate must be a positive number, got {eta!r}")
     try:
@@ -567,9 +582,9 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
         raise ValueError(f"kernel must be 'nngp' or 'ntk', got {kernel!r}")
     ntk = kernel == "ntk"
     m = _model(model, what, ntk=ntk)
-    X = _X(X_train, "X_train", m.d_in)
-    Xs = _X(X_test, "X_test", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
+    Xs = _X(X_test, "X_test", _dim(m, "d_in"))
+    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
     noise = real_number(noise, "noise")
     block = positive_int(block, "block")
     if not isinstance(var, (bool, np.bool_)):
@@ -590,7 +605,17 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     sec = {}
     t0 = time.perf_counter()
     get = ("nngp", "ntk") if (ntk and var) else ((kernel,))
-    kb = kernel_blocked(m, X, block=block, get=get, fill="upper", progress=progress)
+    if _dim(m, "d_in") is None:           # a composition: its kernel in one piece (no tiled engine)
+        from .kernels.composed import kernel as _composed
+
+        from types import SimpleNamespace
+
+        r = _composed(m, X, None, get)
+        kb = SimpleNamespace(**{g: None if getattr(r, g) is None else np.asfortranarray(getattr(r, g).T)
+                                for g in ("nngp", "ntk")})
+        del r
+    else:
+        kb = kernel_blocked(m, X, block=block, get=get, fill="upper", progress=progress)
     A = (kb.ntk if ntk else kb.nngp).T               # F-ordered, lower triangle filled
     K = kb.nngp.T if (ntk and var) else None         # K_XX, lower triangle (NTK variance only)
     del kb
@@ -618,11 +643,18 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     t0 = time.perf_counter()
     mean = np.empty((Pt, Y.shape[1]))
     vs = np.empty(Pt) if var else None
-    kss = kernel_diag(m, Xs, ("nngp",))["nngp"] if var else None
+    if _dim(m, "d_in") is None:
+        from .kernels.composed import kernel as _composed
+
+        kss = (np.array([_composed(m, Xs[i:i + 1], None, ("nngp",)).nngp[0, 0] for i in range(Pt)]) if var else None)
+        _tiles = lambda A, get, X2: _composed(m, A, X2, get)  # noqa: E731
+    else:
+        kss = kernel_diag(m, Xs, ("nngp",))["nngp"] if var else None
+        _tiles = lambda A, get, X2: kernel_blocked(m, A, block=block, get=get, X2=X2, progress=False)  # noqa: E731
     tb = _test_chunk(P)
     for s in range(0, Pt, tb):
         S = slice(s, min(s + tb, Pt))
-        kc = kernel_blocked(m, Xs[S], block=block, get=get, X2=X, progress=False)
+        kc = _tiles(Xs[S], get, X)
         Bsx = kc.ntk if ntk else kc.nngp                  # (chunk × P) Θ_*X or K_*X
         mean[S] = Bsx @ alpha
         if not var:

@@ -179,11 +179,20 @@ def load_result(path):
     npz_path, json_path = result_paths(path)
     payload = json.loads(Path(json_path).read_text())
     arrays = read_npz(npz_path)
-    name = payload["type"]
-    if name not in _REGISTRY:
-        import importlib
+    name = payload.get("type") if isinstance(payload, dict) else None
+    if not isinstance(name, str):
+        raise ValueError(f"{json_path} is not a saved limits result (no 'type')")
+    module = name.rsplit(".", 1)[0]
+    if name not in _REGISTRY and (module == "limits" or module.startswith("limits.")):
+        import importlib    # only limits' own modules are imported for a name read from a file
 
-        importlib.import_module(name.rsplit(".", 1)[0])
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    if name not in _REGISTRY:
+        raise ValueError(f"{json_path}: unknown result type {name!r} (a type outside limits loads only once "
+                         "the module defining it is imported)")
     cls = _REGISTRY[name]
     return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
 

@@ -102,6 +102,7 @@ BASE = {
     "figure": ["seed000_fig3", "--quick"],
     "validate": ["nosuchcomponent"],
     "run": None,
+    "coord-check": None,      # needs the optional torch extra: fuzzed in tests/torch/test_torch_cli_fuzz.py
 }
 # exit 1 = "ran, but the check failed", documented by these commands
 EXIT1_OK = {"pc infer", "pc spectrum", "finite train"}
@@ -522,6 +523,8 @@ def _file_params():
     out = []
     k = 0
     for cmd, base in BASE.items():
+        if base is None and cmd != "run":
+            continue
         for flag, dest, _, _, _ in _options(cmd if base is not None else "run"):
             k += 1
             quick = QUICK_OUTPUTS | {QUICK_FILES[k % len(QUICK_FILES)], QUICK_FILES[(k + 3) % len(QUICK_FILES)]}
@@ -1323,3 +1326,443 @@ def test_zz_report_count(capsys):
         print(f"\nfuzz: {len(FUZZ_COUNT)} distinct bad inputs tried; {len(FOUND)} invariant violations seen "
               f"(known/xfailed included)")
     assert len(FUZZ_COUNT) > 0
+
+
+# --- sweep files (issue 21) ---
+# A sweep file is the kind of file people download with a paper's code: running, showing or plotting
+# it must never run a program. Every name below reaches the name → function resolution by every route
+# (`function =`, `[inputs] function =`, `limits sweep show/plot` of the file, `limits.sweep.run(fn=…)`,
+# `limits.sweep.sweepfile.read`) and must be refused with one line (ValueError / exit 2) without
+# running anything. Where a name *could* run something, a positive control first calls it the way the
+# old resolver did (import + an attribute chain) and checks that the marker file appears — so each
+# refusal below is a refusal of something that really would have run.
+import functools as _ft
+import importlib as _il
+import uuid as _uuid
+
+_HOSTILE_MODULE = '''
+import functools
+import os
+from os import system
+from pathlib import Path
+from subprocess import getoutput
+
+
+def write_marker(path):
+    Path(path).write_text("ran")
+    return 1.0
+
+
+alias = write_marker
+lam = lambda path: Path(path).write_text("ran")
+part = functools.partial(write_marker)
+
+
+class Runner:
+    def __init__(self, path):
+        Path(path).write_text("ran")
+
+    @staticmethod
+    def method(path):
+        Path(path).write_text("ran")
+        return 1.0
+
+
+class _Call:
+    def __call__(self, path):
+        Path(path).write_text("ran")
+        return 1.0
+
+
+inst = _Call()
+
+
+def sympify_it(v):
+    """The classic sink: sympy.sympify of text runs eval (also of the keys of a dict it converts)."""
+    import sympy
+
+    sympy.sympify(v)
+    return 1.0
+
+
+def half_minus(v):
+    import sympy
+
+    return float(sympy.Rational(1, 2) - v)
+'''
+
+
+@pytest.fixture()
+def hostile_module(tmp_path, monkeypatch):
+    """A module the user allows explicitly, holding things that are not its own plain functions."""
+    name = f"fuzzhostile_{_uuid.uuid4().hex[:10]}"
+    d = tmp_path / "mods"
+    d.mkdir()
+    (d / f"{name}.py").write_text(_HOSTILE_MODULE)
+    monkeypatch.syspath_prepend(str(d))
+    return name, d
+
+
+class _Raw(str):
+    """A value written into the TOML file as is (not quoted)."""
+
+
+def _toml_value(v):
+    if isinstance(v, _Raw):
+        return str(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(v)
+
+
+def _importer(marker, mods):
+    """kwargs for importlib.import_module: a fresh module on sys.path that writes the marker when imported."""
+    name = f"fuzzmarker_{_uuid.uuid4().hex[:10]}"
+    (mods / f"{name}.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n")
+    return {"name": name}
+
+
+def _model_argv(marker, mods):
+    return {"argv": ["model", "--d-in", "2", "--depth", "1", "--out", str(marker) + ".toml"]}
+
+
+def _run_file_kwargs(marker, mods):
+    f = mods / f"inner_{_uuid.uuid4().hex[:6]}.toml"
+    f.write_text('function = "limits.kernels.critical_line"\n[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n')
+    return {"path": str(f), "store": str(marker), "backend": "serial", "progress": False}
+
+
+_touch = lambda key: (lambda marker, mods: {key: f"touch {marker}"})  # noqa: E731
+_path = lambda marker, mods: {"path": str(marker)}                      # noqa: E731
+_none = lambda marker, mods: {}                                          # noqa: E731
+# (name, kwargs(marker, mods), the caller's allow ("H" = the hostile module), the file's allow, control)
+SWEEP_NAMES = [
+    ("limits.cliutil.os.system", _touch("command"), [], [], True),
+    ("limits.cliutil.os.path.os.system", _touch("command"), [], [], True),
+    ("limits.sweep.resolve.importlib.import_module", _importer, [], [], True),
+    ("limits.sweep.resolve.importlib", _none, [], [], False),
+    ("os.system", _touch("command"), [], [], True),
+    ("subprocess.getoutput", _touch("cmd"), [], [], True),
+    ("subprocess.check_call", lambda m, d: {"args": ["touch", str(m)]}, [], [], True),
+    ("subprocess.getoutput", _touch("cmd"), [], ["subprocess"], True),           # the file allows itself
+    ("subprocess.getoutput", _touch("cmd"), ["subprocess"], [], True),           # --allow of the stdlib
+    ("importlib.import_module", _importer, [], ["importlib"], True),
+    ("numpy.lib.format.open_memmap",                                              # --allow of a library
+     lambda m, d: {"filename": str(m), "mode": "w+", "dtype": "float64", "shape": [2]}, ["numpy"], [], True),
+    ("sympy.sympify", lambda m, d: {"a": f"__import__('os').system('touch {m}')"}, ["sympy"], [], True),
+    ("builtins.exec", lambda m, d: {"source": f"open({str(m)!r}, 'w')"}, [], [], False),
+    ("builtins.eval", _none, [], [], False),
+    ("builtins.__import__", _importer, [], [], False),
+    ("limits.__builtins__", _none, [], [], False),
+    ("limits.kernels.__import__", _importer, [], [], False),
+    ("limits.kernels.critical_line.__globals__", _none, [], [], False),
+    ("limits.__getattr__", _none, [], [], False),
+    ("limits.results.atomic_write_text", lambda m, d: {"path": str(m), "text": "x"}, [], [], True),
+    ("limits.cli.main", _model_argv, [], [], False),
+    ("limits.sweep.sweepfile.run_file", _run_file_kwargs, [], [], False),
+    ("limits.sweep.run", _none, [], [], False),
+    ("limits.model.Model", _none, [], [], False),                                 # a class
+    ("limits.kernels.signal", _none, [], [], False),                              # a module
+    ("limits.kernels", _none, [], [], False),
+    ("limits", _none, [], [], False),
+    ("limits.dmft.linear.solve_triangular", _none, [], [], False),                # scipy, re-exported
+    ("limits.gaussian.lru_cache", _none, [], [], False),                          # functools, re-exported
+    ("limits.model.replace", _none, [], [], False),                               # dataclasses, re-exported
+    ("limits.kernels.signal.open_memmap",                                         # numpy, planted below
+     lambda m, d: {"filename": str(m), "mode": "w+", "dtype": "float64", "shape": [2]}, [], [], True),
+    ("limits.model.Model.save", _path, [], [], False),                            # Class.method chain
+    ("H.system", _touch("command"), ["H"], [], True),                             # re-exported os.system
+    ("H.getoutput", _touch("cmd"), ["H"], [], True),                              # re-exported subprocess
+    ("H.os.system", _touch("command"), ["H"], [], True),                          # chain through a module
+    ("H.os", _none, ["H"], [], False),                                            # an allowed module's module
+    ("H.Runner", _path, ["H"], [], True),                                         # a class whose __init__ acts
+    ("H.Runner.method", _path, ["H"], [], True),
+    ("H.inst", _path, ["H"], [], True),                                           # a callable instance
+    ("H.part", _path, ["H"], [], True),                                           # functools.partial
+    ("H.alias", _path, ["H"], [], True),                                          # another function's name
+    ("H.lam", _path, ["H"], [], True),                                            # a lambda
+    ("H.write_marker", _path, [], ["H"], True),                                   # allowed by the file only
+    ("H.write_marker", _path, [], [], True),                                      # not allowed at all
+    ("", _none, [], [], False),
+    ("limits.", _none, [], [], False),
+    (".limits.kernels.critical_line", _none, [], [], False),
+    ("limits..kernels.critical_line", _none, [], [], False),
+    ("limits.kernels.critical_line()", _none, [], [], False),
+    ("limits.kernels.critical_line;import os", _none, [], [], False),
+    ("limits/kernels/critical_line", _none, [], [], False),
+    ("limits.kernels.crítical_line", _none, [], [], False),
+    ("limits.kernels.no_such_function", _none, [], [], False),
+    ("limits.no_such_module.f", _none, [], [], False),
+    (_Raw("5"), _none, [], [], False),
+    (_Raw('["os.system"]'), _touch("command"), [], [], False),
+    (_Raw("{ a = 1 }"), _none, [], [], False),
+    (_Raw("true"), _none, [], [], False),
+]
+SWEEP_ROUTES = ["function", "inputs", "show", "plot", "api", "read"]
+
+
+def _unsafe_call(name, kwargs):
+    """How the old resolver reached a name: import the longest importable prefix, walk the rest."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = _il.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj(**kwargs)
+    raise AssertionError(name)
+
+
+def _sweep_case_files(tmp, name, kwargs, file_allow):
+    fa = f"allow = {_toml_value(file_allow)}\n" if file_allow else ""
+    fixed = "".join(f"{k} = {_toml_value(v)}\n" for k, v in kwargs.items())
+    top = tmp / "top.toml"
+    top.write_text(f"function = {_toml_value(name)}\n{fa}[fixed]\n{fixed}[run]\nbackend = \"serial\"\n")
+    args = ", ".join(f"{k} = {_toml_value(v)}" for k, v in kwargs.items())
+    inp = tmp / "inp.toml"
+    inp.write_text(f'function = "limits.kernels.critical_line"\n{fa}[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n'
+                   f'[inputs]\nfunction = {_toml_value(name)}\nargs = {{{args}}}\nnames = ["x"]\n'
+                   '[run]\nbackend = "serial"\n')
+    return top, inp
+
+
+def _sweep_params():
+    out = []
+    for i, (name, _, allow, file_allow, control) in enumerate(SWEEP_NAMES):
+        for route in SWEEP_ROUTES:
+            if isinstance(name, _Raw) and route == "api":
+                continue
+            out.append(pytest.param(i, route, id=f"{route}:{name}:{allow}:{file_allow}"[:100]))
+    return out
+
+
+@pytest.mark.parametrize("i,route", _sweep_params())
+def test_sweep_name_is_never_run(i, route, tmp_path, monkeypatch, hostile_module):
+    """Issue 21 item 1: no sweep-file name reaches a program, by any route."""
+    import limits.kernels.signal as signal_mod
+
+    name, make_kwargs, allow, file_allow, control = SWEEP_NAMES[i]
+    hmod, mods = hostile_module
+    sub = lambda v: v.replace("H.", hmod + ".", 1) if isinstance(v, str) and v.startswith("H.") else \
+        (hmod if v == "H" else v)                                                        # noqa: E731
+    name = _Raw(name) if isinstance(name, _Raw) else sub(name)
+    allow, file_allow = [sub(a) for a in allow], [sub(a) for a in file_allow]
+    monkeypatch.setattr(signal_mod, "open_memmap", np.lib.format.open_memmap, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    marker = tmp_path / "MARKER"
+    if control and route == "function":           # the positive control: this name would run
+        ctl = tmp_path / "CONTROL"
+        _unsafe_call(name, make_kwargs(ctl, mods))
+        assert ctl.exists() or any(tmp_path.glob("CONTROL*")), f"control: {name} did not act"
+    kwargs = make_kwargs(marker, mods)
+    FUZZ_COUNT.add(("sweep21", route, str(name), tuple(allow), tuple(file_allow)))
+    top, inp = _sweep_case_files(tmp_path, name, kwargs, file_allow)
+    flags = [x for a in allow for x in ("--allow", a)]
+    if route in ("function", "inputs", "show", "plot"):
+        target = top if route in ("function", "show") else inp
+        argv = {"function": ["sweep", "run", target, "--store", tmp_path / "st", "--quiet"] + flags,
+                "inputs": ["sweep", "run", target, "--store", tmp_path / "st", "--quiet"] + flags,
+                "show": ["sweep", "show", target],
+                "plot": ["sweep", "plot", target, "--x", "a", "--y", "b"]}[route]
+        rc, out, err = run_cli(argv)
+        problem = check("sweep " + argv[1], argv, rc, out, err, tmp=tmp_path)
+        assert problem is None, problem
+        assert rc == 2, (rc, err)
+        if route in ("function", "inputs"):
+            assert "function" in err, err                  # names the key
+    else:
+        import limits.sweep as S
+        from limits.sweep.sweepfile import read
+
+        with pytest.raises(ValueError) as exc:
+            if route == "api":
+                S.run(str(name), S.Grid(fixed=kwargs), backend="serial", progress=False, allow=allow)
+            else:
+                read(inp, allow=allow)
+        assert len(str(exc.value).splitlines()) == 1 and str(exc.value)
+    assert not list(tmp_path.glob("MARKER*")), f"{name} ran by route {route}"
+    assert not (tmp_path / "st").exists() or route in ("show", "plot")
+
+
+def test_sweep_resolve_still_finds_functions(hostile_module):
+    """The rule refuses the routes above, not the functions sweeps are for."""
+    import limits.sweep as S
+
+    hmod, _ = hostile_module
+    FUZZ_COUNT.add(("sweep21", "resolve-good", hmod))
+    assert S.resolve("limits.kernels.critical_line") is limits.kernels.critical_line   # re-export inside limits
+    assert S.resolve("limits.kernels.signal.critical_line") is limits.kernels.critical_line
+    assert S.resolve("limits.dmft.solve") is limits.dmft.solve
+    assert S.resolve("limits.mlp") is limits.mlp
+    assert S.resolve(f"{hmod}.write_marker", allow=[hmod]).__name__ == "write_marker"
+
+
+# values of a sweep file reaching sympy: sympify of text runs eval, and sympy arithmetic sympifies
+# the keys of a dict — limits.params has such sinks; every string of a sweep file is a Text that
+# sympy refuses, so no value is evaluated, by any of the routes a value takes (fixed, axes, inputs)
+_EVAL = "__import__('os').system('touch {m}')"
+SWEEP_VALUE_SINKS = [
+    ("H.sympify_it", lambda p: {"v": p}, True),
+    ("H.sympify_it", lambda p: {"v": {p: 1}}, True),
+    ("H.sympify_it", lambda p: {"v": [p]}, True),
+    ("H.half_minus", lambda p: {"v": {p: 1}}, True),
+    ("limits.params.expr.fmt", lambda p: {"v": p}, False),
+    ("limits.params.expr.latex", lambda p: {"v": p}, False),
+    ("limits.params.tables.fmt", lambda p: {"v": {p: 1}}, False),
+    ("limits.params.depth.depth_quantities", lambda p: {"gamma": {p: 1}}, False),
+    ("limits.params.solver.solve_quantities", lambda p: {"quantities": [], "unknowns": [], "fixed": {p: 0}}, False),
+]
+
+
+def _toml_inline(v):
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_inline(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_inline(x) for x in v) + "]"
+    return _toml_value(v)
+
+
+@pytest.mark.parametrize("route", ["fixed", "product", "zip", "inputs"])
+@pytest.mark.parametrize("i", range(len(SWEEP_VALUE_SINKS)),
+                         ids=[f"{n}:{k(chr(80))}" for n, k, _ in SWEEP_VALUE_SINKS])
+def test_sweep_values_are_never_evaluated(i, route, tmp_path, monkeypatch, hostile_module):
+    name, make, control = SWEEP_VALUE_SINKS[i]
+    hmod, _ = hostile_module
+    name = name.replace("H.", hmod + ".", 1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    marker = tmp_path / "MARKER"
+    kwargs = make(_EVAL.format(m=marker))
+    if control and route == "fixed":               # the positive control: the plain value is evaluated
+        _il.import_module(name.rsplit(".", 1)[0])
+        with contextlib.suppress(Exception):
+            getattr(sys.modules[name.rsplit(".", 1)[0]], name.rsplit(".", 1)[1])(**make(_EVAL.format(m=tmp_path / "C")))
+        assert (tmp_path / "C").exists(), f"control: {name} did not evaluate its argument"
+    FUZZ_COUNT.add(("sweep21", "value", name, route, repr(make("P"))))
+    (k, v), = [(k, v) for k, v in kwargs.items() if k != "quantities" and k != "unknowns"][:1] or [(None, None)]
+    rest = {a: b for a, b in kwargs.items() if a != k}
+    text = f"function = {json.dumps(name)}\n" if route != "inputs" else \
+        'function = "limits.kernels.critical_line"\n'
+    fixed = "".join(f"{a} = {_toml_inline(b)}\n" for a, b in rest.items())
+    if route == "fixed":
+        text += f"[fixed]\n{fixed}{k} = {_toml_inline(v)}\n"
+    elif route == "product":
+        text += f"[fixed]\n{fixed}[product]\n{k} = [{_toml_inline(v)}]\n"
+    elif route == "zip":
+        text += f"[fixed]\n{fixed}[zip.pt]\n{k} = [{_toml_inline(v)}]\n"
+    else:
+        text += (f'[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[inputs]\nfunction = {json.dumps(name)}\n'
+                 f"args = {_toml_inline(kwargs)}\nnames = [\"x\"]\n")
+    (tmp_path / "s.toml").write_text(text + '[run]\nbackend = "serial"\n')
+    argv = ["sweep", "run", tmp_path / "s.toml", "--allow", hmod, "--quiet", "--store", tmp_path / "st"]
+    rc, out, err = run_cli(argv)
+    assert not marker.exists(), f"{name}: a sweep-file value was evaluated (route {route})"
+    if rc == 3:                                     # the points failed (SympifyError), recorded: fine
+        assert "Traceback" not in err and "failed" in out, (out, err)
+    else:
+        problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+        assert problem is None and rc == 2, (rc, problem, err)
+
+
+# malformed sweep files: exit 2, one line naming the key (item 12); outputs, sizes, options (13, 15, 18)
+_GOOD = 'function = "limits.kernels.critical_line"\n'
+SWEEP_BAD_FILES = [
+    ("fixed", _GOOD + "fixed = 5\n"),
+    ("run", _GOOD + "run = 5\n"),
+    ("seeds", _GOOD + "seeds = 5\n"),
+    ("zip.pt", _GOOD + "[zip]\npt = 5\n"),
+    ("zip", _GOOD + "zip = [1]\n"),
+    ("product", _GOOD + "product = 5\n"),
+    ("inputs", _GOOD + "inputs = 5\n"),
+    ("inputs.args", _GOOD + '[inputs]\nfunction = "limits.dmft.toy_task"\nargs = {bogus = 1}\nnames = ["X", "y"]\n'),
+    ("inputs.names", _GOOD + '[inputs]\nfunction = "limits.dmft.toy_task"\nnames = 5\n'),
+    ("inputs.files", _GOOD + '[inputs.files]\nX = "/dev/zero"\n'),
+    ("allow", _GOOD + 'allow = "os"\n'),
+    ("allow", _GOOD + 'allow = ["os;rm"]\n'),
+    ("version", _GOOD + "version = 5\n"),
+    ("name", _GOOD + "name = [1]\n"),
+    ("sigma_b2", _GOOD + "[product]\nsigma_b2 = {start = 0, stop = 1, num = 1000000000}\n"),
+    ("sigma_b2", _GOOD + '[product]\nsigma_b2 = {start = "a", stop = 1, num = 3}\n'),
+    ("sigma_b2", _GOOD + "[product]\nsigma_b2 = {start = 0, stop = inf, num = 3}\n"),
+    ("num", _GOOD + "[product]\nsigma_b2 = {start = 0, stop = 1, num = true}\n"),
+    ("max_points", _GOOD + "[product]\na = {start = 0, stop = 1, num = 500}\nb = {start = 0, stop = 1, num = 500}\n"
+                           "c = {start = 0, stop = 1, num = 500}\n"),
+    ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = "two"\n'),
+    ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = 2.5\n'),
+    ("n_jobs", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "loky"\nn_jobs = 1000000000\n'),
+    ("target_seconds", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\ntarget_seconds = inf\n'),
+    ("fail_fast", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nfail_fast = "yes"\n'),
+    ("backend", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = 5\n'),
+    ("store", _GOOD + "[run]\nstore = 5\n"),
+    ("out", _GOOD + '[run]\nout = ""\n'),
+    ("out", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "serial"\nout = "/sys/limits-ro/y.nc"\n'),
+    ("out", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "serial"\nout = "DIR"\n'),
+    ("store", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "serial"\nstore = "/sys/limits-ro"\n'),
+    ("store", _GOOD + '[fixed]\nactivation = "erf"\nsigma_b2 = 0.1\n[run]\nbackend = "serial"\nstore = "AFILE/st"\n'),
+    ("sweep file", "function = \n"),
+    ("sweep file", "\xff\xfe"),
+    ("sweep file", "a = " + "[" * 100000 + "]" * 100000 + "\n"),
+]
+
+
+@pytest.mark.parametrize("key,text", SWEEP_BAD_FILES, ids=[f"{k}:{t[-40:]!r}" for k, t in SWEEP_BAD_FILES])
+def test_sweep_bad_file(key, text, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "AFILE").write_text("x")
+    f = tmp_path / "s.toml"
+    f.write_text(text, encoding="utf-8", errors="surrogateescape")
+    FUZZ_COUNT.add(("sweep21", "file", key, text[-80:]))
+    argv = ["sweep", "run", f, "--quiet"]
+    rc, out, err = run_cli(argv)
+    problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None, problem
+    assert rc == 2 and key in err, err
+    assert not (tmp_path / "sweeps").exists()                          # refused before anything is written
+
+
+def test_sweep_special_files(tmp_path, monkeypatch):
+    """FIFOs, /dev/zero and directories as the sweep file or as the dataset of show/plot: a one-line error,
+    never a hang (item 14); a non-netCDF file, a truncated dataset, a damaged sweep.json (items 12, 18)."""
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "f.toml"
+    os.mkfifo(fifo)
+    nc_fifo = tmp_path / "f.nc"
+    os.mkfifo(nc_fifo)
+    (tmp_path / "text.nc").write_text("not netcdf\n")
+    good = Path(F["stored"]) / "sweep.nc"
+    (tmp_path / "trunc.nc").write_bytes(good.read_bytes()[:len(good.read_bytes()) // 2])
+    st = tmp_path / "store"
+    st.mkdir()
+    cases = [(["sweep", "run", fifo], "f.toml"), (["sweep", "show", fifo], "f.toml"), (["sweep", "run", "/dev/zero"], "zero"),
+             (["sweep", "show", nc_fifo], "f.nc"), (["sweep", "show", "/dev/zero"], "zero"),
+             (["sweep", "show", tmp_path / "text.nc"], "text.nc"), (["sweep", "show", tmp_path / "trunc.nc"], "trunc.nc"),
+             (["sweep", "plot", tmp_path / "trunc.nc", "--x", "sigma_b2", "--y", "sigma_w2"], "trunc.nc")]
+    for dataset in (5, ["a"], "", {"a": 1}):
+        cases.append((["sweep", "show", st], "sweep.json"))
+        cases[-1] = (cases[-1][0], "sweep.json", dataset)
+    for case in cases:
+        argv, needle = case[0], case[1]
+        if len(case) == 3:
+            (st / "sweep.json").write_text(json.dumps({"dataset": case[2]}))
+        FUZZ_COUNT.add(("sweep21", "special", tuple(map(str, argv)), repr(case[2:])))
+        rc, out, err = run_cli(argv, timeout=10)
+        problem = check(" ".join(map(str, argv[:2])), argv, rc, out, err)
+        assert problem is None, (argv, problem)
+        assert rc == 2 and needle in err, (argv, err)
+
+
+# the report of the suite's size runs after this section (re-bound, so it is last in the module)
+_report_count = test_zz_report_count
+del test_zz_report_count
+test_zz_report_count = _report_count

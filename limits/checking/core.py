@@ -22,6 +22,8 @@ From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
 ``passed`` needs all three. Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
 σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
 hidden layers → h^l h^lᵀ/N; NTK → the empirical NTK Σ_θ ∂f/∂θ ∂f/∂θ of the NTK parameterisation.
+``backend="torch"`` (kernel results; optional extra) draws the same observables from ``Model.to_torch``
+networks (:mod:`limits.torch.kernels`, NTK by autograd) and runs the same statistics.
 """
 from __future__ import annotations
 
@@ -316,8 +318,11 @@ def _ntk_samples(net, X, idx, S, seed, chunk=None):
 
 
 def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer_theory=None, progress=None,
-                  alpha=0.01):
+                  alpha=0.01, backend="numpy"):
     from ..progress import progress as _progress
+
+    if backend == "torch":         # the same observables from Model.to_torch networks (optional extra)
+        from ..torch.kernels import nngp_samples as _torch_nngp, ntk_samples as _torch_ntk
 
     symmetric = X2 is None
     X = X1 if symmetric else np.vstack([X1, X2])
@@ -341,8 +346,13 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
             th = theory_ntk[idx[0], idx[1] - (0 if symmetric else P1)]
             labels = [f"Θ_out[{a},{b}]" for a, b in pairs]
         for k, N in enumerate(widths):
-            net = m.finite(int(N))
             s = seeds[k + (0 if kind == "nngp" else len(widths))]
+            if backend == "torch":
+                samples.append(_torch_nngp(m, N, X, idx, inits, s, layers) if kind == "nngp"
+                               else _torch_ntk(m, N, X, idx, inits, s))
+                bar.update(1)
+                continue
+            net = m.finite(int(N))
             if kind == "nngp":
                 samples.append(_nngp_samples(m, net, X, idx, inits, s, layers))
             else:
@@ -392,25 +402,27 @@ def _model_and_inputs(result, model, X):
     return m
 
 
-_OBSERVABLES = []          # (accepts(result) -> bool, check function), filled by register()
+_OBSERVABLES = []          # (accepts(result) -> bool, check function, takes layers=), filled by register()
 
 
-def register(accepts):
+def register(accepts, *, layers=False):
     """Decorator with which an observable module (``limits/checking/<observable>.py``) makes :func:`check`
     dispatch to it: ``accepts(result) -> bool`` says which theory results it checks, and the decorated
-    ``fn(result, widths, inits, seed, *, model, X, alpha, progress) -> CheckResult`` checks them."""
+    ``fn(result, widths, inits, seed, *, model, X, alpha, progress) -> CheckResult`` checks them
+    (``layers=True``: ``fn`` also takes check's ``layers=`` keyword)."""
     def deco(fn):
-        _OBSERVABLES.append((accepts, fn))
+        _OBSERVABLES.append((accepts, fn, layers))
         return fn
 
     return deco
 
 
 def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=None, alpha=0.01,
-          layers=False, progress=None) -> CheckResult:
+          layers=False, progress=None, backend="numpy") -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
-    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2),
+    Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2; for a
+    composition ``limits.serial(...)`` against :mod:`limits.finite.serial` networks),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
     outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs),
@@ -422,8 +434,12 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
     :mod:`limits.checking.nfd`). ``widths``: at least three for the rate fit;
     ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
-    ``numpy.random.SeedSequence(seed).spawn``).
+    ``numpy.random.SeedSequence(seed).spawn``). ``backend="torch"`` (kernel results only; optional extra
+    ``torch``) draws the finite networks as ``Model.to_torch`` modules: empirical NNGP from their forward
+    pass, empirical NTK by ``torch.func`` (:mod:`limits.torch.kernels`), with the same statistics.
     """
+    if backend not in ("numpy", "torch"):
+        raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     widths = tuple(positive_int(w, "widths") for w in np.atleast_1d(widths))
     if len(widths) < 2:
         raise ValueError("widths: give at least two widths (three or more for the finite-size rate)")
@@ -441,10 +457,12 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
             raise ValueError("check: pass X= (the inputs of this kernel)")
         X2 = None if result.symmetric else result.X2
         parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
-                                    layer_theory=_layer_theory(result, layers), progress=progress)
+                                    layer_theory=_layer_theory(result, layers), progress=progress, backend=backend)
         return _combine(parts, widths, m, seed, secs, alpha,
-                        {"model_text": m.describe(), "observable": "read-out kernels of finite networks",
+                        {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
+    if type(result).__name__ == "SerialKernelResult":       # a composition of limits.layers
+        return _serial_check(result, widths, inits, seed, alpha)
     if isinstance(result, NNGPResult):
         m = _model_and_inputs(result, model, X)
         Xr = result.params.get("X") if X is None else np.asarray(X, dtype=float)
@@ -458,15 +476,21 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
             else:
                 lt = {l: result.K[l] for l in range(result.K.shape[0])}
         parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
-                                    layer_theory=lt, progress=progress)
+                                    layer_theory=lt, progress=progress, backend=backend)
         return _combine(parts, widths, m, seed, secs, alpha,
-                        {"model_text": m.describe(), "observable": "empirical kernels of finite networks"})
+                        {"model_text": m.describe(), "observable": "empirical kernels of finite networks",
+                         "backend": backend})
+    if backend != "numpy":
+        raise ValueError(f"check: backend={backend!r} is available for kernel results (limits.kernels.kernel, "
+                         f"limits.kernels.nngp), not for {type(result).__name__}")
     from .._plugins import load_submodules
 
     load_submodules(__package__)              # the observable modules register themselves on import
-    for accepts, check_observable in _OBSERVABLES:
+    for accepts, check_observable, takes_layers in _OBSERVABLES:
         if accepts(result):
-            return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress)
+            extra = {"layers": layers} if takes_layers else {}
+            return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress,
+                                    **extra)
     raise ValueError(f"check: no finite-network observable is known for {type(result).__name__}; supported: "
                      "KernelResult (limits.kernels.kernel), NNGPResult (limits.kernels.nngp with model=), "
                      "ResponseResult (limits.kernels.response with model=), "
@@ -474,6 +498,21 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
                      "PosteriorResult / GDResult (limits.predict), "
                      "GIAFirstOrder (limits.nfd.gia_first_order), "
                      "DMFTResult (limits.dmft.solve with model=)")
+
+
+def _serial_check(result, widths, inits, seed, alpha):
+    """Read-out NNGP/NTK of a composition against ``limits.finite.serial`` networks (its module docstring)."""
+    from ..finite.serial import kernel_samples
+    from ..layers import Serial
+
+    m = Serial.from_dict(result.model)
+    kinds = [k for k in ("nngp", "ntk") if getattr(result, k) is not None]
+    t0 = time.perf_counter()
+    (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed, kinds)
+    tag = {"nngp": "K_out", "ntk": "Θ_out"}
+    parts = {k: (getattr(result, k)[i, j], samples[k], [f"{tag[k]}[{a},{b}]" for a, b in zip(i, j)]) for k in kinds}
+    return _combine(parts, widths, m, seed, time.perf_counter() - t0, alpha,
+                    {"model_text": m.describe(), "observable": "read-out kernels of finite compositions"})
 
 
 def _layer_theory(result, layers):

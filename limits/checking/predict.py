@@ -305,6 +305,47 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
         return check_dmft_test(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
     if isinstance(result, PosteriorResult):
         return check_posterior(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
+    if isinstance(result, (GDResult, PosteriorResult)) and "serial" in (result.model or {}):
+        return check_gd_serial(result, widths, inits, seed, alpha=alpha)
     if isinstance(result, GDResult):
         return check_gd(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
     raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover
+
+
+@limit_blas
+def check_gd_serial(result, widths, inits, seed, *, alpha=0.01):
+    """Discrete-GD prediction of a composition (``limits.predict.gradient_descent(serial, ..., flow=False)``)
+    against GD-trained ``limits.finite.serial`` networks: per init the control-variate test outputs
+    r_t = f_t(X*) − [f_0(X*) − A_t f_0(X)], whose mean is the prediction μ_t = A_t Y (linearised networks)
+    and whose spread is O(N^-1/2)."""
+    from ..finite.serial import SerialNetwork
+    from ..layers import Serial
+    from ..predict import GDResult
+
+    if not isinstance(result, GDResult) or result.flow:
+        raise ValueError("check: for compositions only discrete gradient descent is checked "
+                         "(limits.predict.gradient_descent(..., flow=False))")
+    m = Serial.from_dict(result.model)
+    ts = np.asarray(result.t, dtype=float)
+    keep = ts > 0
+    if not np.any(keep):
+        raise ValueError("check: the prediction has no time t > 0 to compare")
+    ks = np.round(ts[keep]).astype(int)
+    core, eta = _core(result, m)
+    A = core.A(ts[keep])                                           # (T, Pt, P)
+    mu = np.asarray(result.mean)[keep]
+    t0 = time.perf_counter()
+    samples = []
+    for N, s in zip(widths, _seeds(seed, len(widths))):
+        f0, fs0, fs = SerialNetwork(m, int(N)).train_gd(result.X_train, result.Y_train, ks, result.learning_rate,
+                                                         inits, seed=s, X_test=result.X_test,
+                                                         reduction=result.reduction)
+        r = fs - (fs0[None] - np.einsum("tiq,sqd->tsid", A, f0))     # (T, S, Pt, d)
+        if not np.all(np.isfinite(r)):
+            raise ValueError(f"check: finite compositions of width {N} diverged during training")
+        samples.append(np.moveaxis(r, 1, 0).reshape(inits, -1))
+    labels = [f"f(t={t:g}, x*{i})[{o}]" for t in ks for i in range(mu.shape[1]) for o in range(mu.shape[2])]
+    return analyse("gd mean (composition)", widths, mu.ravel(), samples, labels=labels, model=m.to_dict(), seed=seed,
+                   seconds=time.perf_counter() - t0, alpha=alpha,
+                   details={"model_text": m.describe(), "learning_rate": float(result.learning_rate),
+                            "observable": "control-variate test outputs of GD-trained finite compositions"})

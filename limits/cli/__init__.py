@@ -256,6 +256,9 @@ def build_parser():
 
     model_cli.register(sub)
     predict_cli.register(sub)
+    from ..torch import cli as torch_cli          # imports torch only when `coord-check` runs
+
+    torch_cli.register(sub)
     _accept_negative_fractions(p)
     return p
 

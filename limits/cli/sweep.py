@@ -7,25 +7,31 @@ from pathlib import Path
 
 
 def _dataset_path(target) -> Path:
-    """A sweep dataset from a .nc file, a store directory (its sweep.json) or a sweep file (.toml)."""
+    """A sweep dataset from a .nc file, a store directory (its sweep.json) or a sweep file (.toml).
+    A sweep file is only parsed for its ``[run] out``/``store`` — no function is resolved or run."""
     p = Path(target)
     if p.suffix == ".toml":
-        from ..sweep.sweepfile import read
+        from ..sweep.sweepfile import parse
 
-        sf = read(p)
-        if sf.run.get("out"):
-            return Path(sf.run["out"])
-        p = Path(sf.run.get("store", Path("sweeps") / p.stem))
+        run = parse(p).get("run", {})
+        if run.get("out"):
+            return Path(run["out"])
+        p = Path(run.get("store", Path("sweeps") / p.stem))
     if p.is_dir():
         from ..sweep.store import Store
 
         m = Store(p).manifest()
-        cand = Path(m["dataset"]) if m and m.get("dataset") else p / "sweep.nc"
+        ds = m.get("dataset") if m else None
+        if ds is not None and (not isinstance(ds, str) or not ds or "\x00" in ds):
+            raise ValueError(f"{target}: {p / 'sweep.json'} is damaged (its dataset is {ds!r:.60}, not a path)")
+        cand = Path(ds) if ds else p / "sweep.nc"
         if not cand.is_file():
             raise ValueError(f"{target}: no dataset yet ({cand} missing; run the sweep first)")
         return cand
-    if not p.is_file():
+    if not p.exists():
         raise ValueError(f"{target}: no such sweep dataset, store or sweep file")
+    if not p.is_file():
+        raise ValueError(f"{target}: not a regular file (a sweep dataset .nc, a store directory or a sweep file)")
     return p
 
 
@@ -42,7 +48,7 @@ def cmd_run(args):
         ds = run_file(args.file, allow=args.allow, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
                       store=args.store, chunk=chunk, fail_fast=True if args.fail_fast else None,
                       reduce_seeds=True if args.reduce_seeds else None, out=args.out,
-                      progress=False if args.quiet else None)
+                      max_points=args.max_points, progress=False if args.quiet else None)
     except PointFailed as exc:
         print(f"limits sweep: stopped (--fail-fast): {exc}", file=sys.stderr)
         return 1
@@ -131,8 +137,12 @@ def register(sub):
     r.add_argument("--chunk", default=None, help="'auto' (tasks of ≳ 0.2 s) or points per task")
     r.add_argument("--fail-fast", action="store_true", help="stop at the first failing point")
     r.add_argument("--reduce-seeds", action="store_true", help="return <var>_mean/<var>_se over seeds")
+    r.add_argument("--max-points", type=int, default=None, metavar="N",
+                   help="confirm a grid of up to N points (default: the file's [run] max_points, else 100000; "
+                        "larger grids are refused with a cost estimate)")
     r.add_argument("--allow", action="append", default=[], metavar="MODULE",
-                   help="allow the function to come from MODULE (outside limits); repeatable")
+                   help="allow functions defined in MODULE (outside limits; runs its code — a sweep file's own "
+                        "`allow` list is not enough); repeatable")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)

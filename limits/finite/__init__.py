@@ -102,6 +102,12 @@ Gauss–Newton targets
 ``J(JᵀJ + ρI)^{-e_B} ∂ℓ/∂f`` with J = ∂f/∂u_l (seed 003 Prop. 3.3; e_B = 0 is BP);
 :func:`limits.finite.gnt.gnt_gradients`.
 
+Compositions of layers
+----------------------
+:mod:`limits.finite.serial`: ``limits.serial(...).finite(N)`` → ``SerialNetwork`` (every Dense/Conv/Attention
+at width N, NTK parameterisation); ``net.kernels(X, n_inits, seed=)`` → per-init NNGP observable and exact
+parameter-gradient NTK (hand-written backward per layer, in :mod:`limits.layers`).
+
 Randomness and BLAS
 -------------------
 Init s, layer j draws from a PCG64 substream (``weights.Streams``; ``init_streams(n, seed=)``,

@@ -131,3 +131,6 @@ def conditional_ntk(net, X, n_inits=None, seed=None, rng=None, streams=None, out
     weights = ConditionalWeights(net, streams, X.shape[0])
     fwd = forward(net, weights, X, check=False)
     return _assemble(net, weights, fwd, output, lr_weighted, per_layer)
+
+
+assemble_ntk = _assemble     # public within the package: limits.checking.finite_width assembles the same NTK

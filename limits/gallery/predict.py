@@ -26,6 +26,9 @@ def _digits(P, P_test, seed):
     return X[tr], Y[tr], X[te], Y[te]
 
 
+digits_task = _digits          # public within the package
+
+
 def _teacher(P, P_test, seed, d=8):
     """x ~ N(0, I_d); y = tanh(2 v·x/√d) + 0.3 sin(u·x), v, u ~ N(0, I_d) fixed by ``seed``."""
     rng = np.random.default_rng(seed)

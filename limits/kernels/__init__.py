@@ -9,8 +9,10 @@ Public API::
     c = limits.kernels.critical_line("tanh", 0.05)         # c.sigma_w2 = 1.760955…, c.qstar = 0.570048…
     f = limits.kernels.fixed_point("tanh", 1.5, 0.05)      # q*, c*, χ_1, ξ_q, ξ_c
     v = limits.kernels.kernel_fluctuations(X, ..., width=N) # O(1/N) covariance of empirical kernels
+    r = limits.kernels.finite_width(m, X1, X2=None)       # E[K_N] = K + K1/N: r.K1, r.K1_layers, r.Theta1
     o = limits.kernels.optimal_rho(K0=..., depth=L, ...)    # ρ* = argmax χ_out; rho_star_estimate (Eq. 61/62)
     b = limits.kernels.kernel_blocked(m, X, block=256)      # large P: upper-triangle tiles, memory = output + O(block²)
+    k = limits.kernels.kernel(limits.serial(...), X)       # compositions of limits.layers (limits.kernels.composed)
 
 Conventions: X is P×d_in (rows are samples) or pass K0 (P×P); read-in/read-out variances default to
 the hidden ones; ρ for a feed-forward layer multiplies the whole layer (σ² → ρ²σ²); NTK in the NTK
@@ -28,13 +30,16 @@ from .signal import CriticalPoint, PhaseDiagram, SignalPropagation, critical_lin
 
 from .cross import KernelResult, kernel
 from .blocked import kernel_blocked
+from .finite_width import FiniteWidth, finite_width
+from .finite_width_posterior import PosteriorCorrection, finite_width_posterior
 from ..model import kernel_view as _kview, with_model as _with_model
 
 nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
 response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))
 
 __all__ = [
-    "kernel", "KernelResult", "kernel_blocked",
+    "kernel", "KernelResult", "kernel_blocked", "finite_width", "FiniteWidth", "finite_width_posterior",
+    "PosteriorCorrection",
     "nngp", "NNGPResult", "response", "ResponseResult", "linear_response", "LinearResponseResult",
     "critical_line", "CriticalPoint", "fixed_point", "SignalPropagation", "phase_diagram", "PhaseDiagram",
     "KernelWarning", "KernelExplosion",

@@ -104,6 +104,15 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     """
     from ..model import ModelError, as_model
 
+    if _is_serial(model):                 # compositions of layers: limits.layers rules
+        from .composed import kernel as _composed
+
+        if layers:
+            raise ValueError("kernel(..., layers=True) is for limits.mlp/resnet models; a composition reports "
+                             "its per-layer structure in diagnostics['structure']")
+        from ..layers import as_serial
+
+        return _composed(as_serial(model), X1, X2, get)
     m = as_model(model)
     get = parse_get(get)
     what = "limits.kernels.kernel"
@@ -186,6 +195,12 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                 Ts.append(np.full((P1, P2), np.inf))
     return KernelResult(K_out if "nngp" in get else None, T_out, np.stack(Ks) if layers else None,
                         np.stack(Ts) if layers and want_ntk else None, model_record(m), diag, False, X1, X2)
+
+
+def _is_serial(model):
+    from ..layers import as_serial
+
+    return as_serial(model) is not None
 
 
 def _pair(fn, act, a, K, b):

@@ -51,6 +51,9 @@ def _merge_pattern(S, tol=1e-13):
     return tuple(idx), tuple(reps)
 
 
+merge_pattern = _merge_pattern          # public within the package
+
+
 def cov4(phi, kinds, Sigma4, max_nodes_batch=4_000_000):
     """Connected 4-point functions for a batch of covariances ``Sigma4`` (B, 4, 4).
 

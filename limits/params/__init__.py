@@ -112,7 +112,7 @@ def solve(algorithm="bp", desiderata=("init", "feature-learning"), convention="s
     fx = {}
     for k, v in (fixed or {}).items():
         key = U[k] if isinstance(k, str) and k in U else (parse(k, symbols={**{n: s for n, s in U.items()}})
-                                                          if isinstance(k, str) else sp.sympify(k))
+                                                          if isinstance(k, str) else as_exponent(k, "fixed key"))
         fx[key] = as_exponent(v, f"fixed[{k}]")
     return solve_quantities(qs, unknowns(convention).values(), fx)
 

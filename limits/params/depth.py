@@ -33,6 +33,7 @@ HALF = sp.Rational(1, 2)
 
 def depth_quantities(alpha=ALPHA, gamma=GAMMA) -> dict:
     """Exponents of L (growth exponents; Θ(1) iff 0) for the TP6 rules and seed 000 §A.5."""
+    alpha, gamma = as_exponent(alpha, "alpha"), as_exponent(gamma, "gamma")   # text: the restricted parser only
     return {
         "init_log_variance": Quantity("init", 1 - 2 * alpha, "<=0", "log of init variance growth Σ_l L^{-2α}",
                                       "seed 000 Eq. 102-103; TP6"),

@@ -193,9 +193,9 @@ def as_exponent(value, name: str = "exponent") -> sp.Expr:
 
 def fmt(v) -> str:
     """Plain-text rendering: ``-1/2``, ``-gamma_bar_L - 1``."""
-    return str(sp.sympify(v))
+    return str(v if isinstance(v, sp.Basic) else as_exponent(v, "value"))
 
 
 def latex(v) -> str:
-    s = sp.latex(sp.sympify(v)).replace("gamma_{bar L}", r"\bar{\gamma}_L")
+    s = sp.latex(v if isinstance(v, sp.Basic) else as_exponent(v, "value")).replace("gamma_{bar L}", r"\bar{\gamma}_L")
     return s.replace(r"\gamma_{bar L}", r"\bar{\gamma}_L")

@@ -96,7 +96,7 @@ def _from_values(values, convention, **kw):
     c = [get(f"c_{lay}") for lay in LAYERS]
     d = get("d") if convention == "variance" else 0
     leftover = set()
-    for v in (*a, *b, *c, sp.sympify(d)):
+    for v in (*a, *b, *c, as_exponent(d, "d")):
         leftover |= {s for s in v.free_symbols if s in set(U.values())}
     if leftover:
         raise ValueError(f"the defining conditions leave exponents undetermined: {sorted(map(str, leftover))}")

@@ -166,7 +166,7 @@ class Parameterisation:
                              f"(its symbols: {', '.join(sorted(byname)) or 'none'})")
         m = {(byname.get(k, sp.Symbol(k, real=True)) if isinstance(k, str) else k): as_exponent(v, str(k))
              for k, v in mapping.items()}
-        f = lambda v: None if v is None else sp.expand(sp.sympify(v).subs(m))  # noqa: E731
+        f = lambda v: None if v is None else sp.expand(as_exponent(v).subs(m))  # noqa: E731
         return replace(self, a=tuple(map(f, self.a)), b=tuple(map(f, self.b)), c=tuple(map(f, self.c)),
                        d=f(self.d), depth_alpha=f(self.depth_alpha), depth_gamma=f(self.depth_gamma),
                        gamma_bar_L=f(self.gamma_bar_L), e_B=f(self.e_B))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from .expr import as_exponent
+
 _REL = {"=0": "eq", "<=0": "le", ">=0": "ge", "<0": "lt", ">0": "gt"}
 
 
@@ -230,7 +232,7 @@ def solve_quantities(quantities, unknowns, fixed=None) -> Solution:
     unknowns = tuple(sorted(unknowns, key=lambda s: s.name))
     items = [(sp.expand(q.exponent), _REL[q.requirement], q.key) for q in quantities]
     for k, v in (fixed or {}).items():
-        items.append((sp.expand(sp.sympify(k) - sp.sympify(v)), "eq", f"fix {k} = {v}"))
+        items.append((sp.expand(as_exponent(k, "fixed key") - as_exponent(v, f"fixed[{k}]")), "eq", f"fix {k} = {v}"))
     constraints = tuple((lab, {"eq": "= 0", "le": "<= 0", "ge": ">= 0", "lt": "< 0", "gt": "> 0"}[k].join(
         [str(e) + " ", ""])) for e, k, lab in items)
     params = set()

@@ -8,7 +8,9 @@ The driver, not the workers, writes the store, so a remote cluster needs no shar
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import numbers
 import os
 import time
 import traceback
@@ -19,7 +21,8 @@ from .outputs import flatten
 def evaluate(fn, batch, threads=None):
     """Run ``fn(**kwargs)`` for each ``(flat, kwargs)`` of ``batch``; one record per point:
     ``{"flat", "ok", "arrays", "skipped", "error", "seconds"}``. An exception inside a point is
-    recorded (type, message and the last traceback lines), never raised."""
+    recorded (type, message and the last traceback lines), never raised — a ``sys.exit`` inside a
+    point (``SystemExit``) too; only ``KeyboardInterrupt`` stops the batch."""
     import contextlib
 
     from ..blas import blas_threads
@@ -32,7 +35,9 @@ def evaluate(fn, batch, threads=None):
             try:
                 arrays, skipped = flatten(fn(**kwargs))
                 rec = {"flat": flat, "ok": True, "arrays": arrays, "skipped": skipped, "error": None}
-            except Exception as exc:            # noqa: BLE001 — recorded, the sweep goes on
+            except BaseException as exc:        # noqa: BLE001 — recorded, the sweep goes on (sys.exit too)
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
                 tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
                 rec = {"flat": flat, "ok": False, "arrays": None, "skipped": [],
                        "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb[-3:])}
@@ -104,6 +109,25 @@ class Loky:
         pass
 
 
+@contextlib.contextmanager
+def _sigint_ignored_by_children():
+    """SIGINT ignored while a LocalCluster starts its worker processes: they inherit the ignored
+    signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal —
+    delivered to the whole process group — reaches only the driver, which shuts the cluster down;
+    the workers print no tracebacks. A Ctrl-C during the few seconds of start-up is lost."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 class Dask:
     """dask.distributed: ``scheduler=None`` starts a ``LocalCluster`` (``n_jobs`` single-threaded
     worker processes), a string connects to a running scheduler (``tcp://host:8786``), a
@@ -120,8 +144,9 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.ERROR)
+            with _sigint_ignored_by_children():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
         elif isinstance(scheduler, str):
@@ -182,6 +207,18 @@ BACKENDS = {"serial": Serial, "loky": Loky, "dask": Dask}
 def make(backend, n_jobs=None, scheduler=None):
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or int(n_jobs) < 1):
-        raise ValueError(f"n_jobs must be a positive integer or None, got {n_jobs!r}")
-    return BACKENDS[backend](n_jobs=n_jobs, scheduler=scheduler)
+    return BACKENDS[backend](n_jobs=check_n_jobs(n_jobs), scheduler=scheduler)
+
+
+def check_n_jobs(n_jobs):
+    """``n_jobs``: None or a positive integer (not a bool, a float or a string like ``'two'``), at most
+    ``max(64, 4 × cores)`` local worker processes."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
+        raise ValueError(f"n_jobs must be a positive integer (number of workers) or None, got {n_jobs!r}")
+    most = max(64, 4 * (os.cpu_count() or 1))
+    if n_jobs > most:
+        raise ValueError(f"n_jobs = {n_jobs} worker processes on a machine with {os.cpu_count()} cores; at most "
+                         f"{most} (a larger cluster: a dask scheduler, --scheduler tcp://…)")
+    return int(n_jobs)

@@ -90,6 +90,9 @@ def build(grid: Grid, arrays: dict, errors: dict, attrs: dict | None = None):
             if ref.dtype.kind in "biuf" and np.array_equal(np.where(failed, ref, vals), ref):
                 echoed.append(name)                             # the input echoed back: drop
                 continue
+        if f"{name}_result" in data_vars or f"{name}_result" in coords:
+            raise ValueError(f"output {name!r} is named like a parameter and must become {name}_result, but the "
+                             f"function also returns an output {name}_result; rename one of them")
         data_vars[f"{name}_result"] = (vdims, vals)
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(attrs or {})
@@ -155,7 +158,20 @@ def load(path):
     import xarray as xr
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"sweep dataset {path} does not exist")
-    with xr.open_dataset(io.BytesIO(path.read_bytes()), engine="scipy") as ds:
-        return ds.load()
+    if not path.is_file():
+        raise ValueError(f"sweep dataset {path} is not a regular file")
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
+                raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
+            data = b"CDF" + fh.read()
+    except OSError as exc:
+        raise ValueError(f"sweep dataset {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        with xr.open_dataset(io.BytesIO(data), engine="scipy") as ds:
+            return ds.load()
+    except (ValueError, TypeError, OSError, EOFError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"sweep dataset {path} is damaged or truncated ({msg[:120]})") from None

@@ -1,14 +1,17 @@
 """The sweep driver: points → backend → store → dataset (:func:`run`)."""
 from __future__ import annotations
 
+import contextlib
 import math
+import numbers
+import os
 import statistics
 import time
 from pathlib import Path
 
 from . import backends as _backends
 from . import dataset as _dataset
-from .grid import as_grid
+from .grid import DIM_NAME as _DIM_NAME, RESERVED, as_grid
 from .progress import SweepProgress
 from .resolve import name_of, resolve
 from .store import Store, point_key
@@ -32,27 +35,111 @@ def _batches(flats, size, kwargs_of):
     return [[(f, kwargs_of(f)) for f in flats[i:i + size]] for i in range(0, len(flats), size)]
 
 
+MAX_POINTS = 100_000
+# measured bookkeeping per grid point (grid enumeration, point key, record): time and driver memory
+_US_PER_POINT, _BYTES_PER_POINT = 100.0, 600.0
+# names the dataset uses for its own bookkeeping; an output may not take them
+RESERVED_OUTPUTS = frozenset(RESERVED)
+
+
+def _bytesize(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}"
+        n /= 1000
+
+
+def _check_size(grid, max_points):
+    """Refuse a grid of more than ``max_points`` points, with a cost estimate."""
+    if isinstance(max_points, bool) or not isinstance(max_points, numbers.Integral) or max_points < 1:
+        raise ValueError(f"max_points must be a positive integer, got {max_points!r}")
+    n = grid.n_points
+    if n <= max_points:
+        return
+    axes = " × ".join(f"{d} {k}" for d, k in zip(grid.dims, grid.shape))
+    secs = n * _US_PER_POINT * 1e-6
+    raise ValueError(
+        f"max_points: the grid has {n:,} points ({axes}); before any point runs, bookkeeping alone takes "
+        f"~{_fmt_time(secs)} and ~{_bytesize(n * _BYTES_PER_POINT)} of memory, a store holds {2 * n:,} files, "
+        f"and at 1 ms per point the sweep runs {_fmt_time(n * 1e-3)} per worker; shrink the grid or confirm "
+        f"with max_points={n} (--max-points {n}, or [run] max_points = {n})")
+
+
+def _fmt_time(s):
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.0f} h" \
+        if s < 172800 else f"{s / 86400:.0f} days"
+
+
+def _check_flag(value, name):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def _check_path(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not str(value) or "\x00" in str(value):
+        raise ValueError(f"{name} must be a path, got {value!r}")
+    return Path(value)
+
+
+def _check_outputs(store, out, reduce_seeds):
+    """Every file the sweep will write is writable — checked before any point runs."""
+    from ..cliutil import ensure_writable_dir, ensure_writable_file
+
+    if store is not None:
+        ensure_writable_dir(store, "store")
+        ensure_writable_dir(store / "points", "store")
+    path = out if out is not None else (store / DATASET_NAME if store is not None else None)
+    if path is not None:
+        name = "out" if out is not None else "store"
+        for p in [path] + ([path.with_name(path.stem + "_reduced.nc")] if reduce_seeds else []):
+            ensure_writable_file(p, name)
+            if p.exists() and not p.is_file():         # a FIFO or a device (/dev/stdout): never replaced
+                raise ValueError(f"{name}: {p} exists and is not a regular file")
+
+
+def _check_names(arrays, fn_name):
+    for k in arrays:
+        if k in RESERVED_OUTPUTS or _DIM_NAME.search(k):
+            why = ("is a name the sweep dataset uses for its bookkeeping" if k in RESERVED_OUTPUTS
+                   else "looks like the name of an output's array dim (<output>_dim_<k>)")
+            raise ValueError(f"output {k!r} of {fn_name} {why} (reserved: {', '.join(sorted(RESERVED_OUTPUTS))} "
+                             "and <name>_dim_<k>); rename that output")
+
+
+def _save_dataset(ds, path, option):
+    try:
+        return _dataset.save(ds, path)
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write the dataset {path} ({exc.strerror or exc}); free space or "
+                         f"choose another path") from None
+
+
 def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chunk="auto", *,
         fail_fast=False, reduce_seeds=False, out=None, name=None, version=None, allow=(), progress=None, label=None,
-        target_seconds=0.2, retry_failed=True):
+        target_seconds=0.2, retry_failed=True, max_points=MAX_POINTS):
     """Run ``fn(**point)`` at every point of ``grid``; return an ``xarray.Dataset`` over the grid.
 
     ``fn``: any callable of keyword arguments returning a :class:`limits.results.Result`, a dict,
-    an array or a number (or a dotted name, resolved by :func:`limits.sweep.resolve.resolve` with
-    ``allow``). ``grid``: a :class:`limits.sweep.Grid` or a ``{param: values}`` dict.
+    an array or a number (or a dotted name ``MODULE.FUNCTION``, resolved by
+    :func:`limits.sweep.resolve.resolve` with ``allow``). ``grid``: a :class:`limits.sweep.Grid` or a ``{param: values}`` dict.
     ``backend``: ``"serial"``, ``"loky"`` (joblib process pool, ``n_jobs`` workers) or ``"dask"``
     (``scheduler=None`` → a LocalCluster of ``n_jobs`` workers; ``"tcp://…"`` or a
     ``distributed.Client`` → that cluster). ``chunk``: ``"auto"`` times the first point on each
     worker and batches the rest into tasks of ≳ ``target_seconds`` (at least 4 per worker), in
     waves of 4 tasks per worker with the size re-estimated after each; an int fixes the batch size.
     ``store``: directory of finished points (resume: only missing points run; failed ones are
-    retried unless ``retry_failed=False``); the dataset is also saved to ``out`` (default
-    ``store/sweep.nc``). A failing point is recorded and the sweep goes on (``fail_fast=True``
+    retried unless ``retry_failed=False``), locked against a second sweep process; the dataset is
+    also saved to ``out`` (default ``store/sweep.nc``) — both are checked writable before any point runs.
+    A failing point (an exception or ``sys.exit``) is recorded and the sweep goes on (``fail_fast=True``
     raises :class:`PointFailed`). Point keys hash (``name`` or ``module.qualname``, ``version``
     (default ``limits.__version__``; pass your own code's version for your functions), parameters,
     seed). ``progress``: None (bar on a terminal, else a line every 10 s), False, True; ``label``
     names the sweep in it. ``reduce_seeds=True`` returns ``<var>_mean``/``<var>_se`` over
-    the seeds (saved beside the full dataset as ``<name>_reduced.nc``). The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
+    the seeds (saved beside the full dataset as ``<name>_reduced.nc``). A grid of more than
+    ``max_points`` points is refused with a cost estimate (raise it to confirm). Outputs may not be
+    named ``failed``, ``n_seeds`` or ``<x>_dim_<k>``. The run summary is in ``ds.attrs``: ``n_points``, ``reused``, ``computed``,
     ``n_failed``, ``chunk`` (the largest batch size used), ``wall_time_s``.
     """
     t_start = time.perf_counter()
@@ -63,23 +150,57 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         fn_name = name or name_of(fn)
     else:
         raise ValueError(f"fn must be a callable or a dotted name, got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a string, got {name!r}")
     if chunk != "auto" and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk must be 'auto' or a positive integer, got {chunk!r}")
-    if not (isinstance(target_seconds, (int, float)) and target_seconds > 0):
-        raise ValueError(f"target_seconds must be positive, got {target_seconds!r}")
+    if isinstance(target_seconds, bool) or not (isinstance(target_seconds, (int, float))
+                                                and 0 < target_seconds < math.inf):
+        raise ValueError(f"target_seconds must be a positive number of seconds, got {target_seconds!r}")
+    for flag, fname in ((fail_fast, "fail_fast"), (reduce_seeds, "reduce_seeds"), (retry_failed, "retry_failed")):
+        _check_flag(flag, fname)
+    if not isinstance(backend, str) or backend not in _backends.BACKENDS:
+        raise ValueError(f"backend must be one of {sorted(_backends.BACKENDS)}, got {backend!r}")
+    n_jobs = _backends.check_n_jobs(n_jobs)
+    store, out = _check_path(store, "store"), _check_path(out, "out")
     if store is not None and "<" in fn_name:
         raise ValueError(f"name: {fn_name!r} is a lambda or local function; give name='…' so stored points "
                          "of different functions cannot collide")
     grid = as_grid(grid)
     if reduce_seeds and grid.seeds is None:
         raise ValueError("reduce_seeds=True needs a grid with seeds=n")
+    _check_size(grid, max_points)
     if version is None:
         from .. import __version__ as version
+    if not isinstance(version, str):
+        raise ValueError(f"version must be a string, got {version!r}")
+    st = Store(store) if store is not None else None
+    _check_outputs(store, out, reduce_seeds)
+    with (st.lock() if st is not None else contextlib.nullcontext()):
+        ds = _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
+                  progress, label, target_seconds, t_start)
+        if not reduce_seeds:
+            return ds
+        red = _dataset.reduce_seeds(ds)
+        if "path" in ds.attrs:
+            rpath = Path(ds.attrs["path"])
+            rpath = rpath.with_name(rpath.stem + "_reduced.nc")
+            red.attrs.pop("path", None)
+            _save_dataset(red, rpath, "out" if out is not None else "store")
+            red.attrs["path"] = str(rpath)
+            red.attrs["full_path"] = ds.attrs["path"]
+        return red
+
+
+def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
+         progress, label, target_seconds, t_start):
+    """The sweep proper (the store, if any, is locked by the caller)."""
     points = list(grid.points())
     keys = [point_key(fn_name, version, p.params, p.seed) for p in points]
-    st = Store(store) if store is not None else None
     arrays, errors = {}, {}
     reused = 0
+    dpath = out if out is not None else (st.root / DATASET_NAME if st is not None else None)
+    manifest = {"function": fn_name, "version": version, "grid": grid.to_dict(), "dataset": str(dpath)}
     if st is not None:
         st.clean_temporary()
         for p, k in zip(points, keys):
@@ -88,13 +209,16 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
                 continue
             meta, arr = got
             if arr is not None:
+                try:
+                    _check_names(arr, fn_name)
+                except ValueError:
+                    continue                         # stored by an older limits: recompute (and refuse)
                 arrays[p.flat] = arr
                 reused += 1
             elif not retry_failed:
-                errors[p.flat] = meta.get("error", "failed")
+                errors[p.flat] = str(meta.get("error", "failed"))
                 reused += 1
-        st.write_manifest({"function": fn_name, "version": version, "grid": grid.to_dict(),
-                           "dataset": str(Path(out) if out else Path(store) / DATASET_NAME), "status": "running"})
+        st.write_manifest({**manifest, "status": "running"})
     todo = [p.flat for p in points if p.flat not in arrays and p.flat not in errors]
     kwargs_of = lambda f: grid.kwargs(points[f])  # noqa: E731
 
@@ -108,6 +232,7 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
             meta = {"function": fn_name, "version": version, "params": p.params, "seed": p.seed,
                     "index": list(p.index), "seconds": r["seconds"]}
             if r["ok"]:
+                _check_names(r["arrays"], fn_name)
                 arrays[r["flat"]] = r["arrays"]
                 if st is not None:
                     st.save_ok(keys[r["flat"]], {**meta, "skipped": r["skipped"]}, r["arrays"])
@@ -119,8 +244,9 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
             if not r["ok"] and fail_fast:
                 raise PointFailed(f"point {dict(zip(grid.dims, p.index))} ({p.params}) failed: {r['error']}")
 
-    be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
+    be = None
     try:
+        be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
         if todo:
             if isinstance(chunk, int):
                 chunk_used = chunk
@@ -151,33 +277,32 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
                     for recs in be.map(fn, _batches(wave, size, kwargs_of)):
                         seconds += [r["seconds"] for r in recs]
                         record(recs)
+        if be is not None:
+            be.close()
+            be = None
+        report.close()
+        attrs = {"function": fn_name, "version": version, "backend": backend, "n_points": grid.n_points,
+                 "reused": reused, "computed": len(arrays) + len(errors) - reused,
+                 "chunk": chunk_used, "wall_time_s": time.perf_counter() - t_start}
+        ds = _dataset.build(grid, arrays, errors, attrs)
+        if dpath is not None:
+            _save_dataset(ds, dpath, "out" if out is not None else "store")
+            ds.attrs["path"] = str(dpath)
+    except BaseException:
+        if st is not None:                       # never leave the manifest saying "running"
+            try:
+                st.write_manifest({**manifest, "status": "interrupted"})
+            except (OSError, ValueError):
+                pass
+        raise
     finally:
         if be is not None:
             be.close()
         report.close()
-    attrs = {"function": fn_name, "version": version, "backend": backend, "n_points": grid.n_points,
-             "reused": reused, "computed": len(arrays) + len(errors) - reused,
-             "chunk": chunk_used, "wall_time_s": time.perf_counter() - t_start}
-    ds = _dataset.build(grid, arrays, errors, attrs)
-    if st is not None or out is not None:
-        path = Path(out) if out is not None else Path(store) / DATASET_NAME
-        _dataset.save(ds, path)
-        ds.attrs["path"] = str(path)
-        if st is not None:
-            st.write_manifest({"function": fn_name, "version": version, "grid": grid.to_dict(),
-                               "dataset": str(path), "status": "done", "n_points": grid.n_points,
-                               "reused": reused, "n_failed": len(errors)})
-    if not reduce_seeds:
-        return ds
-    red = _dataset.reduce_seeds(ds)
-    if "path" in ds.attrs:
-        rpath = Path(ds.attrs["path"])
-        rpath = rpath.with_name(rpath.stem + "_reduced.nc")
-        red.attrs.pop("path", None)
-        _dataset.save(red, rpath)
-        red.attrs["path"] = str(rpath)
-        red.attrs["full_path"] = ds.attrs["path"]
-    return red
+    if st is not None:
+        st.write_manifest({**manifest, "status": "done", "n_points": grid.n_points,
+                           "reused": reused, "n_failed": len(errors)})
+    return ds
 
 
 def summary(ds) -> str:

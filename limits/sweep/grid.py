@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import numbers
+import re
 from typing import Any, Iterator
 
 import numpy as np
@@ -51,9 +52,25 @@ def _values(vals, name) -> tuple:
     return out
 
 
+# names of the dataset's bookkeeping variables and of outputs' array dims: no coordinate may take them
+RESERVED = ("failed", "n_seeds")
+_DIM_NAME = re.compile(r"_dim_\d+$")
+
+
+DIM_NAME = _DIM_NAME          # public within the package
+
+
 def _check_name(name, what):
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"{what} names must be Python identifiers, got {name!r}")
+    return name
+
+
+def _check_coord(name, what):
+    _check_name(name, what)
+    if name in RESERVED or _DIM_NAME.search(name):
+        raise ValueError(f"{what} {name!r}: the sweep dataset uses {', '.join(RESERVED)} and <output>_dim_<k> "
+                         "for its own variables and dims; rename it")
     return name
 
 
@@ -85,13 +102,13 @@ class Grid:
     seed_by: str = "point"
 
     def __post_init__(self):
-        product = {_check_name(k, "axis"): _values(v, k) for k, v in dict(self.product or {}).items()}
+        product = {_check_coord(k, "axis"): _values(v, k) for k, v in dict(self.product or {}).items()}
         zipped = {}
         for dim, group in dict(self.zipped or {}).items():
-            _check_name(dim, "zipped dim")
+            _check_coord(dim, "zipped dim")
             if not isinstance(group, dict) or not group:
                 raise ValueError(f"zipped dim {dim!r}: give a non-empty {{param: values}} table")
-            g = {_check_name(k, "axis"): _values(v, k) for k, v in group.items()}
+            g = {_check_coord(k, "axis"): _values(v, k) for k, v in group.items()}
             lens = {k: len(v) for k, v in g.items()}
             if len(set(lens.values())) != 1:
                 raise ValueError(f"zipped dim {dim!r}: axes must have equal lengths, got {lens}")

@@ -54,6 +54,9 @@ class SweepProgress:
               f"{_fmt(el)} elapsed{eta}", file=self.stream, flush=True)
 
     def close(self):
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         if self.bar is not None:
             self.bar.close()
         elif self.lines and (self.printed or time.perf_counter() - self.t0 >= self.interval):

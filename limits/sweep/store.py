@@ -5,26 +5,32 @@ Layout under the store directory::
     points/ab/<key>.npz   numeric outputs of the point (np.savez, loaded with allow_pickle=False)
     points/ab/<key>.json  {"key", "function", "version", "params", "seed", "status": "ok"|"error",
                            "error", "seconds", "outputs": [names], "skipped": [names]}
-    sweep.json            the last sweep run against this store (function, grid, dataset path)
+    sweep.json            the last sweep run against this store (function, grid, dataset path, status)
+    sweep.lock            held (``fcntl.flock``) by the one sweep process running on the store
 
 ``key = sha256(canonical JSON of (function name, package version, parameters, seed))``; arrays
 among the parameters enter by dtype, shape and a sha256 of their bytes. Each file is written with
 :func:`limits.results.atomic_write_bytes` (temporary file + rename), the ``.npz`` first and the
 ``.json`` last: a point counts as stored only once its ``.json`` exists and names every array the
 ``.npz`` holds, so a kill at any moment leaves complete points or none — never a partial one.
-Nothing is ever unpickled.
+Nothing is ever unpickled, and only regular files are opened: a point whose ``.json`` is not a
+point record (``null``, a list, ``"outputs": null``), is not a regular file (a FIFO, a link to
+``/dev/zero``) or is larger than ``MAX_JSON_BYTES`` is damaged, hence missing, and recomputed.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import os
+import stat
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ..results import atomic_write_bytes, atomic_write_text
+from ..results import atomic_write_bytes
 
 
 def _canonical(value):
@@ -52,6 +58,28 @@ def point_key(function: str, version: str, params: dict, seed) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+LOCK_NAME = "sweep.lock"
+MAX_JSON_BYTES = 64 << 20               # a point's .json is a few kB (array parameters enter by hash)
+
+
+def _regular(path) -> bool:
+    """A regular file (not a FIFO, device, directory or a link to one) — never opened otherwise."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _read_json(path):
+    """The JSON in ``path``, or None when it is missing, not a regular file, oversized or not JSON."""
+    try:
+        if not _regular(path) or os.stat(path).st_size > MAX_JSON_BYTES:
+            return None
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _json_params(params: dict) -> dict:
     return {k: (v if isinstance(v, (bool, int, float, str, type(None))) else _canonical(v)) for k, v in params.items()}
 
@@ -69,49 +97,91 @@ class Store:
         return d / f"{key}.npz", d / f"{key}.json"
 
     def load(self, key):
-        """``(meta, arrays)`` of a stored point, or ``None`` when absent or incomplete. Failed
-        points come back with ``arrays = None``."""
+        """``(meta, arrays)`` of a stored point, or ``None`` when absent, incomplete or damaged (a
+        ``.json`` that is not a point record, a non-regular or oversized file, an unreadable
+        ``.npz``). Failed points come back with ``arrays = None``."""
         npz, js = self._paths(key)
-        try:
-            meta = json.loads(js.read_text())
-        except (OSError, ValueError):
-            return None
-        if meta.get("key") != key:
+        meta = _read_json(js)
+        if not isinstance(meta, dict) or meta.get("key") != key:
             return None
         if meta.get("status") != "ok":
+            if meta.get("status") != "error":
+                return None
             return meta, None
+        outputs = meta.get("outputs")
+        if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+            return None
+        if not _regular(npz):
+            return None
         try:
             with np.load(npz, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, MemoryError):
             return None
-        if sorted(arrays) != sorted(meta.get("outputs", [])):
+        if sorted(arrays) != sorted(outputs):
             return None
         return meta, arrays
+
+    def _write(self, path, data: bytes):
+        if path.is_dir() and not path.is_symlink():
+            try:                    # an (empty) directory where a point file belongs: damage, replaced
+                path.rmdir()
+            except OSError:
+                raise ValueError(f"store: {path} is a directory where a point file belongs; remove it") from None
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise ValueError(f"store: cannot write {path} ({exc.strerror or exc}); free space or choose another "
+                             "store (--store)") from None
 
     def save_ok(self, key, meta: dict, arrays: dict):
         npz, js = self._paths(key)
         buf = io.BytesIO()
         np.savez(buf, **arrays)
-        atomic_write_bytes(npz, buf.getvalue())
+        self._write(npz, buf.getvalue())
         meta = {**meta, "key": key, "status": "ok", "outputs": sorted(arrays)}
         meta["params"] = _json_params(meta.get("params", {}))
-        atomic_write_text(js, json.dumps(meta, indent=1, sort_keys=True, allow_nan=True))
+        self._write(js, json.dumps(meta, indent=1, sort_keys=True, allow_nan=True).encode())
 
     def save_error(self, key, meta: dict, message: str):
         _, js = self._paths(key)
         meta = {**meta, "key": key, "status": "error", "error": message, "outputs": []}
         meta["params"] = _json_params(meta.get("params", {}))
-        atomic_write_text(js, json.dumps(meta, indent=1, sort_keys=True, allow_nan=True))
+        self._write(js, json.dumps(meta, indent=1, sort_keys=True, allow_nan=True).encode())
 
     def write_manifest(self, manifest: dict):
-        atomic_write_text(self.root / "sweep.json", json.dumps(manifest, indent=1, sort_keys=True, default=str))
+        self._write(self.root / "sweep.json", json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
 
     def manifest(self) -> dict | None:
+        m = _read_json(self.root / "sweep.json")
+        return m if isinstance(m, dict) else None
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Hold an exclusive OS lock (``fcntl.flock``) on ``STORE/sweep.lock`` while a sweep runs;
+        a second process on the same store gets a ``ValueError`` at once. The lock file stays (deleting
+        it would race with a waiting process); the OS drops the lock when the process ends, however it
+        ends. Where ``fcntl`` is missing (Windows) no lock is taken."""
         try:
-            return json.loads((self.root / "sweep.json").read_text())
-        except (OSError, ValueError):
-            return None
+            import fcntl
+        except ImportError:                     # pragma: no cover — Windows
+            yield
+            return
+        path = self.root / LOCK_NAME
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise ValueError(f"store: cannot create the lock file {path} ({exc.strerror or exc})") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ValueError(f"store: {self.root} is in use by another sweep process (lock {path}); one sweep "
+                                 "per store at a time — wait for it to finish or use another store (--store)") from None
+            yield
+        finally:
+            os.close(fd)                        # closing the descriptor releases the lock
 
     def clean_temporary(self, older_than=60.0) -> int:
         """Remove temporary files left by a writer killed mid-write (``.NAME.*.tmp`` older than

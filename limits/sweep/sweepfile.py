@@ -2,8 +2,9 @@
 
 ::
 
-    function = "limits.kernels.critical_line"   # dotted name inside limits (or an allowed module)
-    allow = []                                  # extra modules the function may come from
+    function = "limits.kernels.critical_line"   # MODULE.FUNCTION inside limits (or an allowed module)
+    allow = []                                  # modules outside limits it needs (the caller must
+                                                # confirm them: --allow / allow=)
     name = "critical line, tanh"                # optional label (shown in the progress line)
     version = "my-code-1.2"                     # optional: enters the point keys (default limits version)
 
@@ -38,20 +39,46 @@
     chunk = "auto"
     fail_fast = false
     reduce_seeds = false
+    max_points = 100000                         # grids larger than this are refused (the confirmation)
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from pathlib import Path
 
 import numpy as np
+from sympy.core.sympify import CantSympify
 
 from .grid import Grid
-from .resolve import resolve
+from .resolve import check_allow, resolve
 
 _TOP = {"function", "allow", "name", "version", "fixed", "product", "zip", "seeds", "inputs", "run"}
 _RUN = {"backend", "n_jobs", "scheduler", "store", "chunk", "fail_fast", "reduce_seeds", "out", "target_seconds",
-        "retry_failed"}
+        "retry_failed", "max_points"}
+MAX_FILE_BYTES = 16 << 20           # a sweep file is a few kB; refuse anything huge before parsing
+MAX_AXIS_VALUES = 1_000_000         # values of one {start, stop, num} range
+
+
+class Text(str, CantSympify):
+    """A string read from a sweep file. ``sympy.sympify`` of a string runs ``eval``, and sympy also
+    sympifies the keys and items of dicts and lists it meets in arithmetic; every string of a
+    sweep file becomes a ``Text``, which sympy refuses to convert (``SympifyError``), so no value in
+    a sweep file is ever evaluated by a function it reaches. A ``Text`` equals, hashes and
+    serialises like the plain string."""
+    __slots__ = ()
+
+
+def _texts(value):
+    """``value`` with every string (dict keys included) made a :class:`Text`."""
+    if isinstance(value, str):
+        return Text(value)
+    if isinstance(value, dict):
+        return {_texts(k): _texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    return value
 
 
 def _toml():
@@ -60,6 +87,12 @@ def _toml():
     except ModuleNotFoundError:                 # Python 3.10
         import tomli as tomllib
     return tomllib
+
+
+def _number(name, key, v):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"axis {name!r}: {key} must be a finite number, got {v!r}")
+    return float(v)
 
 
 def _axis(name, spec):
@@ -71,24 +104,37 @@ def _axis(name, spec):
             raise ValueError(f"axis {name!r}: a range needs start, stop, num (and optionally spacing, type); "
                              f"got {sorted(spec)}")
         num = spec["num"]
-        if not isinstance(num, int) or num < 1:
-            raise ValueError(f"axis {name!r}: num must be a positive integer")
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise ValueError(f"axis {name!r}: num must be a positive integer, got {num!r}")
+        if num > MAX_AXIS_VALUES:
+            raise ValueError(f"axis {name!r}: num = {num} values; at most {MAX_AXIS_VALUES} per axis")
+        start, stop = _number(name, "start", spec["start"]), _number(name, "stop", spec["stop"])
         spacing = spec.get("spacing", "linear")
         if spacing == "linear":
-            v = np.linspace(spec["start"], spec["stop"], num)
+            v = np.linspace(start, stop, num)
         elif spacing == "log":
-            if spec["start"] <= 0 or spec["stop"] <= 0:
+            if start <= 0 or stop <= 0:
                 raise ValueError(f"axis {name!r}: log spacing needs positive start and stop")
-            v = np.geomspace(spec["start"], spec["stop"], num)
+            v = np.geomspace(start, stop, num)
         else:
             raise ValueError(f"axis {name!r}: spacing must be 'linear' or 'log', got {spacing!r}")
         kind = spec.get("type", "float")
         if kind == "int":
+            if max(abs(start), abs(stop)) >= 2.0 ** 62:
+                raise ValueError(f"axis {name!r}: type = 'int' needs |start|, |stop| < 2^62")
             v = np.unique(np.rint(v).astype(np.int64))
         elif kind != "float":
             raise ValueError(f"axis {name!r}: type must be 'float' or 'int', got {kind!r}")
         return v.tolist()
     raise ValueError(f"axis {name!r}: give a list or a {{start, stop, num}} table, got {spec!r}")
+
+
+def _table(doc, key) -> dict:
+    """``doc[key]`` as a dict (absent → ``{}``); a scalar or list there is an error naming the key."""
+    v = doc.get(key, {})
+    if not isinstance(v, dict):
+        raise ValueError(f"sweep file: {key} must be a table ([{key}]), got {type(v).__name__} {v!r:.60}")
+    return v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +149,19 @@ class SweepFile:
     version: str | None = None
 
 
-def _inputs(spec, base: Path, allow) -> dict:
+def _resolve(name, key, allow, file_allow):
+    """``resolve`` with the caller's ``allow`` only: a sweep file cannot allow code by itself."""
+    module = name.rsplit(".", 1)[0] if isinstance(name, str) else ""
+    inside = lambda roots: any(module == r or module.startswith(r + ".") for r in roots)  # noqa: E731
+    if isinstance(name, str) and not inside(("limits", *allow)) and inside(file_allow):
+        root = next(r for r in file_allow if inside((r,)))
+        raise ValueError(f"{key} {name!r} is outside limits: the sweep file asks to allow {root!r}, which would run "
+                         f"that module's code; a sweep file cannot allow code by itself — if you trust it, "
+                         f"confirm with --allow {root} (Python: allow=[{root!r}])")
+    return resolve(name, allow, what=key)
+
+
+def _inputs(spec, base: Path, allow, file_allow) -> dict:
     from ..cliutil import load_array
 
     spec = dict(spec)
@@ -112,22 +170,29 @@ def _inputs(spec, base: Path, allow) -> dict:
     if not isinstance(files, dict):
         raise ValueError("[inputs.files] must map names to .npy/.npz paths")
     for k, rel in files.items():
+        if not isinstance(rel, str) or not rel:
+            raise ValueError(f"inputs.files.{k}: give a .npy/.npz path, got {rel!r}")
         p = Path(rel) if Path(rel).is_absolute() else base / rel
         if not p.is_file():
-            raise ValueError(f"inputs.files.{k}: {p} does not exist")
-        out[k] = load_array(p, k)
+            raise ValueError(f"inputs.files.{k}: {p} does not exist or is not a regular file")
+        out[k] = load_array(p, f"inputs.files.{k}")
     if "function" in spec:
         unknown = set(spec) - {"function", "args", "names"}
         if unknown:
             raise ValueError(f"[inputs]: unknown keys {sorted(unknown)}")
-        gen = resolve(spec["function"], allow)
+        names = spec.get("names")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise ValueError("inputs.names must list the names of the generator's return values")
+        gen = _resolve(spec["function"], "inputs.function", allow, file_allow)
         args = spec.get("args", {})
         if not isinstance(args, dict):
             raise ValueError("inputs.args must be a table of keyword arguments")
-        vals = gen(**args)
-        names = spec.get("names")
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError("inputs.names must list the names of the generator's return values")
+        args = _texts(args)
+        try:
+            vals = gen(**args)
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            raise ValueError(f"inputs.args: {spec['function']}(**{args}) failed: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
         vals = vals if isinstance(vals, tuple) else (vals,)
         if len(vals) != len(names):
             raise ValueError(f"inputs.names has {len(names)} names but {spec['function']} returned {len(vals)} values")
@@ -141,44 +206,77 @@ def _inputs(spec, base: Path, allow) -> dict:
     return out
 
 
-def read(path, allow=()) -> SweepFile:
-    """Parse and check a sweep file; the function and inputs are resolved (never evaluated)."""
+def parse(path) -> dict:
+    """The TOML document of a sweep file, checked for size and top-level keys only (nothing is
+    resolved or computed — what ``limits sweep show``/``plot`` need to find the dataset)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"sweep file {path} does not exist")
+        raise ValueError(f"sweep file {path} does not exist or is not a regular file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"sweep file {path} is {size / 2 ** 20:.0f} MB; a sweep file is at most "
+                         f"{MAX_FILE_BYTES >> 20} MB")
     try:
         doc = _toml().loads(path.read_text())
-    except Exception as exc:  # noqa: BLE001 — TOMLDecodeError from tomllib or tomli
-        raise ValueError(f"sweep file {path}: {exc}") from exc
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        raise ValueError(f"sweep file {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+            from None
+    except OSError as exc:
+        raise ValueError(f"sweep file {path}: cannot read it ({exc.strerror or exc})") from None
     unknown = set(doc) - _TOP
     if unknown:
         raise ValueError(f"sweep file {path}: unknown keys {sorted(unknown)} (allowed: {sorted(_TOP)})")
+    run = _table(doc, "run")
+    unknown = set(run) - _RUN
+    if unknown:
+        raise ValueError(f"[run]: unknown keys {sorted(unknown)} (allowed: {sorted(_RUN)})")
+    for key in ("store", "out"):
+        if key in run and (not isinstance(run[key], str) or not run[key]):
+            raise ValueError(f"[run] {key} must be a path (a non-empty string), got {run[key]!r}")
+    return doc
+
+
+def read(path, allow=()) -> SweepFile:
+    """Parse and check a sweep file; the function and inputs are resolved (never evaluated).
+    ``allow``: the caller's modules outside limits (the file's own ``allow`` list is not enough)."""
+    path = Path(path)
+    doc = parse(path)
     if "function" not in doc:
         raise ValueError(f"sweep file {path}: missing `function = \"limits.…\"`")
     file_allow = doc.get("allow", [])
     if not isinstance(file_allow, list):
         raise ValueError("allow must be a list of module names")
-    allow = tuple(file_allow) + tuple(allow or ())
-    fn = resolve(doc["function"], allow)
-    fixed = dict(doc.get("fixed", {}))
-    fixed.update(_inputs(doc.get("inputs", {}), path.parent, allow))
-    product = {k: _axis(k, v) for k, v in doc.get("product", {}).items()}
-    zipped = {d: {k: _axis(k, v) for k, v in g.items()} for d, g in doc.get("zip", {}).items()}
-    seeds = dict(doc.get("seeds", {}))
+    file_allow = check_allow(file_allow)
+    allow = check_allow(allow)
+    fn = _resolve(doc["function"], "function", allow, file_allow)
+    fixed = _texts(dict(_table(doc, "fixed")))
+    inputs = _inputs(_table(doc, "inputs"), path.parent, allow, file_allow)
+    product = {k: _texts(_axis(k, v)) for k, v in _table(doc, "product").items()}
+    zipped = {}
+    for d, g in _table(doc, "zip").items():
+        if not isinstance(g, dict):
+            raise ValueError(f"sweep file: [zip.{d}] must be a table of axes (`[zip.{d}]` then `param = [...]`), "
+                             f"got {g!r:.60}")
+        zipped[d] = {k: _texts(_axis(k, v)) for k, v in g.items()}
+    seeds = dict(_table(doc, "seeds"))
     unknown = set(seeds) - {"n", "root", "arg", "by"}
     if unknown:
         raise ValueError(f"[seeds]: unknown keys {sorted(unknown)} (n, root, arg, by)")
+    for k, v in inputs.items():
+        if k in fixed:
+            raise ValueError(f"input {k!r} is both in [fixed] and in [inputs]")
+        fixed[k] = v
     grid = Grid(product=product, zipped=zipped, seeds=seeds.get("n"), root=seeds.get("root", 0),
                 seed_arg=seeds.get("arg", "seed"), seed_by=seeds.get("by", "point"), fixed=fixed)
     run = dict(doc.get("run", {}))
-    unknown = set(run) - _RUN
-    if unknown:
-        raise ValueError(f"[run]: unknown keys {sorted(unknown)} (allowed: {sorted(_RUN)})")
     version = doc.get("version")
     if version is not None and not isinstance(version, str):
         raise ValueError("version must be a string")
+    name = doc.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ValueError("name must be a string")
     return SweepFile(path=path, function=doc["function"], fn=fn, grid=grid, run=run, allow=allow,
-                     name=doc.get("name"), version=version)
+                     name=name, version=version)
 
 
 def run_file(path, allow=(), **overrides):

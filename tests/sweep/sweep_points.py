@@ -44,3 +44,17 @@ def die_once(x, marker_dir, delay=0.05):
         flag.touch()
         os._exit(1)
     return float(x) + 0.5
+
+
+def exits_at(x, at=1):
+    """Calls sys.exit at ``x == at`` (a point function that ends the process, as scripts do)."""
+    import sys
+
+    if x == at:
+        sys.exit(3)
+    return float(x)
+
+
+def returns(x, name="failed"):
+    """An output named ``name`` besides ``y``."""
+    return {"y": float(x), name: float(x) + 0.5}

@@ -55,10 +55,12 @@ def test_cli_bands_failures_and_errors(tmp_path, capsys, monkeypatch):
     (tmp_path / "s.toml").write_text(
         'function = "sweep_points.sleepy"\nallow = ["sweep_points"]\n[fixed]\ndelay = 0.0\nfail_at = 2\n'
         '[product]\nx = [0, 1, 2, 3]\n[seeds]\nn = 3\n[run]\nbackend = "serial"\n')
-    assert main(["sweep", "run", "s.toml"]) == 3                   # finished, with failed points
+    assert main(["sweep", "run", "s.toml"]) == 2                   # the file cannot allow code by itself
+    assert "confirm with --allow sweep_points" in capsys.readouterr().err
+    assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 3   # finished, with failed points
     out = capsys.readouterr().out
     assert "3 failed" in out and "ArithmeticError" in out
-    assert main(["sweep", "run", "s.toml", "--fail-fast"]) == 1
+    assert main(["sweep", "run", "s.toml", "--allow", "sweep_points", "--fail-fast"]) == 1
     assert main(["sweep", "plot", "s.toml", "--x", "x", "--y", "y", "--out", "b", "--format", "png"]) == 0
     assert (tmp_path / "b.png").stat().st_size > 1000
     (tmp_path / "bad.toml").write_text('function = "os.system"\n[product]\ncommand = ["ls"]\n')

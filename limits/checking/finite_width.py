@@ -1,0 +1,285 @@
+"""``limits.check`` of the O(1/N) finite-width corrections (:func:`limits.kernels.finite_width`).
+
+Finite side, per width N and ``inits`` initialisations of ``model.finite(N)``: the read-out kernel
+E[f fᵀ | h^L] = σ²_w,out φ(h^L)φ(h^L)ᵀ/N + σ²_b,out (Rao–Blackwellised f fᵀ, same mean), optionally
+the stream Grams h^l h^lᵀ/N (``layers=True``), and the empirical NTK (NTK parameterisation). Per entry
+the means are fitted by weighted least squares E[K_N] = a + b/N (+ c/N² with ``quadratic=True``),
+giving two tests:
+
+* the limit: z_a = (a − K)/se(a);
+* the slope: z_b = (b − K1)/se(b), the O(1/N) correction itself.
+
+Both are compared with a Bonferroni threshold over all tested numbers (family-wise ``alpha``). The
+power of the slope test: the probability that a prediction off by ``rel_error`` (10 %) of K1 would be
+rejected by the slope test of the best-measured entry (largest abs(K1)/se(b)) at the Bonferroni
+threshold z: Φ(δ − z) + Φ(−δ − z), δ = rel_error·abs(K1)/se(b) (``power``; a lower bound for a scale error
+of the whole K1, which every entry sees), and the smallest relative error of K1 detected with 80 %
+probability, (z + z₀.₈)·se(b)/abs(K1) (``detectable``). ``width_for_tol``: the width from which
+the infinite-width prediction is within ``tol`` of E[K_N] (max abs(K1)/(tol·abs(K))), and whether the
+corrected prediction K + K1/N is within ``tol``·abs(K) of the measured means at every width from it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import norm
+
+from ..results import Result
+from .core import register, spawn_seeds
+
+
+@dataclass(frozen=True)
+class FiniteWidthCheck(Result):
+    """Slope check of O(1/N) corrections (module docstring). Arrays over entries: ``K``, ``K1``
+    (theory), ``a``/``a_se``/``z_a``, ``b``/``b_se``/``z_b``; over (width, entry): ``mean``, ``se``."""
+
+    labels: tuple
+    widths: np.ndarray
+    inits: int
+    K: np.ndarray
+    K1: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    a: np.ndarray
+    a_se: np.ndarray
+    z_a: np.ndarray
+    b: np.ndarray
+    b_se: np.ndarray
+    z_b: np.ndarray
+    chi2_dof: np.ndarray
+    z_crit: float
+    power: float
+    detectable: float
+    rel_error: float
+    tol: float
+    width_for_tol: int
+    corrected_within_tol: bool
+    passed: bool
+    reasons: tuple
+    model: dict
+    seed: int
+    seconds: float
+    details: dict = field(default_factory=dict)
+
+    def to_markdown(self) -> str:
+        ok = "PASS" if self.passed else "FAIL"
+        rows = [f"### check: O(1/N) corrections — **{ok}**", "",
+                f"model: {self.details.get('model_text', '')}; widths {list(map(int, self.widths))}, "
+                f"{self.inits} inits each", "",
+                "| entry | K (theory) | a (fit) | z_a | K1 (theory) | b (fit) ± se | z_b |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for i, lab in enumerate(self.labels):
+            rows.append(f"| {lab} | {self.K[i]:.5g} | {self.a[i]:.5g} ± {self.a_se[i]:.2g} | {self.z_a[i]:+.2f} | "
+                        f"{self.K1[i]:+.4g} | {self.b[i]:+.4g} ± {self.b_se[i]:.2g} | {self.z_b[i]:+.2f} |")
+        rows += ["", f"Bonferroni |z| < {self.z_crit:.2f}; power to detect a {self.rel_error:.0%} error in K1: "
+                 f"{self.power:.2f}; smallest relative K1 error detected with 80 %: {self.detectable:.1%}",
+                 f"width from which the N → ∞ prediction is within {self.tol:.2%}: N ≥ {self.width_for_tol}; "
+                 f"corrected prediction K + K1/N within {self.tol:.2%} at the measured widths ≥ it: "
+                 f"{self.corrected_within_tol}"]
+        if self.reasons:
+            rows += ["", "Failed because: " + "; ".join(self.reasons)]
+        return "\n".join(rows)
+
+    def __str__(self):
+        return self.to_markdown()
+
+
+def fit_slope(widths, means, ses, quadratic=False):
+    """Per column: weighted least squares mean_N = a + b/N (+ c/N²); returns a, se(a), b, se(b), χ²/dof.
+    The standard errors are the WLS ones (not inflated by χ²: a bad fit is reported, not absorbed)."""
+    N = np.asarray(widths, dtype=float)
+    cols = [np.ones_like(N), 1.0 / N] + ([1.0 / N ** 2] if quadratic else [])
+    A = np.stack(cols, axis=1)
+    if N.size < A.shape[1]:
+        raise ValueError(f"widths: the fit needs at least {A.shape[1]} widths, got {N.size}")
+    dof = max(N.size - A.shape[1], 1)
+    out = np.zeros((5, means.shape[1]))
+    for j in range(means.shape[1]):
+        w = 1.0 / np.maximum(ses[:, j], 1e-300)
+        Aw = A * w[:, None]
+        coef, *_ = np.linalg.lstsq(Aw, means[:, j] * w, rcond=None)
+        cov = np.linalg.inv(Aw.T @ Aw)
+        r = means[:, j] * w - Aw @ coef
+        out[:, j] = coef[0], np.sqrt(cov[0, 0]), coef[1], np.sqrt(cov[1, 1]), float(r @ r) / dof
+    return out
+
+
+def _gram(a):
+    return np.matmul(a, a.transpose(0, 2, 1)) / a.shape[-1]
+
+
+def _forward_samples(model, net, Z, S, seed, ntk):
+    """Per init: φ(h^l)φ(h^l)ᵀ/N (S, L+1, P, P), stream Grams h^l h^lᵀ/N (S, L+1, P, P) and, with
+    ``ntk``, the empirical NTK (S, P, P) of the SAME networks (weight-free conditional sampler)."""
+    from ..finite import empirical_kernels
+    from ..finite.forward import forward
+    from ..finite.ntk import ConditionalWeights, assemble_ntk
+    from ..finite.weights import init_streams
+
+    L = model.depth
+    if not ntk:
+        ek = empirical_kernels(net, Z, S, seed=seed, keep_samples=True, phi_kernels=True)
+        return ek.K_phi, ek.K, None, None
+    streams = init_streams(S, seed=seed)
+    N, P = net.width, Z.shape[0]
+    chunk = max(1, min(S, int(256 * 2**20 // (64.0 * (L + 2) * P * (N + P)))))
+    Kphi, G, T, Gd = [], [], [], []
+    dphi = model.act.dphi
+    for st in range(0, S, chunk):
+        w = ConditionalWeights(net, streams[st:st + chunk], P)
+        fwd = forward(net, w, Z, check=False)
+        T.append(assemble_ntk(net, w, fwd, 0, False, False))
+        Kphi.append(np.stack([_gram(fwd.inp[f"{l + 1}.1"]) for l in range(L)] + [_gram(fwd.inp["out"])], axis=1))
+        G.append(np.stack([_gram(h) for h in fwd.h], axis=1))
+        Gd.append(np.stack([_gram(dphi(h)) for h in fwd.h], axis=1))
+    return np.concatenate(Kphi), np.concatenate(G), np.concatenate(T), np.concatenate(Gd)
+
+
+def _pair_F(act, C, derivative=False):
+    """E_{N(0,C)}[φφᵀ] (or E[φ'φ'ᵀ]) for a stack of P×P covariances C (…, P, P), entry by entry."""
+    from ..kernels.expectations import pair_dkernel, pair_kernel
+
+    if derivative:
+        pair_kernel = pair_dkernel  # noqa: F811 — same signature
+
+    d = np.diagonal(C, axis1=-2, axis2=-1)
+    k11 = np.broadcast_to(d[..., :, None], C.shape)
+    k22 = np.broadcast_to(d[..., None, :], C.shape)
+    P = C.shape[-1]
+    iu = np.triu_indices(P)
+    vals = pair_kernel(act, k11[..., iu[0], iu[1]].ravel(), C[..., iu[0], iu[1]].ravel(),
+                       k22[..., iu[0], iu[1]].ravel()).reshape(C.shape[:-2] + (iu[0].size,))
+    out = np.empty_like(C)
+    out[..., iu[0], iu[1]] = vals
+    out[..., iu[1], iu[0]] = vals
+    return out
+
+
+def _controls(model, Z, Kphi, G, Gd=None):
+    """Per-init regressors with mean exactly 0 at every width (martingale differences of the forward
+    pass; ``Gd`` = φ'(h^l)φ'(h^l)ᵀ/N adds ν^l for MLPs): η^l = G^l − E[G^l | layer l−1] (stream Gram
+    sampling noise; MLP: G^l − C^l, ResNet: G^l − G^{l−1} − C^l, η⁰ = G⁰ − K⁰) and, for MLPs, ξ^l = C^l − s_l F(C^{l−1}) − b_l with F computed
+    exactly from the sampled C^{l−1} (C⁰ = K⁰). No theory enters: they only remove variance."""
+    v = model.variances()
+    L = model.depth
+    r2 = model.branch ** 2
+    s = [r2 * v["sigma_w2"]] * L + [v["sigma_w2_out"]]
+    b = [r2 * v["sigma_b2"]] * L + [v["sigma_b2_out"]]
+    K0 = v["sigma_w2_in"] * (Z @ Z.T) / Z.shape[1] + v["sigma_b2_in"]
+    C = [s[l] * Kphi[:, l] + b[l] for l in range(L + 1)]         # C^{l+1}, l = 0..L
+    iu = np.triu_indices(Z.shape[0])
+    cols = [(G[:, 0] - K0)[:, iu[0], iu[1]]]
+    for l in range(1, L + 1):
+        eta = G[:, l] - C[l - 1] - (G[:, l - 1] if model.residual else 0.0)
+        cols.append(eta[:, iu[0], iu[1]])
+    if not model.residual:
+        prev = np.broadcast_to(K0, C[0].shape)
+        for l in range(L + 1):
+            xi = C[l] - s[l] * _pair_F(model.act, prev) - b[l]
+            cols.append(xi[:, iu[0], iu[1]])
+            if Gd is not None:          # ν^l = φ'φ'(h^l)ᵀ/N − E_{N(0,C^l)}[φ'φ'] (NTK sampling noise)
+                nu = Gd[:, l] - _pair_F(model.act, prev, derivative=True)
+                cols.append(nu[:, iu[0], iu[1]])
+            prev = C[l]
+    return C, np.concatenate(cols, axis=1)
+
+
+def _control_variate(Y, R):
+    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
+    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
+    Rc = R - R.mean(axis=0)
+    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
+    return Y - R @ beta
+
+
+def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, control=True):
+    """Per width: (labels, per-init samples (inits × entries)) of the read-out kernel E[f fᵀ|h^L],
+    stream Grams (``layers``) and NTK (``ntk``); X2: the cross entries X × X2 only. ``control``:
+    subtract exactly-mean-zero control variates (:func:`_controls`) — same means, far smaller spread."""
+    P1 = X.shape[0]
+    Z = X if X2 is None else np.vstack([X, X2])
+    if X2 is None:
+        i, j = np.triu_indices(P1)
+    else:
+        ii, jj = np.meshgrid(np.arange(P1), np.arange(X2.shape[0]), indexing="ij")
+        i, j = ii.ravel(), P1 + jj.ravel()
+    ent = [f"[{a},{b - (0 if X2 is None else P1)}]" for a, b in zip(i, j)]
+    L = model.depth
+    lay = list(range(1, L + 1)) if layers else []
+    labels = [f"K^{l}{e}" for l in lay for e in ent] + [f"K_out{e}" for e in ent]
+    if ntk:
+        labels += [f"Θ{e}" for e in ent]
+    seeds = spawn_seeds(seed, len(widths))
+    samples = []
+    for k, N in enumerate(widths):
+        net = model.finite(int(N))
+        Kphi, G, T, Gd = _forward_samples(model, net, Z, int(inits), seeds[k], ntk)
+        C, R = _controls(model, Z, Kphi, G, Gd)
+        parts = [G[:, l, i, j] for l in lay] + [C[L][:, i, j]] + ([T[:, i, j]] if ntk else [])
+        Y = np.concatenate(parts, axis=1)
+        samples.append(_control_variate(Y, R) if control else Y)
+    return labels, samples
+
+
+@register(lambda r: type(r).__name__ == "FiniteWidth", layers=True)
+def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False, ntk=None, tol=0.01,
+                       rel_error=0.1, quadratic=False, control=True, model=None, X=None, progress=None):
+    """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks."""
+    from ..model import as_model
+
+    rec = result.params
+    m = as_model(model if model is not None else rec.get("model"))
+    X1 = np.asarray(X if X is not None else rec["X1"], dtype=float)
+    X2 = rec.get("X2") if X is None else None
+    X2 = None if X2 is None else np.asarray(X2, dtype=float)
+    if ntk is None:
+        ntk = result.Theta1 is not None
+    if ntk and result.Theta1 is None:
+        raise ValueError("check: ntk=True but this result has no Theta1 (parameterisation 'NTK' only)")
+    t0 = time.perf_counter()
+    labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
+    if X2 is None:
+        iu = np.triu_indices(X1.shape[0])
+        pick = lambda A: A[..., iu[0], iu[1]]            # noqa: E731
+    else:
+        pick = lambda A: A.reshape(A.shape[:-2] + (-1,))  # noqa: E731
+    th = [pick(result.K_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K)]
+    th1 = [pick(result.K1_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K1)]
+    if ntk:
+        th.append(pick(result.Theta))
+        th1.append(pick(result.Theta1))
+    K, K1 = np.concatenate(th), np.concatenate(th1)
+    mean = np.stack([s.mean(axis=0) for s in samples])
+    se = np.stack([s.std(axis=0, ddof=1) / np.sqrt(s.shape[0]) for s in samples])
+    se = np.maximum(se, 1e-12 * (np.abs(mean) + 1.0))   # entries the controls make exact (e.g. K^1)
+    a, a_se, b, b_se, chi2 = fit_slope(widths, mean, se, quadratic=quadratic)
+    z_a = (a - K) / a_se
+    z_b = (b - K1) / b_se
+    n_tests = 2 * K.size
+    z_crit = float(norm.isf(alpha / (2 * n_tests)))
+    reasons = []
+    if np.max(np.abs(z_a)) > z_crit:
+        reasons.append(f"extrapolated limit a differs from K (worst |z| = {np.max(np.abs(z_a)):.2f} at "
+                       f"{labels[int(np.argmax(np.abs(z_a)))]})")
+    if np.max(np.abs(z_b)) > z_crit:
+        reasons.append(f"fitted slope b differs from K1 (worst |z| = {np.max(np.abs(z_b)):.2f} at "
+                       f"{labels[int(np.argmax(np.abs(z_b)))]})")
+    # power of the slope test against a rel_error relative error of K1
+    snr = np.abs(K1) / b_se
+    best = float(np.max(snr)) if snr.size else 0.0
+    d = rel_error * best
+    power = float(norm.cdf(d - z_crit) + norm.cdf(-d - z_crit))
+    detectable = float((z_crit + norm.isf(0.2)) / best) if best > 0 else float("inf")
+    ratio = np.abs(K1) / np.maximum(np.abs(K), 1e-300)
+    n_tol = int(np.ceil(float(np.max(ratio)) / tol))
+    widths_arr = np.asarray(widths, dtype=float)
+    ok_w = widths_arr >= n_tol
+    corr_err = np.abs(mean - (K + K1 / widths_arr[:, None])) - 2 * se
+    within = bool(np.all(corr_err[ok_w] <= tol * np.abs(K))) if np.any(ok_w) else True
+    return FiniteWidthCheck(tuple(labels), widths_arr, int(inits), K, K1, mean, se, a, a_se, z_a, b, b_se, z_b,
+                            chi2, z_crit, power, detectable, float(rel_error), float(tol), n_tol, within,
+                            not reasons, tuple(reasons), m.to_dict(), int(seed), time.perf_counter() - t0,
+                            {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic),
+                             "control_variates": bool(control)})

@@ -1,0 +1,126 @@
+"""Kernels of compositions (``limits.serial``): ``kernel(serial, X1, X2)`` through the layers' own rules.
+
+Inputs are (P, d) or ``(P, *spatial, C)`` (as neural-tangents). The state K⁰(x, y)[i, j] = ⟨x_i, y_j⟩/C,
+Θ⁰ = 0 is handed from layer to layer (:mod:`limits.layers.state`); each layer maps it by its rule
+(:mod:`limits.layers`). The representation — every pair of positions ("full", P1·P2·S² floats per
+block) or equal positions only ("diagonal", P1·P2·S) — is decided by one backward pass over the
+composition and reported per layer in ``diagnostics["structure"]`` with its memory
+(``diagnostics["peak_bytes"]``). Cost: the sum of the layers' costs (see each layer's docstring).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import finite_array
+from ..results import Result
+
+GETS = ("nngp", "ntk")
+
+
+@dataclass(frozen=True)
+class SerialKernelResult(Result):
+    """Read-out NNGP ``nngp`` and NTK ``ntk`` (P1×P2) of a composition, the composition (as a dict), the
+    inputs, and diagnostics: ``structure`` (per layer: representation, spatial shape, bytes),
+    ``input_representation``, ``peak_bytes``."""
+
+    nngp: np.ndarray | None
+    ntk: np.ndarray | None
+    model: dict
+    diagnostics: dict
+    symmetric: bool = False
+    X1: np.ndarray | None = None
+    X2: np.ndarray | None = None
+
+    @property
+    def shape(self):
+        a = self.nngp if self.nngp is not None else self.ntk
+        return a.shape
+
+
+def _inputs(X, name):
+    X = finite_array(X, name)
+    if X.ndim < 2 or X.shape[0] < 1 or X.shape[-1] < 1:
+        raise ValueError(f"{name} must be (P, d) or (P, *spatial, C) with P, C >= 1, got shape {X.shape}")
+    if X.ndim > 4:
+        raise ValueError(f"{name}: at most two spatial axes (P, H, W, C), got shape {X.shape}")
+    return X
+
+
+BLOCK_BYTES = 256 * 2**20       # one tile's blocks (with temporaries) stay below this
+
+
+def pair_bytes(model, input_shape, want_ntk=True) -> float:
+    """Bytes one pair of inputs costs in the largest block (NNGP, NTK and ~2 temporaries)."""
+    spatial = tuple(input_shape[:-1])
+    S = float(np.prod(spatial)) if spatial else 1.0
+    per = S * S if (spatial and model.needs_full(False)) else S
+    return 8.0 * per * (2 + 2 * bool(want_ntk))
+
+
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelResult:
+    """NNGP / NTK read-out kernels of the composition ``model`` between X1 and X2 (module docstring).
+    The composition must end without spatial axes (Flatten / GlobalAvgPool before the read-out).
+    Large inputs are done in tiles of ``block`` × ``block`` inputs (default: the largest tile whose
+    blocks stay below 256 MiB; every tile is the cross kernel of its two input sets, the diagonal
+    tiles the symmetric kernel), so memory is the output plus one tile."""
+    from ..layers import Serial, serial
+
+    m = model if isinstance(model, Serial) else serial(model)
+    if isinstance(get, str):
+        get = (get,)
+    get = tuple(get)
+    if not get or any(g not in GETS for g in get):
+        raise ValueError(f"get must be a non-empty subset of {GETS}, got {get!r}")
+    X1 = _inputs(X1, "X1")
+    if X2 is not None:
+        X2 = _inputs(X2, "X2")
+        if X2.shape[1:] != X1.shape[1:]:
+            raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
+    P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
+    if block is None:
+        block = max(1, int(np.sqrt(BLOCK_BYTES / pair_bytes(m, X1.shape[1:], "ntk" in get))))
+    if max(P1, P2) > block:
+        return _tiled(m, X1, X2, get, int(block))
+    return _one(m, X1, X2, get)
+
+
+def _tiled(m, X1, X2, get, b):
+    """The kernel tile by tile (``kernel`` docstring); structure diagnostics of the first tile."""
+    sym = X2 is None
+    Y = X1 if sym else X2
+    out = {g: np.empty((X1.shape[0], Y.shape[0])) for g in get}
+    first = None
+    for i in range(0, X1.shape[0], b):
+        for j in range(i if sym else 0, Y.shape[0], b):
+            r = _one(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
+            first = first or r
+            for g in get:
+                out[g][i:i + b, j:j + b] = getattr(r, g)
+                if sym and i != j:
+                    out[g][j:j + b, i:i + b] = getattr(r, g).T
+    diag = {**first.diagnostics, "block": b, "peak_bytes_per_tile": first.diagnostics["peak_bytes"]}
+    return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
+
+
+def _one(m, X1, X2, get):
+    from ..layers.state import initial
+
+    full = m.needs_full(False)
+    k0 = initial(X1, X2, full, "ntk" in get)
+    trace = [{"layer": -1, "name": "input", "representation": k0.representation, "spatial": list(k0.spatial),
+              "bytes": int(k0.nbytes)}]
+    with np.errstate(over="ignore", invalid="ignore"):
+        k = m.kernel(k0, False, "", trace)
+    if k.spatial:
+        raise ValueError(f"the composition ends with spatial axes {k.spatial}; end it with Flatten() or "
+                         "GlobalAvgPool() (and a Dense read-out) for P1×P2 kernels")
+    nngp = k.nngp if "nngp" in get else None
+    ntk = k.ntk if "ntk" in get else None
+    for name, a in (("NNGP", nngp), ("NTK", ntk)):
+        if a is not None and not np.all(np.isfinite(a)):
+            raise ValueError(f"the {name} of this composition overflowed (inf/NaN); use smaller variances")
+    diag = {"structure": trace, "input_representation": k0.representation,
+            "peak_bytes": int(max(t["bytes"] for t in trace)), "source": "limits.kernels.composed"}
+    return SerialKernelResult(nngp, ntk, m.to_dict(), diag, X2 is None, X1, X2)

@@ -1,0 +1,54 @@
+"""Composable architectures: one module per layer type, each with its infinite-width kernel rule
+(NNGP and NTK, NTK parameterisation), its finite apply/backward at given weights and its
+serialisation side by side (the pattern of neural-tangents' ``stax``)::
+
+    L = limits.layers
+    m = limits.serial(L.Conv(filter_shape=(3, 3), padding="SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
+                      L.GlobalAvgPool(), L.Dense(sigma_w2=1.0, sigma_b2=0.0))
+    k = limits.kernels.kernel(m, X)          # X: (P, H, W, C); k.nngp, k.ntk (P×P); k.diagnostics["structure"]
+    net = m.finite(256)                      # limits.finite.serial.SerialNetwork at width N = 256
+
+Layers: Dense, Conv (1-D/2-D, stride 1, "SAME"/"CIRCULAR"), Activation(name), Flatten, GlobalAvgPool,
+AvgPool (window, strides, "VALID"), LayerNorm (over channels), Attention (infinite-width multi-head
+self-attention, logits s·⟨k_i, k_j⟩/(C·n_key)), Residual(branch, rho), Identity.
+"""
+from __future__ import annotations
+
+from .activation import Activation
+from .attention import Attention
+from .base import Layer, layer_from_dict
+from .conv import Conv
+from .dense import Dense
+from .layernorm import LayerNorm
+from .pooling import AvgPool, Flatten, GlobalAvgPool
+from .residual import Identity, Residual
+from .serial import Serial, serial
+from .state import Kernel
+
+__all__ = ["Layer", "Dense", "Conv", "Activation", "Flatten", "GlobalAvgPool", "AvgPool", "LayerNorm", "Attention",
+           "Residual", "Identity", "Serial", "serial", "Kernel", "layer_from_dict", "load", "as_serial"]
+
+
+def load(path) -> Serial:
+    """A composition from a .json / .toml file (:meth:`Serial.save`)."""
+    return Serial.load(path)
+
+
+def as_serial(obj):
+    """The composition ``obj`` describes — a layer, a ``{"serial": [...]}`` mapping or a .json/.toml file
+    holding one — or None when it describes something else (a ``limits.Model``)."""
+    from pathlib import Path
+
+    if isinstance(obj, Serial):
+        return obj
+    if isinstance(obj, Layer):
+        return serial(obj)
+    if isinstance(obj, dict):
+        d = obj.get("model", obj) if isinstance(obj.get("model"), dict) else obj
+        return Serial.from_dict(d) if "serial" in d else None
+    if isinstance(obj, (str, Path)) and Path(obj).suffix.lower() in (".json", ".toml") and Path(obj).is_file():
+        try:
+            return Serial.load(obj)
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,236 @@
+"""``limits.serial(*layers)``: a frozen composition of layers — itself a layer, so compositions nest
+(``Residual(serial(...))``) — with its serialisation (JSON / TOML model files).
+
+One pass over the composition decides the covariance representation (:meth:`Serial.needs_full`,
+from the read-out backwards): every pair of positions is kept only where a later GlobalAvgPool,
+AvgPool or Attention mixes positions; elsewhere (e.g. a CNN read out through Flatten) only equal
+positions (the CNN-GP shortcut, P²·S instead of P²·S² floats per block).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .base import Layer, layer_from_dict, register
+
+
+@register
+@dataclass(frozen=True)
+class Serial(Layer):
+    """Layers applied in order (module docstring). Build with :func:`limits.serial`."""
+
+    layers: tuple = ()
+
+    def __post_init__(self):
+        ls = tuple(self.layers)
+        for i, l in enumerate(ls):
+            if not isinstance(l, Layer):
+                raise ValueError(f"serial: argument {i} is a {type(l).__name__}, not a limits.layers layer")
+        object.__setattr__(self, "layers", ls)
+
+    @property
+    def parametric(self):
+        return any(l.parametric for l in self.layers)
+
+    @property
+    def fresh_output(self):
+        return bool(self.layers) and self.layers[-1].fresh_output
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def describe(self) -> str:
+        return "serial(" + ", ".join(l.describe() for l in self.layers) + ")"
+
+    # ------------------------------------------------------------------ kernel
+    def needs_full(self, after: bool) -> bool:
+        for l in reversed(self.layers):
+            after = l.needs_full(after)
+        return after
+
+    def needs(self, after: bool):
+        """Per layer: does its input need every pair of positions? (and, last, the read-out's need)."""
+        out = [after]
+        for l in reversed(self.layers):
+            out.append(l.needs_full(out[-1]))
+        return out[::-1]
+
+    def kernel(self, k, need_full_after=True, where="", trace=None):
+        needs = self.needs(need_full_after)
+        for i, l in enumerate(self.layers):
+            at = f"{where} layer {i} ({l.describe()})".strip()
+            k = l.kernel(k, needs[i + 1], at)
+            if k.full and not needs[i + 1]:
+                k = k.to_diagonal()
+            k = k.synced()
+            if trace is not None:
+                trace.append({"layer": i, "name": l.name, "representation": k.representation,
+                              "spatial": list(k.spatial), "bytes": int(k.nbytes)})
+        return k
+
+    # ------------------------------------------------------------------ finite
+    def plan(self, in_shape, width, d_out=None):
+        """Per layer (layer, in_shape, out_shape, n_out): the output width of every parametric layer is
+        ``width``, except the last parametric layer of this composition when ``d_out`` is given."""
+        last = max((i for i, l in enumerate(self.layers) if l.parametric), default=-1)
+        out, shape = [], tuple(in_shape)
+        for i, l in enumerate(self.layers):
+            n = d_out if (d_out is not None and i == last) else width
+            if isinstance(l, Residual):
+                sub = l.branch.plan(shape, width, shape[-1] if l.branch.parametric else None)
+                new = sub[-1][2] if sub else shape
+                if new != shape:
+                    raise ValueError(f"layer {i} (Residual): the branch maps {shape} to {new}; the skip connection "
+                                     "needs the same shape (use as many channels as its input)")
+                out.append((l, shape, shape, sub))
+                continue
+            new = l.out_shape(shape, n)
+            out.append((l, shape, new, n))
+            shape = new
+        return out
+
+    def init(self, plan, draw):
+        """Raw N(0, 1) weights per layer: ``draw(shape)`` → ``(S, *shape)``."""
+        params = []
+        for l, sin, sout, n in plan:
+            if isinstance(l, Residual):
+                params.append(l.branch.init(n, draw))
+            elif l.parametric:
+                params.append({k: draw(s) for k, s in l.param_shapes(sin, n).items()})
+            else:
+                params.append({})
+        return params
+
+    def apply(self, params, x):
+        caches = []
+        for l, p in zip(self.layers, params):
+            if isinstance(l, Residual):
+                y, c = l.branch.apply(p, x)
+                x = x + l.rho * y
+            else:
+                x, c = l.apply(p, x)
+            caches.append(c)
+        return x, caches
+
+    def backward(self, params, caches, gy):
+        theta = np.zeros((gy.shape[0], gy.shape[1], gy.shape[1]))
+        for l, p, c in zip(reversed(self.layers), reversed(params), reversed(caches)):
+            if isinstance(l, Residual):
+                gb, th = l.branch.backward(p, c, l.rho * gy)
+                gy = gy + gb
+            else:
+                gy, th = l.backward(p, c, gy)
+            theta += th
+        return gy, theta
+
+    def vjp(self, params, caches, gy):
+        """∂/∂x and, per layer, the parameter gradients summed over the inputs (training)."""
+        grads = [None] * len(self.layers)
+        for i in range(len(self.layers) - 1, -1, -1):
+            l, p, c = self.layers[i], params[i], caches[i]
+            if isinstance(l, Residual):
+                gb, grads[i] = l.branch.vjp(p, c, l.rho * gy)
+                gy = gy + gb
+            elif l.parametric:
+                gy, grads[i] = l.vjp(p, c, gy)
+            else:
+                gy, _ = l.backward(p, c, gy)
+                grads[i] = {}
+        return gy, grads
+
+    def finite(self, width: int, d_out: int = 1):
+        """The finite network at width N (``limits.finite.serial.SerialNetwork``): every Dense/Conv/Attention
+        has N output channels, the last one ``d_out``; NTK parameterisation, weights N(0, 1)."""
+        from ..finite.serial import SerialNetwork
+
+        return SerialNetwork(self, width, d_out)
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict:
+        return {"serial": [l.to_dict() for l in self.layers]}
+
+    @classmethod
+    def from_dict(cls, d) -> "Serial":
+        if isinstance(d, dict) and isinstance(d.get("model"), dict):
+            d = d["model"]
+        if not isinstance(d, dict) or not isinstance(d.get("serial"), list):
+            raise ValueError("a composition is a mapping {'serial': [layer, …]} (each layer a mapping with 'layer')")
+        return cls(tuple(layer_from_dict(x) for x in d["serial"]))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Serial":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"composition JSON is not valid: {exc}") from None
+        return cls.from_dict(d)
+
+    def to_toml(self) -> str:
+        return "serial = [\n" + "".join(f"  {_toml(l.to_dict())},\n" for l in self.layers) + "]\n"
+
+    def save(self, path) -> Path:
+        """Write ``path`` (.json or .toml) atomically."""
+        from ..results import atomic_write_text
+
+        path = Path(path)
+        text = self.to_toml() if path.suffix.lower() == ".toml" else self.to_json() + "\n"
+        return atomic_write_text(path, text)
+
+    @classmethod
+    def load(cls, path) -> "Serial":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"composition file {str(path)!r} cannot be read ({exc})") from None
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            try:
+                return cls.from_dict(tomllib.loads(text))
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"composition file {str(path)!r} is not valid TOML: {exc}") from None
+        return cls.from_json(text)
+
+
+def _toml(v) -> str:
+    """A TOML inline value (strings, booleans, numbers, lists, tables)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        if isinstance(v, float) and not np.isfinite(v):
+            raise ValueError(f"cannot write {v!r} to TOML")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items() if x is not None) + "}"
+    raise ValueError(f"cannot write a {type(v).__name__} to TOML")
+
+
+def serial(*layers) -> Serial:
+    """A frozen composition of ``layers`` (nested compositions are flattened; a ``limits.Model`` enters as its
+    :meth:`~limits.Model.to_serial` layers)."""
+    out = []
+    for l in layers:
+        if hasattr(l, "to_serial") and not isinstance(l, Layer):
+            l = l.to_serial()
+        if isinstance(l, Serial):
+            out.extend(l.layers)
+        else:
+            out.append(l)
+    return Serial(tuple(out))
+
+
+from .residual import Residual  # noqa: E402  (Residual refers back to Serial)

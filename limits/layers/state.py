@@ -1,0 +1,161 @@
+"""The state one kernel rule hands to the next: :class:`Kernel` (NNGP, NTK and the inputs' own covariances).
+
+Inputs are (P, d) for dense layers and ``(P, *spatial, C)`` for convolution / attention (as neural-tangents).
+A block between two input sets is stored as
+
+* ``nngp``, ``ntk``: ``(P1, P2, *R)`` — R = (s1, s1', s2, s2', …) (``full``: every pair of positions,
+  the pairs of one spatial axis side by side) or R = (s1, s2, …) (``diagonal``: only equal positions,
+  enough when no later layer mixes positions — no pooling / attention ahead);
+* ``cov1`` ``(P1, 1, *R)`` and ``cov2`` ``(P2, 1, *R)``: each input with itself (the variances that a nonlinearity,
+  LayerNorm or attention needs); ``cov2`` is None when X2 is X1 (the symmetric kernel).
+
+Initial state (read-in, as neural-tangents): K⁰(x, y)[i, j] = ⟨x_i, y_j⟩ / C, Θ⁰ = 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """NNGP/NTK blocks and self-covariances flowing through a composition (module docstring)."""
+
+    nngp: np.ndarray
+    ntk: np.ndarray | None
+    cov1: np.ndarray
+    cov2: np.ndarray | None
+    spatial: tuple
+    full: bool
+    is_gaussian: bool = True
+
+    def replace(self, **kw) -> "Kernel":
+        return replace(self, **kw)
+
+    @property
+    def nsp(self) -> int:
+        return len(self.spatial)
+
+    @property
+    def representation(self) -> str:
+        return "none" if not self.spatial else ("full" if self.full else "diagonal")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.nngp, self.ntk, self.cov1, self.cov2) if a is not None)
+
+    # -------------------------------------------------------------- per-block maps
+    def map_linear(self, fn, spatial=None, full=None) -> "Kernel":
+        """Apply one linear map of the spatial axes to every block (conv, pooling, flatten)."""
+        return replace(self, nngp=fn(self.nngp), ntk=None if self.ntk is None else fn(self.ntk),
+                       cov1=fn(self.cov1), cov2=None if self.cov2 is None else fn(self.cov2),
+                       spatial=self.spatial if spatial is None else tuple(spatial),
+                       full=self.full if full is None else full)
+
+    def variances(self):
+        """(q1, q2): per-position variances ``(P, 1, *spatial)`` of X1 and X2 (q2 = q1 when symmetric)."""
+        q1 = spatial_diagonal(self.cov1, self.full, self.nsp)
+        q2 = q1 if self.cov2 is None else spatial_diagonal(self.cov2, self.full, self.nsp)
+        return q1, q2
+
+    def map_pairs(self, fn, ntk_fn=None, gaussian_out=None, self_fn=None, pair_fn=None) -> "Kernel":
+        """Pointwise rules: ``fn(K, ql, qr)`` on every block with its left/right variances broadcast to
+        the block's layout; ``ntk_fn(K, T, ql, qr)`` gives the new NTK of the cross block; ``self_fn``
+        (default ``fn``) maps the self blocks ``cov1``/``cov2``; ``pair_fn(K, T, ql, qr)`` → (K', T') does the
+        cross block's NNGP and NTK in one go (when both are wanted)."""
+        sf = fn if self_fn is None else self_fn
+        q1, q2 = self.variances()
+        f = self.full
+        l1, r1 = expand(q1, f, True), expand(q1, f, False)
+        r12 = expand(np.swapaxes(q2, 0, 1), f, False)
+        if pair_fn is not None and self.ntk is not None:
+            nngp, ntk = pair_fn(self.nngp, l1, r12, self.ntk)
+        else:
+            nngp = fn(self.nngp, l1, r12)
+            ntk = None if self.ntk is None or ntk_fn is None else ntk_fn(self.nngp, self.ntk, l1, r12)
+        cov1 = sf(self.cov1, l1, r1)
+        cov2 = None
+        if self.cov2 is not None:
+            cov2 = sf(self.cov2, expand(q2, f, True), expand(q2, f, False))
+        return replace(self, nngp=nngp, ntk=ntk, cov1=cov1, cov2=cov2,
+                       is_gaussian=self.is_gaussian if gaussian_out is None else gaussian_out)
+
+    def synced(self) -> "Kernel":
+        """Symmetric kernels: ``cov1`` := the batch diagonal of ``nngp``, so that an input's variance and its
+        kernel with itself are the same float (a correlation of exactly 1 — what ReLU-type derivative
+        kernels need to be exact there)."""
+        if self.cov2 is not None:
+            return self
+        d = np.moveaxis(np.diagonal(self.nngp, axis1=0, axis2=1), -1, 0)[:, None]
+        return replace(self, cov1=np.ascontiguousarray(d))
+
+    def to_diagonal(self) -> "Kernel":
+        """Keep only equal-position entries (valid when no later layer mixes positions)."""
+        if not self.full or not self.spatial:
+            return self
+        return self.map_linear(lambda K: spatial_diagonal(K, True, self.nsp), full=False)
+
+
+def spatial_diagonal(K, full, nsp):
+    """Equal-position entries (A, B, s1, s2, …) of a block ``(A, B, *R)``."""
+    if not full or nsp == 0:
+        return K
+    for _ in range(nsp):                         # (A,B,s1,s1',s2,s2') → (A,B,s2,s2',s1) → (A,B,s1,s2)
+        K = np.diagonal(K, axis1=2, axis2=3)
+    return np.ascontiguousarray(K)
+
+
+def expand(q, full, left):
+    """Variances (A, B, s1, s2, …) broadcast against a full block (A, B, s1, s1', …): left factor
+    varies with the first position of each pair, right with the second."""
+    if not full or q.ndim == 2:
+        return q
+    shape = list(q.shape[:2])
+    for s in q.shape[2:]:
+        shape += [s, 1] if left else [1, s]
+    return q.reshape(shape)
+
+
+def full_from_positions(G, spatial):
+    """Reorder a Gram over flattened positions (A, B, S, S') into the full layout (A, B, s1, s1', …)."""
+    A, B = G.shape[:2]
+    n = len(spatial)
+    G = G.reshape((A, B) + tuple(spatial) + tuple(spatial))
+    order = [0, 1] + [a for d in range(n) for a in (2 + d, 2 + n + d)]
+    return np.ascontiguousarray(G.transpose(order))
+
+
+def positions_from_full(K, spatial):
+    """Inverse of :func:`full_from_positions`: (A, B, s1, s1', …) → (A, B, S, S')."""
+    n = len(spatial)
+    order = [0, 1] + [2 + 2 * d for d in range(n)] + [3 + 2 * d for d in range(n)]
+    S = int(np.prod(spatial))
+    return K.transpose(order).reshape(K.shape[0], K.shape[1], S, S)
+
+
+def initial(X1, X2, full, want_ntk) -> Kernel:
+    """K⁰(x, y)[i, j] = ⟨x_i, y_j⟩/C (every position pair when ``full``), Θ⁰ = 0."""
+    spatial = tuple(X1.shape[1:-1])
+    C = X1.shape[-1]
+
+    def block(A, B, self_block=False):
+        a = A.reshape(A.shape[0], -1, C)
+        b = B.reshape(B.shape[0], -1, C)
+        if not spatial:
+            G = (A @ B.T / C) if not self_block else np.einsum("pc,pc->p", A, A)[:, None] / C
+            return G
+        if self_block:
+            G = (np.einsum("pic,pjc->pij", a, a) / C)[:, None] if full else (np.einsum("pic,pic->pi", a, a) / C)[:, None]
+        elif full:
+            G = np.einsum("pic,qjc->pqij", a, b, optimize=True) / C
+        else:
+            G = np.einsum("pic,qic->pqi", a, b, optimize=True) / C
+        if full:
+            return full_from_positions(G, spatial)
+        return G.reshape(G.shape[:2] + spatial)
+
+    nngp = block(X1, X1 if X2 is None else X2)
+    cov1 = block(X1, X1, True)
+    cov2 = None if X2 is None else block(X2, X2, True)
+    return Kernel(nngp, np.zeros_like(nngp) if want_ntk else None, cov1, cov2, spatial, bool(full and spatial)).synced()

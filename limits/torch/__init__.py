@@ -1,0 +1,40 @@
+"""``limits.torch`` — the PyTorch bridge (optional extra ``torch``; nothing here is imported by the core).
+
+    net = limits.mlp(8, 2, parameterisation="muP").to_torch(256)        # == model.finite(256), as nn.Module
+    P = limits.torch.parameterise(factory, "muP", widths=(64, 128))     # factory(width) -> nn.Module
+    r = limits.torch.coord_check(P, widths=(64, 128, 256, 512), data=(X, Y), optimizer="adam", lr=1e-2)
+    r.passed, r.failures(), r.to_markdown(), r.plot()
+
+Submodules import torch only when an attribute is first used (``import limits.torch`` alone does not),
+so the command line can register ``limits coord-check`` without torch installed.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "TorchNetwork": "network", "from_model": "network", "mse_loss": "network",
+    "parameterise": "apply_params", "Parameterised": "apply_params", "TensorRule": "apply_params",
+    "coord_check": "coordcheck", "TorchCoordCheck": "coordcheck",
+    "resolve_factory": "resolve",
+}
+
+_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "resolve", "demos", "cli")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'limits.torch' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))

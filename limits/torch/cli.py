@@ -1,0 +1,115 @@
+"""``limits coord-check`` — the coordinate check of the user's own torch network, as numbers.
+
+    limits coord-check --factory mymodels:transformer --allow mymodels --param muP --widths 64 128 256 512
+        applies the parameterisation to the factory's modules, then checks every tensor against its
+        predicted exponents
+    limits coord-check --factory mymodels:transformer --allow mymodels --as-is --expect muP --widths ...
+        checks the modules exactly as the factory builds them (the user's own implementation)
+
+Exit 0 when every tensor behaves as predicted, 1 when one does not (named in the output), 2 on bad input.
+This module imports torch only when the command runs (the parser is built without it).
+"""
+from __future__ import annotations
+
+
+def register(sub):
+    s = sub.add_parser("coord-check", help="coordinate check of a torch network: per-tensor width exponents vs "
+                                           "the parameterisation's predictions (needs the extra 'torch')")
+    s.add_argument("--factory", required=True, metavar="MODULE:FUNCTION",
+                   help="a plain function width -> torch.nn.Module defined in an allowed module")
+    s.add_argument("--allow", action="append", default=[], metavar="MODULE",
+                   help="module(s) whose functions may be named (importing runs their code)")
+    how = s.add_mutually_exclusive_group(required=True)
+    how.add_argument("--param", metavar="NAME", help="apply this parameterisation (SP, NTK, MF, muP, …)")
+    how.add_argument("--as-is", action="store_true", help="check the modules as the factory builds them")
+    s.add_argument("--expect", metavar="NAME", help="with --as-is: the parameterisation they should follow")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
+    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    s.add_argument("--lr", type=float, default=1e-4,
+                   help="learning rate (default 1e-4: the predicted exponents are those of small updates; an "
+                        "unstable parameterisation such as SP leaves that regime at large widths)")
+    s.add_argument("--steps", type=int, default=3)
+    s.add_argument("--seeds", type=int, default=4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--tol", type=float, default=0.1, help="widening of the 95%% CI for the verdict (default 0.1)")
+    s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
+                   help="a0: init and learning rates only (default); derived: the solver's gauge with forward multipliers")
+    s.add_argument("--data", metavar="MODULE:FUNCTION",
+                   help="a function () -> (X, Y) in an allowed module (default: a tiny synthetic task)")
+    s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json")
+    s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf)")
+    s.set_defaults(func=cmd_coord_check)
+
+
+MAX_WIDTH = 2 ** 15          # an N×N float32 weight at 2^15 is 4 GB
+MAX_SEEDS = 256
+MAX_STEPS = 1000
+
+
+def _check_args(args):
+    """Every option checked (naming it) before torch or the user's module is imported."""
+    import math
+
+    from ..model import parameterisation_name as _param_name
+
+    if args.as_is and not args.expect:
+        raise ValueError("--as-is needs --expect NAME (the parameterisation the modules should follow)")
+    if args.param and args.expect:
+        raise ValueError("--expect is for --as-is; with --param the parameterisation is the expectation")
+    for flag, name in (("--param", args.param), ("--expect", args.expect)):
+        if name is not None:
+            try:
+                _param_name(name)
+            except ValueError as exc:
+                raise ValueError(f"{flag}: {exc}") from None
+    bad = [w for w in args.widths if not 1 <= w <= MAX_WIDTH]
+    if bad:
+        raise ValueError(f"--widths must lie in [1, {MAX_WIDTH}], got {bad[0]}")
+    if len(set(args.widths)) < 3:
+        raise ValueError(f"--widths: need at least 3 distinct widths, got {args.widths}")
+    if not 2 <= args.seeds <= MAX_SEEDS:
+        raise ValueError(f"--seeds must lie in [2, {MAX_SEEDS}], got {args.seeds}")
+    if not 1 <= args.steps <= MAX_STEPS:
+        raise ValueError(f"--steps must lie in [1, {MAX_STEPS}] (a coordinate check takes a few steps), got {args.steps}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.tol) and args.tol >= 0):
+        raise ValueError(f"--tol must be a finite number >= 0, got {args.tol}")
+
+
+def cmd_coord_check(args):
+    _check_args(args)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
+    from .resolve import resolve_factory
+
+    factory = resolve_factory(args.factory, args.allow)     # before torch: bad names fail fast
+    from .apply_params import parameterise
+    from .coordcheck import coord_check, synthetic_data
+
+    widths = sorted(set(args.widths))
+    if args.data:
+        data = resolve_factory(args.data, args.allow, option="--data")()
+    else:
+        data = synthetic_data(factory, widths[0], seed=args.seed)
+    if args.param:
+        target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
+                              gauge=None if args.gauge == "derived" else "a0")
+        r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, tol=args.tol,
+                        seed=args.seed)
+    else:
+        r = coord_check(factory, widths, data, optimizer=args.optimizer, lr=args.lr, steps=args.steps,
+                        seeds=args.seeds, expect=args.expect, tol=args.tol, seed=args.seed)
+    print(r.to_markdown())
+    if args.save:
+        r.save(args.save)
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        ax = r.plot()
+        ax.figure.tight_layout()
+        ax.figure.savefig(args.plot)
+    return 0 if r.passed else 1

@@ -1,0 +1,210 @@
+"""Kernel rules of limits.layers against independent formulas (no finite networks here)."""
+import numpy as np
+import pytest
+
+import limits
+from limits.model import ModelError
+
+L = limits.layers
+
+
+def _X(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def test_contract_example_shapes_and_structure():
+    m = limits.serial(L.Conv(filter_shape=(3, 3), padding="SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
+                      L.GlobalAvgPool(), L.Dense(sigma_w2=1.0, sigma_b2=0.0))
+    X = _X((4, 5, 5, 2))
+    k = limits.kernels.kernel(m, X)
+    assert k.nngp.shape == k.ntk.shape == (4, 4)
+    assert np.allclose(k.nngp, k.nngp.T, rtol=0, atol=1e-15) and np.all(np.linalg.eigvalsh(k.ntk) > 0)
+    assert k.diagnostics["input_representation"] == "full"
+    assert k.diagnostics["peak_bytes"] >= 8 * 4 * 4 * 25 * 25
+    # read out through Flatten: only equal positions are kept (the CNN-GP shortcut)
+    f = limits.kernels.kernel(limits.serial(*m.layers[:2], L.Flatten(), L.Dense()), X)
+    assert f.diagnostics["input_representation"] == "diagonal"
+    assert f.diagnostics["peak_bytes"] < k.diagnostics["peak_bytes"] / 10
+
+
+def test_linear_circular_conv_then_pooling_is_the_mean_input_kernel():
+    """Linear CNN, circular padding, global pooling: shifts average out, K = σ²_d σ²_c ⟨x̄, ȳ⟩/C + σ²_b (exact)."""
+    X = _X((5, 4, 6, 3), 1)
+    for fs in ((3, 3), (2, 3)):
+        m = limits.serial(L.Conv(fs, "CIRCULAR", sigma_w2=1.7, sigma_b2=0.0), L.GlobalAvgPool(), L.Dense(0.6, 0.3))
+        k = limits.kernels.kernel(m, X)
+        xbar = X.mean(axis=(1, 2))
+        K = 0.6 * 1.7 * xbar @ xbar.T / 3 + 0.3
+        assert np.max(np.abs(k.nngp - K)) < 1e-13
+        # Θ: both weight layers contribute K minus bias, the bias once
+        assert np.max(np.abs(k.ntk - (2 * (K - 0.3) + 0.3))) < 1e-13
+
+
+def test_same_padding_conv_matches_explicit_linear_operator():
+    """1-D SAME conv without nonlinearity: the output is an explicit linear map of x; its covariance
+    σ²/(kC) Σ_f x_{i+f−o}·y_{j+f−o} (zero outside) read out through Flatten."""
+    X = _X((3, 7, 2), 2)
+    k, o = 4, 1
+    m = limits.serial(L.Conv((k,), "SAME", sigma_w2=2.0), L.Flatten(), L.Dense())
+    r = limits.kernels.kernel(m, X)
+    T, C = X.shape[1:]
+    Xp = np.zeros((3, T + k - 1, C))
+    Xp[:, o:o + T] = X
+    K = np.zeros((3, 3))
+    for i in range(T):
+        patch = Xp[:, i:i + k].reshape(3, -1)
+        K += 2.0 * patch @ patch.T / (k * C)
+    assert np.max(np.abs(r.nngp - K / T)) < 1e-13
+
+
+def test_diagonal_and_full_representations_agree():
+    from limits.layers.state import initial, spatial_diagonal
+
+    X = _X((3, 4, 5, 2), 3)
+    body = limits.serial(L.Conv((3, 3), "SAME", 2.0, 0.1), L.Activation("erf"), L.Conv((2, 3), "CIRCULAR", 1.5, 0.2),
+                         L.LayerNorm(), L.Activation("relu"), L.Dense(1.3, 0.1))
+    kf = body.kernel(initial(X, None, True, True), True)
+    kd = body.kernel(initial(X, None, False, True), False)
+    for a, b in ((kf.nngp, kd.nngp), (kf.ntk, kd.ntk)):
+        assert np.max(np.abs(spatial_diagonal(a, True, 2) - b)) < 1e-14
+
+
+def test_pooling_is_an_average_of_covariance_blocks():
+    X = _X((3, 4, 4, 2), 4)
+    head = [L.Conv((3, 3), "SAME", 2.0, 0.1), L.Activation("relu")]
+    gap = limits.kernels.kernel(limits.serial(*head, L.GlobalAvgPool(), L.Dense()), X)
+    whole = limits.kernels.kernel(limits.serial(*head, L.AvgPool((4, 4)), L.Flatten(), L.Dense()), X)
+    two = limits.kernels.kernel(limits.serial(*head, L.AvgPool((2, 2)), L.GlobalAvgPool(), L.Dense()), X)
+    for r in (whole, two):
+        assert np.max(np.abs(r.nngp - gap.nngp)) < 1e-14 and np.max(np.abs(r.ntk - gap.ntk)) < 1e-14
+    # explicit block average of the full covariance after the nonlinearity
+    from limits.layers.state import initial
+
+    k = limits.serial(*head).kernel(initial(X, None, True, False), True)
+    assert np.max(np.abs(gap.nngp - k.nngp.mean(axis=(2, 3, 4, 5)))) < 1e-14
+    # strided, overlapping windows: K' = M K Mᵀ per axis
+    r = limits.kernels.kernel(limits.serial(*head, L.AvgPool((3, 2), strides=(1, 2)), L.Flatten(), L.Dense()), X)
+    M = lambda n, w, s: np.array([[1.0 / w if o * s <= i < o * s + w else 0 for i in range(n)]  # noqa: E731
+                                  for o in range((n - w) // s + 1)])
+    Mh, Mw = M(4, 3, 1), M(4, 2, 2)
+    pooled = np.einsum("ai,bj,ck,dl,pqijkl->pqabcd", Mh, Mh, Mw, Mw, k.nngp)
+    ref = np.einsum("pqaacc->pq", pooled) / (Mh.shape[0] * Mw.shape[0])
+    assert np.max(np.abs(r.nngp - ref)) < 1e-14
+
+
+def test_layernorm_of_a_gaussian_is_the_cosine_kernel_and_matches_monte_carlo():
+    X = _X((4, 6), 5)
+    r = limits.kernels.kernel(limits.serial(L.Dense(1.7, 0.0), L.LayerNorm(eps=0.0), L.Dense()), X)
+    n = np.linalg.norm(X, axis=1)
+    assert np.max(np.abs(r.nngp - X @ X.T / np.outer(n, n))) < 1e-14
+    # through a nonlinearity: E[φ(u/√q_u) φ(v/√q_v)] by Monte Carlo over Gaussian channels
+    m = limits.serial(L.Dense(2.0, 0.5), L.LayerNorm(), L.Activation("tanh"), L.Dense())
+    k = limits.kernels.kernel(m, X[:2]).nngp
+    K0 = 2.0 * X[:2] @ X[:2].T / 6 + 0.5
+    Z = np.random.default_rng(0).standard_normal((400_000, 2)) @ np.linalg.cholesky(K0).T
+    Z /= np.sqrt(np.diag(K0))
+    est = np.tanh(Z).T @ np.tanh(Z) / len(Z)
+    assert np.max(np.abs(est - k)) < 4e-3
+
+
+def test_attention_without_logit_scale_is_uniform_averaging():
+    X = _X((3, 5, 4), 6)
+    att = limits.kernels.kernel(limits.serial(L.Dense(1.2, 0.1), L.Attention(n_heads=3, qk_scale=0.0, sigma_w2=1.5),
+                                              L.Flatten(), L.Dense()), X)
+    gap = limits.kernels.kernel(limits.serial(L.Dense(1.2, 0.1), L.GlobalAvgPool(), L.Dense()), X)
+    K = 1.5 * gap.nngp
+    assert np.max(np.abs(att.nngp - K)) < 1e-14
+    # Θ' = σ² A(Θ + 2K)Aᵀ with Θ = K (first Dense) → 3σ²·pooled K
+    assert np.max(np.abs(att.ntk - (1.5 * gap.ntk + 2 * K))) < 1e-13
+
+
+def test_attention_rule_against_explicit_softmax():
+    X = _X((2, 3, 2), 7)
+    s, w, b = 0.7, 1.3, 0.2
+    r = limits.kernels.kernel(limits.serial(L.Attention(2, s, w, b), L.Flatten(), L.Dense()), X)
+    G = np.einsum("pic,qjc->pqij", X, X) / 2
+    A = [np.exp(s * G[p, p]) / np.exp(s * G[p, p]).sum(1, keepdims=True) for p in range(2)]
+    K = np.array([[np.trace(w * A[p] @ G[p, q] @ A[q].T + b) / 3 for q in range(2)] for p in range(2)])
+    assert np.max(np.abs(r.nngp - K)) < 1e-14
+
+
+@pytest.mark.parametrize("act", ["relu", "erf", "tanh", "gelu"])
+def test_model_to_serial_equals_model_kernels(act):
+    X1, X2 = _X((6, 5), 8), _X((3, 5), 9)
+    for m in (limits.mlp(5, 3, activation=act, sigma_w2=1.6, sigma_b2=0.1, sigma_w2_in=1.2, sigma_b2_out=0.05),
+              limits.resnet(5, 4, activation=act, sigma_w2=1.2, sigma_b2=0.1, rho=0.8, depth_scaling="sqrt")):
+        s = m.to_serial()
+        for a, b in ((X1, None), (X1, X2)):
+            ref, got = limits.kernels.kernel(m, a, b), limits.kernels.kernel(s, a, b)
+            for x, y in ((ref.nngp, got.nngp), (ref.ntk, got.ntk)):
+                assert np.max(np.abs(x - y)) <= 1e-12 * np.max(np.abs(x))
+
+
+def test_cross_kernel_is_the_block_of_the_joint_kernel():
+    X = _X((5, 4, 4, 2), 10)
+    m = limits.serial(L.Conv((3, 3), "SAME", 2.0, 0.1), L.LayerNorm(),
+                      L.Residual(limits.serial(L.Activation("erf"), L.Conv((3, 3), "CIRCULAR", 1.0)), rho=0.5),
+                      L.Activation("relu"), L.Attention(1, 0.5), L.GlobalAvgPool(), L.Dense())
+    joint = limits.kernels.kernel(m, X)
+    cross = limits.kernels.kernel(m, X[:2], X[2:])
+    assert np.max(np.abs(cross.nngp - joint.nngp[:2, 2:])) < 1e-14
+    assert np.max(np.abs(cross.ntk - joint.ntk[:2, 2:])) < 1e-14
+
+
+def test_serialisation_round_trips(tmp_path):
+    m = limits.serial(L.Conv((3,), "CIRCULAR", 2.0, 0.1),
+                      L.Residual(limits.serial(L.LayerNorm(eps=1e-6), L.Attention(2, 0.5, 1.1, 0.0)), rho=0.3),
+                      L.Activation("gelu"),
+                      L.AvgPool((2,), strides=(1,)), L.Identity(), L.Flatten(), L.Dense(1.0, 0.2))
+    assert L.Serial.from_json(m.to_json()) == m
+    for ext in ("json", "toml"):
+        p = m.save(tmp_path / f"m.{ext}")
+        assert L.load(p) == m
+    X = _X((3, 6, 2), 11)
+    k = limits.kernels.kernel(m, X)
+    k.save(tmp_path / "k")
+    k2 = type(k).load(tmp_path / "k")
+    assert np.array_equal(k2.ntk, k.ntk) and L.Serial.from_dict(k2.model) == m
+
+
+def test_errors_name_the_layer():
+    X = _X((3, 4, 4, 2))
+    with pytest.raises(ModelError, match="layer 2 .*Activation\\('erf'\\).*Gaussian"):
+        limits.kernels.kernel(limits.serial(L.Dense(), L.Activation("relu"), L.Activation("erf"), L.Flatten(),
+                                            L.Dense()), X)
+    with pytest.raises(ValueError, match="ends with spatial axes"):
+        limits.kernels.kernel(limits.serial(L.Conv((3, 3)), L.Activation("relu")), X)
+    with pytest.raises(ValueError, match="GlobalAvgPool needs inputs with spatial axes"):
+        limits.kernels.kernel(limits.serial(L.Dense(), L.GlobalAvgPool()), X[:, 0, 0])
+    with pytest.raises(ValueError, match="2 spatial axes"):
+        limits.kernels.kernel(limits.serial(L.Conv((3, 3)), L.Flatten(), L.Dense()), X[:, 0])
+    with pytest.raises(ValueError, match="padding"):
+        L.Conv((3, 3), padding="VALID")
+    with pytest.raises(ValueError, match="must end with a Dense, Conv or Attention"):
+        L.Residual(limits.serial(L.Dense(), L.Activation("relu")))
+    with pytest.raises(ValueError, match="unknown activation|not registered|unknown"):
+        L.Activation("nope")
+
+
+def test_tiles_give_the_same_kernel():
+    from limits.kernels.composed import kernel
+
+    X = _X((7, 4, 4, 2), 12)
+    m = limits.serial(L.Conv((3, 3), "SAME", 2.0, 0.1), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    whole = kernel(m, X)
+    tiled = kernel(m, X, block=3)
+    cross = kernel(m, X[:5], X[2:], block=2)
+    assert tiled.diagnostics["block"] == 3
+    assert np.max(np.abs(tiled.ntk - whole.ntk)) < 1e-15 and np.max(np.abs(tiled.nngp - whole.nngp)) < 1e-15
+    assert np.max(np.abs(cross.ntk - whole.ntk[:5, 2:])) < 1e-15
+
+
+def test_model_files_and_compositions_are_told_apart(tmp_path):
+    m = limits.serial(L.Dense(), L.Activation("erf"), L.Dense())
+    p = m.save(tmp_path / "c.toml")
+    with pytest.raises(ModelError, match="composition of layers"):
+        limits.Model.load(p)
+    X = _X((3, 4), 13)
+    assert np.array_equal(limits.kernels.kernel(p, X).ntk, limits.kernels.kernel(m, X).ntk)
+    mlp = limits.mlp(4, 2, activation="erf")
+    assert limits.serial(mlp) == mlp.to_serial()

@@ -1,0 +1,301 @@
+"""Issue 21, the sweep part: hostile point functions, damaged stores, concurrent sweeps, full disks,
+outputs checked before computing, huge grids and Ctrl-C under dask."""
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import limits.sweep as S
+import sweep_points as P
+from limits.cli import main
+from limits.sweep.store import Store
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _grid(xs):
+    return S.Grid(product={"x": list(xs)}, seeds=1, fixed={"delay": 0.0})
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)]), "LIMITS_PROGRESS": "0"}
+
+
+@pytest.mark.parametrize("backend", ["serial", "loky"])
+def test_sys_exit_in_a_point_is_a_failed_point(tmp_path, backend):
+    """Item 10: sys.exit inside a point is recorded like an exception; the dataset is written and the
+    store's manifest says done (it was: the sweep ended silently, sweep.json left 'running')."""
+    ds = S.run(P.exits_at, {"x": [0, 1, 2]}, backend=backend, n_jobs=2, store=tmp_path / "st", progress=False)
+    assert ds.attrs["n_failed"] == 1 and ds["failed"].values.tolist() == [False, True, False]
+    assert "SystemExit: 3" in json.loads(ds.attrs["error"])[0]["error"]
+    assert ds["value"].values[0] == 0.0 and ds["value"].values[2] == 2.0
+    assert (tmp_path / "st" / "sweep.nc").is_file()
+    assert json.loads((tmp_path / "st" / "sweep.json").read_text())["status"] == "done"
+
+
+def test_sys_exit_cli_exit_status(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    (tmp_path / "s.toml").write_text('function = "sweep_points.exits_at"\n[product]\nx = [0, 1]\n'
+                                     '[run]\nbackend = "serial"\n')
+    assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 3
+    assert "SystemExit" in capsys.readouterr().out
+    assert json.loads((tmp_path / "sweeps" / "s" / "sweep.json").read_text())["status"] == "done"
+
+
+def _damage(js: Path, how: str, key: str):
+    if how == "fifo":
+        js.unlink()
+        os.mkfifo(js)
+    elif how == "dev_zero":
+        js.unlink()
+        js.symlink_to("/dev/zero")
+    elif how == "directory":
+        js.unlink()
+        js.mkdir()
+    elif how == "huge":
+        meta = json.loads(js.read_text())
+        meta["pad"] = "x" * 2_000_000
+        js.write_text(json.dumps(meta))
+    else:
+        meta = json.loads(js.read_text())
+        value = {"null": None, "list": [meta], "number": 5, "outputs_null": {**meta, "outputs": None},
+                 "outputs_str": {**meta, "outputs": "y"}, "status_list": {**meta, "status": ["ok"]},
+                 "deep": json.loads("[" * 50 + "]" * 50)}[how]
+        js.write_text(json.dumps(value))
+
+
+DAMAGE = ["null", "list", "number", "outputs_null", "outputs_str", "status_list", "deep", "fifo", "dev_zero",
+          "directory", "huge"]
+
+
+def test_damaged_point_files_are_recomputed(tmp_path, monkeypatch):
+    """Item 12 and 14: point .json files that are not point records, FIFOs, links to /dev/zero,
+    directories or oversized files are damaged points: recomputed (the docs' promise), never a crash or
+    a hang, and the results equal the undamaged run."""
+    import limits.sweep.store as store_mod
+
+    monkeypatch.setattr(store_mod, "MAX_JSON_BYTES", 1_000_000)
+    grid = {"x": list(range(len(DAMAGE)))}
+    st = tmp_path / "st"
+    first = S.run(P.sleepy_nopid, S.Grid(product=grid, seeds=1), store=st, progress=False,
+                  name="sleepy", version="1")
+    js = sorted(p for p in (st / "points").rglob("*.json"))
+    assert len(js) == len(DAMAGE)
+    for p, how in zip(js, DAMAGE):
+        _damage(p, how, p.stem)
+    t0 = time.perf_counter()
+    again = S.run(P.sleepy_nopid, S.Grid(product=grid, seeds=1), store=st, progress=False,
+                  name="sleepy", version="1")
+    assert time.perf_counter() - t0 < 30
+    assert again.attrs["reused"] == 0 and again.attrs["computed"] == len(DAMAGE) and again.attrs["n_failed"] == 0
+    assert np.array_equal(again["y"].values, first["y"].values)
+    third = S.run(P.sleepy_nopid, S.Grid(product=grid, seeds=1), store=st, progress=False, name="sleepy", version="1")
+    assert third.attrs["reused"] == len(DAMAGE)                    # rewritten as regular point files
+    assert all(p.is_file() and not p.is_symlink() for p in js)
+
+
+def test_damaged_manifest_and_dataset(tmp_path, capsys):
+    """Item 12: sweep show/plot on a store whose sweep.json names no path, or on a non-netCDF file."""
+    st = tmp_path / "st"
+    S.run(P.sleepy_nopid, _grid([0, 1]), store=st, progress=False, name="s", version="1")
+    for bad in (5, ["a"], {"a": 1}, "", None):
+        (st / "sweep.json").write_text(json.dumps({"dataset": bad}))
+        rc = main(["sweep", "show", str(st)])
+        err = capsys.readouterr().err
+        if bad is None:                                         # no dataset recorded: the default path
+            assert rc == 0, err
+        else:
+            assert rc == 2 and "sweep.json" in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "x.nc").write_bytes(b"\x89PNG\r\n" + b"\x00" * 100)
+    for cmd in (["show"], ["plot", "--x", "x", "--y", "y"]):
+        assert main(["sweep", *cmd, str(tmp_path / "x.nc")]) == 2
+        err = capsys.readouterr().err
+        assert "x.nc" in err and "netCDF" in err and len(err.strip().splitlines()) == 1, err
+    nc = (st / "sweep.nc").read_bytes()
+    (tmp_path / "t.nc").write_bytes(nc[:len(nc) - 40])
+    assert main(["sweep", "show", str(tmp_path / "t.nc")]) == 2
+    err = capsys.readouterr().err
+    assert "t.nc" in err and "damaged or truncated" in err, err
+
+
+@pytest.mark.parametrize("name", ["failed", "n_seeds", "K_dim_0"])
+def test_reserved_output_names_are_refused(tmp_path, name):
+    """Item 3: an output named like the dataset's bookkeeping is refused (it was silently replaced by
+    the `failed` flags), and nothing is stored."""
+    with pytest.raises(ValueError, match=f"output '{name}'.*rename"):
+        S.run(P.returns, {"x": [0, 1], "fixed": {"name": name}}, store=tmp_path / "st", progress=False)
+    assert not list((tmp_path / "st").rglob("*.npz"))
+
+
+@pytest.mark.parametrize("grid", [{"failed": [1, 2]}, {"n_seeds": [1]}, {"y_dim_0": [0, 1]},
+                                  {"zipped": {"failed": {"a": [1]}}}, {"zipped": {"pt": {"failed": [1]}}}])
+def test_reserved_names_as_axes_are_refused(grid):
+    """Item 3, the other way round: an axis named `failed` became a coordinate that plots and
+    reduce_seeds read as the failure flags."""
+    with pytest.raises(ValueError, match="rename it"):
+        S.run(lambda **kw: {"y": np.zeros(2)}, grid, progress=False)
+
+
+def test_output_named_like_a_parameter_result_collision():
+    """An output `x` (≠ the input x, so kept as `x_result`) next to an output `x_result`: an error, not
+    one silently overwriting the other."""
+    def f(x):
+        return {"x": 2.0 * x + 1, "x_result": 7.0}
+
+    with pytest.raises(ValueError, match="x_result"):
+        S.run(f, {"x": [0.0, 1.0]}, progress=False)
+    ds = S.run(P.returns, {"x": [0, 1], "fixed": {"name": "z"}}, progress=False)
+    assert ds["z"].values.tolist() == [0.5, 1.5] and ds["failed"].values.tolist() == [False, False]
+
+
+def test_store_lock_second_process_is_refused(tmp_path, capsys, monkeypatch):
+    """Item 17: a second sweep process on a store in use gets one clear error (fcntl lock), not a
+    silent duplicate of the work; the lock goes with the process."""
+    st, marks = tmp_path / "st", tmp_path / "marks"
+    marks.mkdir()
+    code = ("import limits.sweep as S, sweep_points as P\n"
+            f"S.run(P.touch_then_sleep, {{'x': [0, 1, 2], 'fixed': {{'marker_dir': {str(marks)!r}, 'delay': 1.0}}}}, "
+            f"store={str(st)!r}, progress=False)\n")
+    grid = {"x": [0, 1, 2], "fixed": {"marker_dir": str(marks), "delay": 1.0}}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(), cwd=tmp_path)
+    try:
+        t0 = time.time()
+        while not list(marks.glob("start-*")) and time.time() - t0 < 120 and proc.poll() is None:
+            time.sleep(0.1)
+        assert list(marks.glob("start-*")), "the first sweep did not start"
+        with pytest.raises(ValueError, match="in use by another sweep process"):
+            S.run(P.touch_then_sleep, grid, store=st, progress=False)
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "s.toml").write_text(f'function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = '
+                                         f'{json.dumps(str(marks))}\ndelay = 1.0\n[product]\nx = [0, 1, 2]\n')
+        assert main(["sweep", "run", "s.toml", "--allow", "sweep_points", "--store", str(st), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "in use by another sweep process" in err and "--store" in err and len(err.strip().splitlines()) == 1
+        assert len(list(marks.glob("start-*"))) <= 3            # the refused runs started no point
+    finally:
+        assert proc.wait(timeout=120) == 0
+    ds = S.run(P.touch_then_sleep, grid, store=st, progress=False)
+    assert ds.attrs["reused"] == 3 and len(list(marks.glob("start-*"))) == 3
+
+
+def test_full_disk_messages_name_the_store_and_out(tmp_path, monkeypatch, capsys):
+    """Item 18: ENOSPC while storing a point names the store (and --store); EFBIG while writing the
+    dataset names out; the manifest is not left 'running'."""
+    import limits.sweep.dataset as dataset_mod
+    import limits.sweep.store as store_mod
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store_mod, "atomic_write_bytes", full)
+    with pytest.raises(ValueError, match=r"store: cannot write .*No space left on device.*--store"):
+        S.run(P.sleepy_nopid, _grid([0, 1]), store=tmp_path / "st", progress=False,
+              name="s", version="1")
+    monkeypatch.undo()
+
+    def too_big(path, data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    monkeypatch.setattr(dataset_mod, "atomic_write_bytes", too_big)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    (tmp_path / "s.toml").write_text('function = "limits.kernels.critical_line"\n[fixed]\nactivation = "erf"\n'
+                                     '[product]\nsigma_b2 = [0.0, 0.1]\n[run]\nbackend = "serial"\n')
+    assert main(["sweep", "run", "s.toml", "--out", "big.nc"]) == 2
+    err = capsys.readouterr().err
+    assert "out: cannot write the dataset big.nc (File too large)" in err and len(err.strip().splitlines()) == 1
+    assert json.loads((tmp_path / "sweeps" / "s" / "sweep.json").read_text())["status"] == "interrupted"
+
+
+def test_outputs_are_checked_before_any_point_runs(tmp_path, monkeypatch, capsys):
+    """Item 15: `[run] out`/`store` that cannot be written are refused before computing."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "fifo.nc")
+    ro = Path("/sys/limits-sweep-test") if os.geteuid() == 0 else None
+    if ro is None:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    head = ('function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = ' + json.dumps(str(marks))
+            + '\ndelay = 0.0\n[product]\nx = [0, 1]\n[run]\nbackend = "serial"\n')
+    for run_line, key in ((f'out = "{ro}/y.nc"', "out"), ('out = "afile/y.nc"', "out"), (f'store = "{ro}/st"', "store"),
+                          ('store = "afile"', "store"), ('out = "marks"', "out"), ('out = "fifo.nc"', "out"),
+                          ('out = "/dev/null"', "out")):
+        (tmp_path / "s.toml").write_text(head + run_line + "\n")
+        assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 2, run_line
+        err = capsys.readouterr().err
+        assert err.startswith(f"limits: error: {key}") and len(err.strip().splitlines()) == 1, err
+        assert not list(marks.glob("start-*")), f"{run_line}: points ran before the output was checked"
+        assert ".limits-write" not in err
+
+
+def test_huge_grid_is_refused_with_an_estimate(tmp_path):
+    """Item 13: 3 axes × 500 values is refused at once with a cost estimate, unless confirmed."""
+    g = S.Grid(product={"a": np.arange(500), "b": np.arange(500), "c": np.arange(500)})
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"max_points: the grid has 125,000,000 points .*--max-points 125000000"):
+        S.run(P.sleepy_nopid, g, store=tmp_path / "st", progress=False, name="s")
+    assert time.perf_counter() - t0 < 2 and not (tmp_path / "st").exists()
+    small = _grid([0, 1, 2])
+    with pytest.raises(ValueError, match="max_points=3"):
+        S.run(P.sleepy_nopid, small, progress=False, max_points=2)
+    assert S.run(P.sleepy_nopid, small, progress=False, max_points=3).attrs["n_points"] == 3
+    for bad in (0, -1, 2.5, True, "many"):
+        with pytest.raises(ValueError, match="max_points"):
+            S.run(P.sleepy_nopid, small, progress=False, max_points=bad)
+
+
+def test_run_options_are_checked(tmp_path):
+    """Item 18: n_jobs 'two', non-bool flags, non-path store/out: ValueErrors naming the option."""
+    small = _grid([0])
+    for kw, name in (({"n_jobs": "two", "backend": "loky"}, "n_jobs"), ({"n_jobs": 2.5, "backend": "loky"}, "n_jobs"),
+                     ({"n_jobs": True}, "n_jobs"), ({"n_jobs": 10 ** 9, "backend": "loky"}, "n_jobs"),
+                     ({"target_seconds": float("inf"), "backend": "loky"}, "target_seconds"),
+                     ({"fail_fast": "yes"}, "fail_fast"),
+                     ({"retry_failed": 1}, "retry_failed"), ({"store": 5}, "store"), ({"out": ""}, "out"),
+                     ({"backend": 5}, "backend"), ({"version": 1}, "version")):
+        with pytest.raises(ValueError, match=name):
+            S.run(P.sleepy_nopid, small, progress=False, **kw)
+
+
+@pytest.mark.slow
+def test_ctrl_c_under_dask_prints_one_line(tmp_path):
+    """Item 16: Ctrl-C (SIGINT to the process group, as a terminal sends it) under --backend dask
+    exits 130 with one line (the workers used to print ~67 lines of tracebacks); the manifest says
+    'interrupted'."""
+    pytest.importorskip("distributed")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "s.toml").write_text(
+        'function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = ' + json.dumps(str(marks))
+        + '\ndelay = 2.0\n[product]\nx = [0, 1, 2, 3, 4, 5]\n[run]\nbackend = "dask"\nn_jobs = 2\n')
+    proc = subprocess.Popen([sys.executable, "-m", "limits", "sweep", "run", "s.toml", "--allow", "sweep_points",
+                             "--quiet"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        t0 = time.time()
+        while not list(marks.glob("start-*")) and time.time() - t0 < 180:
+            time.sleep(0.2)
+        assert list(marks.glob("start-*")), "the sweep did not start"
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["limits: interrupted"], err
+    assert json.loads((tmp_path / "sweeps" / "s" / "sweep.json").read_text())["status"] == "interrupted"
