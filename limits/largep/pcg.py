@@ -2,9 +2,9 @@
 
 * :func:`pivoted_cholesky` — K ≈ L Lᵀ of rank k, greedy on the residual diagonal (Harbrecht, Peters &
   Schneider 2012, Alg. 1): k rows of K and O(P·k²) work; the residual diagonal d = diag(K − L Lᵀ) is kept.
-* :class:`Preconditioner` — M = L Lᵀ + D, D = diag(d + σ²), applied by the Woodbury identity through a thin
-  SVD of U = D^{−1/2} L = Q S Wᵀ:  M⁻¹ = D^{−1/2} (I − Q diag(s²/(1 + s²)) Qᵀ) D^{−1/2},
-  log det M = Σ log D + Σ log(1 + s²), and a factor C = D^{1/2}(I + UUᵀ)^{1/2} with M = C Cᵀ.
+* :class:`Preconditioner` — M = L Lᵀ + D, D = diag(d + σ²), applied by the Woodbury identity with
+  U = D^{−1/2} L:  M⁻¹ = D^{−1/2} (I + UUᵀ)⁻¹ D^{−1/2} = D^{−1/2} (I − U (I + UᵀU)⁻¹ Uᵀ) D^{−1/2},
+  log det M = Σ log D + Σ log(1 + s²) (s² the eigenvalues of UᵀU), and a factor C = D^{1/2}(I + UUᵀ)^{1/2} with M = C Cᵀ.
   When K's spectrum decays (smooth kernels) the top k eigen-directions are caught by L and the
   preconditioned spectrum clusters near 1, so the iteration count depends on the rank and on σ², not on P.
 * :func:`block_pcg` — preconditioned conjugate gradients on every column of B at once (one product A·V
@@ -48,35 +48,40 @@ def pivoted_cholesky(diag, row, rank, rel_tol=1e-12):
 
 
 class Preconditioner:
-    """M = L Lᵀ + D (module docstring): ``solve`` M⁻¹V, ``logdet``, ``inv_factor`` C⁻¹V, ``inv_factor_t`` C⁻ᵀV."""
+    """M = L Lᵀ + D (module docstring): ``solve`` M⁻¹V, ``logdet``, ``inv_factor`` C⁻¹V, ``inv_factor_t`` C⁻ᵀV.
+
+    With U = D^{−1/2} L and UᵀU = W diag(s²) Wᵀ (a k×k eigendecomposition: O(P·k²) for the product, no
+    P×k SVD), every operator above is I + U G Uᵀ for a k×k G = W diag(g(s²)) Wᵀ, with g(s²) = −1/(1 + s²)
+    for (I + UUᵀ)⁻¹ and g(s²) = −1/(√(1 + s²)(1 + √(1 + s²))) for (I + UUᵀ)^{−1/2} − I divided by s²
+    (both finite as s → 0)."""
 
     def __init__(self, L, D):
         D = np.asarray(D, dtype=np.float64)
         if not np.all(D > 0):
             raise ValueError("preconditioner: the diagonal part must be positive (noise > 0)")
         self.rs = 1.0 / np.sqrt(D)
-        U = L * self.rs[:, None]
-        if U.shape[1]:
-            self.Q, s, _ = np.linalg.svd(U, full_matrices=False)
-            self.s2 = s * s
-        else:
-            self.Q, self.s2 = np.zeros((D.size, 0)), np.zeros(0)
-        self.logdet = float(np.sum(np.log(D)) + np.sum(np.log1p(self.s2)))
-        self.rank = U.shape[1]
+        self.U = L * self.rs[:, None]
+        s2, W = np.linalg.eigh(self.U.T @ self.U)
+        s2 = np.maximum(s2, 0.0)
+        r = np.sqrt(1.0 + s2)
+        self.G_inv = (W * (-1.0 / (1.0 + s2))) @ W.T
+        self.G_half = (W * (-1.0 / (r * (1.0 + r)))) @ W.T
+        self.logdet = float(np.sum(np.log(D)) + np.sum(np.log1p(s2)))
+        self.rank = self.U.shape[1]
 
-    def _mix(self, W, f):
-        return W + self.Q @ (f[:, None] * (self.Q.T @ W))
+    def _mix(self, V, G):
+        return V + self.U @ (G @ (self.U.T @ V))
 
     def solve(self, V):
         V2 = V[:, None] if V.ndim == 1 else V
-        out = self.rs[:, None] * self._mix(self.rs[:, None] * V2, -self.s2 / (1.0 + self.s2))
+        out = self.rs[:, None] * self._mix(self.rs[:, None] * V2, self.G_inv)
         return out[:, 0] if V.ndim == 1 else out
 
     def inv_factor(self, V):          # C⁻¹ V = (I + UUᵀ)^{-1/2} D^{-1/2} V
-        return self._mix(self.rs[:, None] * V, 1.0 / np.sqrt(1.0 + self.s2) - 1.0)
+        return self._mix(self.rs[:, None] * V, self.G_half)
 
     def inv_factor_t(self, V):        # C⁻ᵀ V = D^{-1/2} (I + UUᵀ)^{-1/2} V
-        return self.rs[:, None] * self._mix(V, 1.0 / np.sqrt(1.0 + self.s2) - 1.0)
+        return self.rs[:, None] * self._mix(V, self.G_half)
 
 
 @dataclass(frozen=True)
