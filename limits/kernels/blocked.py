@@ -273,7 +273,8 @@ def _finish(res):
 
 
 def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=np.float64, out=None,
-                   fill="both", progress=None) -> KernelResult:
+                   fill="both", progress=None, backend="serial", scheduler=None, n_workers=None,
+                   memory_limit="2GiB"):
     """Read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module docstring):
     equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in float64, with
     memory = the output + O(``block``²). With ``X2`` (P2×d_in) the P×P2 block between X and X2
@@ -292,7 +293,30 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     ``progress``: None (a bar on a terminal, a periodic line otherwise — :mod:`limits.progress`),
     True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
     ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
+
+    ``backend="dask"`` (kernels that do not fit in memory): ``out`` is then a directory (an existing one,
+    or a new path without a suffix or ending in ``.tiles``), filled with one
+    ``.npy`` file per upper-triangle tile by dask.distributed tasks (``scheduler`` None → a LocalCluster of
+    ``n_workers`` workers with ``memory_limit`` each; or ``tcp://host:8786``), atomically per tile and
+    resumable, and the return value is a :class:`limits.largep.TileStore` (no P×P array anywhere);
+    see :func:`limits.largep.kernel_tiles`. ``backend="serial"`` with a directory ``out`` does the same
+    in this process.
     """
+    if backend not in ("serial", "dask"):
+        raise ValueError(f"backend must be 'serial' or 'dask', got {backend!r}")
+    tiles_out = isinstance(out, (str, os.PathLike)) and (Path(out).is_dir() or Path(out).suffix in ("", ".tiles"))
+    if backend == "dask" or tiles_out:
+        from ..largep.tiles import kernel_tiles
+
+        if X2 is not None or fill != "both" or np.dtype(dtype) != np.float64:
+            raise ValueError("backend='dask' / a directory out stores the symmetric float64 kernel of X only "
+                             "(no X2, fill or dtype)")
+        if out is None or not tiles_out:
+            raise ValueError("backend='dask' needs out=DIRECTORY (the tile store)")
+        return kernel_tiles(model, X, out, block=2048 if block == 256 else block, get=get, backend=backend,
+                            scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit, progress=progress)
+    if scheduler is not None:
+        raise ValueError("scheduler: only meaningful with backend='dask'")
     from ..checks import positive_int
 
     what = "limits.kernels.kernel_blocked"
