@@ -78,7 +78,7 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
         sec["tiles"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        rows = lambda i: getattr(kernel_blocked(m, X[i:i + 1], get=(kname,), X2=X, progress=False), kname)[0]
+        rows = lambda idx: getattr(kernel_blocked(m, X[idx], get=(kname,), X2=X, progress=False), kname)
         rank = auto_rank(P) if rank is None else int(rank)
         Lk, dres, piv = pivoted_cholesky(ts.diagonal(kname), rows, rank)
         pre = Preconditioner(Lk, dres + noise)
