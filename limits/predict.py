@@ -482,7 +482,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     a given store is reused and resumed), computed serially or on dask.distributed (``backend="dask"``,
     ``scheduler`` None → a LocalCluster of ``n_workers`` workers with ``worker_memory`` each, or an address
     ``tcp://host:8786``); A = K + σ²I is solved by block preconditioned CG (pivoted-Cholesky preconditioner
-    of ``rank``, default ⌈8√P⌉ ≤ 2048, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
+    of ``rank``, default ⌈8√P⌉ ≤ 2048; 0 = the diagonal (Jacobi) preconditioner alone, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
     products streaming the tiles. Needs ``noise`` > 0. ``var``: True (every test point), False, or an index
     array of test points (each is one more CG right-hand side); ``var`` then holds those points only, in
     that order (``diagnostics["var_points"]``). Mean and variance are exact to ``tol``; the log marginal
@@ -607,7 +607,7 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
     mean, vs, lml, diag = cg_regression(
         m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,
         n_workers=n_workers, memory_limit=worker_memory, tol=tol, maxiter=positive_int(maxiter, "maxiter"),
-        rank=None if rank is None else positive_int(rank, "rank"), probes=positive_int(probes, "probes", minimum=2), seed=seed,
+        rank=None if rank is None else positive_int(rank, "rank", minimum=0), probes=positive_int(probes, "probes", minimum=2), seed=seed,
         progress=progress)
     return RegressionResult(mean, vs, kernel, noise, lml, float(diag["driver_memory_bytes"]), diag, _model_dict(m),
                             X, Y, Xs)
