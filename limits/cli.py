@@ -257,6 +257,9 @@ def build_parser():
 
     model_cli.register(sub)
     predict_cli.register(sub)
+    from .largep import cli as largep_cli
+
+    largep_cli.register(sub)
     _accept_negative_fractions(p)
     return p
 
