@@ -23,11 +23,12 @@ import math
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+from ..kernels.tilestore import checked_inputs
 from .pcg import Preconditioner, block_pcg, lanczos_logdet, pivoted_cholesky
-from .tiles import checked_inputs, kernel_tiles
 
 __all__ = ["cg_regression"]
 
@@ -73,8 +74,8 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
         store = tmp
     try:
         t0 = time.perf_counter()
-        ts = kernel_tiles(m, X, store, block=block, get=get, backend=backend, scheduler=scheduler,
-                          n_workers=n_workers, memory_limit=memory_limit, progress=progress)
+        ts = kernel_blocked(m, X, block=block, get=get, out=Path(store), backend=backend, scheduler=scheduler,
+                            n_workers=n_workers, memory_limit=memory_limit, progress=progress)
         sec["tiles"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The training kernel as a directory of tiles: ``kernel_tiles(model, X, out=DIR, backend=…)`` → :class:`TileStore`.
+"""A kernel as a directory of tiles: ``kernel_blocked(model, X, out=DIR, backend=…)`` → :class:`TileStore`.
 
 Layout of ``DIR``::
 
@@ -13,8 +13,8 @@ reads them with ``allow_pickle=False`` and no new dependency. (zarr would add a 
 writes we would still have to make atomic ourselves.) Two processes filling one store write identical
 bytes under the same names, so the last rename wins harmlessly.
 
-Each task is one tile through all layers and the read-out (:func:`limits.kernels.kernel_blocked` on the
-tile's rows: the symmetric tile for I = J, the cross tile X_I × X_J otherwise), so a worker needs the
+Each task is one tile through all layers and the read-out (``compute``, given by
+:func:`limits.kernels.kernel_blocked`: the symmetric tile for I = J, the cross tile X_I × X_J otherwise), so a worker needs the
 inputs (P×d, scattered once) and O(block²) numbers: about (3 + 2·kernels)·8·block² bytes (≈ 170 MiB at
 block 2048 for the NNGP alone) whatever P is. The driver holds X and a list of tile names.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TileStore", "kernel_tiles", "worker_memory"]
+__all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record"]
 
 FORMAT = "limits-kernel-tiles"
 VERSION = 1
@@ -216,24 +216,10 @@ def model_record(m) -> dict:
                          f"({exc})") from None
 
 
-def _compute_tile(model, X, a, b, block, kernels, paths):
-    """One task: tile (a, b) of every requested kernel, written atomically; returns the CPU seconds of the
-    computing thread (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
-    from ..blas import blas_threads
-    from ..kernels.blocked import kernel_blocked
-
-    t0 = time.thread_time()
-    P = X.shape[0]
-    I = slice(a * block, min((a + 1) * block, P))
-    J = slice(b * block, min((b + 1) * block, P))
-    with blas_threads(1):
-        if a == b:
-            r = kernel_blocked(model, X[I], get=kernels, progress=False)
-        else:
-            r = kernel_blocked(model, X[I], get=kernels, X2=X[J], progress=False)
-    for k, p in zip(kernels, paths):
-        _write_npy(p, getattr(r, k))
-    return time.thread_time() - t0
+def write_tiles(paths, arrays):
+    """Write the tile arrays to their paths, each atomically (what a tile task does last)."""
+    for p, a in zip(paths, arrays):
+        _write_npy(p, a)
 
 
 def _dask_client(scheduler, n_workers, memory_limit):
@@ -263,7 +249,7 @@ def _dask_client(scheduler, n_workers, memory_limit):
     return client, [client]
 
 
-def _run_dask(todo, store, m, X, client, bar):
+def _run_dask(todo, store, m, X, client, bar, compute):
     """Submit the missing tiles as tasks (at most 4 per worker in flight); X is scattered once."""
     from distributed import as_completed
 
@@ -275,7 +261,7 @@ def _run_dask(todo, store, m, X, client, bar):
     def submit(ab):
         a, b = ab
         paths = [str(store.tile_path(k, a, b)) for k in store.kernels]
-        f = client.submit(_compute_tile, m, Xf, a, b, store.block, store.kernels, paths, pure=False,
+        f = client.submit(compute, m, Xf, a, b, store.block, store.kernels, paths, pure=False,
                           key=f"limits-tile-{store.x_sha256[:12]}-{a}-{b}-{time.monotonic_ns()}")
         futures[f] = ab
         return f
@@ -299,9 +285,11 @@ def _run_dask(todo, store, m, X, client, bar):
     return cpu
 
 
-def kernel_tiles(model, X, out, *, block=2048, get=("nngp",), backend="serial", scheduler=None, n_workers=None,
-                 memory_limit="2GiB", progress=None) -> TileStore:
-    """Fill (or complete) the tile store ``out`` with the read-out kernels ``get`` of ``model`` on ``X``.
+def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="serial", scheduler=None,
+               n_workers=None, memory_limit="2GiB", progress=None) -> TileStore:
+    """Fill (or complete) the tile store ``out`` with the read-out kernels ``get`` of ``model`` on ``X``;
+    ``compute(model, X, a, b, block, kernels, paths)`` computes and writes tile (a, b) and returns its CPU
+    seconds (:func:`limits.kernels.blocked.compute_tile`).
 
     ``backend``: "serial" (this process) or "dask" (``scheduler`` None → a LocalCluster of ``n_workers``
     single-threaded workers with ``memory_limit`` each; an address string or a ``distributed.Client``
@@ -314,7 +302,7 @@ def kernel_tiles(model, X, out, *, block=2048, get=("nngp",), backend="serial", 
     from ..checks import positive_int
     from ..progress import progress as _progress
 
-    m, get, X = checked_inputs(model, get, X, "limits.largep.kernel_tiles")
+    m, get, X = checked_inputs(model, get, X, "limits.kernels.kernel_blocked")
     block = positive_int(block, "block")
     if backend not in ("serial", "dask"):
         raise ValueError(f"backend must be 'serial' or 'dask', got {backend!r}")
@@ -331,12 +319,12 @@ def kernel_tiles(model, X, out, *, block=2048, get=("nngp",), backend="serial", 
     try:
         if todo and backend == "serial":
             for a, b in todo:
-                cpu += _compute_tile(m, X, a, b, block, store.kernels, [store.tile_path(k, a, b) for k in store.kernels])
+                cpu += compute(m, X, a, b, block, store.kernels, [store.tile_path(k, a, b) for k in store.kernels])
                 bar.update(1)
         elif todo:
             client, own = _dask_client(scheduler, n_workers, memory_limit)
             try:
-                cpu = _run_dask(todo, store, m, X, client, bar)
+                cpu = _run_dask(todo, store, m, X, client, bar, compute)
             finally:
                 for obj in own:
                     try:
