@@ -93,6 +93,8 @@ def _child(spec):
             out["stages"] = r.diagnostics["seconds"]
             out["memory_estimate_gib"] = r.memory_bytes / GiB
             out["var_min"] = float(np.min(r.var))
+        elif kind == "cg":
+            out.update(_cg_case(spec, X, act))
         elif kind == "float32":
             m = _model(act)
             a = limits.kernels.kernel_blocked(m, X, progress=False)
@@ -116,7 +118,139 @@ def _child(spec):
     print("BIGP " + json.dumps(out), flush=True)
 
 
+def _cg_case(spec, X, act):
+    """The large-P path (limits.largep): tiles on disk by dask tasks (LocalCluster of 2 single-threaded
+    workers with 2 GiB each), block PCG streaming them, SLQ log det; optionally the Cholesky path on the
+    same data for the difference of the means."""
+    import resource
+    import shutil
+    import tempfile
+
+    import limits
+
+    P = X.shape[0]
+    Xs = _inputs(spec["P_test"], seed=1)
+    Y = np.sin(X[:, :1]) + 0.1 * np.random.default_rng(2).standard_normal((P, 1))
+    store = tempfile.mkdtemp(prefix="limits-bench-tiles-", dir=os.environ.get("LIMITS_BENCH_TMP"))
+    out = {}
+    try:
+        if spec.get("backend", "dask") == "dask":
+            import logging
+
+            from distributed import Client, LocalCluster
+
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GiB", dashboard_address=":0",
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+            sched = client
+        else:
+            client = sched = None
+        w0, c0 = time.perf_counter(), time.process_time()
+        r = limits.predict.kernel_regression(
+            _model(act), X, Y, Xs, "nngp", noise=spec["noise"], solver="cg", var=np.arange(spec.get("var_points", 10)),
+            backend=spec.get("backend", "dask"), scheduler=sched, store=store, rank=spec.get("rank"), progress=False)
+        out["cg_wall"], out["cg_driver_cpu"] = time.perf_counter() - w0, time.process_time() - c0
+        d = r.diagnostics
+        out.update(iterations=d["iterations"], rank=d["rank"], stages=d["seconds"], lml=r.log_marginal_likelihood,
+                   lml_se=d["log_marginal_likelihood_se"], lanczos_steps=d["lanczos_steps"],
+                   true_residual=d["true_relative_residual"], tiles=d["tiles"]["tiles"],
+                   task_cpu=d["tiles"]["task_cpu_seconds"], worker_bound_gib=d["tiles"]["worker_memory_bytes"] / GiB,
+                   driver_memory_estimate_gib=r.memory_bytes / GiB,
+                   disk_gib=sum(f.stat().st_size for f in Path(store).rglob("*.npy")) / GiB)
+        if client is not None:
+            out["worker_rss_gib"] = sorted(v * 1024 / GiB for v in client.run(
+                lambda: __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss).values())
+            out["worker_cpu"] = sum(client.run(time.process_time).values())
+            client.close()
+            cluster.close()
+        out["driver_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GiB
+        if spec.get("compare"):
+            c0 = time.process_time()
+            ref = limits.predict.kernel_regression(_model(act), X, Y, Xs, "nngp", noise=spec["noise"], var=True)
+            out["chol_cpu"] = time.process_time() - c0
+            out["mean_diff"] = float(np.max(np.abs(r.mean - ref.mean)) / np.max(np.abs(ref.mean)))
+            out["var_diff"] = float(np.max(np.abs(r.var - ref.var[:r.var.size])) / np.max(np.abs(ref.var)))
+            out["lml_z"] = (r.log_marginal_likelihood - ref.log_marginal_likelihood) / d["log_marginal_likelihood_se"]
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+    return out
+
+
+def _cg_rows(quick):
+    """Issue 28's rows: the P = 50,000 dask path, iteration counts with and without the preconditioner,
+    cost laws in P, and P = 20,000 against the Cholesky path."""
+    big = 4000 if quick else 50000
+    law = [1000, 2000] if quick else [5000, 10000, 20000]
+    Pt, noise = 1000, 0.1
+    rows = []
+    runs = {P: _run_child({"kind": "cg", "act": "erf", "P": P, "P_test": Pt, "noise": noise,
+                           "compare": P == law[-1]}) for P in law + [big]}
+    jac = {P: _run_child({"kind": "cg", "act": "erf", "P": P, "P_test": 10, "noise": noise, "rank": 0,
+                          "backend": "serial", "var_points": 1}) for P in law}
+    r = runs[big]
+    st = r["stages"]
+    rows.append({"name": f"erf NNGP regression, P={big}, {Pt} test points, dask path (tiles on disk, PCG)",
+                 "seconds": r["cg_driver_cpu"] + r["worker_cpu"], "baseline_seconds": None, "ratio": None,
+                 "target": "every process's peak RSS bounded independent of P",
+                 "note": f"CPU {r['cg_driver_cpu'] + r['worker_cpu']:.0f} s (driver {r['cg_driver_cpu']:.0f} s, 2 workers "
+                         f"{r['worker_cpu']:.0f} s), wall {r['cg_wall']:.0f} s (tiles {st['tiles']:.0f} s, preconditioner "
+                         f"{st['preconditioner']:.0f} s, CG {st['cg']:.0f} s, prediction {st['predict']:.0f} s, log det "
+                         f"{st['logdet']:.0f} s); {r['tiles']} tiles, {r['disk_gib']:.1f} GiB on disk; peak RSS driver "
+                         f"{r['driver_rss_gib']:.2f} GiB, workers {', '.join(f'{v:.2f}' for v in r['worker_rss_gib'])} GiB "
+                         f"(bound per task {r['worker_bound_gib']:.2f} GiB, memory_limit 2 GiB); CG {r['iterations']} "
+                         f"iterations (rank {r['rank']}, true residual {r['true_residual']:.1e}); log marginal likelihood "
+                         f"{r['lml']:.1f} ± {r['lml_se']:.1f} (SLQ, {r['lanczos_steps']} Lanczos steps); noise {noise}"})
+    its = ", ".join(f"{runs[P]['iterations']}" for P in law + [big])
+    jits = ", ".join(f"{jac[P]['iterations']}" for P in law)
+    rows.append({"name": "PCG iterations vs P (rank ⌈8√P⌉ pivoted Cholesky vs diagonal only)", "seconds": r["stages"]["cg"],
+                 "baseline_seconds": None, "ratio": None, "target": "flat in P with the preconditioner",
+                 "note": f"pivoted Cholesky: {its} iterations at P = {law + [big]}; diagonal (Jacobi) preconditioner: "
+                         f"{jits} at P = {law}; tolerance 1e-10, noise {noise}"})
+    tk = [runs[P]["task_cpu"] for P in law + [big]]
+    e, se = _fit(law + [big], tk)
+    cg = [runs[P]["stages"]["cg"] for P in law + [big]]
+    e2, se2 = _fit(law + [big], cg)
+    rows.append({"name": "large-P path cost laws in P", "seconds": tk[-1], "baseline_seconds": None, "ratio": None,
+                 "target": "tiles ∝ P², CG ∝ iterations·P²",
+                 "note": f"tile CPU ∝ P^{_law(e, se)} ({', '.join(f'{t:.0f}' for t in tk)} s); CG wall ∝ P^{_law(e2, se2)} "
+                         f"({', '.join(f'{t:.1f}' for t in cg)} s) over P = {law + [big]}"})
+    c = runs[law[-1]]
+    rows.append({"name": f"P={law[-1]}: dask/PCG path vs in-memory Cholesky", "seconds": c["cg_driver_cpu"] + c["worker_cpu"],
+                 "baseline_seconds": c["chol_cpu"], "ratio": c["chol_cpu"] / (c["cg_driver_cpu"] + c["worker_cpu"]),
+                 "target": "same mean to 1e-8",
+                 "note": f"max relative difference of the means {c['mean_diff']:.1e}, of the variances {c['var_diff']:.1e}; "
+                         f"log marginal likelihood z = {c['lml_z']:+.2f} (SLQ estimate vs exact); Cholesky CPU "
+                         f"{c['chol_cpu']:.0f} s, peak RSS of that process {c['driver_rss_gib']:.2f} GiB"})
+    return rows
+
+
+def _cached(spec):
+    """A child result recorded in ``$LIMITS_BENCH_CHILDREN`` (JSON lines {spec, out}), or None: long runs
+    (P = 50,000 takes the better part of an hour) resume instead of starting over."""
+    path = os.environ.get("LIMITS_BENCH_CHILDREN")
+    if not path or not os.path.exists(path):
+        return None
+    key = json.dumps(spec, sort_keys=True)
+    for line in Path(path).read_text().splitlines():
+        rec = json.loads(line)
+        if json.dumps(rec["spec"], sort_keys=True) == key:
+            return rec["out"]
+    return None
+
+
 def _run_child(spec):
+    hit = _cached(spec)
+    if hit is not None:
+        return hit
+    out = _measure_child(spec)
+    path = os.environ.get("LIMITS_BENCH_CHILDREN")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"spec": spec, "out": out}) + "\n")
+    return out
+
+
+def _measure_child(spec):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                LIMITS_BLAS_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
@@ -140,6 +274,12 @@ def _law(b, se):
 
 
 def run(quick: bool) -> list[dict]:
+    if os.environ.get("LIMITS_BENCH_BIGP") == "cg":       # only the large-P path's rows (issue 28)
+        return _cg_rows(quick)
+    return _memory_rows(quick) + _cg_rows(quick)
+
+
+def _memory_rows(quick: bool) -> list[dict]:
     big = 2000 if quick else 20000
     base_P = 1000 if quick else 5000
     law_P = [500, 1000, 2000] if quick else [2500, 5000, 10000, 20000]

@@ -143,6 +143,23 @@ class Model:
             raise ValueError(f"activation must be a registered name, an Activation or a callable, got {act!r}")
         object.__setattr__(self, "_act", resolved)
 
+    def __getstate__(self):
+        """Pickled (loky, dask) without the resolved activation when it has a registered name: the receiving
+        process resolves the name to its own registry object, so closed-form fast paths (which test identity
+        with the registry) survive the trip."""
+        state = dict(self.__dict__)
+        if isinstance(self.activation, str):
+            state.pop("_act", None)
+        return state
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        if "_act" not in state:
+            from .activations import activation as _activation
+
+            object.__setattr__(self, "_act", _activation(self.activation))
+
     # ------------------------------------------------------------------ derived numbers
     @property
     def act(self):

@@ -549,7 +549,9 @@ def _test_chunk(P):
 
 @limit_blas
 def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0, *, var=True, block=256,
-                      memory_limit=None, progress=None) -> RegressionResult:
+                      memory_limit=None, progress=None, solver="cholesky", backend="serial", scheduler=None,
+                      store=None, tol=1e-10, rank=None, maxiter=1000, n_workers=None, worker_memory="2GiB",
+                      probes=16, seed=0) -> RegressionResult:
     """Kernel-regression predictor for large training sets without P×P copies.
 
     ``kernel="nngp"``: the NNGP posterior mean K_*X (K_XX + σ²I)⁻¹ Y and latent variance
@@ -568,7 +570,29 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
 
     Measured (benchmarks/bench_bigp.py, erf MLP L = 10, 1000 test points, one BLAS thread): P = 20,000
     NNGP mean + variance 150 s CPU, peak RSS 3.39 GiB; NTK flow limit with variance 185 s CPU, 6.67 GiB.
+
+    ``solver="cg"`` (training sets whose P×P kernel does not fit in memory; :mod:`limits.largep.regression`):
+    the training kernel is stored as ``.npy`` tiles in the directory ``store`` (a temporary one when None;
+    a given store is reused and resumed), computed serially or on dask.distributed (``backend="dask"``,
+    ``scheduler`` None → a LocalCluster of ``n_workers`` workers with ``worker_memory`` each, or an address
+    ``tcp://host:8786``); A = K + σ²I is solved by block preconditioned CG (pivoted-Cholesky preconditioner
+    of ``rank``, default ⌈8√P⌉ ≤ 2048; 0 = the diagonal (Jacobi) preconditioner alone, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
+    products streaming the tiles. Needs ``noise`` > 0. ``var``: True (every test point), False, or an index
+    array of test points (each is one more CG right-hand side); ``var`` then holds those points only, in
+    that order (``diagnostics["var_points"]``). Mean and variance are exact to ``tol``; the log marginal
+    likelihood is estimated by stochastic Lanczos quadrature (``probes`` Rademacher vectors from ``seed``),
+    its standard error in ``diagnostics["log_marginal_likelihood_se"]``. ``block`` is then the tile edge
+    (default 2048 when left at 256). Diagnostics: CG ``iterations``, ``history``, ``true_relative_residual``,
+    preconditioner ``rank``, tile counts (computed / reused), seconds per stage.
     """
+    if solver not in ("cholesky", "cg"):
+        raise ValueError(f"solver must be 'cholesky' or 'cg', got {solver!r}")
+    if solver == "cg":
+        return _cg_regression(model, X_train, Y_train, X_test, kernel, noise, var=var, block=block, progress=progress,
+                              backend=backend, scheduler=scheduler, store=store, tol=tol, rank=rank, maxiter=maxiter,
+                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed)
+    if backend != "serial" or store is not None or scheduler is not None:
+        raise ValueError("backend, scheduler and store belong to solver='cg' (the Cholesky path runs in this process)")
     import time
 
     from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
@@ -674,3 +698,27 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
                     - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
     diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb)}
     return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
+
+
+def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block, progress, backend, scheduler, store,
+                   tol, rank, maxiter, n_workers, worker_memory, probes, seed):
+    from .checks import positive_float, positive_int
+    from .largep.regression import cg_regression
+
+    what = "limits.predict.kernel_regression"
+    if kernel not in ("nngp", "ntk"):
+        raise ValueError(f"kernel must be 'nngp' or 'ntk', got {kernel!r}")
+    m = _model(model, what, ntk=kernel == "ntk")
+    X = _X(X_train, "X_train", m.d_in)
+    Xs = _X(X_test, "X_test", m.d_in)
+    Y = _targets(Y_train, X.shape[0], m.d_out)
+    noise = real_number(noise, "noise")
+    block = 2048 if block == 256 else positive_int(block, "block")
+    tol = positive_float(tol, "tol")
+    mean, vs, lml, diag = cg_regression(
+        m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,
+        n_workers=n_workers, memory_limit=worker_memory, tol=tol, maxiter=positive_int(maxiter, "maxiter"),
+        rank=None if rank is None else positive_int(rank, "rank", minimum=0), probes=positive_int(probes, "probes", minimum=2), seed=seed,
+        progress=progress)
+    return RegressionResult(mean, vs, kernel, noise, lml, float(diag["driver_memory_bytes"]), diag, _model_dict(m),
+                            X, Y, Xs)

@@ -96,6 +96,7 @@ BASE = {
     "check": ["--model", F["resnet"], "--x", F["X"], "--widths", "8", "16", "32", "--inits", "4"],
     "predict": ["--model", F["resnet"], "--x-train", F["X"], "--y-train", F["Y"], "--x-test", F["X2"],
                 "--method", "flow", "--t", "0.5", "1"],
+    "regress": ["--model", F["resnet"], "--x-train", F["X"], "--y-train", F["Y"], "--x-test", F["X2"], "--noise", "0.1"],
     "sweep run": [F["sweep"], "--store", F["stored"], "--quiet"],
     "sweep show": [F["stored"]],
     "sweep plot": [F["stored"], "--x", "sigma_b2", "--y", "sigma_w2", "--format", "png"],

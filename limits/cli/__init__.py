@@ -259,6 +259,9 @@ def build_parser():
     from ..torch import cli as torch_cli          # imports torch only when `coord-check` runs
 
     torch_cli.register(sub)
+    from . import regress
+
+    regress.register(sub)
     _accept_negative_fractions(p)
     return p
 

@@ -40,7 +40,7 @@ from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
 from .cross import KernelResult, flag_explosions, parse_get, check_inputs, model_record
 
-__all__ = ["kernel_blocked", "kernel_diag", "FUSED"]
+__all__ = ["kernel_blocked", "kernel_diag", "compute_tile", "FUSED"]
 
 FUSED = ("erf", "relu", "linear")       # activations with a fused closed-form tile path
 _MODERATE = 1e150                       # variances below this: q_α q_β cannot overflow (fast formulas)
@@ -273,7 +273,8 @@ def _finish(res):
 
 
 def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=np.float64, out=None,
-                   fill="both", progress=None) -> KernelResult:
+                   fill="both", progress=None, backend="serial", scheduler=None, n_workers=None,
+                   memory_limit="2GiB"):
     """Read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module docstring):
     equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in float64, with
     memory = the output + O(``block``²). With ``X2`` (P2×d_in) the P×P2 block between X and X2
@@ -292,7 +293,31 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     ``progress``: None (a bar on a terminal, a periodic line otherwise — :mod:`limits.progress`),
     True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
     ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
+
+    ``backend="dask"`` (kernels that do not fit in memory): ``out`` is then a directory (an existing one,
+    or a new path without a suffix or ending in ``.tiles``), filled with one
+    ``.npy`` file per upper-triangle tile by dask.distributed tasks (``scheduler`` None → a LocalCluster of
+    ``n_workers`` workers with ``memory_limit`` each; or ``tcp://host:8786``), atomically per tile and
+    resumable, and the return value is a :class:`limits.largep.TileStore` (no P×P array anywhere);
+    see :mod:`limits.kernels.tilestore`. ``backend="serial"`` with a directory ``out`` does the same
+    in this process.
     """
+    if backend not in ("serial", "dask"):
+        raise ValueError(f"backend must be 'serial' or 'dask', got {backend!r}")
+    tiles_out = isinstance(out, (str, os.PathLike)) and (Path(out).is_dir() or Path(out).suffix in ("", ".tiles"))
+    if backend == "dask" or tiles_out:
+        from .tilestore import fill_tiles
+
+        if X2 is not None or fill != "both" or np.dtype(dtype) != np.float64:
+            raise ValueError("backend='dask' / a directory out stores the symmetric float64 kernel of X only "
+                             "(no X2, fill or dtype)")
+        if out is None or not tiles_out:
+            raise ValueError("backend='dask' needs out=DIRECTORY (the tile store)")
+        return fill_tiles(model, X, out, compute_tile, block=2048 if block == 256 else block, get=get,
+                          backend=backend, scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit,
+                          progress=progress)
+    if scheduler is not None:
+        raise ValueError("scheduler: only meaningful with backend='dask'")
     from ..checks import positive_int
 
     what = "limits.kernels.kernel_blocked"
@@ -359,6 +384,25 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     flag_explosions(diag, want_ntk)
     return KernelResult(arrays.get("nngp"), arrays.get("ntk"), None, None, model_record(m), diag, sym, X,
                         None if sym else X2)
+
+
+def compute_tile(model, X, a, b, block, kernels, paths):
+    """One tile task of the tile store: tile (a, b) of every requested kernel (the symmetric tile when
+    a = b, the cross tile otherwise), written atomically to ``paths``; returns the CPU seconds of the
+    computing thread (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
+    import time
+
+    from ..blas import blas_threads
+    from .tilestore import write_tiles
+
+    t0 = time.thread_time()
+    P = X.shape[0]
+    I = slice(a * block, min((a + 1) * block, P))
+    J = slice(b * block, min((b + 1) * block, P))
+    with blas_threads(1):
+        r = kernel_blocked(model, X[I], get=kernels, progress=False, X2=None if a == b else X[J])
+    write_tiles(paths, [getattr(r, k) for k in kernels])
+    return time.thread_time() - t0
 
 
 def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:

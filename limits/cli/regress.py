@@ -1,0 +1,93 @@
+"""`limits regress`: kernel regression for training sets of any size (the NNGP posterior or the NTK flow limit).
+
+    limits regress --model m.toml --x-train X.npy --y-train Y.npy --x-test Xs.npy --noise 0.1
+    limits regress ... --solver cg --backend dask --scheduler tcp://host:8786 --store K.tiles --var-points 100
+
+``--solver cholesky`` (default) factors the P×P kernel in memory (:func:`limits.predict.kernel_regression`);
+``--solver cg`` stores it as tiles in ``--store`` (resumable: rerun the same command after an interruption)
+and solves by preconditioned CG (:mod:`limits.largep`), on this machine or on a dask.distributed cluster.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def cmd_regress(args):
+    from ..cliutil import emit
+    from ..model import Model
+    from ..predict import kernel_regression
+    from .model import read_array
+
+    m = Model.load(args.model)
+    X = read_array(args.x_train, "--x-train")
+    Y = read_array(args.y_train, "--y-train")
+    Xs = read_array(args.x_test, "--x-test")
+    X, Xs = (a[:, None] if a.ndim == 1 and m.d_in == 1 else a for a in (X, Xs))
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.ndim == 2 and Y.shape[1] != m.d_out:
+        m = m.with_(d_out=Y.shape[1])              # the kernel is shared by the outputs
+    cg = args.solver == "cg"
+    if not cg and (args.backend != "serial" or args.scheduler or args.store or args.var_points is not None):
+        raise ValueError("--backend/--scheduler/--store/--var-points belong to --solver cg")
+    if args.scheduler and args.backend != "dask":
+        raise ValueError("--scheduler needs --backend dask")
+    kw = {}
+    if cg:
+        nv = Xs.shape[0] if args.var_points is None else args.var_points
+        if nv < 0:
+            raise ValueError(f"--var-points must be >= 0, got {nv}")
+        kw = dict(solver="cg", backend=args.backend, scheduler=args.scheduler, store=args.store,
+                  n_workers=args.workers, worker_memory=args.worker_memory, tol=args.tol,
+                  var=np.arange(min(nv, Xs.shape[0])) if nv else False)
+    r = kernel_regression(m, X, Y, Xs, kernel=args.kernel, noise=args.noise, **kw)
+    d = r.diagnostics
+    lml = r.log_marginal_likelihood
+    if args.kernel == "ntk":
+        head = "NTK gradient-flow limit (t → ∞)" + (f", ridge σ² = {r.noise:g}" if r.noise else "")
+    else:
+        se = d.get("log_marginal_likelihood_se")
+        head = (f"NNGP posterior, noise σ² = {r.noise:g}, log marginal likelihood {lml:.6g}"
+                + (f" ± {se:.2g} (stochastic Lanczos estimate)" if se is not None else " (exact)"))
+    lines = [m.describe(), head]
+    if cg:
+        lines.append(f"solver cg: {d['iterations']} iterations to relative residual {d['tol']:g} (true "
+                     f"{d['true_relative_residual']:.1e}), preconditioner rank {d['rank']}; tiles {d['tiles']['computed']} "
+                     f"computed, {d['tiles']['reused']} reused" + (f" in {args.store}" if args.store else ""))
+    nv = 0 if r.var is None else r.var.shape[0]
+    lines += ["", "test point | mean | sd"]
+    for i in range(r.mean.shape[0]):
+        sd = f"{np.sqrt(max(r.var[i], 0.0)):.5g}" if i < nv else "—"
+        lines.append(f"{i} | {np.array2string(r.mean[i], precision=5)} | {sd}")
+    if args.save:
+        r.save(args.save)
+        lines.append(f"saved {args.save}.npz/.json")
+    obj = {"mean": r.mean, "var": r.var, "log_marginal_likelihood": lml, "noise": r.noise, "kernel": r.kernel,
+           "diagnostics": {k: v for k, v in d.items() if k not in ("history", "pivots", "iterations_per_column")}}
+    emit(obj, args, "\n".join(lines))
+    return 0
+
+
+def register(subparsers):
+    s = subparsers.add_parser("regress", help="kernel regression at any P: in-memory Cholesky, or tiles on disk + "
+                                              "preconditioned CG on this machine or a dask cluster")
+    s.add_argument("--model", required=True, metavar="FILE", help="model file (.toml/.json; `limits model`)")
+    s.add_argument("--x-train", required=True, metavar="FILE", help="training inputs P×d_in (.npy/.npz/.csv/.txt)")
+    s.add_argument("--y-train", required=True, metavar="FILE", help="training targets (P,) or P×d_out")
+    s.add_argument("--x-test", required=True, metavar="FILE", help="test inputs P_test×d_in")
+    s.add_argument("--kernel", choices=("nngp", "ntk"), default="nngp")
+    s.add_argument("--noise", type=float, default=0.0, help="observation noise variance σ² (cg: > 0)")
+    s.add_argument("--solver", choices=("cholesky", "cg"), default="cholesky")
+    s.add_argument("--backend", choices=("serial", "dask"), default="serial", help="cg: where the tiles are computed")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS", help="cg + dask: tcp://host:8786 (default: a "
+                                                                        "local cluster)")
+    s.add_argument("--workers", type=int, default=None, help="cg + dask, local cluster: worker processes")
+    s.add_argument("--worker-memory", default="2GiB", help="cg + dask, local cluster: memory_limit per worker")
+    s.add_argument("--store", default=None, metavar="DIR", help="cg: tile directory (kept; a rerun resumes)")
+    s.add_argument("--var-points", type=int, default=None,
+                   help="cg: variances of the first N test points (default all; each is one more CG column)")
+    s.add_argument("--tol", type=float, default=1e-10, help="cg: relative residual to stop at")
+    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_regress)
+    return s
