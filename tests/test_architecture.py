@@ -58,8 +58,6 @@ KNOWN_CYCLES = [
     # layers.activation/layernorm raise model.ModelError while Model builds layers and torch networks, and
     # torch.network reads Model back (as_model): move ModelError to the foundation, hand the model in
     ["limits.layers", "limits.layers.activation", "limits.layers.layernorm", "limits.model", "limits.torch.network"],
-    # Residual wraps a Serial and Serial builds Residual blocks: one module, or a registry of block types
-    ["limits.layers.residual", "limits.layers.serial"],
 ]
 
 

@@ -336,7 +336,7 @@ def check_gd_serial(result, widths, inits, seed, *, alpha=0.01):
     mu = np.asarray(result.mean)[keep]
     t0 = time.perf_counter()
     samples = []
-    for N, s in zip(widths, _seeds(seed, len(widths))):
+    for N, s in zip(widths, spawn_seeds(seed, len(widths))):
         f0, fs0, fs = SerialNetwork(m, int(N)).train_gd(result.X_train, result.Y_train, ks, result.learning_rate,
                                                          inits, seed=s, X_test=result.X_test,
                                                          reduction=result.reduction)

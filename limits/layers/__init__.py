@@ -21,8 +21,7 @@ from .conv import Conv
 from .dense import Dense
 from .layernorm import LayerNorm
 from .pooling import AvgPool, Flatten, GlobalAvgPool
-from .residual import Identity, Residual
-from .serial import Serial, serial
+from .serial import Identity, Residual, Serial, serial
 from .state import Kernel
 
 __all__ = ["Layer", "Dense", "Conv", "Activation", "Flatten", "GlobalAvgPool", "AvgPool", "LayerNorm", "Attention",
