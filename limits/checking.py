@@ -39,6 +39,7 @@ DEFAULT_INITS = 256
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
 WEAK_POWER = 0.05                     # a check that cannot see a 5 % error is called weak in its verdict
 MAX_INITS = 4096                      # cap of the initialisations chosen for a target power
+MIN_TARGET_POWER = 1e-4               # smallest target_power accepted (0.01 %)
 
 
 def percent(x) -> str:
@@ -472,13 +473,15 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
             target_power = float(target_power)
         except (TypeError, ValueError):
             raise ValueError(f"target_power must be a number in (0, 1), got {target_power!r}") from None
-        if not 0 < target_power < 1:
-            raise ValueError(f"target_power must be in (0, 1) (a relative error, e.g. 0.02), got {target_power}")
+        if not MIN_TARGET_POWER <= target_power < 1:
+            raise ValueError(f"target_power must be a relative error in [{MIN_TARGET_POWER:g}, 1), e.g. 0.02, "
+                             f"got {target_power}")
     max_inits = positive_int(max_inits, "max_inits", minimum=2)
     kw = dict(model=model, X=X, alpha=alpha, layers=layers, progress=progress, target_power=target_power)
     c = _check_once(result, widths, inits, seed, **kw)
     if target_power is not None and c.power > target_power and c.inits < max_inits:
-        more = min(max_inits, int(math.ceil(1.1 * c.inits * (c.power / target_power) ** 2)))
+        ratio = c.power / target_power
+        more = max_inits if ratio * ratio > max_inits / c.inits else min(max_inits, int(math.ceil(1.1 * c.inits * ratio * ratio)))
         c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
     if target_power is not None:
         c = replace(c, details={**c.details, "target_power": target_power, "max_inits": max_inits})

@@ -131,12 +131,27 @@ def check_summary(c) -> dict:
             "per_point": c.details.get("per_point")}
 
 
+def _target_power(text):
+    import argparse
+
+    from .checking import MIN_TARGET_POWER
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not MIN_TARGET_POWER <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be a relative error in [{MIN_TARGET_POWER:g}, 1), e.g. 0.02; "
+                                         f"got {text!r}")
+    return v
+
+
 def add_check_options(s, what):
     """--widths/--inits/--seed/--target-power with the defaults of ``limits.check`` (None = its own)."""
     s.add_argument("--widths", type=int, nargs="+", default=None,
                    help=f"widths of the finite networks (default: those of limits.check — {what})")
     s.add_argument("--inits", type=int, default=None, help="initialisations per width (default: limits.check's)")
-    s.add_argument("--target-power", type=float, default=None, metavar="FRACTION",
+    s.add_argument("--target-power", type=_target_power, default=None, metavar="FRACTION",
                    help="smallest relative error the check must detect with 80 %% probability (e.g. 0.02); "
                         "inits are raised to reach it (at most 4096)")
 
