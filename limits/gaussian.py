@@ -135,7 +135,8 @@ def _validate_cov(k11, k12, k22, tol=1e-10):
 
     if _moderate(k11, k22):
         bound = np.sqrt(k11 * k22)
-        excess = k12 * k12 - k11 * k22
+        with np.errstate(over="ignore"):        # |k12| ≳ 1e154 ≫ the moderate variances: excess = inf → refused below
+            excess = k12 * k12 - k11 * k22
         over = excess > tol * scale * scale
     else:
         bound = geometric_mean(k11, k22)

@@ -321,8 +321,9 @@ def _gfun(lam, t, eta, flow):
     small = np.abs(x) < 1e-300
     xs = np.where(small, 1.0, x)
     if flow:
-        # (1 − e^{−x t})/x = −expm1(−x t)/x : accurate for small x t as well
-        val = -np.expm1(-xs * t) / xs
+        # (1 − e^{−x t})/x = −expm1(−x t)/x : accurate for small x t as well; x t = inf gives 1/x exactly
+        with np.errstate(over="ignore"):
+            val = -np.expm1(-xs * t) / xs
     else:
         # 1 − (1 − x)^t = −expm1(t log1p(−x)) for x < 1; direct power otherwise (x in [1, 2))
         with np.errstate(divide="ignore", invalid="ignore"):
