@@ -45,7 +45,7 @@ from .checking import _combine, _seeds, analyse, percent
 REGIME_KAPPA = 2.3
 REGIME_RESOLUTION = 0.005          # default widths: residual ≤ 0.5 % (or target power / 2.5)
 PREDICT_INITS = 64
-MAX_WIDTH = {"posterior": 2048, "gd": 1024}
+MAX_WIDTH = {"posterior": 2048, "gd": 512}      # GD checks train every network: costlier
 
 
 def effective_dimension(result, m) -> float:
