@@ -333,7 +333,10 @@ def _phase_compute(p, rng):
     sw = np.linspace(*p["sigma_w2_range"], p["n_w"])
     sb = np.linspace(*p["sigma_b2_range"], p["n_b"])
     pdg = phase_diagram(p["activation"], sw, sb)
-    sb_line = np.linspace(*p["sigma_b2_range"], p["n_line"])
+    lo, hi = p["sigma_b2_range"]
+    u = np.linspace(0.0, 1.0, p["n_line"])
+    # quadratic spacing: the line leaves (σ_w², σ_b²) = (1, 0) with infinite slope dσ_w²/dσ_b²
+    sb_line = lo + (hi - lo) * (u ** 2 if p.get("line_spacing") == "quadratic" else u)
     sw_line = np.array([critical_line(p["activation"], float(b)).sigma_w2 for b in sb_line])
     return {"sigma_w2": sw, "sigma_b2": sb, "chi1": pdg.chi1, "xi_c": pdg.xi_c, "qstar": pdg.qstar,
             "critical_sigma_w2": pdg.critical_sigma_w2, "line_sigma_b2": sb_line, "line_sigma_w2": sw_line}
@@ -379,11 +382,12 @@ def _phase_plot(data, p):
 
 register("signal_phase_diagram", component=COMP, compute=_phase_compute, plot=_phase_plot,
          params=dict(activation="tanh", sigma_w2_range=(0.5, 4.0), sigma_b2_range=(0.0, 0.3), n_w=120, n_b=80,
-                     n_line=151),
+                     n_line=151, line_spacing="quadratic"),
          quick=dict(n_w=48, n_b=32, n_line=61),
          caption="Signal propagation in deep tanh networks: χ_1 = σ_w² E[φ'(√q* z)²] (diverging colour scale "
                  "centred at 1 over the data's range) and the correlation depth scale ξ_c over σ_w², σ_b², with "
-                 "the order-to-chaos line χ_1 = 1 found by root finding at each of n_line values of σ_b² "
+                 "the order-to-chaos line χ_1 = 1 found by root finding at each of n_line values of σ_b² (quadratically "
+                 "spaced: the line leaves σ_w² = 1 at σ_b² = 0 with infinite slope) "
                  "(critical_line; σ_b² = 0.05 → σ_w² = 1.760955).",
          seed_ref="Schoenholz et al. 2017 Fig. 1")
 
