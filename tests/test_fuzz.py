@@ -698,12 +698,18 @@ API_BAD = [np.nan, np.inf, -np.inf, -1.0, 0.0, -0.0, 1e308, "abc", None, [1.0, 2
 
 
 def _api_ok(fn, *a, **kw):
-    """A finite result or a ValueError/TypeError with a message; anything else is a failure."""
+    """A finite result or a ValueError/TypeError with a message; anything else is a failure. Warnings on
+    the way must be RuntimeWarnings (limits' reports such as "ill-conditioned", numpy's overflow)."""
     try:
-        r = fn(*a, **kw)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = fn(*a, **kw)
     except (ValueError, TypeError) as exc:
         assert str(exc), f"{getattr(fn, '__name__', fn)}: empty error message"
         return None
+    odd = [w for w in caught if not issubclass(w.category, RuntimeWarning)
+           and not str(w.filename).startswith(_THIRD_PARTY)]
+    assert not odd, [f"{w.category.__name__}: {w.message}" for w in odd]
     vals = []
 
     def collect(x):
