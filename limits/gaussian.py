@@ -605,7 +605,9 @@ def expect(f, q, n=None):
         sp = _split(fa, fo) if _is_builtin(fa) else None
         if np.any(wide):
             if sp is None:
-                _warn_uncertified(f, _raw_need(ratio)[wide])
+                need = _raw_need(ratio)
+                if np.any(need > _LADDER[-1]):          # the trapezoid's finest grid certifies the rest
+                    _warn_uncertified(f, need[need > _LADDER[-1]])
                 wide[:] = False
             else:
                 for j in np.nonzero(wide)[0]:
@@ -654,7 +656,8 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None, spec_f=None, spec_g=
             sf = _split(*spec_f) if spec_f is not None and _is_builtin(spec_f[0]) else None
             sg = _split(*spec_g) if spec_g is not None and _is_builtin(spec_g[0]) else None
             if sf is None or sg is None or _p_pair(sf[0], sg[0], 1.0, 0.5, 1.0) is None:
-                _warn_uncertified(label, need[wide])
+                if np.any(need > _LADDER[-1]):          # the trapezoid's finest grid certifies the rest
+                    _warn_uncertified(label, need[need > _LADDER[-1]])
             else:
                 rest = ~wide
                 for j in np.nonzero(wide)[0]:
