@@ -274,7 +274,8 @@ def _erf(x):
 
 def _derf(x):
     x = np.asarray(x, dtype=np.float64)
-    return (2.0 / math.sqrt(math.pi)) * np.exp(-x * x)
+    with np.errstate(over="ignore"):            # |x| > 1.3e154: x² = inf, exp(−inf) = 0 exactly
+        return (2.0 / math.sqrt(math.pi)) * np.exp(-x * x)
 
 
 def _d2erf(x):

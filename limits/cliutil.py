@@ -102,7 +102,7 @@ def numpy_arrays(path, name, first_only):
         raise ValueError(f"{name}: cannot read {path} ({_describe(exc)})") from None
     try:
         if magic.startswith(b"PK"):
-            with np.load(p, allow_pickle=False) as z:
+            with open(p, "rb") as fh, np.load(fh, allow_pickle=False) as z:     # closed even if not a zip
                 if not z.files:
                     raise ValueError(f"{name}: {path} holds no arrays")
                 out = [(k, z[k]) for k in (z.files[:1] if first_only else z.files)]

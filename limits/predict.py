@@ -12,6 +12,10 @@ sharing the kernel)::
     log p(Y) = Σ_o [−½ y_oᵀ (K_XX + σ²I)⁻¹ y_o − ½ log det(K_XX + σ²I) − (P/2) log 2π]
 
 (cov is that of the latent f(X_test), without observation noise), all by one Cholesky factor.
+``noise="auto"`` picks σ² by maximum marginal likelihood (:func:`max_likelihood_noise`): with
+K_XX = V Λ Vᵀ and Ỹ = Vᵀ Y, log p(Y | σ²) = −½ Σ_{i,o} Ỹ_io²/(λ_i + σ²) − (d_out/2) Σ_i log(λ_i + σ²)
+− (d_out P/2) log 2π costs O(P) per σ² after one eigendecomposition; it is maximised over log σ²
+on a grid, then by a bounded 1-D search around the best grid point.
 
 **Gradient descent** of the NTK-parameterised network in the kernel regime (Jacot et al. 2018;
 Lee et al. 2019 Eq. 9–16): the network stays linear in its parameters, so on the MSE loss
@@ -48,8 +52,9 @@ from .blas import limit_blas
 from .checks import finite_array, real_number
 from .results import Result
 
-__all__ = ["nngp_posterior", "gradient_descent", "PosteriorResult", "GDResult", "SingularKernelError",
-           "suggest_jitter", "kernel_regression", "RegressionResult", "regression_memory", "predict_memory"]
+__all__ = ["nngp_posterior", "gradient_descent", "max_likelihood_noise", "PosteriorResult", "GDResult",
+           "SingularKernelError", "suggest_jitter", "kernel_regression", "RegressionResult", "regression_memory",
+           "predict_memory"]
 
 
 class SingularKernelError(ValueError):
@@ -262,12 +267,58 @@ def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
+def _lml_curve(lam, Yt2, s2):
+    """log p(Y | σ²) for each σ² in ``s2`` from the spectrum λ of K_XX and Ỹ² = (VᵀY)² summed over outputs
+    (module docstring); ``d`` outputs are folded into Ỹ² and the log-det factor by the caller."""
+    den = lam[None, :] + np.asarray(s2, float)[:, None]
+    return -0.5 * np.sum(Yt2[None, :] / den, axis=1), -0.5 * np.sum(np.log(den), axis=1)
+
+
+def _ml_noise(K, Y):
+    """σ² maximising the log marginal likelihood of Y (P×d) under GP(0, K) + N(0, σ²I), from one
+    eigendecomposition of K: grid over log σ², then a bounded Brent search (module docstring)."""
+    from scipy.optimize import minimize_scalar
+
+    lam, V = np.linalg.eigh(0.5 * (K + K.T))
+    lam = np.clip(lam, 0.0, None)
+    P, d = Y.shape
+    Yt2 = np.sum((V.T @ Y) ** 2, axis=1)
+    top = max(float(lam[-1]), float(np.mean(Y * Y)), 1e-300)
+    lo = max(10.0 * P * np.finfo(float).eps * top, 1e-12 * top)
+    hi = 10.0 * (float(lam[-1]) + float(np.mean(Y * Y)))
+    if not np.any(Yt2 > 0):
+        raise ValueError("noise='auto': the training targets are all zero; the likelihood has no maximum")
+
+    def neg(logs):
+        q, ld = _lml_curve(lam, Yt2, [math.exp(logs)])
+        return -float(q[0] + d * ld[0])
+
+    grid = np.linspace(math.log(lo), math.log(hi), 81)
+    q, ld = _lml_curve(lam, Yt2, np.exp(grid))
+    i = int(np.argmax(q + d * ld))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    res = minimize_scalar(neg, bounds=(a, b), method="bounded", options={"xatol": 1e-10})
+    best = res.x if res.fun <= neg(grid[i]) else grid[i]
+    return float(math.exp(best))
+
+
+@limit_blas
+def max_likelihood_noise(model, X_train, Y_train) -> float:
+    """The observation noise σ² that maximises the NNGP log marginal likelihood of ``Y_train``
+    (module docstring: one eigendecomposition of K_XX, then a 1-D bounded search over log σ²)."""
+    m = _model(model, "limits.predict.max_likelihood_noise", ntk=False)
+    X = _X(X_train, "X_train", m.d_in)
+    Y = _targets(Y_train, X.shape[0], m.d_out)
+    return _ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
+
+
 @limit_blas
 def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=None) -> PosteriorResult:
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
-    and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0). ``Y_train``
-    (P,) or (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError)
-    with the suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
+    and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0, or ``"auto"``:
+    the maximum-marginal-likelihood σ², :func:`max_likelihood_noise`). ``Y_train`` (P,) or
+    (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError) with the
+    suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
     allocated (large P: :func:`kernel_regression`)."""
     from scipy.linalg import cho_solve, solve_triangular
@@ -277,9 +328,13 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
     Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
-    noise = real_number(noise, "noise")
+    auto = isinstance(noise, str) and noise == "auto"
+    if not auto:
+        noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=False)
+    if auto:
+        noise = _ml_noise(k["K"], Y)
     c = _cholesky(k["K"], noise, what)
     alpha = cho_solve((c, True), Y, check_finite=False)
     mean = k["K_sx"] @ alpha

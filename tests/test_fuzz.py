@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import warnings
 import subprocess
 import sys
 import tempfile
@@ -170,13 +171,20 @@ def _alarm(*_):
     raise _Timeout()
 
 
+OVERFLOW = "overflow encountered|invalid value encountered"   # numpy's reports on hostile magnitudes
+_THIRD_PARTY = tuple(p for p in {__import__("sysconfig").get_paths()["purelib"],
+                                 __import__("sysconfig").get_paths()["platlib"]} if p)
+
+
 def run_cli(argv, timeout=30):
     """``limits ARGV`` in-process: (exit status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 rc = main([str(a) for a in argv])
             except SystemExit as exc:
@@ -186,6 +194,11 @@ def run_cli(argv, timeout=30):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+    # hostile values may overflow: a RuntimeWarning (numpy's, or limits' own report such as
+    # "activations overflowed") is an expected part of the answer; any other warning is not
+    unexpected = [w for w in caught if not issubclass(w.category, RuntimeWarning)
+                  and not str(w.filename).startswith(_THIRD_PARTY)]
+    assert not unexpected, [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in unexpected]
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -1059,12 +1072,18 @@ def test_i21_messages_name_the_option(tmp_path):
 
 
 def _api_ok(fn, *a, **kw):
-    """A finite result or a ValueError/TypeError with a message; anything else is a failure."""
+    """A finite result or a ValueError/TypeError with a message; anything else is a failure. Warnings on
+    the way must be RuntimeWarnings (limits' reports such as "ill-conditioned", numpy's overflow)."""
     try:
-        r = fn(*a, **kw)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = fn(*a, **kw)
     except (ValueError, TypeError) as exc:
         assert str(exc), f"{getattr(fn, '__name__', fn)}: empty error message"
         return None
+    odd = [w for w in caught if not issubclass(w.category, RuntimeWarning)
+           and not str(w.filename).startswith(_THIRD_PARTY)]
+    assert not odd, [f"{w.category.__name__}: {w.message}" for w in odd]
     vals = []
 
     def collect(x):
@@ -1239,7 +1258,8 @@ def test_api_edge_read_in_overflow_is_an_error():
         kernels.response(_EDGE_X, depth=2, width=10 ** 300)
     with pytest.raises(ValueError, match="sigma_b2_out"):
         kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e101)
-    r = kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e100)      # at the bound: representable, spectrum finite
+    with pytest.warns(RuntimeWarning, match="NTK exploded"):    # the NTK (not the NNGP) explodes there: reported
+        r = kernels.nngp(_EDGE_X, depth=2, sigma_b2_out=1e100)  # at the bound: representable, spectrum finite
     assert np.isfinite(r.K_out).all() and np.isfinite(r.diagnostics["min_eig_K_out"])
 
 
@@ -1301,9 +1321,9 @@ def test_api_edge_nfd_and_dmft_limits():
     from limits.finite.gia import gia_task
 
     Xtr, ytr, Xte = gia_task(d=3, K=2, P_test=1)
-    with pytest.raises(ValueError, match="eta_bar"):
+    with pytest.raises(ValueError, match="eta_bar"), pytest.warns(RuntimeWarning, match=OVERFLOW):
         nfd.train_particles(Xtr, ytr, Xte, L=4, M=32, eta_bar=1e308, seed=0)
-    with pytest.raises(ValueError, match="gamma0"):
+    with pytest.raises(ValueError, match="gamma0"), pytest.warns(RuntimeWarning, match=OVERFLOW):
         dmft.solve(X, np.ones(3), depth=1, gamma0=1e308, dt=0.02, steps=5)
 
 
@@ -1314,8 +1334,8 @@ def test_api_edge_finite_and_checks():
     FUZZ_COUNT.update({("edge", "finite", "ntk overflow"), ("edge", "checks", "positive_int(1e308)")})
     net = finite.mlp(4, 8, 3, sigma_w2=1e200, activation="relu")          # activations grow like 1e100 per layer
     w = finite.init_weights(net, 2, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="overflowed"):
-        finite.empirical_ntk(net, w, _EDGE_X)
+    with pytest.raises(ValueError, match="overflowed"), pytest.warns(RuntimeWarning, match=OVERFLOW):
+        finite.empirical_ntk(net, w, _EDGE_X)          # numpy reports the overflow, then limits refuses
     with pytest.raises(ValueError, match="width"):
         positive_int(1e308, "width")                              # an integer only by rounding
     assert positive_int(2.0 ** 53, "n") == 2 ** 53

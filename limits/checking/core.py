@@ -27,8 +27,9 @@ networks (:mod:`limits.torch.kernels`, NTK by autograd) and runs the same statis
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,7 +37,16 @@ from ..checks import positive_int
 from ..results import Result
 
 DEFAULT_WIDTHS = (64, 128, 256, 512)
+DEFAULT_INITS = 256
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
+WEAK_POWER = 0.05                     # a check that cannot see a 5 % error is called weak in its verdict
+MAX_INITS = 4096                      # cap of the initialisations chosen for a target power
+MIN_TARGET_POWER = 1e-4               # smallest target_power accepted (0.01 %)
+
+
+def percent(x) -> str:
+    """0.1312 → '13 %', 0.0123 → '1.2 %' (two significant digits)."""
+    return f"{100 * float(x):.2g} %"
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,24 @@ class CheckResult(Result):
     details: dict = field(default_factory=dict)
 
     @property
+    def verdict(self) -> str:
+        """'pass', 'fail' or 'inconclusive' (a failure only where the widths are outside the
+        asymptotic regime of the problem: :mod:`limits.checking_predict`)."""
+        return self.details.get("verdict") or ("pass" if self.passed else "fail")
+
+    def verdict_text(self) -> str:
+        """One line: PASS/FAIL/INCONCLUSIVE, and how strong the check is ("weak: cannot detect errors
+        below 13 %" when its power is above 5 %)."""
+        head = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[self.verdict]
+        strength = (f"weak: cannot detect errors below {percent(self.power)}" if self.power > WEAK_POWER
+                    else f"detects relative errors ≥ {percent(self.power)} with 80 % probability")
+        target = self.details.get("target_power")
+        if target is not None:
+            strength += (f"; target {percent(target)} " + ("met" if self.power <= target else
+                         f"not met with {self.inits} inits (cap {self.details.get('max_inits', MAX_INITS)})"))
+        return f"{head} ({strength})"
+
+    @property
     def worst_z(self) -> float:
         """Largest |z| of the N → ∞ extrapolation (the statistic ``passed`` uses)."""
         return float(np.max(np.abs(self.z_inf))) if self.z_inf.size else 0.0
@@ -93,8 +121,7 @@ class CheckResult(Result):
                 else "not estimable: zero RMS deviation at some width")
 
     def to_markdown(self) -> str:
-        ok = "PASS" if self.passed else "FAIL"
-        rows = [f"### check: {self.what} — **{ok}**", "",
+        rows = [f"### check: {self.what} — **{self.verdict_text()}**", "",
                 f"model: {self.details.get('model_text', '')}", "",
                 "| width | inits | max abs z | relative RMS deviation of one network |",
                 "|---:|---:|---:|---|"]
@@ -109,8 +136,10 @@ class CheckResult(Result):
                  f"| finite-size rate of the RMS deviation | {self._rate_text(3)} | "
                  + (f"contains {self.rate_expected:+g} |" if self.rate_estimated else "not part of the verdict |"),
                  f"| power: smallest relative bias detected with 80 % probability | {self.power:.3%} | |"]
+        rows += _blocks_markdown(self.details)
         if self.reasons:
-            rows += ["", "Failed because: " + "; ".join(self.reasons)]
+            rows += ["", ("Not conclusive because: " if self.verdict == "inconclusive" else "Failed because: ")
+                     + "; ".join(self.reasons)]
         return "\n".join(rows)
 
     def __str__(self):
@@ -150,11 +179,39 @@ class CheckResult(Result):
         a2.set_ylabel("relative RMS deviation")
         a2.set_title(f"rate {self._rate_text(2)}" if self.rate_estimated else "rate not estimable")
         a2.legend(fontsize=7, loc="lower left")
-        fig.suptitle(("PASS" if self.passed else "FAIL") + f" — power: detects ≥ {self.power:.2%} relative bias",
-                     fontsize=9)
+        fig.suptitle(self.verdict_text(), fontsize=9)
         if path is not None:
             fig.savefig(path, metadata={"CreationDate": None} if str(path).endswith(".pdf") else None)
         return fig
+
+
+def _blocks_markdown(details) -> list:
+    """Per-block statistics (each in its own units) and the per-test-point table, when a check has blocks."""
+    blocks = details.get("blocks")
+    if not blocks:
+        return []
+    rows = ["", "| block (user units) | worst entry: N → ∞ vs theory (z, threshold) | relative bias δ∞ | power | "
+                "asymptotic regime | verdict |", "|---|---|---|---|---|---|"]
+    for name, b in blocks.items():
+        w = b.get("worst") or {}
+        entry = (f"{w['label']}: {w['extrapolated']:.5g} ± {w['se']:.2g} vs {w['theory']:.5g} "
+                 f"(z = {w['z']:+.2f}, {b['z_crit']:.2f})") if w else ""
+        rg = b.get("regime") or {}
+        regime = rg.get("text", "")
+        rows.append(f"| {name} | {entry} | {b['scale_bias']:+.2%} ± {b['scale_bias_se']:.2%} | "
+                    f"{percent(b['power'])} | {regime} | {b.get('verdict', 'pass' if b['passed'] else 'fail')} |")
+    pts = details.get("per_point")
+    if pts:
+        cols = details.get("per_point_columns", ("mean", "var"))
+        rows += ["", f"| test point | {cols[0]}: theory | N → ∞ (z) | {cols[1]}: theory | N → ∞ (z) |",
+                 "|---:|---:|---|---:|---|"]
+        for r in pts:
+            rows.append(f"| {r['point']} | {r['mean']:.5g} | {r['mean_inf']:.5g} ± {r['mean_se']:.2g} "
+                        f"({r['mean_z']:+.2f}) | {r['var']:.5g} | {r['var_inf']:.5g} ± {r['var_se']:.2g} "
+                        f"({r['var_z']:+.2f}) |")
+        if details.get("per_point_note"):
+            rows.append(details["per_point_note"])
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -181,10 +238,13 @@ def _wls_extrapolate(N, means, ses):
 
 
 def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, labels=None, model=None,
-            seed=0, seconds=0.0, details=None, theory_se=None) -> CheckResult:
+            seed=0, seconds=0.0, details=None, theory_se=None, scales=None) -> CheckResult:
     """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries).
     ``theory_se``: Monte Carlo standard error of the prediction itself (e.g. nonlinear DMFT); it is
-    added in quadrature to every comparison and its mean square is removed from the RMS deviation."""
+    added in quadrature to every comparison and its mean square is removed from the RMS deviation.
+    ``scales`` (per entry): the relative statistics (δ∞, RMS deviation, power) are computed on
+    entry/scale, so blocks of different size weigh alike; every entry-wise number (theory,
+    estimates, extrapolation, the reasons) stays in the user's units (z does not depend on it)."""
     from scipy.stats import norm
 
     from ..stats import loglog_fit
@@ -197,13 +257,15 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     if not np.all(np.isfinite(t)):
         raise ValueError("the prediction contains inf/NaN (an overflowed kernel); nothing to check")
     tse = np.zeros_like(t) if theory_se is None else np.broadcast_to(np.asarray(theory_se, float).ravel(), t.shape)
+    sc = np.ones_like(t) if scales is None else np.broadcast_to(np.asarray(scales, float).ravel(), t.shape)
+    t_user, t, tse = t, t / sc, tse / sc
     tt = float(t @ t)
     if tt == 0:
         raise ValueError("the prediction is identically zero; a relative check is undefined")
     means, ses, rms, rms_se, deltas, delta_se = [], [], [], [], [], []
     S = None
     for Y in samples:
-        Y = np.asarray(Y, dtype=float).reshape(len(Y), n_e)
+        Y = np.asarray(Y, dtype=float).reshape(len(Y), n_e) / sc
         S = Y.shape[0]
         if S < 2:
             raise ValueError("inits must be >= 2 (a standard error needs two initialisations)")
@@ -231,6 +293,7 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     sa = np.sqrt(sa ** 2 + tse ** 2)
     dse = float(np.sqrt(dse ** 2 + float(np.sum((t * tse) ** 2)) / tt ** 2))
     z_inf = (a - t) / np.maximum(sa, 1e-300)
+    t, means, ses, a, sa = t_user, means * sc, ses * sc, a * sc, sa * sc      # back to the user's units
     z_crit = float(norm.isf(alpha / (2 * n_e)))
     z1 = float(norm.isf(alpha / 2))
     reasons = []
@@ -373,11 +436,9 @@ def _combine(parts, widths, m, seed, seconds, alpha, details):
         # relative tests per observable would weigh NNGP and NTK by their scale; normalise each block
         scales = np.concatenate([np.full(parts[k][0].size, np.sqrt(np.mean(parts[k][0] ** 2)) or 1.0)
                                  for k in names])
-        th_n = th / scales
-        samples_n = [s / scales for s in samples]
-        res = analyse(" + ".join(names), widths, th_n, samples_n, labels=labels, model=m.to_dict(), seed=seed,
-                      seconds=seconds, alpha=alpha, details={**details, "normalised_by": "RMS of each observable"})
-        return res
+        return analyse(" + ".join(names), widths, th, samples, labels=labels, model=m.to_dict(), seed=seed,
+                       seconds=seconds, alpha=alpha, scales=scales,
+                       details={**details, "normalised_by": "RMS of each observable (relative statistics only)"})
     return analyse(names[0], widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, seconds=seconds,
                    alpha=alpha, details=details)
 
@@ -402,23 +463,34 @@ def _model_and_inputs(result, model, X):
     return m
 
 
-_OBSERVABLES = []          # (accepts(result) -> bool, check function, takes layers=), filled by register()
+_OBSERVABLES = []          # (accepts(result) -> bool, check function, takes layers=, own defaults), by register()
 
 
-def register(accepts, *, layers=False):
+def register(accepts, *, layers=False, own_defaults=False):
     """Decorator with which an observable module (``limits/checking/<observable>.py``) makes :func:`check`
     dispatch to it: ``accepts(result) -> bool`` says which theory results it checks, and the decorated
     ``fn(result, widths, inits, seed, *, model, X, alpha, progress) -> CheckResult`` checks them
-    (``layers=True``: ``fn`` also takes check's ``layers=`` keyword)."""
+    (``layers=True``: ``fn`` also takes check's ``layers=`` keyword; ``own_defaults=True``: ``fn`` receives
+    ``widths``/``inits`` as given — None for its own defaults — and check's ``target_power=``)."""
     def deco(fn):
-        _OBSERVABLES.append((accepts, fn, layers))
+        _OBSERVABLES.append((accepts, fn, layers, own_defaults))
         return fn
 
     return deco
 
 
-def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=None, alpha=0.01,
-          layers=False, progress=None, backend="numpy") -> CheckResult:
+def normalise_widths(widths):
+    """Widths as a sorted tuple of distinct positive integers (at least two), or ValueError naming ``widths``."""
+    widths = tuple(positive_int(w, "widths") for w in np.atleast_1d(widths))
+    if len(widths) < 2:
+        raise ValueError("widths: give at least two widths (three or more for the finite-size rate)")
+    if len(set(widths)) != len(widths):
+        raise ValueError("widths must be distinct")
+    return tuple(sorted(widths))
+
+
+def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=0.01,
+          layers=False, progress=None, backend="numpy", target_power=None, max_inits=MAX_INITS) -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2; for a
@@ -432,21 +504,56 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     and :func:`limits.predict.gradient_descent` (finite networks' Bayesian read-out posteriors / GD-trained
     ensembles; :mod:`limits.checking.predict`), :func:`limits.nfd.gia_first_order` (the first-order
     coupled − decoupled GIA gap against finite ResNets of the same depth trained coupled and decoupled;
-    :mod:`limits.checking.nfd`). ``widths``: at least three for the rate fit;
-    ``inits`` ≥ 2 per width; ``seed`` fixes every initialisation (per-width streams from
-    ``numpy.random.SeedSequence(seed).spawn``). ``backend="torch"`` (kernel results only; optional extra
-    ``torch``) draws the finite networks as ``Model.to_torch`` modules: empirical NNGP from their forward
-    pass, empirical NTK by ``torch.func`` (:mod:`limits.torch.kernels`), with the same statistics.
+    :mod:`limits.checking.nfd`). ``widths``: at least three for the rate fit; default 64–512, and for
+    predictions three widths inside the asymptotic regime of the problem
+    (:func:`limits.checking.predict.default_widths`); ``inits`` ≥ 2 per width (default 256; 64 for
+    predictions); ``seed`` fixes every initialisation (per-width streams from
+    ``numpy.random.SeedSequence(seed).spawn``). The command line uses these same defaults.
+    ``backend="torch"`` (kernel results only; optional extra ``torch``) draws the finite networks as
+    ``Model.to_torch`` modules: empirical NNGP from their forward pass, empirical NTK by ``torch.func``
+    (:mod:`limits.torch.kernels`), with the same statistics.
+
+    ``target_power``: the smallest relative error the check should detect with 80 % probability
+    (e.g. 0.02). When the first run's power is weaker, it is repeated with inits raised by
+    (power/target)² (power ∝ 1/√inits), at most ``max_inits``; the verdict says whether the target
+    was met.
     """
     if backend not in ("numpy", "torch"):
         raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
-    widths = tuple(positive_int(w, "widths") for w in np.atleast_1d(widths))
-    if len(widths) < 2:
-        raise ValueError("widths: give at least two widths (three or more for the finite-size rate)")
-    if len(set(widths)) != len(widths):
-        raise ValueError("widths must be distinct")
-    widths = tuple(sorted(widths))
-    inits = positive_int(inits, "inits", minimum=2)
+    if target_power is not None:
+        try:
+            target_power = float(target_power)
+        except (TypeError, ValueError):
+            raise ValueError(f"target_power must be a number in (0, 1), got {target_power!r}") from None
+        if not MIN_TARGET_POWER <= target_power < 1:
+            raise ValueError(f"target_power must be a relative error in [{MIN_TARGET_POWER:g}, 1), e.g. 0.02, "
+                             f"got {target_power}")
+    max_inits = positive_int(max_inits, "max_inits", minimum=2)
+    kw = dict(model=model, X=X, alpha=alpha, layers=layers, progress=progress, target_power=target_power,
+              backend=backend)
+    c = _check_once(result, widths, inits, seed, **kw)
+    if target_power is not None and c.power > target_power and c.inits < max_inits:
+        ratio = c.power / target_power
+        more = max_inits if ratio * ratio > max_inits / c.inits else min(max_inits, int(math.ceil(1.1 * c.inits * ratio * ratio)))
+        c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
+    if target_power is not None:
+        c = replace(c, details={**c.details, "target_power": target_power, "max_inits": max_inits})
+    return c
+
+
+def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progress, target_power, backend):
+    from .._plugins import load_submodules
+
+    load_submodules(__package__)              # the observable modules register themselves on import
+    for accepts, check_observable, takes_layers, own_defaults in _OBSERVABLES:
+        if own_defaults and accepts(result):  # predictions: widths inside the problem's asymptotic regime
+            if backend != "numpy":
+                raise ValueError(f"check: backend={backend!r} is available for kernel results, not for "
+                                 f"{type(result).__name__}")
+            return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress,
+                                    target_power=target_power)
+    widths = normalise_widths(DEFAULT_WIDTHS if widths is None else widths)
+    inits = positive_int(DEFAULT_INITS if inits is None else inits, "inits", minimum=2)
     from ..kernels.cross import KernelResult
     from ..kernels.nngp import NNGPResult
 
@@ -483,10 +590,7 @@ def check(result, widths=DEFAULT_WIDTHS, inits=256, seed=0, *, model=None, X=Non
     if backend != "numpy":
         raise ValueError(f"check: backend={backend!r} is available for kernel results (limits.kernels.kernel, "
                          f"limits.kernels.nngp), not for {type(result).__name__}")
-    from .._plugins import load_submodules
-
-    load_submodules(__package__)              # the observable modules register themselves on import
-    for accepts, check_observable, takes_layers in _OBSERVABLES:
+    for accepts, check_observable, takes_layers, own_defaults in _OBSERVABLES:
         if accepts(result):
             extra = {"layers": layers} if takes_layers else {}
             return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress,

@@ -64,8 +64,14 @@ def figure_dir(outdir, quick: bool):
     return Path(outdir) if quick else Path(outdir) / FULL_SUBDIR
 
 
+RUN_OUTDIR = "results"
+
+
 def cmd_run(args):
-    """Main job: default tables and figures into the output directory."""
+    """Main job: default tables and figures into the output directory (``results/`` by default,
+    git-ignored). Figures whose committed data (``figures/``, or ``figures/full/`` with ``--full``)
+    match their parameters are copied byte for byte, not recomputed or re-rendered; nothing
+    outside the output directory is written, so the repository stays clean."""
     import time
     from pathlib import Path
 
@@ -83,9 +89,15 @@ def cmd_run(args):
             lines += mod.default_job(outdir)
     from .. import gallery
 
+    committed = gallery.committed_dir()
+    source = None if committed is None else figure_dir(committed, quick=not args.full)
     for name in gallery.default_names():
-        made = gallery.make(name, quick=not args.full, outdir=figdir)
-        lines.append(f"figure {name}: {made.paths['png']} ({'cached' if made.cached else f'{made.wall_time_s:.1f}s'})")
+        made = None if source is None else gallery.reuse(name, not args.full, source, figdir)
+        how = "copied from the committed gallery" if made is not None else None
+        if made is None:
+            made = gallery.make(name, quick=not args.full, outdir=figdir)
+            how = "cached" if made.cached else f"{made.wall_time_s:.1f}s"
+        lines.append(f"figure {name}: {made.paths['png']} ({how})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
     print("\n".join(lines))
     return 0
@@ -208,8 +220,10 @@ def build_parser():
     p.add_argument("--version", action="version", version=f"limits {__import__('limits').__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    s = sub.add_parser("run", help="main job: default tables and figures into figures/")
-    s.add_argument("--outdir", default="figures")
+    s = sub.add_parser("run", help="main job: default tables and figures into results/ (git-ignored)")
+    s.add_argument("--outdir", default=RUN_OUTDIR,
+                   help="output folder (default results/, git-ignored); committed figures whose data match "
+                        "are copied from figures/, never re-rendered")
     s.add_argument("--full", action="store_true",
                    help="paper-sized figures, into OUTDIR/full/ (default: the quick variants, about a minute "
                         "in all, into OUTDIR/)")

@@ -15,7 +15,7 @@ def load_matrix(path, key):
     if p.suffix == ".npy":
         return np.load(p, allow_pickle=False)
     if p.suffix == ".npz":
-        with np.load(p, allow_pickle=False) as z:
+        with open(p, "rb") as fh, np.load(fh, allow_pickle=False) as z:     # closed even if not a zip
             if key in z.files:
                 return z[key]
             if len(z.files) == 1:

@@ -4,6 +4,7 @@ two input sets, and check a prediction against finite networks of the same model
     limits model --resnet --d-in 10 --depth 20 --activation erf --rho 0.3 --out m.toml
     limits kernel --model m.toml --x1 a.npy --x2 b.npy --json
     limits check --model m.toml --what nngp --x x.npy --widths 64 128 256 512
+    limits check --prediction pred          # a prediction saved by `limits predict ... --save pred`
 """
 from __future__ import annotations
 
@@ -183,12 +184,50 @@ def _kernel_parser(sub):
 
 
 # ------------------------------------------------------------------------------------------ limits check
+PREDICTION_TYPES = ("limits.predict.PosteriorResult", "limits.predict.GDResult")
+
+
+def load_prediction(path):
+    """A prediction saved by ``limits predict --save PATH`` (PATH.npz + PATH.json): only the result
+    types of :mod:`limits.predict` are accepted (the type is read before anything is imported)."""
+    import json
+    import zipfile
+    from pathlib import Path
+
+    from ..results import load_result, result_paths as _paths
+
+    for f in _paths(path):
+        if not Path(f).is_file():
+            raise ValueError(f"--prediction: {f} does not exist (write it with `limits predict ... --save {path}`)")
+    try:
+        payload = json.loads(_paths(path)[1].read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--prediction: cannot read {_paths(path)[1]}: {exc}") from None
+    kind = payload.get("type") if isinstance(payload, dict) else None
+    if kind not in PREDICTION_TYPES:
+        raise ValueError(f"--prediction: {_paths(path)[1]} holds {kind!r}, not a prediction of `limits predict` "
+                         f"({', '.join(PREDICTION_TYPES)})")
+    try:
+        return load_result(path)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"--prediction: cannot load {path}: {type(exc).__name__}: {exc}") from None
+
+
 def cmd_check(args):
     from .. import check
     from ..cliutil import emit
+    from .checkopts import check_summary
 
     if args.plot:                       # every output checked before the (possibly long) computation
         _check_plot_path(args.plot)
+    if args.prediction is not None:
+        if args.model or args.x or args.x2 or args.y or args.layers:
+            raise ValueError("--prediction records its model and inputs: do not give --model/--x/--x2/--y/--layers")
+        res = load_prediction(args.prediction)
+        return _report_check(args, check(res, widths=args.widths, inits=args.inits, seed=args.seed,
+                                         target_power=args.target_power, progress=False), check_summary, emit)
+    if args.model is None or args.x is None:
+        raise ValueError("give --model and --x (or --prediction PATH of a saved prediction)")
     m = load_model(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
@@ -204,16 +243,19 @@ def cmd_check(args):
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
-    c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers)
+    c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers,
+              target_power=args.target_power)
+    return _report_check(args, c, check_summary, emit)
+
+
+def _report_check(args, c, check_summary, emit):
     if args.plot:
         import matplotlib.pyplot as plt
 
         fig = c.plot(args.plot)
         plt.close(fig)
     text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
-    emit({"passed": c.passed, "worst_z": c.worst_z, "rate": c.rate, "rate_ci": c.rate_ci,
-          "rate_expected": c.rate_expected, "scale_bias": c.scale_bias, "scale_bias_se": c.scale_bias_se,
-          "power": c.power, "reasons": list(c.reasons), "widths": c.widths, "inits": c.inits}, args, text)
+    emit(check_summary(c), args, text)
     return 0 if c.passed else 1
 
 
@@ -236,14 +278,19 @@ def _check_plot_path(path):
 def _check_parser(sub):
     s = sub.add_parser("check", help="check a model's prediction against finite networks of the same model "
                                      "(z-scores, N → ∞ extrapolation, finite-size rate, power)")
-    model_arguments(s, required=True)
+    model_arguments(s, required=False)
+    s.add_argument("--prediction", default=None, metavar="PATH",
+                   help="check a prediction saved by `limits predict ... --save PATH` (PATH.npz + PATH.json) "
+                        "instead of --model/--x")
     s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"))
-    s.add_argument("--x", required=True, help="inputs P×d_in (.npy/.npz/.csv)")
+    s.add_argument("--x", default=None, help="inputs P×d_in (.npy/.npz/.csv); required with --model")
     s.add_argument("--x2", default=None, help="second input set for kernel checks")
     s.add_argument("--y", default=None, help="targets for --what dmft")
     s.add_argument("--steps", type=int, default=10, help="GD steps for --what dmft (step = the model's lr)")
-    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
-    s.add_argument("--inits", type=int, default=256, help="initialisations per width")
+    from .checkopts import add_check_options
+
+    add_check_options(s, "64 128 256 512 and 256 inits; for a --prediction three widths inside the asymptotic "
+                         "regime of the problem and 64 inits")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--layers", action="store_true", help="kernel checks: every layer, not just the read-out")
     s.add_argument("--plot", default=None, metavar="FILE", help="save the check's figure (.png/.pdf)")

@@ -158,8 +158,10 @@ def register(sub):
     r.add_argument("--y", required=True, action="append", help="variable(s) to draw; repeatable")
     r.add_argument("--hue", default=None, help="one curve per value of this dim")
     r.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE", help="fix a dim; repeatable")
-    r.add_argument("--logx", action="store_true")
-    r.add_argument("--logy", action="store_true")
+    r.add_argument("--logx", action="store_true", default=None,
+                   help="log x axis (default: log where the values span two decades or more)")
+    r.add_argument("--logy", action="store_true", default=None,
+                   help="log y axis (default: log where the values span two decades or more)")
     r.add_argument("--title", default=None)
     r.add_argument("--out", default=None, help="figure path stem (default next to the dataset)")
     r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"))

@@ -20,7 +20,8 @@ residual nets, hidden-layer rates get ``L^{p.depth_lr_exponent}`` (Tensor Progra
 Adam ∝ L^{-γ}); read-in/read-out are not depth-scaled. Variance convention with
 ``p.optimizer == "adam"``: η_l = η0 N^{-c_l} (no γ², seed 000 §A.6).
 
-L is the number of weight layers (docs/workflow.rst): hidden blocks = L − 2 unless ``blocks=`` is given.
+Here L is the number of weight layers, not the Model's depth (hidden blocks, docs/workflow.rst):
+hidden blocks = L − 2 unless ``blocks=`` is given.
 """
 from __future__ import annotations
 

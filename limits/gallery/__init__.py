@@ -241,5 +241,36 @@ def make(name: str, quick: bool = False, outdir=DEFAULT_OUTDIR, force: bool = Fa
     return MadeFigure(name, {k: str(v) for k, v in p.items()}, wall, cached)
 
 
+def committed_dir() -> Path | None:
+    """The gallery committed with the source (``<repository>/figures``), or None when the package
+    was installed without it (a wheel)."""
+    d = Path(__file__).resolve().parents[2] / "figures"
+    return d if d.is_dir() else None
+
+
+def reuse(name: str, quick: bool, source, outdir) -> MadeFigure | None:
+    """Copy a figure whose stored data in ``source`` match its current parameters into ``outdir``,
+    byte for byte (data and images: nothing is re-rendered, so the committed PNG/PDF are never
+    touched); None when ``source`` has no matching data (then :func:`make` computes it).
+
+    Used by the main job: it reuses the committed gallery and writes only into its own folder."""
+    spec = get(name)
+    src, dst = _paths(source, name), _paths(outdir, name)
+    old = _stored(src) if src["json"].is_file() else None
+    if (old is None or old.get("figure") != name or old.get("quick") is not quick
+            or old.get("key") != _key(spec, spec.resolved_params(quick))
+            or old.get("caption") != spec.caption or not all(f.is_file() for f in src.values())):
+        return None
+    same = Path(source).resolve() == Path(outdir).resolve()
+    if not same:
+        for ext, f in src.items():
+            atomic_write_bytes(dst[ext], f.read_bytes())
+    try:
+        wall = float(old.get("wall_time_s", 0.0))
+    except (TypeError, ValueError):
+        wall = 0.0
+    return MadeFigure(name, {k: str(v) for k, v in dst.items()}, wall, True)
+
+
 def default_names() -> list[str]:
     return [n for n, s in figures().items() if s.default]

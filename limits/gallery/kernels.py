@@ -326,33 +326,54 @@ register("seed004_fig5", component=COMP, compute=with_caption(_fig5_compute, _fi
 
 # ============================================================================ phase diagram
 def _phase_compute(p, rng):
-    from ..kernels import phase_diagram
+    """χ_1, ξ_c on an n_w × n_b grid, and the order-to-chaos line χ_1 = 1 by root finding
+    (:func:`limits.kernels.critical_line`) at ``n_line`` values of σ_b² — not read off the grid."""
+    from ..kernels import critical_line, phase_diagram
 
     sw = np.linspace(*p["sigma_w2_range"], p["n_w"])
     sb = np.linspace(*p["sigma_b2_range"], p["n_b"])
     pdg = phase_diagram(p["activation"], sw, sb)
+    lo, hi = p["sigma_b2_range"]
+    u = np.linspace(0.0, 1.0, p["n_line"])
+    # quadratic spacing: the line leaves (σ_w², σ_b²) = (1, 0) with infinite slope dσ_w²/dσ_b²
+    sb_line = lo + (hi - lo) * (u ** 2 if p.get("line_spacing") == "quadratic" else u)
+    sw_line = np.array([critical_line(p["activation"], float(b)).sigma_w2 for b in sb_line])
     return {"sigma_w2": sw, "sigma_b2": sb, "chi1": pdg.chi1, "xi_c": pdg.xi_c, "qstar": pdg.qstar,
-            "critical_sigma_w2": pdg.critical_sigma_w2}
+            "critical_sigma_w2": pdg.critical_sigma_w2, "line_sigma_b2": sb_line, "line_sigma_w2": sw_line}
 
 
 def _phase_plot(data, p):
+    """χ_1 on a diverging scale centred at 1 spanning the data's own range, log10 ξ_c over its data
+    range, and the root-found χ_1 = 1 line on both panels."""
+    import matplotlib.colors as mcolors
+
     from ..style import pyplot
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(7.6, 3.0))
     W, B = np.meshgrid(data["sigma_w2"], data["sigma_b2"])
-    m0 = axes[0].pcolormesh(W, B, data["chi1"], shading="auto", cmap="RdBu_r", vmin=0, vmax=2)
+    chi1 = np.asarray(data["chi1"], float)
+    lo, hi = float(np.nanmin(chi1)), float(np.nanmax(chi1))
+    norm = mcolors.TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 1 - 1e-6), vmax=max(hi, 1 + 1e-6))
+    m0 = axes[0].pcolormesh(W, B, chi1, shading="nearest", cmap="RdBu_r", norm=norm, rasterized=True)
     fig.colorbar(m0, ax=axes[0], label=r"$\chi_1$")
     xi = np.where(np.isfinite(data["xi_c"]), data["xi_c"], np.nan)
-    m1 = axes[1].pcolormesh(W, B, np.log10(np.clip(xi, 1e-2, None)), shading="auto", cmap="viridis")
+    lxi = np.log10(np.clip(xi, 1e-2, None))
+    m1 = axes[1].pcolormesh(W, B, lxi, shading="nearest", cmap="viridis", vmin=float(np.nanmin(lxi)),
+                            vmax=float(np.nanmax(lxi)), rasterized=True)
     fig.colorbar(m1, ax=axes[1], label=r"$\log_{10}\xi_c$")
+    line_w = data.get("line_sigma_w2", data["critical_sigma_w2"])
+    line_b = data.get("line_sigma_b2", data["sigma_b2"])
     for ax in axes:
-        ax.plot(data["critical_sigma_w2"], data["sigma_b2"], "k-", lw=1.2, label=r"$\chi_1 = 1$")
+        ax.plot(line_w, line_b, "k-", lw=1.2, label=r"$\chi_1 = 1$ (root finding)")
         ax.set_xlabel(r"$\sigma_w^2$")
         ax.set_ylabel(r"$\sigma_b^2$")
         ax.set_xlim(data["sigma_w2"][0], data["sigma_w2"][-1])
+        ax.set_ylim(data["sigma_b2"][0], data["sigma_b2"][-1])
         ax.grid(False)
-    axes[0].legend(loc="upper left")
+    axes[0].legend(loc="upper left", fontsize=7)
+    axes[0].text(0.97, 0.05, "chaotic", transform=axes[0].transAxes, ha="right", fontsize=7)
+    axes[0].text(0.03, 0.05, "ordered", transform=axes[0].transAxes, ha="left", fontsize=7, color="w")
     fig.suptitle(f"order-to-chaos phase diagram, φ = {p['activation']} (Schoenholz et al. 2017)", fontsize=8)
     log_ticks(fig)
     fig.tight_layout()
@@ -360,11 +381,14 @@ def _phase_plot(data, p):
 
 
 register("signal_phase_diagram", component=COMP, compute=_phase_compute, plot=_phase_plot,
-         params=dict(activation="tanh", sigma_w2_range=(0.5, 4.0), sigma_b2_range=(0.0, 0.3), n_w=36, n_b=24),
-         quick=dict(n_w=12, n_b=8),
-         caption="Signal propagation in deep tanh networks: χ_1 = σ_w² E[φ'(√q* z)²] and the correlation "
-                 "depth scale ξ_c over σ_w², σ_b², with the order-to-chaos line χ_1 = 1 (critical_line; "
-                 "σ_b² = 0.05 → σ_w² = 1.760955).",
+         params=dict(activation="tanh", sigma_w2_range=(0.5, 4.0), sigma_b2_range=(0.0, 0.3), n_w=120, n_b=80,
+                     n_line=151, line_spacing="quadratic"),
+         quick=dict(n_w=48, n_b=32, n_line=61),
+         caption="Signal propagation in deep tanh networks: χ_1 = σ_w² E[φ'(√q* z)²] (diverging colour scale "
+                 "centred at 1 over the data's range) and the correlation depth scale ξ_c over σ_w², σ_b², with "
+                 "the order-to-chaos line χ_1 = 1 found by root finding at each of n_line values of σ_b² (quadratically "
+                 "spaced: the line leaves σ_w² = 1 at σ_b² = 0 with infinite slope) "
+                 "(critical_line; σ_b² = 0.05 → σ_w² = 1.760955).",
          seed_ref="Schoenholz et al. 2017 Fig. 1")
 
 

@@ -364,33 +364,60 @@ def _kappa_compute(params, rng):
 
 
 def _kappa_plot(data, params):
+    """Panels of log10 κ(H_z) over (H, N) on ONE colour scale (the range of every panel's data), so
+    the panels compare; a cyan '−' marks an indefinite H_z (a negative eigenvalue, κ = |λ_max|/|λ_min|),
+    'deg' a degenerate network (every unit inactive, H_z = I), grey a size not computed."""
+    from matplotlib.lines import Line2D
+
     from ..style import pyplot
 
     plt = pyplot()
     keys = list(params["variants"])
-    fig, ax = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.3), squeeze=False)
+    fig, ax = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + 1.0, 3.5), squeeze=False)
     cmap = plt.get_cmap("magma").copy()
     cmap.set_bad("0.85")
-    for i, k in enumerate(keys):
+    shown, masks = {}, {}
+    for k in keys:
         mask = ~np.asarray(data.get(k + "_computed", np.ones_like(data[k], dtype=bool)), dtype=bool)
         # κ = 1 exactly: H_z = I because every unit is inactive (dead ReLU network) — degenerate, not
         # well-conditioned; masked grey and labelled "deg"
         degenerate = ~mask & (np.abs(np.asarray(data[k], float) - 1.0) < 1e-9) & \
             (np.abs(np.asarray(data[k + "_lmax"], float) - 1.0) < 1e-9)
-        im = ax[0, i].imshow(np.ma.masked_array(np.log10(data[k]), mask | degenerate), origin="lower", cmap=cmap)
+        shown[k] = np.ma.masked_array(np.log10(data[k]), mask | degenerate)
+        masks[k] = (mask, degenerate)
+    finite = np.concatenate([v.compressed() for v in shown.values()])
+    finite = finite[np.isfinite(finite)]
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    any_neg = any_deg = False
+    for i, k in enumerate(keys):
+        mask, degenerate = masks[k]
+        im = ax[0, i].imshow(shown[k], origin="lower", cmap=cmap, vmin=vmin, vmax=vmax)
         for (r, c) in zip(*np.where(degenerate)):
             ax[0, i].text(c, r, "deg", ha="center", va="center", color="k", fontsize=6)
-        if np.any(data[k + "_lmin"][~mask] < 0):
-            for (r, c) in zip(*np.where((data[k + "_lmin"] < 0) & ~mask)):
-                ax[0, i].text(c, r, "−", ha="center", va="center", color="cyan", fontsize=9)
+        any_deg |= bool(degenerate.any())
+        neg = (np.asarray(data[k + "_lmin"]) < 0) & ~mask
+        for (r, c) in zip(*np.where(neg)):
+            ax[0, i].text(c, r, "−", ha="center", va="center", color="cyan", fontsize=11, fontweight="bold")
+        any_neg |= bool(neg.any())
         ax[0, i].set_xticks(range(len(data["depths"])), [str(h) for h in data["depths"]])
         ax[0, i].set_yticks(range(len(data["widths"])), [str(n) for n in data["widths"]])
-        ax[0, i].set(xlabel="hidden layers H", ylabel="width N", title=f"log10 κ(H_z): {k}"
-                     + (" (deg = degenerate, H_z = I)" if degenerate.any() else ""))
+        ax[0, i].set(xlabel="hidden layers H", ylabel="width N" if i == 0 else "", title=k)
         ax[0, i].grid(False)
-        fig.colorbar(im, ax=ax[0, i], shrink=0.8)
+    marks = []
+    if any_neg:
+        marks.append(Line2D([], [], ls="none", marker="$-$", color="c", ms=8,
+                            label="indefinite H_z (a negative eigenvalue; κ = |λ_max|/|λ_min|)"))
+    if any_deg:
+        marks.append(Line2D([], [], ls="none", marker="$deg$", color="k", ms=14,
+                            label="degenerate: every unit inactive, H_z = I"))
+    if marks:
+        fig.legend(handles=marks, loc="lower center", ncol=len(marks), fontsize=7, frameon=False,
+                   bbox_to_anchor=(0.45, 0.0))
+    bottom = 0.27 if marks else 0.17
+    fig.subplots_adjust(bottom=bottom, top=0.9, left=0.06, right=0.86, wspace=0.25)
+    cax = fig.add_axes([0.88, bottom, 0.013, 0.9 - bottom])
+    fig.colorbar(im, cax=cax, label="log10 κ(H_z), one scale for all panels")
     log_ticks(fig)
-    fig.tight_layout()
     return fig
 
 
@@ -406,7 +433,7 @@ register("seed001_fig2", component=COMP, compute=_kappa_compute, plot=_kappa_plo
                  "block-Cholesky shift-invert beyond n = 1500; tanh/ReLU: dense Hessian at the forward-pass "
                  "activities of one random sample (N·H ≤ max_dense, blank otherwise; '−' marks a negative "
                  "eigenvalue; 'deg' marks degenerate networks whose units are all inactive, so that H_z = I "
-                 "and κ = 1 — not well-conditioned nets).",
+                 "and κ = 1 — not well-conditioned nets). All panels share one colour scale.",
          seed_ref="seed 001 Fig. 2")
 register("seed001_fig4", component=COMP, compute=_kappa_compute, plot=_kappa_plot,
          params=dict(widths=_KGRID, depths=_KGRID, d_in=10, d_out=10,

@@ -142,7 +142,8 @@ def validate_cov(k11, k12, k22, tol=1e-10):
 
     if moderate_variances(k11, k22):
         bound = np.sqrt(k11 * k22)
-        excess = k12 * k12 - k11 * k22
+        with np.errstate(over="ignore"):        # |k12| ≳ 1e154 ≫ the moderate variances: excess = inf → refused below
+            excess = k12 * k12 - k11 * k22
         over = excess > tol * scale * scale
     else:
         bound = geometric_mean(k11, k22)
@@ -614,7 +615,9 @@ def expect(f, q, n=None):
         sp = asymptotic_split(fa, fo) if is_builtin(fa) else None
         if np.any(wide):
             if sp is None:
-                _warn_uncertified(f, raw_need(ratio)[wide])
+                need = raw_need(ratio)
+                if np.any(need > _LADDER[-1]):          # the trapezoid's finest grid certifies the rest
+                    _warn_uncertified(f, need[need > _LADDER[-1]])
                 wide[:] = False
             else:
                 for j in np.nonzero(wide)[0]:
@@ -663,7 +666,8 @@ def _quad2(fn, gn, k11, k12, k22, strip_f, strip_g, n=None, spec_f=None, spec_g=
             sf = asymptotic_split(*spec_f) if spec_f is not None and is_builtin(spec_f[0]) else None
             sg = asymptotic_split(*spec_g) if spec_g is not None and is_builtin(spec_g[0]) else None
             if sf is None or sg is None or _p_pair(sf[0], sg[0], 1.0, 0.5, 1.0) is None:
-                _warn_uncertified(label, need[wide])
+                if np.any(need > _LADDER[-1]):          # the trapezoid's finest grid certifies the rest
+                    _warn_uncertified(label, need[need > _LADDER[-1]])
             else:
                 rest = ~wide
                 for j in np.nonzero(wide)[0]:

@@ -97,6 +97,18 @@ class GrowingCholesky:
         return R @ R.T
 
 
+
+def _rms_rows(H):
+    """√(mean over axis 1 of H²); rows whose H² overflows (|H| ≳ 1e154) as m·√mean((H/m)²), m = max|H|."""
+    with np.errstate(over="ignore"):
+        r = np.sqrt((H ** 2).mean(axis=1))
+    big = ~np.isfinite(r)
+    if np.any(big):
+        m = np.max(np.abs(H[big]), axis=1, keepdims=True)
+        r[big] = m[:, 0] * np.sqrt(np.mean((H[big] / m) ** 2, axis=1))
+    return r
+
+
 def _coupled_draw(fam, w, r, z, x, X, A, other, Y, B, response=True):
     """Draw W x/√n given W X = √n A (this side, factor ``fam``) and Wᵀ Y = √n B (other side, factor
     ``other``): A β + Y γ + Π_Y^⊥ ξ with β the regression of x on X, r = x − Xβ, γ = G_Y⁻¹E[B r]."""
@@ -325,7 +337,7 @@ def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, 
         if not np.all(np.isfinite(Hs)):
             raise ValueError("forward pass produced non-finite values (training diverged; lower eta_bar)")
         Phi[k] = act.phi(Hs)
-        feat[k] = np.sqrt((Hs ** 2).mean(axis=1))
+        feat[k] = _rms_rows(Hs)
         f_train[k] = contrib.mean()
         chi[k] = f_train[k] - ytr[k]
         backward(Hs, k)

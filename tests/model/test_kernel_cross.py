@@ -1,8 +1,11 @@
 """kernel(model, X1, X2): the P1×P2 block of the joint kernel without the joint Gram."""
+import warnings
+
 import numpy as np
 import pytest
 
 import limits
+from limits.kernels.diagnostics import KernelWarning
 
 
 @pytest.mark.parametrize("act", ["erf", "relu", "tanh", "gelu", "sigmoid", "linear"])
@@ -13,7 +16,14 @@ def test_cross_block_equals_joint_kernel(act, residual):
     build = limits.resnet if residual else limits.mlp
     m = build(7, 12, activation=act, sigma_w2=1.3, sigma_b2=0.1, **({"rho": 0.6} if residual else {}))
     k = limits.kernels.kernel(m, X1, X2, layers=True)
-    j = limits.kernels.nngp(np.vstack([X1, X2]), model=m)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        j = limits.kernels.nngp(np.vstack([X1, X2]), model=m)
+    # the joint Gram of 13 inputs in 7 dimensions: rank ≤ 8 for the linear network, so its (one) warning is
+    # the expected "ill-conditioned" report; any other warning is a failure
+    assert all(issubclass(w.category, KernelWarning) and "ill-conditioned" in str(w.message) for w in caught)
+    if act == "linear":
+        assert caught
     assert k.nngp.shape == (4, 9) and k.ntk.shape == (4, 9) and k.K.shape == (13, 4, 9)
     for got, full in [(k.nngp, j.K_out), (k.ntk, j.Theta_out)] + [(k.K[l], j.K[l]) for l in range(13)]:
         scale = np.max(np.abs(full))

@@ -16,6 +16,15 @@ def noisy(width, depth, seed, scale=1.0):
             "theory": float(depth * scale)}
 
 
+def dmft_loss(gamma0):
+    """The DMFT loss curve of docs/sweeps/dmft_gamma0.toml (shorter): depth-2 linear, seed 000 toy task."""
+    import limits
+
+    X, y = limits.dmft.toy_task(P=10, D=20, seed=0)
+    d = limits.dmft.solve(X, y, depth=2, activation="linear", gamma0=gamma0, T=2.0, dt=0.05)
+    return {"loss": d.loss, "f": d.f}
+
+
 def sleepy(x, seed, delay=0.05, fail_at=None):
     """Sleeps ``delay`` s; raises at ``x == fail_at``."""
     time.sleep(delay)
