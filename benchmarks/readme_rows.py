@@ -122,6 +122,8 @@ def table_md(folder=DATA.parent) -> str:
 
 
 BIGP = "| large P: NNGP + NTK, MLP L = 10, P = 20,000 (`kernels.kernel_blocked`); kernel regression, 1000 test points"
+LARGEP = ("| beyond memory: erf NNGP regression on dask (`limits regress --solver cg --backend dask`; tiles on disk, "
+          "preconditioned CG), 1000 test points")
 PREDICT = "| NTK ensemble prediction (mean + covariance at 50 times), P_train = 2000, P_test = 500, depth-9 MLP"
 
 
@@ -157,6 +159,25 @@ def _bigp_row(rows_):
     ok = all(float(_note_number(r["note"], "peak RSS ")) < 7.45 for r in
              (_find(rows_, "erf MLP L=10 NNGP+NTK, P=20000"), _find(rows_, "relu MLP L=10 NNGP+NTK, P=20000"), reg, flow))
     return f"{BIGP} | {meas} | < 8 GB: {'met' if ok else '**not met**'} |"
+
+
+def _largep_row(rows_):
+    """The large-P path's row, once its benchmark rows exist (``LIMITS_BENCH_BIGP=cg python benchmarks/run.py bigp``)."""
+    try:
+        big = _find(rows_, "dask path (tiles on disk, PCG)")
+        its = _find(rows_, "PCG iterations vs P")
+        law = _find(rows_, "large-P path cost laws in P")
+        cmp_ = _find(rows_, "dask/PCG path vs in-memory Cholesky")
+    except (KeyError, StopIteration, ValueError, IndexError):
+        return None
+    P = big["name"].split("P=")[1].split(",")[0]
+    head = big["note"].split(" (tiles")[0]
+    rss = big["note"].split("peak RSS ")[1].split(" (bound")[0]
+    meas = (f"P = {int(P):,}: {head}; peak RSS {rss}; {big['note'].split('; CG ')[1].split(';')[0]} · "
+            f"CG iterations {its['note'].split('pivoted Cholesky: ')[1].split('; tolerance')[0]} · "
+            f"{law['note']} · {cmp_['name'].split(':')[0]}: {cmp_['note'].split('; Cholesky CPU')[0]}"
+            " — `python benchmarks/run.py bigp`")
+    return f"{LARGEP} | {meas} | memory per process independent of P; same mean as Cholesky to 1e-8 |"
 
 
 def _predict_row(rows_):
@@ -214,6 +235,9 @@ def rows(path=DATA):
     mods = {r["module"] for r in others}
     if "bigp" in mods:
         out.append(_bigp_row([r for r in others if r["module"] == "bigp"]))
+        lp = _largep_row([r for r in others if r["module"] == "bigp"])
+        if lp is not None:
+            out.append(lp)
     if "pc" in mods:
         out.append(_pc_row([r for r in others if r["module"] == "pc"]))
     if "predict" in mods:

@@ -86,7 +86,7 @@ class CheckResult(Result):
     @property
     def verdict(self) -> str:
         """'pass', 'fail' or 'inconclusive' (a failure only where the widths are outside the
-        asymptotic regime of the problem: :mod:`limits.checking_predict`)."""
+        asymptotic regime of the problem: :mod:`limits.checking.predict`)."""
         return self.details.get("verdict") or ("pass" if self.passed else "fail")
 
     def verdict_text(self) -> str:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import limits
-from limits.checking_predict import default_widths, effective_dimension, regime_residual
+from limits.checking.predict import default_widths, effective_dimension, regime_residual
 from limits.cli import main
-from limits.predict_cli import scores
+from limits.cli.predict import scores
 
 
 @pytest.fixture(scope="module")
