@@ -1,4 +1,4 @@
-"""Kernels and kernel regression beyond one machine's memory.
+"""Kernels and kernel regression beyond one machine's memory::
 
     store = limits.kernels.kernel_blocked(m, X, out="K.tiles", backend="dask", scheduler="tcp://host:8786")
     r = limits.predict.kernel_regression(m, X, Y, X_test, noise=0.1, solver="cg", backend="dask",
