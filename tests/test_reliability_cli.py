@@ -297,6 +297,7 @@ def test_main_job_writes_quick_figures_to_outdir(tmp_path, monkeypatch):
     made = []
     monkeypatch.setattr(cli, "_component_clis", lambda: [])
     monkeypatch.setattr(gallery, "default_names", lambda: ["x"])
+    monkeypatch.setattr(gallery, "reuse", lambda name, quick, source, outdir: None)   # no committed data to copy
     monkeypatch.setattr(gallery, "make", lambda name, quick, outdir: made.append((quick, Path(outdir))) or
                         gallery.MadeFigure(name, {"png": "p"}, 0.0, True))
     assert run(["run", "--outdir", tmp_path])[0] == 0
