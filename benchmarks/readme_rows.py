@@ -177,7 +177,7 @@ def _largep_row(rows_):
             f"CG iterations {its['note'].split('pivoted Cholesky: ')[1].split('; tolerance')[0]} · "
             f"{law['note']} · {cmp_['name'].split(':')[0]}: {cmp_['note'].split('; Cholesky CPU')[0]}"
             " — `python benchmarks/run.py bigp`")
-    workers = [float(v) for v in big["note"].split("workers ")[1].split(" GiB")[0].split(", ")]
+    workers = [float(v) for v in big["note"].split("peak RSS driver ")[1].split(", workers ")[1].split(" GiB")[0].split(", ")]
     diff = float(cmp_["note"].split("of the means ")[1].split(",")[0])
     ok = max(workers) < 1.0 and diff <= 1e-8          # a worker holds one tile (≈ 0.1 GiB at block 2048)
     return (f"{LARGEP} | {meas} | worker memory independent of P (< 1 GiB), same mean as Cholesky to 1e-8: "
