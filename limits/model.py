@@ -44,8 +44,7 @@ _PARAM_ALIASES.update({"mup": "muP", "depth-mup": "depth-muP", "depthmup": "dept
 _VAR_FIELDS = ("sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in", "sigma_w2_out", "sigma_b2_out")
 
 
-class ModelError(ValueError):
-    """A theory or simulator cannot treat this Model (raised with the reason and what to change)."""
+from .errors import ModelError  # noqa: E402  (defined in the foundation; re-exported here as before)
 
 
 def _param_name(p):

@@ -81,7 +81,7 @@ class Activation(Layer):
         from .. import gaussian
 
         if not k.is_gaussian:
-            from ..model import ModelError
+            from ..errors import ModelError
 
             raise ModelError(f"{where}: Activation({self.name_!r}) needs a Gaussian input, but its input is the "
                              "output of a nonlinearity; put a Dense, Conv or Attention layer before it")

@@ -29,7 +29,7 @@ class LayerNorm(Layer):
 
     def kernel(self, k, need_full_after=True, where=""):
         if not k.is_gaussian:
-            from ..model import ModelError
+            from ..errors import ModelError
 
             raise ModelError(f"{where}: LayerNorm needs a Gaussian (zero-mean) input, but its input is the output "
                              "of a nonlinearity; its channel mean does not vanish at infinite width")

@@ -32,7 +32,7 @@ def torch_activation(act):
     """The torch function of a registered activation name (or an Activation with that name)."""
     name = getattr(act, "name", act)
     if not isinstance(name, str) or name not in TORCH_ACTIVATIONS:
-        from ..model import ModelError
+        from ..errors import ModelError
 
         raise ModelError(f"activation {name!r} has no torch counterpart in limits.torch "
                          f"(known: {', '.join(TORCH_ACTIVATIONS)})")
@@ -171,9 +171,9 @@ def mse_loss(f, y):
 
 def from_model(model, width, weights=None, index=0, seed=None, dtype=torch.float64) -> TorchNetwork:
     """:meth:`limits.Model.to_torch`: ``TorchNetwork(model.finite(width), …)``."""
-    from ..model import as_model
-
-    model = as_model(model)
+    if not (hasattr(model, "finite") and hasattr(model, "act")):
+        raise ValueError(f"from_model: give a limits.Model (limits.mlp/resnet or limits.Model.load), got "
+                         f"{type(model).__name__}")
     torch_activation(model.act)             # refuse an activation without a torch counterpart first
     net = model.finite(width)
     return TorchNetwork(net, weights=weights, index=index, seed=seed, dtype=dtype)
