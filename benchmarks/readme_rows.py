@@ -122,7 +122,7 @@ def table_md(folder=DATA.parent) -> str:
 
 
 BIGP = "| large P: NNGP + NTK, MLP L = 10, P = 20,000 (`kernels.kernel_blocked`); kernel regression, 1000 test points"
-LARGEP = ("| beyond memory: erf NNGP regression on dask (`limits regress --solver cg --backend dask`; tiles on disk, "
+LARGEP = ("| beyond memory: erf NNGP regression on dask (`limits regress … --solver cg --backend dask`; tiles on disk, "
           "preconditioned CG), 1000 test points")
 PREDICT = "| NTK ensemble prediction (mean + covariance at 50 times), P_train = 2000, P_test = 500, depth-9 MLP"
 
