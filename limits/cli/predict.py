@@ -141,13 +141,18 @@ def cmd_predict(args):
     return 0 if not args.check or obj["check"]["passed"] else 1
 
 
-def register(subparsers):
-    s = subparsers.add_parser("predict", help="infinite-width predictions on your data: NNGP posterior or the "
-                                              "NTK ensemble of GD-trained networks (and their check)")
+def add_data_options(s):
+    """--model/--x-train/--y-train/--x-test, shared by `limits predict` and `limits regress`."""
     s.add_argument("--model", required=True, metavar="FILE", help="model file (.toml/.json; `limits model`)")
     s.add_argument("--x-train", required=True, metavar="FILE", help="training inputs P×d_in (.npy/.npz/.csv/.txt)")
     s.add_argument("--y-train", required=True, metavar="FILE", help="training targets (P,) or P×d_out")
     s.add_argument("--x-test", required=True, metavar="FILE", help="test inputs P_test×d_in")
+
+
+def register(subparsers):
+    s = subparsers.add_parser("predict", help="infinite-width predictions on your data: NNGP posterior or the "
+                                              "NTK ensemble of GD-trained networks (and their check)")
+    add_data_options(s)
     s.add_argument("--method", choices=("posterior", "flow", "gd"), default="flow")
     s.add_argument("--noise", default=None, metavar="auto|SIGMA2",
                    help="posterior: observation noise variance σ², or 'auto' (default: maximum marginal "

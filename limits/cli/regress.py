@@ -69,12 +69,11 @@ def cmd_regress(args):
 
 
 def register(subparsers):
+    from .predict import add_data_options
+
     s = subparsers.add_parser("regress", help="kernel regression at any P: in-memory Cholesky, or tiles on disk + "
                                               "preconditioned CG on this machine or a dask cluster")
-    s.add_argument("--model", required=True, metavar="FILE", help="model file (.toml/.json; `limits model`)")
-    s.add_argument("--x-train", required=True, metavar="FILE", help="training inputs P×d_in (.npy/.npz/.csv/.txt)")
-    s.add_argument("--y-train", required=True, metavar="FILE", help="training targets (P,) or P×d_out")
-    s.add_argument("--x-test", required=True, metavar="FILE", help="test inputs P_test×d_in")
+    add_data_options(s)
     s.add_argument("--kernel", choices=("nngp", "ntk"), default="nngp")
     s.add_argument("--noise", type=float, default=0.0, help="observation noise variance σ² (cg: > 0)")
     s.add_argument("--solver", choices=("cholesky", "cg"), default="cholesky")
