@@ -1,12 +1,18 @@
 """Progress reports for long work: a tqdm bar on a terminal, otherwise one plain line on stderr every
 ``LIMITS_PROGRESS_INTERVAL`` seconds (default 30) with the count, elapsed time and ETA — so logs of
 batch jobs and CI runs show that work is moving. ``LIMITS_PROGRESS=0`` (or ``disable=True``) silences
-both; ``LIMITS_PROGRESS=1`` forces the bar."""
+both; ``LIMITS_PROGRESS=1`` forces the bar.
+
+Every step (iteration or ``update``) is also an interruption point: a Ctrl-C that Python swallowed
+elsewhere stops the work there (:mod:`limits.interrupts`)."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
+
+from .interrupts import raise_if_interrupted
 
 
 def format_seconds(s):
@@ -63,6 +69,7 @@ class LineProgress:
             pass
 
     def update(self, n=1):
+        raise_if_interrupted()
         self.n += n
         if time.perf_counter() - self.t_last >= self.interval:
             self._line()
@@ -76,11 +83,33 @@ class LineProgress:
             self.printed = False
 
 
+def _checked(iterable):
+    """``iterable``, with an interruption point before each item."""
+    for item in iterable:
+        raise_if_interrupted()
+        yield item
+
+
+@functools.lru_cache(maxsize=None)
+def _tqdm_class():
+    """tqdm whose ``update`` is an interruption point (its iteration is wrapped by :func:`_checked`)."""
+    from tqdm import tqdm          # plain text bar (tqdm.auto needs ipywidgets inside Jupyter)
+
+    class CheckedTqdm(tqdm):
+        def update(self, n=1):
+            raise_if_interrupted()
+            return super().update(n)
+
+    return CheckedTqdm
+
+
 def progress(iterable=None, total=None, desc=None, disable=None, **kwargs):
     """A tqdm bar on a terminal; a periodic :class:`LineProgress` line otherwise. ``disable=True`` or
     ``LIMITS_PROGRESS=0`` silences it; ``disable=False`` or ``LIMITS_PROGRESS=1`` forces the bar."""
-    from tqdm import tqdm          # plain text bar (tqdm.auto needs ipywidgets inside Jupyter)
-
+    if iterable is not None:
+        if total is None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        iterable = _checked(iterable)
     env = os.environ.get("LIMITS_PROGRESS")
     if disable is None:
         if env == "0":
@@ -89,4 +118,4 @@ def progress(iterable=None, total=None, desc=None, disable=None, **kwargs):
             disable = False
         else:
             return LineProgress(iterable, total=total, desc=desc, **kwargs)
-    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False, **kwargs)
+    return _tqdm_class()(iterable, total=total, desc=desc, disable=disable, leave=False, **kwargs)

@@ -431,18 +431,19 @@ def _exit_quietly_on_interrupt():
         signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
 
 
-_SIGINT_SEEN = []          # set by the program's Ctrl-C handler (see _note_interrupts)
-
-
 def _note_interrupts():
     """Ctrl-C raises KeyboardInterrupt as usual and is remembered: a C extension interrupted while it
     is imported (numpy turns an interrupted ``import datetime`` into an ImportError) still ends as an
-    interruption, not as an internal error."""
+    interruption, not as an internal error. A KeyboardInterrupt swallowed where Python ignores
+    exceptions (a weakref callback, ``__del__``) is raised again at the next progress step or when
+    the command returns (:mod:`limits.interrupts`)."""
     import signal
     import threading
 
+    from .. import interrupts
+
     def handler(signum, frame):
-        _SIGINT_SEEN.append(signum)
+        interrupts.note(signum)
         raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread():
@@ -453,12 +454,17 @@ def main(argv=None) -> int:
     """Run ``limits ARGV`` inside the error boundary; returns the exit status (see the module
     docstring). ``argv=None`` means the real command line (then Ctrl-C during interpreter
     shutdown is silent too); a list runs in-process (tests)."""
+    from .. import interrupts
+
     program = argv is None
     try:
         try:
             if program:
                 _note_interrupts()
-            return _dispatch(argv)
+            code = _dispatch(argv)
+            if program:              # a Ctrl-C swallowed after the last progress step: still 130
+                interrupts.raise_if_interrupted()
+            return code
         except (KeyboardInterrupt, SystemExit):
             raise
         except BrokenPipeError:      # e.g. `limits table | head`: stop quietly
@@ -471,7 +477,7 @@ def main(argv=None) -> int:
                     pass
             return 0
         except Exception as exc:        # noqa: BLE001 — this is the boundary
-            if _SIGINT_SEEN:             # the error is the interruption's doing: exit 130, as documented
+            if interrupts.seen():        # the error is the interruption's doing: exit 130, as documented
                 raise KeyboardInterrupt from None
             code, msg = _classify(exc, argv)
             if code == EXIT_INTERNAL:

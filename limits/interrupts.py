@@ -1,0 +1,32 @@
+"""A Ctrl-C that must not be lost.
+
+Python raises ``KeyboardInterrupt`` wherever the main thread happens to be when SIGINT arrives. If
+that is inside a weakref callback or a ``__del__`` (for example the import system's module-lock
+callback while a module is being imported), the exception is printed as "Exception ignored" and the
+program runs on — a long computation then ignores the user's Ctrl-C. The command line's SIGINT
+handler therefore also *records* the interruption (:func:`note`), and long loops call
+:func:`raise_if_interrupted` at each step (every :func:`limits.progress.progress` iteration and
+``update`` does), so a swallowed Ctrl-C still stops the work at the next step.
+
+Nothing is recorded unless the command line installed its handler: library use and in-process calls
+are unaffected.
+"""
+from __future__ import annotations
+
+_SEEN: list[int] = []
+
+
+def note(signum: int) -> None:
+    """Record that SIGINT arrived (called by the command line's signal handler)."""
+    _SEEN.append(int(signum))
+
+
+def seen() -> bool:
+    """Whether a Ctrl-C has been recorded in this process."""
+    return bool(_SEEN)
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (it may have been swallowed elsewhere)."""
+    if _SEEN:
+        raise KeyboardInterrupt
