@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, jacrev, jvp
 
-from .network import TorchNetwork, _key, torch_threads
+from .network import TorchNetwork, param_key as _key, torch_threads
 
 FORWARD_TOL = 1e-10
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
