@@ -15,7 +15,8 @@ registration order, or by ``mapping={user name: model name}``. At every width N 
    model's N(0, std²): pooled over draws and widths, v = w/std_N has mean 0, E v² = 1 and E v⁴ = 3 (z-tests,
    SEs from the samples, Bonferroni over tensors × 3 at family-wise ``alpha``); a tensor with std 0 must be
    exactly 0. Extra draws at the smallest width bring every tensor to ``target`` power (a relative init-std
-   error of ``target`` detected with 80 % probability), at most ``max_draws``; weaker tensors are reported.
+   error of ``target`` detected with 80 % probability), at most ``max_draws``; weaker tensors are reported
+   (``weak``), and one with fewer than 100 pooled entries is not z-tested (sample SEs of moments unreliable).
 
 A violation raises :class:`NotEquivalent` (a ValueError) naming the tensor. The verified
 :class:`Equivalence` then builds the modules of ``limits.check``: empirical NTK Θ̂ = Σ_θ ∂f_0/∂θ ∂f_0/∂θᵀ and
@@ -35,6 +36,7 @@ from torch.func import functional_call, jacrev, jvp
 from .network import TorchNetwork, param_key as _key, torch_threads
 
 FORWARD_TOL = 1e-10
+MIN_ENTRIES = 100                     # fewer pooled entries: a tensor's moments are not z-tested (SEs unreliable)
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
 _MOMENTS = ("mean", "variance", "fourth moment")
 
@@ -133,7 +135,7 @@ class Equivalence:
 
     @property
     def weak(self) -> tuple:
-        return tuple(s.name for s in self.init if not s.std_zero and s.power > self.target)
+        return tuple(s.name for s in self.init if not s.std_zero and (s.power > self.target or s.n < MIN_ENTRIES))
 
     def build(self, width, seed):
         """The user's module at ``width`` drawn under ``torch.manual_seed(seed)``, in float64."""
@@ -405,7 +407,7 @@ def equivalent(factory, model, widths=(64, 128, 256, 512), *, X=None, mapping=No
                                                       int(max_draws), float(alpha), int(draws))
     reasons = []
     for s in stats:
-        if s.std_zero:
+        if s.std_zero or s.n < MIN_ENTRIES:      # too few entries for sample SEs of moments (reported as weak)
             continue
         bad = [f"{_MOMENTS[i]} of w/std = {s.moments[i]:.4f} ± {s.se[i]:.4f} (model {[0, 1, 3][i]}, z = {s.z[i]:+.1f})"
                for i in range(3) if abs(s.z[i]) > z_crit]
