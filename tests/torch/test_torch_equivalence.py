@@ -86,6 +86,13 @@ def test_check_of_a_correct_user_mlp_passes(declared):
     assert "declared equivalent" in c.to_markdown()
 
 
+def test_check_of_an_nngp_result_with_the_user_module(declared):
+    r = limits.kernels.nngp(_X(), model=MODEL)
+    c = limits.check(r, widths=WIDTHS, inits=48, seed=2, network=declared)
+    assert c.details["backend"] == "torch" and c.what == "nngp + ntk"
+    assert c.passed, c.to_markdown()
+
+
 def test_check_with_the_user_module_detects_a_wrong_prediction(declared):
     k = limits.kernels.kernel(MODEL.with_(sigma_w2=1.3), _X())             # another model's theory …
     c = limits.check(k, widths=WIDTHS, inits=64, seed=1, model=MODEL, network=declared)
