@@ -563,8 +563,11 @@ def _declared(network, m, widths, X, layers, seed):
     if layers:
         raise ValueError("check: network= gives the read-out NNGP and NTK of the user's module; its hidden layers "
                          "are not known to limits (layers=True is for Model networks)")
-    from ..torch.equivalence import declare
-
+    try:
+        from ..torch.equivalence import declare
+    except ImportError as exc:
+        raise ValueError(f"check: network= needs the optional extra torch (python -m pip install -e \".[torch]\"): "
+                         f"{exc}") from None
     network[0] = declare(network[0], m, widths, X=X, seed=seed)       # kept for a repeated run (target_power)
     return network[0]
 

@@ -16,7 +16,12 @@ from limits import gallery  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGS = ROOT / "figures"
-NO_TORCH = "import sys; sys.modules['torch'] = None\n"        # `import torch` raises ImportError
+NO_TORCH = ("import sys\n"                                   # `import torch` raises ImportError, as when absent
+            "class _NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ImportError('No module named torch')\n"
+            "sys.meta_path.insert(0, _NoTorch())\n")
 
 
 def _run(code, cwd):
