@@ -10,7 +10,9 @@ registration order, or by ``mapping={user name: model name}``. At every width N 
    (and the check's X): max|f_user(θ) − f_model(θ)| ≤ 1e-10 · max(1, max|f_model|), and so is every
    per-tensor Jacobian ∂f_0/∂θ_k (torch.func.jacrev). On a mismatch each tensor k (and each model layer's
    W, b together) is tried alone: if f_user(θ with θ_k ← c θ_k) = f_model(θ) for some c (Gauss–Newton on c),
-   the reason names the tensor and c at every width (c ≈ N^e: a missing or wrong forward multiplier);
+   the reason names the tensor and c at every width (c ≈ N^e: a missing or wrong forward multiplier); if no
+   single one does, one multiplier per tensor is fitted jointly (Levenberg–Marquardt) and the reason names
+   the tensors it changes;
 3. **init law** — the module's own init (``factory(N)`` under ``torch.manual_seed``) draws each tensor as the
    model's N(0, std²): pooled over draws and widths, v = w/std_N has mean 0, E v² = 1 and E v⁴ = 3 (z-tests,
    SEs from the samples, Bonferroni over tensors × 3 at family-wise ``alpha``); a tensor with std 0 must be
@@ -215,9 +217,54 @@ def _fit_multiplier(user, params, names, X, target):
     return best
 
 
+def _fit_joint(user, params, names, X, target, iters=60):
+    """Per-tensor multipliers c (one per name) minimising ‖f(θ_k ← c_k θ_k) − target‖ (Levenberg–Marquardt from
+    c = 1, Jacobian by forward mode) and the relative residual. Odd activations make (W_l, b_l, W_{l+1}) → −(…) a
+    symmetry: a solution with negative entries is replaced by |c| when that fits as well (multipliers are positive)."""
+    from torch.func import jacfwd
+
+    def f(c):
+        p = dict(params)
+        for i, n in enumerate(names):
+            p[n] = params[n] * c[i]
+        return functional_call(user, p, (X,)).reshape(-1)
+
+    t = target.reshape(-1)
+    scale = max(1.0, float(t.abs().max()))
+    c = torch.ones(len(names), dtype=torch.float64)
+    with torch.no_grad():
+        r = f(c) - t
+    cost, lam = float(r @ r), 1e-3
+    for _ in range(iters):
+        J = jacfwd(f)(c).detach().numpy()
+        rn = r.detach().numpy()
+        d = np.sqrt(np.maximum(np.sum(J * J, axis=0), 1e-300))
+        A = np.vstack([J, math.sqrt(lam) * np.diag(d)])                 # damped least squares (no inverse)
+        step = np.linalg.lstsq(A, -np.concatenate([rn, np.zeros(len(names))]), rcond=None)[0]
+        c_new = c + torch.as_tensor(step)
+        with torch.no_grad():
+            r_new = f(c_new) - t
+        cost_new = float(r_new @ r_new)
+        if math.isfinite(cost_new) and cost_new < cost:
+            c, r, cost, lam = c_new, r_new, cost_new, lam / 3
+            if float(np.max(np.abs(step))) <= 1e-13 * max(1.0, float(c.abs().max())):
+                break
+        else:
+            lam *= 10
+            if lam > 1e12:
+                break
+    if bool((c < 0).any()):
+        with torch.no_grad():
+            r_abs = f(c.abs()) - t
+        if float(r_abs.abs().max()) <= float(r.abs().max()) + 1e-12 * scale:
+            c, r = c.abs(), r_abs
+    return c.numpy(), float(r.abs().max()) / scale
+
+
 def _localise(user, params, pairs, X, target, only=None):
     """[(names, label, c)] of the tensors (or a layer's W and b together) whose rescaling alone explains the
-    mismatch (``only``: labels to try)."""
+    mismatch (``only``: labels to try); if none does, the tensors a joint per-tensor rescaling changes
+    (labels ending in "jointly")."""
     cands = [((u,), f"{u!r} (model {m})") for u, m in pairs]
     by_layer = {}
     for u, m in pairs:
@@ -231,6 +278,12 @@ def _localise(user, params, pairs, X, target, only=None):
         c, res = _fit_multiplier(user, params, names, X, target)
         if res <= 1e-8:
             found.append((names, label, c))
+    if not found and (only is None or any(lab.endswith("jointly") for lab in only)):
+        names = [u for u, _ in pairs]
+        c, res = _fit_joint(user, params, names, X, target)
+        if res <= 1e-8:
+            found = [((u,), f"{u!r} (model {m}) jointly", float(ck)) for (u, m), ck in zip(pairs, c)
+                     if abs(ck - 1.0) > 1e-6]
     return found
 
 
@@ -257,7 +310,11 @@ def _verify_function(factory, model, width, mapping, X, seed, only=None):
     err = float((fu - fm).abs().max()) / scale
     if not err <= FORWARD_TOL:
         params = {n: p.detach() for n, p in user.named_parameters()}
-        found = _localise(user, params, pairs, Xt, fm, only)
+        g = np.random.default_rng([int(seed), 13])          # more inputs than multipliers: the fit is determined
+        Xl = torch.cat([Xt, torch.as_tensor(g.standard_normal((4 * len(pairs), model.d_in)))])
+        with torch.no_grad():
+            fl = _output0(tnet(Xl), model.d_out, "the model")
+        found = _localise(user, params, pairs, Xl, fl, only)
         return pairs, None, err, None, found
     pu = {n: p.detach() for n, p in user.named_parameters()}
     pm = {n: p.detach() for n, p in tnet.named_parameters()}
@@ -288,13 +345,20 @@ def _mismatch_reason(model, fails):
         return head + "; no single tensor's multiplier explains it (the activation, the architecture or the way " \
                       "biases/skips enter differ)"
     parts = []
+    joint = all(lab.endswith(" jointly") for lab in common)
     for lab in common:
         cs = [next(c for _, l2, c in fails[w][1] if l2 == lab) for w in ws]
         txt = ", ".join(f"{c:.4g}" for c in cs) + " at widths " + ", ".join(str(w) for w in ws)
         if len(ws) >= 2 and all(c > 0 for c in cs):
             e = np.polyfit(np.log(ws), np.log(cs), 1)[0]
             txt += f" (≈ N^{e:+.2f})"
-        parts.append(f"tensor {lab}: the forward matches only if it is multiplied by {txt}")
+        if joint:
+            parts.append(f"{lab.removesuffix(' jointly')} × {txt}")
+        else:
+            parts.append(f"tensor {lab}: the forward matches only if it is multiplied by {txt}")
+    if joint:
+        return (head + "; no single tensor explains it, but the forward matches when these tensors are rescaled "
+                "together: " + "; ".join(parts) + " — forward multipliers are missing or wrong")
     return head + "; " + "; ".join(parts) + " — a forward multiplier is missing or wrong"
 
 

@@ -104,6 +104,20 @@ def test_missing_forward_multiplier_is_refused_naming_the_tensor():
         equivalent(functools.partial(UserMLP, out_mult=False), MODEL, widths=WIDTHS, max_draws=64)
 
 
+def test_missing_multipliers_in_every_hidden_layer_are_named_together():
+    class NoHiddenMultiplier(UserMLP):
+        def forward(self, x):
+            h = self._lin(self.inp, x)
+            for layer in self.hidden:
+                h = self._lin(layer, torch.erf(h), mult=False)
+            return self._lin(self.out, torch.erf(h))
+
+    with pytest.raises(NotEquivalent, match=r"rescaled together: 'hidden.0.weight' \(model W_1_1\) × 0.25, 0.1768, "
+                                            r"0.125 at widths 16, 32, 64 \(≈ N\^-0.50\); 'hidden.1.weight' \(model "
+                                            r"W_2_1\) × 0.25, 0.1768, 0.125 at widths 16, 32, 64 \(≈ N\^-0.50\) —"):
+        equivalent(NoHiddenMultiplier, MODEL, widths=WIDTHS, max_draws=64)
+
+
 @pytest.mark.parametrize("which,name", [(1, "hidden.0.weight"), (3, "out.weight")])
 def test_init_scale_five_percent_off_is_refused_naming_the_tensor(which, name):
     bad = functools.partial(UserMLP, std=1.05, which=which)
@@ -169,3 +183,36 @@ def test_init_law_test_has_its_size_on_a_correct_module():
         except NotEquivalent:
             refused += 1
     assert refused <= 2
+
+
+class UserResNet(nn.Module):
+    """A residual tanh network by hand: h ← h + ρ (W φ(h)/√N + √σ_b² b); ``branch=False`` forgets ρ."""
+
+    def __init__(self, width, rho=0.5, sigma_b2=0.2, branch=True):
+        super().__init__()
+        self.rho, self.sb = (rho if branch else 1.0), math.sqrt(sigma_b2)
+        self.inp = nn.Linear(3, width)
+        self.blocks = nn.ModuleList([nn.Linear(width, width) for _ in range(2)])
+        self.out = nn.Linear(width, 1)
+        for layer in [self.inp, *self.blocks, self.out]:
+            nn.init.normal_(layer.weight)
+            nn.init.normal_(layer.bias)
+
+    def _lin(self, layer, x):
+        return x @ layer.weight.T / math.sqrt(layer.in_features) + self.sb * layer.bias
+
+    def forward(self, x):
+        h = self._lin(self.inp, x)
+        for layer in self.blocks:
+            h = h + self.rho * self._lin(layer, torch.tanh(h))
+        return self._lin(self.out, torch.tanh(h))
+
+
+def test_a_user_resnet_and_a_missing_branch_multiplier():
+    model = limits.resnet(3, 2, activation="tanh", rho=0.5, sigma_b2=0.2)
+    eq = equivalent(UserResNet, model, widths=(16, 32), max_draws=64)
+    assert max(eq.forward_error.values()) <= 1e-12
+    with pytest.raises(NotEquivalent, match=r"rescaled together: 'blocks.0.weight' \(model W_1_1\) × 0.5, 0.5 at "
+                                            r"widths 16, 32 \(≈ N\^\+0.00\); 'blocks.0.bias' \(model b_1_1\) × 0.5, 0.5.*"
+                                            r"'blocks.1.bias' \(model b_2_1\) × 0.5, 0.5"):
+        equivalent(functools.partial(UserResNet, branch=False), model, widths=(16, 32), max_draws=64)
