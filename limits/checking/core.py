@@ -123,6 +123,8 @@ class CheckResult(Result):
     def to_markdown(self) -> str:
         rows = [f"### check: {self.what} — **{self.verdict_text()}**", "",
                 f"model: {self.details.get('model_text', '')}", "",
+                *([f"network: the user's module {self.details['network']}, declared equivalent (verified before "
+                   "the check; limits.torch.equivalent)", ""] if self.details.get("network") else []),
                 "| width | inits | max abs z | relative RMS deviation of one network |",
                 "|---:|---:|---:|---|"]
         for i, N in enumerate(self.widths):
@@ -381,11 +383,11 @@ def _ntk_samples(net, X, idx, S, seed, chunk=None):
 
 
 def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer_theory=None, progress=None,
-                  alpha=0.01, backend="numpy"):
+                  alpha=0.01, backend="numpy", network=None):
     from ..progress import progress as _progress
 
     if backend == "torch":         # the same observables from Model.to_torch networks (optional extra)
-        from ..torch.kernels import nngp_samples as _torch_nngp, ntk_samples as _torch_ntk
+        from ..torch.kernels import nngp_samples as _torch_nngp, ntk_samples as _torch_ntk, user_samples
 
     symmetric = X2 is None
     X = X1 if symmetric else np.vstack([X1, X2])
@@ -410,6 +412,10 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
             labels = [f"Θ_out[{a},{b}]" for a, b in pairs]
         for k, N in enumerate(widths):
             s = seeds[k + (0 if kind == "nngp" else len(widths))]
+            if network is not None:                 # the user's module, declared (and verified) equivalent
+                samples.append(user_samples(network, kind, N, X, idx, inits, s))
+                bar.update(1)
+                continue
             if backend == "torch":
                 samples.append(_torch_nngp(m, N, X, idx, inits, s, layers) if kind == "nngp"
                                else _torch_ntk(m, N, X, idx, inits, s))
@@ -490,7 +496,8 @@ def normalise_widths(widths):
 
 
 def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=0.01,
-          layers=False, progress=None, backend="numpy", target_power=None, max_inits=MAX_INITS) -> CheckResult:
+          layers=False, progress=None, backend=None, target_power=None, max_inits=MAX_INITS,
+          network=None) -> CheckResult:
     """Check a theory ``result`` against finite networks of the same Model (module docstring).
 
     Supported results: :func:`limits.kernels.kernel` (read-out NNGP and/or NTK between X1 and X2; for a
@@ -511,13 +518,23 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     ``numpy.random.SeedSequence(seed).spawn``). The command line uses these same defaults.
     ``backend="torch"`` (kernel results only; optional extra ``torch``) draws the finite networks as
     ``Model.to_torch`` modules: empirical NNGP from their forward pass, empirical NTK by ``torch.func``
-    (:mod:`limits.torch.kernels`), with the same statistics.
+    (:mod:`limits.torch.kernels`), with the same statistics. ``network``: the user's own module
+    declared equivalent to the model — a width-taking factory ``factory(N) -> nn.Module`` or a
+    :func:`limits.torch.equivalent` result (kernel results; implies ``backend="torch"``). The declaration is
+    verified first (shapes, forward and Jacobian at weights copied from ``model.to_torch(N)`` to 1e-10, init
+    law; :class:`limits.torch.equivalence.NotEquivalent` naming the tensor otherwise), then the empirical
+    read-out NNGP and NTK of the module's own inits are checked (:mod:`limits.torch.equivalence`).
 
     ``target_power``: the smallest relative error the check should detect with 80 % probability
     (e.g. 0.02). When the first run's power is weaker, it is repeated with inits raised by
     (power/target)² (power ∝ 1/√inits), at most ``max_inits``; the verdict says whether the target
     was met.
     """
+    if network is not None:
+        if backend not in (None, "torch"):
+            raise ValueError(f"check: network= is a torch module; backend={backend!r} cannot run it (omit backend)")
+        backend = "torch"
+    backend = "numpy" if backend is None else backend
     if backend not in ("numpy", "torch"):
         raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     if target_power is not None:
@@ -530,7 +547,7 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
                              f"got {target_power}")
     max_inits = positive_int(max_inits, "max_inits", minimum=2)
     kw = dict(model=model, X=X, alpha=alpha, layers=layers, progress=progress, target_power=target_power,
-              backend=backend)
+              backend=backend, network=None if network is None else [network])   # a box: verified once
     c = _check_once(result, widths, inits, seed, **kw)
     if target_power is not None and c.power > target_power and c.inits < max_inits:
         ratio = c.power / target_power
@@ -541,14 +558,28 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     return c
 
 
-def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progress, target_power, backend):
+def _declared(network, m, widths, X, layers, seed):
+    """The verified :class:`limits.torch.equivalence.Equivalence` of ``network`` (before anything is computed)."""
+    if layers:
+        raise ValueError("check: network= gives the read-out NNGP and NTK of the user's module; its hidden layers "
+                         "are not known to limits (layers=True is for Model networks)")
+    try:
+        from ..torch.equivalence import declare
+    except ImportError as exc:
+        raise ValueError(f"check: network= needs the optional extra torch (python -m pip install -e \".[torch]\"): "
+                         f"{exc}") from None
+    network[0] = declare(network[0], m, widths, X=X, seed=seed)       # kept for a repeated run (target_power)
+    return network[0]
+
+
+def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progress, target_power, backend, network):
     from .._plugins import load_submodules
 
     load_submodules(__package__)              # the observable modules register themselves on import
     for accepts, check_observable, takes_layers, own_defaults in _OBSERVABLES:
         if own_defaults and accepts(result):  # predictions: widths inside the problem's asymptotic regime
-            if backend != "numpy":
-                raise ValueError(f"check: backend={backend!r} is available for kernel results, not for "
+            if backend != "numpy" or network is not None:
+                raise ValueError(f"check: backend={backend!r} and network= are available for kernel results, not for "
                                  f"{type(result).__name__}")
             return check_observable(result, widths, inits, seed, model=model, X=X, alpha=alpha, progress=progress,
                                     target_power=target_power)
@@ -563,11 +594,14 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
         if X1 is None:
             raise ValueError("check: pass X= (the inputs of this kernel)")
         X2 = None if result.symmetric else result.X2
+        eq = None if network is None else _declared(network, m, widths, X1 if X2 is None else np.vstack([X1, X2]),
+                                                    layers, seed)
         parts, secs = _kernel_check(m, X1, X2, result.nngp, result.ntk, widths, inits, seed,
-                                    layer_theory=_layer_theory(result, layers), progress=progress, backend=backend)
+                                    layer_theory=_layer_theory(result, layers), progress=progress, backend=backend,
+                                    network=eq)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
-                         "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0]})
+                         "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0], **_network_details(eq)})
     if type(result).__name__ == "SerialKernelResult":       # a composition of limits.layers
         return _serial_check(result, widths, inits, seed, alpha)
     if isinstance(result, NNGPResult):
@@ -582,11 +616,15 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                 lt = {int(l): result.K[i] for i, l in enumerate(result.layers)}
             else:
                 lt = {l: result.K[l] for l in range(result.K.shape[0])}
+        eq = None if network is None else _declared(network, m, widths, Xr, layers, seed)
         parts, secs = _kernel_check(m, Xr, None, result.K_out, result.Theta_out, widths, inits, seed,
-                                    layer_theory=lt, progress=progress, backend=backend)
+                                    layer_theory=lt, progress=progress, backend=backend, network=eq)
         return _combine(parts, widths, m, seed, secs, alpha,
                         {"model_text": m.describe(), "observable": "empirical kernels of finite networks",
-                         "backend": backend})
+                         "backend": backend, **_network_details(eq)})
+    if network is not None:
+        raise ValueError(f"check: network= is available for kernel results (limits.kernels.kernel, "
+                         f"limits.kernels.nngp), not for {type(result).__name__}")
     if backend != "numpy":
         raise ValueError(f"check: backend={backend!r} is available for kernel results (limits.kernels.kernel, "
                          f"limits.kernels.nngp), not for {type(result).__name__}")
@@ -602,6 +640,15 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                      "PosteriorResult / GDResult (limits.predict), "
                      "GIAFirstOrder (limits.nfd.gia_first_order), "
                      "DMFTResult (limits.dmft.solve with model=)")
+
+
+def _network_details(eq) -> dict:
+    """What the check records of a user's module (none for Model networks)."""
+    if eq is None:
+        return {}
+    f = eq.factory
+    return {"network": f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', type(f).__name__)}",
+            "equivalence": eq.to_markdown(), "observable": "read-out kernels of the user's module (declared equivalent)"}
 
 
 def _serial_check(result, widths, inits, seed, alpha):

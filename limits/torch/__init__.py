@@ -4,6 +4,7 @@
     P = limits.torch.parameterise(factory, "muP", widths=(64, 128))     # factory(width) -> nn.Module
     r = limits.torch.coord_check(P, widths=(64, 128, 256, 512), data=(X, Y), optimizer="adam", lr=1e-2)
     r.passed, r.failures(), r.to_markdown(), r.plot()
+    limits.check(limits.kernels.kernel(model, X), network=MyMLP)        # a user's module declared equal to model
 
 Submodules import torch only when an attribute is first used (``import limits.torch`` alone does not),
 so the command line can register ``limits coord-check`` without torch installed.
@@ -17,9 +18,10 @@ _EXPORTS = {
     "parameterise": "apply_params", "Parameterised": "apply_params", "TensorRule": "apply_params",
     "coord_check": "coordcheck", "TorchCoordCheck": "coordcheck",
     "resolve_factory": "resolve",
+    "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",
 }
 
-_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "resolve", "demos", "cli")
+_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli")
 
 __all__ = sorted(_EXPORTS)
 

@@ -74,4 +74,47 @@ def ntk_samples(m, N, X, idx, S, seed):
         return np.asarray([empirical_ntk(TorchNetwork(net, seed=s), X)[i, j] for s in _torch_seeds(seed, S)])
 
 
-__all__ = ["readout_nngp", "empirical_ntk", "nngp_samples", "ntk_samples"]
+# ------------------------------------------------------------------ a user's module declared equivalent
+def _user_jacobian(mod, X, names):
+    """{name: ∂f_0/∂θ (P, numel)} of the module's output unit 0 for the parameters ``names`` (torch.func.jacrev)."""
+    params = {k: p.detach() for k, p in mod.named_parameters() if k in names}
+
+    def f0(p):
+        f = functional_call(mod, p, (X,))
+        return f[:, 0] if f.ndim == 2 else f
+
+    J = jacrev(f0)(params)
+    return {k: J[k].reshape(X.shape[0], -1) for k in params}
+
+
+def user_kernels(eq, mod, width, X):
+    """(K̂_out, Θ̂) (P, P) of one user module (:mod:`limits.torch.equivalence`):
+    K̂_out = Σ_{θ ∈ read-out} std_θ² ∂f_0/∂θ ∂f_0/∂θᵀ and Θ̂ = Σ_θ ∂f_0/∂θ ∂f_0/∂θᵀ."""
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    J = _user_jacobian(mod, Xt, {n for n, _ in mod.named_parameters()})
+    sd = {n: eq.std(n, width) for n in eq.readout}
+    K = sum(sd[n] ** 2 * (J[n] @ J[n].T) for n in eq.readout)
+    Th = sum(j @ j.T for j in J.values())
+    return K.detach().numpy(), Th.detach().numpy()
+
+
+def user_samples(eq, kind, N, X, idx, S, seed):
+    """(S, n) per init of the user's module (``eq.build``): read-out NNGP (kind "nngp") or NTK ("ntk") at ``idx``."""
+    i, j = idx
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    out = []
+    sd = {n: eq.std(n, N) for n in eq.readout}
+    with torch_threads():
+        for s in _torch_seeds(seed, S):
+            mod = eq.build(int(N), s)
+            if kind == "nngp":
+                J = _user_jacobian(mod, Xt, set(eq.readout))
+                K = sum(sd[n] ** 2 * (J[n] @ J[n].T) for n in eq.readout)
+            else:
+                J = _user_jacobian(mod, Xt, {n for n, _ in mod.named_parameters()})
+                K = sum(g @ g.T for g in J.values())
+            out.append(K.detach().numpy()[i, j])
+    return np.asarray(out)
+
+
+__all__ = ["readout_nngp", "empirical_ntk", "nngp_samples", "ntk_samples", "user_kernels", "user_samples"]

@@ -43,6 +43,9 @@ def _key(kind, name):
     return f"{kind}_{name.replace('.', '_')}"
 
 
+param_key = _key          # public within the package: the parameter name of a layer's W or b ("W_1_1")
+
+
 class TorchNetwork(nn.Module):
     """A concrete :class:`limits.finite.Network` as a torch module (module docstring).
 
