@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,7 +200,10 @@ def _fit_multiplier(user, params, names, X, target):
     for c0 in (1.0, N ** -0.5, N ** 0.5):
         c = torch.tensor(float(c0), dtype=torch.float64)
         for _ in range(15):
-            r, d = jvp(f, (c,), (torch.ones((), dtype=torch.float64),))
+            with warnings.catch_warnings():      # torch 2.13's forward-mode AD calls its own deprecated jit.script
+                warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
+                                        category=DeprecationWarning)
+                r, d = jvp(f, (c,), (torch.ones((), dtype=torch.float64),))
             r = r - target
             dd = float((d * d).sum())
             if not math.isfinite(dd) or dd == 0:
