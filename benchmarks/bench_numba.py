@@ -201,15 +201,15 @@ def make_numba(act):
     return recursion
 
 
-def make_split(act):
+def make_split(act, cache=False):
     """(d): the compiled loop with numpy's ufunc for the transcendental, per block of rows
     (≤ SEG packed entries, or one row): pass 1 writes the arguments, the ufunc evaluates them, pass 2 finishes
-    E, G and the layer update (same expressions as (c))."""
+    E, G and the layer update (same expressions as (c)). ``cache``: numba's on-disk cache (:func:`cold_start`)."""
     kind = KINDS[act]
     ufunc = np.arcsin if kind == 0 else np.arctan
-    helpers = njit(fastmath=False, error_model="numpy", cache=False)(_row_helpers)
+    helpers = njit(fastmath=False, error_model="numpy", cache=cache)(_row_helpers)
 
-    @njit(fastmath=False, error_model="numpy", cache=False)
+    @njit(fastmath=False, error_model="numpy", cache=cache)
     def args(K, d, ia, P, a0, a1, p0, buf):
         p = p0
         q = 0
@@ -231,7 +231,7 @@ def make_split(act):
                 p += 1
                 q += 1
 
-    @njit(fastmath=False, error_model="numpy", cache=False)
+    @njit(fastmath=False, error_model="numpy", cache=cache)
     def finish(K, T, d, ia, dE, dG, P, a0, a1, p0, tr, cw, cb, last, residual):
         p = p0
         q = 0
@@ -287,7 +287,7 @@ def make_split(act):
                 p += 1
                 q += 1
 
-    @njit(cache=False)
+    @njit(cache=cache)
     def pack(K0):
         P = K0.shape[0]
         out = np.empty(P * (P + 1) // 2)
@@ -298,7 +298,7 @@ def make_split(act):
                 p += 1
         return out
 
-    @njit(cache=False)
+    @njit(cache=cache)
     def unpack(v, P):
         out = np.empty((P, P))
         p = 0
@@ -459,9 +459,66 @@ def _row(c, quick):
     return row
 
 
+_COLD = r"""
+import json, sys, time
+c = time.process_time()
+import numba
+t_import = time.process_time() - c
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import bench_numba as B
+K0 = np.load(sys.argv[2], allow_pickle=False)
+cfg = json.loads(sys.argv[3])
+f = B.make_split(cfg["act"], cache=True)
+args = (K0, cfg["depth"], cfg["sw2"], cfg["sb2"], False, cfg["sw2"], cfg["sb2"])
+c = time.process_time()
+f(*args)
+first = time.process_time() - c
+c = time.process_time()
+f(*args)
+print(json.dumps({"import": t_import, "first": first, "second": time.process_time() - c}))
+"""
+
+
+def cold_start(c, K0, steady_limits_first):
+    """(d) in a fresh interpreter, twice, with numba's on-disk cache (``cache=True``) in a new empty folder:
+    CPU of ``import numba``, of the first call (1st process: compile + write the cache; 2nd: load it) and of
+    the second call. Returns a row, or None without numba."""
+    import os
+    import subprocess
+    import tempfile
+
+    if njit is None:
+        return None
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k0.npy"
+        np.save(path, K0, allow_pickle=False)
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "cache"), "OPENBLAS_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        cfg = json.dumps({k: c[k] for k in ("act", "depth", "sw2", "sb2")})
+        for _ in range(2):
+            r = subprocess.run([sys.executable, "-c", _COLD, str(HERE), str(path), cfg], capture_output=True,
+                               text=True, env=env, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(f"cold-start subprocess failed: {r.stderr.strip()[-400:]}")
+            runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    (a, b) = runs
+    return {"name": f"{c['name']}: numba + ufunc cold start (import numba, first call; on-disk cache empty / warm)",
+            "seconds": None, "cpu_seconds": b["import"] + b["first"], "first_cpu": a["import"] + a["first"],
+            "baseline_seconds": None, "baseline_cpu_seconds": None, "ratio": None,
+            "target": "(information: what adoption adds to a cold first call)",
+            "import_cpu": b["import"], "compile_first_cpu": a["first"], "cached_first_cpu": b["first"],
+            "steady_cpu": min(a["second"], b["second"]), "limits_first_cpu": steady_limits_first,
+            "note": (f"import numba CPU {a['import']:.2f} / {b['import']:.2f} s; first call {a['first']:.2f} s "
+                     f"(compile, cache empty), {b['first']:.2f} s (cache warm), then {min(a['second'], b['second']):.3f} s; "
+                     f"limits' first call in the main run {steady_limits_first:.3f} s (after import limits)")}
+
+
 def decision(rows):
-    """The adoption verdict from the rows: (adopt?, one-line reason). Either compiled variant, (c) or (d), is
-    adopted if it alone meets both bars on every row."""
+    """The adoption verdict from the timing rows (not the cold-start ones): (adopt?, one-line reason). Either
+    compiled variant, (c) or (d), is adopted if it alone meets both bars on every row."""
+    rows = [r for r in rows if "cold start" not in r["name"]]
     if not rows or any(r["ratio"] is None for r in rows):
         return False, "numba not installed in this interpreter, nothing measured"
     parts, adopt = [], False
@@ -484,6 +541,14 @@ def run(quick: bool = False) -> list[dict]:
     with blas_threads(1):
         rows = [_row(c, quick) for c in cases(quick)]
     adopt, why = decision(rows)
+    P0 = cases(quick)[0]["P"]
+    for c, r in zip(cases(quick), list(rows)):
+        if c["P"] == P0 and njit is not None:
+            from limits.kernels import nngp
+
+            K0 = nngp(_inputs(c["P"]), depth=1, activation=c["act"], sigma_w2=c["sw2"], sigma_b2=c["sb2"],
+                      keep="last").K[0]
+            rows.append(cold_start(c, K0, r["limits_first_cpu"]))
     verdict = "undecided" if numba is None else ("adopt" if adopt else "do not adopt")
     for r in rows:
         r["decision"] = f"{verdict}: {why}"
@@ -499,7 +564,10 @@ def table(rows) -> str:
             f"{'Δ vs limits':>11s} {'numba+ufunc':>11s} {'×np':>5s} {'Δ vs limits':>11s} {'floor np':>8s} "
             f"{'floor libm':>10s}")
     lines = [head, "-" * len(head)]
+    cold = [r for r in rows if "cold start" in r["name"]]
     for r in rows:
+        if r in cold:
+            continue
         nb = "skipped" if r["cpu_seconds"] is None else f"{r['cpu_seconds']:.3f} ({r['first_cpu']:.2f})"
         lim = f"{r['limits_cpu']:.3f} ({r['limits_first_cpu']:.2f})"
         lines.append(f"{r['name'].split(':')[0][:34]:34s} {r['baseline_cpu_seconds']:7.3f} "
@@ -508,6 +576,8 @@ def table(rows) -> str:
                      f"{f(r['split_cpu']):>11s} {f(r['split_ratio'], '{:.2f}'):>5s} {f(r['split_agree'], '{:.1e}'):>11s} "
                      f"{r['floor_numpy_cpu']:8.3f} "
                      f"{f(r['floor_libm_cpu']):>10s}")
+    for r in cold:
+        lines.append(f"{r['name'].split(':')[0][:34]:34s} cold start of numba + ufunc: {r['note']}")
     if rows:
         lines.append("decision: " + rows[0]["decision"])
     return "\n".join(lines)
