@@ -583,7 +583,44 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows) -> str:
+    """The table of benchmarks/README.md ("Compiled loops (numba): decision") from saved rows:
+    ``python benchmarks/bench_numba.py --markdown benchmarks/results/numba.json``."""
+    main = [r for r in rows if "cold start" not in r["name"]]
+    cold = [r for r in rows if "cold start" in r["name"]]
+    v = next((r["numba_version"] for r in main if r.get("numba_version")), None)
+    out = [f"| workload (NNGP + NTK, MLP) | plain numpy | limits (×numpy) | numba loop, libm (×numpy) | "
+           f"numba + numpy ufunc (×numpy) | max rel. diff to limits (libm / ufunc) | floor: ufunc / libm |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in main:
+        name = r["name"].split(":")[0].replace(" MLP NNGP+NTK", "")
+        if r["cpu_seconds"] is None:
+            nb = sp = dif = "skipped"
+        else:
+            nb = f"{r['cpu_seconds']:.3f} ({r['ratio']:.2f}×)"
+            sp = f"{r['split_cpu']:.3f} ({r['split_ratio']:.2f}×)"
+            dif = f"{r['agree']:.1e} / {r['split_agree']:.1e}"
+        fl = f"{r['floor_numpy_cpu']:.3f} / " + ("—" if r["floor_libm_cpu"] is None else f"{r['floor_libm_cpu']:.3f}")
+        out.append(f"| {name} | {r['baseline_cpu_seconds']:.3f} | {r['limits_cpu']:.3f} ({r['limits_ratio']:.2f}×) | "
+                   f"{nb} | {sp} | {dif} | {fl} |")
+    if cold:
+        out += ["", "| cold start, numba + ufunc (fresh interpreter) | import numba | first call, cache empty (compile) "
+                "| first call, cache warm | steady | limits' first call |", "|---|---:|---:|---:|---:|---:|"]
+        for r in cold:
+            out.append(f"| {r['name'].split(':')[0].replace(' MLP NNGP+NTK', '')} | {r['import_cpu']:.2f} | "
+                       f"{r['compile_first_cpu']:.2f} | {r['cached_first_cpu']:.2f} | {r['steady_cpu']:.3f} | "
+                       f"{r['limits_first_cpu']:.3f} |")
+    if main:
+        out += ["", f"CPU seconds (steady state best of 5, calls interleaved; numba {v}, numpy "
+                f"{main[0]['numpy_version']}). Verdict of the rule: {main[0]['decision']}."]
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
+    if "--markdown" in sys.argv:
+        src = Path(sys.argv[sys.argv.index("--markdown") + 1])
+        print(markdown(json.loads(src.read_text())))
+        sys.exit(0)
     out = run("--quick" in sys.argv)
     for r in out:
         print(json.dumps(r, default=str))
