@@ -511,7 +511,8 @@ def cold_start(c, K0, steady_limits_first):
             "import_cpu": b["import"], "compile_first_cpu": a["first"], "cached_first_cpu": b["first"],
             "steady_cpu": min(a["second"], b["second"]), "limits_first_cpu": steady_limits_first,
             "note": (f"import numba CPU {a['import']:.2f} / {b['import']:.2f} s; first call {a['first']:.2f} s "
-                     f"(compile, cache empty), {b['first']:.2f} s (cache warm), then {min(a['second'], b['second']):.3f} s; "
+                     f"(compile, cache empty), {b['first']:.2f} s (cache warm), "
+                     f"then {min(a['second'], b['second']):.3f} s; "
                      f"limits' first call in the main run {steady_limits_first:.3f} s (after import limits)")}
 
 
@@ -573,7 +574,8 @@ def table(rows) -> str:
         lines.append(f"{r['name'].split(':')[0][:34]:34s} {r['baseline_cpu_seconds']:7.3f} "
                      f"{lim:>15s} {r['limits_ratio']:5.2f} "
                      f"{nb:>15s} {f(r['ratio'], '{:.2f}'):>5s} {f(r['agree'], '{:.1e}'):>11s} "
-                     f"{f(r['split_cpu']):>11s} {f(r['split_ratio'], '{:.2f}'):>5s} {f(r['split_agree'], '{:.1e}'):>11s} "
+                     f"{f(r['split_cpu']):>11s} {f(r['split_ratio'], '{:.2f}'):>5s} "
+                     f"{f(r['split_agree'], '{:.1e}'):>11s} "
                      f"{r['floor_numpy_cpu']:8.3f} "
                      f"{f(r['floor_libm_cpu']):>10s}")
     for r in cold:
@@ -604,8 +606,8 @@ def markdown(rows) -> str:
         out.append(f"| {name} | {r['baseline_cpu_seconds']:.3f} | {r['limits_cpu']:.3f} ({r['limits_ratio']:.2f}×) | "
                    f"{nb} | {sp} | {dif} | {fl} |")
     if cold:
-        out += ["", "| cold start, numba + ufunc (fresh interpreter) | import numba | first call, cache empty (compile) "
-                "| first call, cache warm | steady | limits' first call |", "|---|---:|---:|---:|---:|---:|"]
+        out += ["", "| cold start, numba + ufunc (fresh interpreter) | import numba | first call, cache empty "
+                "(compile) | first call, cache warm | steady | limits' first call |", "|---|---:|---:|---:|---:|---:|"]
         for r in cold:
             out.append(f"| {r['name'].split(':')[0].replace(' MLP NNGP+NTK', '')} | {r['import_cpu']:.2f} | "
                        f"{r['compile_first_cpu']:.2f} | {r['cached_first_cpu']:.2f} | {r['steady_cpu']:.3f} | "
