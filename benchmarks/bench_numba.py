@@ -28,6 +28,10 @@ Floors: the one transcendental per packed entry alone, at the first layer's argu
 evaluations — numpy's ufunc in 16384-entry segments (the floor of (a), (b), (d)) and the scalar libm call in
 a compiled loop (the floor of (c)).
 
+Cold start (:func:`cold_start`, the P = 1000 rows): (d) in two fresh interpreters sharing a new, empty
+numba on-disk cache (``cache=True``) — CPU of ``import numba`` and of the first call, compiling (cache empty)
+and loading (cache warm).
+
 Runs in any interpreter: without numba, the rows say "skipped" for (c) and (d) and the script exits 0.
 numba is not a dependency of ``limits``; to measure with it, use a separate environment::
 
