@@ -8,7 +8,8 @@ with one arctan, limits.activations.gelu_kernel), MLP depth L = 10, NNGP + NTK, 
 
 (a) ``limits.kernels.nngp(..., keep="last")`` — the current code (packed, fused numpy strips,
     limits/kernels/_fused.py);
-(b) the plain vectorised numpy recursion of ``benchmarks/_plain_kernels.py`` (full P×P matrices);
+(b) the plain vectorised numpy recursion of ``benchmarks/_plain_kernels.py`` (full P×P matrices; it returns
+    K_out, Θ_out and layer L's K, Θ, and so do (c) and (d));
 (c) a numba ``@njit`` loop over the packed upper triangle (row-major, every layer in place, the read-out and
     the unpacking to full P×P matrices inside the compiled function): ``parallel=False`` (one thread),
     ``fastmath=False`` (no reassociation, no approximate libm: the 1e-14 rule), ``error_model="numpy"``
@@ -22,8 +23,8 @@ with one arctan, limits.activations.gelu_kernel), MLP depth L = 10, NNGP + NTK, 
 
 Times: CPU (``time.process_time``), the four calls interleaved (a, b, c, d, a, b, …), best of 5 steady state,
 and the first call (for (c)/(d): the compilation included). One BLAS thread (``limits.blas``); numba runs one
-thread (``parallel=False``; ``NUMBA_NUM_THREADS`` is not used). Accuracy: max |Δ| / max |ref| of K_out and
-Θ_out against (a) (as benchmarks/bench_kernels.py), and the largest entrywise |Δ|/|ref| too.
+thread (``parallel=False``; ``NUMBA_NUM_THREADS`` is not used). Accuracy: max |Δ| / max |ref| of K_out,
+Θ_out, K^L and Θ^L against (a) (as benchmarks/bench_kernels.py), and the largest entrywise |Δ|/|ref| too.
 Floors: the one transcendental per packed entry alone, at the first layer's arguments, for the L + 1
 evaluations — numpy's ufunc in 16384-entry segments (the floor of (a), (b), (d)) and the scalar libm call in
 a compiled loop (the floor of (c)).
@@ -145,10 +146,12 @@ def _row_helpers(kind, d):
 
 def make_numba(act):
     """(c): the whole recursion (pack, L layers, read-out, unpack) as one compiled function
-    f(K0, depth, c_w, c_b, residual, σ²_w,out, σ²_b,out) -> (K_out, Θ_out); a new dispatcher per call."""
+    f(K0, depth, c_w, c_b, residual, σ²_w,out, σ²_b,out) -> (K_out, Θ_out, K^L, Θ^L), full P×P matrices (what the
+    plain recursion returns); a new dispatcher per call."""
     kind = KINDS[act]
     entry = _entry_source()(kind)
     helpers = njit(fastmath=False, error_model="numpy", cache=False)(_row_helpers)
+    unpack2 = njit(cache=False)(_unpack2)
 
     @njit(fastmath=False, error_model="numpy", cache=False)
     def recursion(K0, depth, c_w, c_b, residual, sw_out, sb_out):
@@ -163,10 +166,14 @@ def make_numba(act):
                 K[p] = K0[i, j]
                 T[p] = K0[i, j]
                 p += 1
+        KL = np.empty((P, P))
+        TL = np.empty((P, P))
         for l in range(depth + 1):
             last = l == depth
             cw = sw_out if last else c_w
             cb = sb_out if last else c_b
+            if last:                             # layer L in full (as the plain recursion returns it)
+                unpack2(K, T, KL, TL)
             p = 0
             for i in range(P):                   # the diagonal before the layer overwrites it
                 d[i] = K[p]
@@ -192,17 +199,23 @@ def make_numba(act):
                     p += 1
         Ko = np.empty((P, P))
         To = np.empty((P, P))
-        p = 0
-        for i in range(P):                       # unpack, both triangles
-            for j in range(i, P):
-                Ko[i, j] = K[p]
-                Ko[j, i] = K[p]
-                To[i, j] = T[p]
-                To[j, i] = T[p]
-                p += 1
-        return Ko, To
+        unpack2(K, T, Ko, To)
+        return Ko, To, KL, TL
 
     return recursion
+
+
+def _unpack2(K, T, Ko, To):
+    """Both packed triangles K, T into the full symmetric matrices Ko, To (compiled by the factories)."""
+    P = Ko.shape[0]
+    p = 0
+    for i in range(P):
+        for j in range(i, P):
+            Ko[i, j] = K[p]
+            Ko[j, i] = K[p]
+            To[i, j] = T[p]
+            To[j, i] = T[p]
+            p += 1
 
 
 def make_split(act, cache=False):
@@ -302,16 +315,7 @@ def make_split(act, cache=False):
                 p += 1
         return out
 
-    @njit(cache=cache)
-    def unpack(v, P):
-        out = np.empty((P, P))
-        p = 0
-        for i in range(P):
-            for j in range(i, P):
-                out[i, j] = v[p]
-                out[j, i] = v[p]
-                p += 1
-        return out
+    unpack2 = njit(cache=cache)(_unpack2)
 
     def recursion(K0, depth, c_w, c_b, residual, sw_out, sb_out):
         P = K0.shape[0]
@@ -326,16 +330,21 @@ def make_split(act, cache=False):
             blocks.append((a, b, int(off[a]), int(off[b] - off[a])))
             a = b
         buf = np.empty(max(m for *_, m in blocks))
+        KL, TL = np.empty((P, P)), np.empty((P, P))
         for l in range(depth + 1):
             last = l == depth
             cw, cb = (sw_out, sb_out) if last else (c_w, c_b)
+            if last:
+                unpack2(K, T, KL, TL)            # layer L in full (as the plain recursion returns it)
             d = K[off[:-1]]
             ia, dE, dG = helpers(kind, d)
             for a, b, p0, m in blocks:
                 args(K, d, ia, P, a, b, p0, buf)
                 ufunc(buf[:m], out=buf[:m])
                 finish(K, T, d, ia, dE, dG, P, a, b, p0, buf, cw, cb, last, residual)
-        return unpack(K, P), unpack(T, P)
+        Ko, To = np.empty((P, P)), np.empty((P, P))
+        unpack2(K, T, Ko, To)
+        return Ko, To, KL, TL
 
     return recursion
 
@@ -430,13 +439,14 @@ def _row(c, quick):
     res = cpu_wall_interleaved(fns, repeat=5)
     (tl, r), (tp, p) = res["limits"], res["numpy"]
     ref_K, ref_T = r.K_out, r.Theta_out
+    refs = (ref_K, ref_T, r.K[-1], r.Theta[-1])     # read-out and layer L, as (b), (c), (d) return them
     fl_np, fl_libm = floors(c["act"], K0, c["depth"])
     row = {"name": c["name"] + ": numba loop vs plain numpy",
            "seconds": None, "cpu_seconds": None, "first_cpu": None,
            "baseline_seconds": tp["wall"], "baseline_cpu_seconds": tp["cpu"], "ratio": None,
            "target": f">= {ADOPT:g}x plain numpy on every closed-form kernel and <= {AGREE:g} from limits (adopt)",
            "limits_cpu": tl["cpu"], "limits_first_cpu": tl["first_cpu"], "limits_ratio": tp["cpu"] / tl["cpu"],
-           "numpy_agree": max(_reldiff(p[2], ref_K), _reldiff(p[3], ref_T)),
+           "numpy_agree": max(_reldiff(x, y) for x, y in zip((p[2], p[3], p[0], p[1]), refs)),
            "split_cpu": None, "split_first_cpu": None, "split_ratio": None,
            "agree": None, "agree_entrywise": None, "split_agree": None,
            "floor_numpy_cpu": fl_np, "floor_libm_cpu": fl_libm,
@@ -448,10 +458,10 @@ def _row(c, quick):
     else:
         (tn, n), (ts, s) = res["numba"], res["split"]
         row.update(seconds=tn["wall"], cpu_seconds=tn["cpu"], first_cpu=tn["first_cpu"], first_wall=tn["first_wall"],
-                   ratio=tp["cpu"] / tn["cpu"], agree=max(_reldiff(n[0], ref_K), _reldiff(n[1], ref_T)),
-                   agree_entrywise=max(_entrywise(n[0], ref_K), _entrywise(n[1], ref_T)),
+                   ratio=tp["cpu"] / tn["cpu"], agree=max(_reldiff(x, y) for x, y in zip(n, refs)),
+                   agree_entrywise=max(_entrywise(x, y) for x, y in zip(n, refs)),
                    split_cpu=ts["cpu"], split_first_cpu=ts["first_cpu"], split_ratio=tp["cpu"] / ts["cpu"],
-                   split_agree=max(_reldiff(s[0], ref_K), _reldiff(s[1], ref_T)))
+                   split_agree=max(_reldiff(x, y) for x, y in zip(s, refs)))
         note += (f"; numba {numba.__version__} loop (libm) CPU {tn['cpu']:.3f} s (first incl. compile "
                  f"{tn['first_cpu']:.2f} s), {row['ratio']:.2f}x numpy, {tl['cpu'] / tn['cpu']:.2f}x limits, "
                  f"max rel. diff to limits {row['agree']:.1e} (entrywise {row['agree_entrywise']:.1e}); "
