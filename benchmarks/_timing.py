@@ -57,6 +57,17 @@ def cpu_wall_pair(fa, fb, repeat=5):
     return (ra, oa), (rb, ob)
 
 
+def cpu_wall_interleaved(fns, repeat=5):
+    """:func:`cpu_wall` of several functions (a dict name -> fn), their calls interleaved (a, b, c, a, b, c, …);
+    returns {name: (res, last result)}."""
+    res = {k: {} for k in fns}
+    out = {}
+    for j in range(repeat):
+        for k, fn in fns.items():
+            out[k] = _timed_call(fn, res[k], j == 0)
+    return {k: (res[k], out[k]) for k in fns}
+
+
 def fit_exponent(xs, ts):
     """Least-squares slope of log t against log x (the empirical cost exponent)."""
     lx = [math.log(x) for x in xs]

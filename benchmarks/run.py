@@ -42,7 +42,8 @@ def main(argv=None):
             rows.append(r)
             base = r.get("baseline_seconds")
             ratio = r.get("ratio")
-            print(f"  {r['name']}: {r['seconds']:.3f} s"
+            secs = "skipped" if r.get("seconds") is None else f"{r['seconds']:.3f} s"
+            print(f"  {r['name']}: {secs}"
                   + (f" | baseline {base:.3f} s | ratio {ratio:.1f}x" if base is not None and ratio is not None else "")
                   + (f" | target {r['target']}" if r.get("target") else "")
                   + (f"\n      {r['note']}" if r.get("note") else ""), flush=True)
