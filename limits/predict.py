@@ -37,7 +37,18 @@ finite trainer: t counts GD steps (``limits.finite.train(net, X, Y, steps=t, opt
 reduction=...)``) or flow time (``optimizer="flow"``, t = steps·dt); η is the model's ``lr``.
 When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_tᵀ with
 W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
-One eigendecomposition of Θ_XX serves every t. BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
+One eigendecomposition of Θ_XX serves every t.
+
+**Outputs.** ``Y_train`` may have any number k of columns ((P,) is k = 1) whatever the model's
+``d_out``: the outputs are independent and share the read-out kernel, so mean is P_test×k and cov one
+P_test×P_test matrix for all of them; the result records the model with d_out = k.
+
+**neural-tangents' normalisation.** ``nt.predict.gradient_descent_mse_ensemble(kernel_fn, X, Y,
+learning_rate=η_NT)`` evolves by e^{−η_NT Θ t / Y.size} with ``Y.size`` = P·k (its loss is
+½‖f(X) − Y‖²/(P·k); ``neural_tangents/_src/predict.py``, ``_make_expm1_fn(y_train.size)``), while
+``reduction="mean"`` here is c = 1/P: NT at (η_NT, t) is ``gradient_descent(..., learning_rate=η_NT/k,
+reduction="mean", t=t)`` — the same η for one output (benchmarks/bench_predict.py compares both on
+the 10-output digits task). BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
 threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on shared machines).
 """
 from __future__ import annotations
@@ -152,6 +163,17 @@ def _targets(Y, P, d_out, name="Y_train"):
         raise ValueError(f"{name} has {Y.shape[1]} output column(s) but the model has d_out = {d_out} "
                          f"(use model.with_(d_out={Y.shape[1]}); the kernel is shared by the outputs)")
     return Y
+
+
+def _train_targets(Y_train, P, m):
+    """Training targets (P, k) for any number k of outputs, and the model with ``d_out = k``: the read-out
+    kernel does not depend on d_out (the outputs are independent and share it), so a Model built with
+    another d_out is applied as ``m.with_(d_out=k)`` (what the result records, so ``limits.check`` builds
+    finite networks with k outputs)."""
+    Y = _targets(Y_train, P, None)
+    if getattr(m, "d_out", None) not in (None, Y.shape[1]):
+        m = m.with_(d_out=Y.shape[1])
+    return Y, m
 
 
 def _kernels(m, X, Xs, ntk, test_cov=True):
@@ -308,7 +330,7 @@ def max_likelihood_noise(model, X_train, Y_train) -> float:
     (module docstring: one eigendecomposition of K_XX, then a 1-D bounded search over log σ²)."""
     m = _model(model, "limits.predict.max_likelihood_noise", ntk=False)
     X = _X(X_train, "X_train", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     return _ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
 
 
@@ -317,7 +339,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
     and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0, or ``"auto"``:
     the maximum-marginal-likelihood σ², :func:`max_likelihood_noise`). ``Y_train`` (P,) or
-    (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError) with the
+    (P, k), any number k of outputs sharing the kernel (module docstring). Raises :class:`SingularKernelError` (a ValueError) with the
     suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
     allocated (large P: :func:`kernel_regression`)."""
@@ -327,7 +349,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     auto = isinstance(noise, str) and noise == "auto"
     if not auto:
         noise = real_number(noise, "noise")
@@ -416,7 +438,9 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
 
     ``learning_rate`` η defaults to the model's ``lr``; ``reduction`` "sum" (ℓ = ½Σ_μ‖f_μ − y_μ‖²) or
     "mean" (ℓ/P) — the same conventions as ``limits.finite.train(..., reduction=)``, so that a finite
-    ensemble trained with the same η and step count converges to this. ``cov=False`` skips the
+    ensemble trained with the same η and step count converges to this; neural-tangents divides by
+    P·k instead (k outputs): its ``learning_rate`` η_NT is ``learning_rate=η_NT/k, reduction="mean"``
+    here (module docstring). ``Y_train`` (P,) or (P, k), any number k of outputs. ``cov=False`` skips the
     P_test×P_test covariance per time (``var`` is still returned). Discrete GD refuses η c λ_max(Θ) ≥ 2
     (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``. Sizes needing
     more than ``memory_limit`` bytes (default half the available memory, :func:`predict_memory`) are
@@ -427,7 +451,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     m = _model(model, what, ntk=True)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     if not isinstance(flow, (bool, np.bool_)):
         raise ValueError(f"flow must be True or False, got {flow!r}")
     flow = bool(flow)
@@ -663,7 +687,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     m = _model(model, what, ntk=ntk)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     noise = real_number(noise, "noise")
     block = positive_int(block, "block")
     if not isinstance(var, (bool, np.bool_)):
@@ -766,7 +790,7 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
     m = _model(model, what, ntk=kernel == "ntk")
     X = _X(X_train, "X_train", m.d_in)
     Xs = _X(X_test, "X_test", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     noise = real_number(noise, "noise")
     block = 2048 if block == 256 else positive_int(block, "block")
     tol = positive_float(tol, "tol")
