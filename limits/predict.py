@@ -176,23 +176,58 @@ def _train_targets(Y_train, P, m):
     return Y, m
 
 
-def _kernels(m, X, Xs, ntk, test_cov=True):
-    """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels."""
-    from .kernels.cross import kernel
+# float64 P'×P' arrays alive at the peak of one joint NNGP/NTK recursion of P' = P + P_test inputs (tracemalloc
+# on P' = 1000, depth 3: 10.9–16.4 P'² without the NTK, 16.9–21.7 with it; tanh, the Mehler path, is the largest)
+_JOINT_UNITS = 22
 
+
+def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
+    """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels.
+
+    A Model's kernels come from one joint recursion on the P + P_test stacked inputs (the symmetric
+    path, which computes each of the P(P+1)/2 + P·P_test + P_test(P_test+1)/2 needed entries once,
+    K_** included, and no spectral diagnostics) when its :data:`_JOINT_UNITS`·(P + P_test)² floats fit
+    in ``memory_limit`` (default half the available memory); otherwise, and for compositions, three
+    calls of :func:`limits.kernels.kernel` (train, test × train, test)."""
+    P, Pt = X.shape[0], Xs.shape[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        get = ("nngp", "ntk") if ntk else ("nngp",)
-        r = kernel(m, X, None, get)
-        c = kernel(m, Xs, X, get)
-        s = kernel(m, Xs, None, ("nngp",)) if test_cov else None
-    out = {"K": r.nngp, "K_sx": c.nngp, "K_ss": None if s is None else s.nngp,
-           "T": r.ntk if ntk else None, "T_sx": c.ntk if ntk else None}
+        if hasattr(m, "kernel_kwargs") and (test_cov or Pt <= P) and _joint_fits(P + Pt, memory_limit):
+            from .kernels.nngp import nngp
+
+            r = nngp(np.concatenate([X, Xs]), ntk=ntk, keep="last", on_explode="ignore",
+                     **m.kernel_kwargs("limits.predict"))
+            K, T = r.K_out, (r.Theta_out if ntk else None)
+            del r
+            out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
+                   "K_ss": np.ascontiguousarray(K[P:, P:]) if test_cov else None,
+                   "T": None if T is None else np.ascontiguousarray(T[:P, :P]),
+                   "T_sx": None if T is None else np.ascontiguousarray(T[P:, :P])}
+            del K, T
+        else:
+            from .kernels.cross import kernel
+
+            get = ("nngp", "ntk") if ntk else ("nngp",)
+            r = kernel(m, X, None, get)
+            c = kernel(m, Xs, X, get)
+            s = kernel(m, Xs, None, ("nngp",)) if test_cov else None
+            out = {"K": r.nngp, "K_sx": c.nngp, "K_ss": None if s is None else s.nngp,
+                   "T": r.ntk if ntk else None, "T_sx": c.ntk if ntk else None}
     for k, v in out.items():
         if v is not None and not np.all(np.isfinite(v)):
             raise ValueError(f"the {'NTK' if k.startswith('T') else 'NNGP'} of this model overflows on these inputs "
                              "(chaotic/deep regime); use smaller sigma_w2 or depth")
     return out
+
+
+def _joint_fits(n, memory_limit):
+    need = 8.0 * _JOINT_UNITS * float(n) ** 2
+    if memory_limit is not None:
+        return need <= float(memory_limit)
+    from .kernels.nngp import available_memory
+
+    avail = available_memory()
+    return avail is None or need <= 0.5 * avail
 
 
 def suggest_jitter(K, noise=0.0) -> float:
@@ -354,7 +389,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     if not auto:
         noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=False)
+    k = _kernels(m, X, Xs, ntk=False, memory_limit=memory_limit)
     if auto:
         noise = _ml_noise(k["K"], Y)
     c = _cholesky(k["K"], noise, what)
@@ -470,7 +505,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     P = X.shape[0]
     c = 1.0 / P if reduction == "mean" else 1.0          # ℓ = c Σ ½‖f − y‖²
     check_memory(what, P, Xs.shape[0], "gd", n_times=ts.size if cov else 0, memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=True, test_cov=True)
+    k = _kernels(m, X, Xs, ntk=True, test_cov=True, memory_limit=memory_limit)
     core = _GDCore(k, eta * c, flow, what, c=c)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
@@ -534,18 +569,30 @@ class _GDCore:
 
     def covariance(self, ts, want_cov=True):
         from scipy.linalg import LinAlgError, cholesky, solve_triangular
+        from scipy.linalg.blas import dsyrk, dtrmm
 
         V = self.V
-        D = V.T @ self.K @ V                               # Vᵀ K_XX V
-        D = 0.5 * (D + D.T)
+        D = None
+        try:                                               # Vᵀ K_XX V = SᵀS, S = Lᵀ V (K_XX = L Lᵀ): 2.3 P³ flops, not 4 P³
+            L = cholesky(self.K, lower=True, check_finite=False)
+            if np.min(np.diag(L)) ** 2 > self.K.shape[0] * np.finfo(float).eps * np.max(np.diag(self.K)):
+                D = dsyrk(1.0, dtrmm(1.0, L, V, side=0, lower=1, trans_a=1), trans=1, lower=1)   # lower triangle
+            del L
+        except LinAlgError:
+            pass
+        if D is None:                                      # K_XX singular: the direct product
+            D = V.T @ self.K @ V
+            D = 0.5 * (D + D.T)
         C = V.T @ self.K_sx.T                              # Vᵀ K_X*     (P × P_test)
         G = self._G(ts)
         nT, Pt = G.shape[0], self.B.shape[0]
         try:
-            R = cholesky(D, lower=True, check_finite=False)
+            R = cholesky(D, lower=True, check_finite=False)          # reads the lower triangle only
             ok = np.min(np.diag(R)) ** 2 > D.shape[0] * np.finfo(float).eps * np.max(np.diag(D))
         except LinAlgError:
             ok = False
+        if not ok:
+            D = np.tril(D) + np.tril(D, -1).T                        # the full symmetric D for the direct form
         if ok:
             # Σ_t = Σ_NNGP + W_t W_tᵀ,  W_t = B diag(g_t) R − Z,  Z = (R⁻¹ C)ᵀ
             Zt = solve_triangular(R, C, lower=True, check_finite=False)      # (P × P_test) = R⁻¹ C
@@ -553,8 +600,6 @@ class _GDCore:
             base = 0.5 * (base + base.T)
             out = np.empty((nT, Pt, Pt)) if want_cov else None
             var = np.empty((nT, Pt))
-            from scipy.linalg.blas import dsyrk, dtrmm
-
             iu = np.triu_indices(Pt, 1)
             for i in range(nT):
                 M = self.B * G[i][None, :]
