@@ -262,9 +262,10 @@ def _cholesky(K, noise, what):
     from scipy.linalg import cho_factor, LinAlgError
 
     P = K.shape[0]
-    A = K + noise * np.eye(P)
+    A = K.copy()
+    A.flat[:: P + 1] += noise
     try:
-        c, _ = cho_factor(A, lower=True, check_finite=False)
+        c, _ = cho_factor(A, lower=True, overwrite_a=True, check_finite=False)
         if _pivots_ok(c, K, noise):
             return c
     except LinAlgError:
@@ -517,8 +518,11 @@ class _GDCore:
     """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
 
     def __init__(self, k, eta, flow, what, c=1.0):
-        T = 0.5 * (k["T"] + k["T"].T)
-        lam, V = np.linalg.eigh(T)
+        from scipy.linalg import eigh
+
+        T = k["T"] + k["T"].T
+        T *= 0.5
+        lam, V = eigh(T, overwrite_a=True, check_finite=False, driver="evd")     # LAPACK dsyevd, as numpy's
         top = max(float(lam[-1]), 1e-300)
         tol = T.shape[0] * np.finfo(float).eps * top
         if lam[0] < -100 * tol:
