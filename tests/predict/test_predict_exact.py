@@ -196,3 +196,29 @@ def test_bad_inputs(data):
     a = P.nngp_posterior(m.with_(parameterisation="SP"), X, Y, Xs, noise=0.01)
     b = P.nngp_posterior(m, X, Y, Xs, noise=0.01)
     assert np.max(np.abs(a.mean - b.mean)) < 1e-12
+
+
+def test_joint_and_separate_kernel_paths_agree(data, monkeypatch):
+    """A Model's kernels come from one joint recursion on the stacked inputs when it fits in memory_limit,
+    else from three kernel() calls: the predictions agree to rounding either way."""
+    from limits.predict import _JOINT_UNITS, predict_memory
+
+    m, X, Y, Xs = data
+    n = X.shape[0] + Xs.shape[0]
+    joint, sep = 8.0 * _JOINT_UNITS * n * n, predict_memory(X.shape[0], Xs.shape[0], "gd", n_times=2)
+    assert sep < joint
+    lim = 0.5 * (sep + joint)                         # room for the separate path only
+    import limits.kernels.cross as cross
+
+    calls = []
+    real = cross.kernel
+    monkeypatch.setattr(cross, "kernel", lambda *a, **k: calls.append(1) or real(*a, **k))
+    P = limits.predict
+    a = P.nngp_posterior(m, X, Y, Xs, noise=0.01)
+    assert calls == []
+    b = P.nngp_posterior(m, X, Y, Xs, noise=0.01, memory_limit=lim)
+    assert len(calls) == 3
+    assert np.max(np.abs(a.mean - b.mean)) < 1e-12 and np.max(np.abs(a.cov - b.cov)) < 1e-12
+    g = P.gradient_descent(m, X, Y, Xs, t=[1.0, 30.0])
+    h = P.gradient_descent(m, X, Y, Xs, t=[1.0, 30.0], memory_limit=lim)
+    assert np.max(np.abs(g.mean - h.mean)) < 1e-11 and np.max(np.abs(g.cov - h.cov)) < 1e-11
