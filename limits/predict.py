@@ -599,7 +599,7 @@ class _GDCore:
             D = np.tril(D) + np.tril(D, -1).T                        # the full symmetric D for the direct form
         if ok:
             # Σ_t = Σ_NNGP + W_t W_tᵀ,  W_t = B diag(g_t) R − Z,  Z = (R⁻¹ C)ᵀ
-            Zt = solve_triangular(R, C, lower=True, check_finite=False)      # (P × P_test) = R⁻¹ C
+            Zt = np.asfortranarray(solve_triangular(R, C, lower=True, check_finite=False))   # (P × P_test) = R⁻¹ C
             base = self.K_ss - Zt.T @ Zt
             base = 0.5 * (base + base.T)
             out = np.empty((nT, Pt, Pt)) if want_cov else None
@@ -609,7 +609,9 @@ class _GDCore:
             for i in range(nT):
                 # Wᵀ = Rᵀ diag(g_t) Bᵀ − Zᵀᵀ: the triangular multiply from the left on a Fortran-ordered
                 # operand runs without copies (1.5× faster than M R from the right, OpenBLAS, P = 1200)
-                W = (dtrmm(1.0, R, BT * G[i][:, None], side=0, lower=1, trans_a=1, overwrite_b=1) - Zt).T
+                Wt = dtrmm(1.0, R, BT * G[i][:, None], side=0, lower=1, trans_a=1, overwrite_b=1)
+                Wt -= Zt
+                W = Wt.T
                 if want_cov:
                     S = dsyrk(1.0, W, beta=1.0, c=base, lower=0)                # upper triangle of base + W Wᵀ
                     S[(iu[1], iu[0])] = S[iu]
