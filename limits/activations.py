@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
-from scipy import special
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -226,15 +225,21 @@ def linear_dkernel(k11, k12, k22):
 
 # ------------------------------------------------------------------ elementwise functions
 def _sigmoid(x):
+    from scipy import special
+
     return special.expit(x)
 
 
 def _dsigmoid(x):
+    from scipy import special
+
     s = special.expit(x)
     return s * (1.0 - s)
 
 
 def _d2sigmoid(x):
+    from scipy import special
+
     s = special.expit(x)
     return s * (1.0 - s) * (1.0 - 2.0 * s)
 
@@ -254,11 +259,15 @@ def _d2tanh(x):
 
 
 def _gelu(x):
+    from scipy import special
+
     x = np.asarray(x, dtype=np.float64)
     return x * special.ndtr(x)
 
 
 def _dgelu(x):
+    from scipy import special
+
     x = np.asarray(x, dtype=np.float64)
     return special.ndtr(x) + x * _INV_SQRT2PI * np.exp(-0.5 * x * x)
 
@@ -269,6 +278,8 @@ def _d2gelu(x):
 
 
 def _erf(x):
+    from scipy import special
+
     return special.erf(x)
 
 

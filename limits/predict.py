@@ -37,7 +37,18 @@ finite trainer: t counts GD steps (``limits.finite.train(net, X, Y, steps=t, opt
 reduction=...)``) or flow time (``optimizer="flow"``, t = steps·dt); η is the model's ``lr``.
 When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_tᵀ with
 W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
-One eigendecomposition of Θ_XX serves every t. BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
+One eigendecomposition of Θ_XX serves every t.
+
+**Outputs.** ``Y_train`` may have any number k of columns ((P,) is k = 1) whatever the model's
+``d_out``: the outputs are independent and share the read-out kernel, so mean is P_test×k and cov one
+P_test×P_test matrix for all of them; the result records the model with d_out = k.
+
+**neural-tangents' normalisation.** ``nt.predict.gradient_descent_mse_ensemble(kernel_fn, X, Y,
+learning_rate=η_NT)`` evolves by e^{−η_NT Θ t / Y.size} with ``Y.size`` = P·k (its loss is
+½‖f(X) − Y‖²/(P·k); ``neural_tangents/_src/predict.py``, ``_make_expm1_fn(y_train.size)``), while
+``reduction="mean"`` here is c = 1/P: NT at (η_NT, t) is ``gradient_descent(..., learning_rate=η_NT/k,
+reduction="mean", t=t)`` — the same η for one output (benchmarks/bench_predict.py compares both on
+the 10-output digits task). BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
 threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on shared machines).
 """
 from __future__ import annotations
@@ -154,23 +165,69 @@ def _targets(Y, P, d_out, name="Y_train"):
     return Y
 
 
-def _kernels(m, X, Xs, ntk, test_cov=True):
-    """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels."""
-    from .kernels.cross import kernel
+def _train_targets(Y_train, P, m):
+    """Training targets (P, k) for any number k of outputs, and the model with ``d_out = k``: the read-out
+    kernel does not depend on d_out (the outputs are independent and share it), so a Model built with
+    another d_out is applied as ``m.with_(d_out=k)`` (what the result records, so ``limits.check`` builds
+    finite networks with k outputs)."""
+    Y = _targets(Y_train, P, None)
+    if getattr(m, "d_out", None) not in (None, Y.shape[1]):
+        m = m.with_(d_out=Y.shape[1])
+    return Y, m
 
+
+# float64 P'×P' arrays alive at the peak of one joint NNGP/NTK recursion of P' = P + P_test inputs (tracemalloc
+# on P' = 1000, depth 3: 10.9–16.4 P'² without the NTK, 16.9–21.7 with it; tanh, the Mehler path, is the largest)
+_JOINT_UNITS = 22
+
+
+def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
+    """K_XX, K_*X, K_** (NNGP) and Θ_XX, Θ_*X (NTK when ``ntk``); refuses overflowed kernels.
+
+    A Model's kernels come from one joint recursion on the P + P_test stacked inputs (the symmetric
+    path, which computes each of the P(P+1)/2 + P·P_test + P_test(P_test+1)/2 needed entries once,
+    K_** included, and no spectral diagnostics) when its :data:`_JOINT_UNITS`·(P + P_test)² floats fit
+    in ``memory_limit`` (default half the available memory); otherwise, and for compositions, three
+    calls of :func:`limits.kernels.kernel` (train, test × train, test)."""
+    P, Pt = X.shape[0], Xs.shape[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        get = ("nngp", "ntk") if ntk else ("nngp",)
-        r = kernel(m, X, None, get)
-        c = kernel(m, Xs, X, get)
-        s = kernel(m, Xs, None, ("nngp",)) if test_cov else None
-    out = {"K": r.nngp, "K_sx": c.nngp, "K_ss": None if s is None else s.nngp,
-           "T": r.ntk if ntk else None, "T_sx": c.ntk if ntk else None}
+        if hasattr(m, "kernel_kwargs") and (test_cov or Pt <= P) and _joint_fits(P + Pt, memory_limit):
+            from .kernels.nngp import nngp
+
+            r = nngp(np.concatenate([X, Xs]), ntk=ntk, keep="last", on_explode="ignore",
+                     **m.kernel_kwargs("limits.predict"))
+            K, T = r.K_out, (r.Theta_out if ntk else None)
+            del r
+            out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
+                   "K_ss": np.ascontiguousarray(K[P:, P:]) if test_cov else None,
+                   "T": None if T is None else np.ascontiguousarray(T[:P, :P]),
+                   "T_sx": None if T is None else np.ascontiguousarray(T[P:, :P])}
+            del K, T
+        else:
+            from .kernels.cross import kernel
+
+            get = ("nngp", "ntk") if ntk else ("nngp",)
+            r = kernel(m, X, None, get)
+            c = kernel(m, Xs, X, get)
+            s = kernel(m, Xs, None, ("nngp",)) if test_cov else None
+            out = {"K": r.nngp, "K_sx": c.nngp, "K_ss": None if s is None else s.nngp,
+                   "T": r.ntk if ntk else None, "T_sx": c.ntk if ntk else None}
     for k, v in out.items():
         if v is not None and not np.all(np.isfinite(v)):
             raise ValueError(f"the {'NTK' if k.startswith('T') else 'NNGP'} of this model overflows on these inputs "
                              "(chaotic/deep regime); use smaller sigma_w2 or depth")
     return out
+
+
+def _joint_fits(n, memory_limit):
+    need = 8.0 * _JOINT_UNITS * float(n) ** 2
+    if memory_limit is not None:
+        return need <= float(memory_limit)
+    from .kernels.nngp import available_memory
+
+    avail = available_memory()
+    return avail is None or need <= 0.5 * avail
 
 
 def suggest_jitter(K, noise=0.0) -> float:
@@ -205,9 +262,10 @@ def _cholesky(K, noise, what):
     from scipy.linalg import cho_factor, LinAlgError
 
     P = K.shape[0]
-    A = K + noise * np.eye(P)
+    A = K.copy()
+    A.flat[:: P + 1] += noise
     try:
-        c, _ = cho_factor(A, lower=True, check_finite=False)
+        c, _ = cho_factor(A, lower=True, overwrite_a=True, check_finite=False)
         if _pivots_ok(c, K, noise):
             return c
     except LinAlgError:
@@ -308,7 +366,7 @@ def max_likelihood_noise(model, X_train, Y_train) -> float:
     (module docstring: one eigendecomposition of K_XX, then a 1-D bounded search over log σ²)."""
     m = _model(model, "limits.predict.max_likelihood_noise", ntk=False)
     X = _X(X_train, "X_train", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     return _ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
 
 
@@ -317,7 +375,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
     and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0, or ``"auto"``:
     the maximum-marginal-likelihood σ², :func:`max_likelihood_noise`). ``Y_train`` (P,) or
-    (P, d_out) with d_out the model's. Raises :class:`SingularKernelError` (a ValueError) with the
+    (P, k), any number k of outputs sharing the kernel (module docstring). Raises :class:`SingularKernelError` (a ValueError) with the
     suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
     allocated (large P: :func:`kernel_regression`)."""
@@ -327,12 +385,12 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     auto = isinstance(noise, str) and noise == "auto"
     if not auto:
         noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=False)
+    k = _kernels(m, X, Xs, ntk=False, memory_limit=memory_limit)
     if auto:
         noise = _ml_noise(k["K"], Y)
     c = _cholesky(k["K"], noise, what)
@@ -416,7 +474,9 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
 
     ``learning_rate`` η defaults to the model's ``lr``; ``reduction`` "sum" (ℓ = ½Σ_μ‖f_μ − y_μ‖²) or
     "mean" (ℓ/P) — the same conventions as ``limits.finite.train(..., reduction=)``, so that a finite
-    ensemble trained with the same η and step count converges to this. ``cov=False`` skips the
+    ensemble trained with the same η and step count converges to this; neural-tangents divides by
+    P·k instead (k outputs): its ``learning_rate`` η_NT is ``learning_rate=η_NT/k, reduction="mean"``
+    here (module docstring). ``Y_train`` (P,) or (P, k), any number k of outputs. ``cov=False`` skips the
     P_test×P_test covariance per time (``var`` is still returned). Discrete GD refuses η c λ_max(Θ) ≥ 2
     (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``. Sizes needing
     more than ``memory_limit`` bytes (default half the available memory, :func:`predict_memory`) are
@@ -427,7 +487,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     m = _model(model, what, ntk=True)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     if not isinstance(flow, (bool, np.bool_)):
         raise ValueError(f"flow must be True or False, got {flow!r}")
     flow = bool(flow)
@@ -446,7 +506,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     P = X.shape[0]
     c = 1.0 / P if reduction == "mean" else 1.0          # ℓ = c Σ ½‖f − y‖²
     check_memory(what, P, Xs.shape[0], "gd", n_times=ts.size if cov else 0, memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=True, test_cov=True)
+    k = _kernels(m, X, Xs, ntk=True, test_cov=True, memory_limit=memory_limit)
     core = _GDCore(k, eta * c, flow, what, c=c)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
@@ -458,8 +518,11 @@ class _GDCore:
     """The time-independent factorisations of the GD solution (one eigendecomposition of Θ_XX)."""
 
     def __init__(self, k, eta, flow, what, c=1.0):
-        T = 0.5 * (k["T"] + k["T"].T)
-        lam, V = np.linalg.eigh(T)
+        from scipy.linalg import eigh
+
+        T = k["T"] + k["T"].T
+        T *= 0.5
+        lam, V = eigh(T, overwrite_a=True, check_finite=False, driver="evd")     # LAPACK dsyevd, as numpy's
         top = max(float(lam[-1]), 1e-300)
         tol = T.shape[0] * np.finfo(float).eps * top
         if lam[0] < -100 * tol:
@@ -510,31 +573,45 @@ class _GDCore:
 
     def covariance(self, ts, want_cov=True):
         from scipy.linalg import LinAlgError, cholesky, solve_triangular
+        from scipy.linalg.blas import dsyrk, dtrmm
 
         V = self.V
-        D = V.T @ self.K @ V                               # Vᵀ K_XX V
-        D = 0.5 * (D + D.T)
+        D = None
+        try:                                               # Vᵀ K_XX V = SᵀS, S = Lᵀ V (K_XX = L Lᵀ): 2.3 P³ flops, not 4 P³
+            L = cholesky(self.K, lower=True, check_finite=False)
+            if np.min(np.diag(L)) ** 2 > self.K.shape[0] * np.finfo(float).eps * np.max(np.diag(self.K)):
+                D = dsyrk(1.0, dtrmm(1.0, L, V, side=0, lower=1, trans_a=1), trans=1, lower=1)   # lower triangle
+            del L
+        except LinAlgError:
+            pass
+        if D is None:                                      # K_XX singular: the direct product
+            D = V.T @ self.K @ V
+            D = 0.5 * (D + D.T)
         C = V.T @ self.K_sx.T                              # Vᵀ K_X*     (P × P_test)
         G = self._G(ts)
         nT, Pt = G.shape[0], self.B.shape[0]
         try:
-            R = cholesky(D, lower=True, check_finite=False)
+            R = cholesky(D, lower=True, check_finite=False)          # reads the lower triangle only
             ok = np.min(np.diag(R)) ** 2 > D.shape[0] * np.finfo(float).eps * np.max(np.diag(D))
         except LinAlgError:
             ok = False
+        if not ok:
+            D = np.tril(D) + np.tril(D, -1).T                        # the full symmetric D for the direct form
         if ok:
             # Σ_t = Σ_NNGP + W_t W_tᵀ,  W_t = B diag(g_t) R − Z,  Z = (R⁻¹ C)ᵀ
-            Zt = solve_triangular(R, C, lower=True, check_finite=False)      # (P × P_test) = R⁻¹ C
+            Zt = np.asfortranarray(solve_triangular(R, C, lower=True, check_finite=False))   # (P × P_test) = R⁻¹ C
             base = self.K_ss - Zt.T @ Zt
             base = 0.5 * (base + base.T)
             out = np.empty((nT, Pt, Pt)) if want_cov else None
             var = np.empty((nT, Pt))
-            from scipy.linalg.blas import dsyrk, dtrmm
-
             iu = np.triu_indices(Pt, 1)
+            BT = self.B.T                                                    # (P × P_test), Fortran-ordered view
             for i in range(nT):
-                M = self.B * G[i][None, :]
-                W = dtrmm(1.0, R, M, side=1, lower=1) - Zt.T                  # M R − Z
+                # Wᵀ = Rᵀ diag(g_t) Bᵀ − Zᵀᵀ: the triangular multiply from the left on a Fortran-ordered
+                # operand runs without copies (1.5× faster than M R from the right, OpenBLAS, P = 1200)
+                Wt = dtrmm(1.0, R, BT * G[i][:, None], side=0, lower=1, trans_a=1, overwrite_b=1)
+                Wt -= Zt
+                W = Wt.T
                 if want_cov:
                     S = dsyrk(1.0, W, beta=1.0, c=base, lower=0)                # upper triangle of base + W Wᵀ
                     S[(iu[1], iu[0])] = S[iu]
@@ -663,7 +740,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     m = _model(model, what, ntk=ntk)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
-    Y = _targets(Y_train, X.shape[0], _dim(m, "d_out"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     noise = real_number(noise, "noise")
     block = positive_int(block, "block")
     if not isinstance(var, (bool, np.bool_)):
@@ -766,7 +843,7 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
     m = _model(model, what, ntk=kernel == "ntk")
     X = _X(X_train, "X_train", m.d_in)
     Xs = _X(X_test, "X_test", m.d_in)
-    Y = _targets(Y_train, X.shape[0], m.d_out)
+    Y, m = _train_targets(Y_train, X.shape[0], m)
     noise = real_number(noise, "noise")
     block = 2048 if block == 256 else positive_int(block, "block")
     tol = positive_float(tol, "tol")

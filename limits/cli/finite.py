@@ -1,6 +1,6 @@
 """``limits finite ...`` — finite-network Monte Carlo and training from the command line.
 
-    limits finite kernels --activation erf --width 500 --depth 10 --inits 200 [--mlp] [--rho 0.3]
+    limits finite kernels --activation erf --width 500 --depth 10 --inits 200 [--mlp] [--rho 0.3 (default 1)]
                           [--sigma-w2 1.2 --sigma-b2 0.2] [--P 4 --d-in 10 | --X X.npy] [--json]
     limits finite ntk --activation erf --width 256 --depth 1 --inits 100 [--mlp] [--json]
     limits finite train --param MF --width 256 --depth 5 --steps 200 [--optimizer gd|sgd|online|adam|flow]
@@ -34,15 +34,14 @@ def cmd_kernels(args):
     from ..checks import positive_int
 
     positive_int(args.depth, "depth")
-    if args.rho is not None:
-        real_number(args.rho, "--rho", allow_negative=True)
+    real_number(args.rho, "--rho", allow_negative=True)
     rng = np.random.default_rng(args.seed)
     X, _ = _inputs(args, rng, args.d_in)
     kw = dict(activation=args.activation, sigma_w2=args.sigma_w2, sigma_b2=args.sigma_b2)
     if args.mlp:
         net = mlp(X.shape[1], args.width, args.depth, **kw)
     else:
-        rho = args.rho if args.rho is not None else 1.0 / np.sqrt(args.depth)
+        rho = args.rho
         net = resnet(X.shape[1], args.width, args.depth, rho=rho, block_layers=args.block_layers, **kw)
     ek = empirical_kernels(net, X, args.inits, rng=rng, method=args.method, keep_samples=False,
                            progress_bar=not args.json)
@@ -183,7 +182,9 @@ def register(subparsers):
     s.add_argument("--depth", type=int, default=10, help="number of hidden blocks L")
     s.add_argument("--inits", type=int, default=200)
     s.add_argument("--mlp", action="store_true", help="feed-forward instead of residual")
-    s.add_argument("--rho", type=float, default=None, help="residual branch scale (default 1/sqrt(L))")
+    s.add_argument("--rho", type=float, default=1.0,
+                   help="residual branch scale ρ (default 1, as limits.Model and `limits finite ntk`; "
+                        "e.g. 1/√L = 0.316 for --depth 10 keeps deep ResNets O(1))")
     s.add_argument("--block-layers", dest="block_layers", type=int, default=1)
     s.add_argument("--sigma-w2", dest="sigma_w2", type=float, default=1.0)
     s.add_argument("--sigma-b2", dest="sigma_b2", type=float, default=0.0)
@@ -202,7 +203,7 @@ def register(subparsers):
     s.add_argument("--inits", type=int, default=100)
     s.add_argument("--chunk", type=int, default=50, help="inits held in memory at once")
     s.add_argument("--mlp", action="store_true", help="feed-forward instead of residual")
-    s.add_argument("--rho", type=float, default=1.0)
+    s.add_argument("--rho", type=float, default=1.0, help="residual branch scale ρ (default 1, as limits.Model)")
     s.add_argument("--sigma-w2", dest="sigma_w2", type=float, default=1.0)
     s.add_argument("--sigma-b2", dest="sigma_b2", type=float, default=0.0)
     s.add_argument("--P", type=int, default=3)

@@ -61,9 +61,10 @@ Empirical kernels (Monte Carlo over inits)
 chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False, workers=1)`` → ``EmpiricalKernels``:
 ``ek.K`` (S, B+1, P, P) per-init Grams ``h^l h^lᵀ/N``, ``ek.K_out`` (S, P, P) = ``f fᵀ/d_out``,
 ``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se`` (the SEs are None for one init), ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
-``ek.seconds``, ``ek.gflops``, ``ek.overflow`` (inf/NaN, with a RuntimeWarning). "conditional" (default) samples each layer's output exactly from its
+``ek.seconds``, ``ek.gflops``, ``ek.overflow`` (inf/NaN, with a RuntimeWarning). "conditional" samples each layer's output exactly from its
 Gaussian law given the layer input (each weight is used once at init), O(P²N) per layer;
-"dense" draws full weight matrices. ``kernels_of(fwd)`` gives the Grams of an explicit forward.
+"dense" draws full weight matrices; "auto" (default) runs the cheaper one by an explicit cost model
+(``sampler_costs(net, P, n_inits)``, ``choose_method``; same distribution either way, ``ek.method`` says which). ``kernels_of(fwd)`` gives the Grams of an explicit forward.
 
 Gradients and training
 ----------------------
@@ -125,7 +126,7 @@ from __future__ import annotations
 
 from .backward import Grads, backward, loss_and_grads, mse_loss
 from .concretise import concretise
-from .empirical import EmpiricalKernels, empirical_kernels, kernels_of
+from .empirical import EmpiricalKernels, choose_method, empirical_kernels, kernels_of, sampler_costs
 from .forward import Forward, forward, output
 from .network import Block, Dense, Network, mlp, resnet
 from .ntk import conditional_ntk, empirical_ntk
@@ -138,7 +139,7 @@ __all__ = [
     "Block", "Dense", "Network", "mlp", "resnet", "concretise",
     "Weights", "Streams", "init_weights", "init_streams", "root_seed",
     "Forward", "forward", "output",
-    "EmpiricalKernels", "empirical_kernels", "kernels_of",
+    "EmpiricalKernels", "empirical_kernels", "kernels_of", "sampler_costs", "choose_method",
     "Grads", "backward", "mse_loss", "loss_and_grads",
     "GD", "Adam", "TrainResult", "train", "empirical_ntk", "conditional_ntk",
 ]

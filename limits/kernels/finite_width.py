@@ -34,7 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..checks import finite_array
 from ..results import Result
@@ -243,6 +242,8 @@ def _system(act, K0, S, B, residual):
 
     Returns (Ks, Cs, K1C, V, pairs): Ks[l] = K^l (l = 0..L), Cs[l-1] = C^l, K1C (L+1, m) = N·(E C − C*),
     V = N·Cov of the stacked C (m(L+1) square)."""
+    from scipy.linalg import solve_triangular
+
     P = K0.shape[0]
     L = len(S) - 1
     pairs = pair_index(P)

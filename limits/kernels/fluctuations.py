@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..checks import positive_int
 from ..results import Result
@@ -103,6 +102,8 @@ def kernel_fluctuations(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b
 
     ``elementwise_jacobian=True`` keeps only the diagonal of the Price Jacobian (the seed's Eq. C6)
     — for comparison; the default is the exact linearisation."""
+    from scipy.linalg import solve_triangular
+
     N = positive_int(width, "width")
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,

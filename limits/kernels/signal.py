@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 from ..checks import positive_float
 from ..results import Result
@@ -81,6 +80,8 @@ class SignalPropagation(Result):
 
 def _qstar(act, sw2, sb2):
     """Stable fixed point of the length map; returns (q*, residual, converged, note)."""
+    from scipy import optimize
+
     f = lambda q: sw2 * _Ephi2(act, q) + sb2 - q  # noqa: E731
     fq = f(_QGRID)
     if np.all(np.abs(fq) <= 1e-13 * np.maximum(_QGRID, 1e-300)):
@@ -104,6 +105,8 @@ def _qstar(act, sw2, sb2):
 
 def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
     """q*, c*, χ_1, ξ_q, ξ_c for a deep feed-forward network (Schoenholz et al. 2017)."""
+    from scipy import optimize
+
     from .. import gaussian
 
     act = resolve_activation(activation)
@@ -179,6 +182,8 @@ def critical_line(activation, sigma_b2=0.0) -> CriticalPoint:
     References: tanh σ_b² = 0.05 → σ_w² = 1.760955, q* = 0.570048; erf σ_b² = 0 → π/4 (q* → 0);
     relu → σ_w² = 2 at σ_b² = 0 only (every q is then a fixed point; qstar is NaN and ``note`` says so).
     """
+    from scipy import optimize
+
     act = resolve_activation(activation)
     sb2 = positive_float(sigma_b2, "sigma_b2", allow_zero=True)
     name = str(getattr(act, "name", "custom"))

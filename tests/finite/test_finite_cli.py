@@ -42,3 +42,23 @@ def test_cli_ntk_json(capsys):
     m = np.array(out["mean"])
     assert m.shape == (3, 3) and out["n_inits"] == 6
     np.testing.assert_allclose(m, m.T, rtol=1e-12)
+
+
+def test_cli_kernels_rho_default_is_the_models(capsys):
+    """One default ρ: `limits finite kernels` without --rho is --rho 1, limits.Model's default (and --help
+    says so); 1/√L is no longer silently applied to ResNets."""
+    import limits
+    from limits.cli import build_parser
+
+    args = ["finite", "kernels", "--width", "16", "--depth", "4", "--inits", "6", "--json"]
+    outs = []
+    for extra in ([], ["--rho", "1"], ["--rho", str(1 / np.sqrt(4))]):
+        assert main(args + extra) == 0
+        outs.append(np.array(json.loads(capsys.readouterr().out)["mean"]))
+    assert np.array_equal(outs[0], outs[1]) and not np.allclose(outs[0], outs[2])
+    assert limits.Model(10).rho == 1.0
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    fin = next(a for a in sub.choices["finite"]._actions if a.__class__.__name__ == "_SubParsersAction")
+    for cmd in ("kernels", "ntk"):
+        rho = next(a for a in fin.choices[cmd]._actions if "--rho" in a.option_strings)
+        assert rho.default == limits.Model(10).rho and "default 1" in rho.help

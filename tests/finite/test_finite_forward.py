@@ -106,9 +106,28 @@ def test_conditional_and_dense_samplers_agree_in_distribution():
 def test_conditional_handles_more_samples_than_width():
     net = F.mlp(3, 4, 2, activation="erf")
     X = np.random.default_rng(0).standard_normal((7, 3))   # P = 7 > N = 4: rank-deficient Grams
-    ek = F.empirical_kernels(net, X, 5, seed=0)
-    assert np.all(np.isfinite(ek.K))
+    ek = F.empirical_kernels(net, X, 5, seed=0, method="conditional")
+    assert np.all(np.isfinite(ek.K)) and ek.method == "conditional"
     assert np.all(np.linalg.matrix_rank(ek.K[:, 2]) <= 4)
+
+
+def test_auto_sampler_follows_the_cost_model():
+    """method="auto" runs the cheaper sampler of the cost model (flops, normals, factorisations): conditional
+    for P ≪ N, dense when the P×P Grams are rank-deficient (P > N) or P is comparable to N; the override
+    stays; the choice is a function of the sizes, so a seed stays reproducible."""
+    X = np.random.default_rng(0).standard_normal((8, 3))
+    wide, narrow = F.mlp(3, 256, 2, activation="erf"), F.mlp(3, 4, 2, activation="erf")
+    assert F.choose_method(wide, 8, 64) == "conditional" and F.choose_method(narrow, 8, 64) == "dense"
+    c = F.sampler_costs(wide, 8, 64)
+    assert c["conditional"] < 0.2 * c["dense"]
+    # hidden layer N × N, P inputs: conditional draws P·N normals and does O(P²N) flops, dense N² and O(PN²)
+    n = F.sampler_costs(F.mlp(3, 512, 1), 16, 1)["dense"] - F.sampler_costs(F.mlp(3, 512, 0), 16, 1)["dense"]
+    assert abs(n - (14.0 * 512 * 512 + 0.03 * 2 * 16 * 512 * 512) * 1e-9) < 1e-12
+    assert F.empirical_kernels(wide, X, 3, seed=0).method == "conditional"
+    a = F.empirical_kernels(narrow, X, 3, seed=0)
+    b = F.empirical_kernels(narrow, X, 3, seed=0, method="dense")
+    assert a.method == "dense" and np.array_equal(a.K, b.K)
+    assert F.empirical_kernels(narrow, X, 3, seed=0, method="conditional").method == "conditional"
 
 
 def test_one_layer_kernel_mean_linear_exact_expectation():

@@ -42,6 +42,31 @@ def test_posterior_matches_dense_formula(data):
     assert p1.mean.shape == (5, 1) and np.max(np.abs(p1.mean[:, 0] - p.mean[:, 0])) < 1e-12
 
 
+def test_any_number_of_outputs(data):
+    """The read-out kernel is shared by the outputs: a model with d_out = 2 accepts 1 or 3 target columns,
+    output by output equal to the two-column predictions (posterior, GD, kernel regression), and the result
+    records the model with the targets' d_out."""
+    m, X, Y, Xs = data
+    Y3 = np.column_stack([Y, Y[:, 0] - Y[:, 1]])
+    P = limits.predict
+    p2 = P.nngp_posterior(m, X, Y, Xs, noise=0.05)
+    p1 = P.nngp_posterior(m, X, Y[:, 0], Xs, noise=0.05)
+    p3 = P.nngp_posterior(m, X, Y3, Xs, noise=0.05)
+    assert p1.mean.shape == (5, 1) and p3.mean.shape == (5, 3)
+    assert np.max(np.abs(p1.mean[:, 0] - p2.mean[:, 0])) < 1e-12
+    assert np.max(np.abs(p3.mean[:, :2] - p2.mean)) < 1e-12
+    assert np.max(np.abs(p3.mean[:, 2] - (p2.mean[:, 0] - p2.mean[:, 1]))) < 1e-10
+    assert np.array_equal(p3.cov, p2.cov) and p3.model["d_out"] == 3 and p1.model["d_out"] == 1
+    lml1 = P.nngp_posterior(m, X, Y[:, 1], Xs, noise=0.05).log_marginal_likelihood
+    assert abs(p1.log_marginal_likelihood + lml1 - p2.log_marginal_likelihood) < 1e-10 * abs(lml1)
+    g2 = P.gradient_descent(m, X, Y, Xs, t=[1.0, 10.0])
+    g3 = P.gradient_descent(m, X, Y3, Xs, t=[1.0, 10.0])
+    assert g3.mean.shape == (2, 5, 3) and np.max(np.abs(g3.mean[:, :, :2] - g2.mean)) < 1e-12
+    assert np.array_equal(g3.cov, g2.cov) and g3.model["d_out"] == 3
+    r1 = P.kernel_regression(m, X, Y[:, :1], Xs, noise=0.05)
+    assert np.max(np.abs(r1.mean[:, 0] - p2.mean[:, 0])) < 1e-10
+
+
 def test_posterior_result_round_trip(tmp_path, data):
     m, X, Y, Xs = data
     p = limits.predict.nngp_posterior(m, X, Y, Xs, noise=0.01)
@@ -143,8 +168,6 @@ def test_bad_inputs(data):
     P = limits.predict
     with pytest.raises(ValueError, match="Y_train"):
         P.nngp_posterior(m, X, Y[:-1], Xs)
-    with pytest.raises(ValueError, match="d_out"):
-        P.nngp_posterior(m, X, Y[:, 0], Xs)
     with pytest.raises(ValueError, match="X_test"):
         P.nngp_posterior(m, X, Y, Xs[:, :3])
     Xn = X.copy()
@@ -173,3 +196,29 @@ def test_bad_inputs(data):
     a = P.nngp_posterior(m.with_(parameterisation="SP"), X, Y, Xs, noise=0.01)
     b = P.nngp_posterior(m, X, Y, Xs, noise=0.01)
     assert np.max(np.abs(a.mean - b.mean)) < 1e-12
+
+
+def test_joint_and_separate_kernel_paths_agree(data, monkeypatch):
+    """A Model's kernels come from one joint recursion on the stacked inputs when it fits in memory_limit,
+    else from three kernel() calls: the predictions agree to rounding either way."""
+    from limits.predict import _JOINT_UNITS, predict_memory
+
+    m, X, Y, Xs = data
+    n = X.shape[0] + Xs.shape[0]
+    joint, sep = 8.0 * _JOINT_UNITS * n * n, predict_memory(X.shape[0], Xs.shape[0], "gd", n_times=2)
+    assert sep < joint
+    lim = 0.5 * (sep + joint)                         # room for the separate path only
+    import limits.kernels.cross as cross
+
+    calls = []
+    real = cross.kernel
+    monkeypatch.setattr(cross, "kernel", lambda *a, **k: calls.append(1) or real(*a, **k))
+    P = limits.predict
+    a = P.nngp_posterior(m, X, Y, Xs, noise=0.01)
+    assert calls == []
+    b = P.nngp_posterior(m, X, Y, Xs, noise=0.01, memory_limit=lim)
+    assert len(calls) == 3
+    assert np.max(np.abs(a.mean - b.mean)) < 1e-12 and np.max(np.abs(a.cov - b.cov)) < 1e-12
+    g = P.gradient_descent(m, X, Y, Xs, t=[1.0, 30.0])
+    h = P.gradient_descent(m, X, Y, Xs, t=[1.0, 30.0], memory_limit=lim)
+    assert np.max(np.abs(g.mean - h.mean)) < 1e-11 and np.max(np.abs(g.cov - h.cov)) < 1e-11
