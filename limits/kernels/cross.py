@@ -23,6 +23,7 @@ import numpy as np
 
 from ..checks import finite_array
 from ..results import Result
+from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
 
@@ -140,6 +141,11 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     snap_variances(q1, ids1)
     snap_variances(q2, ids2, q1, ids1)
     snap_identical(K, ids1, ids2, q1)
+    fused = _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2)
+    if fused is not None:
+        K_out, T_out, Ks, Ts = fused
+        diag = {"nngp_exploded_at": -1, "ntk_exploded_at": -1, "warnings": []}
+        return KernelResult(K_out if "nngp" in get else None, T_out, Ks, Ts, model_record(m), diag, False, X1, X2)
     T = K.copy() if want_ntk else None
     Ks = [K.copy()] if layers else None
     Ts = [T.copy()] if layers and want_ntk else None
@@ -195,6 +201,35 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                 Ts.append(np.full((P1, P2), np.inf))
     return KernelResult(K_out if "nngp" in get else None, T_out, np.stack(Ks) if layers else None,
                         np.stack(Ts) if layers and want_ntk else None, model_record(m), diag, False, X1, X2)
+
+
+FUSED = True       # closed-form activations at moderate variances: the fused row-block path (limits.kernels._fused)
+
+
+def _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2):
+    """(K_out, Θ_out, K stack, Θ stack) by :func:`limits.kernels._fused.cross` — erf, relu, gelu, linear with
+    every variance moderate and no overflow possible (else None: the general path below, which reports
+    overflows layer by layer). No per-layer validation: the read-in block is a Gram of checked inputs, and
+    the closed forms clip |K_αβ| ≤ √(q_α q_β) themselves."""
+    kind_ = _fused.kind(act) if FUSED else None
+    if kind_ is None:
+        return None
+    res, wo, bo = kw["residual"], kw["sigma_w2_out"], kw["sigma_b2_out"]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        v1 = _fused.variance_path(kind_, q1, L, cw, cb, res, wo, bo, want_ntk, _diag.LARGE)
+        v2 = _fused.variance_path(kind_, q2, L, cw, cb, res, wo, bo, want_ntk, _diag.LARGE) if v1 else None
+    if v1 is None or v2 is None:
+        return None
+    P1, P2 = K.shape
+    Ks = np.empty((L + 1, P1, P2)) if layers else None
+    Ts = np.empty((L + 1, P1, P2)) if layers and want_ntk else None
+    same = None
+    if ids1.size and ids2.size and ids1.max() >= 0 and ids2.max() >= 0:   # identical inputs (row_ids)
+        i, j = np.nonzero((ids1[:, None] == ids2[None, :]) & (ids1[:, None] >= 0))
+        same = (i, j, v1)
+    K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
+                                same=same)
+    return K_out, T_out, Ks, Ts
 
 
 def _is_serial(model):
