@@ -132,7 +132,7 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
-                        depth_scaling=depth_scaling, d_in=d_in)
+                        depth_scaling=depth_scaling, d_in=d_in, min_depth=0)
     _diag.check_on_explode(on_explode)
     L, P, per = arch.depth, K0m.shape[0], 2 + bool(ntk)
     if keep == "auto":            # never runs what keep="all" would refuse: same error (and hint) then
@@ -412,7 +412,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                           Theta_out_log_scale=log_out)
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
-                          layers=(0, L), Theta_log_scale=logs[:2] if ntk else None,
+                          layers=(0, L) if L else (0,), Theta_log_scale=logs[:2] if ntk else None,
                           Theta_out_log_scale=log_out)
     return NNGPResult(Ks, Cs, K_out, Th, T_out, arch.as_dict(), diag, Theta_log_scale=logs if ntk else None,
                       Theta_out_log_scale=log_out)
