@@ -442,17 +442,16 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
             T[...] = kb
         for l in range(1, depth + 1):
             E, G = rect(kind_, rows(pres1[l - 1], a, b), colv[l - 1], kb, sc, ntk, c_w, c_w)
-            np.add(E, c_b, out=C)                     # C = c_w E[φφ] + c_b
+            Cl = C if residual else kb                # feed-forward: K^l = C^l, written in place
+            np.add(E, c_b, out=Cl)                    # C = c_w E[φφ] + c_b
             if ntk:
                 np.multiply(G, T, out=Tn)             # c_w E[φ'φ'] ∘ Θ
-                Tn += C
+                Tn += Cl
                 if residual:
                     Tn += T
                 T, Tn = Tn, T
             if residual:
                 kb += C
-            else:
-                kb[...] = C
             if Ks is not None:
                 Ks[l, a:b] = kb
                 if Ts is not None:
