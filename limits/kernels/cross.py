@@ -158,8 +158,8 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
             E = _pair(gaussian.kernel, act, a, K, b)
             G = _pair(gaussian.dkernel, act, a, K, b) if (want_ntk and ntk_bad < 0) else None
             C = cw * E + cb
-            e1 = cw * np.asarray(gaussian.kernel(act, q1, q1, q1)) + cb
-            e2 = cw * np.asarray(gaussian.kernel(act, q2, q2, q2)) + cb
+            e1 = cw * np.asarray(gaussian.kernel(act, q1, q1, q1, checked=True)) + cb
+            e2 = cw * np.asarray(gaussian.kernel(act, q2, q2, q2, checked=True)) + cb
             if G is not None:
                 T = (T + C + cw * G * T) if kw["residual"] else (C + cw * G * T)
                 if not (np.all(np.isfinite(T)) and np.max(np.abs(T)) <= _diag.LARGE):
@@ -243,7 +243,7 @@ def _pair(fn, act, a, K, b):
     Mehler series with certified tail and trapezoid fallback — ``limits.gaussian.gram``), so the cross
     block equals the joint kernel's block to rounding."""
     smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
-    return fn(act, a, K, b, method="mehler") if smooth else fn(act, a, K, b)
+    return fn(act, a, K, b, method="mehler", checked=True) if smooth else fn(act, a, K, b, checked=True)
 
 
 def flag_explosions(diag, want_ntk):
