@@ -202,8 +202,12 @@ def rect(kind_, pr, pc, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
         g, t1, t2, t3, G = sc.views(m, 5)
         np.multiply(pr["d"], pc["d"], out=g)
         np.sqrt(g, out=g)                             # g = √(k11 k22)
-        np.abs(kv, out=t1)
-        np.minimum(t1, g, out=t1)                     # |k12| clipped to g
+        nonneg = bool(float(kv.min()) >= 0.0)         # every k12 ≥ 0 (relu layers ≥ 1): no sign bookkeeping
+        if nonneg:
+            np.minimum(kv, g, out=t1)
+        else:
+            np.abs(kv, out=t1)
+            np.minimum(t1, g, out=t1)                 # |k12| clipped to g
         np.subtract(g, t1, out=t2)                    # g − |k12|
         np.add(g, t1, out=t3)                         # g + |k12|
         t2 *= t3
@@ -214,13 +218,16 @@ def rect(kind_, pr, pc, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
             np.divide(t2, t3, out=t3)                 # t = root/(g + |k12|) = √((g − |k12|)/(g + |k12|))
         np.arctan(t3, out=t3)
         t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
-        # φ = π − θ = h − sign(k12)·2 atan t with h = π (k12 ≥ 0) or 0 (k12 < 0): h = π/2 + copysign(π/2, k12)
-        # is exact, so φ is 2 atan t exactly for k12 < 0 and π − 2 atan t rounded once for k12 ≥ 0
-        np.copysign(_HALF_PI, kv, out=g)
-        g += _HALF_PI
-        np.copysign(t3, kv, out=t3)
-        g -= t3                                       # φ
-        np.copysign(t1, kv, out=t1)                   # k12 clipped to [−g, g]
+        if nonneg:
+            np.subtract(np.pi, t3, out=g)             # φ = π − θ (the same rounding as below: π/2 + π/2 = π)
+        else:
+            # φ = π − θ = h − sign(k12)·2 atan t with h = π (k12 ≥ 0) or 0 (k12 < 0): h = π/2 + copysign(π/2, k12)
+            # is exact, so φ is 2 atan t exactly for k12 < 0 and π − 2 atan t rounded once for k12 ≥ 0
+            np.copysign(_HALF_PI, kv, out=g)
+            g += _HALF_PI
+            np.copysign(t3, kv, out=t3)
+            g -= t3                                   # φ
+            np.copysign(t1, kv, out=t1)               # k12 clipped to [−g, g]
         if derivative:
             np.multiply(g, g_scale / _TWO_PI, out=G)
         t1 *= g
