@@ -159,3 +159,48 @@ def test_depth_zero_keyword_api():
     assert r.depth == 0
     with pytest.raises(ValueError, match="depth"):
         limits.kernels.nngp(_inputs(5), depth=-1, activation="erf")
+
+
+CASES = [dict(activation="erf", sigma_w2=1.5, sigma_b2=0.1, depth=7),
+         dict(activation="relu", sigma_w2=2.0, sigma_b2=0.1, depth=9, residual=True),
+         dict(activation="gelu", sigma_w2=1e-30, sigma_b2=0.0, depth=8),             # leaves the packed path
+         dict(activation="erf", sigma_w2=8.0, sigma_b2=0.3, depth=200, ntk_scale="log"),   # Θ̃ rescaled
+         dict(activation="erf", sigma_w2=8.0, sigma_b2=0.3, depth=200),              # NTK overflow (+inf)
+         dict(activation="relu", sigma_w2=2.0, sigma_b2=0.3, depth=200, residual=True),   # NNGP explodes
+         dict(activation="linear", sigma_w2=1.0, sigma_b2=0.2, depth=3, ntk=False)]
+
+
+@pytest.mark.parametrize("kw", CASES)
+def test_packed_layers_are_bit_identical_to_keep_all(kw):
+    """keep="auto" on the closed forms keeps the layers packed and unpacks them when read: every layer of K,
+    C, Θ (log scales, explosions, a switch to the general path mid-recursion included), the read-outs and
+    the diagnostics equal keep="all" exactly."""
+    X = np.random.default_rng(1).standard_normal((19, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = limits.kernels.nngp(X, keep="auto", on_explode="ignore", **kw)
+        b = limits.kernels.nngp(X, keep="all", on_explode="ignore", **kw)
+    assert "packed" in repr(a.K) and isinstance(b.K, np.ndarray)
+    for f in ("K", "C", "Theta", "K_out", "Theta_out", "Theta_log_scale", "Theta_out_log_scale"):
+        x, y = getattr(a, f), getattr(b, f)
+        if y is None:
+            assert x is None
+            continue
+        np.testing.assert_array_equal(np.asarray(x), y)
+    assert a.layers == b.layers is None
+    for k in ("exploded_at", "ntk_exploded_at", "ntk_overflow_at", "status", "max_abs_K"):
+        assert a.diagnostics[k] == b.diagnostics[k], k
+
+
+def test_packed_layers_read_like_arrays():
+    X = np.random.default_rng(2).standard_normal((30, 4))
+    a = limits.kernels.nngp(X, depth=5, activation="relu", sigma_w2=2.0, residual=True)
+    b = limits.kernels.nngp(X, depth=5, activation="relu", sigma_w2=2.0, residual=True, keep="all")
+    np.testing.assert_array_equal(a.K[3], b.K[3])
+    np.testing.assert_array_equal(a.K[:, 2, 7], b.K[:, 2, 7])
+    np.testing.assert_array_equal(a.C[-1], b.C[-1])
+    np.testing.assert_array_equal(a.K + 1.0, b.K + 1.0)
+    np.testing.assert_array_equal(2.0 * a.Theta, 2.0 * b.Theta)
+    assert a.K.max() == b.K.max() and a.K.tolist() == b.K.tolist() and a.K.shape == b.K.shape
+    assert not a.K[2].flags.writeable                   # the stored layers cannot be changed through a view
+    np.testing.assert_array_equal(a.correlations(2), b.correlations(2))
