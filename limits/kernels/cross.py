@@ -58,8 +58,8 @@ def check_inputs(X, name, d_in):
     X = finite_array(X, name)
     if X.ndim == 1:
         X = X[None, :]
-    if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"{name} must be a P×d_in array, got shape {X.shape}")
+    if X.ndim != 2 or X.shape[1] < 1 or X.shape[0] < 1:
+        raise ValueError(f"{name} must be a P×d_in array with P ≥ 1, got shape {X.shape}")
     if X.shape[1] != d_in:
         raise ValueError(f"{name} has {X.shape[1]} columns but the model has d_in = {d_in}")
     return X

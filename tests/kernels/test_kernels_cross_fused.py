@@ -204,3 +204,9 @@ def test_packed_layers_read_like_arrays():
     assert a.K.max() == b.K.max() and a.K.tolist() == b.K.tolist() and a.K.shape == b.K.shape
     assert not a.K[2].flags.writeable                   # the stored layers cannot be changed through a view
     np.testing.assert_array_equal(a.correlations(2), b.correlations(2))
+
+
+def test_empty_input_set_is_an_error_naming_it():
+    m = _model("relu", False, 2)
+    with pytest.raises(ValueError, match="X2 must be a P×d_in array with P ≥ 1"):
+        limits.kernels.kernel(m, _inputs(3), _inputs(3)[:0])
