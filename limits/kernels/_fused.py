@@ -32,6 +32,7 @@ _TWO_OVER_PI = 2.0 / np.pi
 _FOUR_OVER_PI = 4.0 / np.pi
 _TWO_PI = 2.0 * np.pi
 _HALF_PI = 0.5 * np.pi
+_INV_TWO_PI = 1.0 / _TWO_PI
 KINDS = ("erf", "relu", "gelu", "linear")
 BLOCK = 16384                 # entries per segment: the ~10 segment-sized float64 buffers stay in L2
 _LO, _HI = 1e-145, 1e150
@@ -139,7 +140,7 @@ def prepare(kind_, d):
         return {"inv": inv, "inv2": 2.0 * inv, "dE": _TWO_OVER_PI * np.arctan2(2.0 * d, r), "dG": _FOUR_OVER_PI / r}
     if kind_ == "gelu":
         d1 = 1.0 + d
-        return {"d": d, "d1": d1, "inv1": 1.0 / d1}
+        return {"d": d, "d1": d1, "inv1": 1.0 / d1, "r1": d / d1}
     if kind_ == "relu":
         return {"d": d, "zero": bool(d.size) and float(d.min()) == 0.0}
     return {"d": d}
@@ -235,45 +236,37 @@ def rect(kind_, pr, pc, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
         t1 *= e_scale / _TWO_PI
         return t1, (G if derivative else None)
     if kind_ == "gelu":
-        # E[gelu gelu] = k11 B4 (k22 + det)/(1 + k11) + k12 B1 + k12² B4/(1 + k22),
-        # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K),
+        # E[gelu gelu] = B4 ((k22 + det) k11/(1 + k11) + k12²/(1 + k22)) + k12 B1,
+        # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K) = 1 + k11 + k22 + det,
         # B1 = 1/4 + atan(k12/√D)/(2π), B4 = 1/(2π √D)          (limits.activations.gelu_kernel; √D ≥ 1, so
-        # atan of the ratio equals the atan2 of the closed form)
+        # atan of the ratio equals the atan2 of the closed form). det = k11k22 − k12² ≥ 0 (moderate variances:
+        # no overflow; its rounding, ε·k11k22, is that of the factored form with √(k11k22) rounded); the
+        # row/column factors k11/(1 + k11), 1/(1 + k22) are vectors with the scale folded in
         g, c, t, sD, B4, E, G = sc.views(m, 7)
-        k11, k22 = pr["d"], pc["d"]                   # broadcast row and column variances
-        np.multiply(k11, k22, out=g)
-        np.sqrt(g, out=g)                             # g = √(k11 k22)
-        np.abs(kv, out=c)
-        np.minimum(c, g, out=c)                       # |k12| clipped to g
+        k22 = pc["d"]
+        np.multiply(pr["d"], k22, out=g)             # k11 k22
+        np.multiply(kv, kv, out=c)                    # k12²
         np.subtract(g, c, out=t)
-        c += g
-        t *= c                                        # det = (g − |k12|)(g + |k12|) ≥ 0
-        np.add(1.0, k11, out=sD)
-        sD += k22
-        sD += t                                       # D = 1 + k11 + k22 + det
+        np.maximum(t, 0.0, out=t)                     # det
+        np.add(pr["d1"], k22, out=sD)
+        sD += t                                       # D
         if derivative:
             np.divide(1.0, sD, out=G)                 # 1/D (G's buffer, overwritten below)
         np.sqrt(sD, out=sD)
-        np.multiply(sD, _TWO_PI, out=B4)
-        np.divide(1.0, B4, out=B4)
-        np.add(k22, t, out=t)                         # k22 + det
-        np.multiply(k11, B4, out=E)
-        E *= t
-        np.add(1.0, k11, out=t)
-        E /= t                                        # k11 B4 (k22 + det)/(1 + k11)
+        np.divide(_INV_TWO_PI, sD, out=B4)            # B4
         np.divide(kv, sD, out=sD)
         np.arctan(sD, out=sD)
-        sD /= _TWO_PI
+        sD *= _INV_TWO_PI
         sD += 0.25                                    # B1
-        np.multiply(kv, sD, out=g)
-        E += g
-        np.multiply(kv, kv, out=g)
-        g *= B4
-        np.add(1.0, k22, out=c)
-        g /= c
-        E += g
+        t += k22
+        t *= pr["r1"] * e_scale                       # e·(k22 + det) k11/(1 + k11)
+        c *= pc["inv1"] * e_scale                     # e·k12²/(1 + k22)
+        t += c
+        t *= B4
+        np.multiply(kv, sD, out=E)
         if e_scale != 1.0:
             E *= e_scale
+        E += t
         if derivative:
             np.add(pr["inv1"], pc["inv1"], out=g)
             g += G
