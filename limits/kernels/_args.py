@@ -160,7 +160,8 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
             K += sb2_in
             ids, _ = row_ids(Xa)                         # identical inputs: correlation exactly 1
             snap_identical(K, ids, ids, snap_variances(np.diag(K).copy(), ids))
-        if not (np.all(np.isfinite(K)) and float(np.max(np.abs(K))) <= LARGE):
+        hi, lo = float(K.max()), float(K.min())          # (NaN propagates; no |K| temporary)
+        if not (np.isfinite(hi) and np.isfinite(lo) and max(hi, -lo) <= LARGE):
             w = "sigma_w2" if sigma_w2_in is None else "sigma_w2_in"
             raise ValueError(f"X: the read-in kernel K0 = {w}·X Xᵀ/d_in + sigma_b2_in exceeds {LARGE:g} (a kernel "
                              f"beyond it counts as exploded; max |X| = {float(np.max(np.abs(Xa))):.3g}, "

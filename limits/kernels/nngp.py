@@ -241,14 +241,16 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
-    max_abs = float(np.max(np.abs(K0m))) if last else None
-    Ks[0] = K0m
-    Cs[0] = K0m if C0 is None else C0
+    max_abs = max(float(K0m.max()), -float(K0m.min())) if last else None      # max |K⁰| (no temporary)
+    if lazy:                                          # layer 0 is K⁰ itself (handed out read-only); the packed
+        store[0] = (False, K0m, K0m if C0 is None else C0, (K0m if T0 is None else T0) if ntk else None)
+    else:                                             # path never reads slot 0 in this mode
+        Ks[0] = K0m
+        Cs[0] = K0m if C0 is None else C0
     if ntk:
-        Th[0] = K0m if T0 is None else T0
+        if not lazy:
+            Th[0] = K0m if T0 is None else T0
         logs[0] = s0
-    if lazy:
-        store[0] = (False, Ks[0], Cs[0], Th[0] if ntk else None)     # slot 0 is never overwritten
     exploded = -1
     ntk_exploded = -1
     log_large = float(np.log(_diag.LARGE))
@@ -259,7 +261,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         pk = _fused.packed(P)
         sc = _fused.Scratch(pk)
         Kv = pk.pack(K0m)
-        Tv = pk.pack(Th[0]) if ntk else None
+        Tv = (Kv.copy() if T0 is None else pk.pack(T0)) if ntk else None
         spare = [np.empty(pk.n) for _ in range(2 + 2 * bool(ntk))]   # double buffers for K̃, Θ̃; C
         Cv = np.empty(pk.n)
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
@@ -340,12 +342,11 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     ntk_exploded = l
             if last:                                   # running max |K^l| (no P² temporary)
                 max_abs = max(max_abs, hi, -lo)
-            if Kv is not None and (not last or l == L):  # hand out the kept layers in full
-                pk.unpack(Kv, Ks[i])
-                if not lazy:                           # (the packed store hands out its own)
-                    pk.unpack(Cv, Cs[i])
-                    if ntk:
-                        pk.unpack(Tv, Th[i])
+            if Kv is not None and not lazy and (not last or l == L):  # hand out the kept layers in full
+                pk.unpack(Kv, Ks[i])                   # (the packed store hands out its own)
+                pk.unpack(Cv, Cs[i])
+                if ntk:
+                    pk.unpack(Tv, Th[i])
             if ntk:
                 all_logs[l] = logs[i]
             if lazy:
@@ -427,12 +428,19 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         diag["warnings"].append(
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
-    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
     if lazy:
         from ._layers import LayerStack, PackedLayers
 
         st = PackedLayers(pk, store, all_logs, exploded, diag["ntk_exploded_at"] if ntk_scale == "linear" else -1,
                           ntk_scale)
+        if Kv is not None and exploded < 0:          # K^L unpacked only if its spectrum is asked for
+            diag = _diag.finish(diag, lambda: st.layer("K", L), K_out, on_explode, what="NNGP kernel", lazy=True,
+                                last_finite=bool(np.isfinite(Kv).all()))
+        else:
+            diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
+    else:
+        diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
+    if lazy:
         return NNGPResult(LayerStack(st, "K"), LayerStack(st, "C"), K_out, LayerStack(st, "Theta") if ntk else None,
                           T_out, arch.as_dict(), diag,
                           Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
