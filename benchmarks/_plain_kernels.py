@@ -63,6 +63,82 @@ def plain_nngp(K0, depth, act, sigma_w2, sigma_b2, residual=False, rho=1.0, sigm
     return K, T, K_out, K_out + sw2_out * G * T
 
 
+def _cross_moments(act, K, a, b):
+    """(E[φφ], E[φ'φ']) for the covariances [[a_α, K_αβ], [K_αβ, b_β]] (a, b the variance vectors), the
+    closed forms of :func:`erf_moments` … written for a P1×P2 block: the row and column factors are outer
+    products of vectors (no P1×P2 square roots of products)."""
+    if act == "erf":
+        ia, ib = 1.0 / np.sqrt(1.0 + 2.0 * a), 1.0 / np.sqrt(1.0 + 2.0 * b)
+        W = np.outer(ia, ib)
+        s = np.clip(2.0 * K * W, -1.0, 1.0)
+        return 2.0 / np.pi * np.arcsin(s), 4.0 / np.pi * W / np.sqrt(1.0 - s * s)
+    if act == "relu":
+        g = np.outer(np.sqrt(a), np.sqrt(b))
+        c = np.clip(K / g, -1.0, 1.0)
+        th = np.arccos(c)
+        return g / (2.0 * np.pi) * (np.sqrt(1.0 - c * c) + (np.pi - th) * c), (np.pi - th) / (2.0 * np.pi)
+    if act == "gelu":
+        k11, k22 = a[:, None], b[None, :]
+        det = np.maximum(k11 * k22 - K * K, 0.0)
+        D = 1.0 + k11 + k22 + det
+        B4 = 1.0 / (2.0 * np.pi * np.sqrt(D))
+        B1 = 0.25 + np.arctan2(K, np.sqrt(D)) / (2.0 * np.pi)
+        E = k11 * B4 * (k22 + det) / (1.0 + k11) + K * B1 + K * K * B4 / (1.0 + k22)
+        return E, B1 + K * B4 * (1.0 / (1.0 + k11) + 1.0 / (1.0 + k22) + 1.0 / D)
+    raise ValueError(act)
+
+
+def _diag_moments(act, q):
+    """(E[φ(u)²], E[φ'(u)²]), u ~ N(0, q): the same closed forms at correlation one, on the vector."""
+    E, G = _cross_moments(act, q[:, None], q, q)
+    return np.diag(E).copy(), np.diag(G).copy()
+
+
+def plain_cross(X1, X2, depth, act, sigma_w2, sigma_b2, residual=False, rho=1.0):
+    """(K_out, Θ_out) between X1 (P1×d) and X2 (P2×d) by the textbook recursion on the P1×P2 block plus the
+    two variance vectors (seed 004 Eq. 29–30; read-in/read-out variances = hidden ones, as
+    :func:`plain_nngp`): C = ρ²(σ_w² E[φφ] + σ_b²) from (q1_α, K_αβ, q2_β), q' = [q] + ρ²(σ_w² E[φ²] + σ_b²)."""
+    d = X1.shape[1]
+    r2 = rho * rho
+    q1 = sigma_w2 * np.einsum("ij,ij->i", X1, X1) / d + sigma_b2
+    q2 = sigma_w2 * np.einsum("ij,ij->i", X2, X2) / d + sigma_b2
+    K = sigma_w2 * (X1 @ X2.T) / d + sigma_b2
+    T = K
+    for _ in range(depth):
+        E, G = _cross_moments(act, K, q1, q2)
+        C = r2 * (sigma_w2 * E + sigma_b2)
+        branch = C + r2 * sigma_w2 * G * T
+        c1 = r2 * (sigma_w2 * _diag_moments(act, q1)[0] + sigma_b2)
+        c2 = r2 * (sigma_w2 * _diag_moments(act, q2)[0] + sigma_b2)
+        if residual:
+            K, T, q1, q2 = K + C, T + branch, q1 + c1, q2 + c2
+        else:
+            K, T, q1, q2 = C, branch, c1, c2
+    E, G = _cross_moments(act, K, q1, q2)
+    K_out = sigma_w2 * E + sigma_b2
+    return K_out, K_out + sigma_w2 * G * T
+
+
+def plain_nngp_layers(K0, depth, act, sigma_w2, sigma_b2, residual=False, rho=1.0):
+    """:func:`plain_nngp` keeping every layer: lists K[l], C[l], Θ[l] (l = 0..L; the fresh arrays each layer
+    creates anyway, no copies) and (K_out, Θ_out)."""
+    mom = MOMENTS[act]
+    K, T = K0, K0
+    Ks, Cs, Ts = [K0], [K0], [K0]
+    r2 = rho * rho
+    for _ in range(depth):
+        E, G = mom(K)
+        C = r2 * (sigma_w2 * E + sigma_b2)
+        branch = C + r2 * sigma_w2 * G * T
+        K, T = (K + C, T + branch) if residual else (C, branch)
+        Ks.append(K)
+        Cs.append(C)
+        Ts.append(T)
+    E, G = mom(K)
+    K_out = sigma_w2 * E + sigma_b2
+    return Ks, Cs, Ts, K_out, K_out + sigma_w2 * G * T
+
+
 _SMOOTH = {"tanh": (np.tanh, lambda x: 1.0 / np.cosh(x) ** 2),
            "sigmoid": (lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)), lambda x: 0.25 / np.cosh(0.5 * x) ** 2)}
 

@@ -20,7 +20,10 @@ Workloads: residual erf P = 1000, L = 100 (seed 004 Fig. 2 parameters σ_w² = 1
 MLPs P = 1000, L = 10 for relu, erf, gelu (NT has all three in closed form); gelu at P = 1000, L = 100
 with σ_b² = 1e6 (variances ~1e6 … 1e8); tanh (interpolation in the correlation, limits.gaussian.corrinterp; no closed
 form, no NT counterpart) at P = 1000, L = 100 for σ_w² = 1.5 and 1e6, at P = 20, L = 10 for σ_w² = 1.5 … 1e6
-(the cost against the variance), and against a plain per-entry Gauss–Hermite recursion.
+(the cost against the variance), and against a plain per-entry Gauss–Hermite recursion. Cross kernels
+kernel(m, X1, X2) (relu 2000×600 L=5, gelu 3000×600 L=3, residual erf 1500×600 L=20) against the plain numpy cross
+recursion (plain_cross) and NT kernel_fn(x1, x2); nngp(X, model=m) with every layer kept (erf, relu P=500 L=50,
+gelu P=3000 L=3) against the plain recursion that keeps every layer (plain_nngp_layers) and NT.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from _plain_kernels import plain_nngp  # noqa: E402
+from _plain_kernels import plain_cross, plain_nngp, plain_nngp_layers  # noqa: E402
 from _timing import cpu_wall, cpu_wall_pair, fit_exponent, run_peer  # noqa: E402
 
 _NT_SCRIPT = r"""
@@ -51,6 +54,7 @@ out = {"version": nt.__version__, "jax": jax.__version__, "cases": []}
 save = {}
 for j, c in enumerate(cases):
     X = data[c["X"]]
+    X2 = data[c["X2"]] if c.get("X2") else None
     act = {"erf": stax.Erf, "relu": stax.Relu, "gelu": lambda: stax.Gelu(approximate=False)}[c["act"]]
     sw, sb, rho = c["sw"], c["sb"], c["rho"]
     layers = [stax.Dense(1, W_std=sw, b_std=sb)]
@@ -66,7 +70,7 @@ for j, c in enumerate(cases):
     res = {}
     for k in range(6):
         w, cpu = time.perf_counter(), time.process_time()
-        K, T = kf(X, None, get=("nngp", "ntk"))
+        K, T = kf(X, X2, get=("nngp", "ntk"))
         K.block_until_ready(); T.block_until_ready()
         w, cpu = time.perf_counter() - w, time.process_time() - cpu
         if k == 0:
@@ -102,7 +106,7 @@ def _nt_all(cases, Xs):
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp) / "x.npz", Path(tmp) / "k.npz"
         np.savez(data, **Xs)
-        cfg = [{"X": c["X"], "act": c["act"], "depth": c["depth"], "residual": c["residual"],
+        cfg = [{"X": c["X"], "X2": c.get("X2"), "act": c["act"], "depth": c["depth"], "residual": c["residual"],
                 "sw": float(np.sqrt(c["sw2"])), "sb": float(np.sqrt(c["sb2"])), "rho": float(c["rho"])}
                for c in cases]
         info, why = run_peer(_NT_SCRIPT, str(data), json.dumps(cfg), str(out))
@@ -114,13 +118,17 @@ def _nt_all(cases, Xs):
         return info, ""
 
 
-def _arguments(act, K):
+def _arguments(act, K, full=False):
     """The arguments of the one transcendental each packed entry of layer 1 needs, from the read-in Gram K:
     arcsin's s = 2k12/√((1+2k11)(1+2k22)) (erf), arctan's t = √((g − |k12|)/(g + |k12|)) (relu), arctan's
-    k12/√det(I + K) (gelu) — upper triangle."""
-    q = np.diag(K)
-    iu = np.triu_indices(K.shape[0])
-    k, a, b = K[iu], q[iu[0]], q[iu[1]]
+    k12/√det(I + K) (gelu) — upper triangle; ``full``: every entry of the block ``K`` = (K12, q1, q2)."""
+    if full:
+        K, q1, q2 = K
+        k, a, b = K.ravel(), np.repeat(q1, q2.size), np.tile(q2, q1.size)
+    else:
+        q = np.diag(K)
+        iu = np.triu_indices(K.shape[0])
+        k, a, b = K[iu], q[iu[0]], q[iu[1]]
     if act == "erf":
         return np.arcsin, np.clip(2.0 * k / np.sqrt((1.0 + 2.0 * a) * (1.0 + 2.0 * b)), -1.0, 1.0)
     g = np.sqrt(a * b)
@@ -130,12 +138,12 @@ def _arguments(act, K):
     return np.arctan, k / np.sqrt(1.0 + a + b + (g - ak) * (g + ak))
 
 
-def _floor(c, K0):
+def _floor(c, K0, full=False):
     """CPU seconds of the one transcendental per packed entry the closed forms need — libm's arcsin (erf) or
     arctan (relu, gelu) at the first layer's arguments, once for each of the L layers and the read-out, in
     cache-sized segments: no implementation that evaluates the closed forms on the upper triangle can be
-    faster."""
-    f, args = _arguments(c["act"], K0)
+    faster. ``full``: every entry of a (cross) block K0, not only an upper triangle."""
+    f, args = _arguments(c["act"], K0, full)
     out = np.empty(16384)
 
     def run():
@@ -174,6 +182,111 @@ def _row(c, X, nt_info, why, j, quick):
         note += f"; {why}"
     row["note"] = note + (" (quick sizes)" if quick else "")
     return row
+
+
+def _nt_note(row, nt_info, why, j, K, T, tl):
+    """Fill the NT columns of a row from case ``j`` of the peer run (agreement against our K_out, Θ_out)."""
+    if nt_info is None:
+        return f"; {why}"
+    n = nt_info["cases"][j]
+    row.update(nt_cpu=n["cpu"], nt_wall=n["wall"], nt_first_cpu=n["first_cpu"], nt_first_wall=n["first_wall"],
+               nt_ratio=n["cpu"] / tl["cpu"])
+    d_nt = max(_reldiff(n["K"], K), _reldiff(n["T"], T))
+    row.update(agree_nt=d_nt, nt_version=f"neural-tangents {nt_info['version']} (jax {nt_info['jax']})")
+    return (f"; NT {nt_info['version']}/jax {nt_info['jax']} steady CPU {n['cpu']:.3f} s wall {n['wall']:.3f} s, "
+            f"first call (jit compile) CPU {n['first_cpu']:.2f} s wall {n['first_wall']:.2f} s; "
+            f"max rel. diff vs NT {d_nt:.1e}")
+
+
+def _model(c):
+    import limits
+
+    build = limits.resnet if c["residual"] else limits.mlp
+    return build(20, c["depth"], activation=c["act"], sigma_w2=c["sw2"], sigma_b2=c["sb2"],
+                 **({"rho": c["rho"]} if c["residual"] else {}))
+
+
+def _cross_row(c, X1, X2, nt_info, why, j, quick):
+    """``limits.kernels.kernel(m, X1, X2)`` (P1×P2 block, NNGP + NTK read-out) against the plain numpy cross
+    recursion (benchmarks/_plain_kernels.py ``plain_cross``) and NT's ``kernel_fn(x1, x2)``."""
+    from limits.kernels import kernel
+
+    m = _model(c)
+    (tl, r), (tp, p) = cpu_wall_pair(lambda: kernel(m, X1, X2),
+                                     lambda: plain_cross(X1, X2, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
+                                                         c["rho"]))
+    agree = max(_reldiff(r.nngp, p[0]), _reldiff(r.ntk, p[1]))
+    d = X1.shape[1]
+    K0 = (c["sw2"] * (X1 @ X2.T) / d + c["sb2"], c["sw2"] * np.sum(X1 * X1, 1) / d + c["sb2"],
+          c["sw2"] * np.sum(X2 * X2, 1) / d + c["sb2"])
+    row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
+           "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],
+           "baseline_seconds": tp["wall"], "baseline_cpu_seconds": tp["cpu"],
+           "ratio": tp["cpu"] / tl["cpu"], "target": ">= 2x numpy, >= 2x NT (CPU, steady)",
+           "nt_cpu": None, "nt_wall": None, "nt_first_cpu": None, "nt_first_wall": None, "nt_ratio": None,
+           "agree_numpy": agree, "agree_nt": None, "nt_version": None, "floor_cpu": _floor(c, K0, full=True)}
+    note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s "
+            f"(transcendental floor {row['floor_cpu']:.3f} s: one arcsin/arctan per entry and layer); "
+            f"numpy CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
+    note += _nt_note(row, nt_info, why, j, r.nngp, r.ntk, tl)
+    row["note"] = note + (" (quick sizes)" if quick else "")
+    return row
+
+
+def _keep_row(c, X, nt_info, why, j, quick):
+    """``limits.kernels.nngp(X, model=m)`` (default keep: every layer kept) against the plain numpy recursion
+    that keeps every layer (``plain_nngp_layers``: the fresh arrays of each layer, no copies) and NT's read-out
+    kernel (which keeps no layer)."""
+    from limits.kernels import nngp
+
+    m = _model(c)
+    K0 = _limits(X, {**c, "depth": 1}).K[0]
+    (tl, r), (tp, p) = cpu_wall_pair(lambda: nngp(X, model=m),
+                                     lambda: plain_nngp_layers(K0, c["depth"], c["act"], c["sw2"], c["sb2"],
+                                                               c["residual"], c["rho"]))
+    agree = max(_reldiff(r.K_out, p[3]), _reldiff(r.Theta_out, p[4]), _reldiff(r.K[c["depth"] // 2], p[0][c["depth"] // 2]))
+    row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
+           "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],
+           "baseline_seconds": tp["wall"], "baseline_cpu_seconds": tp["cpu"],
+           "ratio": tp["cpu"] / tl["cpu"], "target": ">= 2x numpy, >= 2x NT (CPU, steady)",
+           "nt_cpu": None, "nt_wall": None, "nt_first_cpu": None, "nt_first_wall": None, "nt_ratio": None,
+           "agree_numpy": agree, "agree_nt": None, "nt_version": None, "floor_cpu": _floor(c, K0),
+           "stored": type(r.K).__name__}
+    note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s "
+            f"(transcendental floor {row['floor_cpu']:.3f} s), layers as {row['stored']}; "
+            f"numpy (all layers kept) CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
+    note += _nt_note(row, nt_info, why, j, r.K_out, r.Theta_out, tl)
+    row["note"] = note + (" (quick sizes)" if quick else "")
+    return row
+
+
+def cross_cases(quick):
+    """Cross kernels between two input sets (issue 27): relu 2000×600 L=5, gelu 3000×600 L=3, residual erf
+    1500×600 L=20 (σ as the joint rows)."""
+    s = 4 if quick else 1
+    out = [{"name": f"cross relu MLP NNGP+NTK, {2000 // s}×{600 // s}, L=5", "act": "relu", "depth": 5, "sw2": 2.0,
+            "sb2": 0.05, "residual": False, "rho": 1.0, "P": 2000 // s, "P2": 600 // s},
+           {"name": f"cross gelu MLP NNGP+NTK, {3000 // s}×{600 // s}, L=3", "act": "gelu", "depth": 3, "sw2": 2.0,
+            "sb2": 0.05, "residual": False, "rho": 1.0, "P": 3000 // s, "P2": 600 // s},
+           {"name": f"cross residual erf NNGP+NTK, {1500 // s}×{600 // s}, L=20", "act": "erf", "depth": 20,
+            "sw2": 1.2, "sb2": 0.2, "residual": True, "rho": 1.0, "P": 1500 // s, "P2": 600 // s}]
+    for c in out:
+        c["X"], c["X2"] = f"A{c['P']}", f"B{c['P2']}"
+    return out
+
+
+def keep_cases(quick):
+    """``nngp(X, model=m)`` with its default keep (every layer): erf and relu MLPs P=500, L=50; gelu P=3000, L=3."""
+    P, L, Pg = (200, 20, 800) if quick else (500, 50, 3000)
+    out = [{"name": f"all layers kept: erf MLP NNGP+NTK, P={P}, L={L}", "act": "erf", "depth": L, "sw2": 1.5, "sb2": 0.05,
+            "residual": False, "rho": 1.0, "P": P},
+           {"name": f"all layers kept: relu MLP NNGP+NTK, P={P}, L={L}", "act": "relu", "depth": L, "sw2": 2.0,
+            "sb2": 0.05, "residual": False, "rho": 1.0, "P": P},
+           {"name": f"all layers kept: gelu MLP NNGP+NTK, P={Pg}, L=3", "act": "gelu", "depth": 3, "sw2": 2.0,
+            "sb2": 0.05, "residual": False, "rho": 1.0, "P": Pg}]
+    for c in out:
+        c["X"] = f"X{c['P']}"
+    return out
 
 
 def _scaling(quick):
@@ -253,13 +366,19 @@ def cases(quick):
 def run(quick: bool = False) -> list[dict]:
     from limits.blas import blas_threads
 
-    cs = cases(quick)
-    Xs = {c["X"]: _inputs(c["P"]) for c in cs}
-    nt_info, why = _nt_all(cs, Xs)
+    cs, xc, kc = cases(quick), cross_cases(quick), keep_cases(quick)
+    Xs = {c["X"]: _inputs(c["P"]) for c in cs + kc}
+    Xs.update({c["X"]: _inputs(c["P"], seed=1) for c in xc})
+    Xs.update({c["X2"]: _inputs(c["P2"], seed=2) for c in xc})
+    nt_info, why = _nt_all(cs + xc + kc, Xs)
     rows = []
     with blas_threads(1):
         for j, c in enumerate(cs):
             rows.append(_row(c, Xs[c["X"]], nt_info, why, j, quick))
+        for j, c in enumerate(xc):
+            rows.append(_cross_row(c, Xs[c["X"]], Xs[c["X2"]], nt_info, why, len(cs) + j, quick))
+        for j, c in enumerate(kc):
+            rows.append(_keep_row(c, Xs[c["X"]], nt_info, why, len(cs) + len(xc) + j, quick))
         rows += _scaling(quick)
         rows += _large_variance(quick)
     return rows

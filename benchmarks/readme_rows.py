@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "kernels.json"
 CLOSED = "| NNGP + NTK, closed forms (erf, relu, gelu): `limits` vs plain numpy / neural-tangents, steady-state CPU"
 VARIANCE = "| NNGP + NTK without a closed form or at large variance, P = 1000, L = 100"
-TARGET_CLOSED = "≥ 2× numpy, ≥ 4× NT"
+TARGET_CLOSED = "≥ 2× numpy, ≥ 4× NT (joint), ≥ 2× NT (cross, all layers kept)"
 
 
 def _load(path=DATA):
@@ -39,14 +39,16 @@ def _closed_row(rows):
             f"NT {_x(r['nt_ratio'])} (NT's first call {r['nt_first_cpu']:.1f} s with its compile)"
         parts.append(f"{r['name'].replace('NNGP+NTK, ', '')}: {r['cpu_seconds']:.3f} s (floor "
                      f"{r['floor_cpu']:.3f} s), numpy {_x(r['ratio'])}, {nt}")
-        ok = r["ratio"] >= 2.0 and (r.get("nt_ratio") or 0.0) >= 4.0
+        nt_goal = 4.0 if "4x NT" in r.get("target", "4x NT") else 2.0      # cross / all-layers rows: ≥ 2× NT
+        ok = r["ratio"] >= 2.0 and (r.get("nt_ratio") or 0.0) >= nt_goal
         (met if ok else missed).append(r["name"].split(" NNGP")[0])
     agree = max(r["agree_numpy"] for r in main)
     agree_nt = [r["agree_nt"] for r in main if r.get("agree_nt") is not None]
     exps = {r["name"].split(",")[0]: r["exponent"] for r in rows if "exponent" in r}
     cost = "; ".join(f"{k.replace('cost exponent in ', 'CPU ∝ ')}^{v:.2f}" for k, v in exps.items())
     versions = sorted({r["nt_version"] for r in main if r.get("nt_version")})
-    meas = ("; ".join(parts) + ". Floor: libm's arcsin/arctan alone on every packed entry"
+    meas = ("; ".join(parts) + ". Floor: libm's arcsin/arctan alone on every packed entry (every entry of a "
+            "cross block)"
             + f". Agree with numpy ≤ {agree:.1e}"
             + (f", with NT ≤ {max(agree_nt):.1e}" if agree_nt else "")
             + (f"; {cost} (theory 1 in L, 2 in P)" if cost else "")

@@ -269,3 +269,21 @@ def test_mehler_paths_agree_with_trapezoid():
         assert np.max(np.abs(gr[iu] - ref)) < 1e-10
     with pytest.raises(ValueError, match="method"):
         G.expect2("tanh", "tanh", 1.0, 0.2, 1.0, method="simpson")
+
+
+@pytest.mark.parametrize("act", ["tanh", "erf", "relu", "gelu", "sigmoid"])
+def test_checked_covariances_skip_only_the_checks(act):
+    """expect2(..., checked=True) (a recursion's own Gram entries) gives the validated call's values bit for
+    bit — the projection onto the PSD cone is kept, including |k12| one ulp beyond √(k11 k22)."""
+    from limits import gaussian
+
+    rng = np.random.default_rng(5)
+    q1, q2 = rng.uniform(0.2, 3.0, (70, 1)), rng.uniform(0.2, 3.0, (1, 30))
+    k = rng.uniform(-1.0, 1.0, (70, 30)) * np.sqrt(q1 * q2)
+    k[0, 0] = np.nextafter(np.sqrt(q1[0, 0] * q2[0, 0]), np.inf)         # beyond the bound by rounding
+    for fn in (gaussian.kernel, gaussian.dkernel):
+        a = fn(act, q1, k, q2)
+        b = fn(act, q1, k, q2, checked=True)
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="non-PSD"):
+        gaussian.kernel(act, q1, 2.0 * k, q2)                             # the public call still checks

@@ -160,6 +160,19 @@ def validate_cov(k11, k12, k22, tol=1e-10):
     return k11, k12, k22
 
 
+def project_cov(k11, k12, k22):
+    """:func:`validate_cov` without its checks, for covariances already known to be valid (a recursion's own
+    Gram entries): the same broadcast and projection onto the PSD cone (k11, k22 ≥ 0, |k12| ≤ √(k11 k22)),
+    so a valid input gives the very same arrays."""
+    k11, k12, k22 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (k11, k12, k22)))
+    k11 = np.maximum(k11, 0.0)
+    k22 = np.maximum(k22, 0.0)
+    from ..activations import moderate_variances, geometric_mean
+
+    bound = np.sqrt(k11 * k22) if moderate_variances(k11, k22) else geometric_mean(k11, k22)
+    return k11, np.clip(k12, -bound, bound), k22
+
+
 # ------------------------------------------------------------------ large variances
 # The z-space trapezoid above needs O(s/δ) nodes per dimension: beyond SWITCH nodes (s/δ ≳ 3.4) it is
 # replaced by rules in the activation's *natural* variable x = s·z, where every registered activation
@@ -724,7 +737,7 @@ def _mehler_pays(fs, gs, k11, k22) -> bool:
     return n_var * 8 <= k11.size
 
 
-def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
+def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto", checked=False):
     """E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]]), vectorised by broadcasting.
 
     Raises ``ValueError`` naming the argument for NaN/inf, negative variances or a non-PSD
@@ -737,10 +750,13 @@ def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto"):
     activations whose variance is too large for the z-space trapezoid take the natural-variable rule
     (module docstring) whatever ``method`` says; a result that overflows float64 raises ``ValueError``
     (never inf/NaN); user callables beyond the largest grid give an :class:`AccuracyWarning`.
+    ``checked=True`` (internal callers whose covariances are valid by construction, e.g. a kernel
+    recursion's layers after its inputs were checked once): the checks are skipped, the projection kept
+    (:func:`project_cov`).
     """
     fn, fa, fo, fs = resolve(f)
     gn, ga, go, gs = resolve(g)
-    k11, k12, k22 = validate_cov(k11, k12, k22)
+    k11, k12, k22 = project_cov(k11, k12, k22) if checked else validate_cov(k11, k12, k22)
     shape = k11.shape
     label = f"E[{_label(f)}(u) {_label(g)}(v)]"
     spec = dict(spec_f=(fa, fo) if fa is not None else None, spec_g=(ga, go) if ga is not None else None,

@@ -123,9 +123,10 @@ def snap_variances(q, ids, q_ref=None, ids_ref=None):
 
 
 def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual, rho,
-            sigma_w2_in, sigma_b2_in, sigma_w2_out, sigma_b2_out, depth_scaling="none", d_in=None):
-    """Validate everything; return ``(K0, arch)`` with ``K0 = σ²_in X Xᵀ/d_in + σ²_b,in`` (seed 004 Eq. 16/30)."""
-    L = positive_int(depth, "depth", minimum=1)
+            sigma_w2_in, sigma_b2_in, sigma_w2_out, sigma_b2_out, depth_scaling="none", d_in=None, min_depth=1):
+    """Validate everything; return ``(K0, arch)`` with ``K0 = σ²_in X Xᵀ/d_in + σ²_b,in`` (seed 004 Eq. 16/30).
+    ``min_depth`` = 0 admits the two-layer net (no hidden block: the read-out acts on K⁰)."""
+    L = positive_int(depth, "depth", minimum=min_depth)
     act = resolve_activation(activation)
     sw2 = _float(sigma_w2, "sigma_w2")
     sb2 = _float(sigma_b2, "sigma_b2")
@@ -140,7 +141,8 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
         depth_scaling = "none"
     if depth_scaling not in DEPTH_SCALINGS:
         raise ValueError(f"depth_scaling must be one of {DEPTH_SCALINGS}, got {depth_scaling!r}")
-    rho_eff = {"none": rho_arg, "sqrt": rho_arg / np.sqrt(L), "linear": rho_arg / L}[depth_scaling]
+    Ls = max(L, 1)                                               # (no branch at depth 0: ρ unused, as Model)
+    rho_eff = {"none": rho_arg, "sqrt": rho_arg / np.sqrt(Ls), "linear": rho_arg / Ls}[depth_scaling]
 
     if (X is None) == (K0 is None):
         raise ValueError("pass exactly one of X (P×d_in data) or K0 (P×P read-in kernel)")
@@ -158,7 +160,8 @@ def resolve(X=None, K0=None, *, depth, activation, sigma_w2, sigma_b2, residual,
             K += sb2_in
             ids, _ = row_ids(Xa)                         # identical inputs: correlation exactly 1
             snap_identical(K, ids, ids, snap_variances(np.diag(K).copy(), ids))
-        if not (np.all(np.isfinite(K)) and float(np.max(np.abs(K))) <= LARGE):
+        hi, lo = float(K.max()), float(K.min())          # (NaN propagates; no |K| temporary)
+        if not (np.isfinite(hi) and np.isfinite(lo) and max(hi, -lo) <= LARGE):
             w = "sigma_w2" if sigma_w2_in is None else "sigma_w2_in"
             raise ValueError(f"X: the read-in kernel K0 = {w}·X Xᵀ/d_in + sigma_b2_in exceeds {LARGE:g} (a kernel "
                              f"beyond it counts as exploded; max |X| = {float(np.max(np.abs(Xa))):.3g}, "

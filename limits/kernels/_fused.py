@@ -32,6 +32,7 @@ _TWO_OVER_PI = 2.0 / np.pi
 _FOUR_OVER_PI = 4.0 / np.pi
 _TWO_PI = 2.0 * np.pi
 _HALF_PI = 0.5 * np.pi
+_INV_TWO_PI = 1.0 / _TWO_PI
 KINDS = ("erf", "relu", "gelu", "linear")
 BLOCK = 16384                 # entries per segment: the ~10 segment-sized float64 buffers stay in L2
 _LO, _HI = 1e-145, 1e150
@@ -120,8 +121,9 @@ def packed(P: int) -> Packed:
 class Scratch:
     """Segment-sized work buffers, allocated once per recursion."""
 
-    def __init__(self, pk: Packed, n: int = 10):
-        self.buf = [np.empty(max(pk.seglen, 1)) for _ in range(n)]
+    def __init__(self, pk: Packed | None, n: int = 10, size: int | None = None):
+        size = pk.seglen if size is None else size
+        self.buf = [np.empty(max(size, 1)) for _ in range(n)]
 
     def views(self, shape, k: int):
         m = shape[0] * shape[1]
@@ -138,7 +140,7 @@ def prepare(kind_, d):
         return {"inv": inv, "inv2": 2.0 * inv, "dE": _TWO_OVER_PI * np.arctan2(2.0 * d, r), "dG": _FOUR_OVER_PI / r}
     if kind_ == "gelu":
         d1 = 1.0 + d
-        return {"d": d, "d1": d1, "inv1": 1.0 / d1}
+        return {"d": d, "d1": d1, "inv1": 1.0 / d1, "r1": d / d1}
     if kind_ == "relu":
         return {"d": d, "zero": bool(d.size) and float(d.min()) == 0.0}
     return {"d": d}
@@ -151,16 +153,36 @@ def seg_moments(kind_, pre, pk, seg, kv, sc, derivative=True, e_scale=1.0, g_sca
     a, b, lo, hi = seg
     m = (b - a, pk.P - a)                             # the block's rectangle: rows a..b−1, columns a..P−1
     kv = kv.reshape(m)
-    E, G = _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale)
+    E, G = rect(kind_, rows(pre, a, b), cols(pre, a, None), kv, sc, derivative, e_scale, g_scale)
+    if kind_ == "erf":                                # the diagonal entries of these rows (module docstring)
+        r = np.arange(b - a)
+        E[r, r] = pre["dE"][a:b] * e_scale
+        if derivative:
+            G[r, r] = pre["dG"][a:b] * g_scale
     return E.reshape(-1), (None if G is None else G.reshape(-1))
 
 
-def _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale):
+def rows(pre, a, b):
+    """Row factors [a, b) of :func:`prepare`'s vectors, as (b − a)×1 broadcast views."""
+    return {k: (v[a:b, None] if isinstance(v, np.ndarray) else v) for k, v in pre.items()}
+
+
+def cols(pre, a, b):
+    """Column factors [a, b) of :func:`prepare`'s vectors, as 1×(b − a) broadcast views."""
+    return {k: (v[None, a:b] if isinstance(v, np.ndarray) else v) for k, v in pre.items()}
+
+
+def rect(kind_, pr, pc, kv, sc, derivative=True, e_scale=1.0, g_scale=1.0):
+    """(e_scale·E, g_scale·G) (G None without ``derivative``) of the covariances [[k11, k12], [k12, k22]] on a
+    rectangle: ``kv`` (n×m) holds k12, ``pr``/``pc`` the :func:`prepare` vectors of its rows (n×1 views, k11)
+    and columns (1×m views, k22) — :func:`rows`/:func:`cols`. Off-diagonal formulas only (the symmetric
+    caller overwrites erf's diagonal). Results live in the scratch ``sc``."""
+    m = kv.shape
     if kind_ == "erf":
         # s = 2k12/√((1+2k11)(1+2k22)):  E = (2/π) arcsin s,  G = (4/π) inv_α inv_β / √((1 − s)(1 + s))
         # (the factored 1 − s² keeps G accurate as |s| → 1; as limits.kernels.expectations.moments)
         W, S, G, t = sc.views(m, 4)
-        np.multiply(pre["inv2"][a:b, None], pre["inv"][None, a:], out=W)   # W = 2 inv_α·inv_β
+        np.multiply(pr["inv2"], pc["inv"], out=W)     # W = 2 inv_α·inv_β
         np.multiply(kv, W, out=S)
         np.clip(S, -1.0, 1.0, out=S)
         if derivative:
@@ -172,40 +194,41 @@ def _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale):
             G *= _TWO_OVER_PI * g_scale
         E = np.arcsin(S, out=S)
         E *= _TWO_OVER_PI * e_scale
-        r = np.arange(b - a)                          # the diagonal entries of these rows
-        E[r, r] = pre["dE"][a:b] * e_scale
-        if derivative:
-            G[r, r] = pre["dG"][a:b] * g_scale
-            return E, G
-        return E, None
+        return E, (G if derivative else None)
     if kind_ == "relu":
         # φ = π − θ, θ = arccos(k12/g), g = √(k11k22), by the half-angle formula
         # tan(θ/2) = √((g − k12)/(g + k12)):  φ = π − 2 atan t for k12 ≥ 0, φ = 2 atan t for k12 < 0 with
         # t = √((g − |k12|)/(g + |k12|)) ∈ [0, 1] (full relative accuracy of φ at both ends, no atan2);
         # E = (√det + φ k12)/(2π), det = (g − |k12|)(g + |k12|);  G = φ/(2π)
         g, t1, t2, t3, G = sc.views(m, 5)
-        d = pre["d"]
-        np.multiply(d[a:b, None], d[None, a:], out=g)
+        np.multiply(pr["d"], pc["d"], out=g)
         np.sqrt(g, out=g)                             # g = √(k11 k22)
-        np.abs(kv, out=t1)
-        np.minimum(t1, g, out=t1)                     # |k12| clipped to g
+        nonneg = bool(float(kv.min()) >= 0.0)         # every k12 ≥ 0 (relu layers ≥ 1): no sign bookkeeping
+        if nonneg:
+            np.minimum(kv, g, out=t1)
+        else:
+            np.abs(kv, out=t1)
+            np.minimum(t1, g, out=t1)                 # |k12| clipped to g
         np.subtract(g, t1, out=t2)                    # g − |k12|
         np.add(g, t1, out=t3)                         # g + |k12|
         t2 *= t3
         np.sqrt(t2, out=t2)                           # root = √det
-        if pre["zero"]:                               # a zero variance: 0/0 entries are t = 0 (θ = 0)
+        if pr["zero"] or pc["zero"]:                  # a zero variance: 0/0 entries are t = 0 (θ = 0)
             np.divide(t2, t3, out=t3, where=t3 > 0.0)
         else:
             np.divide(t2, t3, out=t3)                 # t = root/(g + |k12|) = √((g − |k12|)/(g + |k12|))
         np.arctan(t3, out=t3)
         t3 *= 2.0                                     # 2 atan t = θ (k12 ≥ 0) or π − θ (k12 < 0)
-        # φ = π − θ = h − sign(k12)·2 atan t with h = π (k12 ≥ 0) or 0 (k12 < 0): h = π/2 + copysign(π/2, k12)
-        # is exact, so φ is 2 atan t exactly for k12 < 0 and π − 2 atan t rounded once for k12 ≥ 0
-        np.copysign(_HALF_PI, kv, out=g)
-        g += _HALF_PI
-        np.copysign(t3, kv, out=t3)
-        g -= t3                                       # φ
-        np.copysign(t1, kv, out=t1)                   # k12 clipped to [−g, g]
+        if nonneg:
+            np.subtract(np.pi, t3, out=g)             # φ = π − θ (the same rounding as below: π/2 + π/2 = π)
+        else:
+            # φ = π − θ = h − sign(k12)·2 atan t with h = π (k12 ≥ 0) or 0 (k12 < 0): h = π/2 + copysign(π/2, k12)
+            # is exact, so φ is 2 atan t exactly for k12 < 0 and π − 2 atan t rounded once for k12 ≥ 0
+            np.copysign(_HALF_PI, kv, out=g)
+            g += _HALF_PI
+            np.copysign(t3, kv, out=t3)
+            g -= t3                                   # φ
+            np.copysign(t1, kv, out=t1)               # k12 clipped to [−g, g]
         if derivative:
             np.multiply(g, g_scale / _TWO_PI, out=G)
         t1 *= g
@@ -213,56 +236,46 @@ def _seg(kind_, pre, pk, a, b, lo, m, kv, sc, derivative, e_scale, g_scale):
         t1 *= e_scale / _TWO_PI
         return t1, (G if derivative else None)
     if kind_ == "gelu":
-        # E[gelu gelu] = k11 B4 (k22 + det)/(1 + k11) + k12 B1 + k12² B4/(1 + k22),
-        # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K),
+        # E[gelu gelu] = B4 ((k22 + det) k11/(1 + k11) + k12²/(1 + k22)) + k12 B1,
+        # E[gelu' gelu'] = B1 + k12 B4 (1/(1 + k11) + 1/(1 + k22) + 1/D), D = det(I + K) = 1 + k11 + k22 + det,
         # B1 = 1/4 + atan(k12/√D)/(2π), B4 = 1/(2π √D)          (limits.activations.gelu_kernel; √D ≥ 1, so
-        # atan of the ratio equals the atan2 of the closed form)
+        # atan of the ratio equals the atan2 of the closed form). det = k11k22 − k12² ≥ 0 (moderate variances:
+        # no overflow; its rounding, ε·k11k22, is that of the factored form with √(k11k22) rounded); the
+        # row/column factors k11/(1 + k11), 1/(1 + k22) are vectors with the scale folded in
         g, c, t, sD, B4, E, G = sc.views(m, 7)
-        d = pre["d"]
-        k11, k22 = d[a:b, None], d[None, a:]             # broadcast row and column variances
-        np.multiply(k11, k22, out=g)
-        np.sqrt(g, out=g)                             # g = √(k11 k22)
-        np.abs(kv, out=c)
-        np.minimum(c, g, out=c)                       # |k12| clipped to g
+        k22 = pc["d"]
+        np.multiply(pr["d"], k22, out=g)             # k11 k22
+        np.multiply(kv, kv, out=c)                    # k12²
         np.subtract(g, c, out=t)
-        c += g
-        t *= c                                        # det = (g − |k12|)(g + |k12|) ≥ 0
-        np.add(1.0, k11, out=sD)
-        sD += k22
-        sD += t                                       # D = 1 + k11 + k22 + det
+        np.maximum(t, 0.0, out=t)                     # det
+        np.add(pr["d1"], k22, out=sD)
+        sD += t                                       # D
         if derivative:
             np.divide(1.0, sD, out=G)                 # 1/D (G's buffer, overwritten below)
         np.sqrt(sD, out=sD)
-        np.multiply(sD, _TWO_PI, out=B4)
-        np.divide(1.0, B4, out=B4)
-        np.add(k22, t, out=t)                         # k22 + det
-        np.multiply(k11, B4, out=E)
-        E *= t
-        np.add(1.0, k11, out=t)
-        E /= t                                        # k11 B4 (k22 + det)/(1 + k11)
+        np.divide(_INV_TWO_PI, sD, out=B4)            # B4
         np.divide(kv, sD, out=sD)
         np.arctan(sD, out=sD)
-        sD /= _TWO_PI
+        sD *= _INV_TWO_PI
         sD += 0.25                                    # B1
-        np.multiply(kv, sD, out=g)
-        E += g
-        np.multiply(kv, kv, out=g)
-        g *= B4
-        np.add(1.0, k22, out=c)
-        g /= c
-        E += g
+        t += k22
+        t *= pr["r1"] * e_scale                       # e·(k22 + det) k11/(1 + k11)
+        c *= pc["inv1"] * e_scale                     # e·k12²/(1 + k22)
+        t += c
+        t *= B4
+        np.multiply(kv, sD, out=E)
         if e_scale != 1.0:
             E *= e_scale
+        E += t
         if derivative:
-            inv1 = pre["inv1"]
-            np.add(inv1[a:b, None], inv1[None, a:], out=g)
+            np.add(pr["inv1"], pc["inv1"], out=g)
             g += G
             np.multiply(kv, B4, out=G)
             G *= g
             G += sD
             if g_scale != 1.0:
                 G *= g_scale
-        return E, G
+        return E, (G if derivative else None)
     if kind_ == "linear":
         E, G = sc.views(m, 2)
         np.multiply(kv, e_scale, out=E)
@@ -335,3 +348,128 @@ def mirror(A, block: int = 128):
         if b < P:
             A[b:, a:b] = A[a:b, b:].T
     return A
+
+
+# ------------------------------------------------------------------ cross kernels (two input sets)
+CROSS_BLOCK = BLOCK           # entries per row block of a P1×P2 cross kernel (the block's layers stay in cache)
+
+
+def diag_layer(kind_, pre, d, sc, derivative, e_scale, g_scale):
+    """(e_scale·E, g_scale·G) at correlation one, k11 = k12 = k22 = d elementwise, by the arithmetic the
+    packed path applies to a diagonal entry (erf: its cancellation-free diagonal; the others: the rectangle
+    formulas with row = column) — so a variance propagated here equals that entry of the joint Gram."""
+    if kind_ == "erf":
+        return pre["dE"] * e_scale, (pre["dG"] * g_scale if derivative else None)
+    n = d.shape[0]
+    E, G = rect(kind_, cols(pre, None, None), cols(pre, None, None), d[None, :], sc, derivative, e_scale, g_scale)
+    return E.reshape(n).copy(), (None if G is None else G.reshape(n).copy())
+
+
+def variance_path(kind_, q0, depth, c_w, c_b, residual, w_out, b_out, ntk, large):
+    """Variances q^l (l = 0..L) of a set of inputs and, with ``ntk``, the NTK's diagonal θ^l, and the read-out
+    diagonals, by :func:`diag_layer` (seed 004 Eq. 29–30 at α = β): a dict with ``Q``, ``Th`` ((L+1)×n, None
+    without ``ntk``), ``k_out``, ``t_out`` (n) and ``pres`` (the :func:`prepare` vectors of every layer). None
+    when some variance is not :func:`usable` or beyond ``large``, or the NTK diagonal exceeds ``large``/4 (the
+    caller then takes the general path, which reports the overflow): |Θ_αβ| ≤ √(Θ_αα Θ_ββ) (Θ is PSD), so
+    within the bound no cross entry of Θ can leave [−large, large]."""
+    n = q0.shape[0]
+    sc = Scratch(None, 7, size=n)
+    Q = np.empty((depth + 1, n))
+    Th = np.empty((depth + 1, n)) if ntk else None
+    Q[0] = q0
+    if ntk:
+        Th[0] = q0
+    pres = []
+    k_out = t_out = None
+    for l in range(depth + 1):
+        d = Q[l]
+        if not usable(kind_, d) or (n and float(d.max()) > large):
+            return None
+        pre = prepare(kind_, d)
+        pres.append(pre)
+        e_s, b_s = (c_w, c_b) if l < depth else (w_out, b_out)
+        E, G = diag_layer(kind_, pre, d, sc, ntk, e_s, e_s)
+        C = E + b_s
+        if l < depth:
+            Q[l + 1] = d + C if residual else C
+        else:
+            k_out = C
+        if ntk:
+            T = G * Th[l]
+            T += C
+            if residual and l < depth:
+                T += Th[l]
+            if n and not (np.all(np.isfinite(T)) and float(np.max(np.abs(T))) <= 0.25 * large):
+                return None
+            if l < depth:
+                Th[l + 1] = T
+            else:
+                t_out = T
+    return {"Q": Q, "Th": Th, "k_out": k_out, "t_out": t_out, "pres": pres}
+
+
+def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, Ks=None, Ts=None,
+          block=None, same=None):
+    """Read-out (K_out, Θ_out) of the cross recursion on the P1×P2 read-in block ``K`` (overwritten), row
+    block by row block through every layer while the block sits in cache (each entry needs only its own
+    K_αβ, Θ_αβ and the row/column variances, whose :func:`prepare` vectors are ``pres1[l]``/``pres2[l]``);
+    both moments of a layer from one pass (:func:`rect`: one arcsin/arctan per entry for E and E[φ'φ']).
+    ``Ks``/``Ts`` ((L+1)×P1×P2, optional) receive every layer. Θ_out None without ``ntk``. ``same`` = (rows,
+    columns, diagonal path of the rows' inputs — :func:`variance_path`): entries between identical inputs
+    (correlation exactly one) take the diagonal values, computed without the cancellation of the
+    off-diagonal formulas at c = 1."""
+    P1, P2 = K.shape
+    h = max(1, (CROSS_BLOCK if block is None else block) // max(P2, 1))
+    size = min(h, P1) * P2
+    sc = Scratch(None, 7, size=size)
+    Cb, Ta, Tb = (np.empty(max(size, 1)) for _ in range(3))
+    K_out = np.empty((P1, P2))
+    T_out = np.empty((P1, P2)) if ntk else None
+    colv = [cols(p, None, None) for p in pres2]
+    if Ks is not None:
+        Ks[0] = K
+        if Ts is not None:
+            Ts[0] = K
+    for a in range(0, P1, h):
+        b = min(P1, a + h)
+        m = (b - a, P2)
+        kb = K[a:b]
+        C = Cb[:m[0] * P2].reshape(m)
+        T = Tn = None
+        if ntk:
+            T = Ta[:m[0] * P2].reshape(m)
+            Tn = Tb[:m[0] * P2].reshape(m)
+            T[...] = kb
+        for l in range(1, depth + 1):
+            E, G = rect(kind_, rows(pres1[l - 1], a, b), colv[l - 1], kb, sc, ntk, c_w, c_w)
+            Cl = C if residual else kb                # feed-forward: K^l = C^l, written in place
+            np.add(E, c_b, out=Cl)                    # C = c_w E[φφ] + c_b
+            if ntk:
+                np.multiply(G, T, out=Tn)             # c_w E[φ'φ'] ∘ Θ
+                Tn += Cl
+                if residual:
+                    Tn += T
+                T, Tn = Tn, T
+            if residual:
+                kb += C
+            if Ks is not None:
+                Ks[l, a:b] = kb
+                if Ts is not None:
+                    Ts[l, a:b] = T
+        E, G = rect(kind_, rows(pres1[depth], a, b), colv[depth], kb, sc, ntk, w_out, w_out)
+        ko = K_out[a:b]
+        np.add(E, b_out, out=ko)
+        if ntk:
+            to = T_out[a:b]
+            np.multiply(G, T, out=to)
+            to += ko
+    if same is not None and same[0].size:
+        i, j, v = same
+        K_out[i, j] = v["k_out"][i]
+        if ntk:
+            T_out[i, j] = v["t_out"][i]
+        if Ks is not None:
+            Ks[:, i, j] = v["Q"][:, i]
+            if Ts is not None:
+                Ts[:, i, j] = v["Th"][:, i]
+    return K_out, T_out

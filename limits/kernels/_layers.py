@@ -71,6 +71,47 @@ class Checkpoints:
         return v
 
 
+class PackedLayers:
+    """Every layer of one recursion as it was computed (``nngp(..., keep="auto")`` on the packed path of
+    :mod:`limits.kernels._fused`): layer l is (packed?, K, C, Θ̃) — packed upper-triangle vectors of the
+    layout ``pk`` (C may be K itself: a feed-forward layer's C^l is K^l), or full P×P arrays for layers the
+    general path computed. A layer is unpacked when read (the most recent one is cached); Θ follows
+    :class:`Checkpoints`' rules (exp(log scale)·Θ̃, +inf from the NTK overflow on with ``ntk_scale="linear"``)."""
+
+    def __init__(self, pk, layers, logs, exploded, ntk_exploded, ntk_scale):
+        self.pk, self.store, self.logs = pk, layers, logs
+        self.exploded, self.ntk_exploded, self.ntk_scale = exploded, ntk_exploded, ntk_scale
+        self.L = len(layers) - 1
+        self.P = layers[0][1].shape[0]
+        self._last = None                         # ((field, l), array) of the most recent read
+
+    def describe(self):
+        return "every layer stored as packed upper triangles, unpacked when read"
+
+    def layer(self, field: str, l: int) -> np.ndarray:
+        if self._last is not None and self._last[0] == (field, l):
+            return self._last[1]
+        out = self._layer(field, l)
+        v = out.view()
+        v.flags.writeable = False
+        self._last = ((field, l), v)
+        return v
+
+    def _layer(self, field, l):
+        if (self.exploded >= 0 and l >= self.exploded) or self.store[l] is None:
+            return np.full((self.P, self.P), np.inf)
+        packed, K, C, T = self.store[l]
+        a = {"K": K, "C": C, "Theta": T}[field]
+        if field == "Theta" and self.ntk_scale == "linear":
+            if self.ntk_exploded >= 0 and l >= self.ntk_exploded:
+                return np.full((self.P, self.P), np.inf)
+        a = self.pk.unpack(a) if packed else a
+        if field == "Theta" and self.ntk_scale == "linear" and self.logs[l] != 0.0:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return a * np.exp(self.logs[l])
+        return a
+
+
 class LayerStack:
     """Read-only (L+1, P, P) array-like of one field of a checkpointed recursion (module docstring)."""
 
@@ -125,5 +166,33 @@ class LayerStack:
         return out if dtype is None else out.astype(dtype)
 
     def __repr__(self):
-        return (f"LayerStack({self._f}, shape={self.shape}, checkpoints every {self._s.every} layers; "
-                "np.asarray() materialises)")
+        how = (self._s.describe() if hasattr(self._s, "describe") else
+               f"checkpoints every {self._s.every} layers")
+        return f"LayerStack({self._f}, shape={self.shape}, {how}; np.asarray() materialises)"
+
+    def __getattr__(self, name):       # ndarray methods and attributes (tolist, max, T, …) on the materialised stack
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(np.asarray(self), name)
+
+    def _binary(op, reflected=False):
+        def f(self, other):
+            a = np.asarray(self)
+            return op(other, a) if reflected else op(a, other)
+        return f
+
+    import operator as _op
+    __add__, __radd__ = _binary(_op.add), _binary(_op.add, True)
+    __sub__, __rsub__ = _binary(_op.sub), _binary(_op.sub, True)
+    __mul__, __rmul__ = _binary(_op.mul), _binary(_op.mul, True)
+    __truediv__, __rtruediv__ = _binary(_op.truediv), _binary(_op.truediv, True)
+    __pow__ = _binary(_op.pow)
+    __matmul__, __rmatmul__ = _binary(_op.matmul), _binary(_op.matmul, True)
+    __lt__, __le__, __gt__, __ge__ = _binary(_op.lt), _binary(_op.le), _binary(_op.gt), _binary(_op.ge)
+    del _binary, _op
+
+    def __neg__(self):
+        return -np.asarray(self)
+
+    def __abs__(self):
+        return np.abs(np.asarray(self))

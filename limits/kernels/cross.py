@@ -23,6 +23,7 @@ import numpy as np
 
 from ..checks import finite_array
 from ..results import Result
+from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
 
@@ -57,8 +58,8 @@ def check_inputs(X, name, d_in):
     X = finite_array(X, name)
     if X.ndim == 1:
         X = X[None, :]
-    if X.ndim != 2 or X.shape[1] < 1:
-        raise ValueError(f"{name} must be a P×d_in array, got shape {X.shape}")
+    if X.ndim != 2 or X.shape[1] < 1 or X.shape[0] < 1:
+        raise ValueError(f"{name} must be a P×d_in array with P ≥ 1, got shape {X.shape}")
     if X.shape[1] != d_in:
         raise ValueError(f"{name} has {X.shape[1]} columns but the model has d_in = {d_in}")
     return X
@@ -140,6 +141,11 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     snap_variances(q1, ids1)
     snap_variances(q2, ids2, q1, ids1)
     snap_identical(K, ids1, ids2, q1)
+    fused = _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2)
+    if fused is not None:
+        K_out, T_out, Ks, Ts = fused
+        diag = {"nngp_exploded_at": -1, "ntk_exploded_at": -1, "warnings": []}
+        return KernelResult(K_out if "nngp" in get else None, T_out, Ks, Ts, model_record(m), diag, False, X1, X2)
     T = K.copy() if want_ntk else None
     Ks = [K.copy()] if layers else None
     Ts = [T.copy()] if layers and want_ntk else None
@@ -152,8 +158,8 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
             E = _pair(gaussian.kernel, act, a, K, b)
             G = _pair(gaussian.dkernel, act, a, K, b) if (want_ntk and ntk_bad < 0) else None
             C = cw * E + cb
-            e1 = cw * np.asarray(gaussian.kernel(act, q1, q1, q1)) + cb
-            e2 = cw * np.asarray(gaussian.kernel(act, q2, q2, q2)) + cb
+            e1 = cw * np.asarray(gaussian.kernel(act, q1, q1, q1, checked=True)) + cb
+            e2 = cw * np.asarray(gaussian.kernel(act, q2, q2, q2, checked=True)) + cb
             if G is not None:
                 T = (T + C + cw * G * T) if kw["residual"] else (C + cw * G * T)
                 if not (np.all(np.isfinite(T)) and np.max(np.abs(T)) <= _diag.LARGE):
@@ -197,6 +203,35 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                         np.stack(Ts) if layers and want_ntk else None, model_record(m), diag, False, X1, X2)
 
 
+FUSED = True       # closed-form activations at moderate variances: the fused row-block path (limits.kernels._fused)
+
+
+def _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2):
+    """(K_out, Θ_out, K stack, Θ stack) by :func:`limits.kernels._fused.cross` — erf, relu, gelu, linear with
+    every variance moderate and no overflow possible (else None: the general path below, which reports
+    overflows layer by layer). No per-layer validation: the read-in block is a Gram of checked inputs, and
+    the closed forms clip |K_αβ| ≤ √(q_α q_β) themselves."""
+    kind_ = _fused.kind(act) if FUSED else None
+    if kind_ is None:
+        return None
+    res, wo, bo = kw["residual"], kw["sigma_w2_out"], kw["sigma_b2_out"]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        v1 = _fused.variance_path(kind_, q1, L, cw, cb, res, wo, bo, want_ntk, _diag.LARGE)
+        v2 = _fused.variance_path(kind_, q2, L, cw, cb, res, wo, bo, want_ntk, _diag.LARGE) if v1 else None
+    if v1 is None or v2 is None:
+        return None
+    P1, P2 = K.shape
+    Ks = np.empty((L + 1, P1, P2)) if layers else None
+    Ts = np.empty((L + 1, P1, P2)) if layers and want_ntk else None
+    same = None
+    if ids1.size and ids2.size and ids1.max() >= 0 and ids2.max() >= 0:   # identical inputs (row_ids)
+        i, j = np.nonzero((ids1[:, None] == ids2[None, :]) & (ids1[:, None] >= 0))
+        same = (i, j, v1)
+    K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
+                                same=same)
+    return K_out, T_out, Ks, Ts
+
+
 def _is_serial(model):
     from ..layers import as_serial
 
@@ -208,7 +243,7 @@ def _pair(fn, act, a, K, b):
     Mehler series with certified tail and trapezoid fallback — ``limits.gaussian.gram``), so the cross
     block equals the joint kernel's block to rounding."""
     smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
-    return fn(act, a, K, b, method="mehler") if smooth else fn(act, a, K, b)
+    return fn(act, a, K, b, method="mehler", checked=True) if smooth else fn(act, a, K, b, checked=True)
 
 
 def flag_explosions(diag, want_ntk):

@@ -143,22 +143,27 @@ def _spectra(diag, K_last, K_out, what) -> list:
     return msgs
 
 
-def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", lazy: bool = False) -> dict:
+def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", lazy: bool = False,
+           last_finite: bool | None = None) -> dict:
     """Fill spectrum fields of ``diag`` and emit warnings / raise according to ``on_explode``; returns a
     :class:`Diagnostics`. ``lazy=True`` (kernels from closed forms, PSD by construction up to rounding)
     defers the spectral entries to their first access when P > ``MAX_EIG_P``; otherwise (quadrature, where
-    a lost PSD property would flag an inaccurate result) they are computed and warned about at once."""
+    a lost PSD property would flag an inaccurate result) they are computed and warned about at once.
+    ``K_last`` may be a function returning the last layer (built only when the spectra are computed; then
+    ``last_finite`` says whether it is finite)."""
     msgs = list(diag.get("warnings", []))
     defer = False
+    get_last = K_last if callable(K_last) else (lambda: K_last)
+    fin = last_finite if callable(K_last) else bool(np.all(np.isfinite(K_last)))
     if diag.get("exploded_at", -1) >= 0:
         msgs.append(f"{what} exploded at layer {diag['exploded_at']} (|K| > {LARGE:g} or non-finite); "
                     "later layers are +inf")
-    elif not (np.all(np.isfinite(K_last)) and np.all(np.isfinite(K_out))):
+    elif not (fin and np.all(np.isfinite(K_out))):
         msgs.append(f"{what} has non-finite entries at the last layer")
-    elif lazy and np.shape(K_last)[0] > MAX_EIG_P:
+    elif lazy and np.shape(K_out)[0] > MAX_EIG_P:
         defer = True
     else:
-        msgs += _spectra(diag, K_last, K_out, what)
+        msgs += _spectra(diag, get_last(), K_out, what)
     diag["warnings"] = msgs
     if msgs and on_explode == "raise" and diag.get("exploded_at", -1) >= 0:
         raise KernelExplosion("; ".join(msgs))
@@ -169,7 +174,7 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", laz
         return Diagnostics(diag)
 
     def fill(d):
-        new = _spectra(d, K_last, K_out, what)
+        new = _spectra(d, get_last(), K_out, what)
         dict.__getitem__(d, "warnings").extend(new)
         if on_explode != "ignore":
             for m in new:

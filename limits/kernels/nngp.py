@@ -112,9 +112,13 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     (``r.K[l]``, ``r.K[:, a, b]``, ``np.asarray(r.K)``) but keeps only every ``checkpoint_every``-th layer
     (default ⌈√L⌉) and recomputes the others on demand, bit-identically (:mod:`limits.kernels._layers`;
     memory ≈ 6√L P² instead of 3(L+1)P²); "last" stores only K⁰ and the last layer — K/C/Theta of shape
-    (2, P, P) with ``layers=(0, L)`` — so memory is O(P²); the kept layers are bit-identical. "auto" (the
-    default) is "all" while every layer fits in ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond (it
-    refuses, like "all", what would not fit in ``max_memory`` with every layer stored).
+    (2, P, P) with ``layers=(0, L)`` (``(0,)`` at depth 0) — so memory is O(P²); the kept layers are
+    bit-identical. "auto" (the default): for the closed-form activations (erf, relu, gelu, linear) every layer
+    is kept as the packed upper triangle the recursion computed it in (no P×P copy per layer; C shares K's
+    storage for a feed-forward net) and ``r.K``/``r.C``/``r.Theta`` are read-only (L+1, P, P) array-likes that
+    unpack a layer when it is read, bit-identical to "all"; otherwise "all" while every layer fits in
+    ``AUTO_ALL_BYTES`` (512 MiB) and "checkpoint" beyond (it refuses, like "all", what would not fit in
+    ``max_memory`` with every layer stored). ``depth=0`` is the two-layer net: the read-out acts on K⁰.
 
     The NTK is propagated with a running log-normaliser, Θ^l = exp(s_l)·Θ̃^l (Θ̃ rescaled to max diag 1
     whenever it exceeds 1e50), so an NTK growing like χ₁^L in the chaotic phase never overflows and never
@@ -132,9 +136,16 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
     K0m, arch = resolve(X, K0, depth=depth, activation=activation, sigma_w2=sigma_w2, sigma_b2=sigma_b2,
                         residual=residual, rho=rho, sigma_w2_in=sigma_w2_in, sigma_b2_in=sigma_b2_in,
                         sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
-                        depth_scaling=depth_scaling, d_in=d_in)
+                        depth_scaling=depth_scaling, d_in=d_in, min_depth=0)
     _diag.check_on_explode(on_explode)
     L, P, per = arch.depth, K0m.shape[0], 2 + bool(ntk)
+    packed_n = 0.0
+    if keep == "auto" and L > 0 and P > 1:           # closed forms: every layer as its packed triangles, lazily
+        fk = _fused.kind(arch.activation) if FUSED else None     # unpacked (no P×P copy per layer)
+        if fk is not None and _fused.usable(fk, np.diag(K0m)):
+            packed_n = (1 + bool(arch.residual) + bool(ntk)) * L * _fused.packed(P).n / float(P * P)
+            if 8.0 * packed_n * P * P <= AUTO_ALL_BYTES:
+                keep = "packed"
     if keep == "auto":            # never runs what keep="all" would refuse: same error (and hint) then
         if 8.0 * per * (L + 1) * P * P <= AUTO_ALL_BYTES:
             keep = "all"
@@ -148,10 +159,12 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
         every = default_every(L) if checkpoint_every is None else positive_int(checkpoint_every,
                                                                                "checkpoint_every")
         n = 3 + (L // every + 2) + min(every, L) + 1           # slots, checkpoints, one cached stretch
+    elif keep == "packed":
+        n = 3 + packed_n / per
     else:
         n, _ = layer_slots(L, keep)
     check_memory(per * n + 2 + 2 * bool(ntk), P, max_memory, what="nngp",
-                 keep="last" if keep == "checkpoint" else keep)
+                 keep="last" if keep in ("checkpoint", "packed") else keep)
     return run_recursion(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
 
 
@@ -216,9 +229,11 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2 = arch.rho ** 2
     ckpt = keep == "checkpoint"
-    last = keep in ("last", "checkpoint")
-    n, ix = layer_slots(L, "last" if ckpt else keep)
+    lazy = keep == "packed"                           # every layer kept as the packed triangles it was computed in
+    last = keep in ("last", "checkpoint", "packed")
+    n, ix = layer_slots(L, "last" if (ckpt or lazy) else keep)
     checkpoints = {}
+    store = [None] * (L + 1) if lazy else None        # layer l: (packed?, K, C, Θ̃)
     all_logs = np.zeros(L + 1) if ntk else None
     if ntk:
         all_logs[0] = s0
@@ -226,11 +241,15 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
-    max_abs = float(np.max(np.abs(K0m))) if last else None
-    Ks[0] = K0m
-    Cs[0] = K0m if C0 is None else C0
+    max_abs = max(float(K0m.max()), -float(K0m.min())) if last else None      # max |K⁰| (no temporary)
+    if lazy:                                          # layer 0 is K⁰ itself (handed out read-only); the packed
+        store[0] = (False, K0m, K0m if C0 is None else C0, (K0m if T0 is None else T0) if ntk else None)
+    else:                                             # path never reads slot 0 in this mode
+        Ks[0] = K0m
+        Cs[0] = K0m if C0 is None else C0
     if ntk:
-        Th[0] = K0m if T0 is None else T0
+        if not lazy:
+            Th[0] = K0m if T0 is None else T0
         logs[0] = s0
     exploded = -1
     ntk_exploded = -1
@@ -242,7 +261,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         pk = _fused.packed(P)
         sc = _fused.Scratch(pk)
         Kv = pk.pack(K0m)
-        Tv = pk.pack(Th[0]) if ntk else None
+        Tv = (Kv.copy() if T0 is None else pk.pack(T0)) if ntk else None
         spare = [np.empty(pk.n) for _ in range(2 + 2 * bool(ntk))]   # double buffers for K̃, Θ̃; C
         Cv = np.empty(pk.n)
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
@@ -257,14 +276,21 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     pk.unpack(Tv, Th[ip])
                 Kv = Tv = None
             if Kv is not None:
-                Kn = spare.pop()
-                Tn = spare.pop() if ntk else None
+                if lazy:                               # fresh buffers: they are the kept layer (no copy)
+                    Kn = np.empty(pk.n)
+                    Tn = np.empty(pk.n) if ntk else None
+                    Cv = np.empty(pk.n) if arch.residual else Kn     # feed-forward: C^l is K^l
+                else:
+                    Kn = spare.pop()
+                    Tn = spare.pop() if ntk else None
                 tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
                                     t_scale=None if s == 0.0 else np.exp(-s))
-                spare.append(Kv)
+                if not lazy:
+                    spare.append(Kv)
+                    if ntk:
+                        spare.append(Tv)
                 Kv = Kn
                 if ntk:
-                    spare.append(Tv)
                     Tv = T = Tn
                     t_finite = bool(np.isfinite(tsum)) or bool(np.isfinite(Tv).all())
                 dK = pk.diag(Kv)
@@ -316,13 +342,16 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     ntk_exploded = l
             if last:                                   # running max |K^l| (no P² temporary)
                 max_abs = max(max_abs, hi, -lo)
-            if Kv is not None and (not last or l == L):  # hand out the kept layers in full
-                pk.unpack(Kv, Ks[i])
+            if Kv is not None and not lazy and (not last or l == L):  # hand out the kept layers in full
+                pk.unpack(Kv, Ks[i])                   # (the packed store hands out its own)
                 pk.unpack(Cv, Cs[i])
                 if ntk:
                     pk.unpack(Tv, Th[i])
             if ntk:
                 all_logs[l] = logs[i]
+            if lazy:
+                store[l] = ((True, Kv, Cv, Tv) if Kv is not None else
+                            (False, Ks[i].copy(), Cs[i].copy(), Th[i].copy() if ntk else None))
             if ckpt and (l % every == 0 or l == L):      # checkpoint: full K, C and Θ̃ of layer l
                 if Kv is not None and l < L:
                     checkpoints[l] = (pk.unpack(Kv), pk.unpack(Cv), pk.unpack(Tv) if ntk else None)
@@ -366,7 +395,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     log_out = sL + float(np.log(top))
                 if ntk_exploded < 0 and log_out + np.log(max(top, 1e-300)) > log_large:
                     ntk_exploded = L + 1
-    rescaled = ntk and ntk_scale == "log" and (np.any(logs != 0.0) or (log_out or 0.0) != 0.0)
+    rescaled = ntk and ntk_scale == "log" and (np.any((all_logs if lazy else logs) != 0.0) or (log_out or 0.0) != 0.0)
     status = {"nngp": "exploded" if exploded >= 0 else "ok",
               "ntk": ("off" if not ntk else "exploded" if ntk_exploded >= 0 and ntk_scale == "linear"
                       else "rescaled" if rescaled else "ok")}
@@ -399,7 +428,23 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         diag["warnings"].append(
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
-    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
+    if lazy:
+        from ._layers import LayerStack, PackedLayers
+
+        st = PackedLayers(pk, store, all_logs, exploded, diag["ntk_exploded_at"] if ntk_scale == "linear" else -1,
+                          ntk_scale)
+        if Kv is not None and exploded < 0:          # K^L unpacked only if its spectrum is asked for
+            diag = _diag.finish(diag, lambda: st.layer("K", L), K_out, on_explode, what="NNGP kernel", lazy=True,
+                                last_finite=bool(np.isfinite(Kv).all()))
+        else:
+            diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
+    else:
+        diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
+    if lazy:
+        return NNGPResult(LayerStack(st, "K"), LayerStack(st, "C"), K_out, LayerStack(st, "Theta") if ntk else None,
+                          T_out, arch.as_dict(), diag,
+                          Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
+                          Theta_out_log_scale=log_out)
     if ckpt:
         from ._layers import Checkpoints, LayerStack
 
@@ -412,7 +457,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                           Theta_out_log_scale=log_out)
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
-                          layers=(0, L), Theta_log_scale=logs[:2] if ntk else None,
+                          layers=(0, L) if L else (0,), Theta_log_scale=logs[:2] if ntk else None,
                           Theta_out_log_scale=log_out)
     return NNGPResult(Ks, Cs, K_out, Th, T_out, arch.as_dict(), diag, Theta_log_scale=logs if ntk else None,
                       Theta_out_log_scale=log_out)

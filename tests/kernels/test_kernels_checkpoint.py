@@ -54,7 +54,10 @@ def test_checkpoint_after_explosion():
 
 def test_auto_switches_to_checkpoint_beyond_budget(monkeypatch):
     X = np.random.default_rng(2).standard_normal((9, 3))
-    assert isinstance(nngp(X, depth=6).K, np.ndarray)                 # small: plain arrays as before
+    assert isinstance(nngp(X, depth=6, activation="tanh").K, np.ndarray)   # small, no closed form: plain arrays
+    small = nngp(X, depth=6)          # closed form (erf): the packed layers, read-only, bit-identical to "all"
+    assert isinstance(small.K, LayerStack) and "packed" in repr(small.K)
+    np.testing.assert_array_equal(np.asarray(small.K), nngp(X, depth=6, keep="all").K)
     monkeypatch.setattr(N, "AUTO_ALL_BYTES", 1000)
     r = nngp(X, depth=6)
     assert isinstance(r.K, LayerStack)

@@ -28,7 +28,7 @@ def test_nngp_and_response_commands(tmp_path, capsys):
 
 
 def test_cli_bad_input_is_an_error_message(capsys):
-    assert main(["nngp", "--depth", "0"]) == 2
+    assert main(["nngp", "--depth", "-1"]) == 2
     assert "depth" in capsys.readouterr().err
     assert main(["response", "-N", "10", "--K0", "/nonexistent.npy"]) == 2
 

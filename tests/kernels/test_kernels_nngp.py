@@ -99,7 +99,7 @@ def test_save_load_roundtrip(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,name", [
-    (dict(depth=0), "depth"), (dict(depth=2.5), "depth"), (dict(activation="nope"), "activation"),
+    (dict(depth=-1), "depth"), (dict(depth=2.5), "depth"), (dict(activation="nope"), "activation"),
     (dict(sigma_w2=-1.0), "sigma_w2"), (dict(sigma_b2=float("nan")), "sigma_b2"),
     (dict(sigma_w2_out=-0.1), "sigma_w2_out"), (dict(rho=-1.0), "rho"),
     (dict(depth_scaling="cube"), "depth_scaling"), (dict(residual="yes"), "residual"),
