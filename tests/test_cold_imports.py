@@ -33,3 +33,18 @@ def test_heavy_modules_load_when_used():
             "limits.activation('erf').phi(np.array([0.5]))\n")
     out = _loaded(code)
     assert "'scipy.optimize'" in out and "'scipy.special'" in out
+
+
+def test_symmetric_kernel_of_a_model_leaves_the_spectra_uncomputed():
+    """``kernel(m, X)`` reports explosions only: it must not force the lazy spectral diagnostics of the
+    recursion (two O(P³) factorisations and the scipy.linalg import above MAX_EIG_P inputs)."""
+    from limits.kernels.diagnostics import MAX_EIG_P
+
+    P = MAX_EIG_P + 50
+    code = ("import numpy as np, limits, sys\n"
+            f"X = np.random.default_rng(0).standard_normal(({P}, 5))\n"
+            "r = limits.kernels.kernel(limits.mlp(5, 3, activation='gelu'), X)\n"
+            "print('linalg', 'scipy.linalg' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}).stdout
+    assert "linalg False" in out, out

@@ -264,7 +264,7 @@ def _symmetric(m, X, get, layers, want_ntk):
     if layers:
         _memory_guard((m.depth + 1) * (2 + want_ntk), X.shape[0], X.shape[0], "limits.kernels.kernel")
     r = _nngp(X, ntk=want_ntk, keep="all" if layers else "last", on_explode="ignore", **kw)
-    d = dict(r.diagnostics)
+    d = r.diagnostics              # only its eager entries: the lazy spectra would cost two O(P³) factorisations
     diag = {"nngp_exploded_at": int(d.get("exploded_at", -1)),
             "ntk_exploded_at": int(d.get("ntk_exploded_at", -1)) if want_ntk else -1,
             "warnings": [], "source": "limits.kernels.nngp"}
