@@ -500,7 +500,10 @@ def _table_params():
                 marks.append(pytest.mark.exhaustive)
         elif _known(argv):
             continue
-        out.append(pytest.param(cmd, flag, dest, value, marks=marks, id=" ".join(argv)[:120]))
+        # ids name the session's temporary folder TMP: identical in every process (pytest-xdist workers
+        # must collect the same test ids)
+        out.append(pytest.param(cmd, flag, dest, value, marks=marks,
+                                id=" ".join(argv).replace(F["dir"].rstrip("/"), "TMP")[:120]))
     return out
 
 
