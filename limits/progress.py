@@ -119,3 +119,26 @@ def progress(iterable=None, total=None, desc=None, disable=None, **kwargs):
         else:
             return LineProgress(iterable, total=total, desc=desc, **kwargs)
     return _tqdm_class()(iterable, total=total, desc=desc, disable=disable, leave=False, **kwargs)
+
+
+LONG_RECURSION = 20_000      # layers from which a recursion reports progress (a few seconds of work or more)
+
+
+def layer_range(L, desc="layers", every=1000):
+    """``range(1, L + 1)`` for a layer recursion; from :data:`LONG_RECURSION` layers on, with a progress
+    report (and an interruption point) every ``every`` layers — negligible per-layer overhead, so that a
+    run at depth 10⁹ shows its ETA instead of running silently."""
+    if L < LONG_RECURSION:
+        return range(1, L + 1)
+    return _reported_layers(int(L), desc, int(every))
+
+
+def _reported_layers(L, desc, every):
+    bar = progress(total=L, desc=desc)
+    try:
+        for start in range(1, L + 1, every):
+            stop = min(L + 1, start + every)
+            yield from range(start, stop)
+            bar.update(stop - start)
+    finally:
+        bar.close()

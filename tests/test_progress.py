@@ -1,6 +1,8 @@
 """Progress reports: a bar on a terminal, periodic plain lines otherwise, silence on request."""
 import io
 
+import pytest
+
 from limits.progress import LineProgress, progress
 
 
@@ -24,3 +26,36 @@ def test_quiet_until_the_interval_and_silenced_by_env(monkeypatch):
     assert progress(range(3)).disable
     monkeypatch.delenv("LIMITS_PROGRESS")
     assert isinstance(progress(range(3)), LineProgress)      # pytest's stderr is not a terminal
+
+
+def test_layer_range_reports_long_recursions(monkeypatch, capsys):
+    from limits import interrupts, progress as prog
+
+    assert isinstance(prog.layer_range(5), range) and list(prog.layer_range(5)) == [1, 2, 3, 4, 5]
+    monkeypatch.setenv("LIMITS_PROGRESS_INTERVAL", "0")
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    L = prog.LONG_RECURSION + 1234
+    assert list(prog.layer_range(L, "layers", every=1000)) == list(range(1, L + 1))
+    err = capsys.readouterr().err
+    assert f"layers: {L}/{L} (100%)" in err and "layers: 1000/" in err
+    monkeypatch.setattr(interrupts, "_SEEN", [2])          # a recorded Ctrl-C stops it at the next report
+    with pytest.raises(KeyboardInterrupt):
+        for _ in prog.layer_range(L, "layers", every=1000):
+            pass
+
+
+def test_long_nngp_recursion_reports_its_progress(monkeypatch, capsys):
+    import numpy as np
+
+    import limits
+    from limits import progress as prog
+
+    X = np.random.default_rng(0).standard_normal((3, 4))
+    ref = limits.kernels.nngp(X, depth=60, keep="last")              # below the threshold: a plain range
+    monkeypatch.setenv("LIMITS_PROGRESS_INTERVAL", "0")
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    monkeypatch.setattr(prog, "LONG_RECURSION", 50)
+    capsys.readouterr()
+    r = limits.kernels.nngp(X, depth=60, keep="last")
+    assert "NNGP/NTK layers: 60/60 (100%)" in capsys.readouterr().err
+    np.testing.assert_array_equal(r.K_out, ref.K_out)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import finite_array
+from ..progress import layer_range
 from ..results import Result
 from . import _fused
 from . import diagnostics as _diag
@@ -153,7 +154,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
 
     nngp_bad = ntk_bad = -1
     with np.errstate(over="ignore", invalid="ignore"):
-        for l in range(1, L + 1):
+        for l in layer_range(L, "cross-kernel layers"):
             a, b = q1[:, None], q2[None, :]
             E = _pair(gaussian.kernel, act, a, K, b)
             G = _pair(gaussian.dkernel, act, a, K, b) if (want_ntk and ntk_bad < 0) else None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import positive_int
+from ..progress import layer_range
 from ..results import Result
 from . import _fused
 from . import diagnostics as _diag
@@ -267,7 +268,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
     with np.errstate(over="ignore", invalid="ignore"):
-        for l in range(1, L + 1):
+        for l in layer_range(L, "NNGP/NTK layers"):
             i, ip = ix(l), ix(l - 1)
             s = logs[ip] if ntk else 0.0
             if Kv is not None and not _fused.usable(fk, pk.diag(Kv)):
