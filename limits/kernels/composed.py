@@ -81,9 +81,12 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelR
     P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
     if block is None:
         block = max(1, int(np.sqrt(BLOCK_BYTES / pair_bytes(m, X1.shape[1:], "ntk" in get))))
-    if max(P1, P2) > block:
-        return _tiled(m, X1, X2, get, int(block))
-    return _one(m, X1, X2, get)
+    from ..blas import blas_threads
+
+    with blas_threads():                 # many small products (conv bands): one BLAS thread ($LIMITS_BLAS_THREADS)
+        if max(P1, P2) > block:
+            return _tiled(m, X1, X2, get, int(block))
+        return _one(m, X1, X2, get)
 
 
 def _tiled(m, X1, X2, get, b):

@@ -8,7 +8,13 @@ Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
     diagonal:  K'[i]    = σ_w² /|F| Σ_f K[i+f−o]          + σ_b²
     Θ' = σ_w² (same average of Θ) + K'
 
-Cost O(filter size × size of the blocks); memory unchanged.
+Both rules are linear maps of each spatial axis's index (the pair (i, j) in the full representation):
+with n entries per axis they are applied as small banded matrices B (n²×n² on a pair, n×n on one
+position; entries 1 where (i', j') = (i+f−o, j+f−o)), by one matrix product per axis over all blocks
+(``_axis_map``) — BLAS-friendly, no padded copies. For larger axes (n > ``DENSE_MAX``) the dense band costs
+more flops than it saves and shifted slice additions are used instead (``_shift_sum``).
+
+Cost O(min(n², filter size) × size of the blocks) per axis; memory: the output block and one temporary.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from ..checks import positive_int, real_number
 from .base import Layer, bias_theta, gram_theta, register
 
 PADDINGS = ("SAME", "CIRCULAR")
+DENSE_MAX = 8          # axes up to this size: banded matrix products; larger: shifted slice additions
 
 
 def _pieces(o, n, circular):
@@ -56,6 +63,39 @@ def _shift_sum(K, axes, k, circular):
                 dst[ax], src[ax] = d, s_
             out[tuple(dst)] += K[tuple(src)]
     return out
+
+
+def _band(n, k, circular, pair):
+    """The conv rule of one axis as a matrix: B[i, i'] = #{f : i' = i + f − o} (one position, n×n) or, on a
+    pair of positions, B[(i, j), (i', j')] = #{f : i' = i + f − o, j' = j + f − o} (n²×n²); positions outside
+    the axis are dropped (SAME) or wrapped (CIRCULAR)."""
+    o = (k - 1) // 2
+    idx = np.arange(n)
+    m = n * n if pair else n
+    B = np.zeros((m, m))
+    for f in range(k):
+        src = idx + f - o
+        ok = np.ones(n, bool) if circular else (src >= 0) & (src < n)
+        src = src % n
+        if pair:
+            I, J = np.meshgrid(idx[ok], idx[ok], indexing="ij")
+            SI, SJ = np.meshgrid(src[ok], src[ok], indexing="ij")
+            np.add.at(B, (I * n + J, SI * n + SJ), 1.0)
+        else:
+            np.add.at(B, (idx[ok], src[ok]), 1.0)
+    return B
+
+
+def _axis_map(K, B, lead, m):
+    """Apply the m×m matrix B to the axis group of size m that follows the first ``lead`` entries of
+    ``K.shape`` (product of the later axes: the rest): one matrix product over every block."""
+    pre = int(np.prod(K.shape[:lead], dtype=np.int64))
+    post = K.size // (pre * m)
+    if post == 1:
+        out = K.reshape(pre, m) @ B.T
+    else:
+        out = np.matmul(B, K.reshape(pre, m, post))
+    return out.reshape(K.shape)
 
 
 @register
@@ -96,13 +136,32 @@ class Conv(Layer):
 
         F = float(np.prod(self.filter_shape))
 
+        full, sp = k.full, k.spatial
+        scaled = False
+        maps = []                     # per axis: ("band", B, lead, m) or ("shift", axes)
+        for d, f in enumerate(self.filter_shape):
+            if f == 1:
+                continue
+            n = sp[d]
+            if n <= DENSE_MAX:
+                B = _band(n, f, circ, full)
+                if not scaled:                       # the factor σ_w²/|F| rides on the first band
+                    B, scaled = B * (w / F), True
+                maps.append(("band", B, 2 + (2 * d if full else d), B.shape[0]))
+            else:
+                maps.append(("shift", (2 + 2 * d, 3 + 2 * d) if full else (2 + d,), f))
+
         def conv(K):
-            out = None
-            for d, f in enumerate(self.filter_shape):
-                if f > 1:
-                    out = _shift_sum(K if out is None else out, (2 + 2 * d, 3 + 2 * d) if k.full else (2 + d,), f, circ)
-            out = K.copy() if out is None else out
-            out *= w / F
+            out = K
+            for mp in maps:
+                if mp[0] == "band":
+                    out = _axis_map(out, mp[1], mp[2], mp[3])
+                else:
+                    out = _shift_sum(out, mp[1], mp[2], circ)
+            if out is K:
+                out = K.copy()
+            if not scaled:
+                out *= w / F
             out += b
             return out
 
