@@ -2,18 +2,23 @@
 against neural-tangents 0.6.5 (peer interpreter, jit, float64, one XLA thread; never imported here).
 
     python benchmarks/run.py layers            # P = 100, 200 (+ cost laws); --quick: P = 50, 100
-    python benchmarks/bench_layers.py --P 1000 # the issue's size (tens of minutes on a shared 2-core machine)
+    LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers --json benchmarks/results/layers.json
+                                               # + the issue's size P = 1000 (about an hour on a shared 2-core machine)
 
 Network: 3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.01), ReLU] → GlobalAvgPool → Dense (NNGP and NTK).
 Global pooling needs every pair of positions: P²·S² floats per block (S = 64), so ours runs in tiles
 (``limits.kernels.composed``: memory = output + one tile of ≤ 256 MiB) and neural-tangents in its
-``nt.batch`` batches of 50. Reported per size: CPU seconds (first call and steady state; for
+``nt.batch`` batches of 50 (it computes every batch pair; ours skips the tiles below the diagonal of
+a symmetric kernel). The peer process runs concurrently with ours (both under the same machine load;
+CPU time is per process). Reported per size: CPU seconds (first call and steady state; for
 neural-tangents the first call includes jit compilation), peak memory (ours: tracemalloc peak of numpy
 allocations; theirs: the peer process's max RSS), max relative difference of the kernels, and the fitted
 cost exponents in P and in the image side.
 """
+import os
 import sys
 import tempfile
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -55,14 +60,15 @@ conv = lambda: stax.Conv(8, (3, 3), padding="SAME", W_std=2.0 ** 0.5, b_std=0.01
 _, _, kfn = stax.serial(conv(), stax.Relu(), conv(), stax.Relu(), conv(), stax.Relu(), stax.GlobalAvgPool(),
                         stax.Dense(8, W_std=1.0, b_std=0.0))
 out = []
-for path in sys.argv[1:]:
+for arg in sys.argv[1:]:
+    path, calls = arg.split("::")
     X = np.load(path)
     b = min(50, X.shape[0])
     while X.shape[0] % b:
         b -= 1
     fn = nt.batch(jax.jit(kfn, static_argnames="get"), batch_size=b, store_on_device=False)
     res = {}
-    for k in range(3):
+    for k in range(int(calls)):
         c0 = time.process_time()
         r = fn(X, None, ("nngp", "ntk"))
         nngp, ntk = np.asarray(r.nngp), np.asarray(r.ntk)
@@ -76,27 +82,40 @@ print(json.dumps(out))
 '''
 
 
+def _calls(P):
+    """Calls per size: the first and the best of the others (2 at the issue's size P = 1000)."""
+    return 2 if P >= 500 else 3
+
+
 def _ours(X):
     m = model()
     tracemalloc.start()
-    t, k = cpu_wall(lambda: limits.kernels.kernel(m, X), repeat=2)
+    t, k = cpu_wall(lambda: limits.kernels.kernel(m, X), repeat=_calls(X.shape[0]))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return t, k, peak
 
 
-def run(quick=False, Ps=None):
+def run(quick=False, Ps=None, full=None):
+    """Rows per (P, side); ``full`` (default: ``$LIMITS_BENCH_LAYERS == "full"``) adds P = 1000 at 8×8."""
+    full = os.environ.get("LIMITS_BENCH_LAYERS", "") == "full" if full is None else full
     Ps = Ps or ((50, 100) if quick else (100, 200))
+    if full and 1000 not in Ps:
+        Ps = tuple(Ps) + (1000,)
     sides = (4, 6, 8)
     cases = [(P, 8) for P in Ps] + [(Ps[0], s) for s in sides if s != 8]
-    ours = {c: _ours(digits(*c)) for c in cases}
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for c in cases:
             p = Path(tmp) / f"X_{c[0]}_{c[1]}.npy"
             np.save(p, digits(*c))
-            paths.append(p)
-        nt, why = run_peer(PEER, *paths)
+            paths.append(f"{p}::{_calls(c[0])}")
+        peer = {}
+        th = threading.Thread(target=lambda: peer.update(r=run_peer(PEER, *paths, timeout=6 * 3600)))
+        th.start()                                        # the peer works while ours is timed
+        ours = {c: _ours(digits(*c)) for c in cases}
+        th.join()
+        nt, why = peer["r"]
     rows = []
     for i, c in enumerate(cases):
         t, k, peak = ours[c]
@@ -120,10 +139,15 @@ def run(quick=False, Ps=None):
         rows.append(row)
     byP = [r for r in rows if r["side"] == 8]
     bys = sorted([r for r in rows if r["P"] == Ps[0]], key=lambda r: r["side"])
+    law = f"a = {fit_exponent([r['P'] for r in byP], [r['seconds'] for r in byP]):.2f} (theory 2"
+    if all("baseline_seconds" in r for r in byP):
+        law += f"; neural-tangents {fit_exponent([r['P'] for r in byP], [r['baseline_seconds'] for r in byP]):.2f}"
+    bys_nt = f"; neural-tangents {fit_exponent([r['side'] for r in bys], [r['baseline_seconds'] for r in bys]):.2f}" \
+        if all("baseline_seconds" in r for r in bys) else ""
     rows.append({"name": "cost law (ours): CPU ∝ P^a, ∝ side^b", "seconds": float("nan"),
-                 "note": f"a = {fit_exponent([r['P'] for r in byP], [r['seconds'] for r in byP]):.2f} (theory 2), "
+                 "note": f"{law}; P = {', '.join(str(r['P']) for r in byP)}), "
                          f"b = {fit_exponent([r['side'] for r in bys], [r['seconds'] for r in bys]):.2f} "
-                         "(theory 4: S² position pairs, S = side²)"})
+                         f"(theory 4: S² position pairs, S = side²{bys_nt}; sides 4, 6, 8 at P = {Ps[0]})"})
     return rows
 
 
@@ -148,6 +172,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--P", type=int, nargs="*", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full", action="store_true", help="add the issue's size P = 1000 (8×8)")
     a = ap.parse_args()
-    rs = run(a.quick, tuple(a.P) if a.P else None)
+    rs = run(a.quick, tuple(a.P) if a.P else None, full=a.full or None)
     print(table(rs))
