@@ -36,8 +36,8 @@ def _relu_pair(K, ql, qr, T):
         if np.max(g) >= 1e150:
             from ..activations import relu_dkernel, relu_kernel
 
-            return relu_kernel(ql, K, qr), relu_dkernel(ql, K, qr) * T
-    nngp, ntk = np.empty(K.shape), np.empty(K.shape)
+            return relu_kernel(ql, K, qr), (None if T is None else relu_dkernel(ql, K, qr) * T)
+    nngp, ntk = np.empty(K.shape), (np.empty(K.shape) if T is not None else None)
     P1, P2 = K.shape[:2]
     per = max(1, K[:1, :1].size)                  # entries per pair of inputs
     c = P2 if per * P2 <= CHUNK else max(1, CHUNK // per)
@@ -65,8 +65,9 @@ def _relu_pair(K, ql, qr, T):
             out += det
             out /= 2.0 * np.pi
             theta /= 2.0 * np.pi
-            np.multiply(theta, _part(T, i, r, j, c), out=ntk[i:i + r, j:j + c])
-    return nngp, ntk
+            if T is not None:
+                np.multiply(theta, _part(T, i, r, j, c), out=ntk[i:i + r, j:j + c])
+    return nngp, (ntk if T is not None else None)
 
 
 @register
@@ -130,11 +131,10 @@ class Activation(Layer):
             nngp = np.asarray(gaussian.gram(act, K))
             ntk = None if k.ntk is None else np.asarray(gaussian.dgram(act, K)) * k.ntk
             return k.replace(nngp=nngp, ntk=ntk, cov1=np.diag(nngp)[:, None].copy(), is_gaussian=False)
-        if self.name_ == "relu" and k.ntk is not None:
-            from ..activations import relu_kernel
-
-            return k.map_pairs(lambda K, ql, qr: np.asarray(relu_kernel(ql, K, qr)), gaussian_out=False,
-                               pair_fn=_relu_pair)
+        if self.name_ == "relu":
+            # self blocks by the same formula as the cross block: equal inputs in X1 and X2 keep equal bits
+            nngp_only = lambda K, ql, qr: _relu_pair(K, ql, qr, None)[0]  # noqa: E731
+            return k.map_pairs(nngp_only, gaussian_out=False, pair_fn=_relu_pair, self_fn=nngp_only)
         # self blocks without position pairs hold only variances E[φ(u)²]: the engine's default rule for
         # unrelated triples (as limits.kernels.kernel's variance vectors); Gram-like blocks: Mehler series
         var_only = not k.full

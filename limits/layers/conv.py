@@ -9,10 +9,11 @@ Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
     Θ' = σ_w² (same average of Θ) + K'
 
 Both rules are linear maps of each spatial axis's index (the pair (i, j) in the full representation):
-with n entries per axis they are applied as small banded matrices B (n²×n² on a pair, n×n on one
-position; entries 1 where (i', j') = (i+f−o, j+f−o)), by one matrix product per axis over all blocks
-(``_axis_map``) — BLAS-friendly, no padded copies. For larger axes (n > ``DENSE_MAX``) the dense band costs
-more flops than it saves and shifted slice additions are used instead (``_shift_sum``).
+with n entries per axis they are applied, for 2-D inputs, as small banded matrices B (n²×n² on a pair,
+n×n on one position; entries 1 where (i', j') = (i+f−o, j+f−o)): K' = B₀ K B₁ᵀ per pair of inputs, two
+stacked matrix products (``_band_2d``) — BLAS-friendly, no padded copies. For larger axes
+(n > ``DENSE_MAX``: the dense band costs more flops than it saves) and 1-D inputs, shifted slice additions
+(``_shift_sum``).
 
 Cost O(min(n², filter size) × size of the blocks) per axis; memory: the output block and one temporary.
 """
@@ -86,15 +87,19 @@ def _band(n, k, circular, pair):
     return B
 
 
-def _axis_map(K, B, lead, m):
-    """Apply the m×m matrix B to the axis group of size m that follows the first ``lead`` entries of
-    ``K.shape`` (product of the later axes: the rest): one matrix product over every block."""
-    pre = int(np.prod(K.shape[:lead], dtype=np.int64))
-    post = K.size // (pre * m)
-    if post == 1:
-        out = K.reshape(pre, m) @ B.T
-    else:
-        out = np.matmul(B, K.reshape(pre, m, post))
+def _band_2d(K, B0, B1):
+    """2-D rule on blocks (A, B, *axis 0, *axis 1): K'[x] = B0 · K[x] · B1ᵀ for every pair of inputs x, with
+    K[x] the (m0 × m1) matrix of that pair (m_d = n_d² on position pairs, n_d on single positions). One
+    stacked product per side whose items all have the same shape, so an entry's rounding does not depend
+    on how many inputs the block holds (a cross block and a self block give the same bits for equal
+    inputs — what the ReLU rule's exact correlation 1 needs)."""
+    m0 = B0.shape[0] if B0 is not None else None
+    m1 = B1.shape[0] if B1 is not None else None
+    n_items = K.shape[0] * K.shape[1]
+    K3 = K.reshape(n_items, m0 or -1, m1 or K.size // (n_items * m0))
+    out = K3 if B0 is None else np.matmul(B0, K3)
+    if B1 is not None:
+        out = np.matmul(out, B1.T)
     return out.reshape(K.shape)
 
 
@@ -137,27 +142,24 @@ class Conv(Layer):
         F = float(np.prod(self.filter_shape))
 
         full, sp = k.full, k.spatial
-        scaled = False
-        maps = []                     # per axis: ("band", B, lead, m) or ("shift", axes)
+        bands = [None] * len(sp)              # 2-D: small axes as banded matrices (stacked products)
+        shifts = []                           # other axes: shifted slice additions
         for d, f in enumerate(self.filter_shape):
             if f == 1:
                 continue
-            n = sp[d]
-            if n <= DENSE_MAX:
-                B = _band(n, f, circ, full)
-                if not scaled:                       # the factor σ_w²/|F| rides on the first band
-                    B, scaled = B * (w / F), True
-                maps.append(("band", B, 2 + (2 * d if full else d), B.shape[0]))
+            if len(sp) == 2 and sp[d] <= DENSE_MAX:
+                bands[d] = _band(sp[d], f, circ, full)
             else:
-                maps.append(("shift", (2 + 2 * d, 3 + 2 * d) if full else (2 + d,), f))
+                shifts.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), f))
+        scaled = bands[0] is not None or (len(bands) > 1 and bands[1] is not None)
+        if scaled:                            # the factor σ_w²/|F| rides on the first band
+            i = 0 if bands[0] is not None else 1
+            bands[i] = bands[i] * (w / F)
 
         def conv(K):
-            out = K
-            for mp in maps:
-                if mp[0] == "band":
-                    out = _axis_map(out, mp[1], mp[2], mp[3])
-                else:
-                    out = _shift_sum(out, mp[1], mp[2], circ)
+            out = _band_2d(K, *bands) if scaled else K
+            for axes, f in shifts:
+                out = _shift_sum(out, axes, f, circ)
             if out is K:
                 out = K.copy()
             if not scaled:

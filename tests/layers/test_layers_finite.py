@@ -25,7 +25,8 @@ def test_backward_ntk_equals_finite_difference_jacobian(case):
         "conv2d-attention-layernorm": (limits.serial(
             L.Conv((2, 2), "SAME", 1.5, 0.1), L.Activation("tanh"),
             L.Residual(limits.serial(L.LayerNorm(eps=1e-3), L.Attention(2, 0.7, 1.2, 0.1)), rho=0.6),
-            L.Activation("erf"), L.AvgPool((2, 1), strides=(1, 1)), L.Identity(), L.GlobalAvgPool(), L.Dense(1.0, 0.2)),
+            L.Activation("erf"), L.AvgPool((2, 1), strides=(1, 1)), L.Identity(),
+            L.AvgPool((2, 2), strides=(2, 1), padding="SAME"), L.GlobalAvgPool(), L.Dense(1.0, 0.2)),
             (2, 3, 3, 2)),
         "conv1d-circular-flatten": (limits.serial(L.Conv((3,), "CIRCULAR", 1.3, 0.2), L.Activation("gelu"),
                                                   L.Conv((2,), "CIRCULAR", 1.1, 0.0), L.Flatten(), L.Dense(1.1, 0.1)),
@@ -75,6 +76,10 @@ CASES = {
     # AvgPool
     "avgpool": (limits.serial(L.Conv((2, 2), "SAME", 2.0, 0.0), L.Activation("relu"), L.AvgPool((2, 2)), L.Flatten(), L.Dense()),
                 (3, 4, 4, 2), (32, 64, 128)),
+    # AvgPool "SAME" (stride 2, edges normalised as neural-tangents' normalize_edges=True)
+    "avgpool-same": (limits.serial(L.Conv((2, 2), "SAME", 2.0, 0.1), L.Activation("relu"),
+                                   L.AvgPool((3, 3), strides=(2, 2), padding="SAME", normalize_edges=True), L.Flatten(), L.Dense()),
+                     (3, 5, 4, 2), (32, 64, 128)),
     # LayerNorm
     "layernorm": (limits.serial(L.Dense(1.0, 0.1), L.LayerNorm(), L.Activation("erf"), L.Dense(1.2, 0.1)), (3, 5),
                   (64, 128, 256)),
