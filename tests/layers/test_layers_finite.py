@@ -152,5 +152,18 @@ def test_gradient_descent_prediction_of_a_composition_passes_check_and_flags_an_
     assert c.passed, c.reasons
     bad = limits.check(replace(g, mean=1.1 * g.mean), widths=(64, 128, 256), inits=64, seed=0)
     assert not bad.passed
-    with pytest.raises(ValueError, match="discrete gradient descent"):
-        limits.check(limits.predict.gradient_descent(m, X, Y, Xs, t=[1.0]), widths=(32, 64), inits=4)
+
+
+def test_gradient_flow_prediction_of_a_composition_passes_check_and_flags_an_error():
+    """Continuous time: finite compositions follow the flow by Euler steps at dt and 2·dt (Richardson)."""
+    rng = np.random.default_rng(0)
+    m = limits.serial(L.Conv((3,), "SAME", 2.0, 0.1), L.Activation("relu"), L.GlobalAvgPool(), L.Dense(1.0, 0.1))
+    X, Y, Xs = rng.standard_normal((4, 5, 2)), rng.standard_normal(4), rng.standard_normal((2, 5, 2))
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[0.0, 1.0, 3.0], flow=True, learning_rate=0.5)
+    c = limits.check(g, widths=(64, 128, 256), inits=64, seed=0)
+    assert c.passed, c.reasons
+    assert c.details["richardson_gap"] < 1e-3 and c.details["euler_steps"] >= 2
+    bad = limits.check(replace(g, mean=1.1 * g.mean), widths=(64, 128, 256), inits=64, seed=0)
+    assert not bad.passed
+    with pytest.raises(ValueError, match="integer multiples"):
+        limits.check(limits.predict.gradient_descent(m, X, Y, Xs, t=[1.0, 1.5], flow=True), widths=(32, 64), inits=4)
