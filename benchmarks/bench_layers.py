@@ -175,7 +175,7 @@ def run(quick=False, Ps=None, full=None):
                             f"NT process max RSS {r['maxrss'] / 2**20:.0f} MiB; max rel. diff {rel:.1e} "
                             f"(NTK diagonal {diag:.1e})" + (f"; {r['how']}" if "how" in r else ""))
             if "how" in r:
-                row["nt_steady_estimated"] = True
+                row.update(nt_steady_estimated=True, nt_how=r["how"])
         else:
             row["note"] = why
         rows.append(row)
