@@ -5,7 +5,7 @@
 neural-tangents runs in the optional peer interpreter (``LIMITS_NT_PYTHON``; ``python
 benchmarks/make_peer_env.py``), never imported here. Each composition is sent as its JSON form and
 translated there into ``stax`` layers: Dense/Conv (W_std = √σ_w², b_std = √σ_b², NTK parameterisation),
-Relu/Erf/Gelu, Flatten, GlobalAvgPool, AvgPool (VALID), LayerNorm(axis=-1),
+Relu/Erf/Gelu, Flatten, GlobalAvgPool, AvgPool (VALID / SAME, normalize_edges), LayerNorm(axis=-1),
 GlobalSelfAttention(linear_scaling=True, W_key_std = qk_scale, W_value_std = √σ_w²), and
 Residual(branch, ρ) = FanOut(2) → parallel(Identity, branch with its last layer's stds × ρ) → FanInSum.
 Reported: max |ours − NT| / max |NT| for the NNGP, the NTK off the diagonal and the NTK's diagonal
@@ -44,6 +44,12 @@ def cases():
                                                      L.Flatten(), L.Dense(sigma_w2=1.0, sigma_b2=0.1)), (6, 6, 6, 3)),
         ("CNN + AvgPool 2×2 + flatten", limits.serial(conv(padding="CIRCULAR", sigma_w2=2.0), L.Activation("relu"),
                                                       L.AvgPool((2, 2)), L.Flatten(), L.Dense(sigma_w2=1.0)), (5, 6, 6, 2)),
+        ("CNN + AvgPool 3×3 SAME, stride 2 + GAP", limits.serial(conv(padding="SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
+                                                               L.AvgPool((3, 3), strides=(2, 2), padding="SAME"), conv(padding="SAME", sigma_w2=2.0),
+                                                               L.Activation("relu"), L.GlobalAvgPool(), L.Dense(sigma_w2=1.0)), (5, 7, 6, 2)),
+        ("CNN + AvgPool 2×3 SAME, normalize_edges + flatten", limits.serial(conv(padding="SAME", sigma_w2=1.5, sigma_b2=0.2), L.Activation("erf"),
+                                                                            L.AvgPool((2, 3), strides=(1, 2), padding="SAME", normalize_edges=True),
+                                                                            L.Flatten(), L.Dense(sigma_w2=1.0, sigma_b2=0.1)), (5, 5, 6, 2)),
         ("1-D CNN (filter 5) + pooling", limits.serial(L.Conv(filter_shape=(5,), padding="SAME", sigma_w2=1.7, sigma_b2=0.2),
                                                        L.Activation("gelu"), L.GlobalAvgPool(), L.Dense()), (5, 9, 3)),
         ("residual CNN", limits.serial(conv(padding="SAME", sigma_w2=1.0, sigma_b2=0.1),
@@ -85,7 +91,8 @@ def layer(d, rho=1.0):
     if t == "GlobalAvgPool":
         return stax.GlobalAvgPool()
     if t == "AvgPool":
-        return stax.AvgPool(tuple(d["window_shape"]), tuple(d["strides"]), "VALID")
+        return stax.AvgPool(tuple(d["window_shape"]), tuple(d["strides"]), d["padding"],
+                            normalize_edges=d.get("normalize_edges", False))
     if t == "LayerNorm":
         return stax.LayerNorm(axis=-1, eps=d["eps"])
     if t == "Identity":

@@ -274,6 +274,40 @@ def _pc_row(rows_):
             f"{'met' if ok_all else '**not met**'} |")
 
 
+LAYERS = ("| CNN-GP + CNTK of 8×8 digits (`limits.serial`: 3 × [Conv 3×3 SAME, ReLU] → GlobalAvgPool → Dense), "
+          "P = 1000, vs neural-tangents")
+
+
+def _layers_row(rows_):
+    """The composition benchmark's row (``LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers``)."""
+    try:
+        big = _find(rows_, "P=1000 8x8")
+    except ValueError:
+        return None
+    law = _find(rows_, "cost law (ours)")
+    if "baseline_seconds" not in big:
+        return (f"{LAYERS} | P = 1000: {big['seconds']:.0f} s CPU; neural-tangents skipped ({big['note']}) — "
+                "`LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers` | faster than neural-tangents' steady "
+                "state on CPU: **not measured** |")
+    small = sorted([r for r in rows_ if r.get("P") and r["P"] < 1000 and "baseline_seconds" in r],
+                   key=lambda r: (r["side"], r["P"]))
+    how = "estimated" if big.get("nt_steady_estimated") else "measured"
+    first = big["nt_first_seconds"]
+    first = "did not finish" if first != first else f"{first:.0f} s"
+    note = big["note"]
+    detail = note[note.index("; neural-tangents ") + 2:] if "; neural-tangents " in note else note
+    nt = f"neural-tangents steady state {big['baseline_seconds']:.0f} s ({how}: {detail}), its first call (incl. jit) {first}"
+    diff = big.get("max_rel_diff", float("nan"))
+    diff = f"max rel. difference {diff:.1e}" if diff == diff else "kernels not compared (no neural-tangents output)"
+    others = "; ".join(f"{r['side']}×{r['side']} P = {r['P']}: {r['seconds']:.2f} s vs NT {r['baseline_seconds']:.2f} s "
+                       f"({r['ratio']:.2f}×)" for r in small)
+    meas = (f"P = 1000: {big['seconds']:.0f} s CPU, peak {big['peak_bytes'] / 2**20:.0f} MiB (numpy allocations); "
+            f"{nt}; NT / ours {big['ratio']:.2f}×; {diff} · {others} · "
+            f"{law['note']} — `LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers`")
+    ok = big["ratio"] > 1 and all(r["ratio"] > 1 for r in small)
+    return f"{LAYERS} | {meas} | faster than neural-tangents' steady state on CPU: {'met' if ok else '**not met**'} |"
+
+
 def rows(path=DATA):
     data = _load(path)
     out = [_closed_row(data), _variance_row(data)]
@@ -294,6 +328,10 @@ def rows(path=DATA):
         out.append(_cold_row([r for r in others if r["module"] == "cli"]))
     if any(r["module"] == "finite" and r["name"].startswith("finite MC sampler choice") for r in others):
         out.append(_sampler_row([r for r in others if r["module"] == "finite"]))
+    if "layers" in mods:
+        lr = _layers_row([r for r in others if r["module"] == "layers"])
+        if lr is not None:
+            out.append(lr)
     return out
 
 

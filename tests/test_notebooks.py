@@ -23,7 +23,7 @@ jupytext = pytest.importorskip("jupytext")
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
-FAST = ["tour"]
+FAST = ["tour", "architectures"]
 SLOW = ["seed000_pc_width_depth", "seed001_mupc_hessian", "seed002_nfd", "seed003_mup_for_pc",
         "seed004_residual_response"]
 QUICK_LINE = 'QUICK = os.environ.get("LIMITS_QUICK", "1") == "1"'

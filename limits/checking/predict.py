@@ -453,38 +453,51 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
 
 @limit_blas
 def check_gd_serial(result, widths, inits, seed, *, alpha=0.01):
-    """Discrete-GD prediction of a composition (``limits.predict.gradient_descent(serial, ..., flow=False)``)
-    against GD-trained ``limits.finite.serial`` networks: per init the control-variate test outputs
+    """GD prediction of a composition (``limits.predict.gradient_descent(serial, ...)``) against GD-trained
+    ``limits.finite.serial`` networks: per init the control-variate test outputs
     r_t = f_t(X*) − [f_0(X*) − A_t f_0(X)], whose mean is the prediction μ_t = A_t Y (linearised networks)
-    and whose spread is O(N^-1/2)."""
+    and whose spread is O(N^-1/2). Gradient flow (``flow=True``): Euler runs at dt and 2·dt from the same
+    initialisations combined as 2·f(dt) − f(2dt), dt as for MLPs (``_flow_step``: the combination's exactly
+    computed gap to the flow theory < 1e-3 of the prediction; in ``details``)."""
     from ..finite.serial import SerialNetwork
     from ..layers import Serial
     from ..predict import GDResult
 
-    if not isinstance(result, GDResult) or result.flow:
-        raise ValueError("check: for compositions only discrete gradient descent is checked "
-                         "(limits.predict.gradient_descent(..., flow=False))")
+    if not isinstance(result, GDResult):
+        raise ValueError(f"check: unsupported result {type(result).__name__} for a composition")  # pragma: no cover
     m = Serial.from_dict(result.model)
     ts = np.asarray(result.t, dtype=float)
     keep = ts > 0
     if not np.any(keep):
         raise ValueError("check: the prediction has no time t > 0 to compare")
-    ks = np.round(ts[keep]).astype(int)
     core, eta = _core(result, m)
+    if result.flow:
+        dt, ks, gap = _flow_step(result, core, eta, ts[keep])
+        lr = float(result.learning_rate) * dt                     # one Euler step of the flow = GD at η·dt
+    else:
+        dt, ks, gap = 1.0, np.round(ts[keep]).astype(int), 0.0
+        lr = float(result.learning_rate)
     A = core.A(ts[keep])                                           # (T, Pt, P)
     mu = np.asarray(result.mean)[keep]
     t0 = time.perf_counter()
     samples = []
     for N, s in zip(widths, spawn_seeds(seed, len(widths))):
-        f0, fs0, fs = SerialNetwork(m, int(N)).train_gd(result.X_train, result.Y_train, ks, result.learning_rate,
-                                                         inits, seed=s, X_test=result.X_test,
-                                                         reduction=result.reduction)
+        net = SerialNetwork(m, int(N))
+        f0, fs0, fs = net.train_gd(result.X_train, result.Y_train, ks, lr, inits, seed=s, X_test=result.X_test,
+                                   reduction=result.reduction)
+        if result.flow:                                            # Richardson, the same initialisations (seed s)
+            _, _, fs2 = net.train_gd(result.X_train, result.Y_train, ks // 2, 2.0 * lr, inits, seed=s,
+                                     X_test=result.X_test, reduction=result.reduction)
+            fs = 2.0 * fs - fs2
         r = fs - (fs0[None] - np.einsum("tiq,sqd->tsid", A, f0))     # (T, S, Pt, d)
         if not np.all(np.isfinite(r)):
             raise ValueError(f"check: finite compositions of width {N} diverged during training")
         samples.append(np.moveaxis(r, 1, 0).reshape(inits, -1))
-    labels = [f"f(t={t:g}, x*{i})[{o}]" for t in ks for i in range(mu.shape[1]) for o in range(mu.shape[2])]
-    return analyse("gd mean (composition)", widths, mu.ravel(), samples, labels=labels, model=m.to_dict(), seed=seed,
-                   seconds=time.perf_counter() - t0, alpha=alpha,
-                   details={"model_text": m.describe(), "learning_rate": float(result.learning_rate),
+    tl = ts[keep] if result.flow else ks
+    labels = [f"f(t={t:g}, x*{i})[{o}]" for t in tl for i in range(mu.shape[1]) for o in range(mu.shape[2])]
+    extra = {"optimizer": "flow (Euler dt and 2·dt, Richardson)", "dt": float(dt), "euler_steps": int(ks.max()),
+             "richardson_gap": float(gap)} if result.flow else {}
+    return analyse(("gradient-flow" if result.flow else "gd") + " mean (composition)", widths, mu.ravel(), samples,
+                   labels=labels, model=m.to_dict(), seed=seed, seconds=time.perf_counter() - t0, alpha=alpha,
+                   details={"model_text": m.describe(), "learning_rate": float(result.learning_rate), **extra,
                             "observable": "control-variate test outputs of GD-trained finite compositions"})

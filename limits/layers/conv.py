@@ -8,7 +8,14 @@ Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
     diagonal:  K'[i]    = σ_w² /|F| Σ_f K[i+f−o]          + σ_b²
     Θ' = σ_w² (same average of Θ) + K'
 
-Cost O(filter size × size of the blocks); memory unchanged.
+Both rules are linear maps of each spatial axis's index (the pair (i, j) in the full representation):
+with n entries per axis they are applied, for 2-D inputs, as small banded matrices B (n²×n² on a pair,
+n×n on one position; entries 1 where (i', j') = (i+f−o, j+f−o)): K' = B₀ K B₁ᵀ per pair of inputs, two
+stacked matrix products (``_band_2d``) — BLAS-friendly, no padded copies. For larger axes
+(n > ``DENSE_MAX``: the dense band costs more flops than it saves) and 1-D inputs, shifted slice additions
+(``_shift_sum``).
+
+Cost O(min(n², filter size) × size of the blocks) per axis; memory: the output block and one temporary.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from ..checks import positive_int, real_number
 from .base import Layer, bias_theta, gram_theta, register
 
 PADDINGS = ("SAME", "CIRCULAR")
+DENSE_MAX = 8          # axes up to this size: banded matrix products; larger: shifted slice additions
 
 
 def _pieces(o, n, circular):
@@ -56,6 +64,43 @@ def _shift_sum(K, axes, k, circular):
                 dst[ax], src[ax] = d, s_
             out[tuple(dst)] += K[tuple(src)]
     return out
+
+
+def _band(n, k, circular, pair):
+    """The conv rule of one axis as a matrix: B[i, i'] = #{f : i' = i + f − o} (one position, n×n) or, on a
+    pair of positions, B[(i, j), (i', j')] = #{f : i' = i + f − o, j' = j + f − o} (n²×n²); positions outside
+    the axis are dropped (SAME) or wrapped (CIRCULAR)."""
+    o = (k - 1) // 2
+    idx = np.arange(n)
+    m = n * n if pair else n
+    B = np.zeros((m, m))
+    for f in range(k):
+        src = idx + f - o
+        ok = np.ones(n, bool) if circular else (src >= 0) & (src < n)
+        src = src % n
+        if pair:
+            I, J = np.meshgrid(idx[ok], idx[ok], indexing="ij")
+            SI, SJ = np.meshgrid(src[ok], src[ok], indexing="ij")
+            np.add.at(B, (I * n + J, SI * n + SJ), 1.0)
+        else:
+            np.add.at(B, (idx[ok], src[ok]), 1.0)
+    return B
+
+
+def _band_2d(K, B0, B1):
+    """2-D rule on blocks (A, B, *axis 0, *axis 1): K'[x] = B0 · K[x] · B1ᵀ for every pair of inputs x, with
+    K[x] the (m0 × m1) matrix of that pair (m_d = n_d² on position pairs, n_d on single positions). One
+    stacked product per side whose items all have the same shape, so an entry's rounding does not depend
+    on how many inputs the block holds (a cross block and a self block give the same bits for equal
+    inputs — what the ReLU rule's exact correlation 1 needs)."""
+    m0 = B0.shape[0] if B0 is not None else None
+    m1 = B1.shape[0] if B1 is not None else None
+    n_items = K.shape[0] * K.shape[1]
+    K3 = K.reshape(n_items, m0 or -1, m1 or K.size // (n_items * m0))
+    out = K3 if B0 is None else np.matmul(B0, K3)
+    if B1 is not None:
+        out = np.matmul(out, B1.T)
+    return out.reshape(K.shape)
 
 
 @register
@@ -96,13 +141,29 @@ class Conv(Layer):
 
         F = float(np.prod(self.filter_shape))
 
+        full, sp = k.full, k.spatial
+        bands = [None] * len(sp)              # 2-D: small axes as banded matrices (stacked products)
+        shifts = []                           # other axes: shifted slice additions
+        for d, f in enumerate(self.filter_shape):
+            if f == 1:
+                continue
+            if len(sp) == 2 and sp[d] <= DENSE_MAX:
+                bands[d] = _band(sp[d], f, circ, full)
+            else:
+                shifts.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), f))
+        scaled = bands[0] is not None or (len(bands) > 1 and bands[1] is not None)
+        if scaled:                            # the factor σ_w²/|F| rides on the first band
+            i = 0 if bands[0] is not None else 1
+            bands[i] = bands[i] * (w / F)
+
         def conv(K):
-            out = None
-            for d, f in enumerate(self.filter_shape):
-                if f > 1:
-                    out = _shift_sum(K if out is None else out, (2 + 2 * d, 3 + 2 * d) if k.full else (2 + d,), f, circ)
-            out = K.copy() if out is None else out
-            out *= w / F
+            out = _band_2d(K, *bands) if scaled else K
+            for axes, f in shifts:
+                out = _shift_sum(out, axes, f, circ)
+            if out is K:
+                out = K.copy()
+            if not scaled:
+                out *= w / F
             out += b
             return out
 

@@ -5,8 +5,13 @@ Flatten (finite: reshape ``(*spatial, C)`` → (S·C,)): the next Dense sees ⟨
     K' = (1/S) Σ_i K[i, i]          — needs only equal positions (the diagonal representation)
 
 GlobalAvgPool (finite: mean over positions):   K' = (1/S²) Σ_{i,j} K[i, j]     — needs every pair
-AvgPool(window, strides, "VALID") (finite: mean over each window; per axis the pooling matrix M,
-M[o, o·s + a] = 1/w):                          K' = M K Mᵀ on every pair of axes  — needs every pair
+AvgPool(window, strides, padding) (finite: mean over each window; per axis the pooling matrix M,
+M[o, o·s + a − lo] = 1/w):                     K' = M K Mᵀ on every pair of axes  — needs every pair
+  padding "VALID": windows inside the input, o = ⌊(n − w)/s⌋ + 1 outputs, lo = 0;
+  padding "SAME" (the convention of neural-tangents' ``stax.AvgPool`` and ``jax.lax``): o = ⌈n/s⌉ outputs,
+  pad = max((o − 1)s + w − n, 0) zeros split lo = ⌊pad/2⌋ before, the rest after; the mean divides by the
+  window size w (padded zeros count: neural-tangents' default ``normalize_edges=False``) or, with
+  ``normalize_edges=True``, by the number of input positions inside the window (``jax.example_libraries.stax``).
 Θ transforms by the same linear map. Cost O(size of the blocks); the full representation costs
 P1·P2·S² floats per block against P1·P2·S for the diagonal one.
 """
@@ -79,11 +84,13 @@ class GlobalAvgPool(Layer):
 @register
 @dataclass(frozen=True)
 class AvgPool(Layer):
-    """Mean over windows ``window_shape`` moved by ``strides`` (default: the window), padding "VALID"."""
+    """Mean over windows ``window_shape`` moved by ``strides`` (default: the window — neural-tangents'
+    default is 1), padding "VALID" or "SAME" (module docstring; ``normalize_edges`` as neural-tangents)."""
 
     window_shape: tuple = (2, 2)
     strides: tuple | None = None
     padding: str = "VALID"
+    normalize_edges: bool = False
 
     def __post_init__(self):
         ws = self.window_shape
@@ -94,9 +101,19 @@ class AvgPool(Layer):
         if len(st) != len(ws):
             raise ValueError(f"AvgPool.strides {st} must have one entry per window axis {ws}")
         object.__setattr__(self, "strides", tuple(positive_int(s, "AvgPool.strides") for s in st))
-        if str(self.padding).upper() != "VALID":
-            raise ValueError(f"AvgPool.padding: only 'VALID' is implemented, got {self.padding!r}")
-        object.__setattr__(self, "padding", "VALID")
+        p = str(self.padding).upper()
+        if p not in ("VALID", "SAME"):
+            raise ValueError(f"AvgPool.padding must be 'VALID' or 'SAME', got {self.padding!r}")
+        object.__setattr__(self, "padding", p)
+        if not isinstance(self.normalize_edges, (bool, np.bool_)):
+            raise ValueError(f"AvgPool.normalize_edges must be True or False, got {self.normalize_edges!r}")
+        object.__setattr__(self, "normalize_edges", bool(self.normalize_edges))
+
+    def to_dict(self):
+        d = super().to_dict()
+        if not self.normalize_edges:             # files written before the option existed read the same
+            d.pop("normalize_edges")
+        return d
 
     def needs_full(self, after):
         return True
@@ -105,17 +122,25 @@ class AvgPool(Layer):
         if len(spatial) != len(self.window_shape):
             raise ValueError(f"{where}: AvgPool window {self.window_shape} needs {len(self.window_shape)} "
                              f"spatial axes, got {len(spatial)}")
+        if self.padding == "SAME":
+            return tuple(-(-n // s) for n, s in zip(spatial, self.strides))
         out = tuple((n - w) // s + 1 for n, w, s in zip(spatial, self.window_shape, self.strides))
         if min(out) < 1:
             raise ValueError(f"{where}: AvgPool window {self.window_shape} is larger than the input {tuple(spatial)}")
         return out
 
     def _matrix(self, d, n):
+        """The pooling matrix M (outputs × n) of spatial axis d (module docstring)."""
         w, s = self.window_shape[d], self.strides[d]
-        o = (n - w) // s + 1
+        if self.padding == "SAME":
+            o = -(-n // s)
+            lo = max((o - 1) * s + w - n, 0) // 2
+        else:
+            o, lo = (n - w) // s + 1, 0
         M = np.zeros((o, n))
         for i in range(o):
-            M[i, i * s:i * s + w] = 1.0 / w
+            a, b = max(i * s - lo, 0), min(i * s - lo + w, n)
+            M[i, a:b] = 1.0 / (b - a if self.normalize_edges else w)
         return M
 
     def kernel(self, k, need_full_after=True, where=""):
@@ -136,6 +161,11 @@ class AvgPool(Layer):
 
     def apply(self, params, x):
         nsp = x.ndim - 3
+        if self.padding == "SAME":
+            y = x
+            for d in range(nsp):
+                y = np.moveaxis(np.tensordot(y, self._matrix(d, x.shape[2 + d]), axes=([2 + d], [1])), -1, 2 + d)
+            return np.ascontiguousarray(y), x.shape
         v = sliding_window_view(x, self.window_shape, axis=tuple(range(2, 2 + nsp)))
         sl = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in self.strides)
         y = v[sl].mean(axis=tuple(range(-nsp, 0)))
@@ -143,6 +173,11 @@ class AvgPool(Layer):
 
     def backward(self, params, shape, gy):
         nsp = len(shape) - 3
+        if self.padding == "SAME":
+            gx = gy
+            for d in range(nsp):
+                gx = np.moveaxis(np.tensordot(gx, self._matrix(d, shape[2 + d]), axes=([2 + d], [0])), -1, 2 + d)
+            return np.ascontiguousarray(gx), np.zeros((shape[0], shape[1], shape[1]))
         gx = np.zeros(shape)
         osz = gy.shape[2:-1]
         scale = 1.0 / np.prod(self.window_shape)

@@ -134,6 +134,33 @@ def positions_from_full(K, spatial):
     return K.transpose(order).reshape(K.shape[0], K.shape[1], S, S)
 
 
+EXACT_C = 16       # inputs with at most this many channels: the read-in Gram by elementwise sums (below)
+
+
+def _products(a, b, full, self_block):
+    """Σ_c a[p, i, c] b[q, j, c] (full) or Σ_c a[p, i, c] b[q, i, c] (diagonal); ``self_block``: only p = q,
+    shape (P, 1, …). For few channels the sum runs over c in order with one rounding per operation, the
+    same for every entry whatever the block — so equal inputs in X1 and X2 give the bits of the self
+    block, and a correlation of exactly 1 stays 1 in cross kernels (tiles) too."""
+    C = a.shape[-1]
+    if C <= EXACT_C:
+        if full:
+            left = a[:, None, :, None, :]
+            right = (a[:, None, None, :, :] if self_block else b[None, :, None, :, :])
+        else:
+            left = a[:, None, :, :]
+            right = a[:, None, :, :] if self_block else b[None, :, :, :]
+        G = left[..., 0] * right[..., 0]
+        for c in range(1, C):
+            G += left[..., c] * right[..., c]
+        return G
+    if self_block:
+        G = np.einsum("pic,pjc->pij", a, a) if full else np.einsum("pic,pic->pi", a, a)
+        return G[:, None]
+    return (np.einsum("pic,qjc->pqij", a, b, optimize=True) if full
+            else np.einsum("pic,qic->pqi", a, b, optimize=True))
+
+
 def initial(X1, X2, full, want_ntk) -> Kernel:
     """K⁰(x, y)[i, j] = ⟨x_i, y_j⟩/C (every position pair when ``full``), Θ⁰ = 0."""
     spatial = tuple(X1.shape[1:-1])
@@ -145,12 +172,7 @@ def initial(X1, X2, full, want_ntk) -> Kernel:
         if not spatial:
             G = (A @ B.T / C) if not self_block else np.einsum("pc,pc->p", A, A)[:, None] / C
             return G
-        if self_block:
-            G = (np.einsum("pic,pjc->pij", a, a) / C)[:, None] if full else (np.einsum("pic,pic->pi", a, a) / C)[:, None]
-        elif full:
-            G = np.einsum("pic,qjc->pqij", a, b, optimize=True) / C
-        else:
-            G = np.einsum("pic,qic->pqi", a, b, optimize=True) / C
+        G = _products(a, b, full, self_block) / C
         if full:
             return full_from_positions(G, spatial)
         return G.reshape(G.shape[:2] + spatial)

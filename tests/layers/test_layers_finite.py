@@ -25,7 +25,8 @@ def test_backward_ntk_equals_finite_difference_jacobian(case):
         "conv2d-attention-layernorm": (limits.serial(
             L.Conv((2, 2), "SAME", 1.5, 0.1), L.Activation("tanh"),
             L.Residual(limits.serial(L.LayerNorm(eps=1e-3), L.Attention(2, 0.7, 1.2, 0.1)), rho=0.6),
-            L.Activation("erf"), L.AvgPool((2, 1), strides=(1, 1)), L.Identity(), L.GlobalAvgPool(), L.Dense(1.0, 0.2)),
+            L.Activation("erf"), L.AvgPool((2, 1), strides=(1, 1)), L.Identity(),
+            L.AvgPool((2, 2), strides=(2, 1), padding="SAME"), L.GlobalAvgPool(), L.Dense(1.0, 0.2)),
             (2, 3, 3, 2)),
         "conv1d-circular-flatten": (limits.serial(L.Conv((3,), "CIRCULAR", 1.3, 0.2), L.Activation("gelu"),
                                                   L.Conv((2,), "CIRCULAR", 1.1, 0.0), L.Flatten(), L.Dense(1.1, 0.1)),
@@ -75,6 +76,10 @@ CASES = {
     # AvgPool
     "avgpool": (limits.serial(L.Conv((2, 2), "SAME", 2.0, 0.0), L.Activation("relu"), L.AvgPool((2, 2)), L.Flatten(), L.Dense()),
                 (3, 4, 4, 2), (32, 64, 128)),
+    # AvgPool "SAME" (stride 2, edges normalised as neural-tangents' normalize_edges=True)
+    "avgpool-same": (limits.serial(L.Conv((2, 2), "SAME", 2.0, 0.1), L.Activation("relu"),
+                                   L.AvgPool((3, 3), strides=(2, 2), padding="SAME", normalize_edges=True), L.Flatten(), L.Dense()),
+                     (3, 5, 4, 2), (32, 64, 128)),
     # LayerNorm
     "layernorm": (limits.serial(L.Dense(1.0, 0.1), L.LayerNorm(), L.Activation("erf"), L.Dense(1.2, 0.1)), (3, 5),
                   (64, 128, 256)),
@@ -147,5 +152,18 @@ def test_gradient_descent_prediction_of_a_composition_passes_check_and_flags_an_
     assert c.passed, c.reasons
     bad = limits.check(replace(g, mean=1.1 * g.mean), widths=(64, 128, 256), inits=64, seed=0)
     assert not bad.passed
-    with pytest.raises(ValueError, match="discrete gradient descent"):
-        limits.check(limits.predict.gradient_descent(m, X, Y, Xs, t=[1.0]), widths=(32, 64), inits=4)
+
+
+def test_gradient_flow_prediction_of_a_composition_passes_check_and_flags_an_error():
+    """Continuous time: finite compositions follow the flow by Euler steps at dt and 2·dt (Richardson)."""
+    rng = np.random.default_rng(0)
+    m = limits.serial(L.Conv((3,), "SAME", 2.0, 0.1), L.Activation("relu"), L.GlobalAvgPool(), L.Dense(1.0, 0.1))
+    X, Y, Xs = rng.standard_normal((4, 5, 2)), rng.standard_normal(4), rng.standard_normal((2, 5, 2))
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=[0.0, 1.0, 3.0], flow=True, learning_rate=0.5)
+    c = limits.check(g, widths=(64, 128, 256), inits=64, seed=0)
+    assert c.passed, c.reasons
+    assert c.details["richardson_gap"] < 1e-3 and c.details["euler_steps"] >= 2
+    bad = limits.check(replace(g, mean=1.1 * g.mean), widths=(64, 128, 256), inits=64, seed=0)
+    assert not bad.passed
+    with pytest.raises(ValueError, match="integer multiples"):
+        limits.check(limits.predict.gradient_descent(m, X, Y, Xs, t=[1.0, 1.5], flow=True), widths=(32, 64), inits=4)

@@ -92,6 +92,47 @@ def test_pooling_is_an_average_of_covariance_blocks():
     assert np.max(np.abs(r.nngp - ref)) < 1e-14
 
 
+@pytest.mark.parametrize("normalize_edges", [False, True])
+def test_same_padding_pooling_is_the_explicit_padded_window_average(normalize_edges):
+    """AvgPool "SAME" (neural-tangents / jax.lax geometry): ⌈n/s⌉ outputs, ⌊pad/2⌋ zeros before; the mean
+    divides by the window (padded zeros count) or, with normalize_edges, by the positions inside it —
+    K' = M K Mᵀ per axis with M built here from that description, independently of the layer's code."""
+    X = _X((3, 5, 4, 2), 5)
+    head = [L.Conv((3, 3), "SAME", 2.0, 0.1), L.Activation("relu")]
+    from limits.layers.state import initial
+
+    k = limits.serial(*head).kernel(initial(X, None, True, False), True)
+
+    def M(n, w, s):
+        o = -(-n // s)
+        lo = max((o - 1) * s + w - n, 0) // 2
+        rows = []
+        for a in range(o):
+            inside = [i for i in range(a * s - lo, a * s - lo + w) if 0 <= i < n]
+            rows.append([(1.0 / (len(inside) if normalize_edges else w)) if i in inside else 0.0 for i in range(n)])
+        return np.array(rows)
+
+    pool = L.AvgPool((3, 2), strides=(2, 1), padding="SAME", normalize_edges=normalize_edges)
+    r = limits.kernels.kernel(limits.serial(*head, pool, L.Flatten(), L.Dense()), X)
+    Mh, Mw = M(5, 3, 2), M(4, 2, 1)
+    assert Mh.shape == (3, 5) and Mw.shape == (4, 4)
+    assert pool.out_shape((5, 4, 7), 1) == (3, 4, 7)
+    pooled = np.einsum("ai,bj,ck,dl,pqijkl->pqabcd", Mh, Mh, Mw, Mw, k.nngp)
+    ref = np.einsum("pqaacc->pq", pooled) / (Mh.shape[0] * Mw.shape[0])
+    assert np.max(np.abs(r.nngp - ref)) < 1e-14 * np.max(np.abs(ref))
+    # the finite layer is the same map: apply = M x per axis, backward = Mᵀ g
+    x = _X((1, 2, 5, 4, 3), 6)
+    y, shape = pool.apply({}, x)
+    assert np.allclose(y, np.einsum("ai,bk,spikc->spabc", Mh, Mw, x), rtol=0, atol=1e-14)
+    g = _X(y.shape, 7)
+    gx, _ = pool.backward({}, shape, g)
+    assert np.allclose(gx, np.einsum("ai,bk,spabc->spikc", Mh, Mw, g), rtol=0, atol=1e-14)
+    if normalize_edges:                                   # a constant input stays constant
+        assert np.allclose(pool.apply({}, np.ones((1, 1, 5, 4, 1)))[0], 1.0, rtol=0, atol=1e-15)
+    else:                                                 # … or loses the padded share at the edges
+        assert pool.apply({}, np.ones((1, 1, 5, 4, 1)))[0].min() < 1.0
+
+
 def test_layernorm_of_a_gaussian_is_the_cosine_kernel_and_matches_monte_carlo():
     X = _X((4, 6), 5)
     r = limits.kernels.kernel(limits.serial(L.Dense(1.7, 0.0), L.LayerNorm(eps=0.0), L.Dense()), X)
@@ -155,7 +196,10 @@ def test_serialisation_round_trips(tmp_path):
     m = limits.serial(L.Conv((3,), "CIRCULAR", 2.0, 0.1),
                       L.Residual(limits.serial(L.LayerNorm(eps=1e-6), L.Attention(2, 0.5, 1.1, 0.0)), rho=0.3),
                       L.Activation("gelu"),
-                      L.AvgPool((2,), strides=(1,)), L.Identity(), L.Flatten(), L.Dense(1.0, 0.2))
+                      L.AvgPool((2,), strides=(1,)), L.Identity(),
+                      L.AvgPool((3,), strides=(2,), padding="same", normalize_edges=True), L.Flatten(), L.Dense(1.0, 0.2))
+    assert m.layers[5].padding == "SAME" and m.layers[5].to_dict()["normalize_edges"] is True
+    assert "normalize_edges" not in m.layers[3].to_dict()         # default: files without the key read the same
     assert L.Serial.from_json(m.to_json()) == m
     for ext in ("json", "toml"):
         p = m.save(tmp_path / f"m.{ext}")
