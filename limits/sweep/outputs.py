@@ -30,6 +30,8 @@ def _put(out, skipped, name, value):
         arr = value
     elif isinstance(value, (bool, np.bool_, numbers.Number, np.generic)):
         arr = np.asarray(value)
+    elif hasattr(value, "__array__") and not dataclasses.is_dataclass(value) and not isinstance(value, dict):
+        arr = np.asarray(value)        # array-likes: a kernel result's lazily unpacked LayerStack, …
     else:
         _walk(out, skipped, name, value)
         return
