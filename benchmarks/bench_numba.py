@@ -351,19 +351,11 @@ def make_split(act, cache=False):
 
 # --------------------------------------------------------------------------- floors
 def _arguments(act, K):
-    """The one transcendental each packed entry of layer 1 needs and its arguments (upper triangle), from the
-    read-in Gram K: erf arcsin(2k12/√((1+2k11)(1+2k22))); relu arctan(√((g − |k12|)/(g + |k12|))); gelu
-    arctan(k12/√det(I + K))."""
-    q = np.diag(K)
-    iu = np.triu_indices(K.shape[0])
-    k, a, b = K[iu], q[iu[0]], q[iu[1]]
-    if act == "erf":
-        return np.arcsin, np.clip(2.0 * k / np.sqrt((1.0 + 2.0 * a) * (1.0 + 2.0 * b)), -1.0, 1.0)
-    g = np.sqrt(a * b)
-    ak = np.minimum(np.abs(k), g)
-    if act == "relu":
-        return np.arctan, np.sqrt((g - ak) / np.maximum(g + ak, 1e-300))
-    return np.arctan, k / np.sqrt(1.0 + a + b + (g - ak) * (g + ak))
+    """The one transcendental each packed entry of layer 1 needs and its arguments (upper triangle): the
+    kernels benchmark's floor (bench_kernels._arguments)."""
+    from bench_kernels import _arguments as args
+
+    return args(act, K)
 
 
 def floors(act, K0, depth):

@@ -46,14 +46,8 @@ from scipy.special import erf
 
 NT_PYTHON = os.environ.get("LIMITS_NT_PYTHON", "/work/venv-nt/bin/python")
 
-_NT_SCRIPT = r"""
-import json, sys, time
-import numpy as np
-t_wall, t_cpu = time.perf_counter(), time.process_time()
-import jax
-jax.config.update("jax_enable_x64", True)
-import neural_tangents as nt
-from neural_tangents import stax
+# the peer's network, shared by both peer scripts: read-in Dense, depth × [act, Dense], act, read-out Dense
+_NT_NET = r"""
 d = np.load(sys.argv[1], allow_pickle=False)
 cfg = json.loads(sys.argv[2])
 act = {"erf": stax.Erf, "relu": stax.Relu}[cfg["act"]]
@@ -63,7 +57,17 @@ for _ in range(cfg["depth"]):
     layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
 layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
 _, _, kernel_fn = stax.serial(*layers)
-t_import = time.perf_counter() - t_wall
+"""
+
+_NT_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+t_wall, t_cpu = time.perf_counter(), time.process_time()
+import jax
+jax.config.update("jax_enable_x64", True)
+import neural_tangents as nt
+from neural_tangents import stax
+{net}t_import = time.perf_counter() - t_wall
 def run():
     pred = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], learning_rate=cfg["lr"])
     out = pred(t=d["t"], x_test=d["Xs"], get="ntk", compute_cov=True)
@@ -78,7 +82,7 @@ np.save(sys.argv[3], mean)
 print(json.dumps({"cold_wall": cold[0], "cold_cpu": cold[1], "warm_wall": warm[0], "warm_cpu": warm[1],
                   "import_wall": t_import, "version": nt.__version__, "jax": jax.__version__,
                   "cov_diag_mean": float(np.mean(np.diagonal(cov, axis1=1, axis2=2)))}))
-"""
+""".replace("{net}", _NT_NET.lstrip("\n"))
 
 
 def _timed(fn):
@@ -197,16 +201,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import neural_tangents as nt
 from neural_tangents import stax
-d = np.load(sys.argv[1], allow_pickle=False)
-cfg = json.loads(sys.argv[2])
-act = {"erf": stax.Erf, "relu": stax.Relu}[cfg["act"]]
-sw, sb = cfg["sw"], cfg["sb"]
-layers = [stax.Dense(1, W_std=sw, b_std=sb)]
-for _ in range(cfg["depth"]):
-    layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
-layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
-_, _, kernel_fn = stax.serial(*layers)
-def post():
+{net}def post():
     f = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], diag_reg=cfg["noise"],
                                                  diag_reg_absolute_scale=True)
     o = f(t=None, x_test=d["Xs"], get="nngp", compute_cov=True)
@@ -225,7 +220,7 @@ for name, fn in (("post", post), ("gd", gd)):
     np.save(sys.argv[3] + name + "_mean.npy", m)
     np.save(sys.argv[3] + name + "_cov.npy", c)
 print(json.dumps(out))
-"""
+""".replace("{net}", _NT_NET.lstrip("\n"))
 
 
 def _plain_E(act, K):
