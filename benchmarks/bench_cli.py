@@ -93,7 +93,7 @@ def cold_rows(quick: bool) -> list[dict]:
                  "cpu_seconds": min(small), "baseline_seconds": min(base), "ratio": min(small) / min(base),
                  "target": "< 1 s CPU",
                  "note": f"CPU (user + system) of the child, best of {n}; baseline python -c pass {min(base):.3f} s; "
-                         f"imports: numpy, scipy.linalg (the Gram's dsyrk), limits — no scipy.optimize/special/stats, "
+                         f"imports: numpy, limits — no scipy.linalg/optimize/special/stats, "
                          f"sympy, matplotlib, xarray, dask, joblib (tests/test_cold_imports.py)"})
     P = 600 if quick else 3000
     ours, peer, why = [], [], ""
