@@ -147,7 +147,8 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", laz
            last_finite: bool | None = None) -> dict:
     """Fill spectrum fields of ``diag`` and emit warnings / raise according to ``on_explode``; returns a
     :class:`Diagnostics`. ``lazy=True`` (kernels from closed forms, PSD by construction up to rounding)
-    defers the spectral entries to their first access when P > ``MAX_EIG_P``; otherwise (quadrature, where
+    defers the spectral entries to their first access when P > ``MAX_EIG_P`` or ``on_explode="ignore"``
+    (nothing is warned at once then; predictions and ``kernels.kernel`` read only the kernels); otherwise (quadrature, where
     a lost PSD property would flag an inaccurate result) they are computed and warned about at once.
     ``K_last`` may be a function returning the last layer (built only when the spectra are computed; then
     ``last_finite`` says whether it is finite)."""
@@ -160,8 +161,8 @@ def finish(diag: dict, K_last, K_out, on_explode: str, what: str = "kernel", laz
                     "later layers are +inf")
     elif not (fin and np.all(np.isfinite(K_out))):
         msgs.append(f"{what} has non-finite entries at the last layer")
-    elif lazy and np.shape(K_out)[0] > MAX_EIG_P:
-        defer = True
+    elif lazy and (np.shape(K_out)[0] > MAX_EIG_P or on_explode == "ignore"):
+        defer = True                   # (with "ignore" nothing is warned at once: no reason to pay now)
     else:
         msgs += _spectra(diag, get_last(), K_out, what)
     diag["warnings"] = msgs
