@@ -434,9 +434,11 @@ def _exit_quietly_on_interrupt():
 def _note_interrupts():
     """Ctrl-C raises KeyboardInterrupt as usual and is remembered: a C extension interrupted while it
     is imported (numpy turns an interrupted ``import datetime`` into an ImportError) still ends as an
-    interruption, not as an internal error. A KeyboardInterrupt swallowed where Python ignores
-    exceptions (a weakref callback, ``__del__``) is raised again at the next progress step or when
-    the command returns (:mod:`limits.interrupts`)."""
+    interruption, not as an internal error. A KeyboardInterrupt raised where Python ignores exceptions
+    (a weakref callback such as the import system's module-lock one, a ``__del__``) is not printed as
+    "Exception ignored …": it is raised again in the main thread 20 ms later, once that callback has
+    returned (``_thread.interrupt_main`` from a timer thread), and, should that be lost too, at the next progress step or when the
+    command returns (:mod:`limits.interrupts`)."""
     import signal
     import threading
 
@@ -446,8 +448,24 @@ def _note_interrupts():
         interrupts.note(signum)
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, handler)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, handler)
+    default_hook = sys.unraisablehook
+
+    def unraisable(info):
+        if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+            import _thread
+
+            # our handler again, 20 ms later from another thread: by then the main thread has left the
+            # callback and the exception propagates (were it swallowed again, this repeats)
+            t = threading.Timer(0.02, _thread.interrupt_main)
+            t.daemon = True
+            t.start()
+            return
+        default_hook(info)
+
+    sys.unraisablehook = unraisable
 
 
 def main(argv=None) -> int:
