@@ -104,7 +104,7 @@ BASE = {
     "figure": ["seed000_fig3", "--quick"],
     "validate": ["nosuchcomponent"],
     "run": None,
-    "coord-check": None,      # needs the optional torch extra: fuzzed in tests/torch/test_torch_cli_fuzz.py
+    "coord-check": None,      # needs the optional torch extra: fuzzed in tests/torch_bridge/test_torch_cli_fuzz.py
 }
 # exit 1 = "ran, but the check failed", documented by these commands
 EXIT1_OK = {"pc infer", "pc spectrum", "finite train"}

@@ -23,4 +23,4 @@ def test_workflow_example_runs_and_passes():
 
 def test_install_and_test_command():
     cmds = re.findall(r"```bash\n(.*?)```", _section(), re.S)
-    assert 'python -m pip install -e ".[torch]" && python -m pytest tests/torch' in cmds[0]
+    assert 'python -m pip install -e ".[torch]" && python -m pytest tests/torch_bridge' in cmds[0]
