@@ -30,16 +30,10 @@ def relu_moments(K):
 
 
 def gelu_moments(K):
-    """gelu(x) = xΦ(x): Gaussian integration by parts gives closed forms in det(I + K)."""
+    """gelu(x) = xΦ(x): Gaussian integration by parts gives closed forms in det(I + K) (the block formula
+    of :func:`_cross_moments` with both variance vectors the diagonal)."""
     q = np.diag(K)
-    k11, k22 = q[:, None], q[None, :]
-    det = np.maximum(k11 * k22 - K * K, 0.0)
-    D = 1.0 + k11 + k22 + det
-    B4 = 1.0 / (2.0 * np.pi * np.sqrt(D))
-    B1 = 0.25 + np.arctan2(K, np.sqrt(D)) / (2.0 * np.pi)
-    E = k11 * B4 * (k22 + det) / (1.0 + k11) + K * B1 + K * K * B4 / (1.0 + k22)
-    G = B1 + K * B4 * (1.0 / (1.0 + k11) + 1.0 / (1.0 + k22) + 1.0 / D)
-    return E, G
+    return _cross_moments("gelu", K, q, q)
 
 
 MOMENTS = {"erf": erf_moments, "relu": relu_moments, "gelu": gelu_moments}
