@@ -4,9 +4,10 @@ Python raises ``KeyboardInterrupt`` wherever the main thread happens to be when 
 that is inside a weakref callback or a ``__del__`` (for example the import system's module-lock
 callback while a module is being imported), the exception is printed as "Exception ignored" and the
 program runs on — a long computation then ignores the user's Ctrl-C. The command line's SIGINT
-handler therefore also *records* the interruption (:func:`note`), and long loops call
-:func:`raise_if_interrupted` at each step (every :func:`limits.progress.progress` iteration and
-``update`` does), so a swallowed Ctrl-C still stops the work at the next step.
+handler therefore *records* the interruption (:func:`note`); its ``sys.unraisablehook`` raises a
+swallowed one again in the main thread once the callback has returned (``limits.cli._note_interrupts``),
+and, as the last resort, long loops call :func:`raise_if_interrupted` at each step (every
+:func:`limits.progress.progress` iteration and ``update`` does), so the work stops at the next step.
 
 Nothing is recorded unless the command line installed its handler: library use and in-process calls
 are unaffected.
