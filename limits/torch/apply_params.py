@@ -291,11 +291,19 @@ def _check_scaling(q, shape, r):
 
 
 def parameterise(factory, parameterisation, widths=(64, 128), optimizer="adam", gauge="a0", base_width=None,
-                 roles=None) -> Parameterised:
+                 roles=None, depths=None, base_depth=None):
     """Apply ``parameterisation`` (a name: SP, NTK, MF, muP, … or a ``limits.params.Parameterisation``) to
     the modules built by ``factory(width)`` (module docstring). ``optimizer``: "sgd", "adam" or "adamw"
     (the learning-rate exponents depend on it); ``gauge``: "a0" (no forward multipliers, default) or None
-    (the solver's own gauge, multipliers as parametrizations); ``roles``: {parameter name: role} overrides."""
+    (the solver's own gauge, multipliers as parametrizations); ``roles``: {parameter name: role} overrides.
+    ``depths``: the factory is ``factory(width, depth)`` of a residual network — a
+    :class:`limits.torch.depth.DepthParameterised` (``"depth-muP"``: branch multiplier and block rates of the
+    table's depth exponents; a width-only table such as ``"muP"`` applies none)."""
+    if depths is not None:
+        from .depth import parameterise_depth
+
+        return parameterise_depth(factory, parameterisation, widths=widths, depths=depths, optimizer=optimizer,
+                                  gauge=gauge, base_width=base_width, base_depth=base_depth, roles=roles)
     if not callable(factory):
         raise ValueError(f"factory must be a callable width -> nn.Module, got {type(factory).__name__}")
     if gauge not in ("a0", None):

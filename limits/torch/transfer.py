@@ -1,0 +1,302 @@
+"""``transfer``: μTransfer as a tested prediction — does the optimal learning rate of a parameterised torch network
+stay put as the width (or depth) grows?
+
+For every size n (width, or depth with ``depths=``), learning rate 2^x and seed s one run is trained: the module
+``P(n)`` of :func:`limits.torch.parameterise` (init, forward multipliers, per-tensor rates ``lr · r^{−c}``; for
+depth, :mod:`limits.torch.depth`'s block multiplier and rate), ``steps`` steps of the parameterisation's optimizer
+on ``data`` (full batch, or ``batch_size`` rows drawn with replacement from a per-run generator), then its loss
+on the whole training set (and on ``held_out``). A run is *diverged* when a loss is non-finite or its final loss
+exceeds ``diverge`` × its loss at initialisation; it is kept, entering the fit at that threshold.
+
+The runs go through :func:`limits.sweep.run` — resumable (``store=``: finished runs are stored atomically and
+reused), serial / loky / dask backends, per-run seeds from ``SeedSequence(seed)`` by seed index (the same seeds
+at every size and rate), a progress bar or periodic line — so a study survives interruption and scales out to a
+dask cluster (``backend="dask", scheduler="tcp://…"``) unchanged. Each run reports its CPU time.
+
+The statistics (optimum per size, drift per doubling, verdict, calibration) are :mod:`limits.torch.transfer_fit`;
+the prediction is :func:`limits.params.lr_drift` of the parameterisation's table.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import time
+
+import numpy as np
+import torch
+
+from ..params.lr_drift import lr_drift
+from .apply_params import Parameterised, parameterise
+from .coordcheck import default_loss
+from .network import torch_threads
+from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict
+from .transfer_result import TransferResult
+
+HOPELESS = 1e4           # a run whose minibatch loss exceeds this × its initial loss stops early (still diverged)
+N_TRAJECTORY = 16        # minibatch losses kept per run (evenly spaced steps)
+
+
+def _as_tensor(a, dtype):
+    t = a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
+    return t.to(dtype) if t.is_floating_point() else t
+
+
+def _digest(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _code_id(fn) -> str:
+    """module.qualname of a callable and a digest of its source (an edited factory never reuses stale runs)."""
+    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        src = ""
+    return f"{name}@{hashlib.sha256(src.encode()).hexdigest()[:12]}"
+
+
+class TrainRun:
+    """One run of a study (picklable: the loky and dask workers receive it). ``self(width, log2_lr, seed,
+    depth=None)`` → ``{train_loss, test_loss, loss0, diverged, diverged_step, cpu_s, trajectory}``."""
+
+    def __init__(self, P, data, held_out, steps, batch_size, loss, diverge, threads):
+        self.P, self.steps, self.batch_size = P, int(steps), batch_size
+        self.data, self.held_out = data, held_out
+        self.loss, self.diverge, self.threads = loss, float(diverge), threads
+
+    def _build(self, width, depth, seed):
+        torch.manual_seed(seed)
+        if depth is None:
+            m = self.P(int(width))
+        else:
+            m = self.P(int(width), int(depth))
+        return m, self.P.optimizer(m, 1.0)
+
+    def _full_loss(self, model, X, Y):
+        model.eval()
+        with torch.no_grad():
+            out = model(X)
+            out = out[0] if isinstance(out, tuple) else out
+            v = float(self.loss(out, Y))
+        model.train()
+        return v
+
+    def __call__(self, width, log2_lr, seed, depth=None):
+        t0 = time.process_time()
+        seed = int(seed) % (2 ** 63)
+        with torch.random.fork_rng(devices=[]), torch_threads(self.threads):
+            model, opt = self._build(width, depth, seed)
+            for g in opt.param_groups:                  # rates lr · multiplier (the groups were built at lr = 1)
+                g["lr"] = g["lr"] * 2.0 ** float(log2_lr)
+            dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
+            X, Y = (_as_tensor(a, dtype) for a in self.data)
+            loss0 = self._full_loss(model, X, Y)
+            gen = torch.Generator().manual_seed(seed)
+            keep = set(np.linspace(0, self.steps - 1, min(N_TRAJECTORY, self.steps)).round().astype(int).tolist())
+            traj, bad_step = [], -1
+            for t in range(self.steps):
+                if self.batch_size:
+                    idx = torch.randint(0, X.shape[0], (self.batch_size,), generator=gen)
+                    xb, yb = X[idx], Y[idx]
+                else:
+                    xb, yb = X, Y
+                opt.zero_grad(set_to_none=True)
+                out = model(xb)
+                out = out[0] if isinstance(out, tuple) else out
+                loss = self.loss(out, yb)
+                lv = float(loss.detach())
+                if t in keep:
+                    traj.append(lv)
+                if not math.isfinite(lv) or lv > HOPELESS * max(loss0, 1e-30):
+                    bad_step = t
+                    break
+                loss.backward()
+                opt.step()
+            train = self._full_loss(model, X, Y) if bad_step < 0 else math.inf
+            test = math.nan
+            if self.held_out is not None:
+                Xt, Yt = (_as_tensor(a, dtype) for a in self.held_out)
+                test = self._full_loss(model, Xt, Yt) if bad_step < 0 else math.inf
+        diverged = bad_step >= 0 or not math.isfinite(train) or train > self.diverge * loss0
+        traj = np.asarray(traj + [np.nan] * (len(keep) - len(traj)), float)
+        return {"train_loss": train, "test_loss": test, "loss0": loss0, "diverged": bool(diverged),
+                "diverged_step": bad_step, "cpu_s": time.process_time() - t0, "trajectory": traj}
+
+
+def _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size):
+    widths = sorted({int(w) for w in np.atleast_1d(widths)})
+    if not widths or widths[0] < 1:
+        raise ValueError(f"widths must be positive integers, got {widths}")
+    if depths is not None:
+        depths = sorted({int(d) for d in np.atleast_1d(depths)})
+        if not depths or depths[0] < 1:
+            raise ValueError(f"depths must be positive integers, got {depths}")
+        if len(depths) > 1 and len(widths) > 1:
+            raise ValueError("transfer: sweep one size at a time — several depths at one width (a depth study) or "
+                             "several widths at one depth (a width study)")
+    n_sizes = len(depths) if depths is not None and len(depths) > 1 else len(widths)
+    if n_sizes < 3:
+        raise ValueError(f"transfer: need at least 3 sizes for a drift with an interval, got {n_sizes}")
+    lrs = np.asarray(lrs, float).ravel()
+    if lrs.size < 3 or not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
+        raise ValueError("lrs: need at least 3 finite learning rates > 0")
+    lrs = np.unique(lrs)
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if int(seeds) < 2:
+        raise ValueError(f"seeds must be >= 2 (the intervals are a bootstrap over seeds), got {seeds}")
+    if not (math.isfinite(diverge) and diverge > 1):
+        raise ValueError(f"diverge must be a finite factor > 1 (of the initial loss), got {diverge}")
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be > 0 (log2 units per doubling), got {margin}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if batch_size is not None and int(batch_size) < 1:
+        raise ValueError(f"batch_size must be a positive integer or None (full batch), got {batch_size}")
+    return widths, depths, np.log2(lrs)
+
+
+def _pair(data, what):
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
+        raise ValueError(f"{what} must be a pair (X, Y) of arrays or tensors")
+    X, Y = data
+    if len(X) != len(Y) or len(X) == 0:
+        raise ValueError(f"{what}: X and Y need the same positive number of rows, got {len(X)} and {len(Y)}")
+    return X, Y
+
+
+def _parameterised(factory, param, widths, depths, optimizer, roles):
+    """The parameterised factory (width study: factory(width); with depths: factory(width, depth))."""
+    if isinstance(factory, Parameterised):
+        return factory
+    pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
+    if depths is None:
+        return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles)
+    return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles, depths=depths)
+
+
+def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=None, steps=100, seeds=4,
+             optimizer="adam", depths=None, *, held_out=None, batch_size=None, loss=None, diverge=3.0, margin=0.25,
+             level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, criterion="train", backend="serial",
+             n_jobs=None, scheduler=None, store=None, progress=None, seed=0, threads=None, roles=None,
+             name=None) -> TransferResult:
+    """Learning-rate transfer study (module docstring). ``factory``: width → nn.Module (width, depth → nn.Module
+    with ``depths``), or a :class:`Parameterised`; ``param``: the parameterisation applied ("muP", "SP", …,
+    "depth-muP"); ``lrs``: learning rates (a grid in log2 is best, e.g. ``2.0 ** np.arange(-14, -3)``);
+    ``data``: (X, Y) (integer Y → cross-entropy, else ½ MSE; or pass ``loss(out, y)``); ``held_out``: (X, Y)
+    evaluated after training; ``criterion``: "train" or "test" — which loss the verdict reads; ``target``: the
+    size to predict the optimum at (default 4 × the largest); ``margin``: δ of the verdict (log2 units per
+    doubling); ``calibrate``: also simulate ``n_sim`` studies of this design at its own noise (false-verdict
+    rate with a flat optimum, power at the predicted drift or −1). ``backend``/``n_jobs``/``scheduler``/
+    ``store``/``progress``: :func:`limits.sweep.run`. ``seed``: root of the per-run seeds and of the bootstrap."""
+    from .. import sweep
+
+    if lrs is None:
+        raise ValueError("lrs: give the learning rates to scan (e.g. 2.0 ** np.arange(-14, -3))")
+    widths, depths, log2_lrs = _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size)
+    if criterion not in ("train", "test") or (criterion == "test" and held_out is None):
+        raise ValueError("criterion must be 'train', or 'test' with held_out data")
+    X, Y = _pair(data, "data")
+    held = None if held_out is None else _pair(held_out, "held_out")
+    P = _parameterised(factory, param, widths, depths, optimizer, roles)
+    axis = "depth" if depths is not None and len(depths) > 1 else "width"
+    run = TrainRun(P, (X, Y), held, steps, None if batch_size is None else int(batch_size), loss or default_loss,
+                   diverge, threads)
+    fid = _code_id(getattr(P, "factory", factory))
+    ident = hashlib.sha256(repr((fid, P.name, P.optimizer_name, int(steps), batch_size, float(diverge),
+                                 _digest(X, Y), None if held is None else _digest(*held),
+                                 _code_id(loss) if loss else "default", getattr(P, "base_width", None),
+                                 getattr(P, "base_depth", None))).encode()).hexdigest()[:16]
+    product = {"width": widths} if depths is None else {"width": widths, "depth": depths}
+    product["log2_lr"] = [float(v) for v in log2_lrs]
+    grid = sweep.Grid(product=product, seeds=int(seeds), root=int(seed), seed_by="replicate")
+    t0 = time.perf_counter()
+    ds = sweep.run(run, grid, backend=backend, n_jobs=n_jobs, scheduler=scheduler, store=store,
+                   name=f"limits.torch.transfer.{ident}", progress=progress, label=f"transfer {P.name}")
+    wall = time.perf_counter() - t0
+    return analyse(ds, P, axis, widths, depths, log2_lrs, int(seeds), int(steps), held is not None, criterion,
+                   margin=margin, level=level, n_boot=n_boot, target=target, calibrate=calibrate, n_sim=n_sim,
+                   seed=seed, name=name, settings={"backend": backend, "batch_size": batch_size,
+                                                   "diverge": float(diverge), "wall_s": wall, "factory": fid,
+                                                   "store": None if store is None else str(store),
+                                                   "reused": int(ds.attrs.get("reused", 0))})
+
+
+def _arrays(ds, axis, variables):
+    """(K, M, S) arrays of the dataset's variables, sizes along ``axis``."""
+    dims = [axis, "log2_lr", "seed"]
+    out = {}
+    for v in variables:
+        a = ds[v]
+        other = [d for d in a.dims if d not in dims]
+        a = a.isel({d: 0 for d in other}).transpose(*dims)
+        out[v] = np.asarray(a.values, dtype=float)
+    return out
+
+
+def _as_predicted(kind, v, drift) -> int:
+    """1: the verdict is the predicted one (exact → transfers; bound → drifts, downwards); 0: it contradicts the
+    prediction; −1: undecided (inconclusive, or no prediction)."""
+    if kind not in ("exact", "bound") or v == "inconclusive":
+        return -1
+    if kind == "exact":
+        return int(v == "transfers")
+    return int(v == "drifts" and drift < 0)
+
+
+def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
+            level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None,
+            settings=None) -> TransferResult:
+    """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
+    a = _arrays(ds, axis, ("train_loss", "test_loss", "loss0", "diverged", "cpu_s", "diverged_step"))
+    failed = np.asarray(ds["failed"].transpose(*[d for d in (axis, "log2_lr", "seed")] +
+                                               [d for d in ds["failed"].dims if d not in (axis, "log2_lr", "seed")])
+                        .values, bool).reshape(a["train_loss"].shape)
+    traj = ds["trajectory"]
+    traj = np.asarray(traj.isel({d: 0 for d in traj.dims if d not in (axis, "log2_lr", "seed", "trajectory_dim_0")})
+                      .transpose(axis, "log2_lr", "seed", "trajectory_dim_0").values, float)
+    diverged = (a["diverged"] > 0) & ~failed
+    sizes = np.asarray(depths if axis == "depth" else widths, float)
+    div = float((settings or {}).get("diverge", 3.0))
+    with np.errstate(invalid="ignore"):
+        cap = div * np.nanmedian(np.where(failed, np.nan, a["loss0"]), axis=(1, 2))
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
+    y_train = capped(a["train_loss"], diverged, cap)
+    y_test = capped(a["test_loss"], diverged, cap) if has_test else None
+    y = y_test if criterion == "test" else y_train
+    fit = fit_drift(y, sizes, log2_lrs, rng, n_boot=n_boot, level=level, target=target)
+    other = fit_drift(y_train if criterion == "test" else y_test, sizes, log2_lrs, rng, n_boot=n_boot,
+                      level=level, target=target) if has_test else None
+    v, why = verdict(fit.drift, fit.drift_ci, margin, fit.at_edge)
+    pred = lr_drift(P.table, axis)
+    as_pred = _as_predicted(pred.kind, v, fit.drift)
+    cal = None
+    if calibrate:
+        alt = pred.drift if pred.kind == "bound" else -1.0
+        c = _calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, alt), n_sim=n_sim, level=level,
+                       n_boot=max(200, n_boot // 4))
+        cal = {"drifts": c.drifts, "rates": c.rates, "se": c.se, "n_sim": c.n_sim}
+    fixed = (None if depths is None else int(depths[0])) if axis == "width" else int(widths[0])
+    return TransferResult(
+        name=name or f"{P.name} ({P.optimizer_name})", parameterisation=str(P.name), optimizer=P.optimizer_name,
+        axis=axis, sizes=sizes, fixed_size=fixed, log2_lrs=np.asarray(log2_lrs, float), seeds=int(seeds),
+        steps=int(steps), criterion=criterion, train_loss=a["train_loss"], test_loss=a["test_loss"],
+        loss0=a["loss0"], diverged=diverged, failed=failed, cap=cap, cpu_s=a["cpu_s"], trajectory=traj,
+        curve_mean=fit.curve_mean, curve_se=fit.curve_se, optimum=fit.optimum, optimum_ci=fit.optimum_ci,
+        at_edge=fit.at_edge, drift=fit.drift, drift_ci=fit.drift_ci, intercept=fit.intercept,
+        other_optimum=None if other is None else other.optimum,
+        other_drift=math.nan if other is None else other.drift,
+        other_drift_ci=np.full(2, np.nan) if other is None else other.drift_ci,
+        predicted_drift=pred.drift, prediction_kind=pred.kind, prediction=pred.derivation or pred.reason,
+        verdict=v, verdict_reason=why, as_predicted=as_pred, margin=float(margin), level=float(level),
+        n_boot=int(n_boot), target=fit.target, target_optimum=fit.target_optimum, target_ci=fit.target_ci,
+        calibration=cal, settings=dict(settings or {}))
+
+
+__all__ = ["transfer", "analyse", "TrainRun", "TransferResult"]

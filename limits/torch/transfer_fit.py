@@ -1,0 +1,226 @@
+"""The statistics of a μTransfer study (numpy only; no torch): optimal learning rate per size, its drift with
+size, a verdict, and the verdict's calibration.
+
+Data: the loss ``y[k, m, s]`` after training at size ``n_k`` (width or depth), learning rate ``2^{x_m}`` and seed
+``s`` (the same seeds at every size and rate: common random numbers). A diverged run (non-finite, or loss above
+the size's threshold ``cap_k``) enters as ``cap_k`` — recorded, never dropped; a failed run (an exception) is
+missing.
+
+    curve_k(x_m)   = mean_s y[k, m, s]                                   (± SE over seeds)
+    x*_k           = vertex of the parabola through log curve_k at the grid minimum and its two neighbours
+                     (a minimum on the first or last rate is *at the edge*: x*_k is then only a bound)
+    x*_k           = a + b · log2 n_k                                     (least squares; b = drift per doubling)
+    x*(n_target)   = a + b · log2 n_target
+
+Intervals: percentile bootstrap over seeds (B resamples of the seed indices, the same at every size, from a
+``numpy.random.Generator``), level ``level``. Verdict with the practical-equivalence margin δ (log2 units per
+doubling; default ¼, i.e. the optimum moves by less than 2× over four doublings):
+
+    transfers     the drift's CI lies inside [−δ, δ]
+    drifts        the CI excludes 0 and |b| > δ
+    inconclusive  otherwise (the CI is too wide for either), or an optimum at the edge of the rate grid
+
+:func:`calibrate` measures how often this verdict is wrong for the study's own design and noise: it shifts the
+measured mean curves along the rate axis so that their optima drift by a chosen amount (0: the null μP predicts),
+adds seed residuals resampled from the study (inflated by √(S/(S−1))), and reruns the whole analysis; the
+rates of each verdict come with binomial standard errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+VERDICTS = ("transfers", "drifts", "inconclusive")
+
+
+# ---------------------------------------------------------------------- optimum of a loss curve
+def parabola_vertex(x, y):
+    """Vertex of the parabola through (x_{i−1}, y_{i−1}), (x_i, y_i), (x_{i+1}, y_{i+1}) around the finite
+    minimum i of every row of ``y`` (..., M). Returns ``(vertex, at_edge)``; rows without a finite value give
+    NaN; where a neighbour is missing or the three points are collinear the grid minimum itself."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    z = np.where(np.isfinite(y), y, np.inf)
+    i = np.argmin(z, axis=-1)
+    none = ~np.isfinite(np.take_along_axis(z, i[..., None], -1)[..., 0])
+    M = x.size
+    edge = (i == 0) | (i == M - 1)
+    il, ir = np.clip(i - 1, 0, M - 1), np.clip(i + 1, 0, M - 1)
+    y0 = np.take_along_axis(z, i[..., None], -1)[..., 0]
+    yl = np.take_along_axis(z, il[..., None], -1)[..., 0]
+    yr = np.take_along_axis(z, ir[..., None], -1)[..., 0]
+    x0, xl, xr = x[i], x[il], x[ir]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p, q = (x0 - xl) * (y0 - yr), (x0 - xr) * (y0 - yl)
+        den = p - q
+        v = x0 - 0.5 * ((x0 - xl) * p - (x0 - xr) * q) / den
+    ok = ~edge & np.isfinite(yl) & np.isfinite(yr) & (den != 0) & np.isfinite(v)
+    v = np.where(ok, v, x0)
+    return np.where(none, np.nan, v), edge & ~none
+
+
+def _positive(c) -> bool:
+    fin = c[np.isfinite(c)]
+    return bool(fin.size) and bool(np.all(fin > 0))
+
+
+def _log_curve(c):
+    """log of the mean curves when every finite value is positive (losses span decades), else the curves."""
+    return np.log(c) if _positive(c) else c
+
+
+def optima(curves, log2_lrs):
+    """Optimal log2 learning rate of each mean curve (..., M) and whether it sits on the grid's edge."""
+    return parabola_vertex(log2_lrs, _log_curve(np.asarray(curves, float)))
+
+
+def capped(loss, diverged, cap):
+    """Loss with diverged runs entered at their size's threshold ``cap`` (K,) — recorded, not dropped."""
+    loss = np.asarray(loss, float)
+    c = np.broadcast_to(np.asarray(cap, float).reshape((-1,) + (1,) * (loss.ndim - 1)), loss.shape)
+    return np.where(np.asarray(diverged, bool), c, loss)
+
+
+def _slope(u, o):
+    """Least-squares slope and intercept of o (..., K) on u (K,) (rows with a NaN give NaN)."""
+    uc = u - u.mean()
+    b = (o * uc).sum(-1) / (uc ** 2).sum()
+    a = o.mean(-1) - b * u.mean()
+    return b, a
+
+
+@dataclass(frozen=True)
+class DriftFit:
+    """Optimum per size with bootstrap CI, drift per doubling with CI, prediction at ``target``."""
+
+    optimum: np.ndarray          # (K,)
+    optimum_ci: np.ndarray       # (K, 2)
+    at_edge: np.ndarray          # (K,) bool
+    drift: float
+    drift_ci: np.ndarray         # (2,)
+    intercept: float
+    target: float
+    target_optimum: float
+    target_ci: np.ndarray        # (2,)
+    curve_mean: np.ndarray       # (K, M)
+    curve_se: np.ndarray         # (K, M)
+    boot_drift: np.ndarray       # (B,)
+
+
+def _mean_over(y, idx):
+    """Mean over the seed indices ``idx`` (B, S') of y (K, M, S) → (B, K, M), ignoring missing runs."""
+    with _quiet():
+        return np.nanmean(y[:, :, idx], axis=-1).transpose(2, 0, 1)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """No RuntimeWarnings from nan-reductions over sizes/rates where every run failed (they give NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def fit_drift(y, sizes, log2_lrs, rng, n_boot=1000, level=0.95, target=None) -> DriftFit:
+    """Optimum per size and drift per doubling (module docstring) from capped losses ``y`` (K, M, S)."""
+    y = np.asarray(y, float)
+    K, M, S = y.shape
+    u = np.log2(np.asarray(sizes, float))
+    with _quiet():
+        mean = np.nanmean(y, axis=-1)
+        n = np.isfinite(y).sum(-1)
+        se = np.nanstd(y, axis=-1, ddof=1) / np.sqrt(np.maximum(n, 1))
+    opt, edge = optima(mean, log2_lrs)
+    b, a = _slope(u, opt)
+    tgt = float(2 ** u.max() * 4) if target is None else float(target)
+    idx = rng.integers(0, S, size=(int(n_boot), S))
+    bo, _ = optima(_mean_over(y, idx), log2_lrs)                     # (B, K)
+    bb, ba = _slope(u, bo)
+    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+    with _quiet():
+        oci = np.nanpercentile(bo, q, axis=0).T
+        dci = np.nanpercentile(bb, q)
+        tci = np.nanpercentile(ba + bb * np.log2(tgt), q)
+    return DriftFit(opt, oci, edge, float(b), np.asarray(dci, float), float(a), tgt, float(a + b * np.log2(tgt)),
+                    np.asarray(tci, float), mean, se, bb)
+
+
+def verdict(drift, ci, margin, at_edge=()) -> tuple:
+    """(verdict, reason) — module docstring."""
+    lo, hi = float(ci[0]), float(ci[1])
+    if np.any(at_edge):
+        return "inconclusive", "an optimum lies on the edge of the learning-rate grid (extend the rates)"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "inconclusive", "no interval (too few finite optima)"
+    if -margin <= lo and hi <= margin:
+        return "transfers", f"the drift's CI lies inside ±{margin:g} log2 per doubling"
+    if (lo > 0 or hi < 0) and abs(drift) > margin:
+        return "drifts", f"the drift's CI excludes 0 and |drift| > {margin:g}"
+    return "inconclusive", f"the CI [{lo:+.2f}, {hi:+.2f}] is too wide to decide at margin ±{margin:g}"
+
+
+# ---------------------------------------------------------------------- calibration
+def _shift_curves(mean_log, log2_lrs, shifts):
+    """Each row of ``mean_log`` (K, M) moved along the rate axis by ``shifts`` (K,) (linear interpolation,
+    constant beyond the grid)."""
+    out = np.empty_like(mean_log)
+    for k in range(mean_log.shape[0]):
+        row = mean_log[k]
+        ok = np.isfinite(row)
+        out[k] = np.interp(log2_lrs - shifts[k], log2_lrs[ok], row[ok])
+    return out
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Rates of each verdict over ``n_sim`` simulated studies per true drift (``rates[i, v]`` for drift
+    ``drifts[i]`` and verdict ``VERDICTS[v]``, binomial ``se``)."""
+
+    drifts: np.ndarray
+    rates: np.ndarray
+    se: np.ndarray
+    n_sim: int
+
+    def rate(self, drift, verdict_name) -> tuple:
+        i = int(np.argmin(np.abs(self.drifts - drift)))
+        v = VERDICTS.index(verdict_name)
+        return float(self.rates[i, v]), float(self.se[i, v])
+
+
+def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_boot=300, level=0.95) -> Calibration:
+    """Verdict rates of this design (sizes, rates, seeds) at its own noise, for each true drift (module
+    docstring): ``rates[i]`` at drift ``drifts[i]`` — at 0 the false-verdict rates of a flat optimum, elsewhere
+    the power to see the drift."""
+    y = np.asarray(y, float)
+    K, M, S = y.shape
+    if S < 2:
+        raise ValueError("calibrate: needs at least 2 seeds (the noise is read from the spread over seeds)")
+    lx = np.asarray(log2_lrs, float)
+    logged = _positive(y)
+    ly = np.log(y) if logged else y
+    with _quiet():
+        mean = np.nanmean(ly, axis=-1)
+    resid = (ly - mean[..., None]) * np.sqrt(S / (S - 1))
+    opt, _ = parabola_vertex(lx, mean)
+    u = np.log2(np.asarray(sizes, float))
+    base = _shift_curves(mean, lx, np.nanmean(opt) - opt)           # every optimum moved to the mean optimum
+    drifts = np.asarray(drifts, float)
+    counts = np.zeros((drifts.size, len(VERDICTS)))
+    for i, d in enumerate(drifts):
+        curves = _shift_curves(base, lx, d * (u - u.mean()))
+        for _ in range(int(n_sim)):
+            pick = rng.integers(0, S, size=S)
+            sim = curves[..., None] + resid[:, :, pick]
+            sim = np.exp(sim) if logged else sim
+            f = fit_drift(sim, sizes, lx, rng, n_boot=n_boot, level=level)
+            v, _ = verdict(f.drift, f.drift_ci, margin, f.at_edge)
+            counts[i, VERDICTS.index(v)] += 1
+    rates = counts / n_sim
+    return Calibration(drifts, rates, np.sqrt(rates * (1 - rates) / n_sim), int(n_sim))
+
+
+__all__ = ["parabola_vertex", "optima", "capped", "fit_drift", "verdict", "calibrate", "DriftFit", "Calibration",
+           "VERDICTS"]
