@@ -273,6 +273,9 @@ def build_parser():
     from ..torch import cli as torch_cli          # imports torch only when `coord-check` runs
 
     torch_cli.register(sub)
+    from ..torch import transfer_cli              # imports torch only when `transfer` runs
+
+    transfer_cli.register(sub)
     from . import regress
 
     regress.register(sub)

@@ -40,6 +40,8 @@ Derivation machinery
 * :mod:`.depth` — :func:`depth_regime` (TP6), :func:`alpha_analysis` (seed 000 §A.5),
   Adam ``(LN)^{-1/2}``, two-layer residual block correction ``η_1 = η̄ n √(L/T)``;
 * :func:`table` — Markdown / LaTeX / dict tables; CLI in :mod:`limits.cli.params`;
+* :func:`lr_drift` — how the optimal learning rate must move per doubling of width or depth (μTransfer as a
+  prediction: 0 for stable tables, a bound −x* for SP-like ones; tested by ``limits.torch.transfer``);
 * :func:`parse` — restricted parser for user-typed exponents (no eval/sympify of raw text).
 
 Cross-checks against finite networks (not imported here — theory never imports limits.finite):
@@ -62,6 +64,7 @@ from .constraints import Quantity, pc_asymptotics, seed000_quantities, std_quant
 from .depth import (DepthRegime, adam_lr_exponents, alpha_analysis, depth_regime, solve_depth, two_layer_block,
                     two_layer_block_correction)
 from .expr import as_exponent, parse
+from .lr_drift import LrDrift, lr_drift
 from .named import NAMES, derive_width, named
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, SYMBOLS, Parameterisation
 from .solver import Piece, Solution, solve_quantities
@@ -126,7 +129,7 @@ def table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance
 
 __all__ = [
     "Parameterisation", "named", "classify", "solve", "table", "depth_regime", "solve_depth", "alpha_analysis",
-    "adam_lr_exponents", "two_layer_block", "two_layer_block_correction", "parse", "as_exponent", "Solution",
+    "adam_lr_exponents", "lr_drift", "LrDrift", "two_layer_block", "two_layer_block_correction", "parse", "as_exponent", "Solution",
     "Piece", "Classification", "Verdict", "DepthRegime", "Quantity", "seed000_quantities", "std_quantities",
     "std_requirements", "unknowns", "pc_asymptotics", "update_exponents", "derive_width", "solve_quantities",
     "NAMES", "LAYERS", "SYMBOLS", "CONVENTIONS", "ALGORITHMS", "OPTIMIZERS",

@@ -5,6 +5,8 @@
     r = limits.torch.coord_check(P, widths=(64, 128, 256, 512), data=(X, Y), optimizer="adam", lr=1e-2)
     r.passed, r.failures(), r.to_markdown(), r.plot()
     limits.check(limits.kernels.kernel(model, X), network=MyMLP)        # a user's module declared equal to model
+    t = limits.torch.transfer(factory, "muP", widths=(64, 128, 256), lrs=2.0 ** np.arange(-12, -3), data=(X, Y))
+    t.drift, t.drift_ci, t.verdict, t.to_markdown(), t.plot()           # μTransfer: optimum lr per width, drift
 
 Submodules import torch only when an attribute is first used (``import limits.torch`` alone does not),
 so the command line can register ``limits coord-check`` without torch installed.
@@ -19,9 +21,12 @@ _EXPORTS = {
     "coord_check": "coordcheck", "TorchCoordCheck": "coordcheck",
     "resolve_factory": "resolve",
     "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",
+    "transfer": "transfer_study", "TransferResult": "transfer_result",
+    "DepthParameterised": "depth", "depth_coord_check": "depth", "DepthCoordCheck": "depth",
 }
 
-_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli")
+_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli",
+               "transfer_study", "transfer_fit", "transfer_result", "transfer_cli", "transfer_demos", "depth")
 
 __all__ = sorted(_EXPORTS)
 

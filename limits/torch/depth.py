@@ -83,8 +83,9 @@ def block_layout(factory, width, depths) -> BlockLayout:
     la, lb = ds[0], ds[1]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        na = [n for n, _ in build_module(AtDepth(factory, la), width).named_parameters()]
-        nb = [n for n, _ in build_module(AtDepth(factory, lb), width).named_parameters()]
+        sa = {n: tuple(q.shape) for n, q in build_module(AtDepth(factory, la), width).named_parameters()}
+        sb = {n: tuple(q.shape) for n, q in build_module(AtDepth(factory, lb), width).named_parameters()}
+    na, nb = list(sa), list(sb)
     extra = [n for n in nb if n not in set(na)]
     if not extra:
         raise ValueError(f"parameterise: factory(width, {la}) and factory(width, {lb}) have the same parameters; "
@@ -103,8 +104,8 @@ def block_layout(factory, width, depths) -> BlockLayout:
     lay = BlockLayout(prefixes.pop(), ())
     outside_a = [n for n in na if lay.block_of(n) is None]
     outside_b = [n for n in nb if lay.block_of(n) is None]
-    if outside_a != outside_b:
-        diff = sorted(set(outside_a) ^ set(outside_b))
+    if outside_a != outside_b or any(sa[n] != sb[n] for n in outside_a):
+        diff = sorted(set(outside_a) ^ set(outside_b)) or [n for n in outside_a if sa[n] != sb[n]]
         raise ValueError(f"parameterise: parameters outside the blocks change with depth ({diff[:3]}); only the "
                          f"number of blocks in {lay.prefix!r} may depend on the depth")
     rests = {}
@@ -150,6 +151,9 @@ def branch_modules(block) -> tuple:
     while node is not inputs[0]:
         a, b = node.args[:2]
         stream, branch = (a, b) if isinstance(a, torch.fx.Node) and _reaches(a, inputs[0]) else (b, a)
+        if (isinstance(branch, torch.fx.Node) and branch.op == "call_function" and branch.target is operator.getitem
+                and branch.args[1] == 0 and isinstance(branch.args[0], torch.fx.Node)):
+            branch = branch.args[0]             # module(...)[0]: e.g. nn.MultiheadAttention's (output, weights)
         if not (isinstance(branch, torch.fx.Node) and branch.op == "call_module"):
             raise ValueError(f"parameterise: a residual branch of {type(block).__name__} is {branch} — not the "
                              "output of a submodule, so its multiplier cannot be applied; end each branch with a "
@@ -161,6 +165,8 @@ def branch_modules(block) -> tuple:
 
 def _scale_output(mult):
     def hook(module, args, out):
+        if isinstance(out, tuple):              # (output, attention weights): scale the output
+            return (out[0] * mult,) + out[1:]
         return out * mult
     return hook
 

@@ -80,19 +80,18 @@ def residual_mlp(width, depth):
 
 # ---------------------------------------------------------------------- bytes
 class CausalBlock(nn.Module):
-    """Pre-LN transformer block: x + attn(LN(x)) (causal), x + W₂ gelu(W₁ LN(x))."""
+    """Pre-LN transformer block: x + attn(LN(x)) (causal, windows of ``seq`` positions), x + W₂ gelu(W₁ LN(x))."""
 
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, seq=SEQ):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = nn.MultiheadAttention(width, heads, dropout=0.0, batch_first=True)
         self.fc1, self.fc2 = nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
+        self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1), persistent=False)
 
-    def forward(self, x):
-        T = x.shape[1]
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), 1)
+    def forward(self, x):                   # x: (B, seq, N) — windows of exactly ``seq`` positions
         h = self.ln1(x)
-        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        x = x + self.attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
@@ -104,7 +103,7 @@ class ByteTransformer(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(VOCAB, width)
         self.pos = nn.Embedding(seq, width)
-        self.blocks = nn.ModuleList(CausalBlock(width, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(CausalBlock(width, heads, seq) for _ in range(layers))
         self.ln = nn.LayerNorm(width)
         self.out = nn.Linear(width, VOCAB)
 

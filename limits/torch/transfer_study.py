@@ -30,7 +30,7 @@ from ..params.lr_drift import lr_drift
 from .apply_params import Parameterised, parameterise
 from .coordcheck import default_loss
 from .network import torch_threads
-from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict
+from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
 from .transfer_result import TransferResult
 
 HOPELESS = 1e4           # a run whose minibatch loss exceeds this × its initial loss stops early (still diverged)
@@ -228,15 +228,19 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
                                                    "reused": int(ds.attrs.get("reused", 0))})
 
 
-def _arrays(ds, axis, variables):
-    """(K, M, S) arrays of the dataset's variables, sizes along ``axis``."""
+def _raw(ds, axis) -> dict:
+    """(K, M, S[, T]) arrays of a finished sweep dataset, sizes along ``axis``; diverged excludes failed runs."""
     dims = [axis, "log2_lr", "seed"]
-    out = {}
-    for v in variables:
+
+    def take(v, extra=()):
         a = ds[v]
-        other = [d for d in a.dims if d not in dims]
-        a = a.isel({d: 0 for d in other}).transpose(*dims)
-        out[v] = np.asarray(a.values, dtype=float)
+        a = a.isel({d: 0 for d in a.dims if d not in dims + list(extra)}).transpose(*dims, *extra)
+        return np.asarray(a.values, dtype=float)
+
+    out = {v: take(v) for v in ("train_loss", "test_loss", "loss0", "cpu_s")}
+    out["failed"] = take("failed") > 0
+    out["diverged"] = (take("diverged") > 0) & ~out["failed"]
+    out["trajectory"] = take("trajectory", ("trajectory_dim_0",))
     return out
 
 
@@ -250,53 +254,78 @@ def _as_predicted(kind, v, drift) -> int:
     return int(v == "drifts" and drift < 0)
 
 
-def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
-            level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None,
-            settings=None) -> TransferResult:
-    """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
-    a = _arrays(ds, axis, ("train_loss", "test_loss", "loss0", "diverged", "cpu_s", "diverged_step"))
-    failed = np.asarray(ds["failed"].transpose(*[d for d in (axis, "log2_lr", "seed")] +
-                                               [d for d in ds["failed"].dims if d not in (axis, "log2_lr", "seed")])
-                        .values, bool).reshape(a["train_loss"].shape)
-    traj = ds["trajectory"]
-    traj = np.asarray(traj.isel({d: 0 for d in traj.dims if d not in (axis, "log2_lr", "seed", "trajectory_dim_0")})
-                      .transpose(axis, "log2_lr", "seed", "trajectory_dim_0").values, float)
-    diverged = (a["diverged"] > 0) & ~failed
-    sizes = np.asarray(depths if axis == "depth" else widths, float)
-    div = float((settings or {}).get("diverge", 3.0))
-    with np.errstate(invalid="ignore"):
-        cap = div * np.nanmedian(np.where(failed, np.nan, a["loss0"]), axis=(1, 2))
+def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n_sim, seed) -> TransferResult:
+    """Statistics (:mod:`limits.torch.transfer_fit`) of the raw runs ``raw`` described by ``meta``."""
+    sizes, lx = np.asarray(meta["sizes"], float), np.asarray(meta["log2_lrs"], float)
+    has_test = bool(meta["has_test"])
+    if criterion not in ("train", "test") or (criterion == "test" and not has_test):
+        raise ValueError("criterion must be 'train', or 'test' with held-out data")
+    div = float(meta["settings"].get("diverge", 3.0))
+    with np.errstate(invalid="ignore"), _quiet():
+        cap = div * np.nanmedian(np.where(raw["failed"], np.nan, raw["loss0"]), axis=(1, 2))
     rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
-    y_train = capped(a["train_loss"], diverged, cap)
-    y_test = capped(a["test_loss"], diverged, cap) if has_test else None
+    y_train = capped(raw["train_loss"], raw["diverged"], cap)
+    y_test = capped(raw["test_loss"], raw["diverged"], cap) if has_test else None
     y = y_test if criterion == "test" else y_train
-    fit = fit_drift(y, sizes, log2_lrs, rng, n_boot=n_boot, level=level, target=target)
-    other = fit_drift(y_train if criterion == "test" else y_test, sizes, log2_lrs, rng, n_boot=n_boot,
-                      level=level, target=target) if has_test else None
+    fit = fit_drift(y, sizes, lx, rng, n_boot=n_boot, level=level, target=target)
+    other = fit_drift(y_train if criterion == "test" else y_test, sizes, lx, rng, n_boot=n_boot, level=level,
+                      target=target) if has_test else None
     v, why = verdict(fit.drift, fit.drift_ci, margin, fit.at_edge)
-    pred = lr_drift(P.table, axis)
-    as_pred = _as_predicted(pred.kind, v, fit.drift)
+    kind, pd = meta["prediction_kind"], float(meta["predicted_drift"])
     cal = None
     if calibrate:
-        alt = pred.drift if pred.kind == "bound" else -1.0
-        c = _calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, alt), n_sim=n_sim, level=level,
+        alt = (-2 * float(margin),) + ((pd,) if kind == "bound" and pd != -2 * float(margin) else ())
+        c = _calibrate(y, sizes, lx, margin, rng, drifts=(0.0,) + alt, n_sim=n_sim, level=level,
                        n_boot=max(200, n_boot // 4))
         cal = {"drifts": c.drifts, "rates": c.rates, "se": c.se, "n_sim": c.n_sim}
-    fixed = (None if depths is None else int(depths[0])) if axis == "width" else int(widths[0])
     return TransferResult(
-        name=name or f"{P.name} ({P.optimizer_name})", parameterisation=str(P.name), optimizer=P.optimizer_name,
-        axis=axis, sizes=sizes, fixed_size=fixed, log2_lrs=np.asarray(log2_lrs, float), seeds=int(seeds),
-        steps=int(steps), criterion=criterion, train_loss=a["train_loss"], test_loss=a["test_loss"],
-        loss0=a["loss0"], diverged=diverged, failed=failed, cap=cap, cpu_s=a["cpu_s"], trajectory=traj,
+        name=meta["name"], parameterisation=meta["parameterisation"], optimizer=meta["optimizer"], axis=meta["axis"],
+        sizes=sizes, fixed_size=meta["fixed_size"], log2_lrs=lx, seeds=int(meta["seeds"]), steps=int(meta["steps"]),
+        criterion=criterion, train_loss=raw["train_loss"], test_loss=raw["test_loss"], loss0=raw["loss0"],
+        diverged=raw["diverged"], failed=raw["failed"], cap=cap, cpu_s=raw["cpu_s"], trajectory=raw["trajectory"],
         curve_mean=fit.curve_mean, curve_se=fit.curve_se, optimum=fit.optimum, optimum_ci=fit.optimum_ci,
         at_edge=fit.at_edge, drift=fit.drift, drift_ci=fit.drift_ci, intercept=fit.intercept,
         other_optimum=None if other is None else other.optimum,
         other_drift=math.nan if other is None else other.drift,
         other_drift_ci=np.full(2, np.nan) if other is None else other.drift_ci,
-        predicted_drift=pred.drift, prediction_kind=pred.kind, prediction=pred.derivation or pred.reason,
-        verdict=v, verdict_reason=why, as_predicted=as_pred, margin=float(margin), level=float(level),
-        n_boot=int(n_boot), target=fit.target, target_optimum=fit.target_optimum, target_ci=fit.target_ci,
-        calibration=cal, settings=dict(settings or {}))
+        predicted_drift=pd, prediction_kind=kind, prediction=meta["prediction"], verdict=v, verdict_reason=why,
+        as_predicted=_as_predicted(kind, v, fit.drift), margin=float(margin), level=float(level), n_boot=int(n_boot),
+        target=fit.target, target_optimum=fit.target_optimum, target_ci=fit.target_ci, calibration=cal,
+        settings=dict(meta["settings"], seed=int(seed)))
 
 
-__all__ = ["transfer", "analyse", "TrainRun", "TransferResult"]
+def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
+            level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None,
+            settings=None) -> TransferResult:
+    """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
+    pred = lr_drift(P.table, axis)
+    meta = {"name": name or f"{P.name} ({P.optimizer_name})", "parameterisation": str(P.name),
+            "optimizer": P.optimizer_name, "axis": axis, "sizes": depths if axis == "depth" else widths,
+            "fixed_size": ((None if depths is None else int(depths[0])) if axis == "width" else int(widths[0])),
+            "log2_lrs": log2_lrs, "seeds": seeds, "steps": steps, "has_test": has_test,
+            "predicted_drift": pred.drift, "prediction_kind": pred.kind, "prediction": pred.derivation or pred.reason,
+            "settings": dict(settings or {})}
+    return _result(_raw(ds, axis), meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
+                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed)
+
+
+_META = ("name", "parameterisation", "optimizer", "axis", "sizes", "fixed_size", "log2_lrs", "seeds", "steps",
+         "predicted_drift", "prediction_kind", "prediction", "settings")
+_RAW = ("train_loss", "test_loss", "loss0", "diverged", "failed", "cpu_s", "trajectory")
+
+
+def reanalyse(r: TransferResult, *, criterion=None, margin=None, level=None, n_boot=None, target=None,
+              calibrate=None, n_sim=200, seed=None) -> TransferResult:
+    """The statistics of a saved study recomputed from its runs (another margin, level, criterion, target, or
+    calibration) — no run is repeated."""
+    meta = {k: getattr(r, k) for k in _META}
+    meta["has_test"] = bool(np.any(np.isfinite(r.test_loss)))
+    raw = {k: getattr(r, k) for k in _RAW}
+    return _result(raw, meta, criterion=criterion or r.criterion, margin=r.margin if margin is None else margin,
+                   level=r.level if level is None else level, n_boot=r.n_boot if n_boot is None else n_boot,
+                   target=r.target if target is None else target,
+                   calibrate=(r.calibration is not None) if calibrate is None else calibrate, n_sim=n_sim,
+                   seed=r.settings.get("seed", 0) if seed is None else seed)
+
+
+__all__ = ["transfer", "analyse", "reanalyse", "TrainRun", "TransferResult"]
