@@ -351,6 +351,54 @@ ROWS = (
 )
 
 
+# ============================================================================ μTransfer table (README, PyTorch)
+TRANSFER_FIGURES = (("torch_transfer_digits", "digits MLP", ("SP", "muP")),
+                    ("torch_transfer_text", "byte transformer", ("SP", "muP")),
+                    ("torch_transfer_depth", "residual MLP", ("muP", "depth-muP")))
+_PARAM_LABEL = {"SP": "SP", "muP": "μP", "depth-muP": "Depth-μP"}
+
+
+def _transfer_cells(label, r, subsets, quick):
+    lo, hi = r.drift_ci
+    pred = ("0 (exact)" if r.prediction_kind == "exact" else
+            f"≤ {_s(r.predicted_drift)} (bound)" if r.prediction_kind == "bound" else "none")
+    if r.axis == "depth" and r.parameterisation == "muP":
+        label = "width-only μP"
+    ok = {1: "as predicted", 0: "**not as predicted**", -1: "undecided"}[r.as_predicted]
+    cal = r.calibration
+    if r.prediction_kind == "exact":
+        rate, se = cal["rates"][0, 1], cal["se"][0, 1]
+        sim = f"false drift {100 * rate:.0f} ± {100 * max(se, 0):.0f} % (flat, simulated)"
+        emp = f"{int(subsets[1])}/{int(np.sum(subsets))} 3-seed subsets call it a drift"
+    else:
+        d = np.asarray(cal["drifts"])
+        i = int(np.argmin(np.abs(d + 2 * r.margin)))
+        sim = f"power {100 * cal['rates'][i, 1]:.0f} % at {_s(d[i])} (simulated)"
+        emp = f"{int(subsets[1])}/{int(np.sum(subsets))} 3-seed subsets see the drift"
+    sizes = f"{r.axis}s {int(r.sizes[0])}–{int(r.sizes[-1])}"
+    cpu = float(np.nansum(r.cpu_s))
+    return (f"| {label} | {_PARAM_LABEL.get(r.parameterisation, r.parameterisation)} | {sizes}, {r.seeds} seeds, "
+            f"{r.steps} steps | {_s(r.drift)} [{_s(lo)}, {_s(hi)}] | {pred} | {r.verdict}, {ok} | {sim}; {emp} | "
+            f"{cpu / 60:.1f} ({'quick' if quick else 'paper-size'}) |")
+
+
+def transfer_table(outdir=DEFAULT_OUTDIR) -> str:
+    """The README's μTransfer table (drift of the optimal log2 learning rate per doubling of width or depth, with
+    the verdict and its calibration) from the transfer figures' data; figures without data are skipped."""
+    from ..torch.transfer_result import TransferResult  # noqa: F401 — registers the type for decoding
+
+    rows = ["| task | parameterisation | sizes | drift per doubling [95 % CI] | predicted | verdict | false-verdict "
+            "rate / power | CPU-min |", "|---|---|---|---|---|---|---|---|"]
+    for name, label, cases in TRANSFER_FIGURES:
+        try:
+            p = load_data(name, outdir)
+        except ValueError:
+            continue
+        for c in cases:
+            rows.append(_transfer_cells(label, p["data"][c], p["data"][f"{c}|subsets"], p.get("quick")))
+    return "\n".join(rows) + "\n"
+
+
 # ============================================================================ generation
 def _payloads(names, outdir):
     return {n: load_data(n, outdir) for n in names}
@@ -393,7 +441,9 @@ def to_markdown(outdir=DEFAULT_OUTDIR) -> str:
               "indicative). A variant whose data are not stored in `figures/` reads \"not measured\".", "",
               "| figure | quick | paper size |", "|---|---|---|"]
     lines += [f"| `{n}` | {q} | {f} |" for n, q, f in run_times(outdir)]
-    return "\n".join(lines) + "\n"
+    lines += ["", "## μTransfer (README, section \"PyTorch networks\")", "",
+              "Generated from the `torch_transfer_*` figures' data; the README carries this table verbatim.", ""]
+    return "\n".join(lines) + "\n" + transfer_table(outdir)
 
 
 def readme_table(readme_text: str) -> list[tuple[str, str, str, str]]:
