@@ -105,6 +105,7 @@ BASE = {
     "validate": ["nosuchcomponent"],
     "run": None,
     "coord-check": None,      # needs the optional torch extra: fuzzed in tests/torch_bridge/test_torch_cli_fuzz.py
+    "transfer": None,         # needs the optional torch extra: fuzzed in tests/torch_bridge/test_torch_transfer_cli.py
 }
 # exit 1 = "ran, but the check failed", documented by these commands
 EXIT1_OK = {"pc infer", "pc spectrum", "finite train"}

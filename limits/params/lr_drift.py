@@ -116,7 +116,8 @@ def _depth(p: Parameterisation) -> LrDrift:
                        "" if init_ok else "unstable initialisation")
     return LrDrift("depth", -float(xs), "bound", ("training_update",) + (() if init_ok else ("init_log_variance",)),
                    f"{how}: L blocks sum their updates to L^{1 - alpha - gamma}; a factor L^-x restores a bounded "
-                   f"update from x* = {xs} on: the optimum's log2 falls by at least {xs} per doubling of depth as L → ∞ (a bound)"
+                   f"update from x* = {xs} on: the optimum's log2 falls by at least {xs} per doubling of depth as "
+                   "L → ∞ (a bound)"
                    + note)
 
 

@@ -118,3 +118,18 @@ def test_digits_mlp_sp_drifts_and_mup_transfers():
     assert sp.prediction_kind == "bound" and sp.predicted_drift == -1.5 and mup.predicted_drift == 0.0
     assert mup.calibration["rates"][0, 1] <= 0.1                 # a flat optimum is rarely called a drift
     assert not math.isnan(sp.target_optimum) and sp.target_optimum < mup.target_optimum
+
+
+@pytest.mark.slow
+def test_readme_transfer_example_runs_and_transfers(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### μTransfer", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    ns = {}
+    exec(compile(code.replace("print(t)", "str(t)"), "README.md", "exec"), ns)
+    assert ns["t"].verdict == "transfers" and ns["t"].passed, ns["t"].to_markdown()
+    assert (tmp_path / "transfer.png").stat().st_size > 10_000

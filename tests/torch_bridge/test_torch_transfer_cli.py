@@ -16,6 +16,17 @@ BASE = DEMO + ["--param", "muP", "--widths", "8", "16", "32", "--log2-lrs", "-8"
                "--steps", "1", "--no-calibrate"]
 
 
+def _without(argv, flag):
+    """``argv`` with the option ``flag`` and its values removed."""
+    if flag not in argv:
+        return list(argv)
+    i = argv.index(flag)
+    j = i + 1
+    while j < len(argv) and not argv[j].startswith("--"):
+        j += 1
+    return argv[:i] + argv[j:]
+
+
 def _run(argv, capsys):
     try:
         rc = main(["transfer", *argv])
@@ -37,15 +48,7 @@ def _run(argv, capsys):
     (["--factory", "os:system"], "not allowed"),
 ])
 def test_bad_input_exits_2_with_one_line(change, message, capsys):
-    argv = list(BASE)
-    flag = change[0]
-    if flag in argv:
-        i = argv.index(flag)
-        j = i + 1
-        while j < len(argv) and not argv[j].startswith("--"):
-            j += 1
-        argv = argv[:i] + argv[j:]
-    rc, out, err = _run(argv + change, capsys)
+    rc, out, err = _run(_without(BASE, change[0]) + change, capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("limits: error:") and message in lines[0], err
 
@@ -87,14 +90,7 @@ def test_hostile_values_never_give_a_traceback(flag, action, capsys, tmp_path, m
     monkeypatch.chdir(tmp_path)
     values = ["nope", ""] if action.choices else HOSTILE.get(action.type, HOSTILE[None])
     for v in values:
-        argv = [a for a in BASE]
-        if flag in argv:
-            i = argv.index(flag)
-            j = i + 1
-            while j < len(argv) and not argv[j].startswith("--"):
-                j += 1
-            argv = argv[:i] + argv[j:]
         n = action.nargs if isinstance(action.nargs, int) else 1
-        rc, out, err = _run(argv + [flag] + [v] * n, capsys)
+        rc, out, err = _run(_without(BASE, flag) + [flag] + [v] * n, capsys)
         assert rc in (0, 1, 2), (flag, v, err)
         assert "Traceback" not in err and "internal error" not in err, (flag, v, err)

@@ -76,3 +76,17 @@ def test_calibration_false_verdicts_on_a_flat_optimum_and_power_on_a_drift():
     assert np.allclose(c.rates.sum(1), 1.0)
     with pytest.raises(ValueError, match="2 seeds"):
         F.calibrate(y[:, :, :1], SIZES, X, 0.25, rng)
+
+
+def test_small_sample_widening_and_the_coverage_it_buys():
+    """The drift interval covers the true drift in ≥ 90 % of 200 simulated 4-seed studies (fixed seed; a 95 %
+    interval: a 1-in-10⁴ chance of failing at true 95 % coverage); without the widening it covered far less."""
+    assert [round(F.small_sample_factor(S), 1) for S in (3, 4, 5, 8)] == [3.1, 2.1, 1.7, 1.4]
+    assert abs(F.small_sample_factor(10_000) - 1.0) < 1e-3
+    rng = np.random.default_rng(3)
+    hit = 0
+    for _ in range(200):
+        y, _ = _study(-0.3, rng, noise=0.15)
+        f = F.fit_drift(y, SIZES, X, rng, n_boot=200)
+        hit += f.drift_ci[0] <= -0.3 <= f.drift_ci[1]
+    assert hit >= 180, hit
