@@ -57,7 +57,7 @@ def register(sub):
     s.add_argument("--scheduler", metavar="ADDRESS", help="a running dask scheduler (tcp://host:8786)")
     s.add_argument("--store", metavar="DIR", help="store finished runs here; a rerun resumes (limits.sweep)")
     s.add_argument("--out", dest="out_dir", metavar="DIR",
-                   help="write DIR/transfer.npz + .json (the result), DIR/transfer.md and DIR/transfer.png")
+                   help="write the result DIR/transfer.npz + .json, its Markdown (.md) and its figure (.png)")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_transfer)
 
@@ -159,8 +159,8 @@ def _write(r, out_dir):
 
     d = Path(out_dir)
     r.save(d / "transfer")
-    atomic_write_text(d / "transfer.md", r.to_markdown())
-    r.plot(d / "transfer.png")
+    atomic_write_text((d / "transfer").with_suffix(".md"), r.to_markdown())
+    r.plot((d / "transfer").with_suffix(".png"))
 
 
 def cmd_transfer(args):

@@ -124,7 +124,7 @@ def text_bytes() -> np.ndarray:
     return np.frombuffer(TEXT.read_bytes(), dtype=np.uint8)
 
 
-def text_data(n_train=1024, n_test=128, seq=SEQ, seed=0):
+def text_data(n_train=512, n_test=128, seq=SEQ, seed=0):
     """{"train": (X, Y), "test": (X, Y)}: ``seq``-byte windows X and the next bytes Y (shifted by one), train
     windows from the first 90 % of the text and test windows from the rest, at seeded random offsets."""
     b = text_bytes().astype(np.int64)

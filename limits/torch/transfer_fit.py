@@ -7,8 +7,9 @@ the size's threshold ``cap_k``) enters as ``cap_k`` — recorded, never dropped;
 missing.
 
     curve_k(x_m)   = mean_s y[k, m, s]                                   (± SE over seeds)
-    x*_k           = vertex of the parabola through log curve_k at the grid minimum and its two neighbours
-                     (a minimum on the first or last rate is *at the edge*: x*_k is then only a bound)
+    x*_k           = vertex of the least-squares parabola through log curve_k at the grid minimum and the two
+                     rates on each side (``half_window``; kept within one grid step of the minimum; a minimum on
+                     the first or last rate is *at the edge*: x*_k is then only a bound)
     x*_k           = a + b · log2 n_k                                     (least squares; b = drift per doubling)
     x*(n_target)   = a + b · log2 n_target
 
@@ -42,29 +43,40 @@ VERDICTS = ("transfers", "drifts", "inconclusive")
 
 
 # ---------------------------------------------------------------------- optimum of a loss curve
-def parabola_vertex(x, y):
-    """Vertex of the parabola through (x_{i−1}, y_{i−1}), (x_i, y_i), (x_{i+1}, y_{i+1}) around the finite
-    minimum i of every row of ``y`` (..., M). Returns ``(vertex, at_edge)``; rows without a finite value give
-    NaN; where a neighbour is missing or the three points are collinear the grid minimum itself."""
+def parabola_vertex(x, y, half_window=1):
+    """Vertex of the least-squares parabola through the points within ``half_window`` grid steps of the finite
+    minimum i of every row of ``y`` (..., M) (1: the exact parabola through i and its two neighbours), kept
+    within [x_{i−1}, x_{i+1}]. Returns ``(vertex, at_edge)``; rows without a finite value give NaN; where fewer
+    than three points are finite or the parabola opens downwards, the grid minimum itself."""
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     z = np.where(np.isfinite(y), y, np.inf)
     i = np.argmin(z, axis=-1)
-    none = ~np.isfinite(np.take_along_axis(z, i[..., None], -1)[..., 0])
     M = x.size
-    edge = (i == 0) | (i == M - 1)
-    il, ir = np.clip(i - 1, 0, M - 1), np.clip(i + 1, 0, M - 1)
-    y0 = np.take_along_axis(z, i[..., None], -1)[..., 0]
-    yl = np.take_along_axis(z, il[..., None], -1)[..., 0]
-    yr = np.take_along_axis(z, ir[..., None], -1)[..., 0]
-    x0, xl, xr = x[i], x[il], x[ir]
+    none = ~np.isfinite(np.take_along_axis(z, i[..., None], -1)[..., 0])
+    edge = ((i == 0) | (i == M - 1)) & ~none
+    j = np.arange(M)
+    w = (np.abs(j - i[..., None]) <= half_window) & np.isfinite(y)          # (..., M) window mask
+    u = x - x[i][..., None]                                                  # centred at the grid minimum
+    yy = np.where(w, y, 0.0)
+    S = [np.sum(w * u ** k, -1) for k in range(5)]
+    T = [np.sum(w * u ** k * yy, -1) for k in range(3)]
+    A = np.stack([np.stack([S[4], S[3], S[2]], -1), np.stack([S[3], S[2], S[1]], -1),
+                  np.stack([S[2], S[1], S[0]], -1)], -2)
+    rhs = np.stack([T[2], T[1], T[0]], -1)
+    det = np.linalg.det(A)
+    good = (w.sum(-1) >= 3) & (np.abs(det) > 1e-12) & ~edge & ~none
+    coef = np.zeros(rhs.shape)
+    if np.any(good):
+        coef[good] = np.linalg.solve(A[good], rhs[good][..., None])[..., 0]
+    a, b = coef[..., 0], coef[..., 1]
+    good &= a > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        p, q = (x0 - xl) * (y0 - yr), (x0 - xr) * (y0 - yl)
-        den = p - q
-        v = x0 - 0.5 * ((x0 - xl) * p - (x0 - xr) * q) / den
-    ok = ~edge & np.isfinite(yl) & np.isfinite(yr) & (den != 0) & np.isfinite(v)
-    v = np.where(ok, v, x0)
-    return np.where(none, np.nan, v), edge & ~none
+        off = np.where(good, -b / (2 * np.where(good, a, 1.0)), 0.0)
+    lo = x[np.clip(i - 1, 0, M - 1)] - x[i]
+    hi = x[np.clip(i + 1, 0, M - 1)] - x[i]
+    v = x[i] + np.clip(off, lo, hi)
+    return np.where(none, np.nan, v), edge
 
 
 def _positive(c) -> bool:
@@ -77,9 +89,9 @@ def _log_curve(c):
     return np.log(c) if _positive(c) else c
 
 
-def optima(curves, log2_lrs):
+def optima(curves, log2_lrs, half_window=2):
     """Optimal log2 learning rate of each mean curve (..., M) and whether it sits on the grid's edge."""
-    return parabola_vertex(log2_lrs, _log_curve(np.asarray(curves, float)))
+    return parabola_vertex(log2_lrs, _log_curve(np.asarray(curves, float)), half_window)
 
 
 def capped(loss, diverged, cap):
@@ -132,7 +144,7 @@ def quiet():
         yield
 
 
-def fit_drift(y, sizes, log2_lrs, rng, n_boot=1000, level=0.95, target=None) -> DriftFit:
+def fit_drift(y, sizes, log2_lrs, rng, n_boot=1000, level=0.95, target=None, half_window=2) -> DriftFit:
     """Optimum per size and drift per doubling (module docstring) from capped losses ``y`` (K, M, S)."""
     y = np.asarray(y, float)
     K, M, S = y.shape
@@ -141,16 +153,16 @@ def fit_drift(y, sizes, log2_lrs, rng, n_boot=1000, level=0.95, target=None) -> 
         mean = np.nanmean(y, axis=-1)
         n = np.isfinite(y).sum(-1)
         se = np.nanstd(y, axis=-1, ddof=1) / np.sqrt(np.maximum(n, 1))
-    opt, edge = optima(mean, log2_lrs)
+    opt, edge = optima(mean, log2_lrs, half_window)
     b, a = _slope(u, opt)
     tgt = float(2 ** u.max() * 4) if target is None else float(target)
     w = rng.dirichlet(np.ones(S), size=int(n_boot))                  # Bayesian bootstrap over seeds
-    bo, _ = optima(_weighted_means(y, w), log2_lrs)                  # (B, K)
+    bo, _ = optima(_weighted_means(y, w), log2_lrs, half_window)    # (B, K)
     bb, ba = _slope(u, bo)
     q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
     c = small_sample_factor(S, level)
     with quiet():
-        oci = _widen(opt[:, None], np.nanpercentile(bo, q, axis=0).T, c)
+        oci = _widen(opt, np.nanpercentile(bo, q, axis=0).T, c)
         dci = _widen(b, np.nanpercentile(bb, q), c)
         t_opt = a + b * np.log2(tgt)
         tci = _widen(t_opt, np.nanpercentile(ba + bb * np.log2(tgt), q), c)
@@ -217,7 +229,8 @@ class Calibration:
         return float(self.rates[i, v]), float(self.se[i, v])
 
 
-def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_boot=300, level=0.95) -> Calibration:
+def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_boot=300, level=0.95,
+              half_window=2) -> Calibration:
     """Verdict rates of this design (sizes, rates, seeds) at its own noise, for each true drift (module
     docstring): ``rates[i]`` at drift ``drifts[i]`` — at 0 the false-verdict rates of a flat optimum, elsewhere
     the power to see the drift."""
@@ -231,7 +244,7 @@ def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_
     with quiet():
         mean = np.nanmean(ly, axis=-1)
     resid = (ly - mean[..., None]) * np.sqrt(S / (S - 1))
-    opt, _ = parabola_vertex(lx, mean)
+    opt, _ = parabola_vertex(lx, mean, half_window)
     u = np.log2(np.asarray(sizes, float))
     base = _shift_curves(mean, lx, np.nanmean(opt) - opt)           # every optimum moved to the mean optimum
     drifts = np.asarray(drifts, float)
@@ -242,7 +255,7 @@ def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_
             pick = rng.integers(0, S, size=S)
             sim = curves[..., None] + resid[:, :, pick]
             sim = np.exp(sim) if logged else sim
-            f = fit_drift(sim, sizes, lx, rng, n_boot=n_boot, level=level)
+            f = fit_drift(sim, sizes, lx, rng, n_boot=n_boot, level=level, half_window=half_window)
             v, _ = verdict(f.drift, f.drift_ci, margin, f.at_edge)
             counts[i, VERDICTS.index(v)] += 1
     rates = counts / n_sim

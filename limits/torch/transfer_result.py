@@ -175,6 +175,13 @@ class TransferResult(Result):
                                                              [self.optimum_ci[k, 1] - self.optimum[k]]],
                             fmt="D", ms=5, color=col, mec="k", capsize=2, zorder=5)
         ax.set_yscale("log")
+        from matplotlib.ticker import FuncFormatter, LogLocator
+
+        lo, hi = ax.get_ylim()
+        if hi / lo < 100:                          # less than two decades: plain labels at 1, 2, 5 × 10^k
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("log2 learning rate")
         ax.set_ylabel(f"{self.criterion} loss after {self.steps} steps")
         ax.set_title(f"{self.name}: drift {self.drift:+.2f} [{self.drift_ci[0]:+.2f}, {self.drift_ci[1]:+.2f}] "

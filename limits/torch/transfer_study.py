@@ -173,7 +173,14 @@ def _pair(data, what):
 
 def _parameterised(factory, param, widths, depths, optimizer, roles):
     """The parameterised factory (width study: factory(width); with depths: factory(width, depth))."""
-    if isinstance(factory, Parameterised):
+    from .depth import DepthParameterised
+
+    if isinstance(factory, (Parameterised, DepthParameterised)):
+        if param is not None and param != factory.name:
+            raise ValueError(f"param {param!r}: the factory is already parameterised as {factory.name!r}; pass "
+                             "param=None or the plain factory")
+        if isinstance(factory, DepthParameterised) != (depths is not None):
+            raise ValueError("a DepthParameterised factory needs depths=, a Parameterised one none")
         return factory
     pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
     if depths is None:
@@ -185,16 +192,17 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
              optimizer="adam", depths=None, *, held_out=None, batch_size=None, loss=None, diverge=3.0, margin=0.25,
              level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, criterion="train", backend="serial",
              n_jobs=None, scheduler=None, store=None, progress=None, seed=0, threads=None, roles=None,
-             name=None) -> TransferResult:
+             name=None, fit_window=2) -> TransferResult:
     """Learning-rate transfer study (module docstring). ``factory``: width → nn.Module (width, depth → nn.Module
     with ``depths``), or a :class:`Parameterised`; ``param``: the parameterisation applied ("muP", "SP", …,
     "depth-muP"); ``lrs``: learning rates (a grid in log2 is best, e.g. ``2.0 ** np.arange(-14, -3)``);
     ``data``: (X, Y) (integer Y → cross-entropy, else ½ MSE; or pass ``loss(out, y)``); ``held_out``: (X, Y)
     evaluated after training; ``criterion``: "train" or "test" — which loss the verdict reads; ``target``: the
     size to predict the optimum at (default 4 × the largest); ``margin``: δ of the verdict (log2 units per
-    doubling); ``calibrate``: also simulate ``n_sim`` studies of this design at its own noise (false-verdict
-    rate with a flat optimum, power at the predicted drift or −1). ``backend``/``n_jobs``/``scheduler``/
-    ``store``/``progress``: :func:`limits.sweep.run`. ``seed``: root of the per-run seeds and of the bootstrap."""
+    doubling); ``fit_window``: rates on each side of the grid minimum in the parabola fit; ``calibrate``: also
+    simulate ``n_sim`` studies of this design at its own noise (false-verdict rates with a flat optimum, power at
+    −2δ and at the predicted drift). ``backend``/``n_jobs``/``scheduler``/``store``/``progress``:
+    :func:`limits.sweep.run`. ``seed``: root of the per-run seeds and of the bootstrap."""
     from .. import sweep
 
     if lrs is None:
@@ -202,30 +210,37 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
     widths, depths, log2_lrs = _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size)
     if criterion not in ("train", "test") or (criterion == "test" and held_out is None):
         raise ValueError("criterion must be 'train', or 'test' with held_out data")
+    if isinstance(fit_window, bool) or not isinstance(fit_window, (int, np.integer)) or fit_window < 1:
+        raise ValueError(f"fit_window must be a positive integer (rates on each side of the minimum), got {fit_window!r}")
     X, Y = _pair(data, "data")
     held = None if held_out is None else _pair(held_out, "held_out")
     P = _parameterised(factory, param, widths, depths, optimizer, roles)
     axis = "depth" if depths is not None and len(depths) > 1 else "width"
-    run = TrainRun(P, (X, Y), held, steps, None if batch_size is None else int(batch_size), loss or default_loss,
-                   diverge, threads)
-    fid = _code_id(getattr(P, "factory", factory))
-    ident = hashlib.sha256(repr((fid, P.name, P.optimizer_name, int(steps), batch_size, float(diverge),
-                                 _digest(X, Y), None if held is None else _digest(*held),
-                                 _code_id(loss) if loss else "default", getattr(P, "base_width", None),
-                                 getattr(P, "base_depth", None))).encode()).hexdigest()[:16]
+    batch = None if batch_size is None else int(batch_size)
+    run = TrainRun(P, (X, Y), held, steps, batch, loss or default_loss, diverge, threads)
     product = {"width": widths} if depths is None else {"width": widths, "depth": depths}
     product["log2_lr"] = [float(v) for v in log2_lrs]
     grid = sweep.Grid(product=product, seeds=int(seeds), root=int(seed), seed_by="replicate")
     t0 = time.perf_counter()
     ds = sweep.run(run, grid, backend=backend, n_jobs=n_jobs, scheduler=scheduler, store=store,
-                   name=f"limits.torch.transfer.{ident}", progress=progress, label=f"transfer {P.name}")
-    wall = time.perf_counter() - t0
+                   name=f"limits.torch.transfer.{_study_id(P, factory, run, loss)}", progress=progress,
+                   label=f"transfer {P.name}")
+    settings = {"backend": backend, "batch_size": batch, "diverge": float(diverge), "wall_s": time.perf_counter() - t0,
+                "factory": _code_id(getattr(P, "factory", factory)), "reused": int(ds.attrs.get("reused", 0)),
+                "store": None if store is None else str(store)}
     return analyse(ds, P, axis, widths, depths, log2_lrs, int(seeds), int(steps), held is not None, criterion,
                    margin=margin, level=level, n_boot=n_boot, target=target, calibrate=calibrate, n_sim=n_sim,
-                   seed=seed, name=name, settings={"backend": backend, "batch_size": batch_size,
-                                                   "diverge": float(diverge), "wall_s": wall, "factory": fid,
-                                                   "store": None if store is None else str(store),
-                                                   "reused": int(ds.attrs.get("reused", 0))})
+                   seed=seed, name=name, fit_window=int(fit_window), settings=settings)
+
+
+def _study_id(P, factory, run, loss) -> str:
+    """What a stored run depends on besides its grid point: the factory's code, the table, the optimizer, steps,
+    batch, divergence threshold, data and held-out digests, the loss, the base sizes."""
+    held = None if run.held_out is None else _digest(*run.held_out)
+    key = (_code_id(getattr(P, "factory", factory)), P.name, P.optimizer_name, run.steps, run.batch_size,
+           run.diverge, _digest(*run.data), held, _code_id(loss) if loss else "default",
+           getattr(P, "base_width", None), getattr(P, "base_depth", None))
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
 
 def _raw(ds, axis) -> dict:
@@ -254,7 +269,8 @@ def _as_predicted(kind, v, drift) -> int:
     return int(v == "drifts" and drift < 0)
 
 
-def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n_sim, seed) -> TransferResult:
+def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n_sim, seed,
+            fit_window=2) -> TransferResult:
     """Statistics (:mod:`limits.torch.transfer_fit`) of the raw runs ``raw`` described by ``meta``."""
     sizes, lx = np.asarray(meta["sizes"], float), np.asarray(meta["log2_lrs"], float)
     has_test = bool(meta["has_test"])
@@ -267,16 +283,16 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
     y_train = capped(raw["train_loss"], raw["diverged"], cap)
     y_test = capped(raw["test_loss"], raw["diverged"], cap) if has_test else None
     y = y_test if criterion == "test" else y_train
-    fit = fit_drift(y, sizes, lx, rng, n_boot=n_boot, level=level, target=target)
+    fit = fit_drift(y, sizes, lx, rng, n_boot=n_boot, level=level, target=target, half_window=fit_window)
     other = fit_drift(y_train if criterion == "test" else y_test, sizes, lx, rng, n_boot=n_boot, level=level,
-                      target=target) if has_test else None
+                      target=target, half_window=fit_window) if has_test else None
     v, why = verdict(fit.drift, fit.drift_ci, margin, fit.at_edge)
     kind, pd = meta["prediction_kind"], float(meta["predicted_drift"])
     cal = None
     if calibrate:
         alt = (-2 * float(margin),) + ((pd,) if kind == "bound" and pd != -2 * float(margin) else ())
         c = _calibrate(y, sizes, lx, margin, rng, drifts=(0.0,) + alt, n_sim=n_sim, level=level,
-                       n_boot=max(200, n_boot // 4))
+                       n_boot=max(200, n_boot // 4), half_window=fit_window)
         cal = {"drifts": c.drifts, "rates": c.rates, "se": c.se, "n_sim": c.n_sim}
     return TransferResult(
         name=meta["name"], parameterisation=meta["parameterisation"], optimizer=meta["optimizer"], axis=meta["axis"],
@@ -291,12 +307,12 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
         predicted_drift=pd, prediction_kind=kind, prediction=meta["prediction"], verdict=v, verdict_reason=why,
         as_predicted=_as_predicted(kind, v, fit.drift), margin=float(margin), level=float(level), n_boot=int(n_boot),
         target=fit.target, target_optimum=fit.target_optimum, target_ci=fit.target_ci, calibration=cal,
-        settings=dict(meta["settings"], seed=int(seed)))
+        settings=dict(meta["settings"], seed=int(seed), fit_window=int(fit_window)))
 
 
 def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
-            level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None,
-            settings=None) -> TransferResult:
+            level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None, settings=None,
+            fit_window=2) -> TransferResult:
     """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
     pred = lr_drift(P.table, axis)
     meta = {"name": name or f"{P.name} ({P.optimizer_name})", "parameterisation": str(P.name),
@@ -306,7 +322,7 @@ def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, crite
             "predicted_drift": pred.drift, "prediction_kind": pred.kind, "prediction": pred.derivation or pred.reason,
             "settings": dict(settings or {})}
     return _result(_raw(ds, axis), meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
-                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed)
+                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window)
 
 
 _META = ("name", "parameterisation", "optimizer", "axis", "sizes", "fixed_size", "log2_lrs", "seeds", "steps",
@@ -315,7 +331,7 @@ _RAW = ("train_loss", "test_loss", "loss0", "diverged", "failed", "cpu_s", "traj
 
 
 def reanalyse(r: TransferResult, *, criterion=None, margin=None, level=None, n_boot=None, target=None,
-              calibrate=None, n_sim=200, seed=None) -> TransferResult:
+              calibrate=None, n_sim=200, seed=None, fit_window=None) -> TransferResult:
     """The statistics of a saved study recomputed from its runs (another margin, level, criterion, target, or
     calibration) — no run is repeated."""
     meta = {k: getattr(r, k) for k in _META}
@@ -325,7 +341,8 @@ def reanalyse(r: TransferResult, *, criterion=None, margin=None, level=None, n_b
                    level=r.level if level is None else level, n_boot=r.n_boot if n_boot is None else n_boot,
                    target=r.target if target is None else target,
                    calibrate=(r.calibration is not None) if calibrate is None else calibrate, n_sim=n_sim,
-                   seed=r.settings.get("seed", 0) if seed is None else seed)
+                   seed=r.settings.get("seed", 0) if seed is None else seed,
+                   fit_window=r.settings.get("fit_window", 2) if fit_window is None else fit_window)
 
 
 __all__ = ["transfer", "analyse", "reanalyse", "TrainRun", "TransferResult"]

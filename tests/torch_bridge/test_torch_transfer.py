@@ -100,6 +100,19 @@ def test_bad_input_is_refused_with_the_reason():
         lt.transfer(tiny, "muP", data=_data(), criterion="test", **KW)
     with pytest.raises(ValueError, match="unknown name 'XP'"):
         lt.transfer(tiny, "XP", data=_data(), **KW)
+    P = lt.parameterise(tiny, "SP", widths=(16, 32))
+    with pytest.raises(ValueError, match="already parameterised as 'SP'"):
+        lt.transfer(P, "muP", data=_data(), **KW)
+    with pytest.raises(ValueError, match="needs depths="):
+        lt.transfer(lt.parameterise(demos.residual_mlp, "depth-muP", widths=(16, 32), depths=(2, 4)), None,
+                    data=_data(), **KW)
+
+
+def test_a_parameterised_factory_is_used_as_given():
+    P = lt.parameterise(tiny, "SP", widths=(16, 32))
+    a = lt.transfer(P, None, data=_data(), **KW)
+    b = lt.transfer(tiny, "SP", data=_data(), **KW)
+    assert a.parameterisation == "SP" and np.array_equal(a.train_loss, b.train_loss)
 
 
 @pytest.mark.slow

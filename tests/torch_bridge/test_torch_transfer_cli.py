@@ -60,7 +60,7 @@ def test_undecided_study_exits_1_and_out_writes_the_result(capsys, tmp_path):
     assert "inconclusive" in out and "edge of the learning-rate grid" in out
     r = TransferResult.load(tmp_path / "o" / "transfer")
     assert r.verdict == "inconclusive" and r.as_predicted == -1
-    assert (tmp_path / "o" / "transfer.md").read_text() == r.to_markdown()
+    assert (tmp_path / "o" / "transfer").with_suffix(".md").read_text() == r.to_markdown()
     assert (tmp_path / "o" / "transfer.png").stat().st_size > 10_000
 
 

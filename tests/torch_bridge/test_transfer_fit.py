@@ -36,6 +36,8 @@ def test_fit_recovers_a_known_drift_and_the_target_prediction():
     rng = np.random.default_rng(0)
     y, opt = _study(-1.0, rng)
     f = F.fit_drift(y, SIZES, X, rng, n_boot=500, target=2048)
+    assert f.optimum.shape == (4,) and f.optimum_ci.shape == (4, 2) and f.drift_ci.shape == f.target_ci.shape == (2,)
+    assert np.all(f.optimum_ci[:, 0] <= f.optimum) and np.all(f.optimum <= f.optimum_ci[:, 1])
     assert np.all(np.abs(f.optimum - opt) < 0.2)
     assert f.drift_ci[0] <= -1.0 <= f.drift_ci[1] and f.drift_ci[1] - f.drift_ci[0] < 0.3
     assert abs(f.target_optimum - (-7.0 - 4.0)) < 0.4 and f.target_ci[0] <= f.target_optimum <= f.target_ci[1]
