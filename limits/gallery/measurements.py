@@ -384,16 +384,20 @@ def _transfer_cells(label, r, subsets, quick):
 
 def transfer_table(outdir=DEFAULT_OUTDIR) -> str:
     """The README's μTransfer table (drift of the optimal log2 learning rate per doubling of width or depth, with
-    the verdict and its calibration) from the transfer figures' data; figures without data are skipped."""
+    the verdict and its calibration) from the transfer figures' data — paper-size (``outdir/full``) where stored,
+    else quick; figures without data are skipped."""
     from ..torch.transfer_result import TransferResult  # noqa: F401 — registers the type for decoding
 
     rows = ["| task | parameterisation | sizes | drift per doubling [95 % CI] | predicted | verdict | false-verdict "
             "rate / power | CPU-min |", "|---|---|---|---|---|---|---|---|"]
     for name, label, cases in TRANSFER_FIGURES:
-        try:
-            p = load_data(name, outdir)
+        try:                                # the paper-size data where they were computed, else the quick ones
+            p = load_data(name, Path(outdir) / "full")
         except ValueError:
-            continue
+            try:
+                p = load_data(name, outdir)
+            except ValueError:
+                continue
         for c in cases:
             rows.append(_transfer_cells(label, p["data"][c], p["data"][f"{c}|subsets"], p.get("quick")))
     return "\n".join(rows) + "\n"

@@ -163,9 +163,9 @@ DIGITS = {"widths": [64, 128, 256, 512, 1024], "log2_lr": [-13, -3, 1], "steps":
 DIGITS_QUICK = {"widths": [64, 128, 256, 512], "log2_lr": [-12, -3, 1], "steps": 60, "seeds": 5}
 TEXT = {"widths": [64, 128, 256, 512], "log2_lr": [-12, -3, 1], "steps": 100, "batch": 16, "seeds": 4}
 TEXT_QUICK = {"widths": [64, 128, 256], "steps": 60, "seeds": 3}
-DEPTH = {"width": 128, "depths": [4, 8, 16, 32], "log2_lr": [-13, -3, 1], "steps": 100, "batch": 64, "seeds": 5,
+DEPTH = {"width": 128, "depths": [4, 8, 16, 32], "log2_lr": [-13, -3, 1], "steps": 100, "batch": 128, "seeds": 10,
          "coord_lr": 1e-2}
-DEPTH_QUICK = {"width": 64, "steps": 60, "seeds": 4}
+DEPTH_QUICK = {"width": 64, "steps": 50}
 
 register("torch_transfer_digits", component="torch",
          compute=with_caption(_width_compute("torch_transfer_digits", "digits_mlp", "digits_data", ("SP", "muP")),

@@ -17,7 +17,7 @@ import importlib
 
 _EXPORTS = {
     "TorchNetwork": "network", "from_model": "network", "mse_loss": "network",
-    "parameterise": "apply_params", "Parameterised": "apply_params", "TensorRule": "apply_params",
+    "parameterise": "depth", "Parameterised": "apply_params", "TensorRule": "apply_params",
     "coord_check": "coordcheck", "TorchCoordCheck": "coordcheck",
     "resolve_factory": "resolve",
     "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",

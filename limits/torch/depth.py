@@ -1,5 +1,6 @@
-"""Depth-μP for a residual torch network whose factory takes a depth: ``parameterise(factory, "depth-muP",
-depths=…)`` with ``factory(width, depth) -> nn.Module``.
+"""Depth-μP for a residual torch network whose factory takes a depth: ``limits.torch.parameterise(factory,
+"depth-muP", depths=…)`` with ``factory(width, depth) -> nn.Module`` (:func:`parameterise`, the package's entry
+point: without ``depths`` it is :func:`limits.torch.apply_params.parameterise`).
 
 Blocks. The factory is built at two depths; the parameters that exist only at the larger one name the block
 container (``blocks.7.fc1.weight`` → container ``blocks``): every parameter under ``<container>.<i>.`` belongs to
@@ -250,8 +251,8 @@ class DepthParameterised:
                 + self.at_depth(L).to_markdown(width))
 
 
-def parameterise_depth(factory, parameterisation, widths=(64, 128), depths=(2, 4), optimizer="adam", gauge="a0",
-                       base_width=None, base_depth=None, roles=None) -> DepthParameterised:
+def parameterise_depth(factory, parameterisation, widths=(64, 128), optimizer="adam", gauge="a0", base_width=None,
+                       roles=None, *, depths=(2, 4), base_depth=None) -> DepthParameterised:
     """``parameterise(factory, name, depths=…)`` for ``factory(width, depth)`` (module docstring)."""
     if not callable(factory):
         raise ValueError(f"factory must be a callable (width, depth) -> nn.Module, got {type(factory).__name__}")
@@ -275,6 +276,18 @@ def parameterise_depth(factory, parameterisation, widths=(64, 128), depths=(2, 4
     names = {L: _names(factory, Pw.base_width, L) for L in ds}
     return DepthParameterised(factory, Pw.name, optimizer, gauge, Pw.base_width, L0, Pw, layout, alpha, e_lr, p,
                               branches, names)
+
+
+def parameterise(factory, parameterisation, *args, depths=None, base_depth=None, **kw):
+    """``limits.torch.parameterise``: the table applied to ``factory(width)``
+    (:func:`limits.torch.apply_params.parameterise`, every argument passed on) or, with ``depths``, to a residual
+    ``factory(width, depth)`` (:func:`parameterise_depth`: a :class:`DepthParameterised`; "depth-muP" adds the
+    branch multiplier and block rates of its depth exponents, a width-only table such as "muP" none)."""
+    if depths is None:
+        if base_depth is not None:
+            raise ValueError("base_depth is for a depth study: give depths= too")
+        return _width_parameterise(factory, parameterisation, *args, **kw)
+    return parameterise_depth(factory, parameterisation, *args, depths=depths, base_depth=base_depth, **kw)
 
 
 def _names(factory, width, depth):
@@ -434,5 +447,5 @@ def _gamma(P):
     return -P.depth_lr_exponent if P.optimizer_name != "sgd" else P.alpha - P.depth_lr_exponent
 
 
-__all__ = ["parameterise_depth", "DepthParameterised", "BlockLayout", "block_layout", "branch_modules",
+__all__ = ["parameterise", "parameterise_depth", "DepthParameterised", "BlockLayout", "block_layout", "branch_modules",
            "depth_coord_check", "DepthCoordCheck", "AtDepth"]

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..params.lr_drift import lr_drift
-from .apply_params import Parameterised, parameterise
+from .apply_params import Parameterised
+from .depth import DepthParameterised, parameterise
 from .coordcheck import default_loss
 from .network import torch_threads
 from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
@@ -173,8 +174,6 @@ def _pair(data, what):
 
 def _parameterised(factory, param, widths, depths, optimizer, roles):
     """The parameterised factory (width study: factory(width); with depths: factory(width, depth))."""
-    from .depth import DepthParameterised
-
     if isinstance(factory, (Parameterised, DepthParameterised)):
         if param is not None and param != factory.name:
             raise ValueError(f"param {param!r}: the factory is already parameterised as {factory.name!r}; pass "
