@@ -11,8 +11,10 @@ imported or the command line is parsed:
 * exit 0 — success; exit 1 — the command ran but its check failed (not converged, a validation
   case failed), as each command documents;
 * exit 2 — a user error: bad arguments, bad values (``ValueError``), missing, unreadable or
-  unwritable files (``OSError``), not enough memory for the requested sizes. One line on stderr,
-  ``limits: error: ...``;
+  unwritable files (``OSError``), not enough memory for the requested sizes, the user's own code (a module
+  allowed with ``--allow``) raising or calling ``sys.exit`` (:func:`limits.resolver.blame`), a folder named
+  ``limits`` in the current directory shadowing the package. One line on stderr, ``limits: error: ...``, in
+  which no long value is echoed whole;
 * exit 70 (``EX_SOFTWARE``) — an internal error (a bug): one line on stderr naming the file
   where the full traceback was written (``$TMPDIR/limits-error-*.txt``);
 * exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up.
@@ -403,10 +405,20 @@ def _largest_size_option(argv):
     return None if best is None else f"{best[0]} {best[1]}"
 
 
+def _user_code(exc):
+    """The one-line message when ``exc`` came out of the user's own code (a module allowed with ``--allow``:
+    a factory, data or sweep function raising or calling ``sys.exit``), else None (:func:`limits.resolver.blame`)."""
+    resolver = sys.modules.get("limits.resolver")        # not imported: no user code was loaded
+    return None if resolver is None else resolver.blame(exc)
+
+
 def _classify(exc, argv=None):
     """(exit status, one-line message) for an exception escaping a command."""
     if isinstance(exc, _UsageError):
         return EXIT_USAGE, str(exc)
+    blamed = _user_code(exc)
+    if blamed is not None:
+        return EXIT_USAGE, blamed
     if isinstance(exc, ValueError):
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, OSError):
@@ -468,10 +480,39 @@ def _note_interrupts():
     sys.unraisablehook = unraisable
 
 
+def _shadowing_folder():
+    """The folder imported as ``limits`` instead of this package (``python -m limits`` or ``import limits`` run
+    where a folder named ``limits`` lies in the current directory), or None."""
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    pkg = sys.modules.get("limits")
+    init = getattr(pkg, "__file__", None)
+    if pkg is None or (init and os.path.realpath(init) == os.path.join(here, "__init__.py")):
+        return None
+    paths = list(getattr(pkg, "__path__", None) or [])
+    return paths[0] if paths else os.path.dirname(init or ".")
+
+
+def _elided(msg: str) -> str:
+    """A user-error message in which no single word (a value the user typed) runs past 160 characters: longer
+    ones keep their start and say how long they were."""
+    from ..errors import elide
+
+    return "\n".join(" ".join(w if len(w) <= 160 else elide(w, 120) for w in line.split(" "))
+                     for line in str(msg).split("\n"))
+
+
 def main(argv=None) -> int:
     """Run ``limits ARGV`` inside the error boundary; returns the exit status (see the module
     docstring). ``argv=None`` means the real command line (then Ctrl-C during interpreter
     shutdown is silent too); a list runs in-process (tests)."""
+    shadow = _shadowing_folder()
+    if shadow is not None:
+        print(f"limits: error: the folder {shadow} is imported as the package limits (it has the same name and "
+              "lies in the current directory); run limits from another directory or rename that folder",
+              file=sys.stderr)
+        return EXIT_USAGE
     from .. import interrupts
 
     program = argv is None
@@ -483,8 +524,14 @@ def main(argv=None) -> int:
             if program:              # a Ctrl-C swallowed after the last progress step: still 130
                 interrupts.raise_if_interrupted()
             return code
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:
             raise
+        except SystemExit as exc:    # argparse's --help/--version pass; sys.exit in the user's code is an error
+            blamed = _user_code(exc)
+            if blamed is None:
+                raise
+            print(f"limits: error: {_elided(blamed)}", file=sys.stderr)
+            return EXIT_USAGE
         except BrokenPipeError:      # e.g. `limits table | head`: stop quietly
             if program:
                 import os
@@ -501,9 +548,11 @@ def main(argv=None) -> int:
             if code == EXIT_INTERNAL:
                 path = _write_crash_report(exc, argv)
                 where = f"full traceback in {path}" if path else "could not save the traceback"
-                msg = (f"internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}) "
+                from ..errors import elide
+
+                msg = (f"internal error ({type(exc).__name__}: {elide(str(exc), 200) if str(exc) else ''}) "
                        f"— a bug in limits; {where}")
-            print(f"limits: error: {msg}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
+            print(f"limits: error: {_elided(msg)}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
             return code
     except KeyboardInterrupt:
         if program:

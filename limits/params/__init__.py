@@ -62,7 +62,7 @@ from .constraints import Quantity, pc_asymptotics, seed000_quantities, std_quant
 from .depth import (DepthRegime, adam_lr_exponents, alpha_analysis, depth_regime, solve_depth, two_layer_block,
                     two_layer_block_correction)
 from .expr import as_exponent, parse
-from .named import NAMES, derive_width, named
+from .named import NAMES, derive_width, named, named_exponents
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, SYMBOLS, Parameterisation
 from .solver import Piece, Solution, solve_quantities
 
@@ -125,7 +125,7 @@ def table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance
 
 
 __all__ = [
-    "Parameterisation", "named", "classify", "solve", "table", "depth_regime", "solve_depth", "alpha_analysis",
+    "Parameterisation", "named", "named_exponents", "classify", "solve", "table", "depth_regime", "solve_depth", "alpha_analysis",
     "adam_lr_exponents", "two_layer_block", "two_layer_block_correction", "parse", "as_exponent", "Solution",
     "Piece", "Classification", "Verdict", "DepthRegime", "Quantity", "seed000_quantities", "std_quantities",
     "std_requirements", "unknowns", "pc_asymptotics", "update_exponents", "derive_width", "solve_quantities",

@@ -47,6 +47,24 @@ def evaluate(fn, batch, threads=None):
     return records
 
 
+def ship_by_value(fn):
+    """A function of a module the user allowed from the current folder (loaded from its file, not on
+    ``sys.path``: :func:`limits.resolver.loaded_from_folder`) is pickled by value, so worker processes — which
+    cannot import it by name — receive its code with the task."""
+    import sys
+
+    from ..resolver import loaded_from_folder
+
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str) or not loaded_from_folder(module):
+        return
+    try:
+        import cloudpickle
+    except ImportError:                     # pragma: no cover — joblib and dask both need it
+        return
+    cloudpickle.register_pickle_by_value(sys.modules[module.split(".")[0]])
+
+
 def _lost(batch, message):
     return [{"flat": flat, "ok": False, "arrays": None, "skipped": [], "error": message, "seconds": 0.0}
             for flat, _ in batch]
@@ -83,6 +101,7 @@ class Loky:
             raise ValueError(f"n_jobs must be positive, got {n_jobs}")
 
     def map(self, fn, batches):
+        ship_by_value(fn)
         from joblib import Parallel, delayed, parallel_config
         from joblib.externals.loky.process_executor import TerminatedWorkerError
 
@@ -164,6 +183,7 @@ class Dask:
         self.n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or (int(n_jobs) if n_jobs else 1))
 
     def map(self, fn, batches):
+        ship_by_value(fn)
         from distributed import as_completed
 
         batches = list(batches)

@@ -52,6 +52,7 @@ import numpy as np
 from sympy.core.sympify import CantSympify
 
 from .grid import Grid
+from ..errors import UserCodeError, elide, shown
 from .resolve import check_allow, resolve
 
 _TOP = {"function", "allow", "name", "version", "fixed", "product", "zip", "seeds", "inputs", "run"}
@@ -155,54 +156,68 @@ def _resolve(name, key, allow, file_allow):
     inside = lambda roots: any(module == r or module.startswith(r + ".") for r in roots)  # noqa: E731
     if isinstance(name, str) and not inside(("limits", *allow)) and inside(file_allow):
         root = next(r for r in file_allow if inside((r,)))
-        raise ValueError(f"{key} {name!r} is outside limits: the sweep file asks to allow {root!r}, which would run "
-                         f"that module's code; a sweep file cannot allow code by itself — if you trust it, "
-                         f"confirm with --allow {root} (Python: allow=[{root!r}])")
+        raise ValueError(f"{key} {shown(name)} is outside limits: the sweep file asks to allow {root!r}, which "
+                         f"would run that module's code; a sweep file cannot allow code by itself — if you trust "
+                         f"it, confirm with --allow {root} (Python: allow=[{root!r}])")
     return resolve(name, allow, what=key)
 
 
-def _inputs(spec, base: Path, allow, file_allow) -> dict:
+def _generator(spec, allow, file_allow):
+    """``(function, args, names)`` of ``[inputs]`` with a generator function, checked and resolved (not run)."""
+    unknown = set(spec) - {"function", "args", "names", "files"}
+    if unknown:
+        raise ValueError(f"[inputs]: unknown keys {sorted(unknown)} (use function/args/names or [inputs.files])")
+    if "function" not in spec:
+        return None
+    names = spec.get("names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError("inputs.names must list the names of the generator's return values")
+    gen = _resolve(spec["function"], "inputs.function", allow, file_allow)
+    args = spec.get("args", {})
+    if not isinstance(args, dict):
+        raise ValueError("inputs.args must be a table of keyword arguments")
+    return gen, _texts(args), names
+
+
+def _generate(spec, gen, args, names) -> dict:
+    """Run the ``[inputs]`` generator: a limits computation's bad arguments are a ``ValueError`` naming
+    ``inputs.args``; anything the user's own generator raises is a ``UserCodeError`` naming it."""
+    from ..resolver import call
+
+    what = f"inputs.function {elide(spec['function'])}"
+    try:
+        vals = call(gen, what=what, **args)
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        if isinstance(exc, UserCodeError):
+            raise
+        raise ValueError(f"inputs.args: {elide(spec['function'])}(**{shown(args)}) failed: {type(exc).__name__}: "
+                         f"{elide(str(exc).splitlines()[0], 200) if str(exc) else ''}") from None
+    vals = vals if isinstance(vals, tuple) else (vals,)
+    if len(vals) != len(names):
+        raise ValueError(f"inputs.names has {len(names)} names but {elide(spec['function'])} returned {len(vals)} "
+                         "values")
+    out = {}
+    for n, v in zip(names, vals):
+        if n != "_":
+            if n in out:
+                raise ValueError(f"input {shown(n)} given twice")
+            out[n] = v
+    return out
+
+
+def _input_files(files, base: Path) -> dict:
     from ..cliutil import load_array
 
-    spec = dict(spec)
-    out = {}
-    files = spec.pop("files", {})
     if not isinstance(files, dict):
         raise ValueError("[inputs.files] must map names to .npy/.npz paths")
+    out = {}
     for k, rel in files.items():
         if not isinstance(rel, str) or not rel:
-            raise ValueError(f"inputs.files.{k}: give a .npy/.npz path, got {rel!r}")
+            raise ValueError(f"inputs.files.{elide(k)}: give a .npy/.npz path, got {shown(rel)}")
         p = Path(rel) if Path(rel).is_absolute() else base / rel
         if not p.is_file():
-            raise ValueError(f"inputs.files.{k}: {p} does not exist or is not a regular file")
-        out[k] = load_array(p, f"inputs.files.{k}")
-    if "function" in spec:
-        unknown = set(spec) - {"function", "args", "names"}
-        if unknown:
-            raise ValueError(f"[inputs]: unknown keys {sorted(unknown)}")
-        names = spec.get("names")
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise ValueError("inputs.names must list the names of the generator's return values")
-        gen = _resolve(spec["function"], "inputs.function", allow, file_allow)
-        args = spec.get("args", {})
-        if not isinstance(args, dict):
-            raise ValueError("inputs.args must be a table of keyword arguments")
-        args = _texts(args)
-        try:
-            vals = gen(**args)
-        except (TypeError, ValueError, ArithmeticError) as exc:
-            raise ValueError(f"inputs.args: {spec['function']}(**{args}) failed: {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-        vals = vals if isinstance(vals, tuple) else (vals,)
-        if len(vals) != len(names):
-            raise ValueError(f"inputs.names has {len(names)} names but {spec['function']} returned {len(vals)} values")
-        for n, v in zip(names, vals):
-            if n != "_":
-                if n in out:
-                    raise ValueError(f"input {n!r} given twice")
-                out[n] = v
-    elif spec:
-        raise ValueError(f"[inputs]: unknown keys {sorted(spec)} (use function/args/names or [inputs.files])")
+            raise ValueError(f"inputs.files.{elide(k)}: {elide(str(p), 200)} does not exist or is not a regular file")
+        out[k] = load_array(p, f"inputs.files.{elide(k)}")
     return out
 
 
@@ -246,25 +261,32 @@ def read(path, allow=()) -> SweepFile:
     file_allow = doc.get("allow", [])
     if not isinstance(file_allow, list):
         raise ValueError("allow must be a list of module names")
-    file_allow = check_allow(file_allow)
+    file_allow = check_allow(file_allow, option="allow")
     allow = check_allow(allow)
     fn = _resolve(doc["function"], "function", allow, file_allow)
+    spec = dict(_table(doc, "inputs"))
+    generator = _generator(spec, allow, file_allow)       # every name resolved before anything runs
     fixed = _texts(dict(_table(doc, "fixed")))
-    inputs = _inputs(_table(doc, "inputs"), path.parent, allow, file_allow)
     product = {k: _texts(_axis(k, v)) for k, v in _table(doc, "product").items()}
     zipped = {}
     for d, g in _table(doc, "zip").items():
         if not isinstance(g, dict):
-            raise ValueError(f"sweep file: [zip.{d}] must be a table of axes (`[zip.{d}]` then `param = [...]`), "
-                             f"got {g!r:.60}")
+            raise ValueError(f"sweep file: [zip.{elide(d)}] must be a table of axes (`[zip.{elide(d)}]` then "
+                             f"`param = [...]`), got {shown(g, 60)}")
         zipped[d] = {k: _texts(_axis(k, v)) for k, v in g.items()}
     seeds = dict(_table(doc, "seeds"))
     unknown = set(seeds) - {"n", "root", "arg", "by"}
     if unknown:
         raise ValueError(f"[seeds]: unknown keys {sorted(unknown)} (n, root, arg, by)")
+    inputs = _input_files(spec.get("files", {}), path.parent)
+    if generator is not None:
+        for k, v in _generate(spec, *generator).items():
+            if k in inputs:
+                raise ValueError(f"input {shown(k)} given twice")
+            inputs[k] = v
     for k, v in inputs.items():
         if k in fixed:
-            raise ValueError(f"input {k!r} is both in [fixed] and in [inputs]")
+            raise ValueError(f"input {shown(k)} is both in [fixed] and in [inputs]")
         fixed[k] = v
     grid = Grid(product=product, zipped=zipped, seeds=seeds.get("n"), root=seeds.get("root", 0),
                 seed_arg=seeds.get("arg", "seed"), seed_by=seeds.get("by", "point"), fixed=fixed)

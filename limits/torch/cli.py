@@ -6,6 +6,10 @@
     limits coord-check --factory mymodels:transformer --allow mymodels --as-is --expect muP --widths ...
         checks the modules exactly as the factory builds them (the user's own implementation)
 
+``--factory``/``--data`` name a plain function of a module allowed with ``--allow`` (found in the current folder
+without PYTHONPATH) or a demo of limits (``limits.torch.demos:mlp``, no ``--allow``); the rule is
+:mod:`limits.resolver`'s, and an error in the user's code exits 2 with one line naming it.
+
 Exit 0 when every tensor behaves as predicted, 1 when one does not (named in the output), 2 on bad input.
 This module imports torch only when the command runs (the parser is built without it).
 """
@@ -16,9 +20,12 @@ def register(sub):
     s = sub.add_parser("coord-check", help="coordinate check of a torch network: per-tensor width exponents vs "
                                            "the parameterisation's predictions (needs the extra 'torch')")
     s.add_argument("--factory", required=True, metavar="MODULE:FUNCTION",
-                   help="a plain function width -> torch.nn.Module defined in an allowed module")
+                   help="a plain function width -> torch.nn.Module defined in a module you allow (or a demo "
+                        "network of limits: limits.torch.demos:mlp, :transformer, …)")
     s.add_argument("--allow", action="append", default=[], metavar="MODULE",
-                   help="module(s) whose functions may be named (importing runs their code)")
+                   help="your own module whose functions may be named, in the current folder or on sys.path "
+                        "(not the standard library, limits or a library limits runs on); importing it runs its "
+                        "code; repeatable")
     how = s.add_mutually_exclusive_group(required=True)
     how.add_argument("--param", metavar="NAME", help="apply this parameterisation (SP, NTK, MF, muP, …)")
     how.add_argument("--as-is", action="store_true", help="check the modules as the factory builds them")
@@ -35,7 +42,8 @@ def register(sub):
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
                    help="a0: init and learning rates only (default); derived: the solver's gauge with forward multipliers")
     s.add_argument("--data", metavar="MODULE:FUNCTION",
-                   help="a function () -> (X, Y) in an allowed module (default: a tiny synthetic task)")
+                   help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
+                        ":transformer_data (default: a tiny synthetic task)")
     s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json")
     s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf)")
     s.set_defaults(func=cmd_coord_check)
@@ -83,15 +91,18 @@ def cmd_coord_check(args):
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
+    from ..errors import elide
+    from ..resolver import call
     from .resolve import resolve_factory
 
-    factory = resolve_factory(args.factory, args.allow)     # before torch: bad names fail fast
+    factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
+    data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
     from .coordcheck import coord_check, synthetic_data
 
     widths = sorted(set(args.widths))
-    if args.data:
-        data = resolve_factory(args.data, args.allow, option="--data")()
+    if data_fn is not None:
+        data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
     if args.param:

@@ -2,19 +2,24 @@
 and a small ``nn.TransformerEncoder`` on a tiny synthetic task, and a deliberately broken μP (the read-out
 left as in SP) — the bug coordinate checks exist to catch.
 
-    limits coord-check --factory limits.torch.demos:transformer --allow limits.torch.demos --param muP
-    limits coord-check --factory limits.torch.demos:broken_mup_transformer --allow limits.torch.demos --as-is --expect muP
+    limits coord-check --factory limits.torch.demos:transformer --param muP
+    limits coord-check --factory limits.torch.demos:broken_mup_transformer --as-is --expect muP
+
+The factories and data functions are declared (:mod:`limits.registry`), so they need no ``--allow``.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from ..registry import torch_data, torch_factory
+
 VOCAB = 16
 SEQ = 8
 D_IN = 8
 
 
+@torch_factory
 def mlp(width):
     """Linear(8, N) → tanh → Linear(N, N) → tanh → Linear(N, 2)."""
     return nn.Sequential(nn.Linear(D_IN, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 2))
@@ -36,17 +41,20 @@ class TinyTransformer(nn.Module):
         return self.out(self.enc(self.emb(x))).mean(dim=1)
 
 
+@torch_factory
 def transformer(width):
     """:class:`TinyTransformer` at this width."""
     return TinyTransformer(width)
 
 
+@torch_data
 def mlp_data():
     """32 Gaussian inputs in R^8, targets N(0, 1) in R^2 (seed 0)."""
     g = torch.Generator().manual_seed(0)
     return torch.randn(32, D_IN, generator=g), torch.randn(32, 2, generator=g)
 
 
+@torch_data
 def transformer_data():
     """16 random token sequences of length 8, regression targets N(0, 1) on the 16 outputs (seed 0)."""
     g = torch.Generator().manual_seed(0)
@@ -69,16 +77,19 @@ def _broken(factory, width, base=64):
     return m, groups
 
 
+@torch_factory
 def broken_mup_mlp(width):
     """μP MLP with an SP read-out (see :func:`_broken`)."""
     return _broken(mlp, width)
 
 
+@torch_factory
 def broken_mup_transformer(width):
     """μP transformer with an SP read-out (see :func:`_broken`)."""
     return _broken(transformer, width)
 
 
+@torch_factory
 def mup_transformer(width):
     """The correctly μP-parameterised transformer with its optimizer groups (for ``--as-is --expect muP``)."""
     from .apply_params import parameterise
