@@ -313,7 +313,14 @@ def _user_frames(exc):
 
 
 def _where(frame) -> str:
-    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}, in {frame.f_code.co_name}"
+    code = frame.f_code
+    return f"{Path(code.co_filename).name}:{frame.f_lineno}, in {getattr(code, 'co_qualname', code.co_name)}"
+
+
+def _module_of(frame) -> str:
+    fname = os.path.realpath(frame.f_code.co_filename)
+    return next((name for name, mod in list(sys.modules.items())
+                 if getattr(mod, "__file__", None) and os.path.realpath(mod.__file__) == fname), "your module")
 
 
 def blame(exc) -> str | None:
@@ -330,7 +337,7 @@ def blame(exc) -> str | None:
                 not isinstance(exc, SystemExit):
             return None
         called = next((_NAMED[id(f.f_code)] for f in mine if id(f.f_code) in _NAMED), None)
-        who = f"{called[0]} {elide(called[1])}" if called else "your code"
+        who = f"{called[0]} {elide(called[1])}" if called else f"the code of {elide(_module_of(mine[-1]))}"
         return f"{who} failed ({_where(mine[-1])}): {_describe(exc)}"
     return None
 
