@@ -54,6 +54,8 @@ class Entry:
     fn: object
     kind: str
     name: str               # module.qualname where it is defined
+    forwards: tuple = ()    # the callables its **kwargs go to
+    not_paths: tuple = ()   # (parameter, why it is not a path)
 
     @property
     def summary(self) -> str:
@@ -104,7 +106,8 @@ def _declare(kind, fn, forwards, not_paths):
     if not all(isinstance(r, str) and r for r in (not_paths or {}).values()):
         raise TypeError(f"{fn.__qualname__}: not_paths maps each parameter to the reason it is not a path")
     check_signature(fn, tuple(forwards), not_paths)
-    _ENTRIES[id(fn)] = Entry(fn, kind, f"{fn.__module__}.{fn.__qualname__}")
+    _ENTRIES[id(fn)] = Entry(fn, kind, f"{fn.__module__}.{fn.__qualname__}", tuple(forwards),
+                             tuple((not_paths or {}).items()))
     return fn
 
 
