@@ -107,7 +107,8 @@ def check_allow(allow, option: str = "--allow") -> tuple:
         why = _refusal(a)
         if why is not None:
             raise ValueError(f"{option} {elide(a)}: {why}" + ("" if why.startswith("limits") else
-                             "; --allow is for your own code (a module in the current folder or on sys.path)"))
+                             "; only your own code can be allowed (a module in the current folder or on sys.path "
+                             "whose functions you name)"))
         out.append(a)
     return tuple(out)
 
@@ -116,10 +117,13 @@ def check_allow(allow, option: str = "--allow") -> tuple:
 def _in_folder(top: str):
     """``(path, is_package)`` of module ``top`` in the current folder, or None."""
     cwd = Path.cwd()
-    if (cwd / top / "__init__.py").is_file():
-        return cwd / top / "__init__.py", True
-    if (cwd / f"{top}.py").is_file():
-        return cwd / f"{top}.py", False
+    try:
+        if (cwd / top / "__init__.py").is_file():
+            return cwd / top / "__init__.py", True
+        if (cwd / f"{top}.py").is_file():
+            return cwd / f"{top}.py", False
+    except OSError:                         # a name too long for a file name: no such module here
+        pass
     return None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import inspect
 import io
 import json
 import math
@@ -242,6 +243,8 @@ def check(cmd, argv, rc, out, err, flag=None, dest=None, value=None, tmp=None):
         problem = f"unexpected exit status {rc}"
     elif rc == 1 and cmd not in EXIT1_OK:
         problem = f"exit 1 from a command that does not document it: {err.strip()[:200]}"
+    elif isinstance(value, str) and len(value) > 160 and value.strip() in err:
+        problem = f"the {len(value)}-character value is echoed whole"
     elif rc == 2:
         errs = [ln for ln in lines if ln.startswith("limits: error: ")]
         if len(errs) != 1:
@@ -1442,6 +1445,8 @@ def _toml_value(v):
         return json.dumps(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(v)
 
 
@@ -1462,6 +1467,21 @@ def _run_file_kwargs(marker, mods):
     return {"path": str(f), "store": str(marker), "backend": "serial", "progress": False}
 
 
+def _tiles(marker, mods):
+    return {"paths": [str(marker)], "arrays": [[1.0, 2.0]]}
+
+
+def _blocked(marker, mods):
+    return {"model": {"d_in": 2, "depth": 1}, "X": [[0.1, 0.2], [0.3, 0.4]], "out": str(marker), "block": 1}
+
+
+def _local_json(marker, mods):
+    """A module json.py in the current folder (the marker's), writing the marker: it shadows the stdlib."""
+    (marker.parent / "json.py").write_text("from pathlib import Path\n\n\ndef write(path):\n"
+                                           "    Path(path).write_text('ran')\n    return 1.0\n")
+    return {"path": str(marker)}
+
+
 _touch = lambda key: (lambda marker, mods: {key: f"touch {marker}"})  # noqa: E731
 _path = lambda marker, mods: {"path": str(marker)}                      # noqa: E731
 _none = lambda marker, mods: {}                                          # noqa: E731
@@ -1469,8 +1489,8 @@ _none = lambda marker, mods: {}                                          # noqa:
 SWEEP_NAMES = [
     ("limits.cliutil.os.system", _touch("command"), [], [], True),
     ("limits.cliutil.os.path.os.system", _touch("command"), [], [], True),
-    ("limits.sweep.resolve.importlib.import_module", _importer, [], [], True),
-    ("limits.sweep.resolve.importlib", _none, [], [], False),
+    ("limits.resolver.importlib.import_module", _importer, [], [], True),
+    ("limits.resolver.importlib", _none, [], [], False),
     ("os.system", _touch("command"), [], [], True),
     ("subprocess.getoutput", _touch("cmd"), [], [], True),
     ("subprocess.check_call", lambda m, d: {"args": ["touch", str(m)]}, [], [], True),
@@ -1511,6 +1531,25 @@ SWEEP_NAMES = [
     ("H.part", _path, ["H"], [], True),                                           # functools.partial
     ("H.alias", _path, ["H"], [], True),                                          # another function's name
     ("H.lam", _path, ["H"], [], True),                                            # a lambda
+    # issue 31: file writers of limits, by every name they have; --allow of limits itself; a stdlib name
+    # shadowed by a module of the current folder
+    ("limits.kernels.tilestore.write_tiles", _tiles, [], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, ["limits.kernels.tilestore"], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, ["limits"], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, [], ["limits.kernels.tilestore"], True),
+    ("limits.kernels.kernel_blocked", _blocked, [], [], True),
+    ("limits.kernels.blocked.kernel_blocked", _blocked, [], [], True),
+    ("limits.largep.kernel_tiles", _blocked, [], [], True),
+    ("limits.largep.kernel_tiles", _blocked, ["limits.largep"], [], True),
+    ("limits.kernels.tilestore.fill_tiles", _none, [], [], False),
+    ("limits.predict.kernel_regression", _none, [], [], False),                  # store=DIR
+    ("limits.layers.load", _path, [], [], False),                                 # reads a path
+    ("limits.results.save_result", lambda m, d: {"obj": 1.0, "path": str(m)}, [], [], False),
+    ("limits.mlp", _none, [], [], False),                                          # model description, not a computation
+    ("limits.torch.demos.mlp", lambda m, d: {"width": 4}, [], [], False),          # a torch factory, not a sweep computation
+    ("numpy.save", lambda m, d: {"file": str(m), "arr": [1.0]}, ["numpy"], [], True),
+    ("json.write", _local_json, ["json"], [], False),
+    ("json.write", _local_json, [], [], False),
     ("H.write_marker", _path, [], ["H"], True),                                   # allowed by the file only
     ("H.write_marker", _path, [], [], True),                                      # not allowed at all
     ("", _none, [], [], False),
@@ -1625,8 +1664,9 @@ def test_sweep_resolve_still_finds_functions(hostile_module):
     FUZZ_COUNT.add(("sweep21", "resolve-good", hmod))
     assert S.resolve("limits.kernels.critical_line") is limits.kernels.critical_line   # re-export inside limits
     assert S.resolve("limits.kernels.signal.critical_line") is limits.kernels.critical_line
-    assert S.resolve("limits.dmft.solve") is limits.dmft.solve
-    assert S.resolve("limits.mlp") is limits.mlp
+    assert S.resolve("limits.dmft.solve") is limits.dmft.solve.__wrapped__    # declared; its model= entry point aside
+    assert S.resolve("limits.kernels.nngp") is limits.kernels.nngp.__wrapped__
+    assert S.resolve("limits.params.named_exponents") is limits.params.named_exponents
     assert S.resolve(f"{hmod}.write_marker", allow=[hmod]).__name__ == "write_marker"
 
 
@@ -1784,6 +1824,231 @@ def test_sweep_special_files(tmp_path, monkeypatch):
         problem = check(" ".join(map(str, argv[:2])), argv, rc, out, err)
         assert problem is None, (argv, problem)
         assert rc == 2 and needle in err, (argv, err)
+
+
+# --- one resolver for every name a user gives (issue 31 items 1, 2, 5, 7) ---
+def _public_functions():
+    """(dotted name, function) of every public plain function defined in a module of limits."""
+    import pkgutil
+    import types
+
+    have_torch = _il.util.find_spec("torch") is not None
+    out = []
+    for info in pkgutil.walk_packages(limits.__path__, "limits."):
+        if info.name.startswith("limits.torch") and not have_torch:
+            continue
+        mod = _il.import_module(info.name)
+        out += [(f"{info.name}.{k}", v) for k, v in sorted(vars(mod).items())
+                if not k.startswith("_") and isinstance(v, types.FunctionType) and v.__module__ == info.name]
+    return out
+
+
+def test_every_undeclared_limits_function_is_refused_by_every_route():
+    """Item 1, the class: a name of limits reaches a function only if that function was declared for the use
+    (sweep computation, torch factory, data function) — every other public function of every module (file
+    writers such as write_tiles, kernel_blocked(out=), kernel_tiles, save_result, the command line, …) is refused
+    as a sweep function, an [inputs] function, a --factory and a --data; every function with a path parameter
+    is undeclared."""
+    from limits.registry import PATH_PARAMETER, check_signature, declared_target, entries
+    from limits.resolver import resolve
+
+    reached, path_taking = [], 0
+    for name, fn in _public_functions():
+        module, attr = name.rsplit(".", 1)
+        takes_path = any(PATH_PARAMETER.search(p) for p in inspect.signature(fn).parameters)
+        path_taking += takes_path
+        for kind, spec, syntax in (("sweep", name, "dotted"), ("factory", f"{module}:{attr}", "colon"),
+                                   ("data", f"{module}:{attr}", "colon")):
+            FUZZ_COUNT.add(("resolver31", kind, name))
+            try:
+                got = resolve(spec, kind=kind, syntax=syntax)
+            except ValueError as exc:
+                assert len(str(exc).splitlines()) == 1
+                got = None
+            if got is not declared_target(fn, kind):          # the declared function itself, or nothing
+                reached.append((kind, name))
+            elif got is not None:                              # which takes no path (a model= wrapper is left)
+                entry = next(e for e in entries(kind) if e.fn is got)
+                check_signature(got, entry.forwards, dict(entry.not_paths))
+    assert path_taking > 20 and reached == [], reached
+
+
+USER_FAILURES = [          # (module source, function or [inputs] generator, what the one line names)
+    ("def f(x:\n    return x\n", "function", "SyntaxError"),
+    ("import sys\nsys.exit(0)\n\ndef f(x):\n    return x\n", "function", "sys.exit(0)"),
+    ("import sys\nsys.exit(1)\n\ndef f(x):\n    return x\n", "function", "sys.exit(1)"),
+    ("raise RuntimeError('broken at import')\n", "function", "RuntimeError: broken at import"),
+    ("import no_such_module_31\n", "function", "ModuleNotFoundError"),
+    ("def gen(n):\n    raise RuntimeError('the generator broke')\n", "inputs", "RuntimeError: the generator broke"),
+    ("def gen(n):\n    import sys\n    sys.exit(0)\n", "inputs", "sys.exit(0)"),
+    ("def gen(n):\n    import sys\n    sys.exit(1)\n", "inputs", "sys.exit(1)"),
+    ("def gen(n):\n    return 1 / 0\n", "inputs", "ZeroDivisionError"),
+    ("def gen(n):\n    raise KeyError(n)\n", "inputs", "KeyError"),
+    ("def gen(n):\n    raise ValueError('x' * 5000)\n", "inputs", "ValueError"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(USER_FAILURES)), ids=[f"{r}:{e}" for _, r, e in USER_FAILURES])
+def test_the_users_code_failing_is_the_users_error(i, tmp_path, monkeypatch):
+    """Item 5: the user's module failing on import (SyntaxError, an exception, sys.exit(0), sys.exit(1)) or the
+    user's [inputs] generator raising: exit 2, one line naming the function and the exception, nothing written —
+    not exit 70 "a bug in limits", not exit 0/1. The module lies in the current folder (no PYTHONPATH)."""
+    src, route, needle = USER_FAILURES[i]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    name = f"usermod31_{_uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(src)
+    if route == "function":
+        text = f'function = "{name}.f"\n[product]\nx = [1, 2]\n'
+    else:
+        text = (f'function = "limits.kernels.critical_line"\n[fixed]\nactivation = "erf"\n[inputs]\n'
+                f'function = "{name}.gen"\nargs = {{n = 3}}\nnames = ["sigma_b2"]\n')
+    (tmp_path / "s.toml").write_text(text + '[run]\nbackend = "serial"\n')
+    FUZZ_COUNT.add(("resolver31", "user-code", route, src))
+    argv = ["sweep", "run", "s.toml", "--allow", name, "--quiet"]
+    rc, out, err = run_cli(argv)
+    problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    line = err.strip()
+    assert needle in line and name in line and len(line) < 500, line
+    assert not (tmp_path / "sweeps").exists()
+    sys.modules.pop(name, None)
+
+
+_NAME_CASES = [            # (--allow values, --factory/--data name, option): refused with one line
+    (["code"], "code:interact", "--data"),                     # read stdin and ran it
+    ([], "limits.cli:main", "--data"),                         # recursed, hundreds of traceback files
+    (["limits.cli"], "limits.cli:main", "--data"),
+    (["limits"], "limits.cli:main", "--data"),
+    (["os"], "os:system", "--factory"),
+    (["numpy"], "numpy:load", "--data"),
+    (["sympy"], "sympy:sympify", "--data"),
+    (["joblib"], "joblib:load", "--data"),
+    (["json"], "json:write", "--data"),                        # a json.py of the current folder
+    ([], "json:write", "--data"),
+    ([], "limits.kernels.tilestore:write_tiles", "--factory"),
+    ([], "limits.largep:kernel_tiles", "--factory"),
+    ([], "limits.kernels:kernel_blocked", "--data"),
+    ([], "builtins:exec", "--data"),
+    ([], "x" * 400 + ":f", "--factory"),
+    (["x" * 400], "x" * 400 + ":f", "--factory"),
+]
+
+
+@pytest.mark.parametrize("allow,name,option", _NAME_CASES, ids=[f"{o} {n[:40]} {a}"[:80] for a, n, o in _NAME_CASES])
+def test_factory_and_data_names_follow_the_same_rule(allow, name, option, tmp_path, monkeypatch):
+    """Item 2: --factory/--data go through the one resolver: refused, before anything runs (nothing read from
+    stdin, no marker written, no crash report), with one line that echoes no long name whole."""
+    import tempfile
+
+    from limits.resolver import resolve
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w')\ndef write():\n    return 1\n")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("open('MARKER', 'w')\n"))
+    FUZZ_COUNT.add(("resolver31", option, name, tuple(allow)))
+    kind = "data" if option == "--data" else "factory"
+    with pytest.raises(ValueError) as exc:
+        resolve(name, kind=kind, allow=allow, option=option, syntax="colon")
+    assert len(str(exc.value).splitlines()) == 1 and "x" * 300 not in str(exc.value)
+    reports = set(Path(tempfile.gettempdir()).glob("limits-error-*"))
+    argv = ["coord-check", "--factory", name if kind == "factory" else "limits.torch.demos:mlp", "--param", "muP",
+            "--widths", "4", "8", "16", "--seeds", "2", "--steps", "1", *[x for a in allow for x in ("--allow", a)]]
+    if kind == "data":
+        argv += ["--data", name]
+    rc, out, err = run_cli(argv)
+    problem = check("coord-check", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    assert "x" * 300 not in err and sys.stdin.read() == "open('MARKER', 'w')\n"      # stdin untouched
+    assert not (tmp_path / "MARKER").exists()
+    assert set(Path(tempfile.gettempdir()).glob("limits-error-*")) == reports
+    sys.modules.pop("json", None) if getattr(sys.modules.get("json"), "__file__", "").startswith(str(tmp_path)) \
+        else None
+
+
+def test_allow_refuses_every_library_limits_runs_on_by_rule(monkeypatch):
+    """Item 2: --allow is an allowlist — every top-level module of limits' (transitive) dependencies is refused,
+    the standard library too, and a library limits starts to depend on is refused without any list to update
+    (simulated: a new requirement of limits' metadata)."""
+    import importlib.metadata as md
+
+    from limits import resolver
+
+    libs = resolver.library_modules()
+    assert {"numpy", "scipy", "sympy", "joblib", "limits"} <= set(libs)
+    for top in sorted(libs) + ["os", "code", "subprocess", "pickle", "importlib", "builtins", "json", "ctypes"]:
+        if not top.isidentifier() or top.startswith("_"):
+            continue
+        FUZZ_COUNT.add(("resolver31", "allow", top))
+        with pytest.raises(ValueError, match="cannot be allowed|standard library|limits runs on"):
+            resolver.check_allow([top])
+    assert resolver.check_allow(["my_own_code_31"]) == ("my_own_code_31",)
+    real_requires, real_pd = md.requires, md.packages_distributions
+    monkeypatch.setattr(md, "requires", lambda d: (real_requires(d) or []) + ["my-own-code-31>=1"] if d == "limits"
+                        else real_requires(d) if d != "my-own-code-31" else [])
+    monkeypatch.setattr(md, "packages_distributions", lambda: {**real_pd(), "my_own_code_31": ["my-own-code-31"]})
+    resolver.library_modules.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="my-own-code-31, a library limits runs on"):
+            resolver.check_allow(["my_own_code_31"])
+    finally:
+        resolver.library_modules.cache_clear()
+
+
+def test_a_folder_named_limits_shadowing_the_package(tmp_path):
+    """Item 7: `python -m limits` in a directory holding a folder named limits (with or without __init__.py)
+    imports that folder as the package; with an editable install the command line still runs and failed with
+    exit 70 ("a bug in limits"). Now: one line saying which folder shadows the package, exit 2."""
+    finder = (
+        "import importlib.machinery, importlib.util, runpy, sys\n"
+        f"ROOT = {str(ROOT)!r}\n"
+        "class Editable:  # as setuptools' editable finder: after the PathFinder, maps limits.* to the source\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        import os\n"
+        "        if name.split('.')[0] != 'limits':\n"
+        "            return None\n"
+        "        base = os.path.join(ROOT, *name.split('.'))\n"
+        "        if os.path.isfile(os.path.join(base, '__init__.py')):\n"
+        "            return importlib.util.spec_from_file_location(name, os.path.join(base, '__init__.py'),\n"
+        "                                                          submodule_search_locations=[base])\n"
+        "        if os.path.isfile(base + '.py'):\n"
+        "            return importlib.util.spec_from_file_location(name, base + '.py')\n"
+        "sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder) + 1, Editable)\n"
+        "sys.argv = ['limits', '--version']\n"
+        "runpy.run_module('limits', run_name='__main__', alter_sys=True)\n")
+    env = {"PATH": os.environ.get("PATH", "")}
+    (tmp_path / "limits").mkdir()
+    for init in (False, True):
+        if init:
+            (tmp_path / "limits" / "__init__.py").write_text("")
+        FUZZ_COUNT.add(("resolver31", "shadowing folder", init))
+        p = subprocess.run([sys.executable, "-c", finder], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and str(tmp_path / "limits") in lines[0], p.stderr
+        assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-c", finder], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("limits "), p.stderr        # control: not shadowed
+
+
+_LONG = [(c, f, d) for c, f, d, v, q in TABLE if v == "x" * 300 and f != "--title"]     # a title is drawn, not echoed
+
+
+@pytest.mark.parametrize("cmd,flag,dest", _LONG, ids=[f"{c} {f or d}" for c, f, d in _LONG])
+def test_long_user_text_is_never_echoed_whole(cmd, flag, dest, tmp_path, monkeypatch):
+    """Item 7: a 2000-character value (one word, and words with spaces) given to any text option of any
+    command: the error, if any, says what was wrong without echoing the value whole."""
+    monkeypatch.chdir(tmp_path)
+    for value in ("w" * 2000, "long words " * 180):
+        argv = _argv_with(cmd, flag, value)
+        if _known(argv) or _finding(cmd, flag or dest, "x" * 300):
+            continue
+        FUZZ_COUNT.add((cmd, flag or dest, value))
+        rc, out, err = run_cli(argv, timeout=8)
+        problem = check(cmd, argv, rc, out, err, flag or dest, dest, value, tmp_path)
+        assert problem is None, problem
+        assert value.strip() not in err and len(err) < 2500, err
 
 
 # the report of the suite's size runs after this section (re-bound, so it is last in the module)

@@ -494,13 +494,18 @@ def _shadowing_folder():
     return paths[0] if paths else os.path.dirname(init or ".")
 
 
-def _elided(msg: str) -> str:
-    """A user-error message in which no single word (a value the user typed) runs past 160 characters: longer
-    ones keep their start and say how long they were."""
+def _elided(msg: str, argv=None) -> str:
+    """A user-error message that echoes no long user text whole: a command-line value of more than 160
+    characters, and any single word that long, keep their start and say how long they were."""
     from ..errors import elide
 
+    msg = str(msg)
+    tokens = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
+    for t in sorted({v.strip() for t in tokens for v in (t, t.partition("=")[2]) if len(v.strip()) > 160},
+                    key=len, reverse=True):
+        msg = msg.replace(t, elide(t, 120))
     return "\n".join(" ".join(w if len(w) <= 160 else elide(w, 120) for w in line.split(" "))
-                     for line in str(msg).split("\n"))
+                     for line in msg.split("\n"))
 
 
 def main(argv=None) -> int:
@@ -530,7 +535,7 @@ def main(argv=None) -> int:
             blamed = _user_code(exc)
             if blamed is None:
                 raise
-            print(f"limits: error: {_elided(blamed)}", file=sys.stderr)
+            print(f"limits: error: {_elided(blamed, argv)}", file=sys.stderr)
             return EXIT_USAGE
         except BrokenPipeError:      # e.g. `limits table | head`: stop quietly
             if program:
@@ -552,7 +557,7 @@ def main(argv=None) -> int:
 
                 msg = (f"internal error ({type(exc).__name__}: {elide(str(exc), 200) if str(exc) else ''}) "
                        f"— a bug in limits; {where}")
-            print(f"limits: error: {_elided(msg)}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
+            print(f"limits: error: {_elided(msg, argv)}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
             return code
     except KeyboardInterrupt:
         if program:
