@@ -67,8 +67,9 @@ def test_the_documented_examples_are_declared():
     sweep files) is a declared sweep computation."""
     import re
 
-    texts = [p.read_text() for p in [*(ROOT / "docs" / "sweeps").glob("*.toml"), ROOT / "docs" / "sweep.md",
-                                     ROOT / "README.md", *(ROOT / "tests" / "sweep").glob("*.py")]]
+    docs = ROOT / "docs"
+    texts = [p.read_text() for p in [*(docs / "sweeps").glob("*.toml"), *docs.glob("*.md"), ROOT / "README.md",
+                                     *(ROOT / "tests" / "sweep").glob("*.py")]]
     names = {m for t in texts for m in re.findall(r'function = "(limits\.[A-Za-z0-9_.]+)"', t)}
     assert {"limits.kernels.critical_line", "limits.dmft.solve", "limits.dmft.toy_task",
             "limits.kernels.response"} <= names
