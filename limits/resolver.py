@@ -86,10 +86,22 @@ def _refusal(name: str) -> str | None:
                 "networks, limits.torch.demos:mlp, …, are declared and need no --allow)")
     if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names or top == "__future__":
         return f"{top!r} is part of the standard library"
+    if _find_spec(top) is None:         # importable from nowhere on sys.path: no installed library (fast path)
+        return None
     dist = library_modules().get(top)
     if dist is not None:
         return f"{top!r} belongs to {dist}, a library limits runs on"
     return None
+
+
+def _find_spec(top: str):
+    """``importlib.util.find_spec`` of a top-level name (runs no module code), None when it cannot be found."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top)
+    except (ImportError, ValueError, OSError):
+        return None
 
 
 def check_allow(allow, option: str = "--allow") -> tuple:
@@ -145,14 +157,12 @@ def _load_from_folder(top, path, package):
 def _import_user(module, root, what):
     """Import the allowed ``module`` (under the allowed ``root``): from the current folder when it is there,
     else from ``sys.path``. Its failures are :class:`UserCodeError` naming it."""
-    import importlib.util
-
     top = module.split(".")[0]
     local = None
     if top not in sys.modules:
         local = _in_folder(top)
         if local is None:
-            spec = importlib.util.find_spec(top)
+            spec = _find_spec(top)
             if spec is None:
                 raise ValueError(f"{what}: there is no module {shown(top)} in the current folder ({Path.cwd()}) "
                                  "or on sys.path")

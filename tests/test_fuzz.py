@@ -102,6 +102,7 @@ BASE = {
     "sweep run": [F["sweep"], "--store", F["stored"], "--quiet"],
     "sweep show": [F["stored"]],
     "sweep plot": [F["stored"], "--x", "sigma_b2", "--y", "sigma_w2", "--format", "png"],
+    "sweep functions": [],
     "figure": ["seed000_fig3", "--quick"],
     "validate": ["nosuchcomponent"],
     "run": None,
@@ -1966,7 +1967,7 @@ def test_factory_and_data_names_follow_the_same_rule(allow, name, option, tmp_pa
         else None
 
 
-def test_allow_refuses_every_library_limits_runs_on_by_rule(monkeypatch):
+def test_allow_refuses_every_library_limits_runs_on_by_rule(monkeypatch, tmp_path):
     """Item 2: --allow is an allowlist — every top-level module of limits' (transitive) dependencies is refused,
     the standard library too, and a library limits starts to depend on is refused without any list to update
     (simulated: a new requirement of limits' metadata)."""
@@ -1977,11 +1978,13 @@ def test_allow_refuses_every_library_limits_runs_on_by_rule(monkeypatch):
     libs = resolver.library_modules()
     assert {"numpy", "scipy", "sympy", "joblib", "limits"} <= set(libs)
     for top in sorted(libs) + ["os", "code", "subprocess", "pickle", "importlib", "builtins", "json", "ctypes"]:
-        if not top.isidentifier() or top.startswith("_"):
-            continue
+        if not top.isidentifier() or top.startswith("_") or resolver._find_spec(top) is None:
+            continue                                   # not importable: nothing to allow or refuse
         FUZZ_COUNT.add(("resolver31", "allow", top))
         with pytest.raises(ValueError, match="cannot be allowed|standard library|limits runs on"):
             resolver.check_allow([top])
+    (tmp_path / "my_own_code_31.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))                      # an importable module, installed or not
     assert resolver.check_allow(["my_own_code_31"]) == ("my_own_code_31",)
     real_requires, real_pd = md.requires, md.packages_distributions
     monkeypatch.setattr(md, "requires", lambda d: (real_requires(d) or []) + ["my-own-code-31>=1"] if d == "limits"
