@@ -1549,6 +1549,7 @@ SWEEP_NAMES = [
     ("limits.mlp", _none, [], [], False),                                          # model description, not a computation
     ("limits.torch.demos.mlp", lambda m, d: {"width": 4}, [], [], False),          # a torch factory, not a sweep computation
     ("numpy.save", lambda m, d: {"file": str(m), "arr": [1.0]}, ["numpy"], [], True),
+    ("os.system", _touch("command"), ["os"], [], True),                           # --allow os
     ("json.write", _local_json, ["json"], [], False),
     ("json.write", _local_json, [], [], False),
     ("H.write_marker", _path, [], ["H"], True),                                   # allowed by the file only
@@ -1913,6 +1914,34 @@ def test_the_users_code_failing_is_the_users_error(i, tmp_path, monkeypatch):
     line = err.strip()
     assert needle in line and name in line and len(line) < 500, line
     assert not (tmp_path / "sweeps").exists()
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("main_fn,extra", [
+    ("limits.kernels.tilestore.write_tiles", ""),               # an undeclared function of limits
+    ("limits.kernels.critical_line", "[product]\nsigma_b2 = {start = 0, stop = 1}\n"),   # a malformed axis
+    ("limits.kernels.critical_line", "[seeds]\nbogus = 1\n"),
+    ("limits.kernels.critical_line", "[zip]\npt = 5\n"),
+    ("USER.gen", ""),                                           # a generator as the function, not allowed
+])
+def test_the_inputs_generator_runs_only_after_the_whole_file_is_checked(main_fn, extra, tmp_path, monkeypatch):
+    """Item 1: `[inputs] function` ran while the file was still being read — before the rest of the file (and,
+    once, before a bad `function`) was refused. Now every name is resolved and every table checked first."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    name = f"gen31_{_uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(f"def gen(n):\n    open({str(tmp_path / 'MARKER')!r}, 'w')\n    return 0.1\n")
+    fn = main_fn.replace("USER", name)
+    (tmp_path / "s.toml").write_text(f'function = "{fn}"\n[fixed]\nactivation = "erf"\n[inputs]\nfunction = '
+                                     f'"{name}.gen"\nargs = {{n = 1}}\nnames = ["sigma_b2"]\n{extra}'
+                                     '[run]\nbackend = "serial"\n')
+    FUZZ_COUNT.add(("resolver31", "inputs-order", main_fn, extra))
+    allow = ["--allow", name] if "USER" not in main_fn else []
+    argv = ["sweep", "run", "s.toml", "--quiet", *allow]
+    rc, out, err = run_cli(argv)
+    problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    assert not (tmp_path / "MARKER").exists(), "the [inputs] generator ran before the file was refused"
     sys.modules.pop(name, None)
 
 
