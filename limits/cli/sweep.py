@@ -1,4 +1,4 @@
-"""`limits sweep run FILE.toml`, `limits sweep show STORE_OR_FILE`, `limits sweep plot STORE_OR_FILE`."""
+"""`limits sweep run FILE.toml`, `limits sweep show STORE_OR_FILE`, `limits sweep plot STORE_OR_FILE`, `limits sweep functions`."""
 from __future__ import annotations
 
 import json
