@@ -104,14 +104,15 @@ class AttentionSite:
 
 @dataclass(frozen=True)
 class AttentionScaling:
-    """A site traced at two widths n_a < n_b: ``head_dim`` and ``heads`` are "scales" (∝ width) or "fixed";
-    ``scale_exponent`` e with the logit scale s ∝ N^{−e}."""
+    """A site traced at two widths n_a < n_b (``site`` at n_a, ``site_b`` at n_b): ``head_dim`` and ``heads``
+    are "scales" (∝ width), "fixed" or "unknown"; ``scale_exponent`` e with the logit scale s ∝ N^{−e}."""
 
     site: AttentionSite
     widths: tuple
     head_dim: str
     heads: str
     scale_exponent: float
+    site_b: AttentionSite | None = None
 
     def query_exponent(self) -> float:
         """Power of r = N/N₀ multiplying the query so that the logits follow μP (module docstring):
@@ -653,8 +654,7 @@ def _inputs(example_inputs):
 def find_attention(module, example_inputs) -> tuple:
     """Every attention of ``module(*example_inputs)`` as :class:`AttentionSite` (module docstring)."""
     t = trace(module, _inputs(example_inputs))
-    method = t.method + (f" ({t.note})" if t.note else "")
-    t.method = method
+    t.method += f" ({t.note})" if t.note else ""
     return _sites(t, module)
 
 
@@ -677,7 +677,7 @@ def width_scaling(sites_a, sites_b, n_a, n_b) -> tuple:
         e = -math.log(b.scale / a.scale) / math.log(n_b / n_a) if a.scale > 0 and b.scale > 0 else math.nan
         e = round(e, 9) if math.isfinite(e) else e
         out.append(AttentionScaling(a, (n_a, n_b), how(a.head_dim, b.head_dim, "head dimension"),
-                                    how(a.heads, b.heads, "number of heads"), e))
+                                    how(a.heads, b.heads, "number of heads"), e, b))
     return tuple(out)
 
 
@@ -714,9 +714,7 @@ def _functional_reads(t, module):
     return out
 
 
-def find_ties(module, example_inputs=None) -> tuple:
-    """Parameters shared under several names (module docstring); with ``example_inputs`` also the
-    "functional" ties found in the traced forward."""
+def _module_ties(module):
     groups = {}
     for name, p in module.named_parameters(remove_duplicate=False):
         groups.setdefault(id(p), []).append(name)
@@ -737,12 +735,64 @@ def find_ties(module, example_inputs=None) -> tuple:
         else:
             kinds = ", ".join(f"{n} ({t.__name__}.{a})" for n, (t, a) in zip(names, types))
             ties.append(Tie(tuple(names), "other", detail=f"one tensor in different roles: {kinds}"))
+    return ties
+
+
+def _functional_ties(t, module):
+    return [Tie((name,), "functional", detail=f"{name!r} is also multiplied by {op!r} in the forward of "
+                f"{scope or 'the root module'!r} (a read-out written as a function, not a module)")
+            for name, op, scope in _functional_reads(t, module)]
+
+
+def find_ties(module, example_inputs=None) -> tuple:
+    """Parameters shared under several names (module docstring); with ``example_inputs`` also the
+    "functional" ties found in the traced forward."""
+    ties = _module_ties(module)
     if example_inputs is not None:
-        t = trace(module, _inputs(example_inputs))
-        for name, op, scope in _functional_reads(t, module):
-            ties.append(Tie((name,), "functional", detail=f"{name!r} is also multiplied by {op!r} in the forward of "
-                            f"{scope or 'the root module'!r} (a read-out written as a function, not a module)"))
+        ties += _functional_ties(trace(module, _inputs(example_inputs)), module)
     return tuple(ties)
+
+
+_AFFINE = (nn.LayerNorm, nn.Linear, nn.GroupNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+
+
+def _feeding(t, module, path):
+    """The module whose output is the only input of module ``path`` and is used nowhere else, if it is an
+    affine layer (LayerNorm/RMSNorm/GroupNorm with weights, Linear): its path, or (None, reason)."""
+    calls = [n for n in t.nodes if n.kind == "module" and n.name == path]
+    if len(calls) != 1:
+        return None, f"{path!r} is called {len(calls)} times in the forward"
+    acts = _acts(t, calls[0])
+    src = t.nodes[acts[0].index] if len(acts) == 1 else None
+    if src is None or src.kind != "module":
+        return None, f"the input of {path!r} is not the output of a module ({src.name if src else 'several'})"
+    users = [n for n in t.nodes if any(isinstance(r, Ref) and r.index == src.index for r in _flat((n.args, n.kwargs)))]
+    mod = module.get_submodule(src.name)
+    if len(users) != 1 or not isinstance(mod, _AFFINE) or getattr(mod, "weight", None) is None:
+        return None, (f"the input of {path!r} comes from {src.module_type} {src.name!r}, "
+                      + ("which is used elsewhere too" if len(users) != 1 else "which has no affine weight"))
+    return src.name, None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """:func:`analyse`: ``sites`` (:func:`find_attention`), ``ties`` (:func:`find_ties`), ``method`` of the
+    trace, ``readout_inputs``: {read-out path of an embedding-readout tie: (affine module feeding it only, or
+    None, reason)}."""
+
+    sites: tuple
+    ties: tuple
+    method: str
+    readout_inputs: dict
+
+
+def analyse(module, example_inputs) -> Analysis:
+    """Attention sites, ties and the affine layer feeding each tied read-out, from one trace."""
+    t = trace(module, _inputs(example_inputs))
+    t.method += f" ({t.note})" if t.note else ""
+    ties = tuple(_module_ties(module) + _functional_ties(t, module))
+    feed = {tie.readout: _feeding(t, module, tie.readout) for tie in ties if tie.kind == "embedding-readout"}
+    return Analysis(_sites(t, module), ties, t.method, feed)
 
 
 # ----------------------------------------------------------------------------------------------- capture
@@ -836,5 +886,5 @@ def capture_logits(module, sites):
         yield store
 
 
-__all__ = ["find_attention", "find_ties", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
+__all__ = ["find_attention", "find_ties", "analyse", "Analysis", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
            "AttentionSite", "AttentionScaling", "Projection", "Tie", "Trace", "KINDS"]
