@@ -292,13 +292,15 @@ class Parameterised:
     def param_groups(self, module, lr, weight_decay=0.0, no_decay=()) -> list:
         """One group per tensor: lr · m (m = r^{−c}, r = width/base width, kept as ``lr_mult``) and, with
         ``weight_decay``, wd/m so that lr·wd is the same for every tensor (:mod:`limits.torch.optim`);
-        ``no_decay``: parameter names without decay."""
-        from .optim import param_groups
+        ``no_decay``: parameter names without decay. Parameters are taken from ``module`` as it is now, by name
+        (DDP, torch.compile and FSDP2 wrappers: build the optimizer after wrapping)."""
+        from .graph import unwrap
+        from .optim import current_parameters, param_groups
 
-        mults = getattr(module, "limits_lr_multipliers", None)
+        mults = getattr(unwrap(module), "limits_lr_multipliers", None)
         if mults is None:
             raise ValueError("param_groups: module was not built by this Parameterised (call P(width) first)")
-        return param_groups(mults, lr, weight_decay, no_decay, self.optimizer_name)
+        return param_groups(mults, lr, weight_decay, no_decay, self.optimizer_name, current_parameters(module))
 
     def optimizer(self, module, lr, weight_decay=None, no_decay=(), **kw):
         """``torch.optim.{SGD, Adam, AdamW}`` (the optimizer the table was derived for) over :meth:`param_groups`;
@@ -314,14 +316,14 @@ class Parameterised:
         every multiplier folded into the weights (:mod:`limits.torch.checkpoint`)."""
         from .checkpoint import export_state_dict
 
-        return export_state_dict(self, module)
+        return export_state_dict(self, module, _build)
 
     def import_state_dict(self, module, state_dict):
         """Load a plain checkpoint of ``factory(width)`` into ``module`` (from ``self(width)``) so that it computes
         the same function; keys and shapes must be exactly the factory's (:mod:`limits.torch.checkpoint`)."""
         from .checkpoint import import_state_dict
 
-        return import_state_dict(self, module, state_dict)
+        return import_state_dict(self, module, state_dict, _build)
 
     def to_markdown(self, width=None) -> str:
         """Per-tensor table: role, scaling dims, exponents (a, b, c) and the multipliers at ``width``."""

@@ -19,15 +19,7 @@ from __future__ import annotations
 import torch
 from torch.nn.utils import parametrize
 
-
-def _unwrap(net):
-    """The module under DistributedDataParallel (``.module``) or torch.compile (``._orig_mod``)."""
-    while True:
-        inner = getattr(net, "_orig_mod", None) or (getattr(net, "module", None)
-                                                     if type(net).__name__ == "DistributedDataParallel" else None)
-        if inner is None:
-            return net
-        net = inner
+from .graph import plain_key, unwrap
 
 
 def _width(net):
@@ -37,25 +29,15 @@ def _width(net):
     return int(w)
 
 
-def plain_key(key: str) -> str:
-    """``a.parametrizations.weight.original`` → ``a.weight`` (other keys unchanged)."""
-    parts = key.split(".")
-    if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1] == "original":
-        return ".".join(parts[:-3] + [parts[-2]])
-    return key
-
-
 def _owner(net, pkey):
     path, _, attr = pkey.rpartition(".")
     return (net.get_submodule(path) if path else net), attr
 
 
-def _reference(P, width):
-    """(key order, {key: shape}, tied key groups) of ``factory(width).state_dict()``."""
-    from .apply_params import build_module
-
+def _reference(P, width, build):
+    """(key order, {key: shape}, tied key groups) of ``factory(width).state_dict()`` (``build(factory, width)``)."""
     with torch.random.fork_rng(devices=[]):
-        ref = build_module(P.factory, width)
+        ref = build(P.factory, width)
     sd = ref.state_dict()
     groups = {}
     for k, v in sd.items():
@@ -94,9 +76,10 @@ def _fold_factors(P, net, r):
     return out
 
 
-def export_state_dict(P, net) -> dict:
-    """Plain state dict of ``factory(width)`` computing what the parameterised ``net`` computes (docstring)."""
-    net = _unwrap(net)
+def export_state_dict(P, net, build) -> dict:
+    """Plain state dict of ``factory(width)`` computing what the parameterised ``net`` computes (docstring);
+    ``build(factory, width)`` makes the plain module whose keys it must match."""
+    net = unwrap(net)
     width = _width(net)
     r = width / P.base_width
     tied_names = {t.name: t for t in P.readouts}
@@ -113,7 +96,7 @@ def export_state_dict(P, net) -> dict:
         plain[pk] = plain[pk] * c
     for t in P.readouts:
         plain[t.name] = plain[t.storage]
-    order, shapes, _ = _reference(P, width)
+    order, shapes, _ = _reference(P, width, build)
     _check_keys(plain, order, shapes, "export_state_dict")
     return {k: plain[k] for k in order}
 
@@ -125,12 +108,12 @@ def _inverse(mod, attr, value):
     return plist[0].inverse(value)
 
 
-def import_state_dict(P, net, state_dict):
+def import_state_dict(P, net, state_dict, build):
     """Load a plain checkpoint of ``factory(width)`` into the parameterised ``net`` (same function); returns net."""
-    mod_net = _unwrap(net)
+    mod_net = unwrap(net)
     width = _width(mod_net)
     r = width / P.base_width
-    order, shapes, tied = _reference(P, width)
+    order, shapes, tied = _reference(P, width, build)
     plain = dict(state_dict)
     _check_keys(plain, order, shapes, "import_state_dict")
     for group in tied:
@@ -154,4 +137,4 @@ def import_state_dict(P, net, state_dict):
     return net
 
 
-__all__ = ["export_state_dict", "import_state_dict", "plain_key"]
+__all__ = ["export_state_dict", "import_state_dict"]

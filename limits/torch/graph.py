@@ -681,6 +681,25 @@ def width_scaling(sites_a, sites_b, n_a, n_b) -> tuple:
     return tuple(out)
 
 
+def unwrap(net):
+    """The module under DistributedDataParallel (``.module``) or torch.compile (``._orig_mod``)."""
+    while True:
+        inner = getattr(net, "_orig_mod", None) or (getattr(net, "module", None)
+                                                     if type(net).__name__ == "DistributedDataParallel" else None)
+        if inner is None:
+            return net
+        net = inner
+
+
+def plain_key(key: str) -> str:
+    """The name a parametrized tensor has in the plain module: ``a.parametrizations.weight.original`` →
+    ``a.weight`` (other names unchanged)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1] == "original":
+        return ".".join(parts[:-3] + [parts[-2]])
+    return key
+
+
 def _owner(module, name):
     path, _, attr = name.rpartition(".")
     parts = path.split(".")
@@ -886,5 +905,5 @@ def capture_logits(module, sites):
         yield store
 
 
-__all__ = ["find_attention", "find_ties", "analyse", "Analysis", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
+__all__ = ["find_attention", "find_ties", "analyse", "Analysis", "unwrap", "plain_key", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
            "AttentionSite", "AttentionScaling", "Projection", "Tie", "Trace", "KINDS"]

@@ -34,9 +34,23 @@ import torch
 _DECAYED = ("adamw", "sgd")
 
 
-def param_groups(multipliers, lr, weight_decay=0.0, no_decay=(), optimizer="adamw") -> list:
+def current_parameters(module) -> dict:
+    """{name as at build time: parameter} of ``module`` as it is now — under DistributedDataParallel or
+    torch.compile (unwrapped), FSDP2's ``fully_shard`` (same names, parameters replaced by DTensors) or FSDP1
+    (``_fsdp_wrapped_module`` segments dropped; needs ``use_orig_params=True``)."""
+    from .graph import plain_key, unwrap
+
+    out = {}
+    for name, p in unwrap(module).named_parameters():
+        parts = [x for x in name.split(".") if x not in ("_fsdp_wrapped_module", "_checkpoint_wrapped_module")]
+        out[plain_key(".".join(parts))] = p
+    return out
+
+
+def param_groups(multipliers, lr, weight_decay=0.0, no_decay=(), optimizer="adamw", current=None) -> list:
     """One group per tensor from ``multipliers`` [(name, tensor, m_t)]: ``lr`` = lr·m_t, ``lr_mult`` = m_t and,
-    with ``weight_decay``, ``weight_decay`` = wd/m_t (0 for names in ``no_decay``) — module docstring."""
+    with ``weight_decay``, ``weight_decay`` = wd/m_t (0 for names in ``no_decay``) — module docstring.
+    ``current``: {name: parameter} of the module now (:func:`current_parameters`), preferred by name."""
     wd = float(weight_decay)
     if wd < 0 or not math.isfinite(wd):
         raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
@@ -48,8 +62,9 @@ def param_groups(multipliers, lr, weight_decay=0.0, no_decay=(), optimizer="adam
     if unknown:
         raise ValueError(f"no_decay: no parameter named {sorted(unknown)}")
     groups = []
+    current = current or {}
     for name, p, m in multipliers:
-        g = {"params": [p], "lr": float(lr) * m, "lr_mult": m, "name": name}
+        g = {"params": [current.get(name, p)], "lr": float(lr) * m, "lr_mult": m, "name": name}
         if wd:
             g["weight_decay"] = 0.0 if name in skip else wd / m
         groups.append(g)
@@ -94,4 +109,4 @@ def build(optimizer_name, groups, lr, **kw):
     return cls(groups, lr=float(lr), **kw)
 
 
-__all__ = ["param_groups", "group_lrs", "check_ratios", "build"]
+__all__ = ["param_groups", "current_parameters", "group_lrs", "check_ratios", "build"]

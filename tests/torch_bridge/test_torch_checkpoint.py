@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from limits.torch import demos, parameterise  # noqa: E402
-from limits.torch.checkpoint import plain_key  # noqa: E402
+from limits.torch.graph import plain_key  # noqa: E402
 
 TOKENS = demos.byte_data()[0]
 CASES = {
