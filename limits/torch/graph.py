@@ -58,7 +58,7 @@ _SHAPE_OPS = frozenset((
 _SUMS = frozenset(("add", "sub", "cat", "stack"))
 _SCALINGS = frozenset(("mul", "div"))
 _MASKS = frozenset(("masked_fill", "where"))
-_MATMULS = frozenset(("matmul", "rmatmul", "bmm", "einsum"))
+_MATMULS = frozenset(("matmul", "rmatmul", "bmm", "einsum", "baddbmm"))
 _ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "multiply": "mul", "rmul": "mul",
             "radd": "add", "iadd": "add", "imul": "mul", "itruediv": "div", "rsub": "sub", "isub": "sub",
             "mm": "matmul", "concat": "cat", "concatenate": "cat", "scaled_dot_product_attention": "sdpa",
@@ -86,7 +86,8 @@ class AttentionSite:
     module); ``module``: the enclosing module (the ``nn.MultiheadAttention`` itself for kind "multihead");
     ``kind`` in :data:`KINDS`; ``ordinal``: its index among the same ops of ``module``'s own forward;
     ``query``/``key``: :class:`Projection` or None (then ``reason`` says why); ``scale``: the factor on q·k
-    (``scale_expr`` says where it comes from); ``heads``, ``head_dim``; ``method``: how it was traced."""
+    (``scale_expr`` says where it comes from), of which ``path_factor`` is applied on the query/key paths before
+    the product (timm's ``q = q * scale``); ``heads``, ``head_dim``; ``method``: how it was traced."""
 
     name: str
     module: str
@@ -100,6 +101,7 @@ class AttentionSite:
     head_dim: int | None
     method: str
     reason: str | None = None
+    path_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -469,6 +471,25 @@ def _source(t, ref, root, depth=0):
     return found[0]
 
 
+def _path_factor(t, ref, depth=0):
+    """Product of the constant scalar factors between the tensor ``ref`` and the last op before it that is not a
+    shape op or a scaling (timm's ``q = q * self.scale``); nan when summed paths carry different factors."""
+    node = t.nodes[ref.index]
+    if node.kind != "call" or depth > 200:
+        return 1.0
+    acts = _acts(t, node)
+    if node.name in _SCALINGS and len(acts) == 1 and not (node.name == "div" and node.args[0] != acts[0]):
+        v = _scalar(_other_arg(t, node, acts[0]))
+        f = 1.0 if v is None else (abs(v) if node.name == "mul" else 1.0 / abs(v))
+        return f * _path_factor(t, acts[0], depth + 1)
+    if node.name in _SHAPE_OPS and len(acts) == 1:
+        return _path_factor(t, acts[0], depth + 1)
+    if node.name in _SUMS and acts:
+        fs = {round(_path_factor(t, r, depth + 1), 12) for r in dict.fromkeys(acts)}
+        return fs.pop() if len(fs) == 1 else math.nan
+    return 1.0
+
+
 def _rows(t, ref, proj_index):
     """[start, stop) of the projection output features that ``ref`` depends on (autograd), or a reason."""
     q, out = t.value(ref), t.nodes[proj_index].value
@@ -526,7 +547,17 @@ def _qk_site(t, qref, kref, root):
     d = int(qv.shape[-1])
     heads = (q.stop - q.start) // d if q is not None else (int(qv.shape[-3]) if qv.ndim >= 4 else None)
     reason = None if q is not None else f"the query {qr}"
-    return dict(query=q, key=k, heads=heads, head_dim=d, reason=reason)
+    return dict(query=q, key=k, heads=heads, head_dim=d, reason=reason,
+                path=_path_factor(t, qref) * _path_factor(t, kref))
+
+
+def _with_path(out, scale, expr):
+    """``scale`` and ``expr`` times the constant factors found on the query and key paths."""
+    f = out.pop("path")
+    if f != 1.0:
+        expr += f"; q·k scaled ×{f:.6g} on the query/key path"
+    out.update(scale=scale * f, scale_expr=expr, path_factor=f)
+    return out
 
 
 def _sdpa_site(t, node, root):
@@ -535,10 +566,8 @@ def _sdpa_site(t, node, root):
     scale = t.value(scale) if isinstance(scale, Ref) else scale
     out = _qk_site(t, qref, kref, root)
     if scale is None:
-        out.update(scale=1 / math.sqrt(out["head_dim"]), scale_expr=f"1/√{out['head_dim']} (SDPA default scale)")
-    else:
-        out.update(scale=float(scale), scale_expr=f"scale={float(scale):.6g}")
-    return out
+        return _with_path(out, 1 / math.sqrt(out["head_dim"]), f"1/√{out['head_dim']} (SDPA default scale)")
+    return _with_path(out, float(scale), f"scale={float(scale):.6g}")
 
 
 def _logit_walk(t, ref):
@@ -551,7 +580,7 @@ def _logit_walk(t, ref):
             return None, None, f"{node.kind} {node.name!r}"
         acts = _acts(t, node)
         if node.name in _MATMULS:
-            ops = _acts(t, node, node.args[1:] if node.name == "einsum" else node.args)
+            ops = _mm_operands(t, node)
             return (node, factor, " ".join(reversed(parts))) if len(ops) == 2 else (None, None, node.name)
         if len(acts) != 1:
             return None, None, node.name
@@ -582,7 +611,7 @@ def _matmul_upstream(t, ref):
         n = t.nodes[i]
         if n.kind != "call":
             continue
-        if n.name in _MATMULS and len(_acts(t, n, n.args[1:] if n.name == "einsum" else n.args)) == 2:
+        if n.name in _MATMULS and len(_mm_operands(t, n)) == 2:
             return n
         todo.extend(r.index for r in _acts(t, n))
     return None
@@ -598,12 +627,23 @@ def _softmax_site(t, node, root):
         return dict(kind="unrecognised", op=up, query=None, key=None, scale=math.nan, heads=None, head_dim=None,
                     scale_expr="?", reason=f"the softmax's logits come from q·kᵀ through {expr!r}, which is not "
                     "a constant scaling, a mask or a cast: the logit scale cannot be read")
-    ops = _acts(t, mm, mm.args[1:] if mm.name == "einsum" else mm.args)
-    if mm.name == "rmatmul":
-        ops = ops[::-1]
+    ops = _mm_operands(t, mm)
+    if mm.name == "baddbmm":
+        alpha = _scalar(_arg(mm, 4, "alpha", 1.0))
+        factor, expr = factor * (1.0 if alpha is None else alpha), f"× {alpha:.6g} (baddbmm alpha) {expr}"
     out = _qk_site(t, ops[0], ops[1], root)
-    out.update(kind="explicit", op=mm, scale=factor, scale_expr=f"(q @ kᵀ) {expr}".strip())
-    return out
+    out.update(kind="explicit", op=mm)
+    return _with_path(out, factor, f"(q @ kᵀ) {expr}".strip())
+
+
+def _mm_operands(t, mm):
+    """The two activation operands (query first) of a matmul-like node."""
+    if mm.name == "einsum":
+        return _acts(t, mm, mm.args[1:])
+    if mm.name == "baddbmm":
+        return _acts(t, mm, mm.args[1:3])
+    ops = _acts(t, mm, mm.args)
+    return ops[::-1] if mm.name == "rmatmul" else ops
 
 
 def _sites(t, root):
@@ -898,7 +938,11 @@ def capture_logits(module, sites):
         if site is None:
             return
         with torch.no_grad():
-            logits = _sdpa_logits(args, kwargs) if cls == "sdpa" else out * site.scale
+            if cls == "sdpa":
+                logits = _sdpa_logits(args, kwargs)
+            else:                  # the factors after the product (q/k path factors are inside it already)
+                prod = torch.bmm(args[1], args[2]) if _func_name(func) == "baddbmm" else out
+                logits = prod * (site.scale / site.path_factor)
         store[site.name].append(logits.detach())
 
     with _module_hooks(module, pre, post), _function_mode(call):

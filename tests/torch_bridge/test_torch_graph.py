@@ -165,3 +165,50 @@ def test_example_inputs_guess():
     assert graph.example_inputs(demos.mlp(16))[0].shape == (2, demos.D_IN)
     with pytest.raises(ValueError, match="pass them"):
         graph.example_inputs(nn.Tanh())
+
+
+class _Styles(nn.Module):
+    """timm (``q = q * scale`` before ``q @ kᵀ``), HF-style separate projections with ``baddbmm``, and GQA SDPA."""
+
+    def __init__(self, width, style):
+        super().__init__()
+        self.emb = nn.Embedding(256, width)
+        self.q, self.k, self.v = nn.Linear(width, width), nn.Linear(width, width // 2), nn.Linear(width, width // 2)
+        self.out = nn.Linear(width, 3)
+        self.style, self.h = style, 4
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        B, T, C = x.shape
+        d = C // self.h
+        q = self.q(x).view(B, T, self.h, d).transpose(1, 2)
+        k, v = (f(x).view(B, T, self.h // 2, d).transpose(1, 2) for f in (self.k, self.v))
+        if self.style == "gqa":
+            y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        else:
+            k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+            if self.style == "timm":
+                att = (q * d ** -0.5) @ k.transpose(-2, -1)
+            else:
+                qb, kb = q.reshape(B * self.h, T, d), k.reshape(B * self.h, T, d)
+                att = torch.baddbmm(torch.zeros(B * self.h, T, T), qb, kb.transpose(1, 2), beta=0.0,
+                                    alpha=1 / math.sqrt(d)).view(B, self.h, T, T)
+            y = att.softmax(-1) @ v
+        return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+
+@pytest.mark.parametrize("style", ["timm", "baddbmm", "gqa"])
+def test_query_path_scale_baddbmm_and_grouped_query_attention(style):
+    m, sites = _sites(lambda n: _Styles(n, style), 32)
+    s = sites[0]
+    assert s.scale == pytest.approx(1 / math.sqrt(8)) and s.head_dim == 8 and s.heads == 4
+    assert s.query == graph.Projection("q.weight", "q", 0, 0, 32, "q.bias") and s.key.param == "k.weight"
+    assert s.path_factor == (pytest.approx(1 / math.sqrt(8)) if style == "timm" else 1.0)
+    with graph.capture_logits(m, sites) as st:
+        m(X)
+    q = m.q(m.emb(X)).view(8, 16, 4, 8).transpose(1, 2)
+    k = m.k(m.emb(X)).view(8, 16, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+    got = st[s.name][0].reshape(8, 4, 16, 16)                  # baddbmm's logits are (B·heads, T, T)
+    assert torch.allclose(got, (q @ k.transpose(-2, -1)) / math.sqrt(8), atol=1e-5)
+    a, b = sites, _sites(lambda n: _Styles(n, style), 64)[1]
+    assert graph.width_scaling(a, b, 32, 64)[0].query_exponent() == -0.5
