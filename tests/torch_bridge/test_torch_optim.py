@@ -9,13 +9,7 @@ from limits.torch.optim import check_ratios, group_lrs  # noqa: E402
 
 LR, WD = 0.1, 0.5
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,12 @@ from limits.torch import demos, parameterise  # noqa: E402
 X, Y = demos.byte_data()
 LR = 1e-2
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 @pytest.fixture(scope="module")
 def P():
     return parameterise(demos.gpt_tied, "muP", widths=(32, 64), optimizer="adamw")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture
