@@ -64,6 +64,7 @@ _ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "multiply":
             "mm": "matmul", "concat": "cat", "concatenate": "cat", "scaled_dot_product_attention": "sdpa",
             "permute_copy": "permute", "swapdims": "swapaxes"}
 KINDS = ("multihead", "sdpa", "explicit", "unrecognised")
+_PASS_MODULES = frozenset(("Dropout", "Dropout1d", "Dropout2d", "Identity"))    # followed on a query's path
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -175,11 +176,15 @@ def _base_type(mod):
     return cls.__bases__[0] if parametrize.is_parametrized(mod) else cls
 
 
+_LEAVES = (nn.MultiheadAttention, nn.Linear, nn.Embedding, nn.modules.conv._ConvNd)
+
+
 def is_leaf(mod) -> bool:
-    """Traced as one call: ``nn.MultiheadAttention``, and ``torch.nn`` modules without child modules (a
-    parametrized module's ``parametrizations`` does not count)."""
+    """Traced as one call: ``nn.MultiheadAttention``, ``Linear``, ``Embedding`` and ``Conv*d`` (subclasses
+    too: a user's ``CastedLinear(nn.Linear)``), and ``torch.nn`` modules without child modules (a parametrized
+    module's ``parametrizations`` does not count)."""
     cls = _base_type(mod)
-    if issubclass(cls, nn.MultiheadAttention):
+    if issubclass(cls, _LEAVES):
         return True
     if not cls.__module__.startswith("torch.nn") or issubclass(cls, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
         return False
@@ -368,14 +373,28 @@ def _function_trace(module, inputs, note=""):
     return Trace(rec.nodes, "function-mode", note, rec.names)
 
 
-def trace(module, example_inputs) -> Trace:
-    """Trace ``module(*example_inputs)`` by torch.fx, else by the function-mode recorder (module docstring)."""
-    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+@contextlib.contextmanager
+def _eval_mode(module):
+    """Every submodule in eval mode (dropout off: a deterministic forward), restored afterwards."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
     try:
-        return _fx_trace(module, inputs)
-    except Exception as exc:          # noqa: BLE001 — any fx failure means: trace the execution instead
-        reason = f"torch.fx failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-    return _function_trace(module, inputs, reason)
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def trace(module, example_inputs) -> Trace:
+    """Trace ``module(*example_inputs)`` (in eval mode) by torch.fx, else by the function-mode recorder
+    (module docstring)."""
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    with _eval_mode(module):
+        try:
+            return _fx_trace(module, inputs)
+        except Exception as exc:          # noqa: BLE001 — any fx failure means: trace the execution instead
+            reason = f"torch.fx failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        return _function_trace(module, inputs, reason)
 
 
 def example_inputs(module, batch=2, seq=8):
@@ -435,12 +454,22 @@ def _projection_of(t, node, root):
             return pre + "weight", node.name, (pre + "bias") if mod.bias is not None else None
         return None
     if node.kind == "call" and node.name == "linear":
-        w = node.args[1] if len(node.args) > 1 else node.kwargs.get("weight")
-        b = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
-        if isinstance(w, Ref) and t.nodes[w.index].kind == "param":
-            wn = t.nodes[w.index].name
-            bn = t.nodes[b.index].name if isinstance(b, Ref) and t.nodes[b.index].kind == "param" else None
-            return wn, wn.rpartition(".")[0], bn
+        wn = _param_behind(t, _arg(node, 1, "weight"))
+        if wn is not None:
+            return wn, wn.rpartition(".")[0], _param_behind(t, _arg(node, 2, "bias"))
+    return None
+
+
+def _param_behind(t, ref):
+    """The parameter a tensor argument is, through casts and shape ops (``self.weight.type_as(x)``), or None."""
+    while isinstance(ref, Ref):
+        n = t.nodes[ref.index]
+        if n.kind == "param":
+            return None if n.name.startswith("<") else n.name
+        refs = [r for r in _flat(n.args[:1]) if isinstance(r, Ref)] if n.kind == "call" else []
+        if n.name not in _SHAPE_OPS or len(refs) != 1:
+            return None
+        ref = refs[0]
     return None
 
 
@@ -452,6 +481,8 @@ def _source(t, ref, root, depth=0):
     if proj is not None:
         return node.index, proj
     where = f"in {node.scope!r}" if node.scope else "in the root module"
+    if node.kind == "module" and node.module_type in _PASS_MODULES and len(_acts(t, node)) == 1:
+        return _source(t, _acts(t, node)[0], root, depth + 1)
     if node.kind == "module":
         return None, f"comes from {node.module_type} {node.name!r}, not from a Linear projection"
     if node.kind != "call" or depth > 200:

@@ -212,3 +212,35 @@ def test_query_path_scale_baddbmm_and_grouped_query_attention(style):
     assert torch.allclose(got, (q @ k.transpose(-2, -1)) / math.sqrt(8), atol=1e-5)
     a, b = sites, _sites(lambda n: _Styles(n, style), 64)[1]
     assert graph.width_scaling(a, b, 32, 64)[0].query_exponent() == -0.5
+
+
+class _CastedLinear(nn.Linear):
+    """A user's Linear subclass (modded-nanogpt style): traced as one Linear call."""
+
+    def forward(self, x):
+        return F.linear(x, self.weight.type_as(x), self.bias.type_as(x))
+
+
+class _Functional(nn.Module):
+    """q from a Linear subclass through dropout; k from F.linear of a cast raw parameter."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.emb = nn.Embedding(256, width)
+        self.q = _CastedLinear(width, width)
+        self.wk = nn.Parameter(torch.randn(width, width) / width ** 0.5)
+        self.drop = nn.Dropout(0.1)
+        self.out = nn.Linear(width, 3)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        q, k = self.drop(self.q(x)), F.linear(x, self.wk.to(x.dtype))
+        return self.out(F.scaled_dot_product_attention(q[:, None], k[:, None], x[:, None])[:, 0])
+
+
+def test_linear_subclass_functional_weight_dropout_and_modes_restored():
+    m = _Functional(16).train()
+    s = graph.find_attention(m, X)[0]
+    assert s.query == graph.Projection("q.weight", "q", 0, 0, 16, "q.bias")
+    assert s.key == graph.Projection("wk", "", 0, 0, 16, None) and s.heads == 1
+    assert m.training and m.drop.training                      # traced in eval mode, mode restored
