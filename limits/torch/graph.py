@@ -26,6 +26,10 @@ produces them; the rows of its weight that feed q (a packed qkv Linear's first t
 autograd graph (``∂q/∂(projection output)`` is non-zero exactly on them). A query reached through anything
 else (a LayerNorm: QK-norm) has ``query = None`` and the ``reason``.
 
+Not seen: attention computed outside torch's own functions (flash-attn, xformers kernels), a softmax written
+as exp/sum, learned queries (one operand a parameter); attention after a data-dependent branch not taken on
+``example_inputs``.
+
 **Width.** :func:`width_scaling` compares the sites of the same factory at two widths: whether the head
 dimension d_h and the number of heads scale with the width N or stay fixed, and the exponent e of the logit
 scale s ∝ N^{−e}. μP (TP5) wants logits ∝ q·k/d_h when d_h ∝ N and a fixed scale when d_h is fixed (heads ∝ N);
