@@ -110,3 +110,19 @@ def test_tied_readout_without_an_affine_layer_cannot_be_exported():
     sp = parameterise(_ReadoutAfterTanh, "SP", widths=(32, 64))      # no multiplier: exports as is
     net = sp(64)
     assert torch.equal(sp.export_state_dict(net)["lm_head.weight"], net.wte.weight)
+
+
+def test_tied_readout_with_sgd_in_the_derived_gauge():
+    """μP for SGD in the solver's gauge: the embedding itself has a forward multiplier (a_in = −½), the tied
+    read-out r^−(a_out + b_out − b_in) = r^−½ on top; export folds their ratio into ln_f."""
+    P = parameterise(demos.gpt_tied, "muP", widths=(32, 64), optimizer="sgd", gauge=None)
+    assert P.readouts[0].exponent == 0.5
+    net = P(WIDTH, seed=4).double()
+    assert torch.allclose(net.lm_head.weight, net.wte.parametrizations.weight.original * 3 ** -0.5, rtol=1e-15)
+    sd = P.export_state_dict(net)
+    plain = demos.gpt_tied(WIDTH).double()
+    plain.load_state_dict(sd)
+    assert _rel(plain(TOKENS), net(TOKENS)) <= 1e-10
+    back = P(WIDTH, seed=7).double()
+    P.import_state_dict(back, sd)
+    assert _rel(back(TOKENS), net(TOKENS)) <= 1e-10
