@@ -784,11 +784,15 @@ def _owner(module, name):
 
 
 def _functional_reads(t, module):
-    """[(parameter name, op, scope)] of leaf-owned Embedding/Linear weights the forward itself multiplies."""
+    """[(parameter name, op, scope)] of leaf-owned Embedding/Linear weights whose values the forward itself
+    multiplies (followed as tensor data through shape ops: ``x.to(w.dtype)`` or ``w.shape`` are not uses)."""
     users = {}
     for n in t.nodes:
-        for r in _flat((n.args, n.kwargs)):
-            if isinstance(r, Ref):
+        if n.kind != "call":
+            continue
+        data = n.args[1:] if n.name == "einsum" else n.args[:3] if n.name in _MATMULS | {"linear"} else n.args[:1]
+        for r in _flat(data):
+            if isinstance(r, Ref) and r.item is None:
                 users.setdefault(r.index, []).append(n)
     out = []
     for n in t.nodes:
@@ -803,7 +807,7 @@ def _functional_reads(t, module):
             if u.name in _MATMULS or u.name == "linear":
                 out.append((n.name, u.name, u.scope))
                 break
-            if u.name in _SHAPE_OPS:
+            if u.name in _SHAPE_OPS and isinstance(u.value, torch.Tensor):
                 todo.extend(users.get(u.index, []))
     return out
 

@@ -244,3 +244,21 @@ def test_linear_subclass_functional_weight_dropout_and_modes_restored():
     assert s.query == graph.Projection("q.weight", "q", 0, 0, 16, "q.bias")
     assert s.key == graph.Projection("wk", "", 0, 0, 16, None) and s.heads == 1
     assert m.training and m.drop.training                      # traced in eval mode, mode restored
+
+
+class _DtypeRead(nn.Module):
+    """Reads an embedding's dtype and shape in the forward: not a functional read-out."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.wte = nn.Embedding(256, width)
+        self.q, self.k = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, idx):
+        x = self.wte(idx) * self.wte.weight.shape[1] ** -0.5
+        q = self.q(x).to(self.wte.weight.dtype)
+        return (q @ self.k(x).transpose(-2, -1)).softmax(-1) @ x
+
+
+def test_reading_a_weights_dtype_is_not_a_tie():
+    assert graph.find_ties(_DtypeRead(16), X) == ()
