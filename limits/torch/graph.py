@@ -635,8 +635,17 @@ def _logit_walk(t, ref):
     return None, None, "a chain too long"
 
 
+def _after_softmax(t, ref):
+    """Whether ``ref`` is a softmax's output up to shape ops (the weights of ``att @ v``)."""
+    node = t.nodes[ref.index]
+    while node.kind == "call" and node.name in _SHAPE_OPS and len(_acts(t, node)) == 1:
+        node = t.nodes[_acts(t, node)[0].index]
+    return node.kind == "call" and node.name in ("softmax", "log_softmax")
+
+
 def _matmul_upstream(t, ref):
-    """A matmul of two activations reached from ``ref`` through torch calls (not modules), or None."""
+    """A product q·kᵀ of two activations (not an ``att @ v``) reached from ``ref`` through torch calls (not
+    modules), or None."""
     todo, seen = [ref.index], set()
     while todo:
         i = todo.pop()
@@ -646,9 +655,11 @@ def _matmul_upstream(t, ref):
         n = t.nodes[i]
         if n.kind != "call":
             continue
-        if n.name in _MATMULS and len(_mm_operands(t, n)) == 2:
+        ops = _mm_operands(t, n) if n.name in _MATMULS else []
+        if len(ops) == 2 and not any(_after_softmax(t, r) for r in ops):
             return n
-        todo.extend(r.index for r in _acts(t, n))
+        if n.name not in ("softmax", "log_softmax") or i == ref.index:    # another softmax: its own site
+            todo.extend(r.index for r in _acts(t, n))
     return None
 
 

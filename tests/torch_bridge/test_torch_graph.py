@@ -262,3 +262,22 @@ class _DtypeRead(nn.Module):
 
 def test_reading_a_weights_dtype_is_not_a_tie():
     assert graph.find_ties(_DtypeRead(16), X) == ()
+
+
+class _SoftmaxOfAttentionOutput(nn.Module):
+    """A functional read-out: softmax over a pooled attention output is not a second attention."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.wte = nn.Embedding(256, width)
+        self.qkv = nn.Linear(width, 3 * width)
+
+    def forward(self, idx):
+        q, k, v = self.qkv(self.wte(idx)).chunk(3, dim=-1)
+        y = (q @ k.transpose(-2, -1) / 4.0).softmax(-1) @ v
+        return y.mean(1).softmax(-1)
+
+
+def test_softmax_over_an_attention_output_is_not_attention():
+    sites = _sites(_SoftmaxOfAttentionOutput, 16)[1]
+    assert [(s.kind, s.scale, s.query.stop, s.key.start) for s in sites] == [("explicit", 0.25, 16, 16)]
