@@ -4,6 +4,8 @@
     P = limits.torch.parameterise(factory, "muP", widths=(64, 128))     # factory(width) -> nn.Module
     r = limits.torch.coord_check(P, widths=(64, 128, 256, 512), data=(X, Y), optimizer="adam", lr=1e-2)
     r.passed, r.failures(), r.to_markdown(), r.plot()
+    P.optimizer(net, lr, weight_decay=wd); P.export_state_dict(net); P.import_state_dict(net, sd)
+    limits.torch.find_attention(net, example_inputs), limits.torch.find_ties(net)     # from the traced graph
     limits.check(limits.kernels.kernel(model, X), network=MyMLP)        # a user's module declared equal to model
 
 Submodules import torch only when an attribute is first used (``import limits.torch`` alone does not),
@@ -23,6 +25,8 @@ _EXPORTS = {
 
 _SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli")
 
+_EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
+_SUBMODULES += ("graph", "structure", "optim", "checkpoint")
 __all__ = sorted(_EXPORTS)
 
 

@@ -106,8 +106,9 @@ def cmd_coord_check(args):
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
     if args.param:
+        x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0")
+                              gauge=None if args.gauge == "derived" else "a0", example_inputs=(x,))
         r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, tol=args.tol,
                         seed=args.seed)
     else:
