@@ -44,7 +44,7 @@ class Attention(nn.Module):
     """Causal self-attention: packed qkv + SDPA (``kind="sdpa"``) or ``nn.MultiheadAttention`` (``"mha"``);
     ``scale``: the logit scale's factor relative to 1/√d (1 = torch's default)."""
 
-    def __init__(self, width, heads, kind="sdpa", scale=1.0):
+    def __init__(self, width, heads, kind="sdpa", scale=1.0, seq=SEQ):
         super().__init__()
         self.kind, self.heads, self.scale = kind, heads, float(scale)
         self.head_dim = width // heads
@@ -53,7 +53,7 @@ class Attention(nn.Module):
             self.proj = nn.Linear(width, width, bias=False)
         else:
             self.mha = nn.MultiheadAttention(width, heads, bias=False, batch_first=True)
-        self.register_buffer("mask", torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1), persistent=False)
+        self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -68,10 +68,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, width, heads, kind, scale):
+    def __init__(self, width, heads, kind, scale, seq):
         super().__init__()
         self.ln1 = nn.LayerNorm(width)
-        self.attn = Attention(width, heads, kind, scale)
+        self.attn = Attention(width, heads, kind, scale, seq)
         self.ln2 = nn.LayerNorm(width)
         self.fc = nn.Linear(width, 2 * width)
         self.fc2 = nn.Linear(2 * width, width)
@@ -84,13 +84,13 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The plain module (torch's own init, attention logit factor ``scale`` relative to 1/√d)."""
 
-    def __init__(self, width, heads=2, kind="sdpa", scale=1.0, layers=2):
+    def __init__(self, width, heads=2, kind="sdpa", scale=1.0, layers=2, vocab=VOCAB, seq=SEQ):
         super().__init__()
-        self.wte = nn.Embedding(VOCAB, width)
-        self.wpe = nn.Embedding(SEQ, width)
-        self.blocks = nn.ModuleList([Block(width, heads, kind, scale) for _ in range(layers)])
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(seq, width)
+        self.blocks = nn.ModuleList([Block(width, heads, kind, scale, seq) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width)
-        self.out = nn.Linear(width, VOCAB)
+        self.out = nn.Linear(width, vocab)
 
     def forward(self, idx):
         T = idx.shape[1]
@@ -104,7 +104,7 @@ def _is_hidden(name, p):
     return p.ndim == 2 and not name.startswith(("wte", "wpe", "out"))
 
 
-def gpt(width, attention="sdpa", heads=2, bug=None):
+def gpt(width, attention="sdpa", heads=2, bug=None, vocab=VOCAB, seq=SEQ):
     """μP GPT by hand (module docstring): ``(module, param_groups)``; ``heads``: a count or "width"."""
     if bug is not None and bug not in BUGS:
         raise ValueError(f"bug must be one of {sorted(BUGS)}, got {bug!r}")
@@ -119,7 +119,7 @@ def gpt(width, attention="sdpa", heads=2, bug=None):
         scale = 1.0
     elif bug == "heads_query_scale":
         scale = r ** -0.5                                   # the fixed-head-count rule applied to heads ∝ N
-    m = GPT(width, h, attention, scale)
+    m = GPT(width, h, attention, scale, vocab=vocab, seq=seq)
     with torch.no_grad():
         if bug != "readout_sp":
             m.out.weight.mul_(r ** -0.5)
@@ -138,16 +138,21 @@ def gpt(width, attention="sdpa", heads=2, bug=None):
     return m, groups
 
 
-def gpt_data(batch=16, seed=0):
+def gpt_data(batch=16, seed=0, vocab=VOCAB, seq=SEQ):
     """``batch`` random token sequences and their next tokens (integer targets: cross-entropy)."""
     g = torch.Generator().manual_seed(int(seed))
-    x = torch.randint(0, VOCAB, (batch, SEQ + 1), generator=g)
+    x = torch.randint(0, vocab, (batch, seq + 1), generator=g)
     return x[:, :-1], x[:, 1:]
 
 
 def sdpa_gpt(width):
     """μP GPT, packed qkv + F.scaled_dot_product_attention (module docstring)."""
     return gpt(width, "sdpa")
+
+
+def byte_gpt(width):
+    """The SDPA μP GPT byte-level: 256 tokens, sequence 32 (data: ``gpt_data(8, vocab=256, seq=32)``)."""
+    return gpt(width, "sdpa", vocab=256, seq=32)
 
 
 def mha_gpt(width):
@@ -160,4 +165,4 @@ def plain_mha_gpt(width):
     return GPT(width, 2, "mha")
 
 
-__all__ = ["GPT", "gpt", "gpt_data", "sdpa_gpt", "mha_gpt", "plain_mha_gpt", "BUGS"]
+__all__ = ["GPT", "gpt", "gpt_data", "sdpa_gpt", "byte_gpt", "mha_gpt", "plain_mha_gpt", "BUGS"]
