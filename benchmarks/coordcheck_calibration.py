@@ -117,12 +117,14 @@ def equivalence_modules():
             "the model's own to_torch module": (lambda w: t.MODEL.to_torch(w), t.MODEL)}
 
 
-def run_equivalence(calls, widths=(16, 32, 64), progress=print):
+def run_equivalence(calls, widths=(16, 32, 64), only=None, progress=print):
     """False refusals of ``equivalent()`` at its default draws (max_draws 2048, α = 0.01) on correct modules."""
     from limits.torch import NotEquivalent, equivalent
 
     out = {}
     for name, (f, model) in equivalence_modules().items():
+        if only and only not in name:
+            continue
         runs = []
         for s in range(calls):
             c = time.process_time()
@@ -139,12 +141,14 @@ def run_equivalence(calls, widths=(16, 32, 64), progress=print):
 
 def merge(parts):
     out = dict(parts[0], correct={}, bugs={}, cpu_seconds=0.0)
+    out.pop("equivalence", None)
     for p in parts:
         out["correct"].update({k: v for k, v in p["correct"].items() if v})
         out["bugs"].update({k: v for k, v in p["bugs"].items() if v["runs"]})
         out["cpu_seconds"] += p.get("cpu_seconds", 0.0)
         if p.get("equivalence"):
-            out["equivalence"] = p["equivalence"]
+            eq = out.setdefault("equivalence", dict(p["equivalence"], modules={}))
+            eq["modules"].update(p["equivalence"]["modules"])
     return out
 
 
@@ -220,7 +224,7 @@ def main(argv=None):
     t = time.process_time()
     data = run(a.checks, a.bug_checks, a.only, progress=lambda s: print(s, flush=True))
     if a.equivalence:
-        data["equivalence"] = run_equivalence(a.equivalence, progress=lambda s: print(s, flush=True))
+        data["equivalence"] = run_equivalence(a.equivalence, only=a.only, progress=lambda s: print(s, flush=True))
     data["cpu_seconds"] = time.process_time() - t
     data["torch"] = torch.__version__
     if a.json:

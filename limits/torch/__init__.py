@@ -21,7 +21,8 @@ _EXPORTS = {
     "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",
 }
 
-_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli")
+_SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents", "kernels", "equivalence", "resolve",
+               "demos", "handwritten", "cli")
 
 __all__ = sorted(_EXPORTS)
 

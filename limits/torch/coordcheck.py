@@ -43,7 +43,7 @@ from torch import nn
 
 from ..results import Result
 from ..stats import loglog_fit, mean_se
-from .apply_params import Parameterised, _TABLE_ROW, _exp, build_module as _build, classify, resolve_table
+from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import exponent_test
 from .network import torch_threads
 from .recording import describe, display_name, label, run_one
@@ -228,6 +228,7 @@ def predictions(p, role, query_exponent=0.0, head_dim_scales=True) -> tuple:
 
 
 _DWH = {"input": "dWh:in", "vector": "dWh:in", "hidden": "dWh:hidden", "output": "dWh:out"}
+_ROW = {"input": "input", "vector": "input", "hidden": "hidden", "output": "output"}      # vectors: finite fan-in
 
 
 def tensor_predictions(p, rule, optimizer) -> tuple:
@@ -236,8 +237,7 @@ def tensor_predictions(p, rule, optimizer) -> tuple:
     adam = optimizer in ("adam", "adamw")
     if rule.role == "constant":
         return math.nan, (0.0 if adam else math.nan), (0.0 if adam else math.nan)
-    row = _TABLE_ROW[rule.role]
-    a, b, c = (_exp(p, row, s) for s in "abc")
+    a, b, c = (float(p.exponent(_ROW[rule.role], s)) for s in "abc")
     effect = e[_DWH[rule.role]]
     fan_in_scales = rule.role in ("hidden", "output")
     update = -c if adam else effect - float(fan_in_scales) + a
