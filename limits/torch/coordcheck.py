@@ -46,7 +46,8 @@ from ..stats import loglog_fit, mean_se
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import exponent_test
 from .network import torch_threads
-from .recording import describe, display_name, label, run_one
+from .graph import find_attention, width_scaling
+from .recording import describe, display_name, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
 
@@ -168,7 +169,10 @@ class TorchCoordCheck(Result):
             c, pc = cell(T, 2)
             verdict = "**NO**" if name in fails else ("ok" if np.any(self.consistent[i] == 1) else "—")
             rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {c} | {pc} | {verdict} |")
-        return head + "\n" + "\n".join(rows) + "\n\n" + self.summary() + "\n"
+        miss = self.settings.get("attention_not_measured") or {}
+        note = ("\n\nAttention whose logits are not measured (not recognised in the traced forward): "
+                + "; ".join(f"{k} ({v})" for k, v in miss.items())) if miss else ""
+        return head + "\n" + "\n".join(rows) + note + "\n\n" + self.summary() + "\n"
 
     def __str__(self):
         return self.to_markdown()
@@ -452,15 +456,16 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     rule_of = {display_name(q.name): q for q in rules}
     loss_fn = loss or default_loss
     samples = order = None
-    descs, heads = {}, {}
+    descs, sites = {}, {}
     for wi, N in enumerate(widths):
         for s in range(seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
                 torch.manual_seed(int(seed) * 1_000_003 + s)
                 model, groups, X, Y, data = _build_run(factory, N, lr, data, seed)
-                if s == 0 and wi < 2:
+                if s == 0:
                     descs[N] = {n: describe(m) for n, m in model.named_modules()}
-                rows, res = run_one(model, rules, groups, X, Y, optimizer, lr, steps, loss_fn)
+                    sites[N] = _sites(model, X)
+                rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn)
             if order is None:
                 order = rows
                 if not any(k != "tensor" for _, k, _ in order):
@@ -470,19 +475,30 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
             for j, (key, kind, extra) in enumerate(order):
                 if key in idx:
                     samples[wi, s, j] = res[idx[key]]
-            if s == 0 and wi < 2:
-                heads[N] = {key: extra for key, kind, extra in rows if kind == "logits"}
     na, nb = widths[0], widths[1]
-    head_scales = {k: heads[nb].get(k) != d for k, d in heads[na].items()}
+    head_scales = {site_key(a.site): a.head_dim == "scales"
+                   for a in width_scaling(_known(sites[na]), _known(sites[nb]), na, nb)}
     pred, low, judged = _predict(p, order, rule_of, fl, optimizer, head_scales, steps)
     slope, sse, lo, hi, pv, cons = _fit(widths, samples, pred, low, judged, alpha)
     labels, kinds, rl = _labels(order, rule_of, descs, na, nb)
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
-                "head_dim_scales": {k: bool(v) for k, v in head_scales.items()}}
+                "head_dim_scales": {k: bool(v) for k, v in head_scales.items()},
+                "attention_not_measured": {s.name: s.reason or "unrecognised" for s in sites[na]
+                                           if s.kind == "unrecognised"}}
     return TorchCoordCheck(title, np.asarray(widths, float), labels, kinds, rl, steps, seeds, samples, slope, sse,
                            lo, hi, pred, low, np.repeat(judged[:, None, :], steps + 1, axis=1), pv, cons,
                            float(alpha), time.process_time() - t_cpu, settings)
+
+
+def _known(sites):
+    return tuple(s for s in sites if s.kind != "unrecognised")
+
+
+def _sites(model, X):
+    """The attention sites of the traced forward (:func:`limits.torch.graph.find_attention`)."""
+    with torch.random.fork_rng(devices=[]):
+        return find_attention(model, (X,))
 
 
 def _labels(order, rule_of, descs, na, nb):

@@ -12,7 +12,8 @@ read-out ``Linear(N, 16)`` — with μP (Adam) written by hand, relative to the 
     attention                                    logits q·k · √d₀/d   (= 1/√d at the base width; TP5's 1/d)
 
 ``attention="sdpa"``: a packed ``Linear(N, 3N)`` and ``F.scaled_dot_product_attention(..., scale=…)`` (nanoGPT);
-``"mha"``: ``nn.MultiheadAttention`` (its 1/√d corrected by scaling the query input by √(d₀/d));
+``"mha"``: ``nn.MultiheadAttention`` (its 1/√d corrected by scaling the query input by √(d₀/d)); ``"explicit"``:
+``softmax(q @ kᵀ · s) @ v`` written out;
 ``heads="width"``: heads ∝ width at head dimension 16 (then 1/√16 is already μP). The factory returns
 ``(module, [{"params", "lr_mult", "name"}])`` for ``coord_check(..., expect="muP")``. ``bug`` injects one of
 ``BUGS`` (the tensor or site it names is the culprit a check should report first).
@@ -48,7 +49,7 @@ class Attention(nn.Module):
         super().__init__()
         self.kind, self.heads, self.scale = kind, heads, float(scale)
         self.head_dim = width // heads
-        if kind == "sdpa":
+        if kind in ("sdpa", "explicit"):
             self.qkv = nn.Linear(width, 3 * width, bias=False)
             self.proj = nn.Linear(width, width, bias=False)
         else:
@@ -63,7 +64,12 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         s = None if self.scale == 1.0 else self.scale / math.sqrt(self.head_dim)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=s)
+        if self.kind == "explicit":                         # nanoGPT's slow path: softmax(q·kᵀ·s) v
+            att = (q @ k.transpose(-2, -1)) * (self.scale / math.sqrt(self.head_dim))
+            att = att.masked_fill(self.mask[:T, :T], float("-inf"))
+            y = torch.softmax(att, dim=-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=s)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 

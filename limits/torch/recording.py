@@ -3,10 +3,10 @@ batch (rms over all entries):
 
 * a **module** row (owner of an input/hidden/output weight, a normalisation): its output y_t —
   ``scale`` rms(y_t), ``change`` rms(y_t − y_0);
-* an **attention logits** row (``nn.MultiheadAttention``: q·k/√d from its packed in-projection;
-  ``F.scaled_dot_product_attention`` wherever it is called, seen through a ``TorchFunctionMode``: q·kᵀ·scale
-  from its own arguments, default scale 1/√d), named after the module that calls it: the same two quantities,
-  and the head dimension (to tell heads ∝ width from head dimension ∝ width);
+* an **attention logits** row for every attention site :func:`limits.torch.graph.find_attention` locates in the
+  traced forward (``nn.MultiheadAttention``, ``F.scaled_dot_product_attention`` with its own or the default
+  scale, explicit softmax(q·kᵀ·s)), logits s·q·kᵀ as the module computes them
+  (:func:`limits.torch.graph.capture_logits`), named ``<module>:logits``: the same two quantities;
 * a **tensor** row (every trainable parameter W): ``scale`` rms(W_t) and ``update`` rms(W_t − W_0) of the
   tensor as stored, and ``change`` — its effect: rms(M(x_0; W_t, rest at init) − M(x_0; all at init)), the
   owning module M's output on its own init input when only this tensor has moved (``torch.func.functional_call``;
@@ -15,14 +15,15 @@ batch (rms over all entries):
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call
-from torch.nn import functional as F
-from torch.overrides import TorchFunctionMode
+
+from .graph import capture_logits
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
 
@@ -33,6 +34,25 @@ def display_name(pname):
     if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1] == "original":
         return ".".join(parts[:-3] + [parts[-2]])
     return pname
+
+
+def site_key(site):
+    """The row name of an attention site: ``<module>:logits`` (``#k`` for the k-th in one module's forward)."""
+    return f"{site.module}:logits" + (f"#{site.ordinal + 1}" if site.ordinal else "")
+
+
+class _Appender(list):
+    """Stands in for capture_logits' list of one site: every captured logits tensor goes to the recorder."""
+
+    def __init__(self, rec, site):
+        super().__init__()
+        self.rec, self.site = rec, site
+
+    def append(self, logits):
+        if self.rec.on:
+            key = site_key(self.site)
+            self.rec.store[key] = logits.clone()
+            self.rec._add(key, "logits", self.site.head_dim)
 
 
 def module_rows(model, rules):
@@ -53,52 +73,6 @@ def module_rows(model, rules):
             raise ValueError(f"coord_check: attention {name!r} has separate q/k/v projections; only the packed "
                              "in_proj is recorded")
     return out
-
-
-def _mha_logits(mod, args, kwargs):
-    query = args[0] if args else kwargs["query"]
-    key = args[1] if len(args) > 1 else kwargs["key"]
-    if not mod.batch_first:
-        query, key = query.transpose(0, 1), key.transpose(0, 1)
-    E, h = mod.embed_dim, mod.num_heads
-    W, b = mod.in_proj_weight, mod.in_proj_bias
-    q = F.linear(query, W[:E], None if b is None else b[:E])
-    k = F.linear(key, W[E:2 * E], None if b is None else b[E:2 * E])
-    B, T, _ = q.shape
-    d = E // h
-    q = q.reshape(B, T, h, d)
-    k = k.reshape(B, key.shape[1], h, d)
-    return torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(d), d
-
-
-_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-
-
-def _sdpa_logits(args, kwargs):
-    a = dict(zip(_SDPA_ARGS, args))
-    a.update(kwargs)
-    if float(a.get("dropout_p") or 0.0) > 0:
-        raise ValueError(f"coord_check: F.scaled_dot_product_attention is called with dropout_p = "
-                         f"{a['dropout_p']}; use 0 (the check compares deterministic forwards)")
-    q, k = a["query"], a["key"]
-    if k.shape[-3:-2] != q.shape[-3:-2] and q.ndim >= 3 and k.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
-        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)           # grouped-query attention
-    d = q.shape[-1]
-    scale = a.get("scale")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    return (q @ k.transpose(-2, -1)) * scale, d
-
-
-class _SDPAMode(TorchFunctionMode):
-    def __init__(self, callback):
-        super().__init__()
-        self.callback = callback
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.scaled_dot_product_attention:
-            self.callback(args, kwargs)
-        return func(*args, **kwargs)
 
 
 def check_deterministic(model):
@@ -122,14 +96,15 @@ class Recorder:
     """Hooks on one model (module docstring). ``rows``: [(key, kind, extra)] in forward order after the first
     forward; kind "module" (extra: role), "logits" (extra: head dim), "tensor" (extra: parameter name)."""
 
-    def __init__(self, model, rules):
+    def __init__(self, model, rules, sites=()):
         self.model = model
+        self.sites = tuple(s for s in sites if s.kind != "unrecognised")
         self.mods = dict(model.named_modules())
         self.row_role = module_rows(model, rules)
         self.params = dict(model.named_parameters())
         self.on, self.first = True, True
         self.stack, self.order, self.store, self.calls = [], [], {}, {}
-        self.inputs0, self.hooks, self.sdpa_count = {}, [], {}
+        self.inputs0, self.hooks = {}, []
         rule = {display_name(q.name): q for q in rules}
         by_mod = {}
         for pn in self.params:
@@ -140,7 +115,14 @@ class Recorder:
         for name, mod in self.mods.items():
             self.hooks.append(mod.register_forward_pre_hook(self._pre(name), with_kwargs=True))
             self.hooks.append(mod.register_forward_hook(self._post(name)))
-        self.mode = _SDPAMode(self._sdpa)
+
+    @contextlib.contextmanager
+    def capturing(self):
+        """Around one forward: the attention logits of every located site go to the recorder."""
+        with capture_logits(self.model, self.sites) as store:
+            for s in self.sites:
+                store[s.name] = _Appender(self, s)
+            yield
 
     # ------------------------------------------------------------------ hooks
     def _add(self, key, kind, extra):
@@ -157,10 +139,6 @@ class Recorder:
                 self.inputs0[name] = (tuple(_detach(a) for a in args), {k: _detach(v) for k, v in kwargs.items()})
                 for pn in self.by_mod.get(name, ()):
                     self._add(pn, "tensor", pn)
-            if isinstance(mod, nn.MultiheadAttention) and name in self.row_role:
-                lg, d = _mha_logits(mod, args, kwargs)
-                self.store[name + ":logits"] = lg.detach().clone()
-                self._add(name + ":logits", "logits", d)
         return hook
 
     def _post(self, name):
@@ -173,17 +151,6 @@ class Recorder:
                 self.store[name] = _first(out).detach().clone()
                 self._add(name, "module", self.row_role[name])
         return hook
-
-    def _sdpa(self, args, kwargs):
-        if not self.on:
-            return
-        lg, d = _sdpa_logits(args, kwargs)
-        site = (self.stack[-1] if self.stack else "") + ":logits"
-        n = self.sdpa_count.get(site, 0)
-        self.sdpa_count[site] = n + 1
-        key = site if n == 0 else f"{site}#{n + 1}"
-        self.store[key] = lg.detach().clone()
-        self._add(key, "logits", d)
 
     def remove(self):
         for h in self.hooks:
@@ -238,19 +205,24 @@ def _detach(a):
     return a.detach().clone() if isinstance(a, torch.Tensor) else a
 
 
-def run_one(model, rules, groups, X, Y, optimizer, lr, steps, loss_fn):
+def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn):
     """(rows, values (n_rows, steps+1, 3)) of one training run (module docstring)."""
     model.train()
     check_deterministic(model)
-    rec = Recorder(model, rules)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        a, b = _first(model(X)), _first(model(X))
+    if not torch.equal(a, b):
+        raise ValueError("coord_check: two forwards of the same module on the same batch differ (dropout inside the "
+                         "forward, e.g. F.dropout or dropout_p in F.scaled_dot_product_attention?); the check "
+                         "compares deterministic forwards")
+    rec = Recorder(model, rules, sites)
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
     opt = cls(groups, lr=float(lr))
     res = first = None
     try:
         for t in range(steps + 1):
             opt.zero_grad()
-            rec.sdpa_count = {}
-            with rec.mode:
+            with rec.capturing():
                 out = model(X)
             if rec.first:
                 rec.first = False

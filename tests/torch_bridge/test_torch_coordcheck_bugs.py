@@ -56,14 +56,15 @@ def test_every_tensor_has_its_own_update_and_effect(sdpa):
     assert sdpa.tensors.index("blocks.0.attn.qkv.weight") < sdpa.tensors.index("blocks.0.attn.qkv")
 
 
-@pytest.mark.parametrize("variant", ["mha", "heads"])
-def test_the_correct_mha_and_fixed_head_dim_gpts_pass(variant):
-    f = hw.mha_gpt if variant == "mha" else functools.partial(hw.gpt, heads="width")
+@pytest.mark.parametrize("variant", ["mha", "heads", "explicit"])
+def test_the_correct_mha_explicit_and_fixed_head_dim_gpts_pass(variant):
+    f = {"mha": hw.mha_gpt, "heads": functools.partial(hw.gpt, heads="width"),
+         "explicit": functools.partial(hw.gpt, attention="explicit")}[variant]
     r = coord_check(f, WIDTHS, hw.gpt_data(), **KW)
     assert r.passed, r.summary()
     site = "blocks.0.attn.mha:logits" if variant == "mha" else "blocks.0.attn:logits"
-    assert r.settings["head_dim_scales"][site] is (variant == "mha")
-    assert r.exponent(site, "scale", step=0)[3] == (-0.5 if variant == "mha" else 0.0)
+    assert r.settings["head_dim_scales"][site] is (variant != "heads")
+    assert r.exponent(site, "scale", step=0)[3] == (0.0 if variant == "heads" else -0.5)
 
 
 @pytest.mark.parametrize("bug", sorted(hw.BUGS))
