@@ -72,6 +72,13 @@ def one(factory, expect, data, seed):
             "failing": r.failing_tensors()[:5], "cpu": r.cpu_seconds}
 
 
+def culprit_first(run, pattern):
+    """The first row a failing check names matches the bug's culprit pattern (``limits.torch.handwritten.BUGS``)."""
+    from fnmatch import fnmatchcase
+
+    return bool(run["failing"]) and any(fnmatchcase(run["failing"][0].split(" (")[0], p) for p in pattern.split("|"))
+
+
 def _rate(k, n):
     p = k / n
     return p, math.sqrt(max(p * (1 - p), 1.0 / n) / n)     # SE floored at the one-event level
@@ -93,11 +100,9 @@ def run(checks, bug_checks, only=None, progress=print):
             continue
         f = functools.partial(hw.gpt, bug=bug)
         runs = [one(f, "muP", hw.gpt_data(), 2000 + s) for s in range(bug_checks)]
-        for r in runs:
-            r["culprit_first"] = bool(r["failing"]) and r["failing"][0].split(" (")[0].startswith(culprit)
         out["bugs"][bug] = {"culprit": culprit, "what": what, "runs": runs}
         progress(f"{bug}: flagged {sum(not r['passed'] for r in runs)}/{bug_checks}, culprit first "
-                 f"{sum(r['culprit_first'] for r in runs)}")
+                 f"{sum(culprit_first(r, culprit) for r in runs)}")
     return out
 
 
@@ -140,11 +145,13 @@ def run_equivalence(calls, widths=(16, 32, 64), only=None, progress=print):
 
 
 def merge(parts):
+    from limits.torch.handwritten import BUGS
+
     out = dict(parts[0], correct={}, bugs={}, cpu_seconds=0.0)
     out.pop("equivalence", None)
     for p in parts:
         out["correct"].update({k: v for k, v in p["correct"].items() if v})
-        out["bugs"].update({k: v for k, v in p["bugs"].items() if v["runs"]})
+        out["bugs"].update({k: dict(v, culprit=BUGS[k][0]) for k, v in p["bugs"].items() if v["runs"]})
         out["cpu_seconds"] += p.get("cpu_seconds", 0.0)
         if p.get("equivalence"):
             eq = out.setdefault("equivalence", dict(p["equivalence"], modules={}))
@@ -171,7 +178,7 @@ def rows(data) -> list:
         runs = b["runs"]
         n = len(runs)
         p, se = _rate(sum(not r["passed"] for r in runs), n)
-        c, sc = _rate(sum(r["culprit_first"] for r in runs), n)
+        c, sc = _rate(sum(culprit_first(r, b["culprit"]) for r in runs), n)
         lines.append(f"| {b['what']} | {n} | {p:.2f} ± {se:.2f} | {c:.2f} ± {sc:.2f} | `{b['culprit']}` |")
     eq = data.get("equivalence")
     if eq:

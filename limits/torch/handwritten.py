@@ -16,7 +16,7 @@ read-out ``Linear(N, 16)`` — with μP (Adam) written by hand, relative to the 
 ``softmax(q @ kᵀ · s) @ v`` written out;
 ``heads="width"``: heads ∝ width at head dimension 16 (then 1/√16 is already μP). The factory returns
 ``(module, [{"params", "lr_mult", "name"}])`` for ``coord_check(..., expect="muP")``. ``bug`` injects one of
-``BUGS`` (the tensor or site it names is the culprit a check should report first).
+``BUGS`` (the rows its pattern matches are the culprits a check should report first).
 """
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ VOCAB = 16
 SEQ = 8
 BASE = 64
 HEAD_DIM = 16
-BUGS = {
+BUGS = {       # bug: (the culprit rows: fnmatch patterns over row names, "|"-separated; what is wrong)
     "readout_sp": ("out.weight", "read-out left as in SP (init ∝ N^−½, learning rate η)"),
-    "sdpa_sqrt_d": ("blocks.0.attn", "attention 1/√d in F.scaled_dot_product_attention"),
-    "mha_sqrt_d": ("blocks.0.attn", "attention 1/√d in nn.MultiheadAttention"),
-    "hidden_lr": ("blocks.0.attn.qkv.weight", "hidden learning rate not divided by width (Adam)"),
-    "embedding_hidden_lr": ("wte.weight", "input embeddings given the hidden learning rate η/r"),
-    "ln_hidden_lr": ("blocks.0.ln1.weight", "LayerNorm gains given the hidden learning rate η/r"),
-    "heads_query_scale": ("blocks.0.attn", "heads ∝ width, query still scaled as for a fixed head count"),
+    "sdpa_sqrt_d": ("blocks.*.attn:logits", "attention 1/√d in F.scaled_dot_product_attention"),
+    "mha_sqrt_d": ("blocks.*.attn.mha:logits", "attention 1/√d in nn.MultiheadAttention"),
+    "hidden_lr": ("blocks.*.attn.*weight|blocks.*.fc*.weight", "hidden learning rate not divided by width (Adam)"),
+    "embedding_hidden_lr": ("w[tp]e.weight", "input embeddings given the hidden learning rate η/r"),
+    "ln_hidden_lr": ("*ln*.weight", "LayerNorm gains given the hidden learning rate η/r"),
+    "heads_query_scale": ("blocks.*.attn:logits", "heads ∝ width, query still scaled as for a fixed head count"),
 }
 
 
@@ -106,6 +106,13 @@ class GPT(nn.Module):
         return self.out(self.ln_f(x))
 
 
+def is_culprit(row, bug):
+    """Whether the row name ``row`` (its label's part before " (") is one of ``bug``'s culprits."""
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(row.split(" (")[0], pat) for pat in BUGS[bug][0].split("|"))
+
+
 def _is_hidden(name, p):
     return p.ndim == 2 and not name.startswith(("wte", "wpe", "out"))
 
@@ -171,4 +178,4 @@ def plain_mha_gpt(width):
     return GPT(width, 2, "mha")
 
 
-__all__ = ["GPT", "gpt", "gpt_data", "sdpa_gpt", "byte_gpt", "mha_gpt", "plain_mha_gpt", "BUGS"]
+__all__ = ["GPT", "gpt", "is_culprit", "gpt_data", "sdpa_gpt", "byte_gpt", "mha_gpt", "plain_mha_gpt", "BUGS"]
