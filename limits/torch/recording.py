@@ -9,8 +9,8 @@ batch (rms over all entries):
   (:func:`limits.torch.graph.capture_logits`), named ``<module>:logits``: the same two quantities;
 * a **tensor** row (every trainable parameter W): ``scale`` rms(W_t) and ``update`` rms(W_t − W_0) of the
   tensor as stored, and ``change`` — its effect: rms(M(x_0; W_t, rest at init) − M(x_0; all at init)), the
-  owning module M's output on its own init input when only this tensor has moved (``torch.func.functional_call``;
-  M is the nearest ancestor the forward calls). The effect is what a learning-rate or multiplier mistake on this
+  owning module M's output on its own init input when only this tensor has moved (M is the nearest ancestor the
+  forward calls). The effect is what a learning-rate or multiplier mistake on this
   tensor changes, whichever gauge (forward multipliers) the module uses.
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call
 
 from .graph import capture_logits
 
@@ -103,7 +102,7 @@ class Recorder:
         self.row_role = module_rows(model, rules)
         self.params = dict(model.named_parameters())
         self.on, self.first = True, True
-        self.stack, self.order, self.store, self.calls = [], [], {}, {}
+        self.order, self.store, self.calls = [], {}, {}
         self.inputs0, self.hooks = {}, []
         rule = {display_name(q.name): q for q in rules}
         by_mod = {}
@@ -134,7 +133,6 @@ class Recorder:
         def hook(mod, args, kwargs):
             if not self.on:
                 return
-            self.stack.append(name)
             if self.first and name not in self.inputs0:
                 self.inputs0[name] = (tuple(_detach(a) for a in args), {k: _detach(v) for k, v in kwargs.items()})
                 for pn in self.by_mod.get(name, ()):
@@ -145,8 +143,6 @@ class Recorder:
         def hook(mod, args, out):
             if not self.on:
                 return
-            if self.stack and self.stack[-1] == name:
-                self.stack.pop()
             if name in self.row_role:
                 self.store[name] = _first(out).detach().clone()
                 self._add(name, "module", self.row_role[name])
@@ -178,27 +174,35 @@ class Recorder:
                 m, rel = self.owner(pn)
                 self.own[pn] = (m, rel)
                 if m is not None and m not in self.y0:
-                    self.y0[m] = self._call(m, {})
+                    self.y0[m] = self._call(m)
 
-    def _call(self, mname, override):
+    def _call(self, mname, keep=None):
+        """The owner's output on its init input with every parameter at its init value but ``keep`` (a relative
+        name), which stays at its current value. Values are swapped in place (``copy_``), so parameters keep
+        attributes their module's forward reads (e.g. mup's ``infshape``), then restored."""
         mod = self.mods[mname]
         pre = mname + "." if mname else ""
-        params = {n[len(pre):]: self.p0[n] for n in self.p0 if n.startswith(pre) or not mname}
-        params.update(override)
-        args, kwargs = self.inputs0[mname]
+        saved = []
         self.on = False
         try:
-            return _first(functional_call(mod, params, args, kwargs)).detach()
+            with torch.no_grad():
+                for rel, p in mod.named_parameters():
+                    if rel != keep:
+                        saved.append((p, p.detach().clone()))
+                        p.copy_(self.p0[pre + rel])
+                args, kwargs = self.inputs0[mname]
+                return _first(mod(*args, **kwargs)).detach().clone()
         finally:
+            with torch.no_grad():
+                for p, v in saved:
+                    p.copy_(v)
             self.on = True
 
     def effect(self, pname):
         m, rel = self.own[pname]
         if m is None:
             return math.nan
-        with torch.no_grad():
-            y = self._call(m, {rel: self.params[pname].detach()})
-        return _rms(y - self.y0[m])
+        return _rms(self._call(m, keep=rel) - self.y0[m])
 
 
 def _detach(a):
@@ -224,33 +228,39 @@ def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn):
             opt.zero_grad()
             with rec.capturing():
                 out = model(X)
+            loss = None
+            if t < steps:                  # backward before any in-place swap of the effects below
+                loss = loss_fn(out, Y)
+                if torch.isfinite(loss):
+                    loss.backward()
             if rec.first:
                 rec.first = False
                 rec.init_tensors()
                 res = np.full((len(rec.order), steps + 1, 3), np.nan)
                 first = {k: rec.store[k] for k, kind, _ in rec.order if kind != "tensor"}
-            for i, (key, kind, pn) in enumerate(rec.order):
-                if kind == "tensor":
-                    w = rec.params[pn].detach()
-                    res[i, t, 0] = _rms(w)
-                    if t > 0:
-                        res[i, t, 2] = _rms(w - rec.p0[pn])
-                        res[i, t, 1] = rec.effect(pn)
-                    continue
-                y = rec.store[key]
-                res[i, t, 0] = _rms(y)
-                if t > 0:
-                    res[i, t, 1] = _rms(y - first[key])
-            if t == steps:
+            _record(rec, res, first, t)
+            if loss is None or not torch.isfinite(loss):
                 break
-            loss = loss_fn(out, Y)
-            if not torch.isfinite(loss):
-                break
-            loss.backward()
             opt.step()
     finally:
         rec.remove()
     return rec.order, res
+
+
+def _record(rec, res, first, t):
+    """Row values after step t into ``res[:, t]`` (module docstring)."""
+    for i, (key, kind, pn) in enumerate(rec.order):
+        if kind == "tensor":
+            w = rec.params[pn].detach()
+            res[i, t, 0] = _rms(w)
+            if t > 0:
+                res[i, t, 2] = _rms(w - rec.p0[pn])
+                res[i, t, 1] = rec.effect(pn)
+            continue
+        y = rec.store[key]
+        res[i, t, 0] = _rms(y)
+        if t > 0:
+            res[i, t, 1] = _rms(y - first[key])
 
 
 def describe(mod):
