@@ -64,10 +64,15 @@ def old_verdict(r, tol=0.1):
     return not bad
 
 
-def one(factory, expect, data, seed):
+SAMPLES = None          # a folder: every check's result is saved there too (--samples)
+
+
+def one(factory, expect, data, seed, tag=""):
     from limits.torch import coord_check
 
     r = coord_check(factory, WIDTHS, data, expect=expect, seed=seed, **SETTINGS)
+    if SAMPLES:
+        r.save(Path(SAMPLES) / "".join(c if c.isalnum() else "_" for c in tag) / str(seed))
     return {"seed": seed, "passed": bool(r.passed), "old_passed": bool(old_verdict(r)), "tests": r.tests,
             "failing": r.failing_tensors()[:5], "cpu": r.cpu_seconds}
 
@@ -84,23 +89,30 @@ def _rate(k, n):
     return p, math.sqrt(max(p * (1 - p), 1.0 / n) / n)     # SE floored at the one-event level
 
 
-def run(checks, bug_checks, only=None, progress=print):
+def run(checks, bug_checks, only=None, progress=print, save=None):
+    """Calibration data; ``save(data)`` is called after every check (a partial run keeps what it measured)."""
     from limits.torch import handwritten as hw
 
     out = {"widths": WIDTHS, "settings": SETTINGS, "alpha": 0.05, "correct": {}, "bugs": {}}
     for name, (f, expect, data) in correct_modules().items():
         if (only and only not in name) or not checks:
             continue
-        runs = [one(f, expect, data, 1000 + s) for s in range(checks)]
-        out["correct"][name] = runs
+        runs = out["correct"][name] = []
+        for s in range(checks):
+            runs.append(one(f, expect, data, 1000 + s, name))
+            if save:
+                save(out)
         progress(f"{name}: {sum(not r['passed'] for r in runs)}/{checks} false alarms "
                  f"(previous rule {sum(not r['old_passed'] for r in runs)})")
     for bug, (culprit, what) in hw.BUGS.items():
         if (only and only not in bug) or not bug_checks:
             continue
         f = functools.partial(hw.gpt, bug=bug)
-        runs = [one(f, "muP", hw.gpt_data(), 2000 + s) for s in range(bug_checks)]
-        out["bugs"][bug] = {"culprit": culprit, "what": what, "runs": runs}
+        runs = out["bugs"].setdefault(bug, {"culprit": culprit, "what": what, "runs": []})["runs"]
+        for s in range(bug_checks):
+            runs.append(one(f, "muP", hw.gpt_data(), 2000 + s, bug))
+            if save:
+                save(out)
         progress(f"{bug}: flagged {sum(not r['passed'] for r in runs)}/{bug_checks}, culprit first "
                  f"{sum(culprit_first(r, culprit) for r in runs)}")
     return out
@@ -209,6 +221,7 @@ def main(argv=None):
     ap.add_argument("--equivalence", type=int, default=0, help="calls of equivalent() per correct module")
     ap.add_argument("--only", help="a substring of one module or bug name (partial runs, merged with --merge)")
     ap.add_argument("--json", help="write the data here")
+    ap.add_argument("--samples", help="also save every check's result (.npz + .json) under this folder")
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
     ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
     ap.add_argument("--write", action="store_true", help="write the README rows")
@@ -229,7 +242,16 @@ def main(argv=None):
 
     torch.set_num_threads(1)
     t = time.process_time()
-    data = run(a.checks, a.bug_checks, a.only, progress=lambda s: print(s, flush=True))
+    global SAMPLES
+    SAMPLES = a.samples
+
+    def save(d):
+        if a.json:
+            from limits.results import atomic_write_text
+
+            atomic_write_text(a.json, json.dumps(d, indent=1))
+
+    data = run(a.checks, a.bug_checks, a.only, progress=lambda s: print(s, flush=True), save=save)
     if a.equivalence:
         data["equivalence"] = run_equivalence(a.equivalence, only=a.only, progress=lambda s: print(s, flush=True))
     data["cpu_seconds"] = time.process_time() - t

@@ -5,7 +5,8 @@ A coordinate-check quantity at width N is a sum of a coherent Θ(N^p) part and w
 (central-limit fluctuations), which enter at relative order N^{-1/2}; e.g. the read-out's first-step change
 ΔW_out·h + W_out·Δh under μP: the second term's uncorrelated part is N^{-1/2} of the first. So the null model is
 
-    m_N = a N^p + b N^{p−½}   (+ c N^{lo} for a predicted crossover range [lo, p], lo ∉ {p, p − ½})
+    m_N = a N^p + b N^{p−½}   (+ c N^{lo} + d N^{lo−½} for a predicted crossover range [lo, p], terms not
+                                 already present; at most k − 1 terms for k widths)
 
 fitted by weighted least squares, and the prediction is *consistent* when
 
@@ -15,7 +16,7 @@ fitted by weighted least squares, and the prediction is *consistent* when
    ν = k(S − 1) − 2 degrees of freedom instead of S − 1 per width;
 2. the leading term dominates where it should (point predictions only): a > 0 and |b| N_max^{−½} ≤ a — at
    the largest width the correction is at most the leading term (otherwise the data are N^{p−½}, not N^p);
-   for a range, no fitted coefficient is significantly negative (2 SE).
+   for a range, neither end's coefficient (a, c) is significantly negative (2 SE): a crossover adds the two.
 
 A check runs m such tests; each is done at α/m (Bonferroni), so a correct module fails with probability ≤ α
 when the null model holds. The false-alarm rate and the power on injected bugs are measured in
@@ -59,10 +60,11 @@ def exponent_test(widths, samples, predicted, predicted_low=None):
         return math.nan, False
     hi = float(predicted)
     lo = hi if predicted_low is None or not np.isfinite(predicted_low) else float(predicted_low)
-    exps = [hi, hi - 0.5] + ([lo] if lo < hi and not math.isclose(lo, hi - 0.5) else [])
+    exps = [hi, hi - 0.5]
+    if lo < hi:                            # a crossover: the lower end and its own correction
+        exps += [e for e in (lo, lo - 0.5) if not any(math.isclose(e, f) for f in exps)]
     k = len(xs)
-    if k <= len(exps) - 1:
-        exps = exps[:k - 1]
+    exps = exps[:max(2, k - 1)]
     s = np.sqrt(se ** 2 + (m / xs) ** 2)
     A = xs[:, None] ** np.asarray(exps)[None, :]
     Aw = A / s[:, None]
@@ -75,8 +77,9 @@ def exponent_test(widths, samples, predicted, predicted_low=None):
     if lo == hi:
         nmax = xs.max()
         regime = coef[0] > 0 and abs(coef[1]) * nmax ** (hi - 0.5) <= coef[0] * nmax ** hi
-    else:
-        regime = bool(np.all(coef >= -2 * csd))
+    else:                                  # the two ends of a crossover add up; corrections have either sign
+        ends = [i for i, e in enumerate(exps) if math.isclose(e, hi) or math.isclose(e, lo)]
+        regime = bool(np.all(coef[ends] >= -2 * csd[ends]))
     return p, bool(regime)
 
 
