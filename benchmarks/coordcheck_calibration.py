@@ -67,14 +67,35 @@ def old_verdict(r, tol=0.1):
 SAMPLES = None          # a folder: every check's result is saved there too (--samples)
 
 
+def _tag(tag):
+    return "".join(c if c.isalnum() else "_" for c in tag)
+
+
+def _summary(r, seed):
+    return {"seed": seed, "passed": bool(r.passed), "old_passed": bool(old_verdict(r)), "tests": r.tests,
+            "failing": r.failing_tensors()[:5], "cpu": r.cpu_seconds}
+
+
 def one(factory, expect, data, seed, tag=""):
     from limits.torch import coord_check
 
     r = coord_check(factory, WIDTHS, data, expect=expect, seed=seed, **SETTINGS)
     if SAMPLES:
-        r.save(Path(SAMPLES) / "".join(c if c.isalnum() else "_" for c in tag) / str(seed))
-    return {"seed": seed, "passed": bool(r.passed), "old_passed": bool(old_verdict(r)), "tests": r.tests,
-            "failing": r.failing_tensors()[:5], "cpu": r.cpu_seconds}
+        r.save(Path(SAMPLES) / _tag(tag) / str(seed))
+    return _summary(r, seed)
+
+
+def rejudge_all(data, folder):
+    """Every run's verdict recomputed from its saved samples (``--samples``) by the current exponent test."""
+    from limits.torch.coordcheck import TorchCoordCheck, rejudge
+
+    groups = [(name, runs) for name, runs in data["correct"].items()]
+    groups += [(bug, b["runs"]) for bug, b in data["bugs"].items()]
+    for tag, runs in groups:
+        for i, run_ in enumerate(runs):
+            r = rejudge(TorchCoordCheck.load(Path(folder) / _tag(tag) / str(run_["seed"])))
+            runs[i] = dict(_summary(r, run_["seed"]), cpu=run_["cpu"])
+    return data
 
 
 def culprit_first(run, pattern):
@@ -223,6 +244,8 @@ def main(argv=None):
     ap.add_argument("--json", help="write the data here")
     ap.add_argument("--samples", help="also save every check's result (.npz + .json) under this folder")
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
+    ap.add_argument("--rejudge", metavar="FOLDER", help="with --merge: recompute every verdict from the samples saved "
+                                                       "under FOLDER by --samples")
     ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
     ap.add_argument("--write", action="store_true", help="write the README rows")
     a = ap.parse_args(argv)
@@ -230,6 +253,8 @@ def main(argv=None):
         from limits.results import atomic_write_text
 
         data = merge([json.loads(Path(p).read_text()) for p in a.merge])
+        if a.rejudge:
+            data = rejudge_all(data, a.rejudge)
         atomic_write_text(a.json or DATA, json.dumps(data, indent=1))
         return 0
     if a.rows or a.write:

@@ -491,6 +491,17 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                            float(alpha), time.process_time() - t_cpu, settings)
 
 
+def rejudge(r, alpha=None) -> TorchCoordCheck:
+    """``r`` with its verdicts recomputed from its samples and predictions by this version's exponent test
+    (at ``alpha``, default r's own): a saved check judged again without training anything."""
+    import dataclasses
+
+    a = r.alpha if alpha is None else float(alpha)
+    slope, sse, lo, hi, pv, cons = _fit(r.widths, r.samples, r.predicted, r.predicted_low, r.judged[:, 0, :], a)
+    return dataclasses.replace(r, slope=slope, slope_se=sse, ci_low=lo, ci_high=hi, p_value=pv, consistent=cons,
+                               alpha=a)
+
+
 def _known(sites):
     return tuple(s for s in sites if s.kind != "unrecognised")
 
@@ -547,5 +558,5 @@ def synthetic_data(factory, width=64, batch=16, seq=8, seed=0):
     return X, Y
 
 
-__all__ = ["coord_check", "TorchCoordCheck", "predictions", "tensor_predictions", "synthetic_data", "default_loss",
+__all__ = ["coord_check", "rejudge", "TorchCoordCheck", "predictions", "tensor_predictions", "synthetic_data", "default_loss",
            "QUANTITIES"]

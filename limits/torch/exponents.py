@@ -16,7 +16,8 @@ fitted by weighted least squares, and the prediction is *consistent* when
    ν = k(S − 1) − 2 degrees of freedom instead of S − 1 per width;
 2. the leading term dominates where it should (point predictions only): a > 0 and |b| N_max^{−½} ≤ a — at
    the largest width the correction is at most the leading term (otherwise the data are N^{p−½}, not N^p);
-   for a range, neither end's coefficient (a, c) is significantly negative (2 SE): a crossover adds the two.
+   for a range, neither end is significantly negative (2 SE): the upper end's coefficient a, and the lower
+   end's part c N^{lo} + d N^{lo−½} at every width — a crossover adds the two.
 
 A check runs m such tests; each is done at α/m (Bonferroni), so a correct module fails with probability ≤ α
 when the null model holds. The false-alarm rate and the power on injected bugs are measured in
@@ -78,8 +79,11 @@ def exponent_test(widths, samples, predicted, predicted_low=None):
         nmax = xs.max()
         regime = coef[0] > 0 and abs(coef[1]) * nmax ** (hi - 0.5) <= coef[0] * nmax ** hi
     else:                                  # the two ends of a crossover add up; corrections have either sign
-        ends = [i for i, e in enumerate(exps) if math.isclose(e, hi) or math.isclose(e, lo)]
-        regime = bool(np.all(coef[ends] >= -2 * csd[ends]))
+        lower = [i for i, e in enumerate(exps) if i >= 2 or math.isclose(e, lo)]
+        AL = A[:, lower]
+        part = AL @ coef[lower]                          # the lower end with its correction, at every width
+        part_sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", AL, cov[np.ix_(lower, lower)], AL), 0.0))
+        regime = bool(coef[0] >= -2 * csd[0] and np.all(part >= -2 * part_sd))
     return p, bool(regime)
 
 
