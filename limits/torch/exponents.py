@@ -13,7 +13,8 @@ fitted by weighted least squares, and the prediction is *consistent* when
 1. the model fits: χ² = Σ_N (m_N − fit_N)² / s_N² against (k − n_par)·F(k − n_par, ν), with s_N² the SE² of the
    mean plus (m_N/N)² (unmodelled O(1/N) corrections). The seed variance is pooled over the k widths by the
    power law log(var_N/m_N²) = α + γ log N (seed fluctuations of a width-N quantity vary as a power of N), so
-   ν = k(S − 1) − 2 degrees of freedom instead of S − 1 per width;
+   ν = k(S − 1) − 2 degrees of freedom instead of S − 1 per width (a width whose own seeds vary more keeps its
+   own variance: the pooled fit never makes a width look more precise than its seeds say);
 2. the leading term dominates where it should (point predictions only): a > 0 and |b| N_max^{−½} ≤ a — at
    the largest width the correction is at most the leading term (otherwise the data are N^{p−½}, not N^p);
    for a range, neither end is significantly negative (2 SE): the upper end's coefficient a, and the lower
@@ -33,7 +34,8 @@ from scipy import special, stats
 
 def _pooled(xs, samples):
     """(mean, SE, dof) per width of ``samples`` (k widths, S seeds): the relative seed variance pooled over
-    widths by log(var/m²) = α + γ log N (fitted on the sample log-variances, their χ²_{S−1} bias removed)."""
+    widths by log(var/m²) = α + γ log N (fitted on the sample log-variances, their χ²_{S−1} bias removed), never
+    below a width's own sample variance."""
     y = np.asarray(samples, float)
     k, S = y.shape
     m = y.mean(axis=1)
@@ -46,7 +48,7 @@ def _pooled(xs, samples):
     lx = np.log(xs[ok])
     coef = np.polyfit(lx, np.log(var[ok] / m[ok] ** 2) - bias, 1)
     rel = np.exp(np.polyval(coef, np.log(xs)))
-    return m, np.sqrt(rel * m ** 2 / S), int(ok.sum()) * nu - 2
+    return m, np.sqrt(np.maximum(rel * m ** 2, var) / S), int(ok.sum()) * nu - 2
 
 
 def exponent_test(widths, samples, predicted, predicted_low=None):
