@@ -15,8 +15,8 @@ fitted by weighted least squares, and the prediction is *consistent* when
    power law log(var_N/m_N²) = α + γ log N (seed fluctuations of a width-N quantity vary as a power of N), so
    ν = k(S − 1) − 2 degrees of freedom instead of S − 1 per width (a width whose own seeds vary more keeps its
    own variance: the pooled fit never makes a width look more precise than its seeds say);
-2. the leading term dominates where it should (point predictions only): a > 0 and |b| N_max^{−½} ≤ a — at
-   the largest width the correction is at most the leading term (otherwise the data are N^{p−½}, not N^p);
+2. the leading term is there (point predictions): a > 0, and either it dominates at the largest width
+   (|b| N_max^{−½} ≤ a) or it is significantly positive (a > 2 SE) — otherwise the data are N^{p−½}, not N^p;
    for a range, neither end is significantly negative (2 SE): the upper end's coefficient a, and the lower
    end's part c N^{lo} + d N^{lo−½} at every width — a crossover adds the two.
 
@@ -79,7 +79,8 @@ def exponent_test(widths, samples, predicted, predicted_low=None):
     csd = np.sqrt(np.maximum(np.diag(cov), 0.0))
     if lo == hi:
         nmax = xs.max()
-        regime = coef[0] > 0 and abs(coef[1]) * nmax ** (hi - 0.5) <= coef[0] * nmax ** hi
+        dominates = abs(coef[1]) * nmax ** (hi - 0.5) <= coef[0] * nmax ** hi
+        regime = coef[0] > 0 and (dominates or coef[0] > 2 * csd[0])
     else:                                  # the two ends of a crossover add up; corrections have either sign
         lower = [i for i, e in enumerate(exps) if i >= 2 or math.isclose(e, lo)]
         AL = A[:, lower]
