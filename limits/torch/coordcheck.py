@@ -26,7 +26,8 @@ the crossover still under way at widths 64…512). Logits get [min(own, e_x + q)
 also move through the changed input stream x (an uncorrelated contraction, N^{e_x + q}).
 
 The verdict (:func:`limits.torch.exponents.exponent_test`) allows each exponent its leading finite-width
-correction, m_N = a N^p + b N^{p−½}, and requires the leading term to dominate at the largest width; each of the
+correction, m_N = a N^p + b N^{p−½}, and requires the leading term to be present (dominant at the largest width
+or significantly positive); a crossover range [lo, p] adds the lower end and its correction; each of the
 m judged fits is tested at α/m (Bonferroni), so a correct module is flagged with probability ≤ α (default 5 %;
 measured in ``benchmarks/coordcheck_calibration.py``). ``failures()`` lists culprits first: tensors whose own
 effect deviates, then rows wrong at init, then the rest, each in forward order.
