@@ -189,10 +189,9 @@ def test_inputs_alone_get_fixed_random_targets():
 # with the culprit named first, and the correct modules pass; per-tensor rows (item 6); optimizer groups that
 # cannot support a verdict are refused (issue 31 item 6).
 # 
-# Statistics: every check has a fixed seed. The correct modules fail with probability ≤ 0.05 each by construction
-# (family-wise α); measured 0/40 per module (benchmarks/coordcheck_calibration.py), so a spurious failure here has
-# probability below about 0.07 per module at 95 % confidence, and none occurs at these seeds. Bugs are flagged in
-# 20/20 calibration checks each.
+# Statistics: every check has a fixed seed. A correct module fails with probability ≤ 0.05 by construction
+# (family-wise α); measured 0/40 (MLP), 0/21 (SDPA GPT), 0/18 (MHA GPT) in benchmarks/coordcheck_calibration.py,
+# none at these seeds. Each bug calibrated so far is flagged in every calibration check (the README table).
 BUG_WIDTHS = (32, 64, 128, 256)          # as benchmarks/coordcheck_calibration.py
 KW = dict(lr=1e-2, steps=3, seeds=4, expect="muP")
 
