@@ -23,7 +23,8 @@ _EXPORTS = {
     "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",
 }
 
-_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli")
+_SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents", "kernels", "equivalence", "resolve",
+               "demos", "handwritten", "cli")
 
 _EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
 _SUBMODULES += ("graph", "structure", "optim", "checkpoint")

@@ -10,7 +10,9 @@
 without PYTHONPATH) or a demo of limits (``limits.torch.demos:mlp``, no ``--allow``); the rule is
 :mod:`limits.resolver`'s, and an error in the user's code exits 2 with one line naming it.
 
-Exit 0 when every tensor behaves as predicted, 1 when one does not (named in the output), 2 on bad input.
+Exit 0 when every tensor behaves as predicted, 1 when one does not (the line "Not as predicted: …" names the
+failing rows, culprit first), 2 on bad input (and on optimizer groups that cannot support a verdict: no trainable
+tensor, a tensor not in the module, a learning rate ≤ 0).
 This module imports torch only when the command runs (the parser is built without it).
 """
 from __future__ import annotations
@@ -38,7 +40,8 @@ def register(sub):
     s.add_argument("--steps", type=int, default=3)
     s.add_argument("--seeds", type=int, default=4)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--tol", type=float, default=0.1, help="widening of the 95%% CI for the verdict (default 0.1)")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise false-alarm level of the verdict on a correct module (default 0.05)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
                    help="a0: init and learning rates only (default); derived: the solver's gauge with forward multipliers")
     s.add_argument("--data", metavar="MODULE:FUNCTION",
@@ -81,8 +84,8 @@ def _check_args(args):
         raise ValueError(f"--steps must lie in [1, {MAX_STEPS}] (a coordinate check takes a few steps), got {args.steps}")
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
-    if not (math.isfinite(args.tol) and args.tol >= 0):
-        raise ValueError(f"--tol must be a finite number >= 0, got {args.tol}")
+    if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
+        raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
 
 
 def cmd_coord_check(args):
@@ -109,11 +112,11 @@ def cmd_coord_check(args):
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
                               gauge=None if args.gauge == "derived" else "a0", example_inputs=(x,))
-        r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, tol=args.tol,
+        r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:
         r = coord_check(factory, widths, data, optimizer=args.optimizer, lr=args.lr, steps=args.steps,
-                        seeds=args.seeds, expect=args.expect, tol=args.tol, seed=args.seed)
+                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed)
     print(r.to_markdown())
     if args.save:
         r.save(args.save)
@@ -121,7 +124,5 @@ def cmd_coord_check(args):
         import matplotlib
 
         matplotlib.use("Agg")
-        ax = r.plot()
-        ax.figure.tight_layout()
-        ax.figure.savefig(args.plot)
+        r.plot(args.plot)
     return 0 if r.passed else 1
