@@ -38,6 +38,11 @@ class SerialKernelResult(Result):
         a = self.nngp if self.nngp is not None else self.ntk
         return a.shape
 
+    def __str__(self):
+        from .cross import kernel_summary
+
+        return kernel_summary(self)
+
 
 def _inputs(X, name):
     X = finite_array(X, name)
