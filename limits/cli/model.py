@@ -34,7 +34,9 @@ def read_array(path, option):
     from .kernels import load_matrix as _load_matrix
 
     p = Path(path)
-    if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends
+    if not p.exists():                        # named once (not "cannot read X: file X does not exist")
+        raise ValueError(f"{option}: file {path} does not exist")
+    if not p.is_file():                       # a FIFO would block, /dev/zero never ends
         raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
                          "give an .npy/.npz/.csv/.txt file")
     if p.suffix in (".csv", ".txt") and p.is_file() and p.stat().st_size > MAX_TEXT_ARRAY_BYTES:
