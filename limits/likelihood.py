@@ -16,10 +16,10 @@ The joint maximum is (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)); it is exact up to t
 with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
 covariance. ``noise_only`` fixes s² (the noise-only fit, :func:`ml_noise`).
 
-Why the scale matters: the NNGP of deep or convolutional networks has a large constant part (CNN-GP with
-global average pooling on 8×8 digits: every correlation above 0.978), so at s² = 1 the only way the
-likelihood can match the targets' variance is a large σ² that over-smooths the posterior mean (digits,
-docs/theory/predict.rst §2: test accuracy 76 % instead of 98 %). Fitting s² lets σ² measure the noise.
+Why the scale matters: the NNGP of deep or convolutional networks has a large constant part (a CNN-GP with
+global average pooling on the 8×8 digits has every correlation above 0.7), so at s² = 1 the only way the
+likelihood can match the targets' variance is a large σ² that over-smooths the posterior mean (the accuracy
+table of docs/theory/predict.rst §3). Fitting s² lets σ² measure the noise; when to fix it by hand: §2 there.
 """
 from __future__ import annotations
 

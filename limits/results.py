@@ -267,6 +267,27 @@ def model_label(d) -> str:
     return "a model" + (f" ({d['activation']})" if isinstance(d.get("activation"), str) else "")
 
 
+def kernel_summary(r) -> str:
+    """One paragraph with the key numbers of a kernel result ``r`` (``nngp``/``ntk``, ``symmetric``, ``model``):
+    the shape, and per kernel its diagonal range and the range of its correlations K_ij/√(K_ii K_jj)
+    (symmetric) or of its entries (cross)."""
+    A = r.nngp if r.nngp is not None else r.ntk
+    head = (f"{type(r).__name__}: read-out kernels of {model_label(r.model)}, "
+            + (f"{A.shape[0]}×{A.shape[1]} (symmetric)" if r.symmetric else f"{A.shape[0]}×{A.shape[1]} (cross)"))
+    parts = [head]
+    for name, K in (("NNGP", r.nngp), ("NTK", r.ntk)):
+        if K is None:
+            continue
+        if r.symmetric and K.shape[0] > 1:
+            d = np.diag(K)
+            c = K / np.sqrt(np.outer(d, d))
+            off = c[~np.eye(K.shape[0], dtype=bool)]
+            parts.append(f"{name}: diagonal {d.min():.4g}–{d.max():.4g}, correlations {off.min():.4f}–{off.max():.4f}")
+        else:
+            parts.append(f"{name}: entries {K.min():.4g}–{K.max():.4g}")
+    return "; ".join(parts)
+
+
 def short_value(v) -> str:
     """A field value in a result's one-line summary: numbers to 4 significant digits, arrays as their shape
     (a scalar array as its value), dicts by size, long strings and sequences shortened."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import finite_array
-from ..results import Result
+from ..results import Result, kernel_summary
 
 GETS = ("nngp", "ntk")
 
@@ -39,8 +39,6 @@ class SerialKernelResult(Result):
         return a.shape
 
     def __str__(self):
-        from .cross import kernel_summary
-
         return kernel_summary(self)
 
 

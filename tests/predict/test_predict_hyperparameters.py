@@ -98,6 +98,10 @@ def test_check_of_a_fitted_posterior(task):
     c = limits.check(p, widths=(256, 512, 1024), inits=48, seed=1)
     assert c.passed, c.to_markdown()
     assert c.details["output_scale"] == p.output_scale and "× s²" in c.details["observable"]
+    # the same problem at scale 1 (noise λ = σ²/s², covariance / s²) gives the same statistics: the scale is exact
+    q = limits.predict.nngp_posterior(m, X[:12], Y[:12], Xs[:2], noise=p.noise / p.output_scale)
+    c1 = limits.check(q, widths=(256, 512, 1024), inits=48, seed=1)
+    assert np.allclose(c1.z_inf, c.z_inf, rtol=1e-6, atol=1e-6) and c1.verdict == c.verdict
     wrong = replace(p, cov=1.3 * p.cov, var=1.3 * p.var)
     w = limits.check(wrong, widths=(256, 512, 1024), inits=48, seed=1)
     assert not w.passed and w.details["blocks"]["posterior cov"]["verdict"] == "fail"
