@@ -76,5 +76,8 @@ def test_docs_accuracy_table_is_the_committed_data():
     for name in data["kernels"]:
         best = float(np.max(data[f"{name}_fixed"]))
         assert data[f"{name}_new"][2] >= best - 0.01, name
+    # §2 quotes the smallest correlations of the pooled CNN-GPs (rounded down)
+    c1, c3 = (np.floor(100 * data[f"{n}_corr"][0]) / 100 for n in ("cnn1_gap", "cnn3_gap"))
+    assert f"above {c1:.2f} (one convolution) or {c3:.2f} (three)" in " ".join(rst.split())
     meta = json.loads((ROOT / "figures" / "predict_noise_auto_digits.json").read_text())
     assert meta["quick"] is True
