@@ -103,8 +103,8 @@ class FiniteWidthCheck(Result):
 
     def plot(self, target=None):
         """Left: fitted slope b ± 2 SE against the predicted K1 per entry (the O(1/N) test); right: the
-        measured relative deviation |E[K_N] − K|/|K| of the worst entries against N with the predicted
-        |K1|/(N|K|). ``target``: a path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        measured relative deviation abs(E[K_N] − K)/abs(K) of the worst entries against N with the predicted
+        abs(K1)/(N abs(K)). ``target``: a path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
         from ..style import PALETTE, plot_target
 
         pt = plot_target(target, 2, figsize=(9.0, 3.6), what="FiniteWidthCheck.plot")

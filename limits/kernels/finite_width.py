@@ -111,7 +111,7 @@ class FiniteWidth(Result):
         return "; ".join(parts)
 
     def plot(self, target=None, tol=0.01):
-        """The predicted largest relative correction max |K1|/(N|K|) against N for the read-out NNGP and the
+        """The predicted largest relative correction max abs(K1)/(N abs(K)) against N for the read-out NNGP and the
         NTK, with the widths from which each is within ``tol`` (:meth:`width_for`). ``target``: a path, an
         Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
         from ..style import PALETTE, plot_target
