@@ -2,6 +2,7 @@
 false-alarm rate on correct posteriors and power against a covariance (or mean) off by a factor, over seeds.
 
     python benchmarks/calibrate_fitted_scale.py            # 40 seeds per row, a few CPU-minutes
+    python benchmarks/calibrate_fitted_scale.py 200 correct   # 200 seeds, the false-alarm row only
 
 Task: depth-2 erf MLP, 12 training and 2 test points (d_in 3, 2 outputs), targets with noise; the posterior with
 s², σ² fitted; the check at its default regime widths and 48 initialisations, a fresh check seed per run. Rows:
@@ -16,7 +17,7 @@ import numpy as np
 import limits
 
 
-def main(n=40):
+def main(n=40, only=None):
     rng = np.random.default_rng(5)
     m = limits.mlp(3, 2, d_out=2, activation="erf", sigma_w2=1.5, sigma_b2=0.3)
     X = rng.standard_normal((12, 3))
@@ -27,6 +28,8 @@ def main(n=40):
             "cov × 1.3": replace(p, cov=1.3 * p.cov, var=1.3 * p.var), "mean × 1.05": replace(p, mean=1.05 * p.mean)}
     print("| posterior | runs | fail | inconclusive |\n|---|---:|---:|---:|")
     for name, r in rows.items():
+        if only and name not in only:
+            continue
         v = [limits.check(r, inits=48, seed=1000 + s, progress=False).verdict for s in range(n)]
         f, i = v.count("fail") / n, v.count("inconclusive") / n
         print(f"| {name} | {n} | {f:.3f} ± {np.sqrt(f * (1 - f) / n):.3f} | {i:.3f} |", flush=True)
@@ -34,4 +37,4 @@ def main(n=40):
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 40))
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 40, sys.argv[2].split(",") if len(sys.argv) > 2 else None))
