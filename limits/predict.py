@@ -1,22 +1,20 @@
 """Predictions of infinite-width networks on the user's own data.
 
-    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise=1e-3)
+    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise="auto")   # p.output_scale, p.noise
     g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100])
     r = limits.predict.kernel_regression(m, X_train, Y_train, X_test, kernel="nngp")   # large P, in place
 
-**NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, K), K the read-out NNGP
-of ``m``; observations y = f(X) + ε, ε ~ N(0, σ² I) with σ² = ``noise``; independent outputs
-sharing the kernel)::
+**NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, s²K), K the read-out NNGP
+of ``m``, s² = ``output_scale`` (1 unless fitted); observations y = f(X) + ε, ε ~ N(0, σ² I) with
+σ² = ``noise``; independent outputs sharing the kernel; λ = σ²/s²)::
 
-    mean = K_*X (K_XX + σ²I)⁻¹ Y,   cov = K_** − K_*X (K_XX + σ²I)⁻¹ K_X*
-    log p(Y) = Σ_o [−½ y_oᵀ (K_XX + σ²I)⁻¹ y_o − ½ log det(K_XX + σ²I) − (P/2) log 2π]
+    mean = K_*X (K_XX + λI)⁻¹ Y,   cov = s² [K_** − K_*X (K_XX + λI)⁻¹ K_X*]
+    log p(Y) = Σ_o [−y_oᵀ (K_XX + λI)⁻¹ y_o/(2s²) − ½ log det(K_XX + λI) − (P/2) log s² − (P/2) log 2π]
 
 (cov is that of the latent f(X_test), without observation noise), all by one Cholesky factor.
 ``noise="auto"`` fits the output scale and the noise together by type-II maximum likelihood
-(:mod:`limits.likelihood`): the prior is s²K, the observations s²K + σ²I, and with one
-eigendecomposition of K_XX the profile likelihood in the ratio λ = σ²/s² (s² in closed form,
-ŝ² = yᵀ(K + λI)⁻¹y/(d P)) is maximised over log λ. The posterior is then
-``mean = K_*X (K_XX + λI)⁻¹ Y``, ``cov = s² [K_** − K_*X (K_XX + λI)⁻¹ K_X*]``; both fitted values are
+(:mod:`limits.likelihood`): with one eigendecomposition of K_XX the profile likelihood in the ratio λ
+(s² in closed form, ŝ² = Σ_o y_oᵀ(K + λI)⁻¹y_o/(d P)) is maximised over log λ; both fitted values are
 reported (``output_scale``, ``noise``). A fixed ``output_scale`` with ``noise="auto"`` fits the noise
 alone (the behaviour before the scale was fitted; :func:`max_likelihood_noise` at s² = 1). When to fix
 the noise by hand: docs/theory/predict.rst §2.
