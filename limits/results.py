@@ -226,6 +226,16 @@ class Result:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         register_result(cls)
+        if "__repr__" not in cls.__dict__:
+            # set before @dataclass runs, which then keeps it: a summary, never a dump of the arrays
+            cls.__repr__ = Result.__repr__
+
+    def __repr__(self):
+        """``Name(field=value, …)`` with numbers shown, arrays as their shape, dicts as their size, long
+        strings and sequences shortened: one readable line (``str(result)`` may say more)."""
+        parts = [f"{f.name}={short_value(getattr(self, f.name, None))}" for f in dataclasses.fields(self)
+                 if f.repr]
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     @classmethod
     def _registry_name(cls) -> str:
@@ -243,6 +253,68 @@ class Result:
 
     def equals(self, other) -> bool:
         return results_equal(self, other)
+
+
+def model_label(d) -> str:
+    """A short name of a model dict a result records: 'MLP (depth 3, relu)', 'Conv → relu → GlobalAvgPool →
+    Dense' (a composition)."""
+    d = d if isinstance(d, dict) else {}
+    if "serial" in d:
+        names = [x.get("name") if x.get("layer") == "Activation" else x.get("layer", "?") for x in d["serial"]]
+        return " → ".join(str(n) for n in names)
+    if "depth" in d:
+        return f"{'ResNet' if d.get('residual') else 'MLP'} (depth {d['depth']}, {d.get('activation')})"
+    return "a model" + (f" ({d['activation']})" if isinstance(d.get("activation"), str) else "")
+
+
+def kernel_summary(r) -> str:
+    """One paragraph with the key numbers of a kernel result ``r`` (``nngp``/``ntk``, ``symmetric``, ``model``):
+    the shape, and per kernel its diagonal range and the range of its correlations K_ij/√(K_ii K_jj)
+    (symmetric) or of its entries (cross)."""
+    A = r.nngp if r.nngp is not None else r.ntk
+    head = (f"{type(r).__name__}: read-out kernels of {model_label(r.model)}, "
+            + (f"{A.shape[0]}×{A.shape[1]} (symmetric)" if r.symmetric else f"{A.shape[0]}×{A.shape[1]} (cross)"))
+    parts = [head]
+    for name, K in (("NNGP", r.nngp), ("NTK", r.ntk)):
+        if K is None:
+            continue
+        if r.symmetric and K.shape[0] > 1:
+            d = np.diag(K)
+            c = K / np.sqrt(np.outer(d, d))
+            off = c[~np.eye(K.shape[0], dtype=bool)]
+            parts.append(f"{name}: diagonal {d.min():.4g}–{d.max():.4g}, correlations {off.min():.4f}–{off.max():.4f}")
+        else:
+            parts.append(f"{name}: entries {K.min():.4g}–{K.max():.4g}")
+    return "; ".join(parts)
+
+
+def short_value(v) -> str:
+    """A field value in a result's one-line summary: numbers to 4 significant digits, arrays as their shape
+    (a scalar array as its value), dicts by size, long strings and sequences shortened."""
+    if getattr(v, "lazy_array", False):
+        v = np.asarray(v)
+    if isinstance(v, np.ndarray):
+        if v.ndim == 0 or v.size == 1 and v.dtype.kind in "biuf":
+            return short_value(v.reshape(-1)[0].item())
+        return f"array({'×'.join(map(str, v.shape))})"
+    if isinstance(v, (bool, np.bool_)) or v is None:
+        return repr(bool(v) if isinstance(v, np.bool_) else v)
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.4g}"
+    if isinstance(v, str):
+        return repr(v if len(v) <= 40 else v[:37] + "…")
+    if isinstance(v, dict):
+        return f"{{{len(v)} key{'s' if len(v) != 1 else ''}}}"
+    if isinstance(v, (list, tuple)):
+        if len(v) <= 4 and all(isinstance(x, (int, float, str, bool, np.generic)) for x in v):
+            inner = ", ".join(short_value(x) for x in v)
+            return f"({inner}{',' if len(v) == 1 else ''})" if isinstance(v, tuple) else f"[{inner}]"
+        return f"{type(v).__name__}({len(v)})"
+    if isinstance(v, Result):
+        return type(v).__name__ + "(…)"
+    return type(v).__name__
 
 
 def to_jsonable(value: Any):

@@ -17,7 +17,10 @@ imported or the command line is parsed:
   which no long value is echoed whole;
 * exit 70 (``EX_SOFTWARE``) — an internal error (a bug): one line on stderr naming the file
   where the full traceback was written (``$TMPDIR/limits-error-*.txt``);
-* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up.
+* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up;
+* exit 3 — ``limits sweep run`` finished but some grid points failed (they are listed; the others are stored).
+
+:data:`EXIT_STATUSES` lists them all for ``limits --help``.
 
 Output paths (``--outdir``, ``--out``, ``--save``) are checked for writability before any
 computation. Paper-size figures go to ``OUTDIR/full/``, quick variants to ``OUTDIR/`` (the
@@ -29,8 +32,20 @@ import sys
 
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
+EXIT_POINTS_FAILED = 3      # `limits sweep run`: finished, but some grid points raised (listed)
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130
+# every exit status a command returns, for `limits --help` (tests/test_cli_exit_status.py scans the commands'
+# return statements and the constants above against it)
+EXIT_STATUSES = {
+    0: "ok (also --help, --version, and output cut short by a closed pipe such as `| head`)",
+    1: "a check did not pass (a failed or inconclusive check, not converged, a validation case failed, a "
+       "coordinate check not as predicted, `sweep run --fail-fast` stopped at a failing point)",
+    EXIT_USAGE: "bad input: arguments, values, files (one line on stderr)",
+    EXIT_POINTS_FAILED: "`limits sweep run` finished but some grid points failed (listed; the rest is stored)",
+    EXIT_INTERNAL: "internal error, a bug (the traceback is saved to a file in the temp dir, named on stderr)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 FULL_SUBDIR = "full"
 
 
@@ -217,8 +232,7 @@ def build_parser():
         prog="limits",
         description="Infinite-width and infinite-depth limits of neural networks, cross-validated "
                     "against finite networks. With no command, runs the main job (`limits run`).",
-        epilog="Exit status: 0 ok; 1 a check failed (not converged, validation failed); 2 bad input or "
-               "files; 70 internal error (traceback saved to a file in the temp dir); 130 interrupted.")
+        epilog="Exit status: " + "; ".join(f"{k} {v}" for k, v in EXIT_STATUSES.items()) + ".")
     p.add_argument("--version", action="version", version=f"limits {__import__('limits').__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -34,7 +34,9 @@ def read_array(path, option):
     from .kernels import load_matrix as _load_matrix
 
     p = Path(path)
-    if p.exists() and not p.is_file():        # a FIFO would block, /dev/zero never ends
+    if not p.exists():                        # named once (not "cannot read X: file X does not exist")
+        raise ValueError(f"{option}: file {path} does not exist")
+    if not p.is_file():                       # a FIFO would block, /dev/zero never ends
         raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
                          "give an .npy/.npz/.csv/.txt file")
     if p.suffix in (".csv", ".txt") and p.is_file() and p.stat().st_size > MAX_TEXT_ARRAY_BYTES:
@@ -250,10 +252,7 @@ def cmd_check(args):
 
 def _report_check(args, c, check_summary, emit):
     if args.plot:
-        import matplotlib.pyplot as plt
-
-        fig = c.plot(args.plot)
-        plt.close(fig)
+        c.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
     emit(check_summary(c), args, text)
     return 0 if c.passed else 1
@@ -261,17 +260,10 @@ def _report_check(args, c, check_summary, emit):
 
 def _check_plot_path(path):
     """``--plot FILE``: writable, with a suffix matplotlib can write (.png, .pdf, .svg, …) — checked first."""
-    from pathlib import Path
-
-    from matplotlib.backend_bases import FigureCanvasBase
-
     from ..cliutil import ensure_writable_file
+    from ..style import figure_path
 
-    formats = FigureCanvasBase.get_supported_filetypes()
-    ext = Path(path).suffix.lower().lstrip(".")
-    if ext not in formats:
-        raise ValueError(f"--plot: {path} has {'no suffix' if not ext else f'the suffix .{ext}'}; give a file "
-                         f"name ending in one of {', '.join('.' + f for f in sorted(formats))}")
+    figure_path(path, "--plot")
     ensure_writable_file(path, "--plot")
 
 

@@ -94,6 +94,31 @@ class CoordCheck(Result):
     def __str__(self):
         return self.to_markdown()
 
+    def plot(self, target=None, quantities=None):
+        """Each quantity's mean over seeds (± 2 SE), relative to its value at the smallest x, against x on
+        log–log axes, with its predicted slope dashed through the first point (at most 8 quantities; default
+        all fits). ``target``: a path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import PALETTE, plot_target
+
+        pt = plot_target(target, 1, figsize=(5.2, 3.6), what="CoordCheck.plot")
+        ax = pt.axes[0]
+        fits = [self.fit(q) for q in quantities] if quantities is not None else list(self.fits)
+        x = np.asarray(self.x, float)
+        for i, f in enumerate(fits[:8]):
+            c = PALETTE[i % len(PALETTE)]
+            m0 = f.mean[0] if f.mean[0] != 0 else 1.0
+            ax.errorbar(x, f.mean / m0, yerr=2 * f.se / abs(m0), fmt="o-", ms=3, lw=1, color=c,
+                        label=f"{f.quantity}: {f.slope:+.2f}" + ("" if f.predicted is None else f" (pred. {f.predicted:+.2f})"))
+            if f.predicted is not None:
+                ax.plot(x, (x / x[0]) ** f.predicted, "--", lw=0.8, color=c)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(self.x_name)
+        ax.set_ylabel("relative to the smallest " + self.x_name)
+        ax.set_title(self.name, fontsize=8)
+        ax.legend(fontsize=6)
+        return pt.finish()
+
 
 def _toy_data(d_in, P, rng):
     X = rng.standard_normal((P, d_in))

@@ -141,21 +141,15 @@ def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
     return payload
 
 
-# reproducible bytes: no creation date, no software/version strings
-_SAVE_METADATA = {"png": {"Software": None},
-                  "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
-
-
 def _save_plot(fig, outdir, name):
+    """PNG and PDF, reproducible bytes (no creation date, no software/version strings: style.save_figure)."""
+    from ..style import pyplot, save_figure
+
     p = _paths(outdir, name)
     try:
         for ext in ("png", "pdf"):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=ext, metadata=_SAVE_METADATA[ext])
-            atomic_write_bytes(p[ext], buf.getvalue())
+            save_figure(fig, p[ext])
     finally:
-        from ..style import pyplot
-
         pyplot().close(fig)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import finite_array
-from ..results import Result
+from ..results import Result, kernel_summary
 
 GETS = ("nngp", "ntk")
 
@@ -37,6 +37,9 @@ class SerialKernelResult(Result):
     def shape(self):
         a = self.nngp if self.nngp is not None else self.ntk
         return a.shape
+
+    def __str__(self):
+        return kernel_summary(self)
 
 
 def _inputs(X, name):

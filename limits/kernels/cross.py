@@ -23,7 +23,7 @@ import numpy as np
 
 from ..checks import finite_array
 from ..progress import layer_range
-from ..results import Result
+from ..results import Result, kernel_summary
 from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
@@ -52,6 +52,9 @@ class KernelResult(Result):
     def shape(self):
         a = self.nngp if self.nngp is not None else self.ntk
         return a.shape
+
+    def __str__(self):
+        return kernel_summary(self)
 
 
 def check_inputs(X, name, d_in):

@@ -222,7 +222,7 @@ def _toml(v) -> str:
 
 def serial(*layers) -> Serial:
     """A frozen composition of ``layers`` (nested compositions are flattened; a ``limits.Model`` enters as its
-    :meth:`~limits.Model.to_serial` layers)."""
+    :meth:`~limits.Model.to_serial` layers); a runnable example: the :mod:`limits.layers` docstring."""
     out = []
     for l in layers:
         if hasattr(l, "to_serial") and not isinstance(l, Layer):

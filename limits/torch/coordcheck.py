@@ -178,18 +178,15 @@ class TorchCoordCheck(Result):
     def __str__(self):
         return self.to_markdown()
 
-    def plot(self, ax=None, quantity="change", step=None):
-        """Fitted exponent ± 95 % CI of every row (dots) against its prediction (crosses); ``ax``: axes, or a
-        path to write the figure to (then the axes are returned after saving)."""
-        import matplotlib.pyplot as plt
+    def plot(self, target=None, quantity="change", step=None):
+        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
+        path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import plot_target
 
-        path = None
-        if ax is not None and not hasattr(ax, "plot"):
-            path, ax = ax, None
         t = self.steps if step is None else int(step)
         q = QUANTITIES.index(quantity)
-        if ax is None:
-            _, ax = plt.subplots(figsize=(max(5.0, 0.3 * len(self.tensors)), 3.8))
+        pt = plot_target(target, 1, figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6), what="TorchCoordCheck.plot")
+        ax = pt.axes[0]
         x = np.arange(len(self.tensors))
         s = self.slope[:, t, q]
         ax.errorbar(x, s, yerr=[s - self.ci_low[:, t, q], self.ci_high[:, t, q] - s], fmt="o", ms=4,
@@ -203,16 +200,7 @@ class TorchCoordCheck(Result):
         ax.set_ylabel(f"width exponent of {quantity} (step {t})")
         ax.set_title(self.name, fontsize=9)
         ax.legend(fontsize=7)
-        if path is not None:
-            from ..results import atomic_write_bytes
-            import io
-
-            ax.figure.tight_layout()
-            buf = io.BytesIO()
-            fmt = str(path).rsplit(".", 1)[-1] if "." in str(path) else "png"
-            ax.figure.savefig(buf, format=fmt)
-            atomic_write_bytes(path, buf.getvalue())
-        return ax
+        return pt.finish()
 
 
 # ---------------------------------------------------------------------- predictions
