@@ -223,7 +223,11 @@ def test_errors_name_the_layer():
     with pytest.raises(ValueError, match="2 spatial axes"):
         limits.kernels.kernel(limits.serial(L.Conv((3, 3)), L.Flatten(), L.Dense()), X[:, 0])
     with pytest.raises(ValueError, match="padding"):
-        L.Conv((3, 3), padding="VALID")
+        L.Conv((3, 3), padding="REFLECT")
+    with pytest.raises(ValueError, match="VALID window of size 5 does not fit an input axis of size 4"):
+        limits.kernels.kernel(limits.serial(L.Conv((3, 5), padding="VALID"), L.Flatten(), L.Dense()), X)
+    with pytest.raises(ValueError, match="strides"):
+        L.Conv((3, 3), strides=(2,))
     with pytest.raises(ValueError, match="must end with a Dense, Conv or Attention"):
         L.Residual(limits.serial(L.Dense(), L.Activation("relu")))
     with pytest.raises(ValueError, match="unknown activation|not registered|unknown"):
