@@ -236,7 +236,7 @@ class Conv(Layer):
         out = k.map_linear(conv, spatial=tuple(ax.o for ax in axes))
         if k.ntk is not None:
             out = out.replace(ntk=out.ntk - b + out.nngp)
-        return out.replace(is_gaussian=True)
+        return out.replace(is_gaussian=True, wide=True)
 
     # ------------------------------------------------------------------ finite
     def out_shape(self, in_shape, width):
