@@ -134,7 +134,7 @@ def _slice_sum(K, axes, ax: Axis):
 
 
 def patch(K, axes, full, scale=1.0):
-    """The patch operator: ``scale``·𝒫K of a block (A, B, *R) (module docstring; R = (s1, s1', s2, s2', …)
+    """The patch operator: ``scale``·𝒫K of a block ``(A, B, *R)`` (module docstring; R = (s1, s1', s2, s2', …)
     when ``full``, else (s1, s2, …)); ``axes`` one :class:`Axis` per spatial axis. Every entry of the output
     is one filter sum at the output resolution (strides and padding included)."""
     nsp = len(axes)
@@ -221,7 +221,7 @@ class Conv(Layer):
 
     # ------------------------------------------------------------------ kernel
     def patch(self, K, spatial, full, scale=1.0):
-        """``scale``·𝒫K for a block (A, B, *R) whose input has spatial shape ``spatial`` (:func:`patch`)."""
+        """``scale``·𝒫K for a block ``(A, B, *R)`` whose input has spatial shape ``spatial`` (:func:`patch`)."""
         return patch(K, self.axes(spatial), full, scale)
 
     def kernel(self, k, need_full_after=True, where=""):
