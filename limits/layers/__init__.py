@@ -8,9 +8,10 @@ serialisation side by side (the pattern of neural-tangents' ``stax``)::
     k = limits.kernels.kernel(m, X)          # X: (P, H, W, C); k.nngp, k.ntk (P×P); k.diagnostics["structure"]
     net = m.finite(256)                      # limits.finite.serial.SerialNetwork at width N = 256
 
-Layers: Dense, Conv (1-D/2-D, stride 1, "SAME"/"CIRCULAR"), Activation(name), Flatten, GlobalAvgPool,
-AvgPool (window, strides, "VALID"), LayerNorm (over channels), Attention (infinite-width multi-head
-self-attention, logits s·⟨k_i, k_j⟩/(C·n_key)), Residual(branch, rho), Identity.
+Layers: Dense, Conv (1-D/2-D, strides, "SAME"/"VALID"/"CIRCULAR" as neural-tangents, computed at the output
+resolution), Activation(name), Flatten, GlobalAvgPool, AvgPool (window, strides, "VALID"/"SAME"), LayerNorm (over
+channels), Attention (infinite-width multi-head self-attention, tied query/key, logits s·⟨k_i, k_j⟩/(C·n_key),
+optional positional embedding added), Residual(branch, rho), Identity. docs/theory/layers.rst has the rules.
 """
 from __future__ import annotations
 
