@@ -118,19 +118,28 @@ def _band_2d(K, B0, B1, out_shape):
 
 def _slice_sum(K, axes, ax: Axis):
     """Σ_f K[…, src(i, f), …] on ``axes`` jointly (one axis, or both positions of a pair) at the output
-    resolution: one strided slice addition per offset and wrap-around piece, no padded copy."""
+    resolution: one strided slice addition per offset and wrap-around piece, no padded copy (an offset whose
+    piece covers every output starts the sum as a copy)."""
     shape = list(K.shape)
     for a in axes:
         shape[a] = ax.o
-    out = np.zeros(shape)
-    for f in range(ax.k):
-        for combo in itertools.product(*[ax.runs(f)] * len(axes)):
+    pieces = [ax.runs(f) for f in range(ax.k)]
+    whole = slice(0, ax.o)
+    pieces.sort(key=lambda p: not (len(p) == 1 and p[0][0] == whole))      # a covering offset first
+    out = None
+    for runs in pieces:
+        for combo in itertools.product(*[runs] * len(axes)):
             dst = [slice(None)] * K.ndim
             src = [slice(None)] * K.ndim
             for a, (d, s_) in zip(axes, combo):
                 dst[a], src[a] = d, s_
+            if out is None:
+                if all(d == whole for d, _ in combo):
+                    out = np.array(K[tuple(src)])
+                    continue
+                out = np.zeros(shape)
             out[tuple(dst)] += K[tuple(src)]
-    return out
+    return np.zeros(shape) if out is None else out
 
 
 def patch(K, axes, full, scale=1.0):
