@@ -3,6 +3,7 @@ scikit-learn digits (8×8, pixels centred) at the default widths (64, 128, 256, 
 until it detects a relative bias of 0.5 % with 80 % probability, and where any offset would come from.
 
     python benchmarks/cnn_check_power.py                 # both networks, target power 0.5 % (~15 CPU-minutes)
+    python benchmarks/cnn_check_power.py --side 4        # digits resampled to 4×4 (~5 CPU-minutes)
     python benchmarks/cnn_check_power.py --inits 64      # a quick look (power ≈ 2–3 %)
 
 Networks: 2 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.1), ReLU] → GlobalAvgPool → Dense(1, 0.1) (stride 1), and the
@@ -36,10 +37,10 @@ def networks():
     return out
 
 
-def digits(P):
+def digits(P, side=8):
     from bench_layers import digits as d
 
-    return d(P)
+    return d(P, side)
 
 
 def fits(widths, means, ses):
@@ -88,13 +89,14 @@ def decompose(parts, i, j):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--P", type=int, default=4)
+    ap.add_argument("--side", type=int, default=8, help="images resampled to side × side (nearest)")
     ap.add_argument("--inits", type=int, default=None, help="fixed initialisations (default: for power 0.5 %%)")
     ap.add_argument("--target", type=float, default=0.005)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from limits.blas import blas_threads
 
-    X = digits(a.P)
+    X = digits(a.P, a.side)
     for name, m in networks().items():
         k = limits.kernels.kernel(m, X)
         c0, w0 = time.process_time(), time.perf_counter()
@@ -105,7 +107,7 @@ def main(argv=None):
             c, (i, j), _, parts = check(k, X, n, a.seed)
             lines = decompose(parts, i, j)
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-        print(f"{name} (P = {a.P} digits, widths {WIDTHS}, {c.inits} inits): {'pass' if c.passed else 'FAIL'} "
+        print(f"{name} (P = {a.P} digits {a.side}×{a.side}, widths {WIDTHS}, {c.inits} inits): {'pass' if c.passed else 'FAIL'} "
               f"{list(c.reasons)}; power {c.power:.4f}; relative bias δ∞ = {c.scale_bias:+.4f} ± {c.scale_bias_se:.4f}; "
               f"{cpu:.0f} s CPU ({wall:.0f} s wall)", flush=True)
         print("\n".join(lines), flush=True)
