@@ -342,3 +342,25 @@ def test_patch_operator_is_linear_and_shared_by_every_block():
             assert np.max(np.abs(c.patch(A, sp, True) - PA)) < 1e-13
         finally:
             C.DENSE_MAX = old
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_attention_positional_embedding_against_explicit_softmax(values):
+    """Embedding added (keys; and values): logits s(K_pp + σ_e² I), values K_pq (+ σ_e² I, for every pair of inputs:
+    the embedding is shared), Θ' = σ_w² A (Θ + 2K (+ 3σ_e² I)) Aᵀ + σ_b² — written out here."""
+    X = _X((3, 4, 2), 25)
+    s, w, b, e = 0.7, 1.3, 0.2, 0.6
+    m = limits.serial(L.Dense(1.5, 0.1), L.Attention(1, s, w, b, pos_emb="SUM", sigma_pe2=e, pos_emb_values=values),
+                      L.Flatten(), L.Dense())
+    r = limits.kernels.kernel(m, X)
+    G = 1.5 * np.einsum("pic,qjc->pqij", X, X) / 2 + 0.1                  # after the Dense layer; Θ = G
+    I = np.eye(4)
+    A = [np.exp(s * (G[p, p] + e * I)) / np.exp(s * (G[p, p] + e * I)).sum(1, keepdims=True) for p in range(3)]
+    add = e * I if values else 0.0
+    K = np.array([[np.trace(w * A[p] @ (G[p, q] + add) @ A[q].T + b) / 4 for q in range(3)] for p in range(3)])
+    T = np.array([[np.trace(w * A[p] @ (3 * G[p, q] + 3 * add) @ A[q].T + b) / 4 for q in range(3)] for p in range(3)])
+    assert np.max(np.abs(r.nngp - K)) < 1e-14 and np.max(np.abs(r.ntk - (T + K))) < 1e-13
+    with pytest.raises(ModelError, match="positional embedding needs an input with infinitely many channels"):
+        limits.kernels.kernel(limits.serial(L.Attention(pos_emb="SUM"), L.Flatten(), L.Dense()), X)
+    with pytest.raises(ValueError, match="pos_emb must be one of"):
+        L.Attention(pos_emb="CONCAT")
