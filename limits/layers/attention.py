@@ -20,6 +20,11 @@ values see the embedding (else K_v = K, Θ_v = Θ)::
 (value and output weights each contribute σ_w² A K_v Aᵀ; the trained embedding σ_e² A δ Aᵀ through the values; the
 key weights' and the keys' embedding share vanish like 1/N). The embedding's Gram ⟨E_i, E_j⟩/C tends to δ_ij only
 for infinitely many channels: the rule refuses an embedding on the raw input (put a Dense or Conv first).
+
+Not the usual finite transformer: that one has *untied* W^Q, W^K and logits ⟨q_i, k_j⟩/√n_key. Untied weights with
+the 1/(C·n_key) scaling above give logits → 0, i.e. uniform attention = this layer with ``qk_scale=0`` (global
+average pooling of the values); with 1/√n_key the logits stay Gaussian and random, the output is Gaussian only
+given them, and the limit (a GP only as the number of heads grows too) has no closed form — not implemented.
 Needs every pair of positions; cost O(P1·P2·S³), memory P1·P2·S² per block.
 """
 from __future__ import annotations
