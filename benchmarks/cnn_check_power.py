@@ -2,8 +2,9 @@
 scikit-learn digits (8×8, pixels centred) at the default widths (64, 128, 256, 512), initialisations raised
 until it detects a relative bias of 0.5 % with 80 % probability, and where any offset would come from.
 
-    python benchmarks/cnn_check_power.py                 # both networks, target power 0.5 % (~15 CPU-minutes)
-    python benchmarks/cnn_check_power.py --side 4        # digits resampled to 4×4 (~5 CPU-minutes)
+    python benchmarks/cnn_check_power.py --side 4        # digits resampled to 4×4: ~3.5 CPU-minutes per network
+    python benchmarks/cnn_check_power.py --side 4 --only stride1 --seed 1 --inits 2100   # power 0.40 % (278 CPU s)
+    python benchmarks/cnn_check_power.py                 # the 8×8 digits (about 4× the 4×4 cost; not run here)
     python benchmarks/cnn_check_power.py --inits 64      # a quick look (power ≈ 2–3 %)
 
 Networks: 2 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.1), ReLU] → GlobalAvgPool → Dense(1, 0.1) (stride 1), and the
@@ -11,7 +12,7 @@ down-sampling one with strides 1, 2 (8×8 → 8×8 → 4×4). Printed per networ
 extrapolated relative bias δ∞ ± se along the prediction, then for the NNGP and the NTK separately the relative
 bias per width δ_N ± se with the fits δ_N = a + b/N and a + b/N + c/N² (an O(1/N²) term the check's a + b/N
 extrapolation would miss shows as a difference of the two a's), and the same for single entries (diagonal,
-off-diagonal). Initialisations are drawn in chunks (``limits.finite.serial``); one BLAS thread.
+off-diagonal). Results: docs/theory/layers.rst §4. Initialisations are drawn in chunks (``limits.finite.serial``); one BLAS thread.
 """
 import argparse
 import sys
