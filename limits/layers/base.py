@@ -39,7 +39,10 @@ class Layer:
         return type(self).__name__
 
     def describe(self) -> str:
-        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        """``Name(field=value, …)`` over the fields :meth:`to_dict` writes (options left at a default that files
+        omit, such as stride 1, are omitted here too)."""
+        d = self.to_dict()
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in d)
         return f"{self.name}({args})"
 
     def needs_full(self, after: bool) -> bool:
