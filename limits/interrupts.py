@@ -14,6 +14,8 @@ are unaffected.
 """
 from __future__ import annotations
 
+import contextlib
+
 _SEEN: list[int] = []
 
 
@@ -31,3 +33,22 @@ def raise_if_interrupted() -> None:
     """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (it may have been swallowed elsewhere)."""
     if _SEEN:
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def children_ignore_sigint():
+    """SIGINT ignored while worker processes (a dask LocalCluster, a process pool) are started: they inherit the
+    ignored signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal — delivered
+    to the whole process group — reaches only the driver, which shuts the workers down; they print no
+    tracebacks. A Ctrl-C during the few seconds of start-up is lost."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
