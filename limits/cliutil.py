@@ -78,6 +78,22 @@ def ensure_writable_result(prefix, argname: str) -> Path:
     return Path(prefix)
 
 
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(text, option):
+    """``'8GiB'``, ``'500MB'``, ``'1e9'`` → bytes (float); None → None. ``ValueError`` naming ``option`` otherwise."""
+    import re
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS or not 0 < float(m.group(1)) * _UNITS[m.group(2).lower()] < 1e30:
+        raise ValueError(f"{option} must be a positive size such as 8GiB, 500MB or 2e9 (bytes), got {str(text)[:40]!r}")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
 def rescue_dir() -> Path:
     """A fresh private directory in the temp dir for results that could not be written where asked."""
     return Path(tempfile.mkdtemp(prefix="limits-rescued-"))

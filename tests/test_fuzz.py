@@ -337,7 +337,40 @@ def _hostile_files(tmp: Path):
     os.mkfifo(p)
     f["fifo"] = p
     f["dev_zero"] = Path("/dev/zero")          # never ends
+    p = tmp / "in_link_dev_zero.npy"           # issue 31: a link to a device is the device
+    p.symlink_to("/dev/zero")
+    f["link_dev_zero"] = p
+    for name, bomb in _bombs(tmp).items():
+        f[name] = bomb
     return f
+
+
+def _npy_header(shape):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def _bombs(tmp: Path):
+    """Issue 31 item 4: files whose headers ask for more memory than the machine has — an .npy and an .npz
+    member claiming 2,000,000 × 1000 float64 (14.9 GiB) in a few bytes, and a sparse .npy of twice the array
+    limit (its data read back as zeros, so nothing but the size check stops it)."""
+    from limits.readfile import array_limit
+
+    out = {}
+    out["npy_header_bomb"] = tmp / "in_header_bomb.npy"
+    out["npy_header_bomb"].write_bytes(_npy_header((2_000_000, 1000)) + b"\0" * 16)
+    out["npz_header_bomb"] = tmp / "in_header_bomb.npz"
+    import zipfile
+
+    with zipfile.ZipFile(out["npz_header_bomb"], "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header((2_000_000, 1000)) + b"\0" * 16)
+    n = int(2 * array_limit() / 8) + 1
+    out["sparse_npy"] = tmp / "in_sparse.npy"
+    with open(out["sparse_npy"], "wb") as fh:
+        fh.write(_npy_header((n,)))
+        fh.truncate(len(_npy_header((n,))) + 8 * n)
+    return out
 
 
 def _readonly_dir():
@@ -521,12 +554,13 @@ def test_hostile_value(cmd, flag, dest, value, tmp_path, monkeypatch):
 INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "complex", "nan", "inf", "empty", "scalar",
                     "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero", "bools", "one_row",
                     "raw_pickle", "corrupt_zip", "truncated", "text_as_npy", "empty_npz", "pickled_npz",
-                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero"]
+                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero", "link_dev_zero", "npy_header_bomb",
+                    "npz_header_bomb", "sparse_npy"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
 # by default each file option gets a few of these (rotating), all of them under -m exhaustive
 QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle", "fifo",
-               "dev_zero"]
+               "dev_zero", "npz_header_bomb", "link_dev_zero", "npy_header_bomb", "sparse_npy"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
 
@@ -998,7 +1032,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
     big = tmp_path / "big.toml"
     big.write_text("[model]\nd_in = 4\n" + "#" * (2 << 20) + "\n")
     for path, word in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
-                       (tmp_path, "directory"), (big, "bytes")):
+                       (tmp_path, "directory"), (big, "more than the 1 MiB limit")):
         FUZZ_COUNT.add(("i21", "--model", word))
         for argv in (["model", "--show", str(path)], ["nngp", "--model", str(path), "--random", "2", "4"],
                      _i21_predict_argv(files, "--t", "1", model=str(path))):
@@ -1009,7 +1043,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
         fh.truncate(300 * 2**20)
     FUZZ_COUNT.add(("i21", "--x-train", "300 MiB csv"))
     rc, out, err = run_cli(_i21_predict_argv([files[0], str(huge), files[2], files[3]], "--t", "1"), timeout=20)
-    _one_error(rc, err, "--x-train", "MiB of text")
+    _one_error(rc, err, "--x-train", "300 MiB, more than the 256 MiB limit", "numpy.save")
     dfifo = tmp_path / "x.npy"
     os.mkfifo(dfifo)
     for argv, opt in ((["nngp", "--X", str(dfifo)], "--X"), (["nngp", "--X", "/dev/zero"], "--X"),

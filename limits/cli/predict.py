@@ -34,13 +34,13 @@ _CLI_NAMES = (("flow=True", "--method flow"), ("learning_rate", "--lr"), ("X_tra
               ("Y_train", "--y-train"), ("X_test", "--x-test"))
 
 
-def _cli(fn, *a, **kw):
-    """``fn(*a, **kw)`` with the API's argument names in a ValueError replaced by the options."""
+def _cli(fn, *a, names=_CLI_NAMES, **kw):
+    """``fn(*a, **kw)`` with the API's argument ``names`` in a ValueError replaced by the options."""
     try:
         return fn(*a, **kw)
     except ValueError as exc:
         msg = str(exc)
-        for api, cli in _CLI_NAMES:
+        for api, cli in names:
             msg = msg.replace(api, cli)
         if msg == str(exc):
             raise

@@ -279,9 +279,7 @@ class TileStore:
             return self._read(name, a, b)
 
     def scan(self):
-        """(pairs to compute, {"foreign": n, "damaged": n}): every tile read and verified once (module docstring);
-        non-regular entries refused, orphan temporary files removed (the caller holds the lock)."""
-        self.diagnostics["orphans_removed"] = self._sweep()
+        """(pairs to compute, {"foreign": n, "damaged": n}): every tile read and verified once (module docstring)."""
         todo, bad = [], {}
         for a, b in self.pairs():
             reasons = []
@@ -301,8 +299,9 @@ class TileStore:
                     bad[worst] = bad.get(worst, 0) + 1
         return todo, bad
 
-    def _sweep(self) -> int:
-        """Refuse non-regular entries (links included) in the store; remove orphan temporary tiles."""
+    def sweep(self) -> int:
+        """Refuse non-regular entries (links included) in the store; remove orphan temporary tiles (the caller holds
+        the lock); returns how many were removed."""
         from ..readfile import kind
 
         removed = 0
@@ -544,6 +543,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
         store = TileStore.create(path, P, block, tuple(get), model_record(m), _digest(X))
         store.kernels = tuple(get)
         t0 = time.perf_counter()
+        orphans = store.sweep()
         todo, bad = store.scan()
         if bad:
             warnings.warn(f"tile store {path}: " + ", ".join(f"{n} {k} tile{'s' * (n > 1)}" for k, n in bad.items())
@@ -557,7 +557,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
                                "run the same call again to resume")
     n = len(store.pairs())
     store.diagnostics = {"tiles": n, "computed": len(todo), "reused": n - len(todo), "recomputed": bad,
-                         "orphans_removed": store.diagnostics.get("orphans_removed", 0), "kernel": store.kernel,
+                         "orphans_removed": orphans, "kernel": store.kernel,
                          "backend": backend, "seconds": time.perf_counter() - t0, "task_cpu_seconds": cpu,
                          "worker_memory_bytes": worker_memory(block, len(get))}
     if stale is not None:

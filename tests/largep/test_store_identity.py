@@ -120,3 +120,152 @@ def test_two_processes_on_one_new_store_never_interleave(task):
             assert _close(_mean(out), ref[m]), (m, np.abs(_mean(out) - ref[m]).max())
         else:                                          # the second writer: one line naming the store
             assert rc == 2 and str(d / "S") in err and err.count("\n") == 1, err
+
+
+def test_regress_reports_recomputed_tiles_in_its_output(task, capsys):
+    d, ref = task
+    assert _run(_argv(d, "A.toml", d / "S"), capsys)[0] == 0
+    victim, = _tiles(d / "S")
+    data = bytearray(victim.read_bytes())
+    data[-10] ^= 0x10
+    victim.write_bytes(bytes(data))
+    rc, out, err = _run(_argv(d, "A.toml", d / "S")[:-1], capsys)            # human-readable output
+    assert rc == 0 and err == "", err
+    assert "tiles recomputed: 1 whose bytes did not match their digest" in out, out
+
+
+# ------------------------------------------------------------------------------------------------ the API
+from limits.largep import TileStore, kernel_tiles          # noqa: E402
+from limits.kernels.tilestore import store_lock            # noqa: E402
+
+
+def _store(tmp_path, name="K", depth=2, P=120, block=30):
+    X = np.random.default_rng(1).standard_normal((P, 4))
+    m = limits.mlp(4, depth=depth, activation="erf")
+    return m, X, kernel_tiles(m, X, tmp_path / name, block=block, progress=False)
+
+
+def test_every_single_bit_flip_is_detected_and_correct_tiles_never_are(tmp_path):
+    """The check's power and false-alarm rate: 400 random single-bit flips anywhere in a tile file (magic, header,
+    data) are all refused (flagged "damaged" or "foreign"); the 10 untouched tiles of 20 resumed stores are all
+    reused (0 false alarms in 200 verifications)."""
+    m, X, st = _store(tmp_path)
+    rng = np.random.default_rng(0)
+    path = st.tile_path("nngp", 0, 1)
+    good = path.read_bytes()
+    for bit in rng.integers(0, 8 * len(good), 400):
+        bad = bytearray(good)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        path.write_bytes(bytes(bad))
+        fresh = TileStore.open(st.path)
+        with pytest.raises(Exception) as e:
+            fresh._read("nngp", 0, 1)
+        assert getattr(e.value, "reason", None) in ("damaged", "foreign"), (bit, e.value)
+    path.write_bytes(good)
+    for i in range(20):
+        again = kernel_tiles(m, X, st.path, block=30, progress=False)
+        assert again.diagnostics["reused"] == 10 and again.diagnostics["recomputed"] == {}
+
+
+def test_a_tile_moved_to_another_position_is_foreign(tmp_path):
+    m, X, st = _store(tmp_path)
+    ref = st.to_array()
+    shutil.copyfile(st.tile_path("nngp", 0, 1), st.tile_path("nngp", 0, 2))      # same shape, wrong place
+    with pytest.warns(RuntimeWarning, match="1 foreign tile"):
+        again = kernel_tiles(m, X, st.path, block=30, progress=False)
+    assert again.diagnostics["recomputed"] == {"foreign": 1}
+    np.testing.assert_array_equal(again.to_array(), ref)
+
+
+def test_a_tile_changed_while_in_use_is_recomputed_or_refused(tmp_path):
+    m, X, st = _store(tmp_path)
+    V = np.random.default_rng(2).standard_normal(120)
+    before = st.matvec(V)
+    p = st.tile_path("nngp", 1, 3)
+    data = bytearray(p.read_bytes())
+    data[-10] ^= 0x10
+    p.write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="changed while it was being used"):
+        np.testing.assert_array_equal(st.matvec(V), before)          # the store filled here repairs it
+    assert st.diagnostics["recomputed_while_reading"] == 1
+    p.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match=r"tile nngp \(1, 3\)"):
+        TileStore.open(st.path).matvec(V)                            # opened elsewhere: refused, never used
+
+
+def test_non_regular_files_in_a_store_are_refused(tmp_path):
+    import time
+
+    m, X, st = _store(tmp_path)
+    cases = []
+    t = st.tile_path("nngp", 0, 0)
+    for kind, make in (("a symbolic link", lambda p: p.symlink_to(st.tile_path("nngp", 1, 1))),
+                       ("a FIFO", lambda p: os.mkfifo(p)),
+                       ("a symbolic link", lambda p: p.symlink_to("/dev/zero"))):
+        os.unlink(t)
+        make(t)
+        cases.append(kind)
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match=kind):
+            kernel_tiles(m, X, st.path, block=30, progress=False)
+        assert time.perf_counter() - t0 < 10
+    os.unlink(t)
+    (st.path / "nngp").rename(tmp_path / "elsewhere")
+    (st.path / "nngp").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="not a directory of tiles"):
+        kernel_tiles(m, X, st.path, block=30, progress=False)
+    os.unlink(st.path / "nngp")
+    (tmp_path / "elsewhere").rename(st.path / "nngp")
+    os.unlink(st.path / "lock")
+    (st.path / "lock").symlink_to(tmp_path / "target")
+    with pytest.raises(ValueError, match="lock is a symbolic link"):
+        kernel_tiles(m, X, st.path, block=30, progress=False)
+    assert not (tmp_path / "target").exists()                      # the link was not followed
+
+
+def test_orphan_temporary_tiles_are_removed_on_resume(tmp_path):
+    m, X, st = _store(tmp_path)
+    for i in range(3):
+        (st.path / "nngp" / f".000000_00000{i}.tile.x{i}.tmp").write_bytes(b"partial")
+    again = kernel_tiles(m, X, st.path, block=30, progress=False)
+    assert again.diagnostics["orphans_removed"] == 3 and again.diagnostics["reused"] == 10
+    assert not list((st.path / "nngp").glob(".*"))
+
+
+def test_old_or_edited_store_descriptions_are_refused(tmp_path):
+    m, X, st = _store(tmp_path)
+    meta = json.loads((st.path / "store.json").read_text())
+    (st.path / "store.json").write_text(json.dumps({**meta, "version": 1}))
+    with pytest.raises(ValueError, match="another version of limits"):
+        kernel_tiles(m, X, st.path, block=30, progress=False)
+    (st.path / "store.json").write_text(json.dumps({**meta, "block": 40}))
+    with pytest.raises(ValueError, match="does not match its own description"):
+        kernel_tiles(m, X, st.path, block=30, progress=False)
+
+
+_HOLD = """
+import sys, time
+from limits.kernels.tilestore import store_lock
+with store_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(tmp_path):
+    m, X, st = _store(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(st.path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match=rf"{st.path} is in use by process {holder.pid} on .*one writer per tile"):
+            kernel_tiles(m, X, st.path, block=30, progress=False)
+        with pytest.raises(ValueError, match=f"in use by process {holder.pid}"):
+            limits.predict.kernel_regression(m, X, X[:, :1], X[:3], noise=0.1, solver="cg", store=st.path, block=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    again = kernel_tiles(m, X, st.path, block=30, progress=False)     # killed: its lock went with it
+    assert again.diagnostics["stale_lock_pid"] == holder.pid and again.diagnostics["reused"] == 10
+    with store_lock(st.path):                                         # re-entrant in one process
+        assert kernel_tiles(m, X, st.path, block=30, progress=False).diagnostics["reused"] == 10
