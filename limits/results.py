@@ -53,8 +53,18 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename).
 
     The file gets the mode an ordinary ``open(path, "w")`` would give, ``0o666 & ~umask``
-    (``tempfile.mkstemp`` alone would leave it at 0600). Readers never see a partial file."""
+    (``tempfile.mkstemp`` alone would leave it at 0600). Readers never see a partial file. Any ``OSError``
+    (a full disk, a file larger than the file system or ``ulimit -f`` allows) names ``path``."""
     path = Path(path)
+    try:
+        return _atomic_write(path, data)
+    except OSError as exc:
+        if exc.filename is not None and exc.filename != str(path) and not str(exc.filename).endswith(".tmp"):
+            raise
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
+def _atomic_write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -166,10 +176,14 @@ def read_npz(path, what="result file") -> dict:
 
 def read_payload(path, what="result file"):
     """The parsed ``.json`` of a result saved at ``path`` (a regular file of at most 64 MiB, nested at most 100
-    deep); a missing ``.npz`` beside it is reported first, naming the command that writes both."""
+    deep); ``path`` itself, when it exists and is not a regular file (a FIFO, a device, a folder), is refused as
+    what it is — not reported as a missing result."""
     from .readfile import opened, read_json
 
     npz_path, json_path = result_paths(path)
+    if os.path.lexists(path) and not os.path.isfile(path):
+        with opened(path, what):
+            pass
     with opened(npz_path, what):
         pass
     return read_json(json_path, what, MAX_RESULT_JSON_BYTES)

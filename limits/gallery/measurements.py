@@ -28,8 +28,10 @@ TABLE_HEADING = "## Reproducing the seed papers"
 
 # ============================================================================ formatting
 def _s(x, nd=2):
-    """Signed number with a real minus sign."""
-    return f"{x:+.{nd}f}".replace("-", "−")
+    """Signed number with a real minus sign (never "−0.00": :func:`limits.stats.signed`)."""
+    from ..stats import signed
+
+    return signed(x, nd, "−")
 
 
 def _n(x, nd=2):

@@ -485,6 +485,8 @@ def _run_dask(todo, store, m, X, client, bar, compute):
             ab = futures.pop(fut)
             try:
                 cpu += fut.result()
+            except OSError:                  # a full disk, a file too large: the user's to fix, named by its path
+                raise
             except Exception as exc:  # noqa: BLE001 — KilledWorker after dask's allowed retries, …
                 raise RuntimeError(f"tile {ab} failed on the cluster ({type(exc).__name__}: {exc}); the tiles "
                                    "already written are kept: run the same call again to resume") from exc
@@ -586,9 +588,9 @@ def _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limi
             finally:
                 _close_quietly(own)
     except KeyboardInterrupt:
-        done = bar.n if hasattr(bar, "n") else 0
-        raise KeyboardInterrupt(f"{len(store.pairs()) - len(todo) + done} of {len(store.pairs())} tiles are kept in "
-                                f"{store.path}; run the same command again to resume") from None
+        kept = sum(all(os.path.isfile(store.tile_path(k, a, b)) for k in store.kernels) for a, b in store.pairs())
+        raise KeyboardInterrupt(f"{kept} of {len(store.pairs())} tiles are kept in {store.path}; run the same "
+                                "command again to resume") from None
     finally:
         bar.close()
     return cpu

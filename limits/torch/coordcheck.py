@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .network import torch_threads
 
@@ -94,7 +94,7 @@ class TorchCoordCheck(Result):
         p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
         if not np.isfinite(p):
             return "—"
-        return f"{p:+.2f}" if not lo < p else f"{lo:+.2f}…{p:+.2f}"
+        return signed(p) if not lo < p else f"{signed(lo)}…{signed(p)}"
 
     def failing_tensors(self) -> list:
         return sorted({f[0] for f in self.failures()}, key=self.tensors.index)
@@ -121,7 +121,7 @@ class TorchCoordCheck(Result):
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi, p = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q], self.predicted[i, t, q]
-                fit = "—" if not np.isfinite(s) else f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
             b, pb = cell(T, 1) if T > 0 else ("—", "—")
@@ -129,7 +129,7 @@ class TorchCoordCheck(Result):
             rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {verdict} |")
         tail = ("\n\nAll tensors behave as predicted.\n" if self.passed else
                 "\n\nNot as predicted: " + "; ".join(
-                    f"{n} ({q} at step {t}: {s:+.2f} [{lo:+.2f}, {hi:+.2f}], predicted {p})"
+                    f"{n} ({q} at step {t}: {signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p})"
                     for n, t, q, s, lo, hi, p in self.failures()[:12]) + "\n")
         return head + "\n" + "\n".join(rows) + tail
 

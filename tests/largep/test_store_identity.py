@@ -269,3 +269,41 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken
     assert again.diagnostics["stale_lock_pid"] == holder.pid and again.diagnostics["reused"] == 10
     with store_lock(st.path):                                         # re-entrant in one process
         assert kernel_tiles(m, X, st.path, block=30, progress=False).diagnostics["reused"] == 10
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_the_dask_tile_phase_prints_one_line_and_a_rerun_resumes(tmp_path):
+    """Issue 31 item 7: SIGINT to the process group (what a terminal's Ctrl-C sends) while dask workers compute
+    tiles: exit 130 with one line saying how many tiles are kept and that a rerun resumes — no worker tracebacks,
+    no "leaked semaphore" warning — and the rerun reuses those tiles."""
+    import signal
+    import time
+
+    pytest.importorskip("distributed")
+    r = np.random.default_rng(0)
+    X = r.standard_normal((1500, 6))
+    for name, a in (("X", X), ("Y", np.sin(X[:, :1])), ("Xs", X[:5])):
+        np.save(tmp_path / f"{name}.npy", a)
+    limits.mlp(6, depth=200, activation="erf").save(tmp_path / "m.toml")
+    argv = [sys.executable, "-m", "limits", "regress", "--model", "m.toml", "--x-train", "X.npy", "--y-train", "Y.npy",
+            "--x-test", "Xs.npy", "--noise", "0.1", "--solver", "cg", "--backend", "dask", "--workers", "2",
+            "--store", "S", "--var-points", "0", "--block", "100"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LIMITS_PROGRESS="0")
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        t0 = time.time()
+        while len(list((tmp_path / "S" / "nngp").glob("*.tile"))) < 3 and time.time() - t0 < 300:
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, err
+    kept = int(lines[0].split("interrupted; ")[1].split(" of ")[0])
+    assert kept >= 3 and lines[0].endswith("tiles are kept in S; run the same command again to resume"), err
+    again = subprocess.run(argv + ["--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["diagnostics"]["tiles"]["reused"] >= kept
