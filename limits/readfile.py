@@ -117,8 +117,10 @@ def opened(path, what: str, *, limit: float | None = None, nofollow: bool = Fals
 def read_bytes(path, what: str, limit: float = MAX_TEXT_BYTES, *, nofollow: bool = False, hint: str = "") -> bytes:
     """The bytes of ``path`` (at most ``limit``, checked on the descriptor and again while reading, so a file
     growing under us cannot pass it); ``hint`` ends the message of a file over the limit."""
-    with opened(path, what, limit=limit, nofollow=nofollow, hint=hint) as (fh, _):
-        data = fh.read(int(limit) + 1)
+    with opened(path, what, limit=limit, nofollow=nofollow, hint=hint) as (fh, size):
+        data = fh.read(min(int(limit), size) + 1)           # what fstat promised (+1: did it grow?)
+        if len(data) > size:
+            data += fh.read(int(limit) + 1 - len(data))
     if len(data) > limit:
         raise ValueError(f"{named(what, path)} grew beyond the {_limit_text(limit)}")
     return data
