@@ -72,9 +72,9 @@ _CLI_NAMES = (("memory_limit", "--max-memory"), ("X_train", "--x-train"), ("Y_tr
 
 
 def _cli_names(fn, *a, **kw):
-    from .predict import _cli
+    from .predict import with_option_names
 
-    return _cli(fn, *a, names=_CLI_NAMES, **kw)
+    return with_option_names(fn, *a, names=_CLI_NAMES, **kw)
 
 
 def _headline(args, r):

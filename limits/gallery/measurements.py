@@ -457,7 +457,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check", metavar="README", help="compare README's table with the generated rows")
     args = ap.parse_args(argv)
     if args.check:
-        problems = compare(Path(args.check).read_text(), args.outdir)
+        from ..readfile import read_text
+
+        problems = compare(read_text(args.check, "--check", 16 << 20), args.outdir)
         for p in problems:
             print(p)
         print(f"{len(problems)} disagreement(s)")

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record", "kernel_digest",
+__all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record", "kernel_digest", "store_dir",
            "store_lock"]
 
 FORMAT = "limits-kernel-tiles"
@@ -500,7 +500,7 @@ def _run_dask(todo, store, m, X, client, bar, compute):
     return cpu
 
 
-def _store_dir(out) -> Path:
+def store_dir(out) -> Path:
     """The store directory, created if missing (a path that exists and is not a directory is refused)."""
     path = Path(out)
     if path.exists() and not path.is_dir() or path.is_symlink() and not path.exists():
@@ -540,7 +540,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
         raise ValueError("scheduler: only meaningful with backend='dask'")
     P = X.shape[0]
     block = min(block, P)
-    path = _store_dir(out)
+    path = store_dir(out)
     with store_lock(path) as stale:
         store = TileStore.create(path, P, block, tuple(get), model_record(m), _digest(X))
         store.kernels = tuple(get)

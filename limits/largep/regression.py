@@ -108,7 +108,7 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
                   probes=16, lanczos_steps=60, seed=0, progress=None, max_memory=None):
     """(mean, var, lml, diagnostics) — see the module docstring; called by :func:`limits.predict.kernel_regression`.
     ``memory_limit`` is each dask worker's; ``max_memory`` this process's (:func:`estimate`, checked first)."""
-    from ..kernels.tilestore import _store_dir, store_lock
+    from ..kernels.tilestore import store_dir, store_lock
 
     what = "limits.predict.kernel_regression(solver='cg')"
     if not noise > 0:
@@ -125,7 +125,7 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
     tmp = tempfile.mkdtemp(prefix="limits-tiles-") if store is None else None
     try:
         _refuse_if_too_big(est, tmp or store, max_memory, what)
-        with store_lock(_store_dir(tmp or store)):
+        with store_lock(store_dir(tmp or store)):
             return _solve(m, X, Y, X_test, ntk, kname, idx, get, noise, tmp, tmp or store, est, dict(
                 block=block, backend=backend, scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit,
                 progress=progress), tol, maxiter, rank, probes, lanczos_steps, seed, what)
