@@ -74,7 +74,12 @@ _CLI_NAMES = (("memory_limit", "--max-memory"), ("X_train", "--x-train"), ("Y_tr
 def _cli_names(fn, *a, **kw):
     from .predict import with_option_names
 
-    return with_option_names(fn, *a, names=_CLI_NAMES, **kw)
+    try:
+        return with_option_names(fn, *a, names=_CLI_NAMES, **kw)
+    except ValueError as exc:                 # the tile store's argument is --store here
+        if str(exc).startswith("store: "):
+            raise ValueError("--store: " + str(exc)[len("store: "):]) from None
+        raise
 
 
 def _headline(args, r):

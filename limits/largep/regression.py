@@ -129,6 +129,10 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
             return _solve(m, X, Y, X_test, ntk, kname, idx, get, noise, tmp, tmp or store, est, dict(
                 block=block, backend=backend, scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit,
                 progress=progress), tol, maxiter, rank, probes, lanczos_steps, seed, what)
+    except ValueError as exc:            # the tile store's messages name its argument here: store
+        if str(exc).startswith("out: "):
+            raise ValueError("store: " + str(exc)[len("out: "):]) from None
+        raise
     except KeyboardInterrupt as exc:
         if tmp is None or not str(exc):
             raise

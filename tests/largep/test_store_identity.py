@@ -118,8 +118,8 @@ def test_two_processes_on_one_new_store_never_interleave(task):
     for m, (rc, out, err) in results.items():
         if rc == 0:                                    # an answer is this model's answer, never the other's
             assert _close(_mean(out), ref[m]), (m, np.abs(_mean(out) - ref[m]).max())
-        else:                                          # the second writer: one line naming the store
-            assert rc == 2 and str(d / "S") in err and err.count("\n") == 1, err
+        else:                                          # the second writer: one line naming the option and the store
+            assert rc == 2 and f"--store: {d / 'S'}" in err and err.count("\n") == 1, err
 
 
 def test_regress_reports_recomputed_tiles_in_its_output(task, capsys):
