@@ -6,11 +6,11 @@ naming the option (or what the file is for) and the file::
 
     --x1: file x.npy does not exist
     --prediction: p.json is a FIFO, not a regular file
-    model file m.toml is 3.0 MiB, more than the 1 MiB limit for such a file
-    --x-train: X.npz member 'X' holds 2000000×1000 float64 = 14.9 GiB, more than the 11.6 GiB limit for one array
-    file (half the physical memory)
+    model file m.toml is 3 MiB, more than the 1 MiB limit for such a file
+    --x-train: X.npz[X] holds a 2000000×1000 float64 array = 14.9 GiB, more than the 11.8 GiB limit for the
+    arrays of one file (half the physical memory)
 
-``what`` is an option (``"--x1"``: the message starts ``--x1: ``) or a noun (``"model file"``).
+``what`` is an option (``"--x1"``: the message starts with it and a colon) or a noun (``"model file"``).
 """
 from __future__ import annotations
 

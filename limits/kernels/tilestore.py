@@ -10,7 +10,7 @@ Layout of ``DIR``::
 
 A tile file is self-describing and content-addressed (as git objects or zarr's tokenised chunks)::
 
-    b"limits-tile\n" · a 500-byte JSON header {"kernel": K, "name", "tile": [I, J], "shape", "dtype": "<f8",
+    b"limits-tile\\n" · a 500-byte JSON header {"kernel": K, "name", "tile": [I, J], "shape", "dtype": "<f8",
     "sha256": SHA-256 of the data} · the tile's float64 entries (little-endian, C order)
 
 so a tile is tied to the kernel it belongs to (model, inputs, block, its position) and to its own bytes. Reading
