@@ -25,17 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-_DELAYED = """
-import os, pathlib, sys, time
-orig, store = pathlib.Path.mkdir, os.environ["STORE"]
-def slow(self, *a, **k):
-    if str(self).startswith(store) and os.environ.pop("DELAY", None):
-        time.sleep(float(os.environ["WAIT"]))
-    return orig(self, *a, **k)
-pathlib.Path.mkdir = slow
-from limits.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _delayed_create() -> str:
+    """The race injector of the regression test (one copy: tests/largep/test_store_identity.py)."""
+    import ast
+
+    tree = ast.parse((ROOT / "tests" / "largep" / "test_store_identity.py").read_text(encoding="utf-8"))
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "_DELAYED_CREATE")
 
 
 def _data(d: Path, P, seed=0):
@@ -92,7 +91,7 @@ def scenarios(d: Path, ref):
     victim.write_bytes(bytes(data))
     rows.append(("one flipped exponent bit", *_result(_run(_argv(d, "A.toml", d / "SF")), ref["A.toml"])))
 
-    procs = [(m, _run(_argv(d, m, d / "SR"), {"STORE": str(d / "SR"), "DELAY": "1", "WAIT": w}, _DELAYED))
+    procs = [(m, _run(_argv(d, m, d / "SR"), {"STORE": str(d / "SR"), "DELAY": "1", "WAIT": w}, _delayed_create()))
              for m, w in (("A.toml", "3"), ("B.toml", "1"))]
     for m, p in procs:
         rows.append((f"two processes on one new store: {m[0]}", *_result(p, ref[m])))
