@@ -265,7 +265,7 @@ def _npz_members(fh, where, size, budget, first_only, key=None):
 
 
 def load_arrays(path, what: str, *, first_only: bool = False, limit: float | None = None, nofollow: bool = False,
-                key: str | None = None):
+                key: str | None = None, allow_empty: bool = False):
     """``[(key, array), …]`` of an ``.npy`` (key ``""``) or ``.npz`` file, recognised by content, never unpickled;
     the arrays together at most ``limit`` bytes (default :func:`array_limit`), checked from the headers before
     anything is allocated. ``first_only``: the first member of an ``.npz`` only; ``key``: the member ``key`` of
@@ -281,7 +281,7 @@ def load_arrays(path, what: str, *, first_only: bool = False, limit: float | Non
             return [("", _npy_body(fh, where, size, budget))]
         if magic.startswith(ZIP_MAGIC):
             out = _npz_members(fh, where, size, budget, first_only, key)
-            if not out:
+            if not out and not allow_empty:
                 raise ValueError(f"{where} holds no arrays")
             return out
     raise ValueError(f"{where} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
@@ -292,7 +292,7 @@ def load_npz(path, what: str, limit: float | None = None) -> dict:
     with opened(path, what) as (fh, _):
         if not fh.read(2).startswith(ZIP_MAGIC):
             raise ValueError(f"{named(what, path)} is not an .npz archive (damaged or not written by limits)")
-    return dict(load_arrays(path, what, limit=limit))
+    return dict(load_arrays(path, what, limit=limit, allow_empty=True))
 
 
 def array_from_bytes(data: bytes, where: str, limit: float | None = None):
