@@ -453,9 +453,11 @@ def _dask_client(scheduler, n_workers, memory_limit):
         from ..interrupts import children_ignore_sigint
 
         n = int(n_workers) if n_workers else max(1, os.cpu_count() or 1)
-        with children_ignore_sigint():        # a Ctrl-C reaches the driver only: no worker tracebacks
+        # a Ctrl-C reaches the driver only (no worker tracebacks); dask's own log lines stay quiet — a failed
+        # task reaches us through its future, and "lost scattered data" at an interrupted shutdown is expected
+        with children_ignore_sigint():
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                                   dashboard_address=":0", silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
         return client, [client, cluster]
     if not isinstance(scheduler, str) or not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
