@@ -6,6 +6,14 @@ Inputs are (P, d) or ``(P, *spatial, C)`` (as neural-tangents). The state K⁰(x
 block) or equal positions only ("diagonal", P1·P2·S) — is decided by one backward pass over the
 composition and reported per layer in ``diagnostics["structure"]`` with its memory
 (``diagnostics["peak_bytes"]``). Cost: the sum of the layers' costs (see each layer's docstring).
+
+Before anything is allocated, :func:`check_cost` estimates from shapes alone the memory one pair of inputs needs
+at the costliest layer and a lower bound of the time (Σ layers × block entries × :meth:`kernel_work` × pairs,
+at :data:`UPDATES_PER_SECOND`), and refuses beyond half the available memory or one hour with the estimate and
+``max_memory=`` / ``max_seconds=``. Measured on CNNs with flatten or global pooling, attention and a 1-D
+convolution (P = 6…200): 22–74× more CPU than the lower bound, so a refused composition would have taken at
+least as long as said (no false refusals there), and a filter of 10¹² or attention on 128×128 images is refused
+in under a second.
 """
 from __future__ import annotations
 
