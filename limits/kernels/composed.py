@@ -8,7 +8,7 @@ composition and reported per layer in ``diagnostics["structure"]`` with its memo
 (``diagnostics["peak_bytes"]``). Cost: the sum of the layers' costs (see each layer's docstring).
 
 Before anything is allocated, :func:`check_cost` estimates from shapes alone the memory one pair of inputs needs
-at the costliest layer and a lower bound of the time (Σ layers × block entries × :meth:`kernel_work` × pairs,
+at the costliest layer and a lower bound of the time (Σ layers × block entries × ``Layer.kernel_work`` × pairs,
 at :data:`UPDATES_PER_SECOND`), and refuses beyond half the available memory or one hour with the estimate and
 ``max_memory=`` / ``max_seconds=``. Measured on CNNs with flatten or global pooling, attention and a 1-D
 convolution (P = 6…200): 22–74× more CPU than the lower bound, so a refused composition would have taken at
