@@ -115,7 +115,8 @@ def run_case(net, label, factory, expect, lr, steps, widths, seeds, repeat):
         c = time.process_time()
         ours = coord_check(factory, widths, (X, Y), lr=lr, steps=steps, seeds=seeds, expect=expect)
         cpu["ours"] = min(cpu["ours"], time.process_time() - c)
-        names = [n for n in ours.tensors if ":" not in n and not n.endswith("self_attn")]   # mup: tensor outputs
+        names = [n.split(" (")[0] for n, k in zip(ours.tensors, ours.kinds)      # mup: module outputs
+                 if k == "module" and not n.endswith("self_attn")]
         c = time.process_time()
         mine = _get_coord_data({w: (lambda w=w: build(w)) for w in widths}, [(X, Y)], optcls, nsteps=steps + 1,
                                lossfn="xent", cuda=False, nseeds=seeds, show_progress=False,
@@ -123,12 +124,14 @@ def run_case(net, label, factory, expect, lr, steps, widths, seeds, repeat):
         cpu["mup"] = min(cpu["mup"], time.process_time() - c)
     rows = []
     for i, name in enumerate(ours.tensors):
+        if ours.kinds[i] == "tensor":                              # per-tensor rows: mup has no counterpart
+            continue
         row = {"tensor": name, "role": ours.roles[i]}
         for q, t, key in ((0, 0, "scale"), (1, 1, "change1"), (1, steps, "change")):
             row[key] = [float(ours.slope[i, t, q]), float(ours.ci_low[i, t, q]), float(ours.ci_high[i, t, q])]
             row[key + "_pred"] = ours._pred(i, t, q)
         row["ok"] = name not in ours.failing_tensors()
-        sel = mine[mine.module == name]
+        sel = mine[mine.module == name.split(" (")[0]]
         for t, key in ((1, "mup_init"), (steps + 1, "mup_after")):
             s = sel[sel.t == t]
             l1 = [float(s[s.width == w].l1.mean()) if len(s[s.width == w]) else math.nan for w in widths]

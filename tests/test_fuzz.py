@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import inspect
 import io
 import json
 import math
@@ -101,6 +102,7 @@ BASE = {
     "sweep run": [F["sweep"], "--store", F["stored"], "--quiet"],
     "sweep show": [F["stored"]],
     "sweep plot": [F["stored"], "--x", "sigma_b2", "--y", "sigma_w2", "--format", "png"],
+    "sweep functions": [],
     "figure": ["seed000_fig3", "--quick"],
     "validate": ["nosuchcomponent"],
     "run": None,
@@ -243,6 +245,8 @@ def check(cmd, argv, rc, out, err, flag=None, dest=None, value=None, tmp=None):
         problem = f"unexpected exit status {rc}"
     elif rc == 1 and cmd not in EXIT1_OK:
         problem = f"exit 1 from a command that does not document it: {err.strip()[:200]}"
+    elif isinstance(value, str) and len(value) > 160 and value.strip() in err:
+        problem = f"the {len(value)}-character value is echoed whole"
     elif rc == 2:
         errs = [ln for ln in lines if ln.startswith("limits: error: ")]
         if len(errs) != 1:
@@ -338,7 +342,40 @@ def _hostile_files(tmp: Path):
     os.mkfifo(p)
     f["fifo"] = p
     f["dev_zero"] = Path("/dev/zero")          # never ends
+    p = tmp / "in_link_dev_zero.npy"           # issue 31: a link to a device is the device
+    p.symlink_to("/dev/zero")
+    f["link_dev_zero"] = p
+    for name, bomb in _bombs(tmp).items():
+        f[name] = bomb
     return f
+
+
+def _npy_header(shape):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def _bombs(tmp: Path):
+    """Issue 31 item 4: files whose headers ask for more memory than the machine has — an .npy and an .npz
+    member claiming 2,000,000 × 1000 float64 (14.9 GiB) in a few bytes, and a sparse .npy of twice the array
+    limit (its data read back as zeros, so nothing but the size check stops it)."""
+    from limits.readfile import array_limit
+
+    out = {}
+    out["npy_header_bomb"] = tmp / "in_header_bomb.npy"
+    out["npy_header_bomb"].write_bytes(_npy_header((2_000_000, 1000)) + b"\0" * 16)
+    out["npz_header_bomb"] = tmp / "in_header_bomb.npz"
+    import zipfile
+
+    with zipfile.ZipFile(out["npz_header_bomb"], "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header((2_000_000, 1000)) + b"\0" * 16)
+    n = int(2 * array_limit() / 8) + 1
+    out["sparse_npy"] = tmp / "in_sparse.npy"
+    with open(out["sparse_npy"], "wb") as fh:
+        fh.write(_npy_header((n,)))
+        fh.truncate(len(_npy_header((n,))) + 8 * n)
+    return out
 
 
 def _readonly_dir():
@@ -522,12 +559,13 @@ def test_hostile_value(cmd, flag, dest, value, tmp_path, monkeypatch):
 INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "complex", "nan", "inf", "empty", "scalar",
                     "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero", "bools", "one_row",
                     "raw_pickle", "corrupt_zip", "truncated", "text_as_npy", "empty_npz", "pickled_npz",
-                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero"]
+                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero", "link_dev_zero", "npy_header_bomb",
+                    "npz_header_bomb", "sparse_npy"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
 # by default each file option gets a few of these (rotating), all of them under -m exhaustive
 QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle", "fifo",
-               "dev_zero"]
+               "dev_zero", "npz_header_bomb", "link_dev_zero", "npy_header_bomb", "sparse_npy"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
 
@@ -570,6 +608,8 @@ def test_hostile_file(cmd, flag, dest, name, hostile_paths, tmp_path, monkeypatc
     problem = check(cmd, argv, rc, out, err, None if usable else flag, dest, str(path), tmp_path)
     if problem is None and dest in OUT_OPTIONS and rc == 0 and not usable:
         problem = f"accepted the unusable output path {name!r}"
+    if problem is None and name == "missing" and err.count(str(path)) > 1:
+        problem = f"names the missing file more than once: {err.strip()}"
     assert problem is None, problem
 
 
@@ -999,7 +1039,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
     big = tmp_path / "big.toml"
     big.write_text("[model]\nd_in = 4\n" + "#" * (2 << 20) + "\n")
     for path, word in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
-                       (tmp_path, "directory"), (big, "bytes")):
+                       (tmp_path, "directory"), (big, "more than the 1 MiB limit")):
         FUZZ_COUNT.add(("i21", "--model", word))
         for argv in (["model", "--show", str(path)], ["nngp", "--model", str(path), "--random", "2", "4"],
                      _i21_predict_argv(files, "--t", "1", model=str(path))):
@@ -1010,7 +1050,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
         fh.truncate(300 * 2**20)
     FUZZ_COUNT.add(("i21", "--x-train", "300 MiB csv"))
     rc, out, err = run_cli(_i21_predict_argv([files[0], str(huge), files[2], files[3]], "--t", "1"), timeout=20)
-    _one_error(rc, err, "--x-train", "MiB of text")
+    _one_error(rc, err, "--x-train", "300 MiB, more than the 256 MiB limit", "numpy.save")
     dfifo = tmp_path / "x.npy"
     os.mkfifo(dfifo)
     for argv, opt in ((["nngp", "--X", str(dfifo)], "--X"), (["nngp", "--X", "/dev/zero"], "--X"),
@@ -1443,6 +1483,8 @@ def _toml_value(v):
         return json.dumps(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(v)
 
 
@@ -1463,6 +1505,21 @@ def _run_file_kwargs(marker, mods):
     return {"path": str(f), "store": str(marker), "backend": "serial", "progress": False}
 
 
+def _tiles(marker, mods):
+    return {"targets": [[str(marker), {}]], "arrays": [[1.0, 2.0]]}         # write_tiles((path, header)…, arrays)
+
+
+def _blocked(marker, mods):
+    return {"model": {"d_in": 2, "depth": 1}, "X": [[0.1, 0.2], [0.3, 0.4]], "out": str(marker), "block": 1}
+
+
+def _local_json(marker, mods):
+    """A module json.py in the current folder (the marker's), writing the marker: it shadows the stdlib."""
+    (marker.parent / "json.py").write_text("from pathlib import Path\n\n\ndef write(path):\n"
+                                           "    Path(path).write_text('ran')\n    return 1.0\n")
+    return {"path": str(marker)}
+
+
 _touch = lambda key: (lambda marker, mods: {key: f"touch {marker}"})  # noqa: E731
 _path = lambda marker, mods: {"path": str(marker)}                      # noqa: E731
 _none = lambda marker, mods: {}                                          # noqa: E731
@@ -1470,8 +1527,8 @@ _none = lambda marker, mods: {}                                          # noqa:
 SWEEP_NAMES = [
     ("limits.cliutil.os.system", _touch("command"), [], [], True),
     ("limits.cliutil.os.path.os.system", _touch("command"), [], [], True),
-    ("limits.sweep.resolve.importlib.import_module", _importer, [], [], True),
-    ("limits.sweep.resolve.importlib", _none, [], [], False),
+    ("limits.resolver.importlib.import_module", _importer, [], [], True),
+    ("limits.resolver.importlib", _none, [], [], False),
     ("os.system", _touch("command"), [], [], True),
     ("subprocess.getoutput", _touch("cmd"), [], [], True),
     ("subprocess.check_call", lambda m, d: {"args": ["touch", str(m)]}, [], [], True),
@@ -1512,6 +1569,26 @@ SWEEP_NAMES = [
     ("H.part", _path, ["H"], [], True),                                           # functools.partial
     ("H.alias", _path, ["H"], [], True),                                          # another function's name
     ("H.lam", _path, ["H"], [], True),                                            # a lambda
+    # issue 31: file writers of limits, by every name they have; --allow of limits itself; a stdlib name
+    # shadowed by a module of the current folder
+    ("limits.kernels.tilestore.write_tiles", _tiles, [], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, ["limits.kernels.tilestore"], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, ["limits"], [], True),
+    ("limits.kernels.tilestore.write_tiles", _tiles, [], ["limits.kernels.tilestore"], True),
+    ("limits.kernels.kernel_blocked", _blocked, [], [], True),
+    ("limits.kernels.blocked.kernel_blocked", _blocked, [], [], True),
+    ("limits.largep.kernel_tiles", _blocked, [], [], True),
+    ("limits.largep.kernel_tiles", _blocked, ["limits.largep"], [], True),
+    ("limits.kernels.tilestore.fill_tiles", _none, [], [], False),
+    ("limits.predict.kernel_regression", _none, [], [], False),                  # store=DIR
+    ("limits.layers.load", _path, [], [], False),                                 # reads a path
+    ("limits.results.save_result", lambda m, d: {"obj": 1.0, "path": str(m)}, [], [], False),
+    ("limits.mlp", _none, [], [], False),                                          # model description, not a computation
+    ("limits.torch.demos.mlp", lambda m, d: {"width": 4}, [], [], False),          # a torch factory, not a sweep computation
+    ("numpy.save", lambda m, d: {"file": str(m), "arr": [1.0]}, ["numpy"], [], True),
+    ("os.system", _touch("command"), ["os"], [], True),                           # --allow os
+    ("json.write", _local_json, ["json"], [], False),
+    ("json.write", _local_json, [], [], False),
     ("H.write_marker", _path, [], ["H"], True),                                   # allowed by the file only
     ("H.write_marker", _path, [], [], True),                                      # not allowed at all
     ("", _none, [], [], False),
@@ -1626,8 +1703,9 @@ def test_sweep_resolve_still_finds_functions(hostile_module):
     FUZZ_COUNT.add(("sweep21", "resolve-good", hmod))
     assert S.resolve("limits.kernels.critical_line") is limits.kernels.critical_line   # re-export inside limits
     assert S.resolve("limits.kernels.signal.critical_line") is limits.kernels.critical_line
-    assert S.resolve("limits.dmft.solve") is limits.dmft.solve
-    assert S.resolve("limits.mlp") is limits.mlp
+    assert S.resolve("limits.dmft.solve") is limits.dmft.solve.__wrapped__    # declared; its model= entry point aside
+    assert S.resolve("limits.kernels.nngp") is limits.kernels.nngp.__wrapped__
+    assert S.resolve("limits.params.named_exponents") is limits.params.named_exponents
     assert S.resolve(f"{hmod}.write_marker", allow=[hmod]).__name__ == "write_marker"
 
 
@@ -1785,6 +1863,551 @@ def test_sweep_special_files(tmp_path, monkeypatch):
         problem = check(" ".join(map(str, argv[:2])), argv, rc, out, err)
         assert problem is None, (argv, problem)
         assert rc == 2 and needle in err, (argv, err)
+
+
+# --- one resolver for every name a user gives (issue 31 items 1, 2, 5, 7) ---
+def _public_functions():
+    """(dotted name, function) of every public plain function defined in a module of limits."""
+    import pkgutil
+    import types
+
+    have_torch = _il.util.find_spec("torch") is not None
+    out = []
+    for info in pkgutil.walk_packages(limits.__path__, "limits."):
+        if info.name.startswith("limits.torch") and not have_torch:
+            continue
+        mod = _il.import_module(info.name)
+        out += [(f"{info.name}.{k}", v) for k, v in sorted(vars(mod).items())
+                if not k.startswith("_") and isinstance(v, types.FunctionType) and v.__module__ == info.name]
+    return out
+
+
+def test_every_undeclared_limits_function_is_refused_by_every_route():
+    """Item 1, the class: a name of limits reaches a function only if that function was declared for the use
+    (sweep computation, torch factory, data function) — every other public function of every module (file
+    writers such as write_tiles, kernel_blocked(out=), kernel_tiles, save_result, the command line, …) is refused
+    as a sweep function, an [inputs] function, a --factory and a --data; every function with a path parameter
+    is undeclared."""
+    from limits.registry import PATH_PARAMETER, check_signature, declared_target, entries
+    from limits.resolver import resolve
+
+    reached, path_taking = [], 0
+    for name, fn in _public_functions():
+        module, attr = name.rsplit(".", 1)
+        takes_path = any(PATH_PARAMETER.search(p) for p in inspect.signature(fn).parameters)
+        path_taking += takes_path
+        for kind, spec, syntax in (("sweep", name, "dotted"), ("factory", f"{module}:{attr}", "colon"),
+                                   ("data", f"{module}:{attr}", "colon")):
+            FUZZ_COUNT.add(("resolver31", kind, name))
+            try:
+                got = resolve(spec, kind=kind, syntax=syntax)
+            except ValueError as exc:
+                assert len(str(exc).splitlines()) == 1
+                got = None
+            if got is not declared_target(fn, kind):          # the declared function itself, or nothing
+                reached.append((kind, name))
+            elif got is not None:                              # which takes no path (a model= wrapper is left)
+                entry = next(e for e in entries(kind) if e.fn is got)
+                check_signature(got, entry.forwards, dict(entry.not_paths))
+    assert path_taking > 20 and reached == [], reached
+
+
+USER_FAILURES = [          # (module source, function or [inputs] generator, what the one line names)
+    ("def f(x:\n    return x\n", "function", "SyntaxError"),
+    ("import sys\nsys.exit(0)\n\ndef f(x):\n    return x\n", "function", "sys.exit(0)"),
+    ("import sys\nsys.exit(1)\n\ndef f(x):\n    return x\n", "function", "sys.exit(1)"),
+    ("raise RuntimeError('broken at import')\n", "function", "RuntimeError: broken at import"),
+    ("import no_such_module_31\n", "function", "ModuleNotFoundError"),
+    ("def gen(n):\n    raise RuntimeError('the generator broke')\n", "inputs", "RuntimeError: the generator broke"),
+    ("def gen(n):\n    import sys\n    sys.exit(0)\n", "inputs", "sys.exit(0)"),
+    ("def gen(n):\n    import sys\n    sys.exit(1)\n", "inputs", "sys.exit(1)"),
+    ("def gen(n):\n    return 1 / 0\n", "inputs", "ZeroDivisionError"),
+    ("def gen(n):\n    raise KeyError(n)\n", "inputs", "KeyError"),
+    ("def gen(n):\n    raise ValueError('x' * 5000)\n", "inputs", "ValueError"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(USER_FAILURES)), ids=[f"{r}:{e}" for _, r, e in USER_FAILURES])
+def test_the_users_code_failing_is_the_users_error(i, tmp_path, monkeypatch):
+    """Item 5: the user's module failing on import (SyntaxError, an exception, sys.exit(0), sys.exit(1)) or the
+    user's [inputs] generator raising: exit 2, one line naming the function and the exception, nothing written —
+    not exit 70 "a bug in limits", not exit 0/1. The module lies in the current folder (no PYTHONPATH)."""
+    src, route, needle = USER_FAILURES[i]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    name = f"usermod31_{_uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(src)
+    if route == "function":
+        text = f'function = "{name}.f"\n[product]\nx = [1, 2]\n'
+    else:
+        text = (f'function = "limits.kernels.critical_line"\n[fixed]\nactivation = "erf"\n[inputs]\n'
+                f'function = "{name}.gen"\nargs = {{n = 3}}\nnames = ["sigma_b2"]\n')
+    (tmp_path / "s.toml").write_text(text + '[run]\nbackend = "serial"\n')
+    FUZZ_COUNT.add(("resolver31", "user-code", route, src))
+    argv = ["sweep", "run", "s.toml", "--allow", name, "--quiet"]
+    rc, out, err = run_cli(argv)
+    problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    line = err.strip()
+    assert needle in line and name in line and len(line) < 500, line
+    assert not (tmp_path / "sweeps").exists()
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("main_fn,extra", [
+    ("limits.kernels.tilestore.write_tiles", ""),               # an undeclared function of limits
+    ("limits.kernels.critical_line", "[product]\nsigma_b2 = {start = 0, stop = 1}\n"),   # a malformed axis
+    ("limits.kernels.critical_line", "[seeds]\nbogus = 1\n"),
+    ("limits.kernels.critical_line", "[zip]\npt = 5\n"),
+    ("USER.gen", ""),                                           # a generator as the function, not allowed
+])
+def test_the_inputs_generator_runs_only_after_the_whole_file_is_checked(main_fn, extra, tmp_path, monkeypatch):
+    """Item 1: `[inputs] function` ran while the file was still being read — before the rest of the file (and,
+    once, before a bad `function`) was refused. Now every name is resolved and every table checked first."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    name = f"gen31_{_uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(f"def gen(n):\n    open({str(tmp_path / 'MARKER')!r}, 'w')\n    return 0.1\n")
+    fn = main_fn.replace("USER", name)
+    (tmp_path / "s.toml").write_text(f'function = "{fn}"\n[fixed]\nactivation = "erf"\n[inputs]\nfunction = '
+                                     f'"{name}.gen"\nargs = {{n = 1}}\nnames = ["sigma_b2"]\n{extra}'
+                                     '[run]\nbackend = "serial"\n')
+    FUZZ_COUNT.add(("resolver31", "inputs-order", main_fn, extra))
+    allow = ["--allow", name] if "USER" not in main_fn else []
+    argv = ["sweep", "run", "s.toml", "--quiet", *allow]
+    rc, out, err = run_cli(argv)
+    problem = check("sweep run", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    assert not (tmp_path / "MARKER").exists(), "the [inputs] generator ran before the file was refused"
+    sys.modules.pop(name, None)
+
+
+_NAME_CASES = [            # (--allow values, --factory/--data name, option): refused with one line
+    (["code"], "code:interact", "--data"),                     # read stdin and ran it
+    ([], "limits.cli:main", "--data"),                         # recursed, hundreds of traceback files
+    (["limits.cli"], "limits.cli:main", "--data"),
+    (["limits"], "limits.cli:main", "--data"),
+    (["os"], "os:system", "--factory"),
+    (["numpy"], "numpy:load", "--data"),
+    (["sympy"], "sympy:sympify", "--data"),
+    (["joblib"], "joblib:load", "--data"),
+    (["json"], "json:write", "--data"),                        # a json.py of the current folder
+    ([], "json:write", "--data"),
+    ([], "limits.kernels.tilestore:write_tiles", "--factory"),
+    ([], "limits.largep:kernel_tiles", "--factory"),
+    ([], "limits.kernels:kernel_blocked", "--data"),
+    ([], "builtins:exec", "--data"),
+    ([], "x" * 400 + ":f", "--factory"),
+    (["x" * 400], "x" * 400 + ":f", "--factory"),
+]
+
+
+@pytest.mark.parametrize("allow,name,option", _NAME_CASES, ids=[f"{o} {n[:40]} {a}"[:80] for a, n, o in _NAME_CASES])
+def test_factory_and_data_names_follow_the_same_rule(allow, name, option, tmp_path, monkeypatch):
+    """Item 2: --factory/--data go through the one resolver: refused, before anything runs (nothing read from
+    stdin, no marker written, no crash report), with one line that echoes no long name whole."""
+    import tempfile
+
+    from limits.resolver import resolve
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w')\ndef write():\n    return 1\n")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("open('MARKER', 'w')\n"))
+    FUZZ_COUNT.add(("resolver31", option, name, tuple(allow)))
+    kind = "data" if option == "--data" else "factory"
+    with pytest.raises(ValueError) as exc:
+        resolve(name, kind=kind, allow=allow, option=option, syntax="colon")
+    assert len(str(exc.value).splitlines()) == 1 and "x" * 300 not in str(exc.value)
+    reports = set(Path(tempfile.gettempdir()).glob("limits-error-*"))
+    argv = ["coord-check", "--factory", name if kind == "factory" else "limits.torch.demos:mlp", "--param", "muP",
+            "--widths", "4", "8", "16", "--seeds", "2", "--steps", "1", *[x for a in allow for x in ("--allow", a)]]
+    if kind == "data":
+        argv += ["--data", name]
+    rc, out, err = run_cli(argv)
+    problem = check("coord-check", argv, rc, out, err, tmp=tmp_path)
+    assert problem is None and rc == 2, (rc, problem, err)
+    assert "x" * 300 not in err and sys.stdin.read() == "open('MARKER', 'w')\n"      # stdin untouched
+    assert not (tmp_path / "MARKER").exists()
+    assert set(Path(tempfile.gettempdir()).glob("limits-error-*")) == reports
+    sys.modules.pop("json", None) if getattr(sys.modules.get("json"), "__file__", "").startswith(str(tmp_path)) \
+        else None
+
+
+def test_allow_refuses_every_library_limits_runs_on_by_rule(monkeypatch, tmp_path):
+    """Item 2: --allow is an allowlist — every top-level module of limits' (transitive) dependencies is refused,
+    the standard library too, and a library limits starts to depend on is refused without any list to update
+    (simulated: a new requirement of limits' metadata)."""
+    import importlib.metadata as md
+
+    from limits import resolver
+
+    libs = resolver.library_modules()
+    assert {"numpy", "scipy", "sympy", "joblib", "limits"} <= set(libs)
+    for top in sorted(libs) + ["os", "code", "subprocess", "pickle", "importlib", "builtins", "json", "ctypes"]:
+        if not top.isidentifier() or top.startswith("_") or resolver._find_spec(top) is None:
+            continue                                   # not importable: nothing to allow or refuse
+        FUZZ_COUNT.add(("resolver31", "allow", top))
+        with pytest.raises(ValueError, match="cannot be allowed|standard library|limits runs on"):
+            resolver.check_allow([top])
+    (tmp_path / "my_own_code_31.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))                      # an importable module, installed or not
+    assert resolver.check_allow(["my_own_code_31"]) == ("my_own_code_31",)
+    real_requires, real_pd = md.requires, md.packages_distributions
+    monkeypatch.setattr(md, "requires", lambda d: (real_requires(d) or []) + ["my-own-code-31>=1"] if d == "limits"
+                        else real_requires(d) if d != "my-own-code-31" else [])
+    monkeypatch.setattr(md, "packages_distributions", lambda: {**real_pd(), "my_own_code_31": ["my-own-code-31"]})
+    resolver.library_modules.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="my-own-code-31, a library limits runs on"):
+            resolver.check_allow(["my_own_code_31"])
+    finally:
+        resolver.library_modules.cache_clear()
+
+
+def test_a_folder_named_limits_shadowing_the_package(tmp_path):
+    """Item 7: `python -m limits` in a directory holding a folder named limits (with or without __init__.py)
+    imports that folder as the package; with an editable install the command line still runs and failed with
+    exit 70 ("a bug in limits"). Now: one line saying which folder shadows the package, exit 2."""
+    finder = (
+        "import importlib.machinery, importlib.util, runpy, sys\n"
+        f"ROOT = {str(ROOT)!r}\n"
+        "class Editable:  # as setuptools' editable finder: after the PathFinder, maps limits.* to the source\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        import os\n"
+        "        if name.split('.')[0] != 'limits':\n"
+        "            return None\n"
+        "        base = os.path.join(ROOT, *name.split('.'))\n"
+        "        if os.path.isfile(os.path.join(base, '__init__.py')):\n"
+        "            return importlib.util.spec_from_file_location(name, os.path.join(base, '__init__.py'),\n"
+        "                                                          submodule_search_locations=[base])\n"
+        "        if os.path.isfile(base + '.py'):\n"
+        "            return importlib.util.spec_from_file_location(name, base + '.py')\n"
+        "sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder) + 1, Editable)\n"
+        "sys.argv = ['limits', '--version']\n"
+        "runpy.run_module('limits', run_name='__main__', alter_sys=True)\n")
+    env = {"PATH": os.environ.get("PATH", "")}
+    (tmp_path / "limits").mkdir()
+    for init in (False, True):
+        if init:
+            (tmp_path / "limits" / "__init__.py").write_text("")
+        FUZZ_COUNT.add(("resolver31", "shadowing folder", init))
+        p = subprocess.run([sys.executable, "-c", finder], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and str(tmp_path / "limits") in lines[0], p.stderr
+        assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-c", finder], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("limits "), p.stderr        # control: not shadowed
+
+
+_LONG = [(c, f, d) for c, f, d, v, q in TABLE if v == "x" * 300 and f != "--title"]     # a title is drawn, not echoed
+
+
+@pytest.mark.parametrize("cmd,flag,dest", _LONG, ids=[f"{c} {f or d}" for c, f, d in _LONG])
+def test_long_user_text_is_never_echoed_whole(cmd, flag, dest, tmp_path, monkeypatch):
+    """Item 7: a 2000-character value (one word, and words with spaces) given to any text option of any
+    command: the error, if any, says what was wrong without echoing the value whole."""
+    monkeypatch.chdir(tmp_path)
+    for value in ("w" * 2000, "long words " * 180):
+        argv = _argv_with(cmd, flag, value)
+        if _known(argv) or _finding(cmd, flag or dest, "x" * 300):
+            continue
+        FUZZ_COUNT.add((cmd, flag or dest, value))
+        rc, out, err = run_cli(argv, timeout=30)
+        problem = check(cmd, argv, rc, out, err, flag or dest, dest, value, tmp_path)
+        assert problem is None, problem
+        assert value.strip() not in err and len(err) < 2500, err
+
+
+# --- issue 31, items 4 and 7: every reader bounded; messages that name the option and the file ---
+def _fast(fn, *a, budget=1.0, **kw):
+    """``fn(*a, **kw)`` must raise ValueError within ``budget`` seconds; returns the message."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as e:
+        fn(*a, **kw)
+    assert time.perf_counter() - t0 < budget, (fn, time.perf_counter() - t0)
+    return str(e.value)
+
+
+def _special_files(tmp: Path) -> dict:
+    """name → (path, words the refusal must contain): FIFOs, devices, links to them, folders, oversized and deep."""
+    fifo = tmp / "f.json"
+    os.mkfifo(fifo)
+    link = tmp / "zero.json"
+    link.symlink_to("/dev/zero")
+    big = tmp / "big.json"
+    big.write_text("{" + " " * (2 << 20) + "}")
+    deep = tmp / "deep.json"
+    deep.write_text("[" * 500 + "]" * 500)
+    (tmp / "dir.json").mkdir()
+    return {"fifo": (fifo, "FIFO"), "dev_zero": (Path("/dev/zero"), "character device"),
+            "link_dev_zero": (link, "character device"), "directory": (tmp / "dir.json", "directory"),
+            "oversized": (big, "1 MiB limit"), "deep": (deep, "nested too deeply")}
+
+
+def test_i31_every_reader_refuses_special_oversized_and_deep_files(tmp_path):
+    """Item 4: limits.layers.load, Model.load, load_result / Result.load, the sweep dataset reader and a tile
+    store's description refuse FIFOs, /dev/zero (and links to it), folders, oversized and deeply nested files —
+    one ValueError naming the file, in under a second, nothing blocked on or read without end."""
+    from limits.kernels.tilestore import TileStore
+    from limits.predict import RegressionResult
+    from limits.results import load_result
+    from limits.sweep.dataset import load as load_dataset
+
+    files = _special_files(tmp_path)
+    readers = {"layers.load": limits.layers.load, "Model.load": limits.Model.load, "load_result": load_result,
+               "Result.load": RegressionResult.load, "sweep dataset": load_dataset}
+    for rname, reader in readers.items():
+        for fname, (path, word) in files.items():
+            if rname == "sweep dataset" and fname == "deep":
+                continue                                       # a dataset is netCDF, not JSON
+            if rname == "sweep dataset" and fname == "oversized":   # its limit is the array limit: twice that
+                from limits.readfile import array_limit
+
+                path, word = tmp_path / "huge.nc", "limit for such a file"
+                with open(path, "wb") as fh:
+                    fh.truncate(int(2 * array_limit()))
+            if rname in ("load_result", "Result.load"):       # a result is PATH.npz + PATH.json: the .json is hostile
+                np.savez(path.with_suffix(".npz"), x=np.ones(2))
+                if fname == "oversized":                       # a result's .json may have 64 MiB: 65 (sparse)
+                    path, word = tmp_path / "big65.json", "64 MiB limit"
+                    with open(path, "wb") as fh:
+                        fh.truncate(65 << 20)
+                    np.savez(path.with_suffix(".npz"), x=np.ones(2))
+            FUZZ_COUNT.add(("i31", "reader", rname, fname))
+            msg = _fast(reader, path)
+            assert word in msg and path.name in msg, (rname, fname, msg)
+    store = tmp_path / "store"
+    store.mkdir()
+    for fname in ("fifo", "dev_zero", "oversized", "deep"):
+        target = store / "store.json"
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        src, word = files[fname]
+        if fname == "fifo":
+            os.mkfifo(target)
+        elif fname == "dev_zero":
+            target.symlink_to("/dev/zero")
+        else:
+            target.write_bytes(src.read_bytes())
+        FUZZ_COUNT.add(("i31", "reader", "tile store", fname))
+        msg = _fast(TileStore.open, store)
+        assert "not a readable kernel tile store" in msg, msg
+
+
+def _member_bomb(path, shape=(2_000_000, 1000)):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header(shape) + b"\0" * 16)
+    return path
+
+
+def test_i31_npz_members_are_sized_before_anything_is_allocated(tmp_path):
+    """Item 4: an .npz member whose .npy header asks for 14.9 GiB (the zip bomb of the issue) and one whose zip
+    directory says 64 MiB uncompressed (checked against a 32 MiB limit) are refused from their headers: peak
+    allocation under 1 MiB, under a second — through the reader, load_result and every CLI data option; the
+    message names the option and the size, never --seed (item 7)."""
+    import tracemalloc
+    import zipfile
+
+    from limits.readfile import load_arrays
+    from limits.results import load_result
+
+    bomb = _member_bomb(tmp_path / "bomb.npz")
+    (tmp_path / "bomb.json").write_text(json.dumps({"format": 1, "type": "limits.predict.RegressionResult",
+                                                    "fields": {}}))
+    real = tmp_path / "real.npz"
+    with zipfile.ZipFile(real, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header((8 << 20,)) + bytes(64 << 20))
+    tracemalloc.start()
+    try:
+        for call, words in ((lambda: load_arrays(bomb, "--x"), ("--x", "14.9 GiB")),
+                            (lambda: load_result(tmp_path / "bomb"), ("14.9 GiB",)),
+                            (lambda: load_arrays(real, "--x", limit=32 << 20), ("64 MiB uncompressed", "32 MiB"))):
+            msg = _fast(call)
+            assert all(w in msg for w in words), msg
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+    FUZZ_COUNT.update({("i31", "npz", "header bomb"), ("i31", "npz", "zip directory bomb"), ("i31", "npz", "result")})
+    m, X, Y, Xs, files = _i21_task()
+    for argv, opt in ((["check", "--model", files[0], "--x", str(bomb), "--seed", "123456789", "--widths", "8", "16",
+                        "32", "--inits", "4"], "--x"),
+                      (_i21_predict_argv([files[0], str(bomb), files[2], files[3]], "--t", "1", "--seed", "987654321")
+                       if "--seed" in {a for a in COMMANDS["predict"]._option_string_actions} else
+                       _i21_predict_argv([files[0], str(bomb), files[2], files[3]], "--t", "1"), "--x-train"),
+                      (["nngp", "--X", str(bomb), "--seed", "424242"], "--X"),
+                      (["kernel", "--model", files[0], "--x1", str(bomb)], "--x1")):
+        FUZZ_COUNT.add(("i31", "bomb", opt))
+        rc, out, err = run_cli(argv, timeout=20)
+        line = _one_error(rc, err, opt, "14.9 GiB")
+        assert "--seed" not in line, line
+
+
+def test_i31_memory_errors_are_never_blamed_on_seed():
+    from limits.cli import _classify
+
+    FUZZ_COUNT.add(("i31", "MemoryError", "--seed"))
+    code, msg = _classify(MemoryError(), ["check", "--seed", "999999999", "--widths", "8", "16"])
+    assert code == 2 and "--widths 16" in msg and "seed" not in msg, msg
+    code, msg = _classify(MemoryError(), ["nngp", "--seed=77777777"])
+    assert code == 2 and "seed" not in msg, msg
+
+
+_BAD_LAYERS = {
+    "a list as layer type": {"layer": ["Dense"]},
+    "a mapping as layer type": {"layer": {"a": 1}},
+    "a number as layer type": {"layer": 5},
+    "a string as layer": "Dense",
+    "unknown field": {"layer": "Dense", "sigma_w2": 1.0, "bogus": 3},
+    "stored name of a field": {"layer": "Activation", "name_": "relu"},
+    "filter of 10^12": {"layer": "Conv", "filter_shape": [10 ** 12, 10 ** 12]},
+    "filter of 0": {"layer": "Conv", "filter_shape": [0, 3]},
+    "window of 10^12": {"layer": "AvgPool", "window_shape": [10 ** 12, 10 ** 12]},
+    "10^12 heads": {"layer": "Attention", "n_heads": 10 ** 12},
+    "residual branch a number": {"layer": "Residual", "branch": 5},
+    "residual unknown field": {"layer": "Residual", "branch": [{"layer": "Dense"}], "foo": 1},
+    "activation a list": {"layer": "Activation", "name": ["relu"]},
+    "sigma a string": {"layer": "Dense", "sigma_w2": "1"},
+}
+
+
+def test_i31_malformed_layer_descriptions_are_refused_in_under_a_second(tmp_path):
+    """Item 4: each malformed layer, in a composition given as a dict or as a .json/.toml file, is one ValueError
+    naming the layer's place and what is wrong — within a second (a filter of 10¹² used to run for ever)."""
+    from limits.layers import Serial
+
+    for name, layer in _BAD_LAYERS.items():
+        doc = {"serial": [layer, {"layer": "Flatten"}, {"layer": "Dense"}]}
+        FUZZ_COUNT.add(("i31", "layer description", name))
+        assert "serial[0]" in _fast(Serial.from_dict, doc), name
+        (tmp_path / "c.json").write_text(json.dumps(doc))
+        assert "c.json" in _fast(limits.layers.load, tmp_path / "c.json"), name
+    _fast(Serial.from_dict, {"serial": [{"layer": "Dense"}], "extra": 1})
+    for shape in ((2, 0, 0, 1), (2, 4, 0, 1)):
+        FUZZ_COUNT.add(("i31", "zero-size images", shape))
+        msg = _fast(limits.kernels.kernel, limits.serial(limits.layers.Conv(filter_shape=(3, 3)), limits.layers.Flatten(),
+                                                         limits.layers.Dense()), np.zeros(shape))
+        assert "zero size" in msg, msg
+    ok = limits.layers.load(_write(tmp_path / "ok.json", json.dumps(limits.serial(
+        limits.layers.Conv(filter_shape=(3, 3)), limits.layers.Activation("erf"), limits.layers.AvgPool(),
+        limits.layers.Flatten(), limits.layers.Dense()).to_dict())))
+    assert Serial.from_dict(ok.to_dict()) == ok                    # every description written loads back
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_i31_compositions_and_cg_regression_estimate_before_allocating(tmp_path):
+    """Item 4: attention on large images, a CNN with global pooling at many inputs, a filter of 10¹² through the
+    API, and CG regression at P = 2·10⁶ are refused from shapes alone (under a second, the store untouched) with
+    the estimate and the option that allows them; a small composition still runs, and max_seconds/max_memory
+    let a refused one through."""
+    L = limits.layers
+    attn = limits.serial(L.Attention(), L.GlobalAvgPool(), L.Dense())
+    cnn = limits.serial(L.Conv(filter_shape=(3, 3)), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    huge = limits.serial(L.Conv(filter_shape=(10 ** 12, 10 ** 12)), L.Flatten(), L.Dense())
+    for name, m, X, word in (("attention 128x128", attn, np.zeros((2, 128, 128, 3)), "max_memory="),
+                             ("CNN+GAP P=2000", cnn, np.zeros((2000, 32, 32, 3)), "max_seconds="),
+                             ("filter 10^12", huge, np.zeros((2, 4, 4, 1)), "years")):
+        FUZZ_COUNT.add(("i31", "composition estimate", name))
+        msg = _fast(limits.kernels.kernel, m, X)
+        assert word in msg, msg
+    r = limits.kernels.kernel(cnn, np.random.default_rng(0).standard_normal((3, 4, 4, 2)))
+    assert np.all(np.isfinite(r.nngp))
+    msg = _fast(limits.kernels.kernel, cnn, np.zeros((3, 4, 4, 2)), max_seconds=1e-9)
+    assert "max_seconds" in msg
+    from limits.predict import kernel_regression
+
+    X = np.zeros((2_000_000, 1))
+    Y, Xs = np.zeros((2_000_000, 1)), np.zeros((3, 1))
+    m = limits.mlp(1, 2)
+    FUZZ_COUNT.update({("i31", "cg estimate", "memory"), ("i31", "cg estimate", "disk")})
+    msg = _fast(kernel_regression, m, X, Y, Xs, noise=0.1, solver="cg", store=tmp_path / "S", budget=5.0)
+    assert "memory_limit" in msg and "of CPU" in msg and not (tmp_path / "S").exists(), msg
+    msg = _fast(kernel_regression, m, X, Y, Xs, noise=0.1, solver="cg", store=tmp_path / "S", memory_limit=1e15,
+                budget=5.0)
+    assert "of disk" in msg and "free" in msg and not (tmp_path / "S").exists(), msg
+    mf, Xf, Yf, Xsf = _i21_task()[4]
+    rc, out, err = run_cli(["regress", "--model", mf, "--x-train", Xf, "--y-train", Yf, "--x-test", Xsf, "--noise",
+                            "0.1", "--solver", "cg", "--max-memory", "1KB", "--store", str(tmp_path / "S")])
+    _one_error(rc, err, "--max-memory")
+
+
+def test_i31_disk_full_and_file_too_large_name_the_option_and_the_file(tmp_path, monkeypatch):
+    """Item 7: ENOSPC while saving a result or a tile, and EFBIG (``ulimit -f``) while saving: exit 2, one line
+    naming the option, the file, the system's reason and what to do."""
+    import errno
+    import resource
+
+    m, X, Y, Xs, files = _i21_task()
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    for argv, opt, name in ((["kernel", "--model", files[0], "--x1", files[1], "--save", str(tmp_path / "k")],
+                             "--save", "k.npz"),
+                            (["regress", "--model", files[0], "--x-train", files[1], "--y-train", files[2], "--x-test",
+                              files[3], "--noise", "0.1", "--solver", "cg", "--store", str(tmp_path / "S")],
+                             "--store", "store.json")):
+        FUZZ_COUNT.add(("i31", "ENOSPC", opt))
+        rc, out, err = run_cli(argv)
+        _one_error(rc, err, opt, name, "No space left on device", "disk is full")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert not list(tmp_path.rglob("*.tmp"))                         # no temporary file left behind
+    FUZZ_COUNT.add(("i31", "EFBIG", "--save"))
+    np.save(tmp_path / "X60.npy", np.random.default_rng(0).standard_normal((60, 4)))
+    proc = subprocess.run([sys.executable, "-m", "limits", "kernel", "--model", files[0], "--x1",
+                           str(tmp_path / "X60.npy"), "--save", str(tmp_path / "big")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)))
+    _one_error(proc.returncode, proc.stderr, "--save", "big.npz", "File too large", "ulimit")
+
+
+def test_i31_a_fifo_given_as_prediction_is_called_a_fifo(tmp_path):
+    """Item 7: --prediction naming a FIFO (the .json of a saved prediction, or the path itself), /dev/zero or a
+    folder: one line saying what it is — never "does not exist"; a missing prediction still is."""
+    m, X, Y, Xs, files = _i21_task()
+    rc, out, err = run_cli(_i21_predict_argv(files, "--t", "1", "--save", str(tmp_path / "p")))
+    assert rc == 0, err
+    (tmp_path / "p.json").rename(tmp_path / "p.json.real")
+    os.mkfifo(tmp_path / "p.json")
+    os.mkfifo(tmp_path / "bare")
+    (tmp_path / "folder").mkdir()
+    for target, word in ((tmp_path / "p", "FIFO"), (tmp_path / "p.json", "FIFO"), (tmp_path / "bare", "FIFO"),
+                         ("/dev/zero", "character device"), (tmp_path / "folder", "directory"),
+                         (tmp_path / "nothing", "does not exist")):
+        FUZZ_COUNT.add(("i31", "--prediction", word, Path(target).name))
+        rc, out, err = run_cli(["check", "--prediction", str(target)], timeout=10)
+        line = _one_error(rc, err, "--prediction", word)
+        assert word == "does not exist" or "does not exist" not in line, line
+
+
+def test_i31_no_negative_zero_in_printed_exponents():
+    """Item 7: the one formatter of exponents never prints −0.00, and the exponent of equal multipliers is exactly
+    0 (np.polyfit gave ±2e-16, printed "-0.00" on some machines: the torch equivalence test's cause)."""
+    from limits.stats import RateFit, loglog_slope, signed
+
+    rng = np.random.default_rng(31)
+    for x in np.concatenate([rng.uniform(-0.005, 0.005, 500), [-0.0, -1e-17, -4.9e-3, -1e-300]]):
+        for digits, minus in ((2, "-"), (3, "-"), (2, "−")):
+            assert signed(x, digits, minus) != minus + "0." + "0" * digits, x
+    FUZZ_COUNT.update({("i31", "signed", "near zero"), ("i31", "slope", "equal multipliers")})
+    for _ in range(200):
+        ws = np.sort(rng.choice([8, 16, 32, 64, 128, 256, 512], size=rng.integers(2, 6), replace=False))
+        c = float(rng.uniform(1e-3, 1e3))
+        assert loglog_slope(ws, [c] * len(ws)) == 0.0
+        assert signed(loglog_slope(ws, [c] * len(ws))) == "+0.00"
+    assert abs(loglog_slope([16, 32, 64], [1.0, 2.0, 4.0]) - 1.0) < 1e-12
+    assert "-0.000" not in str(RateFit(-1e-17, 0.0, 0.01, -2e-4, 0.02, 0.95))
 
 
 # the report of the suite's size runs after this section (re-bound, so it is last in the module)

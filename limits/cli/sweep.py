@@ -1,8 +1,7 @@
-"""`limits sweep run FILE.toml`, `limits sweep show STORE_OR_FILE`, `limits sweep plot STORE_OR_FILE`."""
+"""`limits sweep run FILE.toml`, `limits sweep show STORE_OR_FILE`, `limits sweep plot STORE_OR_FILE`, `limits sweep functions`."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 
@@ -49,9 +48,10 @@ def cmd_run(args):
                       store=args.store, chunk=chunk, fail_fast=True if args.fail_fast else None,
                       reduce_seeds=True if args.reduce_seeds else None, out=args.out,
                       max_points=args.max_points, progress=False if args.quiet else None)
-    except PointFailed as exc:
-        print(f"limits sweep: stopped (--fail-fast): {exc}", file=sys.stderr)
-        return 1
+    except PointFailed as exc:          # the function failed at a point: the user's error, one line (exit 2)
+        from ..errors import UserCodeError
+
+        raise UserCodeError(f"sweep stopped at the first failing point (--fail-fast): {exc}") from None
     a = ds.attrs
     info = {k: a.get(k) for k in ("function", "n_points", "reused", "computed", "n_failed", "backend", "chunk",
                                   "wall_time_s", "path")}
@@ -70,7 +70,9 @@ def cmd_run(args):
             print(f"dataset: {a['full_path']} (mean ± SE over seeds: {a['path']})")
         elif a.get("path"):
             print(f"dataset: {a['path']}")
-    return 0 if not info["n_failed"] else 3
+    from . import EXIT_POINTS_FAILED
+
+    return 0 if not info["n_failed"] else EXIT_POINTS_FAILED
 
 
 def cmd_show(args):
@@ -122,6 +124,37 @@ def cmd_plot(args):
     return 0
 
 
+def _summary_line(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _signature(fn) -> str:
+    """``(X, depth, activation='erf', …)``: the parameters, without annotations."""
+    import inspect
+
+    sig = inspect.signature(fn)
+    return str(sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                           return_annotation=sig.empty))
+
+
+def cmd_functions(args):
+    """The declared sweep computations: name, signature, one-line summary (``--json``: a list of dicts)."""
+    from ..registry import entries, public_name
+
+    rows = [{"name": public_name(e), "signature": _signature(e.fn),
+             "summary": e.summary, "defined_in": e.name} for e in entries("sweep")]
+    if args.json:
+        from ..cliutil import emit
+
+        emit(rows, args, "")
+        return 0
+    print(f"{len(rows)} sweep computations (name them in a sweep file's `function` or `[inputs] function`; your "
+          "own functions need --allow MODULE):")
+    for r in rows:
+        print(f"\n{r['name']}{r['signature']}\n    {_summary_line(r['summary'])}")
+    return 0
+
+
 def register(sub):
     s = sub.add_parser("sweep", help="parameter sweeps: resumable grids on joblib or dask → xarray dataset")
     ss = s.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND", required=True)
@@ -141,11 +174,16 @@ def register(sub):
                    help="confirm a grid of up to N points (default: the file's [run] max_points, else 100000; "
                         "larger grids are refused with a cost estimate)")
     r.add_argument("--allow", action="append", default=[], metavar="MODULE",
-                   help="allow functions defined in MODULE (outside limits; runs its code — a sweep file's own "
-                        "`allow` list is not enough); repeatable")
+                   help="allow the functions defined in MODULE, your own code in the current folder or on sys.path "
+                        "(not the standard library, limits or a library limits runs on; importing it runs its code "
+                        "— a sweep file's own `allow` list is not enough); repeatable")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)
+
+    r = ss.add_parser("functions", help="list the sweep computations of limits a sweep file may name")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_functions)
 
     r = ss.add_parser("show", help="summary of a sweep dataset (a .nc, a store directory or a sweep file)")
     r.add_argument("target", metavar="STORE_OR_FILE")

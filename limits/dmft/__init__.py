@@ -36,6 +36,7 @@ from .linear import StepTooLarge, check_stable, march, march_lowrank, ntk_equal_
 from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
 from .result import DMFTResult
 from ._threads import blas_limited
+from ..registry import sweep_computation
 
 __all__ = ["solve", "lazy", "DMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
            "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk", "seed000"]
@@ -89,6 +90,7 @@ def _input_gram(X):
     return Kx
 
 
+@sweep_computation
 def lazy_ntk(X, depth, activation="linear"):
     """γ0 → 0 NTK ``K = Σ_{l=0}^{L} G^{l+1}_0 ∘ Φ^l_0`` (P×P) of the mean-field net at initialisation.
 
@@ -107,6 +109,7 @@ def lazy_ntk(X, depth, activation="linear"):
     return K
 
 
+@sweep_computation
 def lazy(X, y, depth, activation="linear", T=None, dt=None, steps=None, method="gd"):
     """Kernel-regression (γ0 → 0) trajectory: Δ_k = (I − dt K)^k y (gd) or Δ(t) = e^{−Kt} y (flow)."""
     X, y, Kx, depth, _ = _inputs(X, y, depth, 1.0)
@@ -177,6 +180,7 @@ def _solve_residual(X, y, Kx, depth, gamma0, beta0, act, name, grid, method, M, 
         mc_samples=M, wall_time_s=time.perf_counter() - t_start)
 
 
+@sweep_computation
 def toy_task(P=20, D=40, rng=None, seed=None):
     """Seed 000 toy task (App. A.8): x ~ N(0, I_D), labels y ∈ {−1, 1} drawn uniformly at random."""
     rng = generator(rng, seed)
@@ -262,6 +266,7 @@ def _solve_grid(act, name, Kx, y, depth, gamma0, grid, M, rng, tol, max_iter, da
                 G2=np.stack(G2) if keep_two_time and G2 is not None else None)
 
 
+@sweep_computation
 @blas_limited
 def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=None, method="gd",
           richardson=False, gd_step=None, M=2000, rng=None, seed=0, tol=None, max_iter=200,

@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import finite_array, generator, positive_float, positive_int
+from ..registry import sweep_computation
 
 
+@sweep_computation
 def gaussian_inputs(P, d, rng=None, seed=None, scale=1.0) -> np.ndarray:
     """X (P, d) with i.i.d. entries N(0, scale²)."""
     P, d = positive_int(P, "P"), positive_int(d, "d")
@@ -19,6 +21,7 @@ def gaussian_inputs(P, d, rng=None, seed=None, scale=1.0) -> np.ndarray:
     return scale * generator(rng, seed).standard_normal((P, d))
 
 
+@sweep_computation
 def sphere_inputs(P, d, rng=None, seed=None, radius=None) -> np.ndarray:
     """X (P, d) uniform on the sphere of radius ``radius`` (default √d, so x·x/d = 1)."""
     P, d = positive_int(P, "P"), positive_int(d, "d")
@@ -27,6 +30,7 @@ def sphere_inputs(P, d, rng=None, seed=None, radius=None) -> np.ndarray:
     return radius * Z / np.linalg.norm(Z, axis=1, keepdims=True)
 
 
+@sweep_computation
 def toy_task(P=20, D=40, rng=None, seed=None, labels="random"):
     """Seed 000 §A.8 toy task: x ∈ R^D with entries N(0, 1), binary labels y ∈ {−1, 1}; P = 20, D = 40.
 
@@ -48,6 +52,7 @@ def toy_task(P=20, D=40, rng=None, seed=None, labels="random"):
     return X, y[:, None]
 
 
+@sweep_computation
 def angle_inputs(P, d, norm=1.0, rng=None, seed=None, kernel_scale=None) -> np.ndarray:
     """Seed 004 Fig. 6(a): P vectors of equal length whose mutual angles are multiples of 2π/P,
     ``x_α = r (cos θ_α e₁ + sin θ_α e₂)``, θ_α = 2πα/P (α = 0..P−1). ``e₁, e₂`` are the first two
@@ -73,22 +78,18 @@ def load_arrays(path, x_key="X", y_key="Y"):
 
     Arrays are checked to be finite float arrays; X must be 2-D (samples are rows); Y, if present,
     1-D (made a column) or 2-D with as many rows as X."""
+    from ..readfile import load_arrays as read_arrays
+
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"path: no such file {str(path)!r}")
-    try:
-        if path.suffix == ".npy":
-            X, Y = np.load(path, allow_pickle=False), None
-        elif path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                if x_key not in z.files:
-                    raise ValueError(f"x_key: {x_key!r} not in {path.name} (has {z.files})")
-                X = z[x_key]
-                Y = z[y_key] if y_key in z.files else None
-        else:
-            raise ValueError(f"path must end in .npy or .npz, got {path.suffix!r}")
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"path: cannot read {str(path)!r} as numpy data ({exc})") from None
+    if path.suffix not in (".npy", ".npz"):
+        raise ValueError(f"path must end in .npy or .npz, got {path.suffix!r}")
+    arrays = dict(read_arrays(path, "path"))         # bounded and never unpickled (limits.readfile)
+    if "" in arrays:
+        X, Y = arrays[""], None
+    else:
+        if x_key not in arrays:
+            raise ValueError(f"x_key: {x_key!r} not in {path.name} (has {sorted(arrays)})")
+        X, Y = arrays[x_key], arrays.get(y_key)
     X = finite_array(X, "X", ndim=2)
     if Y is not None:
         Y = finite_array(Y, "Y")

@@ -22,6 +22,7 @@ import numpy as np
 from ..checks import finite_array, nonnegative_float, positive_float, positive_int
 from ..results import Result
 from ._blas import limit_blas
+from ..registry import sweep_computation
 
 
 def _act(activation):
@@ -71,6 +72,7 @@ class FiniteSGDRun(Result):
     feature_rms: np.ndarray
 
 
+@sweep_computation
 @limit_blas
 def online_sgd(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, activation="tanh",
                eta_bar: float = 1.0, mode: str = "coupled", seed: int = 0, train_input_layer: bool = True,
@@ -225,6 +227,7 @@ def online_sgd_modes(X_train, y_train, X_test, n: int, L: int, T: float = 1.0, a
     return out
 
 
+@sweep_computation
 def gia_task(d: int = 10, K: int = 4, P_test: int = 4, seed: int = 12345):
     """The synthetic task of the GIA study: inputs on the sphere of radius √d, targets
     y = tanh-teacher ``sin(β·x/√d) + 0.5`` (fixed seed, so every study uses the same data)."""
@@ -377,6 +380,7 @@ class CollapseStudy(Result):
     dr_rms_corrected: np.ndarray
 
 
+@sweep_computation
 @limit_blas
 def collapse_study(Ls, n=256, eta_bar=0.5, T=1.0, n_seeds=4, d=10, activation="tanh", seed=0) -> CollapseStudy:
     """Measure first-layer vs residual-increment learning after one SGD step, vs depth L."""
@@ -443,6 +447,7 @@ class TransferStudy(Result):
     steps: int
 
 
+@sweep_computation
 @limit_blas
 def transfer_study(Ls, etas, n=128, steps=20, P=16, d=10, n_seeds=3, T=1.0, activation="tanh",
                    seed=0) -> TransferStudy:

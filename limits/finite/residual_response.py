@@ -21,6 +21,7 @@ from ..results import Result
 from .forward import forward
 from .network import mlp, resnet
 from .weights import init_weights, streams_from_root
+from ..registry import sweep_computation
 
 
 def perturbed_pair(x_a, x_b, delta, diagonal=False):
@@ -69,6 +70,7 @@ class FDResponse(Result):
         return mean_se(getattr(self, name), axis=0, name="n_inits")
 
 
+@sweep_computation
 def fd_response(X, depth, width, n_inits, *, entry=(0, 1), eps=1e-5, rng=None, seed=None, activation="erf",
                 sigma_w2=1.0, sigma_b2=0.0, rho=1.0, residual=True, sigma_w2_in=None, sigma_b2_in=None,
                 sigma_w2_out=None, sigma_b2_out=None, chunk=None, memory_mb=256) -> FDResponse:

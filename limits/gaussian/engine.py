@@ -49,6 +49,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..activations import Activation, Derivative, activation
+from ..registry import sweep_computation
 
 ZMAX = 8.5
 _TARGET_EXPONENT = 33.0          # exp(-33) ~ 5e-15
@@ -606,6 +607,7 @@ def _finite_result(out, what):
 
 
 # ------------------------------------------------------------------ 1-D
+@sweep_computation
 def expect(f, q, n=None):
     """E[f(u)] for u ~ N(0, q), vectorised over ``q`` (trapezoidal rule, exact at q = 0; registered
     activations at large q/non-smooth: closed-form asymptotic part + graded Gauss–Legendre remainder).
@@ -737,6 +739,7 @@ def _mehler_pays(fs, gs, k11, k22) -> bool:
     return n_var * 8 <= k11.size
 
 
+@sweep_computation
 def expect2(f, g, k11, k12, k22, n=None, closed_form=True, method="auto", checked=False):
     """E[f(u) g(v)], (u, v) ~ N(0, [[k11, k12], [k12, k22]]), vectorised by broadcasting.
 

@@ -35,6 +35,7 @@ from ._args import resolve
 from .expectations import cross_price, dgram, diag_price
 from .fourpoint import ORDERS, cov4, cov4_erf
 from .nngp import run_recursion
+from ..registry import sweep_computation
 
 
 def pair_index(P):
@@ -94,6 +95,7 @@ def _layer_cov(res, a, b, residual):
     return res.K[min(a, b)]
 
 
+@sweep_computation
 def kernel_fluctuations(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False,
                         rho=1.0, sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *,
                         width, K0=None, depth_scaling="none", include_gram=True,

@@ -26,6 +26,7 @@ from . import _fused
 from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import dgram, gram, moments
+from ..registry import sweep_computation
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class NNGPResult(Result):
         return K / np.outer(d, d)
 
 
+@sweep_computation
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
          depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="auto", ntk_scale="linear",

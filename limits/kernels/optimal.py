@@ -16,6 +16,7 @@ from ..checks import finite_array, positive_float, positive_int
 from ..results import Result
 from ._args import resolve
 from .expectations import diag_price, pair_dkernel, pair_kernel
+from ..registry import sweep_computation
 
 _INVPHI = (np.sqrt(5.0) - 1.0) / 2.0
 
@@ -70,6 +71,7 @@ class OptimalRho(Result):
     params: dict
 
 
+@sweep_computation
 def optimal_rho(X=None, depth=10, activation="erf", sigma_w2=1.0, sigma_b2=0.0, sigma_w2_in=None,
                 sigma_b2_in=None, sigma_w2_out=None, *, K0=None, d_in=None, width=None,
                 bounds=(1e-3, 3.0), n_grid=61, tol=1e-10, residual=True) -> OptimalRho:
@@ -140,6 +142,7 @@ def optimal_rho(X=None, depth=10, activation="erf", sigma_w2=1.0, sigma_b2=0.0, 
                       cv, (lo, hi), it, L, arch.as_dict())
 
 
+@sweep_computation
 def rho_star_estimate(K0, depth, activation="erf", sigma_w2=1.0, sigma_b2=0.0, V=1.0, large_L=False):
     """Closed-form estimate of ρ* from the linearised kernel growth (seed 004 Eq. 61; Eq. 62 with
     ``large_L=True``), assuming √K^L = V/2 (dynamic range V; erf: V = 1, App. E). ``K0`` is the

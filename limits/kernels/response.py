@@ -28,6 +28,7 @@ from . import diagnostics as _diag
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price, gram, moments
 from .nngp import check_keep, check_memory, layer_slots
+from ..registry import sweep_computation
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ResponseResult(Result):
     layers: tuple | None = None
 
 
+@sweep_computation
 def response(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
              sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, width,
              K0=None, d_in=None, depth_scaling="none", on_explode="warn", keep="all",
@@ -216,6 +218,7 @@ def tangent_of_expectation(act, K, dK):
     return 0.5 * (dE + dE.T)
 
 
+@sweep_computation
 def linear_response(X=None, dK0=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False,
                     rho=1.0, sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *,
                     K0=None, depth_scaling="none") -> LinearResponseResult:

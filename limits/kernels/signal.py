@@ -23,6 +23,7 @@ from ..checks import positive_float
 from ..results import Result
 from ._args import resolve_activation
 from .expectations import diag_price
+from ..registry import sweep_computation
 
 _QGRID = np.logspace(-12, 5, 69)
 
@@ -41,12 +42,14 @@ def _Edphi2(act, q):
     return np.asarray(gaussian.dkernel(act, q, q, q), dtype=np.float64)
 
 
+@sweep_computation
 def qmap(activation, q, sigma_w2, sigma_b2):
     """Length map q ↦ σ_w² E[φ(√q z)²] + σ_b² (vectorised over q)."""
     act = resolve_activation(activation)
     return sigma_w2 * _Ephi2(act, q) + sigma_b2
 
 
+@sweep_computation
 def cmap(activation, c, qstar, sigma_w2, sigma_b2):
     """Correlation map at variance q*: (σ_w² E[φ(u₁)φ(u₂)] + σ_b²)/q*."""
     from .. import gaussian
@@ -103,6 +106,7 @@ def _qstar(act, sw2, sb2):
     return float("nan"), float("nan"), False, "no stable fixed point found on q ∈ [1e-12, 1e5]"
 
 
+@sweep_computation
 def fixed_point(activation, sigma_w2, sigma_b2=0.0) -> SignalPropagation:
     """q*, c*, χ_1, ξ_q, ξ_c for a deep feed-forward network (Schoenholz et al. 2017)."""
     from scipy import optimize
@@ -176,6 +180,7 @@ class CriticalPoint(Result):
     note: str = ""
 
 
+@sweep_computation
 def critical_line(activation, sigma_b2=0.0) -> CriticalPoint:
     """σ_w² on the order-to-chaos line for the given σ_b² (χ_1 = 1 with q = q*).
 
@@ -249,6 +254,7 @@ def _bisect(f, lo, hi, n=60):
     return 0.5 * (lo + hi)
 
 
+@sweep_computation
 def phase_diagram(activation, sigma_w2, sigma_b2) -> PhaseDiagram:
     """χ_1, ξ_c, q*, c* on the grid ``sigma_b2 × sigma_w2`` (vectorised over the grid: q* by a scan of
     the length map on a log grid + bisection in log q, c* by bisection) plus :func:`critical_line`.

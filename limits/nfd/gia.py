@@ -32,6 +32,7 @@ import numpy as np
 from ..checks import finite_array, positive_float, positive_int
 from ..results import Result
 from .kernel_ode import activation_label, phi_gram, residual_recursion
+from ..registry import sweep_computation
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def _gap_per_eta(X, P, chi, L, T, activation, train_input_layer):
     return -(D[:P, P:] @ chi)
 
 
+@sweep_computation
 def gia_first_order(X_train, y_train, X_test, L: int, T: float = 1.0, activation="tanh",
                     train_input_layer: bool = True, chi=None, limit: bool = False,
                     limit_depths=(256, 512)) -> GIAFirstOrder:

@@ -25,6 +25,7 @@ from scipy.integrate import solve_ivp
 from ..checks import finite_array, positive_float, positive_int
 from ..kernels.diagnostics import LARGE
 from ..results import Result
+from ..registry import sweep_computation
 
 
 def activation_label(activation) -> str:
@@ -124,6 +125,7 @@ def _solve(Sigma0, T, activation, rtol, atol, t_eval, backward, method, max_nfev
     return solve_ivp(rhs, (0.0, T), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval)
 
 
+@sweep_computation
 def kernel_ode(X, T: float = 1.0, activation="erf", *, t_eval=None, rtol: float = 1e-10,
                atol: float = 1e-12, backward: bool = True, method: str = "DOP853",
                error_estimate: bool = True, max_nfev: int = 20_000) -> KernelODE:
@@ -206,6 +208,7 @@ class ResidualRecursion(Result):
     Gamma: np.ndarray
 
 
+@sweep_computation
 def residual_recursion(X, L: int, T: float = 1.0, activation="erf", backward: bool = True) -> ResidualRecursion:
     """Σ_{l+1} = Σ_l + (T/L) E_{N(0,Σ_l)}[φφᵀ]; Γ_l = Γ_{l+1} + (T/L) E[φ'φ'](Σ_l) ⊙ Γ_{l+1}."""
     T = positive_float(T, "T")
@@ -236,6 +239,7 @@ class NestingCheck(Result):
     activation: str
 
 
+@sweep_computation(forwards=(kernel_ode,))
 def nesting_check(X, Ts, activation="erf", **kw) -> NestingCheck:
     """Minimum eigenvalues of K_T and of K_{T_{i+1}} − K_{T_i} along increasing ``Ts``."""
     Ts = finite_array(Ts, "Ts", ndim=1)

@@ -25,6 +25,7 @@ import numpy as np
 from ..checks import finite_array, generator, positive_float, positive_int
 from ..results import Result
 from .kernel_ode import activation_label, input_gram
+from ..registry import sweep_computation
 
 
 # ----------------------------------------------------------------------------- Brownian sampling
@@ -205,6 +206,7 @@ def particles_needed(M, se, target_se) -> str:
     return f"{int(np.ceil(need))}" if need < 1e15 else f"{need:.3g}"
 
 
+@sweep_computation(not_paths={"store_path": "a flag: keep the particle paths in memory"})
 def particles(X, T: float = 1.0, L: int = 64, M: int = 10_000, activation="erf", *, rng=None, seed=None,
               design="pre", interaction="empirical", backward=True, store_path=True,
               target_se: float | None = None) -> ParticleInit:

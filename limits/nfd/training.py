@@ -34,6 +34,7 @@ import numpy as np
 from ..checks import finite_array, generator, nonnegative_float, positive_float, positive_int
 from ..results import Result
 from .kernel_ode import activation_label
+from ..registry import sweep_computation
 
 
 class GrowingCholesky:
@@ -167,6 +168,7 @@ def memory_estimate(K: int, L: int, M: int, n_pass: int | None = None) -> int:
     return int(8 * M * (2 * n_pass * L + 3 * K * (L + 1) + 4 * (L + 1)))   # coupled: ζ values replace normals
 
 
+@sweep_computation
 def train_particles(X_train, y_train, X_test=None, T: float = 1.0, L: int = 16, M: int = 4096,
                     activation="tanh", eta_bar: float = 1.0, *, train_input_layer: bool = True,
                     rng=None, seed=None, max_memory_gb: float = 4.0, target_se: float | None = None,

@@ -65,7 +65,7 @@ from .depth import (DepthRegime, adam_lr_exponents, alpha_analysis, depth_regime
                     two_layer_block_correction)
 from .expr import as_exponent, parse
 from .lr_drift import LrDrift, lr_drift
-from .named import NAMES, derive_width, named
+from .named import NAMES, derive_width, named, named_exponents
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, SYMBOLS, Parameterisation
 from .solver import Piece, Solution, solve_quantities
 
@@ -128,8 +128,9 @@ def table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance
 
 
 __all__ = [
-    "Parameterisation", "named", "classify", "solve", "table", "depth_regime", "solve_depth", "alpha_analysis",
-    "adam_lr_exponents", "lr_drift", "LrDrift", "two_layer_block", "two_layer_block_correction", "parse", "as_exponent", "Solution",
+    "Parameterisation", "named", "named_exponents", "classify", "solve", "table", "depth_regime", "solve_depth",
+    "alpha_analysis", "adam_lr_exponents", "lr_drift", "LrDrift", "two_layer_block", "two_layer_block_correction",
+    "parse", "as_exponent", "Solution",
     "Piece", "Classification", "Verdict", "DepthRegime", "Quantity", "seed000_quantities", "std_quantities",
     "std_requirements", "unknowns", "pc_asymptotics", "update_exponents", "derive_width", "solve_quantities",
     "NAMES", "LAYERS", "SYMBOLS", "CONVENTIONS", "ALGORITHMS", "OPTIMIZERS",

@@ -22,6 +22,7 @@ import sympy as sp
 from .constraints import Quantity
 from .expr import as_exponent, fmt
 from .solver import solve_quantities
+from ..registry import sweep_computation
 
 ALPHA = sp.Symbol("alpha", real=True)
 GAMMA = sp.Symbol("gamma", real=True)
@@ -73,6 +74,7 @@ def _holds(q, subs):
     return bool({"=0": e == 0, "<=0": e <= 0, ">=0": e >= 0}[q.requirement])
 
 
+@sweep_computation
 def depth_regime(alpha, gamma) -> DepthRegime:
     """TP6 verdicts for branch exponent ``alpha`` and update exponent ``gamma`` (numbers/strings)."""
     a = as_exponent(alpha, "alpha")

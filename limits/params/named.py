@@ -26,6 +26,7 @@ from .constraints import E_B, GAMMA_BAR_L, U, seed000_quantities, std_quantities
 from .expr import as_exponent
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, Parameterisation, check_choice
 from .solver import solve_quantities
+from ..registry import sweep_computation
 
 _ALIASES = {
     "sp": "SP", "standard": "SP",
@@ -240,3 +241,23 @@ def named(name, convention="variance", algorithm=None, optimizer="sgd", **extra)
             raise ValueError("gauge='a0' is defined for the std convention")
         p = p.gauge(gauge)
     return p
+
+
+def _number(v) -> float:
+    """A sympy exponent as a float (NaN while it still holds a symbol such as ``gamma_bar_L``)."""
+    return float("nan") if v is None or getattr(v, "free_symbols", None) else float(v)
+
+
+@sweep_computation
+def named_exponents(name, convention="variance", algorithm=None, optimizer="sgd", gamma_bar_L=None, e_B=None,
+                    gauge=None) -> dict:
+    """The exponents of :func:`named` as numbers, for sweeps and tables over names, conventions and
+    algorithms: ``{"a_input", …, "c_output", "d"}`` (every weight ``∝ N^{-exponent}``, docs/theory/params.rst)
+    plus ``depth_alpha``, ``depth_gamma`` and ``depth_lr_exponent`` (NaN without depth exponents); an exponent
+    left symbolic (in ``gamma_bar_L`` when it is not given) is NaN."""
+    extra = {k: v for k, v in (("gamma_bar_L", gamma_bar_L), ("e_B", e_B), ("gauge", gauge)) if v is not None}
+    p = named(name, convention=convention, algorithm=algorithm, optimizer=optimizer, **extra)
+    out = {k: _number(v) for k, v in p.exponents().items()}
+    out.update(depth_alpha=_number(p.depth_alpha), depth_gamma=_number(p.depth_gamma),
+               depth_lr_exponent=_number(p.depth_lr_exponent))
+    return out

@@ -22,6 +22,7 @@ import scipy.linalg as sla
 from ..checks import invertible_float
 from ..results import Result
 from .network import Net, check_data, forward, make_net, output_jacobians, phi_pair, predictions
+from ..registry import sweep_computation
 
 
 def check_nudge_decay(nudge, decay):
@@ -98,6 +99,7 @@ def cholesky_or_raise(S):
         raise ValueError("the rescaling S is not positive definite (check layer_weights and weights)") from None
 
 
+@sweep_computation
 def equilibrium(weights, X, Y, multipliers=None, skips=None, layer_weights=None, biases=None,
                 nudge=None, decay=0.0, method="telescoped") -> Equilibrium:
     """Closed-form equilibrium of the linear PC energy (docs/theory/pc.rst §2).

@@ -27,6 +27,7 @@ import numpy as np
 from ..results import Result
 from .equilibrium import solve_telescoped
 from .network import check_data, forward, make_net, phi_pair, predictions, skips_arg
+from ..registry import sweep_computation
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def gd_steps_needed(rho, tol, start=1.0) -> float:
     return float(np.ceil(np.log(tol / start) / np.log(rho)))
 
 
+@sweep_computation
 def infer(weights, X, Y, beta=0.1, steps=100, multipliers=None, skips=None, layer_weights=None,
           activation=None, init="forward", update="simultaneous", optimizer="gd", fpa=False, nudge=None,
           decay=0.0, tol=1e-10, rng=None, reference=None, record_every=1, adam_betas=(0.9, 0.999),

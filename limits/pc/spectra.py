@@ -24,10 +24,12 @@ import scipy.sparse.linalg as spla
 from ..results import Result
 from .hessian import BlockCholesky, ChainInverse, activity_hessian, hessian_operator, layout
 from .network import make_net
+from ..registry import sweep_computation
 
 PARAMETERISATIONS = ("sp", "mupc", "orthogonal")
 
 
+@sweep_computation
 def init_weights(width, hidden, param="sp", d_in=None, d_out=1, rng=None, seed=None):
     """Random weights and multipliers for an MLP / ResNet with ``hidden`` layers of width ``width``
     (L = hidden + 1 weight matrices) in one of the parameterisations of seed 001 Table 1:
@@ -82,6 +84,7 @@ class Spectrum(Result):
     note: str = ""          # e.g. "numerically singular": λ_min below double-precision resolution
 
 
+@sweep_computation
 def extreme_eigenvalues(weights, multipliers=None, skips=None, layer_weights=None, nudge=None, decay=0.0,
                         which="both", method="auto", tol=1e-10, unsupervised=False, measure_memory=False,
                         progress_bar=False, inverse="auto") -> Spectrum:
@@ -188,11 +191,13 @@ def _skip_spec(net):
     return skips_arg(net)
 
 
+@sweep_computation(forwards=(extreme_eigenvalues,))
 def condition_number(weights, multipliers=None, skips=None, **kw) -> float:
     """κ(H_z) = λ_max / λ_min (seed 001 §3.1)."""
     return extreme_eigenvalues(weights, multipliers, skips, **kw).kappa
 
 
+@sweep_computation
 def condition_grid(widths, depths, param="sp", skips=None, d_in=None, d_out=1, rng=None, seed=None,
                    method="auto", progress_bar=False) -> dict:
     """κ(H_z), λ_min, λ_max at initialisation over a (width N, hidden layers H) grid (seed 001
@@ -215,6 +220,7 @@ def condition_grid(widths, depths, param="sp", skips=None, d_in=None, d_out=1, r
 
 
 # ----------------------------------------------------------------------------- RMT references
+@sweep_computation
 def mp_edges(ratio=1.0, shift=1.0):
     """Edges of the unit-shifted Marchenko–Pastur law of ``I + WᵀW`` (W_ij ~ N(0, 1/N), aspect
     ``ratio`` = N_in/N_out): ``shift + (1 ± √ratio)²`` → {1, 5} for ratio 1 (seed 001 Eq. 22)."""
@@ -227,6 +233,7 @@ def mp_edges(ratio=1.0, shift=1.0):
     return shift + (1 - np.sqrt(ratio)) ** 2, shift + (1 + np.sqrt(ratio)) ** 2
 
 
+@sweep_computation
 def mp_density(x, ratio=1.0, shift=1.0):
     """Density of the shifted Marchenko–Pastur law (ratio ≤ 1 part; the atom at 0 is omitted)."""
     lo, hi = mp_edges(ratio, 0.0)
@@ -237,6 +244,7 @@ def mp_density(x, ratio=1.0, shift=1.0):
     return out
 
 
+@sweep_computation
 def semicircle_density(x, radius=2.0):
     """Wigner semicircle on [−radius, radius] (seed 001 Eq. 23: ±2)."""
     x = np.asarray(x, float)

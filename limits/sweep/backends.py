@@ -15,6 +15,7 @@ import os
 import time
 import traceback
 
+from ..interrupts import children_ignore_sigint
 from .outputs import flatten
 
 
@@ -45,6 +46,24 @@ def evaluate(fn, batch, threads=None):
             rec["pid"] = os.getpid()
             records.append(rec)
     return records
+
+
+def ship_by_value(fn):
+    """A function of a module the user allowed from the current folder (loaded from its file, not on
+    ``sys.path``: :func:`limits.resolver.loaded_from_folder`) is pickled by value, so worker processes — which
+    cannot import it by name — receive its code with the task."""
+    import sys
+
+    from ..resolver import loaded_from_folder
+
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str) or not loaded_from_folder(module):
+        return
+    try:
+        import cloudpickle
+    except ImportError:                     # pragma: no cover — joblib and dask both need it
+        return
+    cloudpickle.register_pickle_by_value(sys.modules[module.split(".")[0]])
 
 
 def _lost(batch, message):
@@ -83,6 +102,7 @@ class Loky:
             raise ValueError(f"n_jobs must be positive, got {n_jobs}")
 
     def map(self, fn, batches):
+        ship_by_value(fn)
         from joblib import Parallel, delayed, parallel_config
         from joblib.externals.loky.process_executor import TerminatedWorkerError
 
@@ -109,25 +129,6 @@ class Loky:
         pass
 
 
-@contextlib.contextmanager
-def _sigint_ignored_by_children():
-    """SIGINT ignored while a LocalCluster starts its worker processes: they inherit the ignored
-    signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal —
-    delivered to the whole process group — reaches only the driver, which shuts the cluster down;
-    the workers print no tracebacks. A Ctrl-C during the few seconds of start-up is lost."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 class Dask:
     """dask.distributed: ``scheduler=None`` starts a ``LocalCluster`` (``n_jobs`` single-threaded
     worker processes), a string connects to a running scheduler (``tcp://host:8786``), a
@@ -144,7 +145,7 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            with _sigint_ignored_by_children():
+            with children_ignore_sigint():
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=logging.ERROR)
             self.client = Client(cluster)
@@ -164,6 +165,7 @@ class Dask:
         self.n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or (int(n_jobs) if n_jobs else 1))
 
     def map(self, fn, batches):
+        ship_by_value(fn)
         from distributed import as_completed
 
         batches = list(batches)

@@ -9,6 +9,7 @@ import statistics
 import time
 from pathlib import Path
 
+from ..errors import elide, shown
 from . import backends as _backends
 from . import dataset as _dataset
 from .grid import DIM_NAME as _DIM_NAME, RESERVED, as_grid
@@ -242,7 +243,8 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
                     st.save_error(keys[r["flat"]], {**meta, "traceback": r.get("traceback", "")}, r["error"])
             report.update(1, failed=0 if r["ok"] else 1)
             if not r["ok"] and fail_fast:
-                raise PointFailed(f"point {dict(zip(grid.dims, p.index))} ({p.params}) failed: {r['error']}")
+                raise PointFailed(f"{fn_name} failed at point {dict(zip(grid.dims, p.index))} ({shown(p.params, 200)}): "
+                                  f"{elide(r['error'], 200)}")
 
     be = None
     try:

@@ -4,6 +4,8 @@
     P = limits.torch.parameterise(factory, "muP", widths=(64, 128))     # factory(width) -> nn.Module
     r = limits.torch.coord_check(P, widths=(64, 128, 256, 512), data=(X, Y), optimizer="adam", lr=1e-2)
     r.passed, r.failures(), r.to_markdown(), r.plot()
+    P.optimizer(net, lr, weight_decay=wd); P.export_state_dict(net); P.import_state_dict(net, sd)
+    limits.torch.find_attention(net, example_inputs), limits.torch.find_ties(net)     # from the traced graph
     limits.check(limits.kernels.kernel(model, X), network=MyMLP)        # a user's module declared equal to model
     t = limits.torch.transfer(factory, "muP", widths=(64, 128, 256), lrs=2.0 ** np.arange(-12, -3), data=(X, Y))
     t.drift, t.drift_ci, t.verdict, t.to_markdown(), t.plot()           # μTransfer: optimum lr per width, drift
@@ -25,9 +27,12 @@ _EXPORTS = {
     "DepthParameterised": "depth", "depth_coord_check": "depth", "DepthCoordCheck": "depth",
 }
 
-_SUBMODULES = ("network", "apply_params", "coordcheck", "kernels", "equivalence", "resolve", "demos", "cli",
-               "transfer_study", "transfer_fit", "transfer_result", "transfer_cli", "transfer_demos", "depth")
+_SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents", "kernels", "equivalence", "resolve",
+               "demos", "handwritten", "cli", "transfer_study", "transfer_fit", "transfer_result", "transfer_cli",
+               "transfer_demos", "depth")
 
+_EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
+_SUBMODULES += ("graph", "structure", "optim", "checkpoint")
 __all__ = sorted(_EXPORTS)
 
 

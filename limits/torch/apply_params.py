@@ -24,15 +24,21 @@ width n0, default the smallest inference width), each tensor gets
     forward W = r^{−a} w             (a torch parametrization, only where a ≠ 0; none in the default gauge "a0")
     lr      η = lr · r^{−c}          (one optimizer group per tensor; SGD, Adam, AdamW)
 
-so the parameterised network equals the factory's at the base width (as mup). Attention: under a
-feature-learning parameterisation (regime of ``limits.params.classify``) the query projection of every
-``nn.MultiheadAttention`` is multiplied by r^{−1/2}, turning logits q·k/√d into ∝ q·k/d (TP5's μP
-attention); SP/NTK keep 1/√d.
+so the parameterised network equals the factory's at the base width (as mup).
+
+Graph (:mod:`limits.torch.graph`, traced on ``example_inputs`` or a guess). Attention: every
+``nn.MultiheadAttention``, ``F.scaled_dot_product_attention`` and explicit softmax(q·kᵀ·s) is located with the
+Linear rows that produce its query; under a feature-learning table (regime of ``limits.params.classify``) those
+rows are multiplied by r^{q} so that logits ∝ q·k/d_h when the head dimension scales (q = −½ for 1/√d_h) and
+keep their scale when heads ∝ width (q = 0); an attention that cannot be rewritten is refused by name; SP/NTK
+keep the module's scale. Ties: a read-out sharing the token embedding's tensor follows mup's shared read-out
+(the embedding's init and lr, a forward multiplier r^{−a_r} on the read-out; :mod:`limits.torch.structure`);
+other ties between different roles are refused with the reason.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -47,7 +53,8 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 @dataclass(frozen=True)
 class TensorRule:
     """How one parameter scales: its ``role``, which dims scale (``scaled``), the module type, the
-    table exponents (a, b, c; 0 for constants) and ``query_scale`` (μP attention, 0 or −½)."""
+    table exponents (a, b, c; 0 for constants) and ``query_exponent`` (μP attention: rows ``query_rows`` =
+    (start, stop) of dimension 0 are multiplied by r^{query_exponent})."""
 
     name: str
     module: str
@@ -60,6 +67,7 @@ class TensorRule:
     c: float = 0.0
     init_exponent: float = 0.0
     query_exponent: float = 0.0
+    query_rows: tuple | None = None
 
     def multipliers(self, r: float) -> dict:
         """init factor, forward multiplier and lr multiplier at relative width r."""
@@ -103,8 +111,8 @@ def _owner(model, pname):
 
 
 def classify(factory, widths, roles=None) -> tuple:
-    """:class:`TensorRule` (role only, exponents 0) for every parameter of ``factory(width)`` from two
-    instantiations at the two smallest ``widths`` (module docstring)."""
+    """(:class:`TensorRule` (role only, exponents 0) for every parameter of ``factory(width)``, the smallest
+    width) from two instantiations at the two smallest ``widths`` (module docstring)."""
     ws = sorted({int(w) for w in widths})
     if len(ws) < 2 or ws[0] < 1:
         raise ValueError(f"widths: need at least two distinct positive widths to infer shapes, got {widths!r}")
@@ -116,6 +124,13 @@ def classify(factory, widths, roles=None) -> tuple:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         ma, mb = _build(factory, na), _build(factory, nb)
+    return _classify(ma, mb, na, nb, roles), na
+
+
+def _classify(ma, mb, na, nb, roles):
+    from .graph import find_ties
+    from .structure import tie_roles
+
     pa, pb = dict(ma.named_parameters()), dict(mb.named_parameters())
     if list(pa) != list(pb):
         diff = sorted(set(pa) ^ set(pb))
@@ -124,12 +139,7 @@ def classify(factory, widths, roles=None) -> tuple:
     unknown = sorted(set(roles) - set(pa))
     if unknown:
         raise ValueError(f"roles: no parameter named {unknown}; parameters: {list(pa)[:8]}…")
-    seen = {}
-    for full, p in ma.named_parameters(remove_duplicate=False):
-        if id(p) in seen and seen[id(p)] != full:
-            raise ValueError(f"parameterise: tensor {seen[id(p)]!r} is shared with {full!r} (tied weights); a "
-                             "tied tensor has two roles and cannot be classified")
-        seen[id(p)] = full
+    forced = tie_roles(find_ties(ma), set(pa))
     rules = []
     for full, p in pa.items():
         sa, sb = tuple(p.shape), tuple(pb[full].shape)
@@ -138,6 +148,10 @@ def classify(factory, widths, roles=None) -> tuple:
         scaled = _scaled_dims(full, sa, sb, na, nb)
         mod_name, mod, attr = _owner(ma, full)
         kind = _module_kind(mod, attr)
+        if full in forced and full not in roles:         # a tied read-out's tensor: the embedding's row
+            role, mod_name, mtype = forced[full]
+            rules.append(TensorRule(full, mod_name, mtype, sa, scaled, role))
+            continue
         if full in roles:
             role = roles[full]
         elif not scaled:
@@ -159,7 +173,7 @@ def classify(factory, widths, roles=None) -> tuple:
                              "is unknown (input-like or output-like?); pass roles={" + repr(full) + ": 'input'|"
                              "'hidden'|'output'|'vector'|'constant'}")
         rules.append(TensorRule(full, mod_name, type(mod).__name__, sa, scaled, role))
-    return tuple(rules), na
+    return tuple(rules)
 
 
 def _build(factory, width):
@@ -198,22 +212,34 @@ def _exp(p, row, sym):
 
 
 class _Scale(nn.Module):
-    """Parametrization W = s · w, with rows ``[0, rows)`` (the query block) further multiplied by ``q``."""
+    """Parametrization W = s · w, with rows ``[start, stop)`` of dimension 0 (a query block) further
+    multiplied by ``q``; ``inverse`` maps an effective W back to w (not torch's ``right_inverse``, which would
+    make registration keep the effective weight instead of the stored one)."""
 
     def __init__(self, s, q=1.0, rows=None):
         super().__init__()
         self.s, self.q, self.rows = float(s), float(q), rows
 
-    def forward(self, w):
+    def _factor(self, w):
         if self.rows is None:
-            return w * self.s
-        return torch.cat([w[:self.rows] * (self.s * self.q), w[self.rows:] * self.s], dim=0)
+            return self.s
+        f = torch.full((w.shape[0],) + (1,) * (w.dim() - 1), self.s, dtype=w.dtype, device=w.device)
+        f[self.rows[0]:self.rows[1]] *= self.q
+        return f
+
+    def forward(self, w):
+        return w * self._factor(w)
+
+    def inverse(self, W):
+        return W / self._factor(W)
 
 
 @dataclass(frozen=True)
 class Parameterised:
     """A factory with a parameterisation applied: ``P(width, seed=None)`` builds the module (init scaled,
-    multipliers registered), ``P.optimizer(module, lr=…)`` its per-tensor learning rates."""
+    multipliers registered), ``P.optimizer(module, lr=…)`` its per-tensor learning rates (and weight decay),
+    ``P.export_state_dict(module)`` / ``P.import_state_dict(module, sd)`` plain checkpoints; ``attention``:
+    the traced attention sites (:class:`limits.torch.graph.AttentionScaling`), ``readouts``: tied read-outs."""
 
     factory: object
     name: str
@@ -223,6 +249,9 @@ class Parameterised:
     rules: tuple
     table: object
     feature_learning: bool
+    attention: tuple = ()
+    readouts: tuple = ()
+    traced: str = ""
 
     def __call__(self, width, seed=None):
         width = int(width)
@@ -247,24 +276,54 @@ class Parameterised:
             attr = q.name.rpartition(".")[2]
             s = q.multipliers(r)["mult"]
             if q.query_exponent:
+                rows = _rows_at(q, tuple(params[q.name].shape))
                 parametrize.register_parametrization(
-                    mod, attr, _Scale(s, r ** q.query_exponent, rows=mod.embed_dim), unsafe=True)
+                    mod, attr, _Scale(s, r ** q.query_exponent, rows=rows), unsafe=True)
             elif s != 1.0:
                 parametrize.register_parametrization(mod, attr, _Scale(s), unsafe=True)
+        for t in self.readouts:                    # a tied read-out: its own multiplier on the shared tensor
+            if t.exponent:
+                parametrize.register_parametrization(m.get_submodule(t.module), t.name.rpartition(".")[2],
+                                                     _Scale(r ** -t.exponent), unsafe=True)
         object.__setattr__(m, "limits_lr_multipliers", tuple(lr_mult))
+        object.__setattr__(m, "limits_width", width)
         return m
 
-    def param_groups(self, module, lr) -> list:
-        """One group per tensor: ``lr · r^{−c}`` (r = width/base width)."""
-        mults = getattr(module, "limits_lr_multipliers", None)
+    def param_groups(self, module, lr, weight_decay=0.0, no_decay=()) -> list:
+        """One group per tensor: lr · m (m = r^{−c}, r = width/base width, kept as ``lr_mult``) and, with
+        ``weight_decay``, wd/m so that lr·wd is the same for every tensor (:mod:`limits.torch.optim`);
+        ``no_decay``: parameter names without decay. Parameters are taken from ``module`` as it is now, by name
+        (DDP, torch.compile and FSDP2 wrappers: build the optimizer after wrapping)."""
+        from .graph import unwrap
+        from .optim import current_parameters, param_groups
+
+        mults = getattr(unwrap(module), "limits_lr_multipliers", None)
         if mults is None:
             raise ValueError("param_groups: module was not built by this Parameterised (call P(width) first)")
-        return [{"params": [p], "lr": float(lr) * m, "name": n} for n, p, m in mults]
+        return param_groups(mults, lr, weight_decay, no_decay, self.optimizer_name, current_parameters(module))
 
-    def optimizer(self, module, lr, **kw):
-        """``torch.optim.{SGD, Adam, AdamW}`` (the optimizer the table was derived for) over :meth:`param_groups`."""
-        cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[self.optimizer_name]
-        return cls(self.param_groups(module, lr), lr=float(lr), **kw)
+    def optimizer(self, module, lr, weight_decay=None, no_decay=(), **kw):
+        """``torch.optim.{SGD, Adam, AdamW}`` (the optimizer the table was derived for) over :meth:`param_groups`;
+        ``weight_decay`` defaults to torch's (AdamW 0.01, else 0), width-scaled as in :meth:`param_groups`."""
+        from .optim import build
+
+        if weight_decay is None:
+            weight_decay = 0.01 if self.optimizer_name == "adamw" else 0.0
+        return build(self.optimizer_name, self.param_groups(module, lr, weight_decay, no_decay), lr, **kw)
+
+    def export_state_dict(self, module) -> dict:
+        """The plain state dict of ``factory(width)`` computing what ``module`` (from ``self(width)``) computes:
+        every multiplier folded into the weights (:mod:`limits.torch.checkpoint`)."""
+        from .checkpoint import export_state_dict
+
+        return export_state_dict(self, module, _build)
+
+    def import_state_dict(self, module, state_dict):
+        """Load a plain checkpoint of ``factory(width)`` into ``module`` (from ``self(width)``) so that it computes
+        the same function; keys and shapes must be exactly the factory's (:mod:`limits.torch.checkpoint`)."""
+        from .checkpoint import import_state_dict
+
+        return import_state_dict(self, module, state_dict, _build)
 
     def to_markdown(self, width=None) -> str:
         """Per-tensor table: role, scaling dims, exponents (a, b, c) and the multipliers at ``width``."""
@@ -276,10 +335,35 @@ class Parameterised:
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for q in self.rules:
             m = q.multipliers(r)
-            fwd = f"{m['mult']:.4g}" + (f" (query ×{r ** q.query_exponent:.4g})" if q.query_exponent else "")
+            fwd = f"{m['mult']:.4g}" + (f" (query rows {q.query_rows} ×{r ** q.query_exponent:.4g})"
+                                        if q.query_exponent else "")
             rows.append(f"| {q.name} | {q.module_type} | {tuple(q.shape)} | {q.role} | {q.a:g} | {q.b:g} | {q.c:g} "
                         f"| {m['init']:.4g} | {fwd} | {m['lr']:.4g} |")
+        for t in self.readouts:
+            rows.append(f"| {t.name} | Linear (tied to {t.storage}) | | read-out use | | | | (shared) "
+                        f"| {r ** -t.exponent:.4g} | (shared) |")
+        return "\n".join(rows) + "\n" + self._attention_markdown(r)
+
+    def _attention_markdown(self, r) -> str:
+        if not self.attention:
+            return f"\nNo attention in the traced forward ({self.traced or 'not traced'}).\n"
+        rows = [f"\nAttention (traced by {self.traced}):\n",
+                "| site | kind | heads | head dim | scale | query projection | query × |", "|---|---|---|---|---|---|---|"]
+        qe = {q.name: q.query_exponent for q in self.rules}
+        for a in self.attention:
+            s = a.site
+            proj = f"{s.query.param} rows [{s.query.start}, {s.query.stop})" if s.query else f"— ({s.reason})"
+            e = qe.get(s.query.param, 0.0) if s.query else 0.0
+            rows.append(f"| {s.name} | {s.kind} | {s.heads} ({a.heads}) | {s.head_dim} ({a.head_dim}) | {s.scale_expr} "
+                        f"| {proj} | {r ** e:.4g} |")
         return "\n".join(rows) + "\n"
+
+
+def _rows_at(q, shape):
+    """The query rows of rule ``q`` (given at its classification shape) at a tensor of ``shape``."""
+    if 0 not in q.scaled:
+        return q.query_rows
+    return tuple(int(round(x * shape[0] / q.shape[0])) for x in q.query_rows)
 
 
 def _check_scaling(q, shape, r):
@@ -291,25 +375,19 @@ def _check_scaling(q, shape, r):
 
 
 def parameterise(factory, parameterisation, widths=(64, 128), optimizer="adam", gauge="a0", base_width=None,
-                 roles=None, depths=None, base_depth=None):
+                 roles=None, example_inputs=None) -> Parameterised:
     """Apply ``parameterisation`` (a name: SP, NTK, MF, muP, … or a ``limits.params.Parameterisation``) to
     the modules built by ``factory(width)`` (module docstring). ``optimizer``: "sgd", "adam" or "adamw"
     (the learning-rate exponents depend on it); ``gauge``: "a0" (no forward multipliers, default) or None
-    (the solver's own gauge, multipliers as parametrizations); ``roles``: {parameter name: role} overrides.
-    ``depths``: the factory is ``factory(width, depth)`` of a residual network — a
-    :class:`limits.torch.depth.DepthParameterised` (``"depth-muP"``: branch multiplier and block rates of the
-    table's depth exponents; a width-only table such as ``"muP"`` applies none)."""
-    if depths is not None:
-        from .depth import parameterise_depth
-
-        return parameterise_depth(factory, parameterisation, widths=widths, depths=depths, optimizer=optimizer,
-                                  gauge=gauge, base_width=base_width, base_depth=base_depth, roles=roles)
+    (the solver's own gauge, multipliers as parametrizations); ``roles``: {parameter name: role} overrides;
+    ``example_inputs``: a tuple of inputs for tracing the forward (default: guessed from the first layer)."""
     if not callable(factory):
         raise ValueError(f"factory must be a callable width -> nn.Module, got {type(factory).__name__}")
     if gauge not in ("a0", None):
         raise ValueError(f"gauge must be 'a0' or None, got {gauge!r}")
     p = resolve_table(parameterisation, optimizer, gauge)
-    base_rules, na = classify(factory, widths, roles)
+    ws = sorted({int(w) for w in widths})
+    base_rules, na = classify(factory, ws, roles)
     n0 = na if base_width is None else int(base_width)
     from ..params import classify as classify_p
 
@@ -321,15 +399,50 @@ def parameterise(factory, parameterisation, widths=(64, 128), optimizer="adam", 
             rules.append(q)
             continue
         a, b, c = (_exp(p, row, s) for s in "abc")
-        qe = -0.5 if (fl and q.module_type == "MultiheadAttention"
-                      and q.name.rpartition(".")[2] in ("in_proj_weight", "in_proj_bias")) else 0.0
-        if fl and q.module_type == "MultiheadAttention" and q.name.endswith("q_proj_weight"):
-            raise ValueError(f"parameterise: {q.name!r}: separate q/k/v projections are not supported for μP "
-                             "attention; use the packed in_proj_weight (kdim = vdim = embed_dim)")
         rules.append(TensorRule(q.name, q.module, q.module_type, q.shape, q.scaled, q.role, a, b, c,
-                                init_exponent=_SP_B[row] - b, query_exponent=qe))
+                                init_exponent=_SP_B[row] - b))
+    identity = all(q.init_exponent == 0 and q.a == 0 and q.c == 0 for q in rules)
+    graph_info = _graph(factory, ws[0], ws[1], example_inputs, fl)
+    rules, attention, readouts = _structures(rules, graph_info, p, optimizer, fl, identity)
     return Parameterised(factory, getattr(p, "name", str(parameterisation)), optimizer, gauge, n0, tuple(rules),
-                         p, fl)
+                         p, fl, attention, readouts, graph_info[3])
+
+
+def _graph(factory, na, nb, example_inputs, fl):
+    """(attention scalings, ties, {read-out: fold}, how traced) from the forwards at widths na and nb."""
+    from .graph import analyse, example_inputs as guess, find_ties, width_scaling
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        ma, mb = _build(factory, na), _build(factory, nb)
+    try:
+        xa = guess(ma) if example_inputs is None else example_inputs
+        xb = guess(mb) if example_inputs is None else example_inputs
+        ga, gb = analyse(ma, xa), analyse(mb, xb)
+    except Exception as exc:           # noqa: BLE001 — reported (and refused under a feature-learning table)
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if fl:
+            raise ValueError(f"parameterise: cannot trace factory({na})'s forward to find its attention ({why}); "
+                             "pass example_inputs=(…) — a feature-learning parameterisation must set every "
+                             "attention's logit scale") from None
+        return (), tuple(find_ties(ma)), {}, f"not traced ({why})"
+    return width_scaling(ga.sites, gb.sites, na, nb), ga.ties, ga.readout_inputs, ga.method
+
+
+def _structures(rules, graph_info, p, optimizer, fl, identity):
+    """Rules with the μP attention scales applied, the attention scalings and the tied read-outs."""
+    from .structure import attention_rules, tied_readouts
+
+    scalings, ties, folds, _ = graph_info
+    functional = [t for t in ties if t.kind == "functional"]
+    if functional and not identity:
+        raise ValueError(f"parameterise: {functional[0].detail}; a read-out sharing the embedding must be an "
+                         "nn.Linear whose weight is the embedding's (lm_head.weight = wte.weight) to get its own "
+                         "multiplier")
+    queries = attention_rules(scalings, rules, fl)
+    rules = [replace(q, query_exponent=queries[q.name][0], query_rows=queries[q.name][1]) if q.name in queries
+             else q for q in rules]
+    return rules, tuple(scalings), tied_readouts(ties, rules, p, optimizer, folds, identity)
 
 
 __all__ = ["parameterise", "Parameterised", "TensorRule", "classify", "resolve_table", "ROLES"]

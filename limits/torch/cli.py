@@ -6,7 +6,13 @@
     limits coord-check --factory mymodels:transformer --allow mymodels --as-is --expect muP --widths ...
         checks the modules exactly as the factory builds them (the user's own implementation)
 
-Exit 0 when every tensor behaves as predicted, 1 when one does not (named in the output), 2 on bad input.
+``--factory``/``--data`` name a plain function of a module allowed with ``--allow`` (found in the current folder
+without PYTHONPATH) or a demo of limits (``limits.torch.demos:mlp``, no ``--allow``); the rule is
+:mod:`limits.resolver`'s, and an error in the user's code exits 2 with one line naming it.
+
+Exit 0 when every tensor behaves as predicted, 1 when one does not (the line "Not as predicted: …" names the
+failing rows, culprit first), 2 on bad input (and on optimizer groups that cannot support a verdict: no trainable
+tensor, a tensor not in the module, a learning rate ≤ 0).
 This module imports torch only when the command runs (the parser is built without it).
 """
 from __future__ import annotations
@@ -16,9 +22,12 @@ def register(sub):
     s = sub.add_parser("coord-check", help="coordinate check of a torch network: per-tensor width exponents vs "
                                            "the parameterisation's predictions (needs the extra 'torch')")
     s.add_argument("--factory", required=True, metavar="MODULE:FUNCTION",
-                   help="a plain function width -> torch.nn.Module defined in an allowed module")
+                   help="a plain function width -> torch.nn.Module defined in a module you allow (or a demo "
+                        "network of limits: limits.torch.demos:mlp, :transformer, …)")
     s.add_argument("--allow", action="append", default=[], metavar="MODULE",
-                   help="module(s) whose functions may be named (importing runs their code)")
+                   help="your own module whose functions may be named, in the current folder or on sys.path "
+                        "(not the standard library, limits or a library limits runs on); importing it runs its "
+                        "code; repeatable")
     how = s.add_mutually_exclusive_group(required=True)
     how.add_argument("--param", metavar="NAME", help="apply this parameterisation (SP, NTK, MF, muP, …)")
     how.add_argument("--as-is", action="store_true", help="check the modules as the factory builds them")
@@ -31,11 +40,13 @@ def register(sub):
     s.add_argument("--steps", type=int, default=3)
     s.add_argument("--seeds", type=int, default=4)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--tol", type=float, default=0.1, help="widening of the 95%% CI for the verdict (default 0.1)")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise false-alarm level of the verdict on a correct module (default 0.05)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
                    help="a0: init and learning rates only (default); derived: the solver's gauge with forward multipliers")
     s.add_argument("--data", metavar="MODULE:FUNCTION",
-                   help="a function () -> (X, Y) in an allowed module (default: a tiny synthetic task)")
+                   help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
+                        ":transformer_data (default: a tiny synthetic task)")
     s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json")
     s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf)")
     s.set_defaults(func=cmd_coord_check)
@@ -73,8 +84,8 @@ def _check_args(args):
         raise ValueError(f"--steps must lie in [1, {MAX_STEPS}] (a coordinate check takes a few steps), got {args.steps}")
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
-    if not (math.isfinite(args.tol) and args.tol >= 0):
-        raise ValueError(f"--tol must be a finite number >= 0, got {args.tol}")
+    if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
+        raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
 
 
 def cmd_coord_check(args):
@@ -83,33 +94,32 @@ def cmd_coord_check(args):
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
+    from ..errors import elide
+    from ..resolver import call
     from .resolve import resolve_factory
 
-    factory = resolve_factory(args.factory, args.allow)     # before torch: bad names fail fast
+    factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
+    data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
     from .coordcheck import coord_check, synthetic_data
 
     widths = sorted(set(args.widths))
-    if args.data:
-        data = resolve_factory(args.data, args.allow, option="--data")()
+    if data_fn is not None:
+        data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
     if args.param:
+        x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0")
-        r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, tol=args.tol,
+                              gauge=None if args.gauge == "derived" else "a0", example_inputs=(x,))
+        r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:
         r = coord_check(factory, widths, data, optimizer=args.optimizer, lr=args.lr, steps=args.steps,
-                        seeds=args.seeds, expect=args.expect, tol=args.tol, seed=args.seed)
+                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed)
     print(r.to_markdown())
     if args.save:
         r.save(args.save)
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        ax = r.plot()
-        ax.figure.tight_layout()
-        ax.figure.savefig(args.plot)
+        r.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     return 0 if r.passed else 1

@@ -1,36 +1,36 @@
-"""``coord_check``: the coordinate check of a torch network as numbers — per tensor and training step, the
-fitted width exponent of its activation scale and of its change since init, against the exponents the
-solver predicts for the parameterisation (``limits.params``).
+"""``coord_check``: the coordinate check of a torch network as numbers — per module, attention site and tensor
+and per training step, the fitted width exponent of its scale and of its change since init, against the
+exponents the solver predicts for the parameterisation (``limits.params``), with a calibrated verdict.
 
 For every width N and seed s the module is built (``Parameterised(N)`` or the factory as-is), trained
-``steps`` full-batch steps on ``data``, and the output y of every recorded module is measured on the same
-batch after each step t = 0…steps:
+``steps`` full-batch steps on ``data`` and measured after each step t = 0…steps (:mod:`limits.torch.recording`):
+module outputs and attention logits (scale rms(y_t), change rms(y_t − y_0)); every trainable tensor W (its
+own ``update`` rms(W_t − W_0) and scale rms(W_t) as stored, and its effect — ``change`` — on the owning module's
+output with the input held at its init value). Predictions are the solver's first-step exponents
+``p.one_step_exponents()`` (TP4 std convention, its optimizer) mapped on the tensor roles of
+:mod:`limits.torch.apply_params`:
 
-    scale_t = rms(y_t),   change_t = rms(y_t − y_0)        (rms over all entries)
+    module rows   input-like   scale 0, change e[dh:h0];    hidden / normalisation   scale 0, change e[dh:hidden]
+                  output-like  scale e[f0], change e[df]
+    logits        head dimension d ∝ N: q·k/√d with q scaled by N^{q} (q = −½ under a feature-learning table):
+                      scale q, change E = e[dh:hidden] + ½ + q (a width-d contraction of correlated vectors, TP5);
+                  d fixed (heads ∝ N): scale 0, change E = e[dh:hidden] (a contraction over a fixed d)
+    tensor rows   effect (judged)  e[dWh:in] (input-like, vectors), e[dWh:hidden], e[dWh:out]; 0 for
+                      width-independent tensors under Adam;
+                  update, scale (shown, not judged: they depend on where a module keeps its multipliers)
+                      Adam −c, SGD e[dWh] − [fan-in ∝ N] + a; init −b (a, b, c of the table's row)
 
-Per (module, t, quantity) the mean over seeds m_N ± SE is fitted as log m_N = log C + e·log N
-(:func:`limits.stats.loglog_fit`, 95 % t-interval, weighted by the SEs). Predictions are the solver's
-first-step exponents ``p.one_step_exponents()`` of the parameterisation (TP4 std convention, its
-optimizer), mapped on the tensor roles of :mod:`limits.torch.apply_params`:
+and, in forward order, every hidden/norm/output module after an attention takes the range [e, max(e, E)]: a
+logit change moves the attention output, and everything downstream, by N^E (SP with Adam: e = 1, E = 3/2,
+the crossover still under way at widths 64…512). Logits get [min(own, e_x + q), max(own, E_upstream)]: q and k
+also move through the changed input stream x (an uncorrelated contraction, N^{e_x + q}).
 
-    input-like   scale 0, change e[dh:h0];    hidden (Linear/Conv/attention block)  scale 0, change e[dh:hidden]
-    output-like  scale e[f0], change e[df];   normalisation (LayerNorm …)  scale 0, change e[dh:hidden]
-    attention logits q·k/√d_h (nn.MultiheadAttention, q scaled by N^{q}): scale q, change E = e[dh:hidden] + ½ + q
-        (a width-d contraction of correlated vectors, TP5; q = −½ under μP attention, 0 otherwise)
-
-and, in forward order, every hidden/norm/output tensor after an attention takes max(its change e, E): a logit
-change Δα moves the attention output Σ_s Δα_ts v_s, and everything downstream, by N^E. When E > e the change
-is a sum A N^e + B N^E whose fitted slope lies in [e, E] at finite width and tends to E (SP with Adam:
-e = 1, E = 3/2, the crossover still under way at widths 64…512): the prediction is then the range [e, E]
-(``predicted_low``, ``predicted``) and a fit is consistent when its CI, widened by ``tol``, meets it. Logits
-get [min(own, e_x + q), max(own, E_upstream)]: q and k also move through the changed input stream x (change
-N^{e_x}), and (W_q Δx)·k/√d is an uncorrelated width-d contraction, N^{e_x + q} (μP: N^{-1/2}, which
-dominates the Θ(1) coherent part at small widths).
-
-The change exponents hold at every fixed step t ≥ 1 as N → ∞ while updates stay perturbative (small lr);
-the scale after training is predicted only when the change does not outgrow it (e_change ≤ e_scale).
-A prediction is *consistent* when it lies in the fit's 95 % CI widened by ``tol`` (the finite-width
-corrections of relative size N^{-1/2} bias slopes fitted over 64…512 by a few hundredths).
+The verdict (:func:`limits.torch.exponents.exponent_test`) allows each exponent its leading finite-width
+correction, m_N = a N^p + b N^{p−½}, and requires the leading term to be present (dominant at the largest width
+or significantly positive); a crossover range [lo, p] adds the lower end and its correction; each of the
+m judged fits is tested at α/m (Bonferroni), so a correct module is flagged with probability ≤ α (default 5 %;
+measured in ``benchmarks/coordcheck_calibration.py``). ``failures()`` lists culprits first: tensors whose own
+effect deviates, then rows wrong at init, then the rest, each in forward order.
 """
 from __future__ import annotations
 
@@ -43,25 +43,28 @@ import torch
 from torch import nn
 
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
+from .exponents import exponent_test
 from .network import torch_threads
+from .graph import find_attention, width_scaling
+from .recording import describe, display_name, label, run_one, site_key
 
-QUANTITIES = ("scale", "change")
-_NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+QUANTITIES = ("scale", "change", "update")
 
 
 @dataclass(frozen=True)
 class TorchCoordCheck(Result):
-    """Per recorded tensor (``tensors``, roles ``roles``), step t = 0…steps and quantity (scale, change):
-    ``samples`` (n_widths, seeds, n_tensors, steps+1, 2), fitted ``slope``/``ci_low``/``ci_high``,
-    ``predicted`` (the N → ∞ exponent; nan = no prediction), ``predicted_low`` (< predicted where a
-    finite-width crossover from that exponent is under way, else equal) and ``consistent`` (1 yes, 0 no,
-    −1 no verdict), each (n_tensors, steps+1, 2)."""
+    """Per row (``tensors``: labels; ``kinds``: module | logits | tensor; ``roles``), step t = 0…steps and
+    quantity (scale, change, update): ``samples`` (n_widths, seeds, n_rows, steps+1, 3), the plain log-log fit
+    ``slope``/``ci_low``/``ci_high`` (95 %), ``predicted`` (the N → ∞ exponent; nan = none), ``predicted_low``
+    (< predicted where a crossover from that exponent is under way), ``judged`` (1 where a verdict is given),
+    ``p_value`` of the exponent test and ``consistent`` (1 yes, 0 no, −1 no verdict), each (n_rows, steps+1, 3)."""
 
     name: str
     widths: np.ndarray
     tensors: tuple
+    kinds: tuple
     roles: tuple
     steps: int
     seeds: int
@@ -72,78 +75,113 @@ class TorchCoordCheck(Result):
     ci_high: np.ndarray
     predicted: np.ndarray
     predicted_low: np.ndarray
+    judged: np.ndarray
+    p_value: np.ndarray
     consistent: np.ndarray
-    tol: float
+    alpha: float
     cpu_seconds: float
     settings: dict
 
     @property
     def passed(self) -> bool:
-        """Every tensor consistent with its predictions at every step (and no divergence)."""
+        """Every judged fit consistent with its prediction (and no divergence)."""
         return not self.failures()
 
+    @property
+    def tests(self) -> int:
+        """Number of judged fits (the Bonferroni count)."""
+        return int(np.sum(self.consistent >= 0))
+
     def failures(self) -> list:
-        """(tensor, step, quantity, slope, ci_low, ci_high, predicted) of every inconsistent fit."""
+        """(row, step, quantity, slope, ci_low, ci_high, predicted) of every inconsistent fit, culprits first:
+        tensors whose own effect deviates, then rows wrong at init, then the rest; forward order within each."""
         out = []
         for i, t, q in zip(*np.nonzero(self.consistent == 0)):
-            out.append((self.tensors[i], int(t), QUANTITIES[q], float(self.slope[i, t, q]),
-                        float(self.ci_low[i, t, q]), float(self.ci_high[i, t, q]), self._pred(i, t, q)))
-        return out
+            tier = 0 if self.kinds[i] == "tensor" else (1 if t == 0 else 2)
+            out.append(((tier, int(t), int(i)), (self.tensors[i], int(t), QUANTITIES[q], float(self.slope[i, t, q]),
+                                                  float(self.ci_low[i, t, q]), float(self.ci_high[i, t, q]),
+                                                  self._pred(i, t, q))))
+        return [f for _, f in sorted(out, key=lambda x: x[0])]
 
     def _pred(self, i, t, q) -> str:
         p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
         if not np.isfinite(p):
             return "—"
-        return f"{p:+.2f}" if not lo < p else f"{lo:+.2f}…{p:+.2f}"
+        return signed(p) if not lo < p else f"{signed(lo)}…{signed(p)}"
 
     def failing_tensors(self) -> list:
-        return sorted({f[0] for f in self.failures()}, key=self.tensors.index)
+        """Rows with an inconsistent fit, culprit first (see :meth:`failures`)."""
+        return list(dict.fromkeys(f[0] for f in self.failures()))
+
+    def _index(self, name) -> int:
+        if name in self.tensors:
+            return self.tensors.index(name)
+        short = [n.split(" (")[0] for n in self.tensors]
+        if name in short:
+            return short.index(name)
+        raise KeyError(f"no row {name!r}; rows: {', '.join(self.tensors[:12])}…")
 
     def exponent(self, tensor, quantity="change", step=None) -> tuple:
-        """(slope, ci_low, ci_high, predicted) of one tensor (last step by default)."""
-        i = self.tensors.index(tensor)
+        """(slope, ci_low, ci_high, predicted) of one row (last step by default)."""
+        i = self._index(tensor)
         t = self.steps if step is None else int(step)
         q = QUANTITIES.index(quantity)
         return (float(self.slope[i, t, q]), float(self.ci_low[i, t, q]), float(self.ci_high[i, t, q]),
                 float(self.predicted[i, t, q]))
 
+    def summary(self) -> str:
+        """"All … as predicted." or the line "Not as predicted: …" naming failing rows, culprit first."""
+        if self.passed:
+            return "All tensors behave as predicted."
+        seen, parts = set(), []
+        for n, t, q, s, lo, hi, p in self.failures():
+            if n in seen:
+                continue
+            seen.add(n)
+            parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
+                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
+        more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
+        return "Not as predicted: " + "; ".join(parts[:12]) + more
+
     def to_markdown(self) -> str:
         ws = ", ".join(str(int(w)) for w in self.widths)
-        head = (f"**coord check — {self.name}**: widths {ws}; {self.seeds} seeds, {self.steps} step(s), "
-                f"{self.settings.get('optimizer')} lr {self.settings.get('lr'):g}; fitted exponent of the "
-                f"activation scale at init and of its change after step {self.steps} (95 % CI, tol ±{self.tol:g}); "
-                f"verdict over every step. CPU {self.cpu_seconds:.1f} s\n\n"
-                "| tensor | role | scale at init: fitted [CI] | pred. | change: fitted [CI] | pred. | verdict |\n"
-                "|---|---|---|---|---|---|---|")
+        T = self.steps
+        head = (f"**coord check — {self.name}**: widths {ws}; {self.seeds} seeds, {T} step(s), "
+                f"{self.settings.get('optimizer')} lr {self.settings.get('lr'):g}; fitted exponent (95 % CI) of the "
+                f"scale at init and of the change after step {T} (tensors: the effect of their own update on their "
+                f"module's output, and the update itself); verdict over every step: leading exponent with its "
+                f"N^-1/2 correction, {self.tests} fits at family-wise α = {self.alpha:g}. CPU {self.cpu_seconds:.1f} s\n\n"
+                "| row | role | scale at init: fitted [CI] | pred. | change: fitted [CI] | pred. | update ‖ΔW‖ | pred. | verdict |\n"
+                "|---|---|---|---|---|---|---|---|---|")
         rows = []
         fails = set(self.failing_tensors())
-        T = self.steps
         for i, name in enumerate(self.tensors):
             def cell(t, q):
-                s, lo, hi, p = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q], self.predicted[i, t, q]
-                fit = "—" if not np.isfinite(s) else f"{s:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
+                fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
-            b, pb = cell(T, 1) if T > 0 else ("—", "—")
+            b, pb = cell(T, 1)
+            c, pc = cell(T, 2)
             verdict = "**NO**" if name in fails else ("ok" if np.any(self.consistent[i] == 1) else "—")
-            rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {verdict} |")
-        tail = ("\n\nAll tensors behave as predicted.\n" if self.passed else
-                "\n\nNot as predicted: " + "; ".join(
-                    f"{n} ({q} at step {t}: {s:+.2f} [{lo:+.2f}, {hi:+.2f}], predicted {p})"
-                    for n, t, q, s, lo, hi, p in self.failures()[:12]) + "\n")
-        return head + "\n" + "\n".join(rows) + tail
+            rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {c} | {pc} | {verdict} |")
+        miss = self.settings.get("attention_not_measured") or {}
+        note = ("\n\nAttention whose logits are not measured (not recognised in the traced forward): "
+                + "; ".join(f"{k} ({v})" for k, v in miss.items())) if miss else ""
+        return head + "\n" + "\n".join(rows) + note + "\n\n" + self.summary() + "\n"
 
     def __str__(self):
         return self.to_markdown()
 
-    def plot(self, ax=None, quantity="change", step=None):
-        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses)."""
-        import matplotlib.pyplot as plt
+    def plot(self, target=None, quantity="change", step=None):
+        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
+        path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import plot_target
 
         t = self.steps if step is None else int(step)
         q = QUANTITIES.index(quantity)
-        if ax is None:
-            _, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6))
+        pt = plot_target(target, 1, figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6), what="TorchCoordCheck.plot")
+        ax = pt.axes[0]
         x = np.arange(len(self.tensors))
         s = self.slope[:, t, q]
         ax.errorbar(x, s, yerr=[s - self.ci_low[:, t, q], self.ci_high[:, t, q] - s], fmt="o", ms=4,
@@ -153,78 +191,122 @@ class TorchCoordCheck(Result):
         if np.any(bad):
             ax.plot(x[bad], s[bad], "o", mfc="none", mec="C3", ms=10, label="not as predicted")
         ax.set_xticks(x)
-        ax.set_xticklabels(self.tensors, rotation=70, ha="right", fontsize=7)
+        ax.set_xticklabels(self.tensors, rotation=70, ha="right", fontsize=6)
         ax.set_ylabel(f"width exponent of {quantity} (step {t})")
         ax.set_title(self.name, fontsize=9)
         ax.legend(fontsize=7)
-        return ax
+        return pt.finish()
 
 
 # ---------------------------------------------------------------------- predictions
-def predictions(p, role, query_exponent=0.0) -> tuple:
-    """(scale-at-init, change) exponents of a recorded tensor with this role (module docstring)."""
+def predictions(p, role, query_exponent=0.0, head_dim_scales=True) -> tuple:
+    """(scale-at-init, change) exponents of a recorded module or logits row with this role (module docstring)."""
     e = {k: float(v) for k, v in p.one_step_exponents().items()}
     if role == "input":
         return 0.0, e["dh:h0"]
-    if role == "hidden":
+    if role in ("hidden", "norm"):
         return 0.0, e["dh:hidden"]
     if role == "output":
         return e["f0"], e["df"]
-    if role == "norm":
-        return 0.0, e["dh:hidden"]
     if role == "logits":
+        if not head_dim_scales:
+            return 0.0, e["dh:hidden"]
         return query_exponent, e["dh:hidden"] + 0.5 + query_exponent
     raise ValueError(f"no prediction for role {role!r}")
 
 
-# ---------------------------------------------------------------------- recording
-def _recorded(model, rules):
-    """[(name, module, role)] in module order: owners of input/hidden/output weights, norms, attention logits."""
-    role_of = {}
-    for q in rules:
-        if q.role in ("input", "hidden", "output"):
-            prev = role_of.get(q.module)
-            if prev is None or q.role == "output" or (q.role == "hidden" and prev == "input"):
-                role_of[q.module] = q.role
-    out = []
-    for name, mod in model.named_modules():
-        if isinstance(mod, _NORMS) and any(True for _ in mod.parameters(recurse=False)):
-            out.append((name, mod, "norm"))
-        elif name in role_of:
-            out.append((name, mod, role_of[name]))
-        if isinstance(mod, nn.MultiheadAttention) and name in role_of:
-            if not mod._qkv_same_embed_dim:
-                raise ValueError(f"coord_check: attention {name!r} has separate q/k/v projections; only the "
-                                 "packed in_proj is recorded")
-            out.append((name + ":logits", mod, "logits"))
-    return out
+_DWH = {"input": "dWh:in", "vector": "dWh:in", "hidden": "dWh:hidden", "output": "dWh:out"}
+_ROW = {"input": "input", "vector": "input", "hidden": "hidden", "output": "output"}      # vectors: finite fan-in
 
 
-def _logits(mod, args, kwargs):
-    query = args[0] if args else kwargs["query"]
-    key = args[1] if len(args) > 1 else kwargs["key"]
-    if not mod.batch_first:
-        query, key = query.transpose(0, 1), key.transpose(0, 1)
-    E, h = mod.embed_dim, mod.num_heads
-    W, b = mod.in_proj_weight, mod.in_proj_bias
-    q = torch.nn.functional.linear(query, W[:E], None if b is None else b[:E])
-    k = torch.nn.functional.linear(key, W[E:2 * E], None if b is None else b[E:2 * E])
-    B, T, _ = q.shape
-    d = E // h
-    q = q.reshape(B, T, h, d)
-    k = k.reshape(B, key.shape[1], h, d)
-    return torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(d)
+def tensor_predictions(p, rule, optimizer) -> tuple:
+    """(init scale, effect, update) exponents of a tensor with this :class:`TensorRule` (module docstring)."""
+    e = {k: float(v) for k, v in p.one_step_exponents().items()}
+    adam = optimizer in ("adam", "adamw")
+    if rule.role == "constant":
+        return math.nan, (0.0 if adam else math.nan), (0.0 if adam else math.nan)
+    a, b, c = (float(p.exponent(_ROW[rule.role], s)) for s in "abc")
+    effect = e[_DWH[rule.role]]
+    fan_in_scales = rule.role in ("hidden", "output")
+    update = -c if adam else effect - float(fan_in_scales) + a
+    return (-b if rule.role in ("input", "hidden", "output") else math.nan), effect, update
 
 
-def _check_deterministic(model):
-    for name, mod in model.named_modules():
-        if isinstance(mod, nn.modules.dropout._DropoutNd) and mod.p > 0:
-            raise ValueError(f"coord_check: dropout module {name!r} has p = {mod.p}; build the network with "
-                             "dropout 0 (the check compares deterministic forwards)")
-        if isinstance(mod, nn.MultiheadAttention) and mod.dropout > 0:
-            raise ValueError(f"coord_check: attention {name!r} has dropout {mod.dropout}; use dropout 0")
+def _predict(p, order, rule_of, fl, optimizer, head_scales, steps):
+    """(predicted, predicted_low, judged) (n_rows, steps+1, 3) in forward order (module docstring)."""
+    R = len(order)
+    pred = np.full((R, steps + 1, 3), np.nan)
+    low = np.full_like(pred, np.nan)
+    judged = np.zeros((R, 3), dtype=np.int64)
+    E = -math.inf                          # largest logit-change exponent upstream
+    e_stream = predictions(p, "input")[1]  # change of the stream entering the next layer (lower end)
+    site_E = {}
+    for i, (key, kind, extra) in enumerate(order):
+        if kind == "tensor":
+            continue
+        qexp = (-0.5 if fl else 0.0) if head_scales.get(key, True) else 0.0
+        e0, ec = predictions(p, "logits" if kind == "logits" else extra, qexp, head_scales.get(key, True))
+        lo = ec
+        if kind == "logits":
+            lo, ec = min(ec, e_stream + qexp), max(ec, E)
+            E = max(E, ec)
+            site_E[key.split(":logits")[0]] = max(ec, site_E.get(key.split(":logits")[0], -math.inf))
+        else:
+            if E > ec:
+                ec = E                     # a logit change moves the attention output, and all downstream, by N^E
+            if extra != "output":
+                e_stream = lo
+        pred[i, 0, 0] = low[i, 0, 0] = e0
+        pred[i, 1:, 1], low[i, 1:, 1] = ec, lo
+        if ec <= e0:
+            pred[i, 1:, 0] = low[i, 1:, 0] = e0
+        judged[i, :2] = 1
+    for i, (key, kind, extra) in enumerate(order):     # a tensor's effect: its own module, input held at init
+        if kind != "tensor":
+            continue
+        e0, eff, upd = tensor_predictions(p, rule_of[display_name(key)], optimizer)
+        hi = max(eff, site_E.get(rule_of[display_name(key)].module, -math.inf))      # an attention's own logits move its output
+        pred[i, 0, 0] = low[i, 0, 0] = e0
+        pred[i, 1:, 1], low[i, 1:, 1] = hi, eff
+        pred[i, 1:, 2] = low[i, 1:, 2] = upd
+        judged[i, 1] = int(np.isfinite(eff))
+    return pred, low, judged
 
 
+def _fit(widths, samples, pred, low, judged, alpha):
+    """Plain log-log fits (display) and the exponent tests (verdict) of every (row, step, quantity)."""
+    R, T1 = pred.shape[:2]
+    shape = (R, T1, 3)
+    slope, sse, lo, hi = (np.full(shape, np.nan) for _ in range(4))
+    pv = np.full(shape, np.nan)
+    cons = np.full(shape, -1, dtype=np.int64)
+    xs = np.asarray(widths, float)
+    tested = []
+    for i in range(R):
+        for t in range(T1):
+            for q in range(3):
+                y = samples[:, :, i, t, q]
+                if (t == 0 and q > 0) or np.all(np.isnan(y)):
+                    continue
+                m, se = mean_se(y, axis=1)
+                if np.all(np.isfinite(m)) and np.all(m > 0):
+                    f = loglog_fit(xs, m, yerr=np.maximum(se, 1e-12 * m))
+                    slope[i, t, q], sse[i, t, q], lo[i, t, q], hi[i, t, q] = f.slope, f.slope_se, f.ci_low, f.ci_high
+                if not (judged[i, q] and np.isfinite(pred[i, t, q])):
+                    continue
+                if not np.all(np.isfinite(m)):
+                    cons[i, t, q] = 0                         # diverged: not as predicted
+                elif np.all(m > 0):
+                    p, regime = exponent_test(xs, y, pred[i, t, q], low[i, t, q])
+                    pv[i, t, q] = p
+                    tested.append((i, t, q, regime))
+    level = alpha / max(1, len(tested) + int(np.sum(cons == 0)))
+    for i, t, q, regime in tested:
+        cons[i, t, q] = int(regime and pv[i, t, q] >= level)
+    return slope, sse, lo, hi, pv, cons
+
+
+# ---------------------------------------------------------------------- the check
 def _as_tensor(a, dtype):
     t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
     if t.is_floating_point():
@@ -239,88 +321,55 @@ def default_loss(out, y):
     return 0.5 * ((out - y.reshape(out.shape)) ** 2).sum() / out.shape[0]
 
 
-def _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec):
-    model.train()
-    _check_deterministic(model)
-    store, hooks = {}, []
-    for name, mod, role in rec:
-        if role == "logits":
-            hooks.append(mod.register_forward_pre_hook(
-                lambda m, a, kw, name=name: store.__setitem__(name, _logits(m, a, kw).detach().clone()),
-                with_kwargs=True))
-        else:
-            hooks.append(mod.register_forward_hook(
-                lambda m, a, o, name=name: store.__setitem__(name, (o[0] if isinstance(o, tuple) else o).detach().clone())))
-    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
-    opt = cls(groups, lr=float(lr))
-    res = None
-    first = None
-    try:
-        for t in range(steps + 1):
-            opt.zero_grad()
-            out = model(X)
-            if first is None:        # forward (call) order; modules never called (MHA.out_proj) drop out
-                by_name = {r[0]: r for r in rec}
-                rec = [by_name[n] for n in store if n in by_name]
-                res = np.full((len(rec), steps + 1, 2), np.nan)
-            y = [store[n] for n, _, _ in rec]
-            if first is None:
-                first = y
-            for i, (a, a0) in enumerate(zip(y, first)):
-                res[i, t, 0] = a.double().pow(2).mean().sqrt().item()
-                if t > 0:
-                    res[i, t, 1] = (a.double() - a0.double()).pow(2).mean().sqrt().item()
-            if t == steps:
-                break
-            loss = loss_fn(out, Y)
-            if not torch.isfinite(loss):
-                break
-            loss.backward()
-            opt.step()
-    finally:
-        for h in hooks:
-            h.remove()
-    return res, rec
-
-
-def _groups(groups, lr):
-    """A factory's own optimizer groups; a group's ``lr_mult`` sets its rate to lr · lr_mult."""
-    out = []
-    for g in groups:
+def _groups(model, groups, lr, width):
+    """A factory's own optimizer groups, validated; a group's ``lr_mult`` sets its rate to lr · lr_mult. Refused:
+    no trainable tensor in any group, a tensor that is not the module's, a rate ≤ 0 or not finite."""
+    own = {id(p): n for n, p in model.named_parameters()}
+    out, trainable = [], 0
+    for k, g in enumerate(groups):
         if not isinstance(g, dict) or "params" not in g:
             raise ValueError("factory: param_groups must be dicts with 'params' (and 'lr' or 'lr_mult')")
         g = dict(g)
+        g["params"] = list(g["params"]) if not isinstance(g["params"], torch.Tensor) else [g["params"]]
         if "lr_mult" in g:
             g["lr"] = float(lr) * float(g.pop("lr_mult"))
+        rate = float(g.get("lr", lr))
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"factory({width}): optimizer group {k} ({g.get('name', 'unnamed')}) has learning rate "
+                             f"{rate:g}; a coordinate check needs every rate finite and > 0")
+        for p in g["params"]:
+            if not isinstance(p, torch.Tensor) or id(p) not in own:
+                raise ValueError(f"factory({width}): optimizer group {k} holds a tensor that is not a parameter of "
+                                 "the module it returns (groups built from another instance?)")
+            trainable += int(p.requires_grad)
         out.append(g)
+    if not trainable:
+        raise ValueError(f"factory({width}): no trainable tensor in the optimizer groups — nothing would move, so "
+                         "no exponent could be checked")
     return out
 
 
-def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
-                loss=None, tol=0.1, roles=None, seed=0, name=None, threads=None,
-                parameterisation=None) -> TorchCoordCheck:
-    """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
-    table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
-    parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
-    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
-    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``threads``: torch
-    threads during the runs (default ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X alone (then fixed N(0, 1)
-    regression targets of the output's shape, drawn from ``seed``; zero targets would cap the output's
-    change at its init size, N^{-1/2} under μP). ``seeds``: a count."""
-    t_cpu = time.process_time()
+def _check_args(widths, steps, seeds, data, lr, alpha):
     widths = sorted(int(w) for w in widths)
     if len(widths) < 3 or len(set(widths)) != len(widths) or widths[0] < 1:
         raise ValueError(f"widths: need at least 3 distinct positive widths for a slope fit, got {widths}")
-    steps = int(steps)
-    if steps < 1:
+    if int(steps) < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    seeds = int(seeds)
-    if seeds < 2:
+    if int(seeds) < 2:
         raise ValueError(f"seeds must be >= 2 (the CI needs a spread over seeds), got {seeds}")
+    if not (math.isfinite(float(lr)) and float(lr) > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr}")
+    if not 0 < float(alpha) < 1:
+        raise ValueError(f"alpha must be a level in (0, 1), got {alpha}")
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         if isinstance(data, (tuple, list)) or data is None:
             raise ValueError("data must be a pair (X, Y) or the inputs X alone")
         data = (data, None)
+    return widths, int(steps), int(seeds), data
+
+
+def _target(module_factory, expect, optimizer, parameterisation, widths, roles, name):
+    """(factory or Parameterised, table, rules, feature learning, optimizer, label) of a check."""
     if parameterisation is not None:
         if isinstance(module_factory, Parameterised) or expect is not None:
             raise ValueError("parameterisation= applies a table to a plain factory; pass a plain factory and "
@@ -336,103 +385,136 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
         if optimizer not in (None, P.optimizer_name):
             raise ValueError(f"optimizer {optimizer!r} differs from the one the table was derived for "
                              f"({P.optimizer_name!r}); parameterise(..., optimizer={optimizer!r})")
-        optimizer = P.optimizer_name
-        p, rules, fl = P.table, P.rules, P.feature_learning
-        label = name or f"{P.name} (parameterised)"
-    else:
-        if not callable(module_factory):
-            raise ValueError("module_factory must be a Parameterised or a callable width -> nn.Module")
-        if expect is None:
-            raise ValueError("expect: name the parameterisation a factory checked as-is should follow (e.g. 'muP')")
-        optimizer = optimizer or "adam"
-        p = resolve_table(expect, optimizer)
-        rules, _ = classify(module_factory, widths, roles)
-        from ..params import classify as classify_p
+        return P, P.table, P.rules, P.feature_learning, P.optimizer_name, name or f"{P.name} (parameterised)"
+    if not callable(module_factory):
+        raise ValueError("module_factory must be a Parameterised or a callable width -> nn.Module")
+    if expect is None:
+        raise ValueError("expect: name the parameterisation a factory checked as-is should follow (e.g. 'muP')")
+    optimizer = optimizer or "adam"
+    p = resolve_table(expect, optimizer)
+    rules, _ = classify(module_factory, widths, roles)
+    from ..params import classify as classify_p
 
-        fl = classify_p(p).regime == "feature-learning"
-        label = name or f"as built, expected {getattr(p, 'name', expect)}"
-    qexp = -0.5 if fl else 0.0
+    fl = classify_p(p).regime == "feature-learning"
+    return module_factory, p, rules, fl, optimizer, name or f"as built, expected {getattr(p, 'name', expect)}"
+
+
+def _build_run(factory, N, lr, data, seed):
+    """(model, groups, X, Y, data) at width N (data gains fixed N(0, 1) targets when it has none)."""
+    if isinstance(factory, Parameterised):
+        model = factory(N)
+        groups = factory.param_groups(model, lr)
+    else:
+        built = factory(N)
+        model, groups = (built if isinstance(built, tuple) else (built, None))
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"factory({N}) must return an nn.Module, got {type(model).__name__}")
+        groups = [{"params": list(model.parameters())}] if groups is None else groups
+        groups = _groups(model, groups, lr, N)
+    dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
+    X = _as_tensor(data[0], dtype)
+    if data[1] is None:                     # inputs only: fixed N(0, 1) targets of the output's shape
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            out0 = model(X)
+        out0 = out0[0] if isinstance(out0, tuple) else out0
+        g = torch.Generator().manual_seed(int(seed))
+        data = (data[0], torch.randn(out0.shape, generator=g, dtype=out0.dtype))
+    return model, groups, X, _as_tensor(data[1], dtype), data
+
+
+def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
+                loss=None, alpha=0.05, roles=None, seed=0, name=None, threads=None,
+                parameterisation=None) -> TorchCoordCheck:
+    """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
+    table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
+    parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
+    learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
+    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``alpha``: the
+    family-wise false-alarm level of the verdict. ``threads``: torch threads during the runs (default
+    ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X
+    alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
+    t_cpu = time.process_time()
+    widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
+    factory, p, rules, fl, optimizer, title = _target(module_factory, expect, optimizer, parameterisation, widths,
+                                                      roles, name)
+    rule_of = {display_name(q.name): q for q in rules}
     loss_fn = loss or default_loss
-    samples = None
+    samples = order = None
+    descs, sites = {}, {}
     for wi, N in enumerate(widths):
         for s in range(seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
                 torch.manual_seed(int(seed) * 1_000_003 + s)
-                if isinstance(module_factory, Parameterised):
-                    model = P(N)
-                    groups = P.param_groups(model, lr)
-                else:
-                    built = module_factory(N)
-                    model, groups = (built if isinstance(built, tuple) else (built, None))
-                    if not isinstance(model, nn.Module):
-                        raise ValueError(f"factory({N}) must return an nn.Module, got {type(model).__name__}")
-                    groups = list(model.parameters()) if groups is None else _groups(groups, lr)
-                rec = _recorded(model, rules)
-                if not rec:
-                    raise ValueError("coord_check: no input/hidden/output tensor to record")
-                dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
-                X = _as_tensor(data[0], dtype)
-                if data[1] is None:                # inputs only: fixed N(0, 1) targets of the output's shape
-                    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                        out0 = model(X)
-                    out0 = out0[0] if isinstance(out0, tuple) else out0
-                    g = torch.Generator().manual_seed(int(seed))
-                    data = (data[0], torch.randn(out0.shape, generator=g, dtype=out0.dtype))
-                    Y = data[1]
-                else:
-                    Y = _as_tensor(data[1], dtype)
-                res, rec = _run_one(model, groups, X, Y, optimizer, lr, steps, loss_fn, rec)
-            if samples is None:
-                names = tuple(n for n, _, _ in rec)
-                rl = tuple(r for _, _, r in rec)
-                samples = np.full((len(widths), seeds, len(rec), steps + 1, 2), np.nan)
-            samples[wi, s] = res
-    pred = np.full((len(names), steps + 1, 2), np.nan)
-    pred_low = np.full_like(pred, np.nan)
-    E = -math.inf                  # largest logit-change exponent upstream (tensors are in forward order)
-    e_stream = predictions(p, "input", qexp)[1]     # change of the stream entering the next layer (lower end)
-    for i, r in enumerate(rl):
-        e0, ec = predictions(p, r, qexp)
-        low = ec
-        if r == "logits":
-            # q, k also move through the changed stream: (W_q Δx)·k/√d is an uncorrelated contraction,
-            # N^{e_stream + q} (μP: N^{-1/2}); and through upstream logits, N^E
-            low, ec = min(ec, e_stream + qexp), max(ec, E)
-            E = max(E, ec)
-        else:
-            if r in ("hidden", "norm", "output") and E > ec:
-                ec = E                 # a logit change moves the attention output, and all downstream, by N^E
-            if r != "output":
-                e_stream = low
-        pred[i, 0, 0] = pred_low[i, 0, 0] = e0
-        pred[i, 1:, 1], pred_low[i, 1:, 1] = ec, low
-        if ec <= e0:
-            pred[i, 1:, 0] = pred_low[i, 1:, 0] = e0
-    shape = pred.shape
-    slope, sse, lo, hi = (np.full(shape, np.nan) for _ in range(4))
-    cons = np.full(shape, -1, dtype=np.int64)
-    xs = np.asarray(widths, float)
-    for i in range(shape[0]):
-        for t in range(shape[1]):
-            for q in range(2):
-                if t == 0 and q == 1:
-                    continue
-                y = samples[:, :, i, t, q]
-                m, se = mean_se(y, axis=1)
-                if np.all(np.isfinite(m)) and np.all(m > 0):
-                    f = loglog_fit(xs, m, yerr=np.maximum(se, 1e-300))
-                    slope[i, t, q], sse[i, t, q], lo[i, t, q], hi[i, t, q] = f.slope, f.slope_se, f.ci_low, f.ci_high
-                    if np.isfinite(pred[i, t, q]):      # the CI (± tol) meets [predicted_low, predicted]
-                        cons[i, t, q] = int(f.ci_low - tol <= pred[i, t, q] and pred_low[i, t, q] <= f.ci_high + tol)
-                elif np.isfinite(pred[i, t, q]) and not np.all(np.isfinite(m)):
-                    cons[i, t, q] = 0              # diverged: not as predicted
+                model, groups, X, Y, data = _build_run(factory, N, lr, data, seed)
+                if s == 0:
+                    descs[N] = {n: describe(m) for n, m in model.named_modules()}
+                    sites[N] = _sites(model, X)
+                rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn)
+            if order is None:
+                order = rows
+                if not any(k != "tensor" for _, k, _ in order):
+                    raise ValueError("coord_check: no input/hidden/output module to record")
+                samples = np.full((len(widths), seeds, len(order), steps + 1, 3), np.nan)
+            idx = {r[0]: i for i, r in enumerate(rows)}
+            for j, (key, kind, extra) in enumerate(order):
+                if key in idx:
+                    samples[wi, s, j] = res[idx[key]]
+    na, nb = widths[0], widths[1]
+    head_scales = {site_key(a.site): a.head_dim == "scales"
+                   for a in width_scaling(_known(sites[na]), _known(sites[nb]), na, nb)}
+    pred, low, judged = _predict(p, order, rule_of, fl, optimizer, head_scales, steps)
+    slope, sse, lo, hi, pv, cons = _fit(widths, samples, pred, low, judged, alpha)
+    labels, kinds, rl = _labels(order, rule_of, descs, na, nb)
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
-                "query_exponent": qexp}
-    return TorchCoordCheck(label, xs, names, rl, steps, seeds, samples, slope, sse, lo, hi, pred, pred_low, cons,
-                           float(tol), time.process_time() - t_cpu, settings)
+                "head_dim_scales": {k: bool(v) for k, v in head_scales.items()},
+                "attention_not_measured": {s.name: s.reason or "unrecognised" for s in sites[na]
+                                           if s.kind == "unrecognised"}}
+    return TorchCoordCheck(title, np.asarray(widths, float), labels, kinds, rl, steps, seeds, samples, slope, sse,
+                           lo, hi, pred, low, np.repeat(judged[:, None, :], steps + 1, axis=1), pv, cons,
+                           float(alpha), time.process_time() - t_cpu, settings)
 
 
+def rejudge(r, alpha=None) -> TorchCoordCheck:
+    """``r`` with its verdicts recomputed from its samples and predictions by this version's exponent test
+    (at ``alpha``, default r's own): a saved check judged again without training anything."""
+    import dataclasses
+
+    a = r.alpha if alpha is None else float(alpha)
+    slope, sse, lo, hi, pv, cons = _fit(r.widths, r.samples, r.predicted, r.predicted_low, r.judged[:, 0, :], a)
+    return dataclasses.replace(r, slope=slope, slope_se=sse, ci_low=lo, ci_high=hi, p_value=pv, consistent=cons,
+                               alpha=a)
+
+
+def _known(sites):
+    return tuple(s for s in sites if s.kind != "unrecognised")
+
+
+def _sites(model, X):
+    """The attention sites of the traced forward (:func:`limits.torch.graph.find_attention`)."""
+    with torch.random.fork_rng(devices=[]):
+        return find_attention(model, (X,))
+
+
+def _labels(order, rule_of, descs, na, nb):
+    """Row labels (bare Sequential indices say what they are), kinds and roles."""
+    labels, kinds, roles = [], [], []
+    for key, kind, extra in order:
+        if kind == "tensor":
+            q = rule_of[display_name(key)]
+            lab = label(q.module, descs[na].get(q.module), descs[nb].get(q.module), na, nb)
+            labels.append(display_name(key) + lab[len(q.module):])
+            roles.append(q.role)
+        elif kind == "logits":
+            site = key.split(":logits")[0]
+            lab = label(site, descs[na].get(site), descs[nb].get(site), na, nb)
+            labels.append(lab + key[len(site):])
+            roles.append("logits")
+        else:
+            labels.append(label(key, descs[na].get(key), descs[nb].get(key), na, nb))
+            roles.append(extra)
+        kinds.append(kind)
+    return tuple(labels), tuple(kinds), tuple(roles)
 def synthetic_data(factory, width=64, batch=16, seq=8, seed=0):
     """A tiny task for a factory's modules: inputs shaped for the first input-like tensor (token ids for an
     Embedding, N(0, 1) rows for a Linear, 8×8 images for a Conv2d) and N(0, 1) regression targets of
@@ -460,4 +542,5 @@ def synthetic_data(factory, width=64, batch=16, seq=8, seed=0):
     return X, Y
 
 
-__all__ = ["coord_check", "TorchCoordCheck", "predictions", "synthetic_data", "default_loss", "QUANTITIES"]
+__all__ = ["coord_check", "rejudge", "TorchCoordCheck", "predictions", "tensor_predictions", "synthetic_data", "default_loss",
+           "QUANTITIES"]

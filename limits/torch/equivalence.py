@@ -56,7 +56,27 @@ def _build(factory, width, seed):
         m = m[0]
     if not isinstance(m, torch.nn.Module):
         raise NotEquivalent(f"factory({width}) must return a torch.nn.Module, got {type(m).__name__}")
+    _refuse_unsupported(m, width, seed)
     return m.to(torch.float64)
+
+
+def _refuse_unsupported(m, width, seed):
+    """NotEquivalent for what no verdict can be built on: frozen or non-finite parameters, active dropout."""
+    for name, p in m.named_parameters():
+        if not p.requires_grad:
+            raise NotEquivalent(f"tensor {name!r} is frozen (requires_grad=False) at width {width}; the model trains "
+                                "every tensor and its NTK sums over all of them — unfreeze it or leave it out of "
+                                "the module")
+        bad = int((~torch.isfinite(p.detach())).sum())
+        if bad:
+            raise NotEquivalent(f"tensor {name!r} has {bad} NaN/inf entries at init (width {width}, seed {seed}); "
+                                "an init law cannot be tested on them")
+    for name, mod in m.named_modules():
+        p = getattr(mod, "p", 0.0) if isinstance(mod, torch.nn.modules.dropout._DropoutNd) else \
+            getattr(mod, "dropout", 0.0) if isinstance(mod, torch.nn.MultiheadAttention) else 0.0
+        if mod.training and float(p) > 0:
+            raise NotEquivalent(f"module {name!r} applies dropout (p = {float(p):g}) in train mode: the forward is "
+                                "random, so no function can be compared — build it with p = 0 or call .eval()")
 
 
 def model_tensors(net):
@@ -94,6 +114,9 @@ def _pairs(user, net, mapping, width):
 
 
 def _output0(f, d_out, who):
+    if not isinstance(f, torch.Tensor):
+        raise NotEquivalent(f"{who} returns a {type(f).__name__}, not a tensor; the model's output is one (P, {d_out}) "
+                            "tensor — return it alone (e.g. a wrapper that selects it)")
     if f.ndim == 1 and d_out == 1:
         f = f[:, None]
     if f.ndim != 2 or f.shape[1] != d_out:
@@ -310,6 +333,11 @@ def _verify_function(factory, model, width, mapping, X, seed, only=None):
     with torch.no_grad():
         fm = _output0(tnet(Xt), model.d_out, "the model")
         fu = _output0(user(Xt), model.d_out, f"the module at width {width}")
+        again = _output0(user(Xt), model.d_out, f"the module at width {width}")
+    if not torch.equal(fu, again):
+        raise NotEquivalent(f"the module's forward at width {width} is not deterministic (two calls on the same "
+                            f"inputs differ by {float((fu - again).abs().max()):.2e}): randomness such as "
+                            "F.dropout in train mode; no function can be compared")
     scale = max(1.0, float(fm.abs().max()))
     err = float((fu - fm).abs().max()) / scale
     if not err <= FORWARD_TOL:
@@ -354,8 +382,9 @@ def _mismatch_reason(model, fails):
         cs = [next(c for _, l2, c in fails[w][1] if l2 == lab) for w in ws]
         txt = ", ".join(f"{c:.4g}" for c in cs) + " at widths " + ", ".join(str(w) for w in ws)
         if len(ws) >= 2 and all(c > 0 for c in cs):
-            e = np.polyfit(np.log(ws), np.log(cs), 1)[0]
-            txt += f" (≈ N^{e:+.2f})"
+            from ..stats import loglog_slope, signed
+
+            txt += f" (≈ N^{signed(loglog_slope(ws, cs))})"
         if joint:
             parts.append(f"{lab.removesuffix(' jointly')} × {txt}")
         else:

@@ -5,8 +5,10 @@
     limits transfer --factory mymodels:resnet --allow mymodels --param depth-muP --widths 128 \\
         --depths 4 8 16 32 --lrs 1e-4 3e-4 1e-3 3e-3 1e-2 --data mymodels:task
 
-``--factory`` and ``--data`` follow the rules of ``limits coord-check`` (a plain function defined in an
-allowed module). ``--data`` returns ``(X, Y)`` or ``{"train": (X, Y), "test": (X, Y)}`` (the held-out pair is
+``--factory`` and ``--data`` follow the rules of ``limits coord-check`` (:mod:`limits.resolver`: a plain
+function defined in a module allowed with ``--allow``, or a declared demo of limits such as
+``limits.torch.transfer_demos:digits_mlp`` with no ``--allow``; an error in the user's code exits 2 with one
+line naming it). ``--data`` returns ``(X, Y)`` or ``{"train": (X, Y), "test": (X, Y)}`` (the held-out pair is
 evaluated after training). Exit 0 when the verdict is the predicted one (μP: transfers; SP: drifts downwards),
 1 when it is not or is inconclusive (the reason is printed), 2 on bad input. Torch is imported only when the
 command runs.
@@ -27,9 +29,13 @@ def register(sub):
                                         "depth) with CIs, its drift vs the parameterisation's prediction, a verdict "
                                         "(needs the extra 'torch')")
     s.add_argument("--factory", required=True, metavar="MODULE:FUNCTION",
-                   help="a plain function width -> nn.Module (width, depth -> nn.Module with --depths)")
+                   help="a plain function width -> nn.Module (width, depth -> nn.Module with --depths) defined in a "
+                        "module you allow, or a demo network of limits (limits.torch.transfer_demos:digits_mlp, "
+                        ":byte_transformer, :residual_mlp; no --allow)")
     s.add_argument("--allow", action="append", default=[], metavar="MODULE",
-                   help="module(s) whose functions may be named (importing runs their code)")
+                   help="your own module whose functions may be named, in the current folder or on sys.path "
+                        "(not the standard library, limits or a library limits runs on); importing it runs its "
+                        "code; repeatable")
     s.add_argument("--param", required=True, metavar="NAME", help="parameterisation applied: SP, muP, depth-muP, …")
     s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
     s.add_argument("--depths", type=int, nargs="+", help="a depth study (one width): factory(width, depth)")
@@ -169,11 +175,14 @@ def cmd_transfer(args):
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("transfer needs PyTorch: python -m pip install 'limits[torch]'") from None
+    from ..errors import elide
+    from ..resolver import call
     from .resolve import resolve_factory
 
-    factory = resolve_factory(args.factory, args.allow)
-    if args.data:
-        train, held = _split_data(resolve_factory(args.data, args.allow, option="--data")())
+    factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
+    data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
+    if data_fn is not None:
+        train, held = _split_data(call(data_fn, what=f"--data {elide(args.data)}"))
     else:
         train, held = _default_data(factory, args), None
     from .transfer_study import transfer

@@ -7,7 +7,7 @@
 * ``residual_mlp(width, depth)`` on ``digits_data()`` — Linear(64, N), ``depth`` blocks h + W₂ relu(W₁ h) (no
   normalisation), ReLU, Linear(N, 10): the depth-transfer demo (``parameterise(…, "depth-muP", depths=…)``).
 
-    limits transfer --factory limits.torch.transfer_demos:digits_mlp --allow limits.torch.transfer_demos \\
+    limits transfer --factory limits.torch.transfer_demos:digits_mlp \\
         --data limits.torch.transfer_demos:digits_data --param muP --widths 64 128 256 --log2-lrs -12 -4 1
 """
 from __future__ import annotations
@@ -18,17 +18,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..registry import torch_data, torch_factory
+
 TEXT = Path(__file__).with_name("transfer_text.txt")
 VOCAB = 256
 SEQ = 32
 
 
 # ---------------------------------------------------------------------- digits
+@torch_factory
 def digits_mlp(width):
     """Linear(64, N) → ReLU → Linear(N, N) → ReLU → Linear(N, 10)."""
     return nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
 
 
+@torch_data
 def digits_data(n_test=397, seed=0):
     """{"train": (X, y), "test": (X, y)}: the 8×8 digits, pixels standardised over the training rows, a seeded
     split (1400 train / 397 test by default); y are class indices."""
@@ -73,6 +77,7 @@ class ResidualMLP(nn.Module):
         return self.out(torch.relu(h))
 
 
+@torch_factory
 def residual_mlp(width, depth):
     """:class:`ResidualMLP`: Linear(64, N), ``depth`` residual blocks, ReLU, Linear(N, 10)."""
     return ResidualMLP(width, depth)
@@ -114,6 +119,7 @@ class ByteTransformer(nn.Module):
         return self.out(self.ln(h))
 
 
+@torch_factory
 def byte_transformer(width):
     """:class:`ByteTransformer` at this width (2 blocks, 4 heads)."""
     return ByteTransformer(width)
@@ -124,6 +130,7 @@ def text_bytes() -> np.ndarray:
     return np.frombuffer(TEXT.read_bytes(), dtype=np.uint8)
 
 
+@torch_data
 def text_data(n_train=512, n_test=128, seq=SEQ, seed=0):
     """{"train": (X, Y), "test": (X, Y)}: ``seq``-byte windows X and the next bytes Y (shifted by one), train
     windows from the first 90 % of the text and test windows from the rest, at seeded random offsets."""

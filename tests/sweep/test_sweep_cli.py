@@ -20,7 +20,8 @@ def test_example_files_parse():
         sf = read(f)
         assert sf.function.startswith("limits.") and sf.grid.n_points >= 1
     sf = read(DOCS / "dmft_gamma0.toml")
-    assert sf.fn is limits.dmft.solve and sf.grid.fixed["X"].shape == (10, 20)
+    # the declared computation, without the model= entry point wrapped around it (a model file is a path)
+    assert sf.fn is limits.dmft.solve.__wrapped__ and sf.grid.fixed["X"].shape == (10, 20)
     assert sf.grid.product["gamma0"][0] == 0.1 and np.isclose(sf.grid.product["gamma0"][-1], 1.0)
 
 
@@ -60,7 +61,9 @@ def test_cli_bands_failures_and_errors(tmp_path, capsys, monkeypatch):
     assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 3   # finished, with failed points
     out = capsys.readouterr().out
     assert "3 failed" in out and "ArithmeticError" in out
-    assert main(["sweep", "run", "s.toml", "--allow", "sweep_points", "--fail-fast"]) == 1
+    assert main(["sweep", "run", "s.toml", "--allow", "sweep_points", "--fail-fast"]) == 2   # one line, naming it
+    err = capsys.readouterr().err
+    assert err.count("limits: error:") == 1 and "sweep_points.sleepy" in err and "ArithmeticError" in err, err
     assert main(["sweep", "plot", "s.toml", "--x", "x", "--y", "y", "--out", "b", "--format", "png"]) == 0
     assert (tmp_path / "b.png").stat().st_size > 1000
     (tmp_path / "bad.toml").write_text('function = "os.system"\n[product]\ncommand = ["ls"]\n')

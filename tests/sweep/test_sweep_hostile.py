@@ -299,3 +299,30 @@ def test_ctrl_c_under_dask_prints_one_line(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["limits: interrupted"], err
     assert json.loads((tmp_path / "sweeps" / "s" / "sweep.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("backend", ["serial", "loky"])
+def test_a_module_of_the_current_folder_sweeps_without_pythonpath(tmp_path, backend):
+    """Issue 31 item 2: `--allow mytheory` finds ./mytheory.py with PYTHONPATH naming only limits (run as the
+    `limits` console script is: the current folder is not on sys.path), loads nothing else from the folder, and
+    the loky workers — which could not import it by name — receive its code with each task."""
+    work, bin_ = tmp_path / "work", tmp_path / "bin"
+    work.mkdir()
+    bin_.mkdir()
+    (work / "mytheory.py").write_text("import os\n\n\ndef f(x):\n    return {'y': 2.0 * x, 'pid': os.getpid()}\n")
+    (work / "sibling.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w')\n")
+    (work / "s.toml").write_text(f'function = "mytheory.f"\n[product]\nx = [0, 1, 2, 3]\n[run]\nbackend = "{backend}"\n'
+                                 'n_jobs = 2\n')
+    (bin_ / "limits_cmd.py").write_text("import os, sys\nfrom limits.cli import main\nprint('PID', os.getpid(), file=sys.stderr)\n"
+                                        "sys.exit(main(sys.argv[1:]))\n")
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", ""), "LIMITS_PROGRESS": "0"}
+    p = subprocess.run([sys.executable, str(bin_ / "limits_cmd.py"), "sweep", "run", "s.toml", "--allow", "mytheory",
+                        "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["n_points"] == 4 and info["n_failed"] == 0, info
+    ds = S.load(work / "sweeps" / "s" / "sweep.nc")
+    assert ds["y"].values.tolist() == [0.0, 2.0, 4.0, 6.0]
+    driver = int(p.stderr.split("PID ")[1].split()[0])
+    assert (driver in ds["pid"].values) == (backend == "serial")          # loky: computed in worker processes
+    assert not (tmp_path / "MARKER").exists()

@@ -8,12 +8,13 @@ torch = pytest.importorskip("torch")
 
 from limits.cli import build_parser, main  # noqa: E402
 
-BASE = ["--factory", "limits.torch.demos:mlp", "--allow", "limits.torch.demos", "--param", "muP",
+BASE = ["--factory", "limits.torch.demos:mlp", "--param", "muP",
         "--widths", "4", "8", "16", "--seeds", "2", "--steps", "1"]
 HOSTILE = {"int": ["0", "-1", "abc", "", "1.5", "100000000", "3"],
            "float": ["nan", "inf", "-inf", "0", "-1", "1e308", "abc"],
            "str": ["", "nope", "__import__('os').system('true')", "os:system", "a:b:c", "limits.torch.demos:_broken",
-                   "x" * 300, "\x00"]}
+                   "x" * 300, "\x00", "code:interact", "limits.cli:main", "limits.kernels.tilestore:write_tiles",
+                   "limits.torch.demos", "limits", "os", "numpy", "json", "x." * 200 + "y:f"]}
 
 
 def _options():
@@ -51,6 +52,7 @@ def test_hostile_option_value(flag, dest, value, capsys, tmp_path, monkeypatch):
     out, err = capsys.readouterr()
     assert rc in (0, 1, 2), (rc, err)
     assert "Traceback" not in err and "internal error" not in err, err
+    assert len(value) <= 160 or value not in err, err                 # long user text is never echoed whole
     if rc == 2:
         lines = [ln for ln in err.splitlines() if ln.startswith("limits: error: ") or ln.startswith("usage:")]
         errors = [ln for ln in err.splitlines() if "error:" in ln]

@@ -1,5 +1,9 @@
 """coord_check on the demo MLP and transformer: μP flat, SP blowing up, a broken μP read-out flagged by name;
-the `limits coord-check` command and its factory resolver."""
+the `limits coord-check` command (its names: tests/torch_bridge/test_torch_resolve.py); the injected-bug suite on
+hand-written μP GPTs (culprit named first), per-tensor rows, and optimizer groups that cannot support a verdict refused."""
+import functools
+import sys
+
 import numpy as np
 import pytest
 
@@ -7,8 +11,9 @@ torch = pytest.importorskip("torch")
 
 import limits  # noqa: E402
 from limits.cli import main  # noqa: E402
-from limits.torch import coord_check, parameterise, resolve_factory  # noqa: E402
+from limits.torch import coord_check, parameterise  # noqa: E402
 from limits.torch import demos  # noqa: E402
+from limits.torch import handwritten as hw  # noqa: E402
 from limits.torch.coordcheck import TorchCoordCheck  # noqa: E402
 
 WIDTHS = (64, 128, 256, 512)
@@ -38,9 +43,9 @@ def tf_results():
 def test_mup_transformer_is_flat_within_its_cis(tf_results):
     mup = tf_results[0]
     assert mup.passed, mup.to_markdown()
-    for name in ("out", "enc.layers.1.linear2", "enc.layers.0.self_attn:logits"):
+    for name in ("out", "enc.layers.1.linear2", "enc.layers.0.self_attn:logits", "out.weight", "emb.weight"):
         s, lo, hi, pred = mup.exponent(name, "change")
-        assert pred == 0.0 and lo - mup.tol <= 0.0 <= hi + mup.tol
+        assert pred == 0.0 and lo - 0.15 <= 0.0 <= hi + 0.15
     assert mup.exponent("out", "scale", step=0)[3] == -0.5       # f0 ∝ N^{-1/2} under μP
     assert mup.exponent("enc.layers.0.self_attn:logits", "scale", step=0)[3] == -0.5
 
@@ -53,7 +58,7 @@ def test_sp_transformer_output_and_logits_blow_up(tf_results):
         assert lo > 1.1, (name, s, lo, hi)    # grows like N^{>1}: nowhere near μP's 0
     # read-in (embedding) changes by Θ(η) under Adam in SP too
     s, lo, hi, pred = sp.exponent("emb", "change", step=1)
-    assert pred == 0.0 and lo - sp.tol <= 0 <= hi + sp.tol
+    assert pred == 0.0 and lo - 0.1 <= 0 <= hi + 0.1
     # downstream of an attention the change crosses over from N^1 to N^{3/2}: predicted as that range
     i = sp.tensors.index("enc.layers.1.linear2")
     assert (sp.predicted_low[i, 1, 1], sp.predicted[i, 1, 1]) == (1.0, 1.5)
@@ -70,12 +75,12 @@ def test_sp_transformer_checked_against_mup_is_flagged(tf_results):
 def test_broken_mup_readout_is_flagged_by_name(tf_results):
     broken = tf_results[2]
     assert not broken.passed
-    assert "out" in broken.failing_tensors()
+    assert broken.failing_tensors()[0] == "out.weight"          # the culprit first: its own update's effect
     s, lo, hi, pred = broken.exponent("out", "change", step=1)
     assert pred == 0.0 and lo > 0.3              # the SP read-out's update grows with width
     s0, lo0, hi0, p0 = broken.exponent("out", "scale", step=0)
     assert p0 == -0.5 and lo0 > -0.25            # f0 = Θ(1), not N^{-1/2}
-    assert "out" in broken.to_markdown().split("Not as predicted")[1]
+    assert broken.to_markdown().split("Not as predicted: ")[1].startswith("out.weight: effect of its update")
 
 
 def test_mlp_mup_passes_and_sp_as_is_is_not_mup():
@@ -86,7 +91,8 @@ def test_mlp_mup_passes_and_sp_as_is_is_not_mup():
     np.testing.assert_array_equal(same.samples, mup.samples)     # shorthand for parameterise(...) then check
     sp_as_mup = coord_check(demos.mlp, WIDTHS, data, lr=1e-3, steps=2, seeds=3, expect="muP")
     assert not sp_as_mup.passed
-    assert "4" in sp_as_mup.failing_tensors()          # the read-out (Sequential index 4)
+    assert "4 (Linear N→2)" in sp_as_mup.failing_tensors()      # the read-out (Sequential index 4), named
+    assert "2.weight (Linear N→N)" in sp_as_mup.tensors
 
 
 def test_result_round_trip_and_plot(tf_results, tmp_path):
@@ -95,10 +101,15 @@ def test_result_round_trip_and_plot(tf_results, tmp_path):
     back = TorchCoordCheck.load(tmp_path / "cc")
     assert back.equals(mup)
     import matplotlib
+    import matplotlib.pyplot
 
     matplotlib.use("Agg")
-    ax = mup.plot()
-    assert len(ax.get_xticklabels()) == len(mup.tensors)
+    fig = mup.plot()
+    assert len(fig.axes[0].get_xticklabels()) == len(mup.tensors)
+    fig = mup.plot(tmp_path / "cc.png")                     # a path, as every result's plot takes
+    assert (tmp_path / "cc.png").stat().st_size > 1000 and fig.axes
+    host, ax = matplotlib.pyplot.subplots()
+    assert mup.plot(ax) is host and ax.has_data()
 
 
 def test_coord_check_arguments():
@@ -114,24 +125,8 @@ def test_coord_check_arguments():
 
 
 # ---------------------------------------------------------------------- resolver and CLI
-def test_resolver_allows_only_plain_functions_defined_in_allowed_modules():
-    assert resolve_factory("limits.torch.demos:transformer", ["limits.torch.demos"]) is demos.transformer
-    bad = [("limits.torch.demos:transformer", [], "not allowed"),
-           ("limits.torch.demos:TinyTransformer", ["limits.torch.demos"], "not a plain function"),
-           ("limits.torch.demos:torch.randn", ["limits.torch.demos"], "attribute chains"),
-           ("limits.torch.demos:_broken", ["limits.torch.demos"], "public identifier"),
-           ("limits.torch.demos:nn", ["limits.torch.demos"], "not a plain function"),
-           ("limits.torch.demos:missing", ["limits.torch.demos"], "defines no"),
-           ("limits.torch.demos.transformer", ["limits.torch.demos"], "module:function"),
-           ("os:system", ["os"], "not a plain function"),
-           ("limits.torch.coordcheck:loglog_fit", ["limits.torch"], "re-exported")]
-    for spec, allow, msg in bad:
-        with pytest.raises(ValueError, match=msg):
-            resolve_factory(spec, allow)
-
-
 def _cli(args, capsys):
-    code = main(["coord-check", "--allow", "limits.torch.demos", "--widths", "64", "128", "256", "512",
+    code = main(["coord-check", "--widths", "64", "128", "256", "512",
                  "--seeds", "4", "--steps", "2", *args])
     return code, capsys.readouterr()
 
@@ -145,14 +140,15 @@ def test_cli_param_passes_and_as_is_broken_fails(capsys, tmp_path):
     code, out = _cli(["--factory", "limits.torch.demos:broken_mup_mlp", "--as-is", "--expect", "muP",
                       "--lr", "0.01"], capsys)
     assert code == 1
-    assert "4 (change at step 1" in out.out.split("Not as predicted:")[1]
+    line = next(ln for ln in out.out.splitlines() if ln.startswith("Not as predicted:"))
+    assert line.startswith("Not as predicted: 4.weight (Linear N→2): effect of its update at step 1")
 
 
 def test_cli_user_errors(capsys):
     code, out = _cli(["--factory", "limits.torch.demos:mlp", "--as-is"], capsys)
     assert code == 2 and "--expect" in out.err
     code, out = _cli(["--factory", "os:system", "--param", "muP"], capsys)
-    assert code == 2 and "not allowed" in out.err
+    assert code == 2 and "standard library" in out.err
 
 
 @pytest.mark.parametrize("name", ["muP", "SP", "NTK"])
@@ -174,3 +170,112 @@ def test_inputs_alone_get_fixed_random_targets():
     assert np.all(r.samples[:, :, :, 2, 1] > 0)            # the outputs moved: there was a training signal
     with pytest.raises(ValueError, match="pair"):
         coord_check(demos.mlp, WIDTHS, (X,), expect="muP")
+
+
+# ------------------------------------------------------------------ the injected-bug suite
+# The injected-bug suite of coord_check (issue 32 item 7): on hand-written μP GPTs (packed qkv + SDPA, and
+# nn.MultiheadAttention) each learning-rate or attention-scale bug of ``limits.torch.handwritten.BUGS`` is flagged
+# with the culprit named first, and the correct modules pass; per-tensor rows (item 6); optimizer groups that
+# cannot support a verdict are refused (issue 31 item 6).
+# 
+# Statistics: every check has a fixed seed. A correct module fails with probability ≤ 0.05 by construction
+# (family-wise α); measured 0/40 (MLP), 0/21 (SDPA GPT), 0/18 (MHA GPT) in benchmarks/coordcheck_calibration.py,
+# none at these seeds. Each bug calibrated so far is flagged in every calibration check (the README table).
+BUG_WIDTHS = (32, 64, 128, 256)          # as benchmarks/coordcheck_calibration.py
+KW = dict(lr=1e-2, steps=3, seeds=4, expect="muP")
+
+
+@pytest.fixture(scope="module")
+def sdpa():
+    torch.set_num_threads(1)
+    return coord_check(hw.sdpa_gpt, BUG_WIDTHS, hw.gpt_data(), **KW)
+
+
+def test_the_correct_sdpa_gpt_passes_and_its_attention_is_seen(sdpa):
+    assert sdpa.passed, sdpa.summary()
+    assert "blocks.0.attn:logits" in sdpa.tensors and "blocks.1.attn:logits" in sdpa.tensors
+    assert sdpa.exponent("blocks.0.attn:logits", "scale", step=0)[3] == -0.5        # q·k/d, d ∝ N
+    assert sdpa.settings["head_dim_scales"]["blocks.0.attn:logits"] is True
+
+
+def test_every_tensor_has_its_own_update_and_effect(sdpa):
+    for name in ("wte.weight", "blocks.0.ln1.weight", "blocks.0.fc.bias", "blocks.0.attn.qkv.weight", "out.weight"):
+        i = sdpa.tensors.index(name)
+        assert sdpa.kinds[i] == "tensor" and sdpa.judged[i, 1, 1] == 1
+        assert np.all(sdpa.samples[:, :, i, 1:, 2] > 0) and np.all(sdpa.samples[:, :, i, 1:, 1] > 0)
+    s, lo, hi, pred = sdpa.exponent("blocks.0.attn.qkv.weight", "update")
+    assert pred == -1.0 and lo <= -1.0 <= hi            # Adam: ‖ΔW‖ ∝ η/N for hidden weights under μP
+    s, lo, hi, pred = sdpa.exponent("blocks.0.ln1.weight", "update")
+    assert pred == 0.0 and lo <= 0.0 <= hi              # gains: η
+    assert sdpa.tensors.index("blocks.0.attn.qkv.weight") < sdpa.tensors.index("blocks.0.attn.qkv")
+
+
+@pytest.mark.parametrize("variant", ["mha", "heads", "explicit"])
+def test_the_correct_mha_explicit_and_fixed_head_dim_gpts_pass(variant):
+    f = {"mha": hw.mha_gpt, "heads": functools.partial(hw.gpt, heads="width"),
+         "explicit": functools.partial(hw.gpt, attention="explicit")}[variant]
+    r = coord_check(f, BUG_WIDTHS, hw.gpt_data(), **KW)
+    assert r.passed, r.summary()
+    site = "blocks.0.attn.mha:logits" if variant == "mha" else "blocks.0.attn:logits"
+    assert r.settings["head_dim_scales"][site] is (variant != "heads")
+    assert r.exponent(site, "scale", step=0)[3] == (0.0 if variant == "heads" else -0.5)
+
+
+@pytest.mark.parametrize("bug", sorted(hw.BUGS))
+def test_an_injected_bug_is_flagged_culprit_first(bug):
+    r = coord_check(functools.partial(hw.gpt, bug=bug), BUG_WIDTHS, hw.gpt_data(), **KW)
+    assert not r.passed
+    first = r.failing_tensors()[0]
+    assert hw.is_culprit(first, bug), (first, r.summary())
+    assert r.summary().startswith(f"Not as predicted: {first}")
+
+
+def test_sequential_rows_say_what_they_are():
+    from limits.torch import demos, parameterise
+
+    r = coord_check(parameterise(demos.mlp, "muP", widths=(64, 128)), BUG_WIDTHS, demos.mlp_data(), lr=1e-2, steps=1,
+                    seeds=2)
+    assert r.tensors[:3] == ("0.weight (Linear 8→N)", "0.bias (Linear 8→N)", "0 (Linear 8→N)")
+    assert "4 (Linear N→2)" in r.tensors and "2 (Linear N→N)" in r.tensors
+    assert r.exponent("4", "scale", step=0) == r.exponent("4 (Linear N→2)", "scale", step=0)
+
+
+# ------------------------------------------------------------------ groups that cannot support a verdict
+def _factory(kind):
+    def f(width):
+        m, groups = hw.sdpa_gpt(width)
+        if kind == "foreign":
+            groups = groups + [{"params": [torch.nn.Parameter(torch.zeros(3))], "lr_mult": 1.0}]
+        elif kind == "frozen":
+            for p in m.parameters():
+                p.requires_grad_(False)
+        elif kind == "zero_lr":
+            groups[3] = dict(groups[3], lr_mult=0.0)
+        elif kind == "negative_lr":
+            groups[0] = {"params": groups[0]["params"], "lr": -1e-3}
+        return m, groups
+    return f
+
+
+@pytest.mark.parametrize("kind,msg", [("foreign", "not a parameter of the module"),
+                                      ("frozen", "no trainable tensor"),
+                                      ("zero_lr", r"group 3 \(blocks.0.ln1.bias\) has learning rate 0"),
+                                      ("negative_lr", "learning rate -0.001")])
+def test_groups_without_a_verdict_are_refused(kind, msg):
+    with pytest.raises(ValueError, match=msg):
+        coord_check(_factory(kind), BUG_WIDTHS, hw.gpt_data(), **KW)
+
+
+def test_cli_refuses_such_groups_with_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mygroups.py").write_text(
+        "from limits.torch import handwritten as hw\n"
+        "def frozen(width):\n    m, g = hw.sdpa_gpt(width)\n    [p.requires_grad_(False) for p in m.parameters()]\n"
+        "    return m, g\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mygroups", raising=False)
+    code = main(["coord-check", "--factory", "mygroups:frozen", "--allow", "mygroups", "--as-is", "--expect", "muP",
+                 "--widths", "8", "16", "32", "--seeds", "2", "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and len([ln for ln in err.splitlines() if "error" in ln]) == 1 and "no trainable tensor" in err
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        coord_check(hw.sdpa_gpt, BUG_WIDTHS, hw.gpt_data(), expect="muP", lr=0.0)

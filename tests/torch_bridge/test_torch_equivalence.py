@@ -216,3 +216,37 @@ def test_a_user_resnet_and_a_missing_branch_multiplier():
                                             r"widths 16, 32 \(≈ N\^\+0.00\); 'blocks.0.bias' \(model b_1_1\) × 0.5, 0.5.*"
                                             r"'blocks.1.bias' \(model b_2_1\) × 0.5, 0.5"):
         equivalent(functools.partial(UserResNet, branch=False), model, widths=(16, 32), max_draws=64)
+
+
+class _Wrapped(UserMLP):
+    """UserMLP with one unsupported feature: ``kind`` ∈ nan, frozen, dropout, fdropout, tuple."""
+
+    def __init__(self, width, kind):
+        super().__init__(width)
+        self.kind = kind
+        if kind == "nan":
+            with torch.no_grad():
+                self.hidden[0].weight[0, 0] = float("nan")
+        if kind == "frozen":
+            self.out.bias.requires_grad_(False)
+        self.drop = nn.Dropout(0.1 if kind == "dropout" else 0.0)
+
+    def forward(self, x):
+        y = super().forward(self.drop(x))
+        if self.kind == "fdropout":
+            y = torch.nn.functional.dropout(y, 0.5, training=True)
+        return (y, x) if self.kind == "tuple" else y
+
+
+@pytest.mark.parametrize("kind,msg", [
+    ("nan", r"tensor 'hidden.0.weight' has 1 NaN/inf entries at init"),
+    ("frozen", r"tensor 'out.bias' is frozen \(requires_grad=False\)"),
+    ("dropout", r"module 'drop' applies dropout \(p = 0.1\) in train mode"),
+    ("fdropout", r"forward at width 16 is not deterministic"),
+    ("tuple", r"returns a tuple, not a tensor")])
+def test_what_cannot_support_a_verdict_is_refused_with_the_reason(kind, msg):
+    with pytest.raises(NotEquivalent, match=msg):
+        equivalent(functools.partial(_Wrapped, kind=kind), MODEL, widths=WIDTHS, max_draws=16)
+    if kind == "dropout":                   # the same module in eval mode is fine
+        eq = equivalent(lambda w: _Wrapped(w, kind).eval(), MODEL, widths=WIDTHS, max_draws=16)
+        assert eq.forward_error[16] <= 1e-12

@@ -102,18 +102,21 @@ def test_refuses_an_unclassifiable_tensor_and_accepts_a_role():
     assert _rules(P)["mystery"].role == "output"
 
 
-def test_refuses_non_proportional_dims_and_tied_weights():
+def test_refuses_non_proportional_dims_and_ties_between_roles():
     with pytest.raises(ValueError, match="neither fixed nor proportional"):
         parameterise(lambda n: nn.Linear(4, int(math.isqrt(n * 100))), "muP", widths=(16, 64))
 
     class Tied(nn.Module):
         def __init__(self, width):
             super().__init__()
-            self.emb = nn.Embedding(10, width)
-            self.out = nn.Linear(width, 10, bias=False)
-            self.out.weight = self.emb.weight
+            self.inp = nn.Linear(4, width)
+            self.out = nn.Linear(width, 4)
+            self.w = self.inp.weight                  # the read-in also used raw by the root: two roles
 
-    with pytest.raises(ValueError, match="tied"):
+        def forward(self, x):
+            return self.out(torch.tanh(self.inp(x))) + x @ self.w.T @ self.out.weight.T
+
+    with pytest.raises(ValueError, match=r"tensor 'w' is shared with \['inp.weight'\].*different roles"):
         parameterise(Tied, "muP", widths=(16, 32))
 
 

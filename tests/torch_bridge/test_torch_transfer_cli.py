@@ -10,8 +10,7 @@ torch = pytest.importorskip("torch")
 from limits.cli import build_parser, main  # noqa: E402
 from limits.torch.transfer_result import TransferResult  # noqa: E402
 
-DEMO = ["--factory", "limits.torch.transfer_demos:digits_mlp", "--allow", "limits.torch.transfer_demos",
-        "--data", "limits.torch.transfer_demos:digits_data"]
+DEMO = ["--factory", "limits.torch.transfer_demos:digits_mlp", "--data", "limits.torch.transfer_demos:digits_data"]
 BASE = DEMO + ["--param", "muP", "--widths", "8", "16", "32", "--log2-lrs", "-8", "-4", "2", "--seeds", "2",
                "--steps", "1", "--no-calibrate"]
 
@@ -45,7 +44,9 @@ def _run(argv, capsys):
     (["--diverge", "1"], "--diverge"),
     (["--scheduler", "tcp://x:1"], "--scheduler needs --backend dask"),
     (["--depths", "2", "4", "8"], "one --widths value"),
-    (["--factory", "os:system"], "not allowed"),
+    (["--factory", "os:system"], "cannot be allowed"),
+    (["--allow", "limits.torch.transfer_demos"], "limits itself"),       # limits' own demos need no --allow
+    (["--data", "limits.torch.demos:mlp"], "--data"),                    # a factory is not a data function
 ])
 def test_bad_input_exits_2_with_one_line(change, message, capsys):
     rc, out, err = _run(_without(BASE, change[0]) + change, capsys)
@@ -94,3 +95,38 @@ def test_hostile_values_never_give_a_traceback(flag, action, capsys, tmp_path, m
         rc, out, err = _run(_without(BASE, flag) + [flag] + [v] * n, capsys)
         assert rc in (0, 1, 2), (flag, v, err)
         assert "Traceback" not in err and "internal error" not in err, (flag, v, err)
+
+
+USER = """
+import numpy as np
+import torch
+
+
+def net(width):
+    return torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
+
+
+def task():
+    g = np.random.default_rng(0)
+    X = g.standard_normal((32, 3))
+    return X, X.sum(1, keepdims=True)
+
+
+def broken():
+    raise RuntimeError("no data today")
+"""
+
+
+def test_a_users_module_from_the_current_folder_and_its_errors(capsys, tmp_path, monkeypatch):
+    """The same resolver as coord-check: --allow a module in the current folder; its failure is one line naming it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "usernets.py").write_text(USER)
+    argv = ["--factory", "usernets:net", "--allow", "usernets", "--param", "muP", "--widths", "8", "16", "32",
+            "--log2-lrs", "-8", "-4", "2", "--seeds", "2", "--steps", "1", "--no-calibrate"]
+    rc, out, err = _run(argv + ["--data", "usernets:task"], capsys)
+    assert rc in (0, 1) and "μTransfer — muP" in out, err
+    rc, out, err = _run(argv + ["--data", "usernets:broken"], capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and "--data usernets:broken failed" in lines[0] and "no data today" in lines[0], err
+    rc, out, err = _run([a for a in argv if a not in ("--allow", "usernets")] + ["--data", "usernets:task"], capsys)
+    assert rc == 2 and "--allow" in err, err
