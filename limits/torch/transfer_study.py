@@ -172,8 +172,9 @@ def _pair(data, what):
     return X, Y
 
 
-def _parameterised(factory, param, widths, depths, optimizer, roles):
-    """The parameterised factory (width study: factory(width); with depths: factory(width, depth))."""
+def _parameterised(factory, param, widths, depths, optimizer, roles, X):
+    """The parameterised factory (width study: factory(width); with depths: factory(width, depth)); its forward
+    is traced on the first rows of the study's inputs ``X`` (to find the attention)."""
     if isinstance(factory, (Parameterised, DepthParameterised)):
         if param is not None and param != factory.name:
             raise ValueError(f"param {param!r}: the factory is already parameterised as {factory.name!r}; pass "
@@ -182,9 +183,9 @@ def _parameterised(factory, param, widths, depths, optimizer, roles):
             raise ValueError("a DepthParameterised factory needs depths=, a Parameterised one none")
         return factory
     pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
-    if depths is None:
-        return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles)
-    return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles, depths=depths)
+    x = (_as_tensor(X[:8], torch.get_default_dtype()),)
+    return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles, example_inputs=x,
+                        depths=depths)
 
 
 def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=None, steps=100, seeds=4,
@@ -213,7 +214,7 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
         raise ValueError(f"fit_window must be a positive integer (rates on each side of the minimum), got {fit_window!r}")
     X, Y = _pair(data, "data")
     held = None if held_out is None else _pair(held_out, "held_out")
-    P = _parameterised(factory, param, widths, depths, optimizer, roles)
+    P = _parameterised(factory, param, widths, depths, optimizer, roles, X)
     axis = "depth" if depths is not None and len(depths) > 1 else "width"
     batch = None if batch_size is None else int(batch_size)
     run = TrainRun(P, (X, Y), held, steps, batch, loss or default_loss, diverge, threads)

@@ -146,3 +146,33 @@ def test_readme_transfer_example_runs_and_transfers(tmp_path, monkeypatch):
     exec(compile(code.replace("print(t)", "str(t)"), "README.md", "exec"), ns)
     assert ns["t"].verdict == "transfers" and ns["t"].passed, ns["t"].to_markdown()
     assert (tmp_path / "transfer.png").stat().st_size > 10_000
+
+
+def test_byte_transformer_study_at_a_small_size():
+    """The byte-level causal transformer on the shipped essay, widths 16–64, 4 rates, 2 seeds × 6 steps (a few
+    CPU-s): μP multiplies each attention's query rows by r^−½ (logits ∝ q·k/d_h, 4 heads), the study runs end to
+    end through the sweep with the held-out loss, and training lowers the loss from its start at a good rate."""
+    d = demos.text_data(n_train=64, n_test=16)
+    P = lt.parameterise(demos.byte_transformer, "muP", widths=(16, 32))
+    q = [r for r in P.rules if r.query_exponent]
+    assert len(q) == 4 and all(r.query_exponent == -0.5 and r.query_rows == (0, 16) for r in q)   # weight, bias
+    r = lt.transfer(P, None, widths=(16, 32, 64), lrs=2.0 ** np.arange(-10, -2, 2), data=d["train"],
+                    held_out=d["test"], steps=6, seeds=2, batch_size=8, progress=False, calibrate=False, n_boot=100)
+    assert r.parameterisation == "muP" and r.train_loss.shape == (3, 4, 2) and r.test_loss.shape == (3, 4, 2)
+    assert np.isfinite(r.test_loss).all() and not r.failed.any() and not r.diverged.any()
+    assert np.all(r.train_loss.mean(-1).min(1) < r.loss0[:, 0].mean(-1) - 0.1)
+
+
+def test_depth_study_at_a_small_size():
+    """transfer(…, depths=…) sweeps depth at one width: the sizes are the depths, the predicted drift per doubling
+    of depth is 0 under Depth-μP and a bound −1 under width-only μP (limits.params.lr_drift)."""
+    d = demos.digits_data()
+    kw = dict(widths=(16,), depths=(2, 4, 8), lrs=2.0 ** np.arange(-10, -3, 2), data=d["train"], steps=4,
+              seeds=2, batch_size=32, progress=False, calibrate=False, n_boot=100)
+    dm = lt.transfer(demos.residual_mlp, "depth-muP", **kw)
+    w = lt.transfer(demos.residual_mlp, "muP", **kw)
+    assert dm.axis == w.axis == "depth" and list(dm.sizes) == [2, 4, 8] and dm.fixed_size == 16
+    assert dm.predicted_drift == 0.0 and dm.prediction_kind == "exact"
+    assert w.predicted_drift == -1.0 and w.prediction_kind == "bound"
+    assert not np.array_equal(dm.train_loss[1:], w.train_loss[1:])        # the branch multiplier acts
+    assert np.array_equal(dm.train_loss[0], w.train_loss[0]) or dm.settings.get("base_depth") != 2
