@@ -360,6 +360,15 @@ TRANSFER_FIGURES = (("torch_transfer_digits", "digits MLP", ("SP", "muP")),
 _PARAM_LABEL = {"SP": "SP", "muP": "μP", "depth-muP": "Depth-μP"}
 
 
+def _rate(rate, se, n):
+    """A simulated rate in %: ± its SE, or at 0 (or 1) of ``n`` the one-sided 95 % bound 3/n (rule of three)."""
+    if rate <= 0:
+        return f"0/{n} (≤ {300 / n:.1f} %)"
+    if rate >= 1:
+        return f"{n}/{n} (≥ {100 - 300 / n:.1f} %)"
+    return f"{100 * rate:.0f} ± {100 * se:.0f} %"
+
+
 def _transfer_cells(label, r, subsets, quick):
     lo, hi = r.drift_ci
     pred = ("0 (exact)" if r.prediction_kind == "exact" else
@@ -370,12 +379,12 @@ def _transfer_cells(label, r, subsets, quick):
     cal = r.calibration
     if r.prediction_kind == "exact":
         rate, se = cal["rates"][0, 1], cal["se"][0, 1]
-        sim = f"false drift {100 * rate:.0f} ± {100 * max(se, 0):.0f} % (flat, simulated)"
+        sim = f"false drift {_rate(rate, se, int(cal['n_sim']))} (flat, simulated)"
         emp = f"{int(subsets[1])}/{int(np.sum(subsets))} 3-seed subsets call it a drift"
     else:
         d = np.asarray(cal["drifts"])
         i = int(np.argmin(np.abs(d + 2 * r.margin)))
-        sim = f"power {100 * cal['rates'][i, 1]:.0f} % at {_s(d[i])} (simulated)"
+        sim = f"power {_rate(cal['rates'][i, 1], cal['se'][i, 1], int(cal['n_sim']))} at {_s(d[i])} (simulated)"
         emp = f"{int(subsets[1])}/{int(np.sum(subsets))} 3-seed subsets see the drift"
     sizes = f"{r.axis}s {int(r.sizes[0])}–{int(r.sizes[-1])}"
     cpu = float(np.nansum(r.cpu_s))
