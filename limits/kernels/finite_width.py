@@ -38,8 +38,9 @@ import numpy as np
 from ..checks import finite_array
 from ..results import Result
 from .expectations import gram
-from .fluctuations import pair_index, price_jacobian
-from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, rule
+from .fluctuations import pair_index, price_jacobian, to_matrix
+from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, gaussian_rule, rule
+from .price import hessian_contract, jacobian, pair_derivatives
 
 
 @dataclass(frozen=True)
@@ -126,17 +127,16 @@ _JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gauss
 _JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 
 
-def _joint_nodes(Kx, Ky, Kxy, same):
+def _joint_nodes(act, Kx, Ky, Kxy, same):
     """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
-    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules)."""
+    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules). relu and
+    linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`)."""
     P = Kx.shape[0]
     Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
     n = Kj.shape[0]
     if n > _JOINT_MAX:
         return None
-    Z, W = rule(n, _JOINT_ORDER[n])
-    lam, V = np.linalg.eigh(0.5 * (Kj + Kj.T))
-    pts = (V * np.sqrt(np.clip(lam, 0.0, None))) @ Z.T
+    pts, W = gaussian_rule(act, Kj, _JOINT_ORDER[n])
     return (pts, pts, W) if same else (pts[:P], pts[P:], W)
 
 
@@ -161,31 +161,11 @@ def _four(Kx, Ky, Kxy, pairs_x, pairs_y):
 
 
 def _hessian_contract(act, K, W, pairs):
-    """(∂²F/∂K∂K : W)_p for F_p = E_{N(0,K)}[φ_a φ_b], W an m×m symmetric (pair coordinates):
-    Σ_k λ_k d/dε [D(K + ε U_k) u_k] over W's eigenpairs (central difference of the Price Jacobian)."""
-    m = len(pairs)
-    lam, U = np.linalg.eigh(0.5 * (W + W.T))
-    keep = np.abs(lam) > 1e-14 * max(1e-300, float(np.max(np.abs(lam))))
-    out = np.zeros(m)
-    if not np.any(keep):
-        return out
-    pa = np.array([p[0] for p in pairs])
-    pb = np.array([p[1] for p in pairs])
-    # step: small against every 2×2 sub-block's smallest eigenvalue (near-degenerate pairs in the c-system)
-    k11, k22, k12 = K[pa, pa], K[pb, pb], K[pa, pb]
-    off = pa != pb
-    tr, det = k11 + k22, k11 * k22 - k12 ** 2
-    emin = np.where(off, det / np.maximum(0.5 * tr + np.sqrt(np.maximum(0.25 * tr ** 2 - det, 0)), 1e-300), k11)
-    pos = emin[emin > 1e-12 * np.max(np.diag(K))]
-    eps = 1e-4 * float(np.min(pos)) if pos.size else 1e-6 * float(np.max(np.diag(K)))
-    for lk, u in zip(lam[keep], U[:, keep].T):
-        Um = np.zeros_like(K)
-        Um[pa, pb] = u
-        Um[pb, pa] = u
-        Dp = price_jacobian(act, K + eps * Um)
-        Dm = price_jacobian(act, K - eps * Um)
-        out += lk * ((Dp - Dm) @ u) / (2 * eps)
-    return out
+    """(∂²F/∂K∂K : W)_p for F_p = E_{N(0,K)}[φ_a φ_b], W an m×m symmetric (pair coordinates): the exact
+    second Price derivatives of :mod:`limits.kernels.price` (closed forms for relu; no finite differences)."""
+    if not np.any(W):
+        return np.zeros(len(pairs))
+    return hessian_contract(pair_derivatives(act, K, 0), 0.5 * (W + W.T), pairs)
 
 
 def _self_tensor(act, Kx, Ky, Kxy, pairs):
@@ -205,7 +185,7 @@ def _self_tensor(act, Kx, Ky, Kxy, pairs):
             jobs["02"].append((i, pos[(b, b)], (a, b)))
     fxs = {"11": lambda x, y: d1(x) * d1(y), "20": lambda x, y: 0.5 * d2(x) * phi(y),
            "02": lambda x, y: 0.5 * phi(x) * d2(y), "dd": lambda x, y: d1(x) ** 2 + phi(x) * d2(x)}
-    nodes = _joint_nodes(Kx, Ky, Kxy, False)
+    nodes = _joint_nodes(act, Kx, Ky, Kxy, False)
     if nodes is not None:
         x, y, W = nodes
         fy = phi(y)
@@ -228,13 +208,6 @@ def _self_tensor(act, Kx, Ky, Kxy, pairs):
 # --------------------------------------------------------------------------------- the recursion
 def _pairs_vec(A, pairs):
     return np.array([A[a, b] for a, b in pairs])
-
-
-def _to_mat(v, pairs, P):
-    out = np.zeros((P, P))
-    for t, (a, b) in enumerate(pairs):
-        out[a, b] = out[b, a] = v[t]
-    return out
 
 
 def _system(act, K0, S, B, residual):
@@ -268,7 +241,7 @@ def _system(act, K0, S, B, residual):
         for b in range(a, L + 2):
             if not residual and a != b:
                 continue
-            nodes = _joint_nodes(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
+            nodes = _joint_nodes(act, Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
             if nodes is not None:
                 fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
                 pa, pb = np.array(pairs).T
@@ -311,10 +284,10 @@ def _stream(K1C, V, pairs, P, L, residual):
     var = np.zeros((L + 1, P, P))
     for l in range(1, L + 1):
         ks = range(1, l + 1) if residual else [l]
-        K1[l] = _to_mat(sum(K1C[k - 1] for k in ks), pairs, P)
+        K1[l] = to_matrix(sum(K1C[k - 1] for k in ks), pairs, P)
         sel = np.concatenate([np.arange((k - 1) * m, k * m) for k in ks])
         sub = V[np.ix_(sel, sel)].reshape(len(ks), m, len(ks), m).sum(axis=(0, 2))
-        var[l] = _to_mat(np.diag(sub), pairs, P)
+        var[l] = to_matrix(np.diag(sub), pairs, P)
     return K1, var
 
 
@@ -345,8 +318,8 @@ def _readout_K1(model, X, mask=None):
     m = len(pairs)
     K1_layers, var_layers = _stream(K1C, V, pairs, P, L, model.residual)
     K_layers = np.stack(Ks)
-    K1_out = _to_mat(K1C[L], pairs, P)
-    var_out = _to_mat(np.diag(V[L * m:, L * m:]), pairs, P)
+    K1_out = to_matrix(K1C[L], pairs, P)
+    var_out = to_matrix(np.diag(V[L * m:, L * m:]), pairs, P)
     return Cs[L], K1_out, K_layers, K1_layers, var_out, var_layers, V[L * m:, L * m:]
 
 
@@ -391,8 +364,8 @@ def _theta_var(model, X):
       δC^{l+1} = J δC^l + ξ^{l+1},  δT̂^l = Θ^l ⊙ (D'δC^l + ν^l) + G'^l ⊙ (δC^l + σ² δT̂^{l−1}),
 
     ξ^{l+1}, ν^l the sampling noise of s φφ and φ'φ' over the N neurons of layer l (jointly Gaussian,
-    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (a central difference of the exact
-    E[φ'φ']), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
+    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (exact Price derivatives,
+    :mod:`limits.kernels.price`), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
     from .expectations import dgram
 
     act = model.act
@@ -411,15 +384,7 @@ def _theta_var(model, X):
     cov = np.zeros((2 * m, 2 * m))              # state (δC^l, δT̂^{l−1}) in pair coordinates
     for l in range(L + 1):
         Gp = dgram(act, K)
-        # D' = ∂E[φ'φ']/∂K (pairs × pairs) by central differences of the exact E[φ'φ']
-        eps = 1e-5 * float(np.max(np.diag(K)))
-        Dp = np.zeros((m, m))
-        for q, (a_, b_) in enumerate(pairs):
-            E = np.zeros((P, P))
-            E[a_, b_] = E[b_, a_] = 1.0
-            Dp[:, q] = (dgram(act, K + eps * E) - dgram(act, K - eps * E))[pa, pb] / (2 * eps)
-        D = price_jacobian(act, K)
-        nodes = _joint_nodes(K, K, K, True)
+        nodes = _joint_nodes(act, K, K, K, True)
         if nodes is None:
             return None
         x, _, W = nodes
@@ -428,7 +393,8 @@ def _theta_var(model, X):
         Sl = _connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
         E4 = np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
         A = np.zeros((2 * m, 2 * m))
-        if l >= 1:
+        if l >= 1:          # D' = ∂E[φ'φ']/∂K (exact; the read-in layer l = 0 has no fluctuation to carry)
+            D, Dp = price_jacobian(act, K), jacobian(pair_derivatives(act, K, 1, second=False), pairs)
             A[:m, :m] = s[l] * D                                     # δC^{l+1} from δC^l
             A[m:, :m] = Th[pa, pb][:, None] * Dp + np.diag(Gp[pa, pb])
             A[m:, m:] = np.diag(sw * Gp[pa, pb])
@@ -443,11 +409,69 @@ def _theta_var(model, X):
         K = C
     lin = np.hstack([np.eye(m), sout * np.eye(m)])                  # δΘ_out = δC^{L+1} + σ²_out δT̂^L
     coll = np.diag(lin @ cov @ lin.T)
-    out = _to_mat(coll, pairs, P)
+    out = to_matrix(coll, pairs, P)
     idx = np.arange(P)
     out += Om[idx[:, None], idx[None, :], idx[:, None], idx[None, :]]
     out += Om[idx[:, None], idx[None, :], idx[None, :], idx[:, None]]
     return out
+
+
+def _merge_duplicates(Z):
+    """(U, inv): the distinct rows of Z in order of first appearance and Z = U[inv]. Duplicate inputs are
+    one Gaussian variable (correlation exactly 1, where relu's kernel is not differentiable): the
+    corrections are computed on U and copied."""
+    _, first, inv = np.unique(Z, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return Z[first[order]], rank[np.ravel(inv)]
+
+
+def _expand_pairs_cov(V, inv):
+    """N·Cov over the pairs (α ≤ β) of the original rows from the one over the distinct rows."""
+    Pu = int(inv.max()) + 1
+    pos = {p: n for n, p in enumerate(pair_index(Pu))}
+    idx = np.array([pos[tuple(sorted((inv[a], inv[b])))] for a, b in pair_index(inv.size)])
+    return V[np.ix_(idx, idx)]
+
+
+def _ntk_parts(m, Z, notes):
+    """(Θ, Θ1, N·Var Θ) on the rows of Z: Θ is limits.kernels.kernel's NTK itself; Θ1 from the tangent
+    network (MLPs, :mod:`limits.kernels.finite_width_ntk`) or, for ResNets with a smooth activation, the
+    derivative in c of the coupled pair of networks (:func:`_theta1`); N·Var(Θ) for MLPs."""
+    from .cross import kernel
+    from .finite_width_ntk import theta_mlp
+
+    T = kernel(m, Z, get=("ntk",)).ntk
+    if m.residual:
+        notes.append("Theta_var (N·Var of the NTK) is derived for MLPs only")
+        if not (m.act.smooth and m.act.exact_derivatives):
+            notes.append(f"Theta1 of a ResNet is derived here by a derivative in the correlation c of two coupled "
+                         f"networks, which crosses the kink of a non-smooth activation at c = 1 ({m.activation_name}): "
+                         "not computed (MLPs use the exact tangent-network recursion)")
+            return T, None, None
+        return T, _theta1(m, Z)[1], None
+    S, B = _layer_scales(m, Z.shape[0])
+    try:
+        T1 = theta_mlp(m.act, _read_in(m, Z), [x[0, 0] for x in S], [x[0, 0] for x in B])[3]
+    except ValueError as exc:                  # a user activation without φ‴
+        notes.append(f"Theta1 not computed: {exc}")
+        T1 = None
+    TV = _theta_var(m, Z)
+    if TV is None:
+        notes.append("Theta_var needs at most 4 distinct inputs in X1 ∪ X2 (joint quadrature)")
+    return T, T1, TV
+
+
+def _inputs(m, X1, X2):
+    X1 = finite_array(X1, "X1", ndim=2)
+    if X1.shape[1] != m.d_in:
+        raise ValueError(f"X1 has {X1.shape[1]} columns but the model has d_in = {m.d_in}")
+    if X2 is not None:
+        X2 = finite_array(X2, "X2", ndim=2)
+        if X2.shape[1] != m.d_in:
+            raise ValueError(f"X2 has {X2.shape[1]} columns but the model has d_in = {m.d_in}")
+    return X1, X2
 
 
 def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
@@ -460,36 +484,20 @@ def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if m.depth < 1:
         raise ModelError(f"{what} cannot treat this model: depth = 0 (no hidden N×N block; nothing is O(1/N))")
-    X1 = finite_array(X1, "X1", ndim=2)
-    if X1.shape[1] != m.d_in:
-        raise ValueError(f"X1 has {X1.shape[1]} columns but the model has d_in = {m.d_in}")
+    X1, X2 = _inputs(m, X1, X2)
     P1 = X1.shape[0]
-    if X2 is not None:
-        X2 = finite_array(X2, "X2", ndim=2)
-        if X2.shape[1] != m.d_in:
-            raise ValueError(f"X2 has {X2.shape[1]} columns but the model has d_in = {m.d_in}")
-        Z = np.vstack([X1, X2])
-    else:
-        Z = X1
-    K, K1, KL, K1L, var, varL, Vout = _readout_K1(m, Z)
-    cut = (lambda A: A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
+    U, inv = _merge_duplicates(X1 if X2 is None else np.vstack([X1, X2]))
+    grow = lambda A: None if A is None else A[..., inv[:, None], inv[None, :]]   # noqa: E731
+    cut = (lambda A: None if A is None else A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
+    K, K1, KL, K1L, var, varL, Vout = _readout_K1(m, U)
     T = T1 = TV = None
     notes = []
     if ntk and m.param_name == "NTK":
-        T, T1 = _theta1(m, Z)
-        T, T1 = cut(T), cut(T1)
-        if m.residual:
-            notes.append("Theta_var (N·Var of the NTK) is derived for MLPs only")
-        else:
-            TV = _theta_var(m, Z)
-            if TV is None:
-                notes.append("Theta_var needs at most 4 inputs in X1 ∪ X2 (joint quadrature)")
-            else:
-                TV = cut(TV)
+        T, T1, TV = (cut(grow(A)) for A in _ntk_parts(m, U, notes))
     elif ntk:
         notes.append("Theta/Theta1 need parameterisation='NTK' (the SP NTK grows ∝ N)")
     params = {"model": m.to_dict() if isinstance(m.activation, str) else None, "X1": X1,
               "X2": X2 if X2 is not None else None}
-    return FiniteWidth(cut(K), cut(K1), cut(KL), cut(K1L), cut(var), cut(varL), T, T1, TV,
+    return FiniteWidth(*(cut(grow(A)) for A in (K, K1, KL, K1L, var, varL)), T, T1, TV,
                        {k: v for k, v in params.items() if v is not None}, "; ".join(notes),
-                       Vout if X2 is None else None)
+                       _expand_pairs_cov(Vout, inv) if X2 is None else None)
