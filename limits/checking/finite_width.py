@@ -186,7 +186,7 @@ def _controls(model, Z, Kphi, G, Gd=None):
     return C, np.concatenate(cols, axis=1)
 
 
-def _control_variate(Y, R):
+def control_variate(Y, R):
     """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
     (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
     Rc = R - R.mean(axis=0)
@@ -219,14 +219,18 @@ def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, c
         C, R = _controls(model, Z, Kphi, G, Gd)
         parts = [G[:, l, i, j] for l in lay] + [C[L][:, i, j]] + ([T[:, i, j]] if ntk else [])
         Y = np.concatenate(parts, axis=1)
-        samples.append(_control_variate(Y, R) if control else Y)
+        samples.append(control_variate(Y, R) if control else Y)
     return labels, samples
 
 
 @register(lambda r: type(r).__name__ == "FiniteWidth", layers=True)
 def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False, ntk=None, tol=0.01,
-                       rel_error=0.1, quadratic=False, control=True, model=None, X=None, progress=None):
-    """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks."""
+                       rel_error=0.1, quadratic=False, control=True, model=None, X=None, progress=None,
+                       sampler="network"):
+    """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks.
+    ``sampler="tangent"`` (MLPs, NTK parameterisation, read-out entries): the networks with their tangent
+    network (:mod:`limits.checking.tangent`) — E[Θ | hidden layers] instead of the empirical NTK, so the
+    read-out quadratic form's spread is gone and the NTK slope is measured as precisely as the kernel's."""
     from ..model import as_model
 
     rec = result.params
@@ -239,7 +243,17 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     if ntk and result.Theta1 is None:
         raise ValueError("check: ntk=True but this result has no Theta1 (parameterisation 'NTK' only)")
     t0 = time.perf_counter()
-    labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
+    if sampler == "tangent":
+        if layers or X2 is not None or not ntk:
+            raise ValueError("check: sampler='tangent' measures the read-out K and Θ of X1 (layers=False, no X2, "
+                             "ntk=True)")
+        from .tangent import measure_tangent
+
+        labels, samples = measure_tangent(m, X1, widths, inits, seed, control=control)
+    elif sampler == "network":
+        labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
+    else:
+        raise ValueError(f"check: sampler must be 'network' or 'tangent', got {sampler!r}")
     if X2 is None:
         iu = np.triu_indices(X1.shape[0])
         pick = lambda A: A[..., iu[0], iu[1]]            # noqa: E731
@@ -282,4 +296,4 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
                             chi2, z_crit, power, detectable, float(rel_error), float(tol), n_tol, within,
                             not reasons, tuple(reasons), m.to_dict(), int(seed), time.perf_counter() - t0,
                             {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic),
-                             "control_variates": bool(control)})
+                             "control_variates": bool(control), "sampler": sampler})

@@ -39,7 +39,7 @@ from ..checks import finite_array
 from ..results import Result
 from .expectations import gram
 from .fluctuations import pair_index, price_jacobian, to_matrix
-from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, gaussian_rule, rule
+from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, expect4, gaussian_rule, rule
 from .price import hessian_contract, jacobian, pair_derivatives
 
 
@@ -168,40 +168,63 @@ def _hessian_contract(act, K, W, pairs):
     return hessian_contract(pair_derivatives(act, K, 0), 0.5 * (W + W.T), pairs)
 
 
-def _self_tensor(act, Kx, Ky, Kxy, pairs):
-    """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed (Price:
-    E[∂²_{x_q}(φ_a φ_b)(x) (φφ_r(y) − E)], ½ on a diagonal entry q = (a, a))."""
-    m = len(pairs)
-    pos = {tuple(p): i for i, p in enumerate(pairs)}
-    phi, d1, d2 = act.phi, act.dphi, act.d2phi
-    R = np.zeros((m, m, m))
-    jobs = {"11": [], "20": [], "02": [], "dd": []}
-    for i, (a, b) in enumerate(pairs):
-        if a == b:
-            jobs["dd"].append((i, pos[(a, a)], (a, a)))
-        else:
-            jobs["11"].append((i, pos[(a, b)], (a, b)))
-            jobs["20"].append((i, pos[(a, a)], (a, b)))
-            jobs["02"].append((i, pos[(b, b)], (a, b)))
-    fxs = {"11": lambda x, y: d1(x) * d1(y), "20": lambda x, y: 0.5 * d2(x) * phi(y),
-           "02": lambda x, y: 0.5 * phi(x) * d2(y), "dd": lambda x, y: d1(x) ** 2 + phi(x) * d2(x)}
+def _xy_moments(act, Kx, Ky, Kxy, xs, ys, kinds, connected):
+    """Matrix over x-pairs ``xs`` (rows) and y-pairs ``ys`` (columns) of E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)]
+    (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x), "1"}. One joint rule when
+    (x, y) has at most 4 variables, else :func:`fourpoint.expect4` per quadruple."""
+    fn = {"f": act.phi, "g": act.dphi, "u": lambda t: t * act.dphi(t), "1": np.ones_like}
+    f = [fn[k] for k in kinds]
+    xs, ys = np.asarray(xs), np.asarray(ys)
     nodes = _joint_nodes(act, Kx, Ky, Kxy, False)
     if nodes is not None:
         x, y, W = nodes
-        fy = phi(y)
-        pa, pb = np.array(pairs).T
-        Gy = fy[pa] * fy[pb]
-    for kind, lst in jobs.items():
-        if not lst:
-            continue
-        if nodes is not None:
-            Fx = np.stack([fxs[kind](x[j[2][0]], x[j[2][1]]) for j in lst])
-            vals = _connected_rows(Fx, Gy, W)
-        else:
-            S4 = _four(Kx, Ky, Kxy, [j[2] for j in lst], pairs)
-            vals = _connected(fxs[kind], phi, S4).reshape(len(lst), m)
-        for (i, q, _), v in zip(lst, vals):
-            R[i, q, :] += v
+        Fx = f[0](x[xs[:, 0]]) * f[1](x[xs[:, 1]])
+        Gy = f[2](y[ys[:, 0]]) * f[3](y[ys[:, 1]])
+        return _connected_rows(Fx, Gy, W) if connected else (Fx * W) @ Gy.T
+    S4 = _four(Kx, Ky, Kxy, [tuple(p) for p in xs], [tuple(p) for p in ys])
+    E = expect4(act, f, S4).reshape(len(xs), len(ys))
+    if connected:
+        E = E - np.outer(expect4(act, f[:2] + [np.ones_like] * 2, S4).reshape(len(xs), len(ys))[:, 0],
+                         expect4(act, [np.ones_like] * 2 + f[2:], S4).reshape(len(xs), len(ys))[0])
+    return E
+
+
+def _self_tensor(act, Kx, Ky, Kxy, pairs):
+    """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed. By Price for
+    q = p = (a, b), a ≠ b: Cov(φ'_aφ'_b, φφ_r). For a variance q = (a, a) by Stein's identity in its scaling
+    form (x_a → λx_a moves Kx_aa by 2, Kx_ab and Cov(x_a, y) by 1; only φ and φ' appear, so relu's δ = φ''
+    is never evaluated): with Y = φφ_r(y),
+
+        ∂_aa Cov(φ_aφ_b, Y) = (Cov(x_aφ'_aφ_b, Y) − Kx_ab Cov(φ'_aφ'_b, Y) − Σ_c Cov(x_a, y_c) E[φ'_aφ_b ∂_{y_c} Y]) / (2 Kx_aa)
+
+    (b = a: φ(x_a)² in place of φ_aφ_b, no Kx_ab term)."""
+    m = len(pairs)
+    pos = {tuple(p): i for i, p in enumerate(pairs)}
+    pr = np.asarray(pairs)
+    R = np.zeros((m, m, m))
+    mom = lambda xs, kinds, conn: _xy_moments(act, Kx, Ky, Kxy, xs, pr, kinds, conn)   # noqa: E731
+    cy, dy = pr[:, 0], pr[:, 1]
+    off = [(i, a, b) for i, (a, b) in enumerate(pairs) if a != b]
+    diag = [(i, a) for i, (a, b) in enumerate(pairs) if a == b]
+    if off:
+        xs = np.array([(a, b) for _, a, b in off])
+        gg = mom(xs, "ggff", True)
+        for sw in (False, True):                      # ∂ w.r.t. Kx_aa (sw False) or Kx_bb (sw True)
+            xo = xs[:, ::-1] if sw else xs            # (varied index, other index)
+            lin = mom(xo, "ufff", True)
+            e1, e2 = mom(xo, "gfgf", False), mom(xo, "gffg", False)
+            for t, (i, a, b) in enumerate(off):
+                v, o = (b, a) if sw else (a, b)
+                cross = Kxy[v, cy] * e1[t] + Kxy[v, dy] * e2[t]
+                R[i, pos[(v, v)], :] += (lin[t] - Kx[a, b] * gg[t] - cross) / (2 * Kx[v, v])
+        for t, (i, a, b) in enumerate(off):
+            R[i, i, :] += gg[t]
+    if diag:
+        xs = np.array([(a, a) for _, a in diag])
+        lin, e1, e2 = mom(xs, "uf" + "ff", True), mom(xs, "gfgf", False), mom(xs, "gffg", False)
+        for t, (i, a) in enumerate(diag):
+            cross = Kxy[a, cy] * e1[t] + Kxy[a, dy] * e2[t]
+            R[i, i, :] += 2 * (lin[t] - cross) / (2 * Kx[a, a])
     return R
 
 

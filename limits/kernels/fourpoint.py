@@ -263,3 +263,26 @@ def gaussian_rule(act, S, order=None):
     Z, W = rule(r, order)
     lam, V = np.linalg.eigh(0.5 * (S + S.T))
     return (V * np.sqrt(np.clip(lam, 0.0, None))) @ Z.T, W
+
+
+def expect4(act, fns, S4):
+    """E[f₁(x₁) f₂(x₂) f₃(x₃) f₄(x₄)] for a batch of 4×4 covariances (coincident variables merged first;
+    the exact polar rule for relu/linear in ≤ 2 distinct variables, tensor Gauss–Hermite otherwise)."""
+    S4 = np.asarray(S4, dtype=np.float64)
+    out = np.empty(S4.shape[0])
+    groups: dict = {}
+    for n in range(S4.shape[0]):
+        groups.setdefault(_merge_pattern(S4[n]), []).append(n)
+    for (pat, reps), members in groups.items():
+        mem = np.asarray(members)
+        S = S4[np.ix_(mem, reps, reps)]
+        if len(reps) <= 2 and homogeneous(act):
+            for t, n in enumerate(mem):
+                x, W = gaussian_rule(act, S[t])
+                out[n] = np.prod([fns[k](x[pat[k]]) for k in range(4)], axis=0) @ W
+            continue
+        Z, W = rule(len(reps), ORDERS[len(reps)])
+        lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
+        x = np.matmul(V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :], Z.T)          # (b, r, Q)
+        out[mem] = np.prod([fns[k](x[:, pat[k], :]) for k in range(4)], axis=0) @ W
+    return out
