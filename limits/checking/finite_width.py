@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..results import Result
+from ..stats import control_variate
 from .core import register, spawn_seeds
 
 
@@ -184,14 +185,6 @@ def _controls(model, Z, Kphi, G, Gd=None):
                 cols.append(nu[:, iu[0], iu[1]])
             prev = C[l]
     return C, np.concatenate(cols, axis=1)
-
-
-def control_variate(Y, R):
-    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
-    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
-    Rc = R - R.mean(axis=0)
-    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
-    return Y - R @ beta
 
 
 def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, control=True):

@@ -109,7 +109,7 @@ def measure_tangent(model, X, widths, inits, seed, control=True):
     from ..finite.tangent import tangent_samples
     from ..model import as_model
     from .core import spawn_seeds
-    from .finite_width import control_variate
+    from ..stats import control_variate
 
     m = as_model(model)
     X = np.asarray(X, dtype=np.float64)

@@ -40,12 +40,12 @@ def _layer_cov(act, z, P, s, b):
 
 
 def tangent_samples(model, X, width, n_inits, seed, chunk=2000):
-    """(S, L+2, 2P, 2P): per network, the conditional covariance C^l of (h^l, ḣ^l) for l = 0..L+1
+    """(S, L+2, 2P, 2P) for a :class:`limits.Model` ``model``: per network, the conditional covariance C^l of (h^l, ḣ^l) for l = 0..L+1
     (C⁰ = the exact read-in block diag(K⁰, K⁰); l = L+1 the read-out: E[f fᵀ|·] and E[Θ|·] blocks).
     ``seed`` fixes every chunk's generator (``numpy.random.SeedSequence(seed).spawn``)."""
-    from ..model import ModelError, as_model
+    from ..errors import ModelError
 
-    m = as_model(model)
+    m = model
     if m.residual or m.param_name != "NTK" or m.block_layers != 1 or m.post_activation:
         raise ModelError("tangent_samples: MLPs in the NTK parameterisation (pre-activation, one-layer blocks) only")
     N, S = positive_int(width, "width"), positive_int(n_inits, "n_inits")

@@ -172,14 +172,7 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
 AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
 
 
-def available_memory() -> int | None:
-    """Available physical memory in bytes (``os.sysconf``), or None where the platform does not say."""
-    import os
-
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+from ..memory import available_memory  # noqa: E402,F401  (lives in the foundation; re-exported here as before)
 
 
 def check_memory(n_matrices, P, max_memory=None, what="nngp", keep="all"):

@@ -131,7 +131,8 @@ def test_ntk_variance_matches_finite_networks():
 def test_posterior_correction_matches_finite_networks():
     """Read-out Bayesian posterior of finite erf MLPs (hidden layers at init): E[μ_N], E[Σ_N] at N = 128
     agree with μ + μ1/N, Σ + Σ1/N within 4 SE, while the N → ∞ values alone are rejected."""
-    from limits.checking.finite_width import _controls, _forward_samples, control_variate
+    from limits.checking.finite_width import _controls, _forward_samples
+    from limits.stats import control_variate
     from limits.kernels.finite_width_posterior import posterior_maps
 
     m = _erf_mlp()
