@@ -370,6 +370,14 @@ def _numeric_derivative(f, order):
     return d
 
 
+def _distribution(name):
+    """φ'' of a non-smooth user activation: a distribution (δ at the kinks), never a function to sample."""
+    def d2(x):
+        raise ValueError(f"activation {name!r} is not smooth (smooth=False): its φ'' is a δ at the kinks, not a "
+                         "function; this computation needs φ'' (the kernels use φ and φ' only)")
+    return d2
+
+
 def is_registered(act: Activation) -> bool:
     """Whether ``act`` is the very object registered under its name (built in or ``register=True``)."""
     return BUILTIN.get(act.name) is act or _USER.get(act.name) is act
@@ -381,7 +389,8 @@ def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0,
 
     ``activation("erf")``; ``activation(np.sin, dphi=np.cos, d2phi=lambda x: -np.sin(x), name="sin")``.
     User functions without derivatives get central finite differences (accuracy ~1e-8 for φ',
-    ~1e-6 for φ''; ``exact_derivatives`` is then False; ``d3phi`` = φ''' is optional — the finite-width
+    ~1e-6 for φ''; ``exact_derivatives`` is then False) — for smooth functions only: ``smooth=False``
+    requires ``dphi`` and leaves φ'' undefined (an error if a computation needs it) unless given; ``d3phi`` = φ''' is optional — the finite-width
     NTK correction needs it and refuses an activation without it). ``register=True`` makes the name
     available to ``activation(name)`` and to the command line.
     """
@@ -399,12 +408,17 @@ def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0,
     if not callable(name_or_callable):
         raise ValueError(f"activation must be a name or a callable, got {type(name_or_callable).__name__}")
     f = name_or_callable
+    label = name or getattr(f, "__name__", "user")
+    if not smooth and dphi is None:
+        raise ValueError(f"activation {label!r}: a non-smooth function (smooth=False) needs dphi= (its derivative "
+                         "away from the kinks): central finite differences across a kink are wrong there")
     exact = dphi is not None and d2phi is not None
+    second = d2phi if d2phi is not None else (_numeric_derivative(f, 2) if smooth else _distribution(label))
     act = Activation(
-        name or getattr(f, "__name__", "user"),
+        label,
         f,
         dphi if dphi is not None else _numeric_derivative(f, 1),
-        d2phi if d2phi is not None else _numeric_derivative(f, 2),
+        second,
         strip=float(strip), smooth=smooth, exact_derivatives=exact, d3phi=d3phi,
     )
     if register:
