@@ -558,27 +558,57 @@ def resnet(d_in, depth=None, **kw) -> Model:
     return _builder(True, d_in, depth, kw)
 
 
-_SERIAL_REASONS = {
-    "limits.dmft": "DMFT is solved here for fully connected MLPs/ResNets (one P×P kernel per hidden layer, no "
-                   "positions, no weight sharing)",
-    "limits.nfd": "the NFD forward–backward SDEs describe infinite-depth fully connected ResNets",
-    "limits.kernels.response": "response functions are derived for the MLP/ResNet recursion (seed 004)",
-    "limits.kernels.fluctuations": "the O(1/N) fluctuation recursion is written for MLP/ResNet layers",
-    "limits.kernels.nngp": "it is the per-layer MLP/ResNet recursion; use limits.kernels.kernel(composition, X)",
+# theories that read a limits.mlp / limits.resnet Model only: (theory, what it is derived for, the layers that fit
+# it, what else a composition lacks)
+_SERIAL_SCOPE = {
+    "limits.dmft": ("DMFT", "fully connected MLPs/ResNets in a mean-field parameterisation (MF/μP)",
+                    ("Dense", "Activation", "Residual", "Identity"), "its layers are NTK-parameterised"),
+    "limits.nfd": ("NFD", "infinitely deep fully connected pre-activation ResNets (branches √(T/L), unit variances)",
+                   ("Dense", "Activation", "Residual", "Identity"), "its depth is finite"),
+    "limits.kernels.response": ("the recursion of the response functions", "MLPs/ResNets (seed 004)",
+                                ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.fluctuations": ("the O(1/N) fluctuation recursion", "MLP/ResNet layers",
+                                    ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.kernel_fluctuations": ("the O(1/N) fluctuation recursion", "MLP/ResNet layers",
+                                           ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.nngp": ("the per-layer recursion limits.kernels.nngp", "MLPs/ResNets (for a composition use "
+                            "limits.kernels.kernel(composition, X))", ("Dense", "Activation", "Residual", "Identity"), None),
 }
+
+
+def _layer_names(layers):
+    """Names of every layer of a composition, branches included, in order of first appearance."""
+    out = []
+    for l in layers:
+        out.append(type(l).__name__)
+        branch = getattr(l, "branch", None)
+        if branch is not None:
+            out += _layer_names(branch.layers)
+    return list(dict.fromkeys(out))
 
 
 def refuse_serial(model, what=""):
     """:class:`ModelError` when ``model`` is a composition (``limits.serial``) but ``what`` treats only
-    MLP/ResNet models, naming why."""
-    from .layers import Layer
+    MLP/ResNet models — one line naming the theory, what it is derived for and what this composition has
+    that does not fit (e.g. "DMFT is derived for fully connected MLPs/ResNets …; this composition has Conv")."""
+    from .layers import Layer, as_serial
 
-    if isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model):
-        why = next((r for k, r in _SERIAL_REASONS.items() if what.startswith(k)), None)
-        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): "
-                         + (why or "it treats limits.mlp / limits.resnet models only")
-                         + "; compositions work with limits.kernels.kernel, limits.predict.* and limits.check of "
-                           "their kernels")
+    if not (isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model)):
+        return
+    key = next((k for k in _SERIAL_SCOPE if what.startswith(k)), None)
+    if key is None:
+        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): it treats "
+                         "limits.mlp / limits.resnet models only")
+    theory, scope, fits, lacks = _SERIAL_SCOPE[key]
+    S = as_serial(model)
+    names = _layer_names(S.layers) if S is not None else []
+    extra = [n for n in names if n not in fits]
+    has = (f"this composition has {', '.join(extra)}" if extra else
+           (f"this composition of {', '.join(names)} fits but {lacks}" if lacks else
+            "a composition is read by limits.kernels.kernel, finite_width, check and predict; pass the "
+            "limits.mlp/resnet model it spells"))
+    raise ModelError(f"{what} cannot treat a composition of layers (limits.serial): {theory} is derived for {scope}; "
+                     f"{has}")
 
 
 def as_model(model) -> Model:

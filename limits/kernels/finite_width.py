@@ -31,7 +31,7 @@ exactly, evaluated by a one-sided polynomial difference in c. N·Var(Θ_N) (MLPs
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -497,11 +497,39 @@ def _inputs(m, X1, X2):
     return X1, X2
 
 
+def _composition(S, X1, X2, ntk):
+    """finite_width of a composition (``limits.serial``): through the Model it spells when it is a fully connected
+    MLP/ResNet (per-layer corrections, Θ1), else the layer-by-layer rules of :mod:`limits.kernels.finite_width_serial`
+    (read-out K1; layers without a derived correction are refused by name)."""
+    from .composed import kernel as composed_kernel
+    from .finite_width_serial import finite_width_serial, model_of
+
+    X1 = np.asarray(X1, dtype=np.float64)
+    m = model_of(S, X1.shape[1]) if X1.ndim == 2 else None
+    if m is not None:
+        r = finite_width(m, X1, X2, ntk=ntk)
+        note = f"the composition is {m.describe()}" + (f"; {r.note}" if r.note else "")
+        return replace(r, note=note, params={**r.params, "serial": S.to_dict()})
+    X1 = finite_array(X1, "X1")
+    X2 = None if X2 is None else finite_array(X2, "X2")
+    K, K1, var, V = finite_width_serial(S, X1, X2)
+    T = composed_kernel(S, X1, X2, ("ntk",)).ntk if ntk else None
+    note = ("Theta1 (the NTK's 1/N correction) is derived for the MLPs of limits.mlp, not for this composition"
+            if ntk else "")
+    params = {"serial": S.to_dict(), "X1": X1, **({"X2": X2} if X2 is not None else {})}
+    return FiniteWidth(K, K1, K[None], K1[None], var, var[None], T, None, None, params, note, V)
+
+
 def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
     """O(1/N) corrections of the read-out NNGP (per layer too) and of the NTK mean for ``model``'s
-    finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring)."""
+    finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring). ``model`` may be a
+    composition (``limits.serial``): docs/theory/finite_width.rst §8."""
+    from ..layers import as_serial
     from ..model import ModelError, as_model
 
+    S = as_serial(model)
+    if S is not None:
+        return _composition(S, X1, X2, ntk)
     m = as_model(model)
     what = "limits.kernels.finite_width"
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)

@@ -279,10 +279,40 @@ def expect4(act, fns, S4):
         if len(reps) <= 2 and homogeneous(act):
             for t, n in enumerate(mem):
                 x, W = gaussian_rule(act, S[t])
-                out[n] = np.prod([fns[k](x[pat[k]]) for k in range(4)], axis=0) @ W
+                out[n] = _slot_product(fns, pat, lambda v: x[v]) @ W
             continue
         Z, W = rule(len(reps), ORDERS[len(reps)])
         lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
-        x = np.matmul(V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :], Z.T)          # (b, r, Q)
-        out[mem] = np.prod([fns[k](x[:, pat[k], :]) for k in range(4)], axis=0) @ W
+        step = max(1, 4_000_000 // Z.shape[0])
+        for s0 in range(0, len(mem), step):
+            sl = slice(s0, s0 + step)
+            x = np.matmul(V[sl] * np.sqrt(np.clip(lam[sl], 0.0, None))[:, None, :], Z.T)     # (b, r, Q)
+            out[mem[sl]] = _slot_product(fns, pat, lambda v: x[:, v, :]) @ W
     return out
+
+
+def _slot_product(fns, pat, var):
+    """Π_k fns[k](variable pat[k]), each distinct (function, variable) evaluated once."""
+    cache: dict = {}
+    prod = None
+    for k in range(4):
+        key = (id(fns[k]), pat[k])
+        if key not in cache:
+            cache[key] = fns[k](var(pat[k]))
+        prod = cache[key] if prod is None else prod * cache[key]
+    return prod
+
+
+def cov_phiphi(act, S4):
+    """Cov(φ(x₁)φ(x₂), φ(y₁)φ(y₂)) for a batch of 4×4 covariances: erf with its inner pair in closed form
+    (:func:`cov4_erf`), relu/linear by :func:`expect4` (exact polar rule in ≤ 2 variables), else :func:`cov4`."""
+    S4 = np.asarray(S4, dtype=np.float64)
+    from .expectations import activation_name, is_builtin_activation
+
+    if is_builtin_activation(act) and activation_name(act) == "erf":
+        return cov4_erf(np.ones((S4.shape[0], 2), bool), S4)[0]
+    if homogeneous(act):
+        one = np.ones_like
+        f = act.phi
+        return expect4(act, [f] * 4, S4) - expect4(act, [f, f, one, one], S4) * expect4(act, [one, one, f, f], S4)
+    return cov4(act.phi, np.ones((S4.shape[0], 2), bool), S4)[0]
