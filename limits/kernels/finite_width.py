@@ -23,11 +23,13 @@ Eq. 4.115 / 5.x): K1^{l+1} = s [D·K1^l + ½ ∂²F : V^l]. For ResNets it is th
 (each neuron's own past enters the kernels it then sees), a Price derivative of a connected
 four-point function. E[stream Gram] = K⁰ + Σ_{k≤l} E[C^k] exactly (ResNet), = E[C^l] (MLP).
 
-NTK (NTK parameterisation): with all trained parameters θ ~ N(0, 1), Price's theorem in parameter
-space gives E[Θ_N(x, x')] = ∂/∂c E[f(x; θ) f(x'; θ_c)] at c = 1, θ_c a copy with correlation c.
-The two networks form one coupled system whose kernel recursion is the one above with every
-cross block (read-in, weights, biases, read-out) multiplied by c — so Θ1 = ∂_c K1_AB(c)|_{c=1}
-exactly, evaluated by a one-sided polynomial difference in c. N·Var(Θ_N) (MLPs): :func:`_theta_var`.
+NTK (NTK parameterisation): Θ is :func:`limits.kernels.kernel`'s NTK itself. Θ1 of MLPs comes from the tangent
+network (:mod:`limits.kernels.finite_width_ntk`): E[Θ_N] = E[C_ḣḣ] at the read-out, a recursion with exact Price/Stein
+derivatives (:mod:`limits.kernels.price`) — nothing is differentiated numerically, so relu's kink at correlation 1 is
+never crossed. ResNets with a smooth activation: Price's theorem in parameter space, E[Θ_N(x, x')] =
+∂/∂c E[f(x; θ) f(x'; θ_c)] at c = 1 (θ_c a copy at correlation c; every cross block of the coupled system × c), a cubic
+in c through c = 1 − kε (smooth in c for smooth φ); for relu ResNets Θ1 is not computed (that derivative would cross the
+kink). N·Var(Θ_N) (MLPs): :func:`_theta_var`. Duplicate inputs are merged first (one Gaussian variable).
 """
 from __future__ import annotations
 

@@ -210,6 +210,12 @@ def propagate(serial, X):
 
     X = np.asarray(X, dtype=np.float64)
     P, spatial = X.shape[0], tuple(X.shape[1:-1])
+    shape = tuple(X.shape[1:])
+    for layer in serial.layers:                        # the output's shape first: refuse before any work
+        shape = layer.out_shape(shape, 2)
+    if len(shape) > 1:
+        _refuse("the read-out", f"the composition's output still has spatial axes {shape[:-1]}; end it with Flatten "
+                                "or GlobalAvgPool and a Dense read-out")
     Z = X.reshape(P, -1, X.shape[-1])
     G0 = np.einsum("pic,qjc->piqj", Z, Z).reshape(P * Z.shape[1], -1) / X.shape[-1]
     n = G0.shape[0]
@@ -245,9 +251,6 @@ def propagate(serial, X):
             _refuse(where, "Attention: the O(1/N) correction of the softmax of finite-width logits is not derived")
         else:
             _refuse(where, f"{name}: no O(1/N) rule")
-    if st.spatial:
-        _refuse("the read-out", f"the composition's output still has spatial axes {st.spatial}; end it with Flatten or "
-                                "GlobalAvgPool and a Dense read-out")
     return st
 
 
