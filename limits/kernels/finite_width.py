@@ -41,7 +41,7 @@ from ..checks import finite_array
 from ..results import Result
 from .expectations import gram
 from .fluctuations import pair_index, price_jacobian, to_matrix
-from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, expect4, gaussian_rule, rule
+from .fourpoint import cov_phiphi, expect4, gaussian_rule
 from .price import hessian_contract, jacobian, pair_derivatives
 
 
@@ -93,38 +93,6 @@ class FiniteWidth(Result):
 
 
 # --------------------------------------------------------------------------------- four-point pieces
-def _connected(fx, phi, S4):
-    """Connected E[fx(x₁, x₂) φ(y₁) φ(y₂)] − E[fx] E[φφ] for a batch of 4×4 covariances of
-    (x₁, x₂, y₁, y₂); coincident variables merged, tensor Gauss–Hermite rule (as fourpoint.cov4)."""
-    S4 = np.asarray(S4, dtype=np.float64)
-    out = np.empty(S4.shape[0])
-    groups: dict = {}
-    for b in range(S4.shape[0]):
-        groups.setdefault(_merge_pattern(S4[b]), []).append(b)
-    for (pat, reps), members in groups.items():
-        Z, W = rule(len(reps))
-        mem = np.asarray(members)
-        S = S4[np.ix_(mem, reps, reps)]
-        lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
-        R = V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :]
-        step = max(1, 2_000_000 // Z.shape[0])
-        for s0 in range(0, len(mem), step):
-            sl = slice(s0, s0 + step)
-            pts = np.matmul(R[sl], Z.T)                                   # (b, r, Q)
-            ex = fx(pts[:, pat[0], :], pts[:, pat[1], :])
-            py = phi(pts)
-            ey = py[:, pat[2], :] * py[:, pat[3], :]
-            out[mem[sl]] = (ex * ey) @ W - (ex @ W) * (ey @ W)
-    return out
-
-
-def _cov_phiphi(act, S4):
-    kinds = np.ones((S4.shape[0], 2), bool)
-    if str(getattr(act, "name", "")) == "erf":
-        return cov4_erf(kinds, S4)[0]
-    return cov4(act.phi, kinds, S4)[0]
-
-
 _JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
 _JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 
@@ -272,7 +240,7 @@ def _system(act, K0, S, B, residual):
                 pa, pb = np.array(pairs).T
                 c = _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
             else:
-                c = _cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
+                c = cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
             c = c * np.outer(s[a - 1], s[b - 1])
             Sig[blk(a), blk(b)] = c
             Sig[blk(b), blk(a)] = c.T
