@@ -430,7 +430,7 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
 
 
 def _verdict(labels, samples, K, K1, widths, inits, seed, alpha, tol, rel_error, quadratic, details, mdict, secs,
-             blocks):
+             blocks=None):
     """Fit a + b/N (+ c/N²) per entry, z-tests of the limit and the slope at a Bonferroni threshold, power."""
     mean = np.stack([s.mean(axis=0) for s in samples])
     se = np.stack([s.std(axis=0, ddof=1) / np.sqrt(s.shape[0]) for s in samples])
@@ -456,6 +456,7 @@ def _verdict(labels, samples, K, K1, widths, inits, seed, alpha, tol, rel_error,
     # the width from which the N → ∞ prediction is within tol, per tested kernel and over all of them
     from ..kernels.finite_width import relative_width
 
+    blocks = {"tested entries": (K, K1)} if blocks is None else blocks
     per_block = {k: relative_width(b, c, float(tol)) for k, (b, c) in blocks.items()}
     n_tol = max(per_block.values())
     widths_arr = np.asarray(widths, dtype=float)
