@@ -1505,7 +1505,7 @@ def _run_file_kwargs(marker, mods):
 
 
 def _tiles(marker, mods):
-    return {"paths": [str(marker)], "arrays": [[1.0, 2.0]]}
+    return {"targets": [[str(marker), {}]], "arrays": [[1.0, 2.0]]}         # write_tiles((path, header)…, arrays)
 
 
 def _blocked(marker, mods):
