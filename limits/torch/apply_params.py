@@ -420,6 +420,8 @@ def _graph(factory, na, nb, example_inputs, fl):
         xb = guess(mb) if example_inputs is None else example_inputs
         ga, gb = analyse(ma, xa), analyse(mb, xb)
     except Exception as exc:           # noqa: BLE001 — reported (and refused under a feature-learning table)
+        if example_inputs is not None:
+            _plain_forward(ma, example_inputs)    # the forward failing on the user's own inputs: the user's error
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if fl:
             raise ValueError(f"parameterise: cannot trace factory({na})'s forward to find its attention ({why}); "
@@ -427,6 +429,12 @@ def _graph(factory, na, nb, example_inputs, fl):
                              "attention's logit scale") from None
         return (), tuple(find_ties(ma)), {}, f"not traced ({why})"
     return width_scaling(ga.sites, gb.sites, na, nb), ga.ties, ga.readout_inputs, ga.method
+
+
+def _plain_forward(module, inputs):
+    """``module(*inputs)`` without autograd (raises what the module's forward raises)."""
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        module(*(inputs if isinstance(inputs, (tuple, list)) else (inputs,)))
 
 
 def _structures(rules, graph_info, p, optimizer, fl, identity):
