@@ -101,7 +101,7 @@ def cmd_coord_check(args):
     factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
-    from .coordcheck import coord_check, synthetic_data
+    from .coordcheck import trace_inputs, coord_check, synthetic_data
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
@@ -111,7 +111,8 @@ def cmd_coord_check(args):
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0", example_inputs=(x,))
+                              gauge=None if args.gauge == "derived" else "a0",
+                              example_inputs=trace_inputs(factory, x, widths[0]))
         r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:
