@@ -14,7 +14,11 @@ the MLP and the 2-layer ``nn.TransformerEncoder``, each
 * a broken μP (read-out left as in SP), checked against μP,
 * mup's OWN μP: the read-out replaced by ``mup.MuReadout``, ``mup.set_base_shapes(model, base 64, delta 128)``
   and ``mup.MuAdam``'s per-tensor rates — checked by us against μP (for the transformer the attention keeps
-  torch's 1/√d: mup cannot change ``nn.MultiheadAttention``'s scale).
+  torch's 1/√d: mup cannot change ``nn.MultiheadAttention``'s scale);
+
+and the hand-written μP GPT of the calibration (:func:`limits.torch.handwritten.sdpa_gpt`: packed qkv +
+``F.scaled_dot_product_attention``, next-token cross-entropy) as written and with its SDPA scale left at 1/√d,
+checked against μP.
 
 mup's measurement is ``mup.coord_check._get_coord_data`` (the engine of ``get_coord_data``, here given the very
 optimizer groups our run uses): per module and width the mean |activation| ("l1") at its t = 1 (init) and
@@ -36,8 +40,10 @@ import numpy as np
 
 
 def _labels(net):
-    from limits.torch import demos
+    from limits.torch import demos, handwritten as hw
 
+    if net == "sdpa_gpt":
+        return hw.gpt_data()                    # next-token ids (B, T): both tools flatten to (B·T, vocab)
     X, Y = getattr(demos, f"{net}_data")()
     return X, Y.argmax(dim=-1)                  # integer classes: cross-entropy for both tools
 
@@ -74,8 +80,13 @@ def _mup_factories(net):
 
 
 def _cases(net):
-    from limits.torch import demos, parameterise
+    import functools
 
+    from limits.torch import demos, handwritten as hw, parameterise
+
+    if net == "sdpa_gpt":                     # the calibration's hand-written μP GPT, as written and with a bug
+        return [("μP by hand", hw.sdpa_gpt, "muP", 1e-2, 3),
+                ("μP by hand, SDPA left at 1/√d", functools.partial(hw.gpt, bug="sdpa_sqrt_d"), "muP", 1e-2, 3)]
     w0 = (64, 128)
     return [("SP", parameterise(getattr(demos, net), "SP", widths=w0), None, 3e-5 if net == "transformer" else 1e-3, 1),
             ("muP", parameterise(getattr(demos, net), "muP", widths=w0), None, 1e-2, 3),
@@ -118,8 +129,9 @@ def run_case(net, label, factory, expect, lr, steps, widths, seeds, repeat):
         names = [n.split(" (")[0] for n, k in zip(ours.tensors, ours.kinds)      # mup: module outputs
                  if k == "module" and not n.endswith("self_attn")]
         c = time.process_time()
-        mine = _get_coord_data({w: (lambda w=w: build(w)) for w in widths}, [(X, Y)], optcls, nsteps=steps + 1,
-                               lossfn="xent", cuda=False, nseeds=seeds, show_progress=False,
+        mine = _get_coord_data({w: (lambda w=w: build(w)) for w in widths}, [(X, Y.reshape(-1))], optcls,
+                               nsteps=steps + 1, lossfn="xent", cuda=False, nseeds=seeds, show_progress=False,
+                               flatten_output=Y.dim() > 1,
                                filter_module_by_name=lambda n, names=set(names): n in names)
         cpu["mup"] = min(cpu["mup"], time.process_time() - c)
     rows = []
@@ -167,6 +179,7 @@ def to_markdown(r, widths):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the MLP only")
+    ap.add_argument("--nets", nargs="+", choices=("mlp", "transformer", "sdpa_gpt"), help="these networks only")
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=2, help="interleaved runs per case (best CPU time)")
     ap.add_argument("--json", default=None, help="write the rows here")
@@ -185,7 +198,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     widths = (64, 128, 256, 512)
     seeds = a.seeds or 3
-    nets = ("mlp",) if a.quick else ("mlp", "transformer")
+    nets = a.nets or (("mlp",) if a.quick else ("mlp", "transformer", "sdpa_gpt"))
     results = []
     from importlib.metadata import version
 
