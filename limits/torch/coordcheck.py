@@ -4,7 +4,8 @@ exponents the solver predicts for the parameterisation (``limits.params``), with
 
 For every width N and seed s the module is built (``Parameterised(N)`` or the factory as-is), trained
 ``steps`` full-batch steps on ``data`` and measured after each step t = 0…steps (:mod:`limits.torch.recording`):
-module outputs and attention logits (scale rms(y_t), change rms(y_t − y_0)); every trainable tensor W (its
+module outputs (a read-out tied to the embedding included, as an output row) and attention logits (scale
+rms(y_t), change rms(y_t − y_0)); every trainable tensor W (its
 own ``update`` rms(W_t − W_0) and scale rms(W_t) as stored, and its effect — ``change`` — on the owning module's
 output with the input held at its init value). Predictions are the solver's first-step exponents
 ``p.one_step_exponents()`` (TP4 std convention, its optimizer) mapped on the tensor roles of

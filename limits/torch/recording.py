@@ -1,7 +1,8 @@
 """What :func:`limits.torch.coord_check` measures in one training run, per row and step t = 0…steps, on a fixed
 batch (rms over all entries):
 
-* a **module** row (owner of an input/hidden/output weight, a normalisation): its output y_t —
+* a **module** row (owner of an input/hidden/output weight, a normalisation, a read-out tied to the embedding):
+  its output y_t —
   ``scale`` rms(y_t), ``change`` rms(y_t − y_0);
 * an **attention logits** row for every attention site :func:`limits.torch.graph.find_attention` locates in the
   traced forward (``nn.MultiheadAttention``, ``F.scaled_dot_product_attention`` with its own or the default
