@@ -60,6 +60,7 @@ def _compute(params, rng):
                 t = 1                                    # the first update: where SP and μP part ways
                 out[k + "tensors"] = list(r.tensors)
                 out[k + "roles"] = list(r.roles)
+                out[k + "kinds"] = list(r.kinds)
                 for field in ("slope", "ci_low", "ci_high", "predicted", "predicted_low", "consistent"):
                     out[k + field] = np.asarray(getattr(r, field)[:, t, 1], float)
                 out[k + "scale0"] = np.stack([r.slope[:, 0, 0], r.ci_low[:, 0, 0], r.ci_high[:, 0, 0],
@@ -97,7 +98,8 @@ def _plot(data, params):
                 p, pl, ok = data[k + "predicted"], data[k + "predicted_low"], data[k + "consistent"]
                 ax.errorbar(x, s, yerr=[s - lo, hi - s], fmt="o", ms=4, color="C0", label="change: fitted (95 % CI)")
                 roles = [str(r) for r in data[k + "roles"]]
-                o = np.array([i for i, r in enumerate(roles) if r == "output"], int)
+                kinds = [str(c) for c in data.get(k + "kinds", ["module"] * len(roles))]
+                o = np.array([i for i, (r, c) in enumerate(zip(roles, kinds)) if r == "output" and c == "module"], int)
                 s0, lo0, hi0, p0 = data[k + "scale0"]
                 ax.errorbar(x[o] + 0.25, s0[o], yerr=[s0[o] - lo0[o], hi0[o] - s0[o]], fmt="^", ms=4, color="C2",
                             mfc="none", label="read-out at init: fitted")
@@ -114,7 +116,7 @@ def _plot(data, params):
                 ax.set_xticks(x)
                 ax.set_xticklabels([_short(n, r) for n, r in zip(names, roles)], rotation=70, ha="right", fontsize=6)
                 verdict = "as predicted" if bool(data[k + "passed"]) else "flagged: " + ", ".join(
-                    _short(f, roles[names.index(f)]) for f in failing[:3]) + ("…" if len(failing) > 3 else "")
+                    _short(f.split(" (")[0], roles[names.index(f)]) for f in failing[:3]) + ("…" if len(failing) > 3 else "")
                 ax.set_title(f"{net}, {case} (Adam {float(data[k + 'lr']):g}, {int(data[k + 'steps'])} step"
                              f"{'s' if int(data[k + 'steps']) > 1 else ''}): {verdict}", fontsize=7.5)
                 if col == 0:
