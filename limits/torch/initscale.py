@@ -82,8 +82,8 @@ def check_sp_init(factory, rules, na, nb, build):
             f"parameterise: the factory's init is not SP at widths {na}, {nb} — {listed}. parameterise scales "
             "the init as if it were SP (std ∝ N^0 for input weights and embeddings, ∝ fan-in^-½ for hidden and "
             "output weights), so these tensors would not get the table's init: initialise them as SP (e.g. "
-            "nanoGPT's std 0.02 → 0.02·√(n₀/N) for hidden and output weights), or pass check_init=False to take "
-            "the init as SP anyway")
+            "nanoGPT's std 0.02 → 0.02·√(n₀/N) for hidden and output weights), or pass check_init=False "
+            "(limits coord-check: --no-init-check) to take the init as SP anyway")
 
 
 __all__ = ["InitDeviation", "init_deviations", "check_sp_init", "SP_EXPONENT"]

@@ -344,3 +344,20 @@ def test_parameterisation_is_traced_on_the_checks_own_inputs():
         parameterise(_FixedLength, "muP", widths=(32, 64))
     r = coord_check(_FixedLength, BUG_WIDTHS, X, parameterisation="muP", lr=1e-2, steps=1, seeds=2)
     assert ":logits" in r.tensors and r.settings["head_dim_scales"][":logits"] is True      # the root module's SDPA
+
+
+def test_cli_refuses_an_init_that_is_not_sp_unless_told(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mynano.py").write_text(
+        "import torch\nfrom limits.torch.demos import GPT\n"
+        "def nano(width):\n    m = GPT(width)\n    with torch.no_grad():\n"
+        "        [p.normal_(0.0, 0.02) for p in m.parameters() if p.dim() == 2]\n    return m\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mynano", raising=False)
+    argv = ["coord-check", "--factory", "mynano:nano", "--allow", "mynano", "--param", "muP", "--widths", "8", "16",
+            "32", "--seeds", "2", "--steps", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "init is not SP" in err and "blocks.0.attn.c_attn.weight" in err and "--no-init-check" in err
+    assert main(argv + ["--no-init-check"]) in (0, 1)        # checked (and, not being μP, possibly flagged)
+    assert main(["coord-check", "--factory", "mynano:nano", "--allow", "mynano", "--as-is", "--expect", "muP",
+                 "--no-init-check"]) == 2
