@@ -1,6 +1,7 @@
 """Our ``limits.torch.coord_check`` next to ``mup``'s own coordinate check, on the same networks.
 
-    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json out.json]
+    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json benchmarks/results/mup_coordcheck.json]
+    python benchmarks/mup_coordcheck.py --write          # the read-out rows of that file into benchmarks/README.md
 
 ``mup`` (Microsoft's μP package) is an OPTIONAL peer, never a dependency: install it into a separate venv that
 reuses this interpreter's torch (``python -m venv --system-site-packages /work/venv-mup &&
@@ -35,6 +36,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -176,6 +178,42 @@ def to_markdown(r, widths):
     return "\n".join(out) + "\n"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "results" / "mup_coordcheck.json"
+BEGIN = "<!-- mup-coordcheck:begin (python benchmarks/mup_coordcheck.py --write) -->"
+END = "<!-- mup-coordcheck:end -->"
+
+
+def _cell(xs):
+    return " / ".join(f"{v:.3g}" for v in xs) if np.all(np.isfinite(xs)) else "—"
+
+
+def readout_rows(data) -> list:
+    """The read-out row of every case (benchmarks/README.md), and one line of CPU ratios, from ``--json`` data."""
+    ws = "/".join(str(w) for w in data["widths"])
+    lines = [f"| network | case | mup: read-out l1 at init, N = {ws} (slope) | mup: after the last step (slope) | ours: "
+             "read-out scale at init [95 % CI] (pred.) | ours: read-out change after step 1 (pred.) | ours: verdict | "
+             "CPU ours / mup (ratio) |", "|---|---|---|---|---|---|---|---|"]
+    for r in data["results"]:
+        row = next(x for x in r["rows"] if x["role"] == "output")
+        fit = {k: f"{row[k][0]:+.2f} [{row[k][1]:+.2f}, {row[k][2]:+.2f}] ({row[k + '_pred']})" for k in ("scale", "change1")}
+        verdict = "as predicted" if r["passed"] else "flagged: " + ", ".join(f"`{f.split(' (')[0]}`" for f in r["failing"][:3])
+        lines.append(f"| {r['net']} | {r['case']} | {_cell(row['mup_init'])} ({row['mup_init_slope']:+.2f}) | "
+                     f"{_cell(row['mup_after'])} ({row['mup_after_slope']:+.2f}) | {fit['scale']} | {fit['change1']} | "
+                     f"{verdict} | {r['cpu_ours']:.1f} s / {r['cpu_mup']:.1f} s ({r['cpu_ours'] / r['cpu_mup']:.1f}×) |")
+    return lines
+
+
+def write_readme(data, path=ROOT / "benchmarks" / "README.md"):
+    from limits.results import atomic_write_text
+
+    text = Path(path).read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path} has no {BEGIN!r} … {END!r} block")
+    head, rest = text.split(BEGIN, 1)
+    atomic_write_text(path, head + BEGIN + "\n" + "\n".join(readout_rows(data)) + "\n" + END + rest.split(END, 1)[1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the MLP only")
@@ -183,7 +221,14 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=2, help="interleaved runs per case (best CPU time)")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--write", action="store_true", help=f"put the read-out rows of the data ({DATA}, or --json) "
+                                                         "into benchmarks/README.md (no run)")
     a = ap.parse_args(argv)
+    if a.write:
+        data = json.loads(Path(a.json or DATA).read_text())
+        write_readme(data)
+        print("\n".join(readout_rows(data)))
+        return 0
     try:
         import mup  # noqa: F401
         from mup.coord_check import _get_coord_data  # noqa: F401

@@ -459,7 +459,8 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
     learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
-    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``alpha``: the
+    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer, example_inputs=(X,)), …)``
+    (traced on the check's own inputs). ``alpha``: the
     family-wise false-alarm level of the verdict. ``threads``: torch threads during the runs (default
     ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X
     alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
