@@ -1,6 +1,6 @@
 """Our ``limits.torch.coord_check`` next to ``mup``'s own coordinate check, on the same networks.
 
-    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json benchmarks/results/mup_coordcheck.json]
+    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json benchmarks/results/peers/mup_coordcheck.json]
     python benchmarks/mup_coordcheck.py --write          # the read-out rows of that file into benchmarks/README.md
 
 ``mup`` (Microsoft's μP package) is an OPTIONAL peer, never a dependency: install it into a separate venv that
@@ -179,7 +179,7 @@ def to_markdown(r, widths):
 
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "benchmarks" / "results" / "mup_coordcheck.json"
+DATA = ROOT / "benchmarks" / "results" / "peers" / "mup_coordcheck.json"    # not results/*.json (readme_rows' rows)
 BEGIN = "<!-- mup-coordcheck:begin (python benchmarks/mup_coordcheck.py --write) -->"
 END = "<!-- mup-coordcheck:end -->"
 
