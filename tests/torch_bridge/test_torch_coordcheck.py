@@ -261,13 +261,18 @@ def test_groups_without_a_verdict_are_refused(kind, msg):
         coord_check(_factory(kind), BUG_WIDTHS, hw.gpt_data(), **KW)
 
 
-def test_cli_refuses_such_groups_with_one_line(tmp_path, monkeypatch, capsys):
-    (tmp_path / "mygroups.py").write_text(
-        "from limits.torch import handwritten as hw\n"
-        "def frozen(width):\n    m, g = hw.sdpa_gpt(width)\n    [p.requires_grad_(False) for p in m.parameters()]\n"
-        "    return m, g\n")
+def _user_module(tmp_path, monkeypatch, name, source):
+    """A user's module ``name`` with ``source`` importable for this test only."""
+    (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "mygroups", raising=False)
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_cli_refuses_such_groups_with_one_line(tmp_path, monkeypatch, capsys):
+    _user_module(tmp_path, monkeypatch, "mygroups",
+                 "from limits.torch import handwritten as hw\n"
+                 "def frozen(width):\n    m, g = hw.sdpa_gpt(width)\n    [p.requires_grad_(False) for p in m.parameters()]\n"
+                 "    return m, g\n")
     code = main(["coord-check", "--factory", "mygroups:frozen", "--allow", "mygroups", "--as-is", "--expect", "muP",
                  "--widths", "8", "16", "32", "--seeds", "2", "--steps", "1"])
     err = capsys.readouterr().err
@@ -347,12 +352,10 @@ def test_parameterisation_is_traced_on_the_checks_own_inputs():
 
 
 def test_cli_refuses_an_init_that_is_not_sp_unless_told(tmp_path, monkeypatch, capsys):
-    (tmp_path / "mynano.py").write_text(
-        "import torch\nfrom limits.torch.demos import GPT\n"
-        "def nano(width):\n    m = GPT(width)\n    with torch.no_grad():\n"
-        "        [p.normal_(0.0, 0.02) for p in m.parameters() if p.dim() == 2]\n    return m\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "mynano", raising=False)
+    _user_module(tmp_path, monkeypatch, "mynano",
+                 "import torch\nfrom limits.torch.demos import GPT\n"
+                 "def nano(width):\n    m = GPT(width)\n    with torch.no_grad():\n"
+                 "        [p.normal_(0.0, 0.02) for p in m.parameters() if p.dim() == 2]\n    return m\n")
     argv = ["coord-check", "--factory", "mynano:nano", "--allow", "mynano", "--param", "muP", "--widths", "8", "16",
             "32", "--seeds", "2", "--steps", "1"]
     assert main(argv) == 2
