@@ -1,21 +1,23 @@
 """Predictions of infinite-width networks on the user's own data.
 
-    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise=1e-3)
+    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise="auto")   # p.output_scale, p.noise
     g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100])
     r = limits.predict.kernel_regression(m, X_train, Y_train, X_test, kernel="nngp")   # large P, in place
 
-**NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, K), K the read-out NNGP
-of ``m``; observations y = f(X) + ε, ε ~ N(0, σ² I) with σ² = ``noise``; independent outputs
-sharing the kernel)::
+**NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, s²K), K the read-out NNGP
+of ``m``, s² = ``output_scale`` (1 unless fitted); observations y = f(X) + ε, ε ~ N(0, σ² I) with
+σ² = ``noise``; independent outputs sharing the kernel; λ = σ²/s²)::
 
-    mean = K_*X (K_XX + σ²I)⁻¹ Y,   cov = K_** − K_*X (K_XX + σ²I)⁻¹ K_X*
-    log p(Y) = Σ_o [−½ y_oᵀ (K_XX + σ²I)⁻¹ y_o − ½ log det(K_XX + σ²I) − (P/2) log 2π]
+    mean = K_*X (K_XX + λI)⁻¹ Y,   cov = s² [K_** − K_*X (K_XX + λI)⁻¹ K_X*]
+    log p(Y) = Σ_o [−y_oᵀ (K_XX + λI)⁻¹ y_o/(2s²) − ½ log det(K_XX + λI) − (P/2) log s² − (P/2) log 2π]
 
 (cov is that of the latent f(X_test), without observation noise), all by one Cholesky factor.
-``noise="auto"`` picks σ² by maximum marginal likelihood (:func:`max_likelihood_noise`): with
-K_XX = V Λ Vᵀ and Ỹ = Vᵀ Y, log p(Y | σ²) = −½ Σ_{i,o} Ỹ_io²/(λ_i + σ²) − (d_out/2) Σ_i log(λ_i + σ²)
-− (d_out P/2) log 2π costs O(P) per σ² after one eigendecomposition; it is maximised over log σ²
-on a grid, then by a bounded 1-D search around the best grid point.
+``noise="auto"`` fits the output scale and the noise together by type-II maximum likelihood
+(:mod:`limits.likelihood`): with one eigendecomposition of K_XX the profile likelihood in the ratio λ
+(s² in closed form, ŝ² = Σ_o y_oᵀ(K + λI)⁻¹y_o/(d P)) is maximised over log λ; both fitted values are
+reported (``output_scale``, ``noise``). A fixed ``output_scale`` with ``noise="auto"`` fits the noise
+alone (the behaviour before the scale was fitted; :func:`max_likelihood_noise` at s² = 1). When to fix
+the noise by hand: docs/theory/predict.rst §2.
 
 **Gradient descent** of the NTK-parameterised network in the kernel regime (Jacot et al. 2018;
 Lee et al. 2019 Eq. 9–16): the network stays linear in its parameters, so on the MSE loss
@@ -61,9 +63,9 @@ import numpy as np
 
 from .blas import limit_blas
 from .checks import finite_array, real_number
-from .results import Result
+from .results import Result, model_label
 
-__all__ = ["nngp_posterior", "gradient_descent", "max_likelihood_noise", "PosteriorResult", "GDResult",
+__all__ = ["nngp_posterior", "gradient_descent", "max_likelihood_noise", "max_likelihood", "PosteriorResult", "GDResult",
            "SingularKernelError", "suggest_jitter", "kernel_regression", "RegressionResult", "regression_memory",
            "predict_memory"]
 
@@ -80,7 +82,9 @@ class SingularKernelError(ValueError):
 class PosteriorResult(Result):
     """NNGP posterior (module docstring): ``mean`` (P_test×d_out), ``cov`` (P_test×P_test, shared by the
     outputs), ``var`` = diag(cov), ``log_marginal_likelihood`` (summed over outputs), ``noise`` σ²,
-    and the model dict and inputs (so ``limits.check`` rebuilds the finite networks)."""
+    ``output_scale`` s² (the prior is s²K; 1 unless fitted), ``fitted`` (the hyper-parameters fitted by
+    maximum marginal likelihood: ``("output_scale", "noise")`` for ``noise="auto"``), and the model dict
+    and inputs (so ``limits.check`` rebuilds the finite networks)."""
 
     mean: np.ndarray
     cov: np.ndarray
@@ -91,6 +95,37 @@ class PosteriorResult(Result):
     X_train: np.ndarray
     Y_train: np.ndarray
     X_test: np.ndarray
+    output_scale: float = 1.0
+    fitted: tuple = ()
+
+    def hyperparameters_text(self) -> str:
+        """'noise σ² = …, output scale s² = … (both fitted by maximum marginal likelihood)'."""
+        how = {("output_scale", "noise"): " (both fitted by maximum marginal likelihood)",
+               ("noise",): " (noise fitted by maximum marginal likelihood, scale fixed)"}.get(tuple(self.fitted), "")
+        return f"noise σ² = {self.noise:.4g}, output scale s² = {self.output_scale:.4g}{how}"
+
+    def __str__(self):
+        sd = np.sqrt(np.clip(self.var, 0.0, None))
+        return (f"NNGP posterior of {model_label(self.model)}: {self.X_train.shape[0]} training, "
+                f"{self.X_test.shape[0]} test points, {self.mean.shape[1]} output(s); {self.hyperparameters_text()}; "
+                f"log marginal likelihood {self.log_marginal_likelihood:.6g}; posterior sd {sd.min():.3g}–{sd.max():.3g}")
+
+    def plot(self, target=None, output=0, points=50):
+        """Posterior mean ± 2 sd of output ``output`` at the first ``points`` test points (a path, an Axes
+        or None: :func:`limits.style.plot_target`); returns the Figure."""
+        from .style import plot_target
+
+        pt = plot_target(target, 1, figsize=(6.0, 3.2), what="PosteriorResult.plot")
+        ax = pt.axes[0]
+        n = min(int(points), self.mean.shape[0])
+        i = np.arange(n)
+        sd = np.sqrt(np.clip(self.var[:n], 0.0, None))
+        ax.errorbar(i, self.mean[:n, output], yerr=2 * sd, fmt="o", ms=3, label="posterior mean ± 2 sd (latent f)")
+        ax.set_xlabel("test point")
+        ax.set_ylabel(f"output {output}")
+        ax.set_title(self.hyperparameters_text(), fontsize=7)
+        ax.legend(fontsize=7)
+        return pt.finish()
 
 
 @dataclass(frozen=True)
@@ -111,6 +146,34 @@ class GDResult(Result):
     X_train: np.ndarray
     Y_train: np.ndarray
     X_test: np.ndarray
+
+    def __str__(self):
+        rms = np.sqrt(np.mean((self.mean_train[-1] - self.Y_train) ** 2))
+        sd = np.sqrt(np.clip(self.var[-1], 0.0, None))
+        return (f"NTK ensemble of {model_label(self.model)} trained by {'gradient flow' if self.flow else 'discrete GD'} "
+                f"(η = {self.learning_rate:g}, reduction {self.reduction}): {self.X_train.shape[0]} training, "
+                f"{self.X_test.shape[0]} test points, {self.mean.shape[2]} output(s); {self.t.size} time(s) "
+                f"t = {self.t[0]:g}…{self.t[-1]:g}; at t = {self.t[-1]:g}: RMS training residual {rms:.4g}, "
+                f"test sd {sd.min():.3g}–{sd.max():.3g}")
+
+    def plot(self, target=None, output=0, points=4):
+        """Ensemble mean ± 2 sd of output ``output`` at the first ``points`` test points against t (a path,
+        an Axes or None: :func:`limits.style.plot_target`); returns the Figure."""
+        from .style import PALETTE, plot_target
+
+        pt = plot_target(target, 1, figsize=(5.0, 3.2), what="GDResult.plot")
+        ax = pt.axes[0]
+        for i in range(min(int(points), self.mean.shape[1])):
+            c = PALETTE[i % len(PALETTE)]
+            m, sd = self.mean[:, i, output], np.sqrt(np.clip(self.var[:, i], 0.0, None))
+            ax.plot(self.t, m, color=c, label=f"test point {i}")
+            ax.fill_between(self.t, m - 2 * sd, m + 2 * sd, color=c, alpha=0.2, lw=0)
+        if self.t.size > 2 and self.t[1] > 0 and self.t[-1] / self.t[1] >= 100:
+            ax.set_xscale("symlog", linthresh=float(self.t[1]))
+        ax.set_xlabel("training time t" if self.flow else "GD steps")
+        ax.set_ylabel(f"output {output}: mean ± 2 sd")
+        ax.legend(fontsize=7)
+        return pt.finish()
 
     def test_loss(self, Y_test) -> np.ndarray:
         """Expected test loss over the ensemble, E ½Σ‖f − y‖² /P_test = ½(‖μ − Y‖² + d_out tr Σ)/P_test, per t."""
@@ -325,58 +388,59 @@ def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
-def _lml_curve(lam, Yt2, s2):
-    """log p(Y | σ²) for each σ² in ``s2`` from the spectrum λ of K_XX and Ỹ² = (VᵀY)² summed over outputs
-    (module docstring); ``d`` outputs are folded into Ỹ² and the log-det factor by the caller."""
-    den = lam[None, :] + np.asarray(s2, float)[:, None]
-    return -0.5 * np.sum(Yt2[None, :] / den, axis=1), -0.5 * np.sum(np.log(den), axis=1)
-
-
-def _ml_noise(K, Y):
-    """σ² maximising the log marginal likelihood of Y (P×d) under GP(0, K) + N(0, σ²I), from one
-    eigendecomposition of K: grid over log σ², then a bounded Brent search (module docstring)."""
-    from scipy.optimize import minimize_scalar
-
-    lam, V = np.linalg.eigh(0.5 * (K + K.T))
-    lam = np.clip(lam, 0.0, None)
-    P, d = Y.shape
-    Yt2 = np.sum((V.T @ Y) ** 2, axis=1)
-    top = max(float(lam[-1]), float(np.mean(Y * Y)), 1e-300)
-    lo = max(10.0 * P * np.finfo(float).eps * top, 1e-12 * top)
-    hi = 10.0 * (float(lam[-1]) + float(np.mean(Y * Y)))
-    if not np.any(Yt2 > 0):
-        raise ValueError("noise='auto': the training targets are all zero; the likelihood has no maximum")
-
-    def neg(logs):
-        q, ld = _lml_curve(lam, Yt2, [math.exp(logs)])
-        return -float(q[0] + d * ld[0])
-
-    grid = np.linspace(math.log(lo), math.log(hi), 81)
-    q, ld = _lml_curve(lam, Yt2, np.exp(grid))
-    i = int(np.argmax(q + d * ld))
-    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    res = minimize_scalar(neg, bounds=(a, b), method="bounded", options={"xatol": 1e-10})
-    best = res.x if res.fun <= neg(grid[i]) else grid[i]
-    return float(math.exp(best))
-
-
 @limit_blas
 def max_likelihood_noise(model, X_train, Y_train) -> float:
-    """The observation noise σ² that maximises the NNGP log marginal likelihood of ``Y_train``
-    (module docstring: one eigendecomposition of K_XX, then a 1-D bounded search over log σ²)."""
+    """The observation noise σ² that maximises the NNGP log marginal likelihood of ``Y_train`` at output
+    scale s² = 1 (the noise alone; :func:`max_likelihood` fits both — what ``noise="auto"`` uses)."""
+    from .likelihood import ml_noise
+
     m = _model(model, "limits.predict.max_likelihood_noise", ntk=False)
-    X = _X(X_train, "X_train", m.d_in)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
     Y, m = _train_targets(Y_train, X.shape[0], m)
-    return _ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
+    return ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
 
 
 @limit_blas
-def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=None) -> PosteriorResult:
+def max_likelihood(model, X_train, Y_train) -> tuple:
+    """``(output_scale, noise)``: the s² and σ² that maximise the NNGP log marginal likelihood of ``Y_train``
+    under the prior s²K and noise σ² (type-II maximum likelihood, :mod:`limits.likelihood`)."""
+    from .likelihood import ml_scale_noise
+
+    m = _model(model, "limits.predict.max_likelihood", ntk=False)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
+    Y, m = _train_targets(Y_train, X.shape[0], m)
+    return ml_scale_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
+
+
+def _hyperparameters(K, Y, noise, output_scale):
+    """(s², σ², fitted names) from the arguments of :func:`nngp_posterior` (its docstring)."""
+    from .checks import positive_float
+    from .likelihood import ml_noise, ml_scale_noise
+
+    auto = isinstance(noise, str) and noise == "auto"
+    if not auto:
+        noise = real_number(noise, "noise")
+    if output_scale is not None:
+        output_scale = positive_float(output_scale, "output_scale")
+    if not auto:
+        return (1.0 if output_scale is None else output_scale), noise, ()
+    if output_scale is None:
+        return (*ml_scale_noise(K, Y), ("output_scale", "noise"))
+    return output_scale, ml_noise(K, Y, output_scale), ("noise",)
+
+
+@limit_blas
+def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=None,
+                   memory_limit=None) -> PosteriorResult:
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
-    and log marginal likelihood by one Cholesky of K_XX + σ²I (``noise`` = σ² ≥ 0, or ``"auto"``:
-    the maximum-marginal-likelihood σ², :func:`max_likelihood_noise`). ``Y_train`` (P,) or
-    (P, k), any number k of outputs sharing the kernel (module docstring). Raises :class:`SingularKernelError` (a ValueError) with the
-    suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
+    and log marginal likelihood by one Cholesky of K_XX + λI, λ = σ²/s².
+
+    ``noise`` σ² ≥ 0, or ``"auto"``: the output scale s² and the noise σ² that maximise the marginal
+    likelihood together (:func:`max_likelihood`; the prior is then s²K). ``output_scale`` s² > 0 fixes the
+    scale (default 1 for a given noise; with ``noise="auto"`` only the noise is fitted). Both values are in
+    the result (``noise``, ``output_scale``, ``fitted``). ``Y_train`` (P,) or (P, k), any number k of
+    outputs sharing the kernel (module docstring). Raises :class:`SingularKernelError` (a ValueError)
+    with the suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
     allocated (large P: :func:`kernel_regression`)."""
     from scipy.linalg import cho_solve, solve_triangular
@@ -386,24 +450,34 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, memory_limit=N
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Xs = _X(X_test, "X_test", _dim(m, "d_in"))
     Y, m = _train_targets(Y_train, X.shape[0], m)
-    auto = isinstance(noise, str) and noise == "auto"
-    if not auto:
+    if not (isinstance(noise, str) and noise == "auto"):
         noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=False, memory_limit=memory_limit)
-    if auto:
-        noise = _ml_noise(k["K"], Y)
-    c = _cholesky(k["K"], noise, what)
+    s2, noise, fitted = _hyperparameters(k["K"], Y, noise, output_scale)
+    ratio = noise / s2
+    try:
+        c = _cholesky(k["K"], ratio, what)
+    except SingularKernelError as exc:
+        if s2 == 1.0:
+            raise
+        need = exc.suggested_noise * s2
+        raise SingularKernelError(f"{what}: the training kernel s²K_XX + σ²I (s² = {s2:.4g}, σ² = {noise:.4g}) is "
+                                  f"numerically singular; pass noise >= {need:.3g}", need) from None
     alpha = cho_solve((c, True), Y, check_finite=False)
     mean = k["K_sx"] @ alpha
     V = solve_triangular(c, k["K_sx"].T, lower=True, check_finite=False)
     cov = k["K_ss"] - V.T @ V
     cov = 0.5 * (cov + cov.T)
-    P = X.shape[0]
-    lml = float(-0.5 * np.einsum("po,po->", Y, alpha) - Y.shape[1] * np.sum(np.log(np.diag(c)))
-                - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
+    if s2 != 1.0:
+        cov *= s2
+    P, d = X.shape[0], Y.shape[1]
+    # log p(Y) under s²(K + λI): quadratic form / s², log det + P log s²
+    lml = float(-0.5 * np.einsum("po,po->", Y, alpha) / s2 - d * np.sum(np.log(np.diag(c)))
+                - 0.5 * d * P * math.log(2 * math.pi) - 0.5 * d * P * math.log(s2))
     _finite_outputs(what, mean=mean, cov=cov, log_marginal_likelihood=lml)
-    return PosteriorResult(mean, cov, np.diag(cov).copy(), lml, noise, _model_dict(m), X, Y, Xs)
+    return PosteriorResult(mean, cov, np.diag(cov).copy(), lml, float(noise), _model_dict(m), X, Y, Xs,
+                           float(s2), fitted)
 
 
 def _finite_outputs(what, **outputs):
@@ -663,6 +737,14 @@ class RegressionResult(Result):
     Y_train: np.ndarray
     X_test: np.ndarray
 
+    def __str__(self):
+        what = "NNGP posterior mean" if self.kernel == "nngp" else "NTK gradient-flow limit"
+        lml = "" if not np.isfinite(self.log_marginal_likelihood) else \
+            f"; log marginal likelihood {self.log_marginal_likelihood:.6g}"
+        return (f"kernel regression ({what}) of {model_label(self.model)}: {self.X_train.shape[0]} training, "
+                f"{self.X_test.shape[0]} test points, {self.mean.shape[1]} output(s); noise σ² = {self.noise:g}{lml}; "
+                f"memory estimate {self.memory_bytes / 2**30:.3g} GiB")
+
 
 def regression_memory(P, P_test, kernel="nngp", var=True, block=256, d_out=1) -> float:
     """Bytes :func:`kernel_regression` allocates at most: the P×P float64 kernel(s) factored in place (one;
@@ -704,8 +786,10 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     NNGP mean + variance 150 s CPU, peak RSS 3.39 GiB; NTK flow limit with variance 185 s CPU, 6.67 GiB.
 
     ``solver="cg"`` (training sets whose P×P kernel does not fit in memory; :mod:`limits.largep.regression`):
-    the training kernel is stored as ``.npy`` tiles in the directory ``store`` (a temporary one when None;
-    a given store is reused and resumed), computed serially or on dask.distributed (``backend="dask"``,
+    the training kernel is stored as tiles in the directory ``store`` (a temporary one when None; a given store
+    is locked while in use, its tiles verified against the kernel they belong to and their own digest — those of
+    another kernel or damaged are recomputed and counted — then reused and resumed; :mod:`limits.kernels.tilestore`),
+    computed serially or on dask.distributed (``backend="dask"``,
     ``scheduler`` None → a LocalCluster of ``n_workers`` workers with ``worker_memory`` each, or an address
     ``tcp://host:8786``); A = K + σ²I is solved by block preconditioned CG (pivoted-Cholesky preconditioner
     of ``rank``, default ⌈8√P⌉ ≤ 2048; 0 = the diagonal (Jacobi) preconditioner alone, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
@@ -715,14 +799,18 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     likelihood is estimated by stochastic Lanczos quadrature (``probes`` Rademacher vectors from ``seed``),
     its standard error in ``diagnostics["log_marginal_likelihood_se"]``. ``block`` is then the tile edge
     (default 2048 when left at 256). Diagnostics: CG ``iterations``, ``history``, ``true_relative_residual``,
-    preconditioner ``rank``, tile counts (computed / reused), seconds per stage.
+    preconditioner ``rank``, tile counts (computed / reused / recomputed), seconds per stage, and the ``estimate``
+    made before anything was allocated (driver memory, disk for the tiles, tile CPU time): a driver needing more
+    than ``memory_limit`` (default half the available memory), or tiles needing more disk than the store's file
+    system has free, is refused with the estimate.
     """
     if solver not in ("cholesky", "cg"):
         raise ValueError(f"solver must be 'cholesky' or 'cg', got {solver!r}")
     if solver == "cg":
         return _cg_regression(model, X_train, Y_train, X_test, kernel, noise, var=var, block=block, progress=progress,
                               backend=backend, scheduler=scheduler, store=store, tol=tol, rank=rank, maxiter=maxiter,
-                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed)
+                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed,
+                              memory_limit=memory_limit)
     if backend != "serial" or store is not None or scheduler is not None:
         raise ValueError("backend, scheduler and store belong to solver='cg' (the Cholesky path runs in this process)")
     import time
@@ -833,7 +921,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
 
 
 def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block, progress, backend, scheduler, store,
-                   tol, rank, maxiter, n_workers, worker_memory, probes, seed):
+                   tol, rank, maxiter, n_workers, worker_memory, probes, seed, memory_limit):
     from .checks import positive_float, positive_int
     from .largep.regression import cg_regression
 
@@ -851,6 +939,6 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
         m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,
         n_workers=n_workers, memory_limit=worker_memory, tol=tol, maxiter=positive_int(maxiter, "maxiter"),
         rank=None if rank is None else positive_int(rank, "rank", minimum=0), probes=positive_int(probes, "probes", minimum=2), seed=seed,
-        progress=progress)
+        progress=progress, max_memory=None if memory_limit is None else positive_float(memory_limit, "memory_limit"))
     return RegressionResult(mean, vs, kernel, noise, lml, float(diag["driver_memory_bytes"]), diag, _model_dict(m),
                             X, Y, Xs)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..checks import positive_int
 from ..results import Result
+from ..stats import signed
 
 DEFAULT_WIDTHS = (64, 128, 256, 512)
 DEFAULT_INITS = 256
@@ -147,16 +148,19 @@ class CheckResult(Result):
     def __str__(self):
         return self.to_markdown()
 
-    def plot(self, path=None):
+    def __repr__(self):
+        return (f"CheckResult({self.what}: {self.verdict_text()}; widths {list(map(int, self.widths))}, "
+                f"{self.inits} inits; worst |z∞| = {self.worst_z:.2f} (< {self.z_crit:.2f}), δ∞ = "
+                f"{self.scale_bias:+.4f} ± {self.scale_bias_se:.4f}, rate {self._rate_text(2)})")
+
+    def plot(self, target=None):
         """Two panels: extrapolated entries vs theory (with ±2 SE), and the RMS deviation against N
-        with the expected rate. Saved to ``path`` (.png/.pdf) when given; returns the Figure."""
-        import matplotlib
+        with the expected rate. ``target``: a path (.png/.pdf/.svg, saved), an Axes (its place split in two),
+        two Axes, or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import plot_target
 
-        if path is not None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+        pt = plot_target(target, 2, figsize=(9.5, 3.8), what="CheckResult.plot")
+        fig, (a1, a2) = pt.fig, pt.axes
         t = self.theory
         lo, hi = float(min(t.min(), self.extrapolated.min())), float(max(t.max(), self.extrapolated.max()))
         pad = 0.05 * (hi - lo + 1e-12)
@@ -182,9 +186,7 @@ class CheckResult(Result):
         a2.set_title(f"rate {self._rate_text(2)}" if self.rate_estimated else "rate not estimable")
         a2.legend(fontsize=7, loc="lower left")
         fig.suptitle(self.verdict_text(), fontsize=9)
-        if path is not None:
-            fig.savefig(path, metadata={"CreationDate": None} if str(path).endswith(".pdf") else None)
-        return fig
+        return pt.finish()
 
 
 def _blocks_markdown(details) -> list:
@@ -311,7 +313,8 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
         fit = loglog_fit(widths, np.array(rms), yerr=np.array(rms_se), level=0.99)
         rate, ci = fit.slope, (fit.ci_low, fit.ci_high)
         if not fit.contains(rate_expected):
-            reasons.append(f"finite-size rate {rate:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] excludes the expected "
+            reasons.append(f"finite-size rate {signed(rate, 3)} [{signed(ci[0], 3)}, {signed(ci[1], 3)}] "
+                           "excludes the expected "
                            f"{rate_expected:+g}")
     power = (z1 + Z_POWER) * dse
     model = model or {}

@@ -75,7 +75,8 @@ class FiniteWidthCheck(Result):
                         f"{self.K1[i]:+.4g} | {self.b[i]:+.4g} ± {self.b_se[i]:.2g} | {self.z_b[i]:+.2f} |")
         rows += ["", f"Bonferroni |z| < {self.z_crit:.2f}; power to detect a {self.rel_error:.0%} error in K1: "
                  f"{self.power:.2f}; smallest relative K1 error detected with 80 %: {self.detectable:.1%}",
-                 f"width from which the N → ∞ prediction is within {self.tol:.2%}: N ≥ {self.width_for_tol}; "
+                 f"width from which the N → ∞ prediction is within {self.tol:.2%} on every tested entry: "
+                 f"N ≥ {self.width_for_tol}{self._width_breakdown()}; "
                  f"corrected prediction K + K1/N within {self.tol:.2%} at the measured widths ≥ it: "
                  f"{self.corrected_within_tol}"]
         if self.reasons:
@@ -84,6 +85,54 @@ class FiniteWidthCheck(Result):
 
     def __str__(self):
         return self.to_markdown()
+
+    def __repr__(self):
+        return (f"FiniteWidthCheck({'PASS' if self.passed else 'FAIL'}: {len(self.labels)} entries at widths "
+                f"{list(map(int, self.widths))}, {self.inits} inits; worst |z_a| = {np.max(np.abs(self.z_a)):.2f}, "
+                f"|z_b| = {np.max(np.abs(self.z_b)):.2f} (< {self.z_crit:.2f}); detects K1 errors ≥ "
+                f"{self.detectable:.1%}; within {self.tol:.2%} from N ≥ {self.width_for_tol}{self._width_breakdown()})")
+
+    def _width_breakdown(self) -> str:
+        """' (read-out NNGP: N ≥ 20, FiniteWidth.width_for(tol); NTK: N ≥ 52, width_for(tol, "Theta"))'."""
+        per = self.details.get("width_for_tol_per_kernel") or {}
+        if len(per) < 2:
+            return ""
+        call = {"read-out NNGP": "width_for(tol)", "NTK": 'width_for(tol, "Theta")',
+                "stream Grams": 'width_for(tol, "K_layers")'}
+        return " (" + "; ".join(f"{k}: N ≥ {v}, FiniteWidth.{call.get(k, '')}" for k, v in per.items()) + ")"
+
+    def plot(self, target=None):
+        """Left: fitted slope b ± 2 SE against the predicted K1 per entry (the O(1/N) test); right: the
+        measured relative deviation abs(E[K_N] − K)/abs(K) of the worst entries against N with the predicted
+        abs(K1)/(N abs(K)). ``target``: a path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import PALETTE, plot_target
+
+        pt = plot_target(target, 2, figsize=(9.0, 3.6), what="FiniteWidthCheck.plot")
+        a1, a2 = pt.axes
+        lo, hi = float(min(self.K1.min(), self.b.min())), float(max(self.K1.max(), self.b.max()))
+        pad = 0.05 * (hi - lo + 1e-12)
+        a1.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.6", lw=1, label="fit = theory")
+        a1.errorbar(self.K1, self.b, yerr=2 * self.b_se, fmt="o", ms=3, label="fitted b ± 2 SE")
+        a1.set_xlabel("K1 (theory)")
+        a1.set_ylabel("b (fit of E[K_N] = a + b/N)")
+        a1.set_title(f"slope test: worst |z_b| = {np.max(np.abs(self.z_b)):.2f} (< {self.z_crit:.2f})", fontsize=8)
+        a1.legend(fontsize=7)
+        N = self.widths.astype(float)
+        scale = np.maximum(np.abs(self.K), 1e-300)
+        worst = np.argsort(-np.abs(self.K1) / scale)[:3]
+        for k, j in enumerate(worst):
+            c = PALETTE[k % len(PALETTE)]
+            a2.errorbar(N, np.abs(self.mean[:, j] - self.K[j]) / scale[j], yerr=2 * self.se[:, j] / scale[j], fmt="o",
+                        ms=3, color=c, label=f"{self.labels[j]} (±2 SE)")
+            a2.plot(N, np.abs(self.K1[j]) / (N * scale[j]), "--", color=c, lw=1)
+        a2.axhline(self.tol, color="0.5", lw=0.8, ls=":", label=f"tol {self.tol:.0%}")
+        a2.set_xscale("log")
+        a2.set_yscale("log")
+        a2.set_xlabel("width N")
+        a2.set_ylabel("|E[K_N] − K| / |K|  (dashed: |K1|/(N|K|))")
+        a2.legend(fontsize=6)
+        pt.fig.suptitle(f"O(1/N) corrections — {'PASS' if self.passed else 'FAIL'}", fontsize=9)
+        return pt.finish()
 
 
 def fit_slope(widths, means, ses, quadratic=False):
@@ -272,8 +321,16 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     d = rel_error * best
     power = float(norm.cdf(d - z_crit) + norm.cdf(-d - z_crit))
     detectable = float((z_crit + norm.isf(0.2)) / best) if best > 0 else float("inf")
-    ratio = np.abs(K1) / np.maximum(np.abs(K), 1e-300)
-    n_tol = int(np.ceil(float(np.max(ratio)) / tol))
+    # the width from which the N → ∞ prediction is within tol, per tested kernel and over all of them
+    from ..kernels.finite_width import relative_width
+
+    blocks = {"read-out NNGP": (pick(result.K), pick(result.K1))}
+    if ntk:
+        blocks["NTK"] = (pick(result.Theta), pick(result.Theta1))
+    if layers:
+        blocks["stream Grams"] = (pick(result.K_layers[1:]).ravel(), pick(result.K1_layers[1:]).ravel())
+    per_block = {k: relative_width(b, c, float(tol)) for k, (b, c) in blocks.items()}
+    n_tol = max(per_block.values())
     widths_arr = np.asarray(widths, dtype=float)
     ok_w = widths_arr >= n_tol
     corr_err = np.abs(mean - (K + K1 / widths_arr[:, None])) - 2 * se
@@ -282,4 +339,4 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
                             chi2, z_crit, power, detectable, float(rel_error), float(tol), n_tol, within,
                             not reasons, tuple(reasons), m.to_dict(), int(seed), time.perf_counter() - t0,
                             {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic),
-                             "control_variates": bool(control)})
+                             "control_variates": bool(control), "width_for_tol_per_kernel": per_block})

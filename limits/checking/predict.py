@@ -7,6 +7,11 @@ Gaussian likelihood with variance σ²) has the exact posterior
 K̂ = σ²_out φ(h^L)φ(h^L)ᵀ/N + σ²_b,out its read-out feature kernel (m_N is also the read-out trained to
 convergence on the ridge loss ½‖f − Y‖² + σ²‖w_out‖²/(2σ²_out)). Per init, (m_N, C_N) are compared with
 (mean, cov): one network deviates ∝ N^{-1/2}; the mean over inits has an O(1/N) bias (extrapolated).
+Hyper-parameters fitted by ``noise="auto"`` (output scale s², noise σ²; :mod:`limits.likelihood`) are those of
+the prior s²K: the finite networks are the same networks with their output multiplied by s (read-out
+variances σ²_out s², σ²_b,out s²), whose feature kernel is s²K̂, with the same σ² — the check compares at the
+fitted hyper-parameters. Compositions (``limits.serial``): the same, with the composition's finite networks
+(:mod:`limits.finite.serial`, read-out feature kernel of its Dense read-out).
 
 **Gradient descent** (:class:`limits.predict.GDResult`). ``inits`` networks ``model.finite(N)`` are trained
 by ``limits.finite.train(..., optimizer="gd", reduction=result.reduction, center=False)`` with learning rate
@@ -35,7 +40,7 @@ from ..blas import limit_blas
 from .core import analyse, combine, percent, register, spawn_seeds
 
 # The asymptotic regime. A finite network's posterior (or trained ensemble) fits d_eff directions of
-# the data, d_eff = tr K(K + σ²I)⁻¹ (posterior) or max_t tr(I − e^{−ηcΘt}) (trained ensembles: the
+# the data, d_eff = tr s²K(s²K + σ²I)⁻¹ (posterior) or max_t tr(I − e^{−ηcΘt}) (trained ensembles: the
 # training "hat matrix" of the theory); its relative finite-width bias is O(d_eff/N) (posterior
 # variance on diabetes, P = 309, σ² = 0.3: −1.2 d_eff/N from N = 256 to 2048), so the 1/N expansion
 # needs N ≫ d_eff, not N ≫ 1. Extrapolating a + b/N from widths N_min…N_max leaves the O(1/N²) term,
@@ -57,8 +62,8 @@ def effective_dimension(result, m) -> float:
     if isinstance(result, PosteriorResult):
         K = train_test_kernels(m, result.X_train, result.X_test, ntk=False, test_cov=False)["K"]
         lam = np.clip(np.linalg.eigvalsh(0.5 * (K + K.T)), 0.0, None)
-        s2 = float(result.noise)
-        return float(np.sum(lam / (lam + s2))) if s2 > 0 else float(np.sum(lam > lam[-1] * 1e-12))
+        ratio = float(result.noise) / float(getattr(result, "output_scale", 1.0))      # σ²/s²: tr s²K(s²K + σ²I)⁻¹
+        return float(np.sum(lam / (lam + ratio))) if ratio > 0 else float(np.sum(lam > lam[-1] * 1e-12))
     core, eta = _core(result, m)
     ts = np.asarray(result.t, float)
     return float(np.max(np.sum(core.lam[None] * flow_filter(core.lam, ts, eta, bool(result.flow)), axis=1)))
@@ -159,27 +164,45 @@ def _bar(n, desc, progress):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
+def _readout_kernels(m, Z, N, inits, seed):
+    """Per init, the read-out feature kernel K̂ (inits, P', P') of one width-N network on the rows of ``Z``:
+    σ²_out φ(h^L)φ(h^L)ᵀ/N + σ²_b,out (a Model) or the composition's NNGP observable (its Dense read-out's
+    σ_w² a aᵀ/C + σ_b², :mod:`limits.finite.serial`) — E[f fᵀ | hidden layers] of that network."""
+    if not hasattr(m, "variances"):                  # a composition (limits.serial)
+        from ..finite.serial import SerialNetwork
+
+        per_init = 8.0 * Z.shape[0] * int(np.prod(Z.shape[1:-1], dtype=float)) * N * 2 * max(len(m.layers), 1)
+        chunk = int(max(1, min(8, 2**28 // per_init)))
+        return SerialNetwork(m, int(N)).kernels(Z, inits, seed=seed, chunk=chunk, ntk=False)[0]
+    from ..finite import empirical_kernels
+
+    v = m.variances()
+    ek = empirical_kernels(m.finite(int(N)), Z, inits, seed=seed, keep_samples=True, phi_kernels=True)
+    return v["sigma_w2_out"] * ek.K_phi[:, -1] + v["sigma_b2_out"]
+
+
 @limit_blas
 def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, progress=None, d_eff=None):
+    """The posterior against the exact Bayesian read-out posteriors of finite networks (module docstring).
+    A fitted output scale s² (``result.output_scale``) multiplies the prior covariance, s²K: its finite
+    networks are the same networks with their output multiplied by s — read-out variances σ²_w,out s² and
+    σ²_b,out s² — whose read-out kernel is s²K̂; the noise is the same σ²."""
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-    from ..finite import empirical_kernels
-    from ..model import as_model
-
-    m = as_model(model if model is not None else result.model)
-    v = m.variances()
+    m = _result_model(result, model)
     X, Y, Xs = result.X_train, result.Y_train, result.X_test
     P, Pt = X.shape[0], Xs.shape[0]
-    Z = np.vstack([X, Xs])
+    Z = np.concatenate([X, Xs])
     iu = np.triu_indices(Pt)
-    s2 = float(result.noise)
+    s2, scale = float(result.noise), float(getattr(result, "output_scale", 1.0))
     seeds = spawn_seeds(seed, len(widths))
     mean_s, cov_s = [], []
     t0 = time.perf_counter()
     bar = _bar(len(widths), "check posterior", progress)
     for k, N in enumerate(widths):
-        ek = empirical_kernels(m.finite(int(N)), Z, inits, seed=seeds[k], keep_samples=True, phi_kernels=True)
-        Kh = v["sigma_w2_out"] * ek.K_phi[:, -1] + v["sigma_b2_out"]             # (S, P+Pt, P+Pt)
+        Kh = _readout_kernels(m, Z, N, inits, seeds[k])                           # (S, P+Pt, P+Pt)
+        if scale != 1.0:
+            Kh = scale * Kh
         ms = np.empty((inits, Pt * Y.shape[1]))
         cs = np.empty((inits, iu[0].size))
         for s in range(inits):
@@ -203,11 +226,25 @@ def check_posterior(result, widths, inits, seed, *, model=None, alpha=0.01, prog
              "posterior cov": (np.asarray(result.cov)[iu], cov_s, labels_c)}
     d = Y.shape[1]
     diag = np.flatnonzero(iu[0] == iu[1])
-    return _combine_blocks(parts, widths, m, seed, time.perf_counter() - t0, alpha,
-                           {"model_text": m.describe(), "noise": s2, "P_train": P, "P_test": Pt,
-                            "observable": "exact Bayesian read-out posterior of each finite network "
-                                          "(hidden layers at init)"},
+    det = {"model_text": m.describe(), "noise": s2, "output_scale": scale, "P_train": P, "P_test": Pt,
+           "observable": "exact Bayesian read-out posterior of each finite network (hidden layers at init)"
+                         + (f"; output multiplied by s = √{scale:.4g} (read-out variances × s²)" if scale != 1.0 else "")}
+    return _combine_blocks(parts, widths, m, seed, time.perf_counter() - t0, alpha, det,
                            d_eff=d_eff, points=(np.arange(Pt) * d, diag, "(first output)" if d > 1 else ""))
+
+
+def _result_model(result, model=None):
+    """The Model or composition (limits.serial) a prediction records (or ``model``)."""
+    rec = model if model is not None else result.model
+    if isinstance(rec, dict) and "serial" in rec:
+        from ..layers import Serial
+
+        return Serial.from_dict(rec)
+    from ..layers import as_serial
+    from ..model import as_model
+
+    s = as_serial(rec)
+    return s if s is not None else as_model(rec)
 
 
 # ---------------------------------------------------------------------------------------------- gradient descent
@@ -433,14 +470,14 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
         inits = positive_int(DEFAULT_INITS if inits is None else inits, "inits", minimum=2)
         return check_dmft_test(result, widths, inits, seed, model=model, alpha=alpha, progress=progress)
     inits = PREDICT_INITS if inits is None else inits
-    if isinstance(result, (GDResult, PosteriorResult)) and "serial" in (result.model or {}):
+    if isinstance(result, GDResult) and "serial" in (result.model or {}):
         widths = normalise_widths(DEFAULT_WIDTHS if widths is None else widths)
         return check_gd_serial(result, widths, positive_int(inits, "inits", minimum=2), seed, alpha=alpha)
 
     kind = "posterior" if isinstance(result, PosteriorResult) else "gd"
     if not isinstance(result, (PosteriorResult, GDResult)):
         raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover
-    m = as_model(model if model is not None else result.model)
+    m = _result_model(result, model) if kind == "posterior" else as_model(model if model is not None else result.model)
     d_eff = effective_dimension(result, m)
     chosen = widths is None
     widths = normalise_widths(default_widths(d_eff, kind, target_power) if chosen else widths)

@@ -17,7 +17,11 @@ imported or the command line is parsed:
   which no long value is echoed whole;
 * exit 70 (``EX_SOFTWARE``) — an internal error (a bug): one line on stderr naming the file
   where the full traceback was written (``$TMPDIR/limits-error-*.txt``);
-* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up.
+* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up (saying what was kept when a
+  resumable computation was interrupted, e.g. the tiles of ``limits regress --solver cg``);
+* exit 3 — ``limits sweep run`` finished but some grid points failed (they are listed; the others are stored).
+
+:data:`EXIT_STATUSES` lists them all for ``limits --help``.
 
 Output paths (``--outdir``, ``--out``, ``--save``) are checked for writability before any
 computation. Paper-size figures go to ``OUTDIR/full/``, quick variants to ``OUTDIR/`` (the
@@ -29,8 +33,20 @@ import sys
 
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
+EXIT_POINTS_FAILED = 3      # `limits sweep run`: finished, but some grid points raised (listed)
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130
+# every exit status a command returns, for `limits --help` (tests/test_cli_exit_status.py scans the commands'
+# return statements and the constants above against it)
+EXIT_STATUSES = {
+    0: "ok (also --help, --version, and output cut short by a closed pipe such as `| head`)",
+    1: "a check did not pass (a failed or inconclusive check, not converged, a validation case failed, a "
+       "coordinate check not as predicted, `sweep run --fail-fast` stopped at a failing point)",
+    EXIT_USAGE: "bad input: arguments, values, files (one line on stderr)",
+    EXIT_POINTS_FAILED: "`limits sweep run` finished but some grid points failed (listed; the rest is stored)",
+    EXIT_INTERNAL: "internal error, a bug (the traceback is saved to a file in the temp dir, named on stderr)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 FULL_SUBDIR = "full"
 
 
@@ -217,8 +233,7 @@ def build_parser():
         prog="limits",
         description="Infinite-width and infinite-depth limits of neural networks, cross-validated "
                     "against finite networks. With no command, runs the main job (`limits run`).",
-        epilog="Exit status: 0 ok; 1 a check failed (not converged, validation failed); 2 bad input or "
-               "files; 70 internal error (traceback saved to a file in the temp dir); 130 interrupted.")
+        epilog="Exit status: " + "; ".join(f"{k} {v}" for k, v in EXIT_STATUSES.items()) + ".")
     p.add_argument("--version", action="version", version=f"limits {__import__('limits').__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -307,6 +322,50 @@ _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
 _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 
 
+# every option naming a file or folder: an OSError on a path under it names the option (a full disk, a file too
+# large, a permission) — _classify
+_PATH_OPTIONS = {**_OUTPUT_OPTIONS, **_INPUT_OPTIONS, "outdir": "--outdir", "store": "--store", "plot": "--plot",
+                 "model": "--model", "x1": "--x1", "x2": "--x2", "x": "--x", "y": "--y", "x_train": "--x-train",
+                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction"}
+_GIVEN_PATHS: list = []          # (absolute path, option) of the command line being run
+
+
+def _remember_paths(args):
+    import os
+
+    _GIVEN_PATHS.clear()
+    for attr, flag in _PATH_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str) and value:
+            _GIVEN_PATHS.append((os.path.abspath(value), flag))
+
+
+def _option_of(filename):
+    """The option whose path ``filename`` is, or lies under (``--save P`` → P.npz, ``--store D`` → D/nngp/…)."""
+    import os
+
+    f = os.path.abspath(os.fsdecode(filename))
+    hits = [(len(p), flag) for p, flag in _GIVEN_PATHS
+            if f == p or f.startswith(p.rstrip(os.sep) + os.sep) or (f.startswith(p) and f[len(p):] in (".npz", ".json"))]
+    return max(hits)[1] if hits else None
+
+
+_OS_HINTS = {"ENOSPC": "the disk is full: free space or choose another place",
+             "EDQUOT": "the disk quota is used up: free space or choose another place",
+             "EFBIG": "larger than the file system (or `ulimit -f`) allows for one file: choose another place or a "
+                      "smaller problem"}
+
+
+def _os_error_message(exc) -> str:
+    """One line for an OSError: the option, the file, the system's reason and what to do about it."""
+    import errno as _errno
+
+    where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
+    flag = _option_of(exc.filename)
+    hint = _OS_HINTS.get(_errno.errorcode.get(exc.errno, ""), "")
+    return (f"{flag}: " if flag else "") + f"{where}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
+
+
 def _check_files(args):
     from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
@@ -354,6 +413,7 @@ def _dispatch(argv):
     if getattr(args, "model", None) is not None or getattr(args, "show", None) is not None:
         # the options given explicitly, which a model file must not contradict
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
+    _remember_paths(args)
     _check_files(args)
     return int(args.func(args) or 0)
 
@@ -383,13 +443,16 @@ def _write_crash_report(exc, argv) -> str | None:
 
 
 def _largest_size_option(argv):
-    """``'--width 10000000000'``: the option given the largest integer value on the command line."""
+    """``'--width 10000000000'``: the option given the largest integer value on the command line — a size, never
+    a seed (``--seed 123456`` allocates nothing)."""
     tokens = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
     best = None
     for i, tok in enumerate(tokens):
         if not tok.startswith("-"):
             continue
         flag, _, val = tok.partition("=")
+        if "seed" in flag.lower():
+            continue
         vals = [val] if val else tokens[i + 1:i + 2]
         j = i + 2
         while not val and j < len(tokens) and not tokens[j].startswith("-"):   # nargs="+" options
@@ -423,8 +486,7 @@ def _classify(exc, argv=None):
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, OSError):
         if exc.filename is not None:
-            where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
-            return EXIT_USAGE, f"{where}: {exc.strerror or exc}"
+            return EXIT_USAGE, _os_error_message(exc)
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, MemoryError):
         big = _largest_size_option(argv)
@@ -559,11 +621,12 @@ def main(argv=None) -> int:
                        f"— a bug in limits; {where}")
             print(f"limits: error: {_elided(msg, argv)}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
             return code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if program:
             _exit_quietly_on_interrupt()
-        try:
-            print("limits: interrupted", file=sys.stderr)
+        try:                      # a long computation may say what it kept ("… a rerun resumes"): one line
+            said = str(exc).splitlines()[0] if str(exc) else ""
+            print("limits: interrupted" + (f"; {said}" if said else ""), file=sys.stderr)
         except Exception:
             pass
         return EXIT_INTERRUPTED

@@ -6,8 +6,9 @@
 
 ``--method posterior``: NNGP posterior (``limits.predict.nngp_posterior``); ``flow`` / ``gd``: the
 NTK ensemble of networks trained by gradient flow / discrete GD (``limits.predict.gradient_descent``;
-``--t`` times, integer step counts for gd). The posterior's noise σ² defaults to ``auto`` (maximum
-marginal likelihood; ``--noise 0`` interpolates). ``--y-test`` prints the test MSE (and the accuracy
+``--t`` times, integer step counts for gd). The posterior's noise σ² defaults to ``auto``: output scale s²
+and noise σ² fitted together by maximum marginal likelihood (``--noise 0`` interpolates; a given noise keeps
+s² = 1). ``--y-test`` prints the test MSE (and the accuracy
 when the targets are class labels ±1, 0/1 or one-hot). ``--save PATH`` writes PATH.npz + PATH.json
 (``limits check --prediction PATH`` checks it later); ``--check`` also runs ``limits.check`` against
 finite networks of the same model, with the defaults of ``limits.check``.
@@ -34,13 +35,13 @@ _CLI_NAMES = (("flow=True", "--method flow"), ("learning_rate", "--lr"), ("X_tra
               ("Y_train", "--y-train"), ("X_test", "--x-test"))
 
 
-def _cli(fn, *a, **kw):
-    """``fn(*a, **kw)`` with the API's argument names in a ValueError replaced by the options."""
+def with_option_names(fn, *a, names=_CLI_NAMES, **kw):
+    """``fn(*a, **kw)`` with the API's argument ``names`` in a ValueError replaced by the options."""
     try:
         return fn(*a, **kw)
     except ValueError as exc:
         msg = str(exc)
-        for api, cli in _CLI_NAMES:
+        for api, cli in names:
             msg = msg.replace(api, cli)
         if msg == str(exc):
             raise
@@ -101,14 +102,14 @@ def cmd_predict(args):
         if args.t is not None or args.lr is not None:
             raise ValueError("--t/--lr are for --method flow|gd, not posterior")
         noise = _noise(args.noise)
-        r = _cli(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
-        how = " (maximum marginal likelihood)" if noise == "auto" else ""
-        lines = [m.describe(), f"NNGP posterior, noise σ² = {r.noise:.6g}{how}, log marginal likelihood "
-                 f"{r.log_marginal_likelihood:.6g}", "", "test point | mean | sd"]
+        r = with_option_names(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
+        how = " (both fitted by maximum marginal likelihood)" if noise == "auto" else ""
+        lines = [m.describe(), f"NNGP posterior, noise σ² = {r.noise:.6g}, output scale s² = {r.output_scale:.6g}{how}, "
+                 f"log marginal likelihood {r.log_marginal_likelihood:.6g}", "", "test point | mean | sd"]
         for i in range(r.mean.shape[0]):
             lines.append(f"{i} | {np.array2string(r.mean[i], precision=5)} | {np.sqrt(max(r.var[i], 0)):.5g}")
         obj = {"mean": r.mean, "var": r.var, "log_marginal_likelihood": r.log_marginal_likelihood,
-               "noise": r.noise}
+               "noise": r.noise, "output_scale": r.output_scale}
         if Yt is not None:
             obj["test"] = scores(r.mean, Yt, Ytr)
             lines += ["", _score_line(obj["test"])]
@@ -117,7 +118,7 @@ def cmd_predict(args):
             raise ValueError("--noise is for --method posterior")
         if args.t is None:
             raise ValueError("--t is required for --method flow|gd (times, or GD step counts)")
-        r = _cli(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
+        r = with_option_names(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
                  flow=args.method == "flow", reduction=args.reduction, cov=not args.no_cov)
         lines = [m.describe(), f"NTK ensemble, {'gradient flow' if r.flow else 'discrete GD'}, η = "
                  f"{r.learning_rate:g}, reduction {r.reduction}", "", "t | mean test output (first 3) | mean sd"]
@@ -133,7 +134,7 @@ def cmd_predict(args):
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
     if args.check:
-        c = _cli(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False,
+        c = with_option_names(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False,
                  target_power=args.target_power)
         lines += ["", c.to_markdown()]
         obj["check"] = check_summary(c)
@@ -155,8 +156,8 @@ def register(subparsers):
     add_data_options(s)
     s.add_argument("--method", choices=("posterior", "flow", "gd"), default="flow")
     s.add_argument("--noise", default=None, metavar="auto|SIGMA2",
-                   help="posterior: observation noise variance σ², or 'auto' (default: maximum marginal "
-                        "likelihood; 0 interpolates the training data)")
+                   help="posterior: observation noise variance σ², or 'auto' (default: the output scale s² "
+                        "and σ² fitted together by maximum marginal likelihood; 0 interpolates the training data)")
     s.add_argument("--y-test", default=None, metavar="FILE",
                    help="test targets: print the test MSE (and accuracy for ±1, 0/1 or one-hot labels)")
     s.add_argument("--t", type=float, nargs="+", default=None, help="flow: times; gd: integer step counts")

@@ -70,7 +70,9 @@ def cmd_run(args):
             print(f"dataset: {a['full_path']} (mean ± SE over seeds: {a['path']})")
         elif a.get("path"):
             print(f"dataset: {a['path']}")
-    return 0 if not info["n_failed"] else 3
+    from . import EXIT_POINTS_FAILED
+
+    return 0 if not info["n_failed"] else EXIT_POINTS_FAILED
 
 
 def cmd_show(args):

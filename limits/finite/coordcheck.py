@@ -28,7 +28,7 @@ import numpy as np
 from ..checks import generator, positive_int
 from ..progress import progress
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,13 @@ class ExponentFit(Result):
     tail_points: int = 0
 
     def line(self) -> str:
-        pred = "" if self.predicted is None else f"{self.predicted:+.3f}"
+        pred = "" if self.predicted is None else f"{signed(self.predicted, 3)}"
         ok = "" if self.consistent is None else ("yes" if self.consistent else "NO")
-        tail = (f"{self.tail_slope:+.3f} ± {self.tail_slope_se:.3f} [{self.tail_ci_low:+.3f}, {self.tail_ci_high:+.3f}]"
+        tail = (f"{signed(self.tail_slope, 3)} ± {self.tail_slope_se:.3f} [{signed(self.tail_ci_low, 3)}, "
+                f"{signed(self.tail_ci_high, 3)}]"
                 if self.tail_points and self.tail_points < len(self.x) else "(= all)")
-        return (f"| {self.quantity} | {self.slope:+.3f} ± {self.slope_se:.3f} | [{self.ci_low:+.3f}, "
-                f"{self.ci_high:+.3f}] | {tail} | {pred} | {ok} |")
+        return (f"| {self.quantity} | {signed(self.slope, 3)} ± {self.slope_se:.3f} | [{signed(self.ci_low, 3)}, "
+                f"{signed(self.ci_high, 3)}] | {tail} | {pred} | {ok} |")
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,31 @@ class CoordCheck(Result):
 
     def __str__(self):
         return self.to_markdown()
+
+    def plot(self, target=None, quantities=None):
+        """Each quantity's mean over seeds (± 2 SE), relative to its value at the smallest x, against x on
+        log–log axes, with its predicted slope dashed through the first point (at most 8 quantities; default
+        all fits). ``target``: a path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import PALETTE, plot_target
+
+        pt = plot_target(target, 1, figsize=(5.2, 3.6), what="CoordCheck.plot")
+        ax = pt.axes[0]
+        fits = [self.fit(q) for q in quantities] if quantities is not None else list(self.fits)
+        x = np.asarray(self.x, float)
+        for i, f in enumerate(fits[:8]):
+            c = PALETTE[i % len(PALETTE)]
+            m0 = f.mean[0] if f.mean[0] != 0 else 1.0
+            ax.errorbar(x, f.mean / m0, yerr=2 * f.se / abs(m0), fmt="o-", ms=3, lw=1, color=c,
+                        label=f"{f.quantity}: {f.slope:+.2f}" + ("" if f.predicted is None else f" (pred. {f.predicted:+.2f})"))
+            if f.predicted is not None:
+                ax.plot(x, (x / x[0]) ** f.predicted, "--", lw=0.8, color=c)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(self.x_name)
+        ax.set_ylabel("relative to the smallest " + self.x_name)
+        ax.set_title(self.name, fontsize=8)
+        ax.legend(fontsize=6)
+        return pt.finish()
 
 
 def _toy_data(d_in, P, rng):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..checks import finite_array
 from ..progress import layer_range
-from ..results import Result
+from ..results import Result, kernel_summary
 from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
@@ -52,6 +52,9 @@ class KernelResult(Result):
     def shape(self):
         a = self.nngp if self.nngp is not None else self.ntk
         return a.shape
+
+    def __str__(self):
+        return kernel_summary(self)
 
 
 def check_inputs(X, name, d_in):
@@ -94,7 +97,7 @@ def _diag_avail() -> float:
         return 8.0 * 2**30
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelResult:
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=None, max_seconds=None) -> KernelResult:
     """NNGP / NTK read-out kernels of ``model`` between ``X1`` (P1×d_in) and ``X2`` (P2×d_in).
 
     ``X2=None`` gives the symmetric P1×P1 kernel. ``get`` ⊆ {"nngp", "ntk"}; ``layers=True`` also
@@ -102,7 +105,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     kernel regime (parameterisation "NTK"; "SP" for the NNGP only), with one-layer pre-activation
     blocks. Agrees with the corresponding block of ``nngp(vstack(X1, X2), model=model)`` to 1e-12.
     Overflow of one kernel (e.g. the NTK growing like χ₁^L in the chaotic phase) never touches the
-    other: each has its own ``*_exploded_at`` in ``diagnostics``.
+    other: each has its own ``*_exploded_at`` in ``diagnostics``. A composition of ``limits.layers`` has its
+    memory and time estimated first; ``max_memory`` (bytes, default half the available memory) and
+    ``max_seconds`` (default one hour) bound them (:func:`limits.kernels.composed.check_cost`).
     """
     from ..model import ModelError, as_model
 
@@ -114,7 +119,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                              "its per-layer structure in diagnostics['structure']")
         from ..layers import as_serial
 
-        return _composed(as_serial(model), X1, X2, get)
+        return _composed(as_serial(model), X1, X2, get, max_memory=max_memory, max_seconds=max_seconds)
     m = as_model(model)
     get = parse_get(get)
     what = "limits.kernels.kernel"

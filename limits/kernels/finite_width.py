@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import finite_array
-from ..results import Result
+from ..results import Result, model_label
 from .expectations import gram
 from .fluctuations import pair_index, price_jacobian
 from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, rule
@@ -77,16 +77,70 @@ class FiniteWidth(Result):
         return base + corr / N
 
     def width_for(self, tol, which="K"):
-        """Smallest width N with abs(K1)/N ≤ tol·abs(K) on every entry (the "N ≥ 180 for 1 %" of the
-        leading-order correction); ``tol`` relative."""
-        base, corr = {"K": (self.K, self.K1), "Theta": (self.Theta, self.Theta1)}[which]
+        """Smallest width N with abs(K1)/N ≤ tol·abs(K) on every entry of the kernel ``which`` (the "N ≥ 180
+        for 1 %" of the leading-order correction); ``tol`` relative. ``which``: "K" the read-out NNGP alone
+        (default), "Theta" the NTK alone, "K_layers" the stream Grams of the hidden layers, "all" the largest
+        of the read-out NNGP and the NTK — what ``limits.check`` of this result reports as its width (it tests
+        both; with ``layers=True`` also the stream Grams)."""
+        if which == "all":
+            return max(self.width_for(tol, w) for w in ("K", "Theta") if getattr(self, w) is not None)
+        pairs = {"K": (self.K, self.K1), "Theta": (self.Theta, self.Theta1),
+                 "K_layers": (self.K_layers[1:], self.K1_layers[1:])}
+        if which not in pairs:
+            raise ValueError(f"which must be 'K', 'Theta', 'K_layers' or 'all', got {which!r}")
+        base, corr = pairs[which]
         if base is None:
             raise ValueError(f"which={which!r}: not computed for this model")
         tol = float(tol)
         if not tol > 0:
             raise ValueError(f"tol must be > 0, got {tol}")
-        ratio = np.abs(corr) / np.maximum(np.abs(base), 1e-300)
-        return int(np.ceil(float(np.max(ratio)) / tol))
+        return relative_width(base, corr, tol)
+
+    def __str__(self):
+        P1, P2 = self.K.shape
+        rel = lambda b, c: float(np.max(np.abs(c) / np.maximum(np.abs(b), 1e-300)))  # noqa: E731
+        parts = [f"FiniteWidth: O(1/N) corrections E[K_N] = K + K1/N of {model_label(self.params.get('model'))} "
+                 f"on {P1}×{P2} inputs",
+                 f"read-out NNGP: max |K1/K| = {rel(self.K, self.K1):.4g}, within 1 % from N ≥ {self.width_for(0.01)} "
+                 "(width_for(0.01))"]
+        if self.Theta is not None:
+            parts.append(f"NTK: max |Θ1/Θ| = {rel(self.Theta, self.Theta1):.4g}, within 1 % from "
+                         f"N ≥ {self.width_for(0.01, 'Theta')} (width_for(0.01, 'Theta'))")
+        if self.note:
+            parts.append(self.note)
+        return "; ".join(parts)
+
+    def plot(self, target=None, tol=0.01):
+        """The predicted largest relative correction max abs(K1)/(N abs(K)) against N for the read-out NNGP and the
+        NTK, with the widths from which each is within ``tol`` (:meth:`width_for`). ``target``: a path, an
+        Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import PALETTE, plot_target
+
+        pt = plot_target(target, 1, figsize=(4.8, 3.4), what="FiniteWidth.plot")
+        ax = pt.axes[0]
+        kinds = [("read-out NNGP", "K", self.K, self.K1)]
+        if self.Theta is not None:
+            kinds.append(("NTK", "Theta", self.Theta, self.Theta1))
+        n_max = max(self.width_for(tol, w) for _, w, _, _ in kinds)
+        N = np.geomspace(1.0, 4.0 * max(n_max, 4), 100)
+        for i, (label, w, b, c) in enumerate(kinds):
+            r = float(np.max(np.abs(c) / np.maximum(np.abs(b), 1e-300)))
+            n = self.width_for(tol, w)
+            ax.plot(N, r / N, color=PALETTE[i], label=f"{label}: N ≥ {n} for {tol:.0%}")
+            ax.axvline(n, color=PALETTE[i], lw=0.8, ls=":")
+        ax.axhline(tol, color="0.5", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("width N")
+        ax.set_ylabel("max |K1| / (N |K|)")
+        ax.legend(fontsize=7)
+        return pt.finish()
+
+
+def relative_width(base, corr, tol) -> int:
+    """Smallest N with abs(corr)/N ≤ tol·abs(base) on every entry: ⌈max abs(corr/base) / tol⌉."""
+    ratio = np.abs(corr) / np.maximum(np.abs(base), 1e-300)
+    return int(np.ceil(float(np.max(ratio)) / tol))
 
 
 # --------------------------------------------------------------------------------- four-point pieces

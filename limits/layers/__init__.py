@@ -2,15 +2,21 @@
 (NNGP and NTK, NTK parameterisation), its finite apply/backward at given weights and its
 serialisation side by side (the pattern of neural-tangents' ``stax``)::
 
+    import numpy as np, limits
+
     L = limits.layers
     m = limits.serial(L.Conv(filter_shape=(3, 3), padding="SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
                       L.GlobalAvgPool(), L.Dense(sigma_w2=1.0, sigma_b2=0.0))
-    k = limits.kernels.kernel(m, X)          # X: (P, H, W, C); k.nngp, k.ntk (P×P); k.diagnostics["structure"]
+    X = np.random.default_rng(0).standard_normal((5, 8, 8, 1))   # (P, H, W, C): 5 images, 8×8, one channel
+    k = limits.kernels.kernel(m, X)          # k.nngp, k.ntk (P×P); k.diagnostics["structure"]
     net = m.finite(256)                      # limits.finite.serial.SerialNetwork at width N = 256
 
-Layers: Dense, Conv (1-D/2-D, stride 1, "SAME"/"CIRCULAR"), Activation(name), Flatten, GlobalAvgPool,
-AvgPool (window, strides, "VALID"), LayerNorm (over channels), Attention (infinite-width multi-head
-self-attention, logits s·⟨k_i, k_j⟩/(C·n_key)), Residual(branch, rho), Identity.
+(the README's "Architectures and your own network" predicts and checks such a CNN on the digits).
+
+Layers: Dense, Conv (1-D/2-D, strides, "SAME"/"VALID"/"CIRCULAR" as neural-tangents, computed at the output
+resolution), Activation(name), Flatten, GlobalAvgPool, AvgPool (window, strides, "VALID"/"SAME"), LayerNorm (over
+channels), Attention (infinite-width multi-head self-attention, tied query/key, logits s·⟨k_i, k_j⟩/(C·n_key),
+optional positional embedding added), Residual(branch, rho), Identity. docs/theory/layers.rst has the rules.
 """
 from __future__ import annotations
 

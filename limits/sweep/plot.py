@@ -12,13 +12,11 @@ when it has that length. Axes are logarithmic where the (positive) values span t
 """
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
 import numpy as np
 
-from ..results import atomic_write_bytes
 from .grid import SEED_DIM
 
 
@@ -98,9 +96,10 @@ def _spans_decades(values) -> bool:
 
 
 def plot(ds, x, y, hue=None, sel=None, ax=None, logx=None, logy=None, title=None):
-    """Draw ``y`` (a name or list of names) against dim ``x`` on ``ax`` (new figure if None); log axes
-    where the values span two decades unless ``logx``/``logy`` say otherwise (module docstring)."""
-    from ..style import PALETTE, pyplot
+    """Draw ``y`` (a name or list of names) against dim ``x``; log axes where the values span two decades
+    unless ``logx``/``logy`` say otherwise (module docstring). ``ax``: an Axes to draw into, a file path to
+    save the figure to, or None (a new figure) — :func:`limits.style.plot_target`; returns the Figure."""
+    from ..style import PALETTE, plot_target
 
     ys = [y] if isinstance(y, str) else list(y)
     sel = dict(sel or {})
@@ -108,9 +107,8 @@ def plot(ds, x, y, hue=None, sel=None, ax=None, logx=None, logy=None, title=None
         raise ValueError(f"x: {x!r} is not a dim of the dataset (dims: {list(ds.dims)})")
     if hue is not None and hue not in ds.dims:
         raise ValueError(f"hue: {hue!r} is not a dim of the dataset (dims: {list(ds.dims)})")
-    fig = None
-    if ax is None:
-        fig, ax = pyplot().subplots()
+    target = plot_target(ax, 1, what="limits.sweep.plot")
+    ax = target.axes[0]
     xs, xlabel = x_coordinate(ds, x)
     numeric_x = xs.dtype.kind in "iuf"
     if logx is None:
@@ -175,18 +173,17 @@ def plot(ds, x, y, hue=None, sel=None, ax=None, logx=None, logy=None, title=None
         ax.figure.colorbar(sm, ax=ax, label=hue)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return fig if fig is not None else ax.figure
+    return target.finish()
 
 
 def save_figure(fig, stem, formats=("png", "pdf")) -> list:
-    """``stem.png``/``stem.pdf`` written atomically, byte-for-byte reproducible."""
+    """``stem.png``/``stem.pdf`` written atomically, byte-for-byte reproducible (:func:`limits.style.save_figure`)."""
+    from ..style import save_figure as _save
+
     paths = []
     stem = Path(stem)
     for ext in formats:
         if ext not in ("png", "pdf"):
             raise ValueError(f"format must be png or pdf, got {ext!r}")
-        meta = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[ext]
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, metadata=meta)
-        paths.append(atomic_write_bytes(stem.with_name(f"{stem.name}.{ext}"), buf.getvalue()))
+        paths.append(_save(fig, stem.with_name(f"{stem.name}.{ext}")))
     return paths

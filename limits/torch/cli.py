@@ -127,8 +127,5 @@ def cmd_coord_check(args):
     if args.save:
         r.save(args.save)
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        r.plot(args.plot)
+        r.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     return 0 if r.passed else 1

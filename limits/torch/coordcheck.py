@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import exponent_test
 from .network import torch_threads
@@ -52,11 +52,6 @@ from .graph import find_attention, find_ties, plain_key, width_scaling
 from .recording import describe, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
-
-
-def _x(v) -> str:
-    """An exponent as +0.12 (never −0.00)."""
-    return f"{(0.0 if abs(v) < 0.005 else v):+.2f}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +108,7 @@ class TorchCoordCheck(Result):
         p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
         if not np.isfinite(p):
             return "—"
-        return _x(p) if not lo < p else f"{_x(lo)}…{_x(p)}"
+        return signed(p) if not lo < p else f"{signed(lo)}…{signed(p)}"
 
     def failing_tensors(self) -> list:
         """Rows with an inconsistent fit, culprit first (see :meth:`failures`)."""
@@ -145,7 +140,7 @@ class TorchCoordCheck(Result):
                 continue
             seen.add(n)
             parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
-                         f"at step {t} ∝ N^{_x(s)} [{_x(lo)}, {_x(hi)}], predicted {p}")
+                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
         return "Not as predicted: " + "; ".join(parts[:12]) + more
 
@@ -164,7 +159,7 @@ class TorchCoordCheck(Result):
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
-                fit = "—" if not np.isfinite(s) else f"{_x(s)} [{_x(lo)}, {_x(hi)}]"
+                fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
             b, pb = cell(T, 1)
@@ -179,18 +174,15 @@ class TorchCoordCheck(Result):
     def __str__(self):
         return self.to_markdown()
 
-    def plot(self, ax=None, quantity="change", step=None):
-        """Fitted exponent ± 95 % CI of every row (dots) against its prediction (crosses); ``ax``: axes, or a
-        path to write the figure to (then the axes are returned after saving)."""
-        import matplotlib.pyplot as plt
+    def plot(self, target=None, quantity="change", step=None):
+        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
+        path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from ..style import plot_target
 
-        path = None
-        if ax is not None and not hasattr(ax, "plot"):
-            path, ax = ax, None
         t = self.steps if step is None else int(step)
         q = QUANTITIES.index(quantity)
-        if ax is None:
-            _, ax = plt.subplots(figsize=(max(5.0, 0.3 * len(self.tensors)), 3.8))
+        pt = plot_target(target, 1, figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6), what="TorchCoordCheck.plot")
+        ax = pt.axes[0]
         x = np.arange(len(self.tensors))
         s = self.slope[:, t, q]
         ax.errorbar(x, s, yerr=[s - self.ci_low[:, t, q], self.ci_high[:, t, q] - s], fmt="o", ms=4,
@@ -204,16 +196,7 @@ class TorchCoordCheck(Result):
         ax.set_ylabel(f"width exponent of {quantity} (step {t})")
         ax.set_title(self.name, fontsize=9)
         ax.legend(fontsize=7)
-        if path is not None:
-            from ..results import atomic_write_bytes
-            import io
-
-            ax.figure.tight_layout()
-            buf = io.BytesIO()
-            fmt = str(path).rsplit(".", 1)[-1] if "." in str(path) else "png"
-            ax.figure.savefig(buf, format=fmt)
-            atomic_write_bytes(path, buf.getvalue())
-        return ax
+        return pt.finish()
 
 
 # ---------------------------------------------------------------------- predictions

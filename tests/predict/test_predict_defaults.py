@@ -22,14 +22,16 @@ def task():
 
 
 def test_auto_noise_maximises_the_marginal_likelihood(task):
-    """The eigendecomposition route's optimum against the posterior's own Cholesky LML on a grid."""
+    """The eigendecomposition route's optimum against the posterior's own Cholesky LML on a grid (the noise
+    alone at a fixed output scale; the joint fit: tests/predict/test_predict_hyperparameters.py)."""
     m, X, Y, Xs = task
-    p = limits.predict.nngp_posterior(m, X, Y, Xs, noise="auto")
+    p = limits.predict.nngp_posterior(m, X, Y, Xs, noise="auto", output_scale=1.0)
     # the posterior's K_XX comes from the joint recursion on train ∪ test, max_likelihood_noise's from train
     # alone: equal to rounding (one ulp of the read-in Gram), so the two searches agree to the search's own
     # tolerance (xatol 1e-10 in log σ²), not bit for bit
     assert p.noise == pytest.approx(limits.predict.max_likelihood_noise(m, X, Y), rel=1e-9) and 0 < p.noise < 10
     lml = lambda s: limits.predict.nngp_posterior(m, X, Y, Xs, noise=s).log_marginal_likelihood  # noqa: E731
+    assert p.fitted == ("noise",) and p.output_scale == 1.0
     assert p.log_marginal_likelihood == pytest.approx(lml(p.noise), rel=1e-13)
     for f in (0.5, 0.9, 0.99, 1.01, 1.1, 2.0):
         assert lml(f * p.noise) < p.log_marginal_likelihood

@@ -101,10 +101,15 @@ def test_result_round_trip_and_plot(tf_results, tmp_path):
     back = TorchCoordCheck.load(tmp_path / "cc")
     assert back.equals(mup)
     import matplotlib
+    import matplotlib.pyplot
 
     matplotlib.use("Agg")
-    ax = mup.plot()
-    assert len(ax.get_xticklabels()) == len(mup.tensors)
+    fig = mup.plot()
+    assert len(fig.axes[0].get_xticklabels()) == len(mup.tensors)
+    fig = mup.plot(tmp_path / "cc.png")                     # a path, as every result's plot takes
+    assert (tmp_path / "cc.png").stat().st_size > 1000 and fig.axes
+    host, ax = matplotlib.pyplot.subplots()
+    assert mup.plot(ax) is host and ax.has_data()
 
 
 def test_coord_check_arguments():

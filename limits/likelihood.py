@@ -1,0 +1,96 @@
+"""Type-II maximum likelihood of the NNGP hyper-parameters: output scale s² and observation noise σ².
+
+The prior of the d outputs (independent, sharing the kernel) is f ~ GP(0, s² K), the observations
+y = f(X) + ε, ε ~ N(0, σ² I) — scikit-learn's ``ConstantKernel() * K + WhiteKernel()``. With
+K = V Λ Vᵀ (one eigendecomposition), q_i = Σ_o (Vᵀ Y)_io² and the noise ratio λ = σ²/s²::
+
+    log p(Y | s², λ) = −(1/2s²) Σ_i q_i/(λ_i + λ) − (d/2) Σ_i log(λ_i + λ) − (dP/2) log s² − (dP/2) log 2π
+
+For fixed λ the maximum over s² is closed-form, ŝ²(λ) = Σ_i q_i/(λ_i + λ) / (dP), and the profile
+likelihood::
+
+    ℓ(λ) = −(dP/2) log ŝ²(λ) − (d/2) Σ_i log(λ_i + λ) − (dP/2)(1 + log 2π)
+
+is maximised over log λ (a grid, then a bounded Brent search around the best grid point; O(P) per λ).
+The joint maximum is (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)); it is exact up to the search tolerance (1e-10 in log λ),
+with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
+covariance. ``noise_only`` fixes s² (the noise-only fit, :func:`ml_noise`).
+
+Why the scale matters: the NNGP of deep or convolutional networks has a large constant part (a CNN-GP with
+global average pooling on the 8×8 digits has every correlation above 0.7), so at s² = 1 the only way the
+likelihood can match the targets' variance is a large σ² that over-smooths the posterior mean (the accuracy
+table of docs/theory/predict.rst §3). Fitting s² lets σ² measure the noise; when to fix it by hand: §2 there.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+GRID = 81                       # points of the log-λ grid before the bounded search
+XATOL = 1e-10                   # tolerance of the bounded search in log λ (resp. log σ²)
+
+
+def spectrum(K, Y):
+    """Eigenvalues λ_i ≥ 0 of K and q_i = Σ_o (VᵀY)_io² (the targets' energy per eigen-direction)."""
+    lam, V = np.linalg.eigh(0.5 * (K + K.T))
+    lam = np.clip(lam, 0.0, None)
+    q = np.sum((V.T @ Y) ** 2, axis=1)
+    if not np.any(q > 0):
+        raise ValueError("noise='auto': the training targets are all zero; the likelihood has no maximum")
+    return lam, q
+
+
+def _terms(lam, q, s2):
+    """(Σ_i q_i/(λ_i + s), Σ_i log(λ_i + s)) for each s in ``s2``."""
+    den = lam[None, :] + np.asarray(s2, float)[:, None]
+    return np.sum(q[None, :] / den, axis=1), np.sum(np.log(den), axis=1)
+
+
+def _maximise(f, lo, hi):
+    """argmax of f(log x) over [lo, hi]: a log grid of :data:`GRID` points, then a bounded Brent search
+    between the neighbours of the best grid point (kept only if it improves on the grid)."""
+    from scipy.optimize import minimize_scalar
+
+    grid = np.linspace(math.log(lo), math.log(hi), GRID)
+    vals = f(grid)
+    i = int(np.argmax(vals))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    res = minimize_scalar(lambda u: -float(f(np.array([u]))[0]), bounds=(a, b), method="bounded",
+                          options={"xatol": XATOL})
+    return float(math.exp(res.x if -res.fun >= vals[i] else grid[i]))
+
+
+def _range(lam, q, P, d):
+    top = max(float(lam[-1]), float(np.sum(q)) / (P * d), 1e-300)
+    lo = max(10.0 * P * np.finfo(float).eps * top, 1e-12 * top)
+    return lo, top
+
+
+def ml_noise(K, Y, output_scale=1.0):
+    """σ² maximising log p(Y | s², σ²) at the fixed ``output_scale`` s² (the noise-only fit)."""
+    lam, q = spectrum(float(output_scale) * K, Y)
+    P, d = Y.shape
+    lo, top = _range(lam, q, P, d)
+
+    def ell(u):
+        a, ld = _terms(lam, q, np.exp(u))
+        return -0.5 * a - 0.5 * d * ld
+
+    return _maximise(ell, lo, 10.0 * (float(lam[-1]) + float(np.mean(Y * Y))))
+
+
+def ml_scale_noise(K, Y):
+    """(s², σ²) maximising log p(Y | s², σ²) jointly (module docstring: the profile likelihood in λ)."""
+    lam, q = spectrum(K, Y)
+    P, d = Y.shape
+    lo, top = _range(lam, q, P, d)
+
+    def ell(u):
+        a, ld = _terms(lam, q, np.exp(u))
+        return -0.5 * d * P * np.log(a / (d * P)) - 0.5 * d * ld
+
+    ratio = _maximise(ell, lo, 1e4 * top)
+    a, _ = _terms(lam, q, [ratio])
+    s2 = float(a[0]) / (d * P)
+    return s2, ratio * s2
