@@ -94,9 +94,9 @@ class CausalBlock(nn.Module):
         self.fc1, self.fc2 = nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
         self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1), persistent=False)
 
-    def forward(self, x):                   # x: (B, T, N), T ≤ seq positions
-        h, t = self.ln1(x), x.shape[1]
-        x = x + self.attn(h, h, h, attn_mask=self.mask[:t, :t], need_weights=False)[0]
+    def forward(self, x):                   # x: (B, seq, N) — windows of exactly ``seq`` positions
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
 
 

@@ -150,10 +150,11 @@ def test_readme_transfer_example_runs_and_transfers(tmp_path, monkeypatch):
 
 def test_byte_transformer_study_at_a_small_size():
     """The byte-level causal transformer on the shipped essay, widths 16–64, 4 rates, 2 seeds × 6 steps (a few
-    CPU-s): μP multiplies each attention's query rows by r^−½ (logits ∝ q·k/d_h, 4 heads), the study runs end to
-    end through the sweep with the held-out loss, and training lowers the loss from its start at a good rate."""
+    CPU-s): μP multiplies each attention's query rows by r^−½ (logits ∝ q·k/d_h, 4 heads; traced on windows of
+    the demo's length), the study runs end to end through the sweep with the held-out loss, and training lowers
+    the loss from its start at a good rate; a study given the plain factory traces it on its own data."""
     d = demos.text_data(n_train=64, n_test=16)
-    P = lt.parameterise(demos.byte_transformer, "muP", widths=(16, 32))
+    P = lt.parameterise(demos.byte_transformer, "muP", widths=(16, 32), example_inputs=(d["train"][0][:2],))
     q = [r for r in P.rules if r.query_exponent]
     assert len(q) == 4 and all(r.query_exponent == -0.5 and r.query_rows == (0, 16) for r in q)   # weight, bias
     r = lt.transfer(P, None, widths=(16, 32, 64), lrs=2.0 ** np.arange(-10, -2, 2), data=d["train"],
@@ -161,6 +162,11 @@ def test_byte_transformer_study_at_a_small_size():
     assert r.parameterisation == "muP" and r.train_loss.shape == (3, 4, 2) and r.test_loss.shape == (3, 4, 2)
     assert np.isfinite(r.test_loss).all() and not r.failed.any() and not r.diverged.any()
     assert np.all(r.train_loss.mean(-1).min(1) < r.loss0[:, 0].mean(-1) - 0.1)
+    with pytest.raises(ValueError, match="example_inputs"):            # a guessed input is not a 32-byte window
+        lt.parameterise(demos.byte_transformer, "muP", widths=(16, 32))
+    s = lt.transfer(demos.byte_transformer, "muP", widths=(16, 32, 64), lrs=2.0 ** np.arange(-10, -2, 2),
+                    data=d["train"], steps=1, seeds=2, batch_size=8, progress=False, calibrate=False, n_boot=50)
+    assert np.isfinite(s.train_loss).all() and not s.failed.any()
 
 
 def test_depth_study_at_a_small_size():
