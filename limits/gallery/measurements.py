@@ -400,7 +400,7 @@ def transfer_table(outdir=DEFAULT_OUTDIR) -> str:
     from ..torch.transfer_result import TransferResult  # noqa: F401 — registers the type for decoding
 
     rows = ["| task | parameterisation | sizes | drift per doubling [95 % CI] | predicted | verdict | false-verdict "
-            "rate / power | CPU-min |", "|---|---|---|---|---|---|---|---|"]
+            "rate / power | CPU-min of the runs |", "|---|---|---|---|---|---|---|---|"]
     for name, label, cases in TRANSFER_FIGURES:
         try:                                # the paper-size data where they were computed, else the quick ones
             p = load_data(name, Path(outdir) / "full")
