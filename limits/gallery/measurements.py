@@ -362,19 +362,21 @@ _PARAM_LABEL = {"SP": "SP", "muP": "μP", "depth-muP": "Depth-μP"}
 
 def _rate(rate, se, n):
     """A simulated rate in %: ± its SE, or at 0 (or 1) of ``n`` the one-sided 95 % bound 3/n (rule of three)."""
-    if rate <= 0:
+    k = int(round(rate * n))
+    if k == 0:
         return f"0/{n} (≤ {300 / n:.1f} %)"
-    if rate >= 1:
+    if k == n:
         return f"{n}/{n} (≥ {100 - 300 / n:.1f} %)"
-    return f"{100 * rate:.0f} ± {100 * se:.0f} %"
+    return f"{k}/{n} ({100 * rate:.1f} ± {100 * se:.1f} %)"
 
 
 def _transfer_cells(label, r, subsets, quick):
     lo, hi = r.drift_ci
     pred = ("0 (exact)" if r.prediction_kind == "exact" else
             f"≤ {_s(r.predicted_drift)} (bound)" if r.prediction_kind == "bound" else "none")
+    param = _PARAM_LABEL.get(r.parameterisation, r.parameterisation)
     if r.axis == "depth" and r.parameterisation == "muP":
-        label = "width-only μP"
+        param = "width-only μP"
     ok = {1: "as predicted", 0: "**not as predicted**", -1: "undecided"}[r.as_predicted]
     cal = r.calibration
     if r.prediction_kind == "exact":
@@ -388,7 +390,7 @@ def _transfer_cells(label, r, subsets, quick):
         emp = f"{int(subsets[1])}/{int(np.sum(subsets))} 3-seed subsets see the drift"
     sizes = f"{r.axis}s {int(r.sizes[0])}–{int(r.sizes[-1])}"
     cpu = float(np.nansum(r.cpu_s))
-    return (f"| {label} | {_PARAM_LABEL.get(r.parameterisation, r.parameterisation)} | {sizes}, {r.seeds} seeds, "
+    return (f"| {label} | {param} | {sizes}, {r.seeds} seeds, "
             f"{r.steps} steps | {_s(r.drift)} [{_s(lo)}, {_s(hi)}] | {pred} | {r.verdict}, {ok} | {sim}; {emp} | "
             f"{cpu / 60:.1f} ({'quick' if quick else 'paper-size'}) |")
 
@@ -397,7 +399,8 @@ def transfer_table(outdir=DEFAULT_OUTDIR) -> str:
     """The README's μTransfer table (drift of the optimal log2 learning rate per doubling of width or depth, with
     the verdict and its calibration) from the transfer figures' data — paper-size (``outdir/full``) where stored,
     else quick; figures without data are skipped."""
-    from ..torch.transfer_result import TransferResult  # noqa: F401 — registers the type for decoding
+    from ..torch.depth_result import DepthCoordCheck  # noqa: F401 — registers the types for decoding
+    from ..torch.transfer_result import TransferResult  # noqa: F401
 
     rows = ["| task | parameterisation | sizes | drift per doubling [95 % CI] | predicted | verdict | false-verdict "
             "rate / power | CPU-min of the runs |", "|---|---|---|---|---|---|---|---|"]

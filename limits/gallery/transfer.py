@@ -20,7 +20,8 @@ import numpy as np
 
 from . import register
 from ._util import with_caption
-from ..torch.transfer_result import TransferResult  # noqa: F401 — registers the result type for decoding
+from ..torch.depth_result import DepthCoordCheck  # noqa: F401 — registers the result types for decoding
+from ..torch.transfer_result import TransferResult  # noqa: F401
 
 VERDICTS = ("transfers", "drifts", "inconclusive")
 

@@ -24,12 +24,12 @@ _EXPORTS = {
     "resolve_factory": "resolve",
     "equivalent": "equivalence", "Equivalence": "equivalence", "NotEquivalent": "equivalence",
     "transfer": "transfer_study", "TransferResult": "transfer_result",
-    "DepthParameterised": "depth", "depth_coord_check": "depth", "DepthCoordCheck": "depth",
+    "DepthParameterised": "depth", "depth_coord_check": "depth", "DepthCoordCheck": "depth_result",
 }
 
 _SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents", "kernels", "equivalence", "resolve",
                "demos", "handwritten", "cli", "transfer_study", "transfer_fit", "transfer_result", "transfer_cli",
-               "transfer_demos", "depth")
+               "transfer_demos", "depth", "depth_result")
 
 _EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
 _SUBMODULES += ("graph", "structure", "optim", "checkpoint")
