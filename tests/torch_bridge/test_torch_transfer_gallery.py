@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from limits import gallery
+from limits.gallery import transfer as _figures  # noqa: F401 — registers the figures' result types
 from limits.gallery.measurements import transfer_table
 
 ROOT = Path(__file__).resolve().parents[2]
