@@ -99,14 +99,24 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelR
         if X2.shape[1:] != X1.shape[1:]:
             raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
     P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
+    packed = block is None and X1.ndim > 2           # inputs with positions: packed pairs (limits.kernels.packed)
     if block is None:
         block = default_block(m, X1.shape[1:], P1, X2 is None, "ntk" in get)
     from ..blas import blas_threads
 
     with blas_threads():                 # many small products (conv bands): one BLAS thread ($LIMITS_BLAS_THREADS)
+        if packed:
+            return _packed(m, X1, X2, get)
         if max(P1, P2) > block:
             return _tiled(m, X1, X2, get, int(block))
         return _one(m, X1, X2, get)
+
+
+def _packed(m, X1, X2, get):
+    from .packed import kernel as packed_kernel
+
+    out, diag = packed_kernel(m, X1, X2, get)
+    return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, X2 is None, X1, X2)
 
 
 def _tiled(m, X1, X2, get, b):

@@ -306,7 +306,7 @@ class Residual(Layer):
         r2 = self.rho ** 2
         add = lambda a, c: None if a is None else a + r2 * c  # noqa: E731
         return k.replace(nngp=k.nngp + r2 * kb.nngp, ntk=None if k.ntk is None else k.ntk + r2 * kb.ntk,
-                         cov1=k.cov1 + r2 * kb.cov1, cov2=add(k.cov2, kb.cov2),
+                         cov1=add(k.cov1, kb.cov1), cov2=add(k.cov2, kb.cov2),
                          is_gaussian=k.is_gaussian and kb.is_gaussian)
 
     def out_shape(self, in_shape, width):
