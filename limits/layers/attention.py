@@ -131,7 +131,7 @@ class Attention(Layer):
             if add:
                 G = G + add * np.eye(G.shape[-1])
             if aligned:                              # block x of K between the inputs of Al[x] and Ar[x]
-                out = np.einsum("xia,xab,xjb->xij", Al, G[:, 0], Ar, optimize=True)[:, None]
+                out = np.matmul(np.matmul(Al, G[:, 0]), np.swapaxes(Ar, 1, 2))[:, None]
             else:
                 out = np.einsum("xia,xyab,yjb->xyij", Al, G, Ar, optimize=True)
             return full_from_positions(out, sp)

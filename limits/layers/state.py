@@ -21,7 +21,7 @@ it, for every chunk of pairs (:mod:`limits.kernels.packed`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,7 +41,16 @@ class Kernel:
     pairs: "Sides | None" = None    # packed pairs of inputs (module docstring)
 
     def replace(self, **kw) -> "Kernel":
-        return replace(self, **kw)
+        """A copy with the fields ``kw`` changed (as ``dataclasses.replace``, without re-running ``__init__``: the
+        rules call it a few times per layer and chunk)."""
+        new = object.__new__(Kernel)
+        d = new.__dict__
+        d.update(self.__dict__)
+        bad = set(kw) - set(d)
+        if bad:
+            raise TypeError(f"Kernel has no field(s) {sorted(bad)}")
+        d.update(kw)
+        return new
 
     @property
     def nsp(self) -> int:
@@ -59,7 +68,7 @@ class Kernel:
     def map_linear(self, fn, spatial=None, full=None) -> "Kernel":
         """Apply one linear map of the spatial axes to every block (conv, pooling, flatten)."""
         own = self.pairs is None               # packed pairs carry no self blocks (module docstring)
-        return replace(self, nngp=fn(self.nngp), ntk=None if self.ntk is None else fn(self.ntk),
+        return self.replace(nngp=fn(self.nngp), ntk=None if self.ntk is None else fn(self.ntk),
                        cov1=fn(self.cov1) if own else None, cov2=None if self.cov2 is None or not own else fn(self.cov2),
                        spatial=self.spatial if spatial is None else tuple(spatial),
                        full=self.full if full is None else full)
@@ -98,13 +107,13 @@ class Kernel:
             nngp = fn(self.nngp, l1, r12)
             ntk = None if self.ntk is None or ntk_fn is None else ntk_fn(self.nngp, self.ntk, l1, r12)
         if self.pairs is not None:
-            return replace(self, nngp=nngp, ntk=ntk, cov1=None,
+            return self.replace(nngp=nngp, ntk=ntk, cov1=None,
                            is_gaussian=self.is_gaussian if gaussian_out is None else gaussian_out)
         cov1 = sf(self.cov1, l1, r1)
         cov2 = None
         if self.cov2 is not None:
             cov2 = sf(self.cov2, expand(q2, f, True), expand(q2, f, False))
-        return replace(self, nngp=nngp, ntk=ntk, cov1=cov1, cov2=cov2,
+        return self.replace(nngp=nngp, ntk=ntk, cov1=cov1, cov2=cov2,
                        is_gaussian=self.is_gaussian if gaussian_out is None else gaussian_out)
 
     def synced(self) -> "Kernel":
@@ -113,11 +122,11 @@ class Kernel:
         kernels need to be exact there). Packed pairs: in the self pass ``cov1`` := ``nngp`` (every pair is an
         input with itself), otherwise unchanged."""
         if self.pairs is not None:
-            return replace(self, cov1=self.nngp) if self.pairs.selves else self
+            return self.replace(cov1=self.nngp) if self.pairs.selves else self
         if self.cov2 is not None:
             return self
         d = np.moveaxis(np.diagonal(self.nngp, axis1=0, axis2=1), -1, 0)[:, None]
-        return replace(self, cov1=np.ascontiguousarray(d))
+        return self.replace(cov1=np.ascontiguousarray(d))
 
     def to_diagonal(self) -> "Kernel":
         """Keep only equal-position entries (valid when no later layer mixes positions)."""
@@ -193,6 +202,7 @@ def positions_from_full(K, spatial):
 
 
 EXACT_C = 16       # inputs with at most this many channels: the read-in Gram by elementwise sums (below)
+MATMUL_C = 2       # packed pairs with more channels: the read-in Gram of each pair by one matrix product
 
 
 def _products(a, b, full, self_block):
@@ -216,7 +226,7 @@ def _products(a, b, full, self_block):
             G += left[..., c] * right[..., c]
         return G
     if self_block:
-        G = np.einsum("pic,pjc->pij", a, b) if full else np.einsum("pic,pic->pi", a, b)
+        G = np.matmul(a, np.swapaxes(b, 1, 2)) if full else np.einsum("pic,pic->pi", a, b)
         return G[:, None]
     return (np.einsum("pic,qjc->pqij", a, b, optimize=True) if full
             else np.einsum("pic,qic->pqi", a, b, optimize=True))
@@ -250,7 +260,11 @@ def initial_pairs(A, B, full, want_ntk, sides) -> Kernel:
     spatial = tuple(A.shape[1:-1])
     C = A.shape[-1]
     full = bool(full and spatial)
-    G = _products(A.reshape(A.shape[0], -1, C), B.reshape(B.shape[0], -1, C), full, "aligned") / C
+    a, b = A.reshape(A.shape[0], -1, C), B.reshape(B.shape[0], -1, C)
+    if full and C > MATMUL_C:                    # one small product per pair (the same for an input with itself)
+        G = np.matmul(a, np.swapaxes(b, 1, 2))[:, None] / C
+    else:
+        G = _products(a, b, full, "aligned") / C
     G = full_from_positions(G, spatial) if full else G.reshape(G.shape[:2] + spatial)
     return Kernel(G, np.zeros_like(G) if want_ntk else None, G if sides.selves else None, None, spatial, full,
                   pairs=sides)
