@@ -369,41 +369,20 @@ class Model:
 
     @classmethod
     def from_json(cls, text: str) -> "Model":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"model JSON is not valid: {exc}") from None
-        except RecursionError:
-            raise ValueError("model JSON is nested too deeply") from None
-        return cls.from_dict(d)
+        from .readfile import parse_json
+
+        return cls.from_dict(parse_json(text, "model JSON"))
 
     @classmethod
     def load(cls, path) -> "Model":
         """A model file: ``.json`` or ``.toml`` (a table of the fields, optionally under ``[model]``, nothing
-        outside it): a regular file of at most 1 MiB (:func:`limits.textfile.read_text`)."""
-        from .textfile import read_text
+        outside it): a regular file of at most 1 MiB, nested at most 100 deep (:mod:`limits.readfile`)."""
+        from .readfile import named, parse_json, parse_toml, read_text
 
         path = Path(path)
-        where = f"model file {str(path)!r}"
+        where = named("model file", path)
         text = read_text(path, "model file")
-        if path.suffix.lower() == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:        # Python 3.10
-                import tomli as tomllib
-            try:
-                d = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{where} is not valid TOML: {exc}") from None
-            except RecursionError:
-                raise ValueError(f"{where} is not valid TOML: nested too deeply") from None
-        else:
-            try:
-                d = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: model JSON is not valid: {exc}") from None
-            except RecursionError:
-                raise ValueError(f"{where}: model JSON is nested too deeply") from None
+        d = (parse_toml if path.suffix.lower() == ".toml" else parse_json)(text, where)
         try:
             return cls.from_dict(d)
         except ModelError as exc:

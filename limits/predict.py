@@ -786,8 +786,10 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     NNGP mean + variance 150 s CPU, peak RSS 3.39 GiB; NTK flow limit with variance 185 s CPU, 6.67 GiB.
 
     ``solver="cg"`` (training sets whose P×P kernel does not fit in memory; :mod:`limits.largep.regression`):
-    the training kernel is stored as ``.npy`` tiles in the directory ``store`` (a temporary one when None;
-    a given store is reused and resumed), computed serially or on dask.distributed (``backend="dask"``,
+    the training kernel is stored as tiles in the directory ``store`` (a temporary one when None; a given store
+    is locked while in use, its tiles verified against the kernel they belong to and their own digest — those of
+    another kernel or damaged are recomputed and counted — then reused and resumed; :mod:`limits.kernels.tilestore`),
+    computed serially or on dask.distributed (``backend="dask"``,
     ``scheduler`` None → a LocalCluster of ``n_workers`` workers with ``worker_memory`` each, or an address
     ``tcp://host:8786``); A = K + σ²I is solved by block preconditioned CG (pivoted-Cholesky preconditioner
     of ``rank``, default ⌈8√P⌉ ≤ 2048; 0 = the diagonal (Jacobi) preconditioner alone, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
@@ -797,14 +799,18 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     likelihood is estimated by stochastic Lanczos quadrature (``probes`` Rademacher vectors from ``seed``),
     its standard error in ``diagnostics["log_marginal_likelihood_se"]``. ``block`` is then the tile edge
     (default 2048 when left at 256). Diagnostics: CG ``iterations``, ``history``, ``true_relative_residual``,
-    preconditioner ``rank``, tile counts (computed / reused), seconds per stage.
+    preconditioner ``rank``, tile counts (computed / reused / recomputed), seconds per stage, and the ``estimate``
+    made before anything was allocated (driver memory, disk for the tiles, tile CPU time): a driver needing more
+    than ``memory_limit`` (default half the available memory), or tiles needing more disk than the store's file
+    system has free, is refused with the estimate.
     """
     if solver not in ("cholesky", "cg"):
         raise ValueError(f"solver must be 'cholesky' or 'cg', got {solver!r}")
     if solver == "cg":
         return _cg_regression(model, X_train, Y_train, X_test, kernel, noise, var=var, block=block, progress=progress,
                               backend=backend, scheduler=scheduler, store=store, tol=tol, rank=rank, maxiter=maxiter,
-                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed)
+                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed,
+                              memory_limit=memory_limit)
     if backend != "serial" or store is not None or scheduler is not None:
         raise ValueError("backend, scheduler and store belong to solver='cg' (the Cholesky path runs in this process)")
     import time
@@ -915,7 +921,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
 
 
 def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block, progress, backend, scheduler, store,
-                   tol, rank, maxiter, n_workers, worker_memory, probes, seed):
+                   tol, rank, maxiter, n_workers, worker_memory, probes, seed, memory_limit):
     from .checks import positive_float, positive_int
     from .largep.regression import cg_regression
 
@@ -933,6 +939,6 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
         m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,
         n_workers=n_workers, memory_limit=worker_memory, tol=tol, maxiter=positive_int(maxiter, "maxiter"),
         rank=None if rank is None else positive_int(rank, "rank", minimum=0), probes=positive_int(probes, "probes", minimum=2), seed=seed,
-        progress=progress)
+        progress=progress, max_memory=None if memory_limit is None else positive_float(memory_limit, "memory_limit"))
     return RegressionResult(mean, vs, kernel, noise, lml, float(diag["driver_memory_bytes"]), diag, _model_dict(m),
                             X, Y, Xs)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..checks import positive_int
 from ..results import Result
+from ..stats import signed
 
 DEFAULT_WIDTHS = (64, 128, 256, 512)
 DEFAULT_INITS = 256
@@ -312,7 +313,8 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
         fit = loglog_fit(widths, np.array(rms), yerr=np.array(rms_se), level=0.99)
         rate, ci = fit.slope, (fit.ci_low, fit.ci_high)
         if not fit.contains(rate_expected):
-            reasons.append(f"finite-size rate {rate:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] excludes the expected "
+            reasons.append(f"finite-size rate {signed(rate, 3)} [{signed(ci[0], 3)}, {signed(ci[1], 3)}] "
+                           "excludes the expected "
                            f"{rate_expected:+g}")
     power = (z1 + Z_POWER) * dse
     model = model or {}

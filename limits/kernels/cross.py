@@ -97,7 +97,7 @@ def _diag_avail() -> float:
         return 8.0 * 2**30
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelResult:
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=None, max_seconds=None) -> KernelResult:
     """NNGP / NTK read-out kernels of ``model`` between ``X1`` (P1×d_in) and ``X2`` (P2×d_in).
 
     ``X2=None`` gives the symmetric P1×P1 kernel. ``get`` ⊆ {"nngp", "ntk"}; ``layers=True`` also
@@ -105,7 +105,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     kernel regime (parameterisation "NTK"; "SP" for the NNGP only), with one-layer pre-activation
     blocks. Agrees with the corresponding block of ``nngp(vstack(X1, X2), model=model)`` to 1e-12.
     Overflow of one kernel (e.g. the NTK growing like χ₁^L in the chaotic phase) never touches the
-    other: each has its own ``*_exploded_at`` in ``diagnostics``.
+    other: each has its own ``*_exploded_at`` in ``diagnostics``. A composition of ``limits.layers`` has its
+    memory and time estimated first; ``max_memory`` (bytes, default half the available memory) and
+    ``max_seconds`` (default one hour) bound them (:func:`limits.kernels.composed.check_cost`).
     """
     from ..model import ModelError, as_model
 
@@ -117,7 +119,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                              "its per-layer structure in diagnostics['structure']")
         from ..layers import as_serial
 
-        return _composed(as_serial(model), X1, X2, get)
+        return _composed(as_serial(model), X1, X2, get, max_memory=max_memory, max_seconds=max_seconds)
     m = as_model(model)
     get = parse_get(get)
     what = "limits.kernels.kernel"

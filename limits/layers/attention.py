@@ -106,6 +106,10 @@ class Attention(Layer):
     def needs_full(self, after):
         return True
 
+    def kernel_work(self, spatial, full):
+        """A_l K A_rᵀ per pair of inputs: 2·S updates per block entry (S positions)."""
+        return 2.0 * float(np.prod(spatial)) if spatial else 1.0
+
     # ------------------------------------------------------------------ kernel
     def kernel(self, k, need_full_after=True, where=""):
         if not k.spatial:

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import exponent_test
 from .network import torch_threads
@@ -51,11 +51,6 @@ from .graph import find_attention, width_scaling
 from .recording import describe, display_name, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
-
-
-def _x(v) -> str:
-    """An exponent as +0.12 (never −0.00)."""
-    return f"{(0.0 if abs(v) < 0.005 else v):+.2f}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +107,7 @@ class TorchCoordCheck(Result):
         p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
         if not np.isfinite(p):
             return "—"
-        return _x(p) if not lo < p else f"{_x(lo)}…{_x(p)}"
+        return signed(p) if not lo < p else f"{signed(lo)}…{signed(p)}"
 
     def failing_tensors(self) -> list:
         """Rows with an inconsistent fit, culprit first (see :meth:`failures`)."""
@@ -144,7 +139,7 @@ class TorchCoordCheck(Result):
                 continue
             seen.add(n)
             parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
-                         f"at step {t} ∝ N^{_x(s)} [{_x(lo)}, {_x(hi)}], predicted {p}")
+                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
         return "Not as predicted: " + "; ".join(parts[:12]) + more
 
@@ -163,7 +158,7 @@ class TorchCoordCheck(Result):
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
-                fit = "—" if not np.isfinite(s) else f"{_x(s)} [{_x(lo)}, {_x(hi)}]"
+                fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
             b, pb = cell(T, 1)

@@ -382,8 +382,9 @@ def _mismatch_reason(model, fails):
         cs = [next(c for _, l2, c in fails[w][1] if l2 == lab) for w in ws]
         txt = ", ".join(f"{c:.4g}" for c in cs) + " at widths " + ", ".join(str(w) for w in ws)
         if len(ws) >= 2 and all(c > 0 for c in cs):
-            e = np.polyfit(np.log(ws), np.log(cs), 1)[0]
-            txt += f" (≈ N^{e:+.2f})"
+            from ..stats import loglog_slope, signed
+
+            txt += f" (≈ N^{signed(loglog_slope(ws, cs))})"
         if joint:
             parts.append(f"{lab.removesuffix(' jointly')} × {txt}")
         else:
