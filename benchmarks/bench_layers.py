@@ -284,8 +284,9 @@ def run_strided(quick=False, Ps=None):
     return rows
 
 
-def merge(path, new):
-    """Write ``new`` rows into the results file ``path`` in place of the rows of the same name (others kept)."""
+def merge(path, new, module="layers"):
+    """Write ``new`` rows (of benchmark ``module``) into the results file ``path`` in place of the rows of the
+    same name (others kept)."""
     import json
 
     from limits.results import atomic_write_text
@@ -293,7 +294,7 @@ def merge(path, new):
     p = Path(path)
     old = json.loads(p.read_text()) if p.is_file() else []
     names = {r["name"] for r in new}
-    rows = [r for r in old if r.get("name") not in names] + [{"module": "layers", **r} for r in new]
+    rows = [r for r in old if r.get("name") not in names] + [{"module": module, **r} for r in new]
     atomic_write_text(p, json.dumps(rows, indent=1, default=str) + "\n")
     return p
 
