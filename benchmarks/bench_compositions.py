@@ -285,7 +285,8 @@ def run(quick=False, cases=None, Ps=None):
         th.join()
     for c in cases:
         for P in sizes[c]:
-            rows.append(_row(c, P, ours[(c, P)], nt.get((c, P), (None, "not run")), nt, sizes[c][0], fl.get(P)))
+            rows.append(_row(c, P, ours[(c, P)], nt.get((c, P), (None, "not run")), nt, sizes[c][0],
+                             fl.get(P) if c == "cnn-gap" else None))
     return rows
 
 
