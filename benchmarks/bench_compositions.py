@@ -260,6 +260,25 @@ def floor(P, S=64, convs=3, reps=20):
             "passes": convs * 16, "arctans": convs}
 
 
+def packing(P=100, case="cnn-gap", repeat=3):
+    """Goal 4: the symmetric kernel K(X, X) (packed: P(P+1)/2 pairs of inputs) against the cross kernel K(X, X')
+    with X' a copy of X (P² pairs), interleaved; the ideal ratio is P² / (P(P+1)/2) = 2P/(P + 1)."""
+    build, inputs = CASES[case][:2]
+    m, X = build(), inputs(P)
+    Y = X.copy()
+    res = cpu_wall_interleaved({"sym": lambda: limits.kernels.kernel(m, X),
+                                "cross": lambda: limits.kernels.kernel(m, X, Y)}, repeat=repeat)
+    (ts, ks), (tc, kc) = res["sym"], res["cross"]
+    ideal = 2.0 * P / (P + 1)
+    got = tc["cpu"] / ts["cpu"]
+    return {"name": f"composition packing {case} P={P}", "case": case, "P": P, "packing": True, "seconds": ts["cpu"],
+            "cross_seconds": tc["cpu"], "cross_ratio": got, "ideal_ratio": ideal, "left": 1.0 - got / ideal,
+            "max_rel_diff": max(float(np.max(np.abs(ks.nngp - kc.nngp)) / np.max(np.abs(kc.nngp))),
+                                float(np.max(np.abs(ks.ntk - kc.ntk)) / np.max(np.abs(kc.ntk)))),
+            "note": f"symmetric {ts['cpu']:.2f} s CPU, cross kernel with a copy {tc['cpu']:.2f} s: {got:.2f}× "
+                    f"(ideal {ideal:.2f}×: {100 * (1.0 - got / ideal):.0f} % left)"}
+
+
 def run(quick=False, cases=None, Ps=None):
     cases = list(cases or CASES)
     sizes = {c: tuple(Ps) if Ps else ((50,) if quick else SIZES[c]) for c in cases}
@@ -342,6 +361,8 @@ def table(rows):
            "NT steady CPU s | NT / ours (wall) | NT max RSS MiB | max rel. diff NT / numpy | floor s (ours / floor) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if r.get("packing"):
+            continue
         nt = (f"{r['baseline_seconds']:.2f} | {r['ratio']:.2f} ({r['nt_wall_ratio']:.2f}) | {r['nt_maxrss'] / 2**20:.0f}"
               if "ratio" in r else "skipped | | ")
         fl = f"{r['floor_seconds']:.2f} ({r['floor_ratio']:.1f}×)" if "floor_seconds" in r else ""
@@ -360,8 +381,13 @@ if __name__ == "__main__":
     ap.add_argument("--P", type=int, nargs="*", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--merge", default=None, help="write the rows into this results JSON in place of the same rows")
+    ap.add_argument("--packing", action="store_true", help="only goal 4's row: symmetric vs cross kernel")
     a = ap.parse_args()
-    rs = run(a.quick, a.case, a.P)
-    print(table(rs))
+    if a.packing:
+        rs = [packing(P, c) for c in (a.case or ["cnn-gap"]) for P in (a.P or [100])]
+        print("\n".join(r["note"] for r in rs))
+    else:
+        rs = run(a.quick, a.case, a.P)
+        print(table(rs))
     if a.merge:
         print(f"wrote {merge(a.merge, rs, module='compositions')}")
