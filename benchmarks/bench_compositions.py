@@ -67,11 +67,17 @@ def tokens(P, n):
 def plain_cnn_flatten(X, tile=100):
     """3 × [Conv 3×3 SAME, ReLU] → Flatten → Dense the obvious way: Flatten needs equal positions only, so the
     block of a pair of inputs is (h, w); tiles of ``tile`` × ``tile`` inputs over the upper triangle."""
+    return upper_tiles(X, _plain_flatten_tile, tile)
+
+
+def upper_tiles(X, tile_fn, tile):
+    """(K, Θ) of all pairs of inputs of X from ``tile_fn(X_a, X_b)`` on the tiles of ``tile`` × ``tile`` inputs of
+    the upper triangle (the lower one by symmetry)."""
     P = X.shape[0]
     K, T = np.empty((P, P)), np.empty((P, P))
     for i in range(0, P, tile):
         for j in range(i, P, tile):
-            k, t = _plain_flatten_tile(X[i:i + tile], X[j:j + tile])
+            k, t = tile_fn(X[i:i + tile], X[j:j + tile])
             K[i:i + tile, j:j + tile], T[i:i + tile, j:j + tile] = k, t
             K[j:j + tile, i:i + tile], T[j:j + tile, i:i + tile] = k.T, t.T
     return K, T
@@ -103,14 +109,7 @@ def _plain_flatten_tile(X1, X2):
 def plain_attention(X, tile=50):
     """:func:`attention_model` the obvious way, tile by tile over the upper triangle: every block (A, B, T, T)
     with the self covariances (P, T, T) of each side carried along (attention weights, variances)."""
-    P = X.shape[0]
-    K, T = np.empty((P, P)), np.empty((P, P))
-    for i in range(0, P, tile):
-        for j in range(i, P, tile):
-            k, t = _plain_attention_tile(X[i:i + tile], X[j:j + tile])
-            K[i:i + tile, j:j + tile], T[i:i + tile, j:j + tile] = k, t
-            K[j:j + tile, i:i + tile], T[j:j + tile, i:i + tile] = k.T, t.T
-    return K, T
+    return upper_tiles(X, _plain_attention_tile, tile)
 
 
 def _softmax(z):
