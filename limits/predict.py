@@ -256,10 +256,11 @@ def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if hasattr(m, "kernel_kwargs") and (test_cov or Pt <= P) and _joint_fits(P + Pt, memory_limit):
+            from .kernels.modelview import kernel_arguments
             from .kernels.nngp import nngp
 
             r = nngp(np.concatenate([X, Xs]), ntk=ntk, keep="last", on_explode="ignore",
-                     **m.kernel_kwargs("limits.predict"))
+                     **kernel_arguments(m, "limits.predict"))
             K, T = r.K_out, (r.Theta_out if ntk else None)
             del r
             out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
@@ -287,7 +288,7 @@ def _joint_fits(n, memory_limit):
     need = 8.0 * _JOINT_UNITS * float(n) ** 2
     if memory_limit is not None:
         return need <= float(memory_limit)
-    from .kernels.nngp import available_memory
+    from .memory import available_memory
 
     avail = available_memory()
     return avail is None or need <= 0.5 * avail
@@ -364,7 +365,7 @@ def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
 
     need = predict_memory(P, P_test, method, n_times)
     if memory_limit is None:
-        from .kernels.nngp import available_memory
+        from .memory import available_memory
 
         avail = available_memory()
         if avail is None:
@@ -836,7 +837,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     P, Pt = X.shape[0], Xs.shape[0]
     need = regression_memory(P, Pt, kernel, bool(var), block, Y.shape[1])
     if memory_limit is None:
-        from .kernels.nngp import available_memory
+        from .memory import available_memory
 
         avail = available_memory()
         limit, src = (None, "") if avail is None else (0.5 * avail, f"half the available memory ({avail / 2**30:.3g} GiB)")

@@ -123,3 +123,11 @@ def loglog_fit(x, y, yerr=None, level: float = 0.95) -> RateFit:
 def z_verdict(z, z_crit: float = 4.0) -> str:
     """'pass' when every ``|z| ≤ z_crit`` (default 4: few false alarms over many entries)."""
     return "pass" if np.all(np.abs(np.asarray(z)) <= z_crit) else "fail"
+
+
+def control_variate(Y, R):
+    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
+    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
+    Rc = R - R.mean(axis=0)
+    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
+    return Y - R @ beta

@@ -63,3 +63,18 @@ def test_composition_row_follows_its_goals():
     rows[0].pop("ratio")                                  # neural-tangents skipped: not met
     assert "cnn-gap ≥ 4× NT: **not met**" in m._compositions_row(rows)
     assert m._compositions_row([]) is None
+
+
+def test_mup_coordcheck_rows_are_generated_from_the_data():
+    """benchmarks/README.md's table of ours next to mup's coordinate check is benchmarks/results/peers/mup_coordcheck.json
+    (python benchmarks/mup_coordcheck.py --write)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("mup_coordcheck", ROOT / "benchmarks" / "mup_coordcheck.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    block = text.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
+    assert block.strip().splitlines() == m.readout_rows(json.loads(m.DATA.read_text())), \
+        "benchmarks/README.md is stale: python benchmarks/mup_coordcheck.py --write"

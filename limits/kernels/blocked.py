@@ -440,7 +440,9 @@ class _Engine:
         from .expectations import is_builtin_activation, activation_name
 
         self.m, self.get, self.block = m, get, block
-        self.kw = kw = m.kernel_kwargs("limits.kernels.kernel_blocked")
+        from .modelview import kernel_arguments
+
+        self.kw = kw = kernel_arguments(m, "limits.kernels.kernel_blocked")
         self.act = kw["activation"]
         self.want_ntk = "ntk" in get
         self.name = activation_name(self.act)

@@ -27,6 +27,7 @@ from ..results import Result, kernel_summary
 from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
+from .modelview import kernel_arguments
 
 GETS = ("nngp", "ntk")
 
@@ -132,7 +133,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
     if X2 is None:
         return _symmetric(m, X1, get, layers, want_ntk)
     X2 = check_inputs(X2, "X2", m.d_in)
-    kw = m.kernel_kwargs(what)
+    kw = kernel_arguments(m, what)
     act, L = kw["activation"], m.depth
     r2 = kw["rho"] ** 2
     cw, cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
@@ -266,7 +267,7 @@ def flag_explosions(diag, want_ntk):
 def _symmetric(m, X, get, layers, want_ntk):
     from .nngp import nngp as _nngp
 
-    kw = m.kernel_kwargs("limits.kernels.kernel")
+    kw = kernel_arguments(m, "limits.kernels.kernel")
     if layers:
         _memory_guard((m.depth + 1) * (2 + want_ntk), X.shape[0], X.shape[0], "limits.kernels.kernel")
     r = _nngp(X, ntk=want_ntk, keep="all" if layers else "last", on_explode="ignore", **kw)
