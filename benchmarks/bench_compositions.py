@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _plain_kernels import relu_from  # noqa: E402
-from _timing import cpu_wall_interleaved, run_peer  # noqa: E402
+from _timing import cpu_wall, cpu_wall_interleaved, run_peer  # noqa: E402
 from bench_layers import digits, merge, plain_kernel  # noqa: E402
 from nt_layers import TRANSLATE  # noqa: E402
 
@@ -283,6 +283,29 @@ def packing(P=100, case="cnn-gap", repeat=3):
                     f"(ideal {ideal:.2f}×: {100 * (1.0 - got / ideal):.0f} % left)"}
 
 
+def estimate_check(P=60):
+    """``limits.kernels.composed.estimate``'s time is a lower bound: measured CPU / estimated seconds per
+    composition (the four cases, the reference compositions of ``nt_layers.cases`` at P inputs, attention on 256
+    tokens where matrix products dominate); every ratio must be ≥ 1 (else a composition could be refused that
+    would have finished within the limit)."""
+    from nt_layers import cases
+
+    from limits.kernels.composed import estimate
+
+    rng = np.random.default_rng(0)
+    runs = [(c, CASES[c][0](), CASES[c][1](n)) for c, n in (("cnn-gap", P), ("cnn-flatten", 400), ("attn-ln-16", 300),
+                                                             ("attn-ln-32", 150))]
+    runs += [(n, m, rng.standard_normal((P,) + s[1:])) for n, m, s in cases()]
+    runs.append(("attention on 256 tokens", limits.serial(L.Dense(1.0, 0.1), L.Attention(n_heads=1, qk_scale=0.5),
+                                                          L.GlobalAvgPool(), L.Dense()), rng.standard_normal((20, 256, 3))))
+    out = []
+    for name, m, X in runs:
+        e = estimate(m, X.shape[1:], X.shape[0], X.shape[0], True, True)
+        t = cpu_wall(lambda: limits.kernels.kernel(m, X), repeat=2)[0]["cpu"]
+        out.append({"name": name, "shape": list(X.shape), "cpu": t, "estimate": e["seconds"], "ratio": t / e["seconds"]})
+    return sorted(out, key=lambda r: r["ratio"])
+
+
 def run(quick=False, cases=None, Ps=None):
     cases = list(cases or CASES)
     sizes = {c: tuple(Ps) if Ps else ((50,) if quick else SIZES[c]) for c in cases}
@@ -386,7 +409,14 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--merge", default=None, help="write the rows into this results JSON in place of the same rows")
     ap.add_argument("--packing", action="store_true", help="only goal 4's row: symmetric vs cross kernel")
+    ap.add_argument("--estimate", action="store_true", help="only: measured CPU / the cost estimate's lower bound")
     a = ap.parse_args()
+    if a.estimate:
+        rs = estimate_check()
+        for r in rs:
+            print(f"{r['ratio']:9.1f}×  {r['cpu']:7.3f} s CPU, estimate {r['estimate']:.2e} s  {r['name']} {r['shape']}")
+        print(f"smallest measured / estimated: {rs[0]['ratio']:.1f}× (must be ≥ 1: the estimate is a lower bound)")
+        sys.exit(0 if rs[0]["ratio"] >= 1 else 1)
     if a.packing:
         rs = [packing(P, c) for c in (a.case or ["cnn-gap"]) for P in (a.P or [100])]
         print("\n".join(r["note"] for r in rs))
