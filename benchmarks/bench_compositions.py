@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _plain_kernels import relu_from  # noqa: E402
-from _timing import cpu_wall, cpu_wall_interleaved, run_peer  # noqa: E402
+from _timing import PEER_TIMED, cpu_wall, cpu_wall_interleaved, run_peer  # noqa: E402
 from bench_layers import digits, merge, plain_kernel  # noqa: E402
 from nt_layers import TRANSLATE  # noqa: E402
 
@@ -171,26 +171,11 @@ def _repeat(P):
 
 
 # ------------------------------------------------------------------------------------------ neural-tangents
-PEER = TRANSLATE + r"""
-import resource, time
-import neural_tangents as nt
+PEER = TRANSLATE + PEER_TIMED + r"""
+import resource
 spec = json.load(open(sys.argv[1]))
-X = np.load(spec["X"])
 _, _, kfn = stax.serial(*[layer(d) for d in spec["model"]["serial"]])
-b = min(50, X.shape[0])
-while X.shape[0] % b:
-    b -= 1
-fn = nt.batch(jax.jit(kfn, static_argnames="get"), batch_size=b, store_on_device=False)
-res = {}
-for k in range(spec["calls"]):
-    c0, w0 = time.process_time(), time.perf_counter()
-    r = fn(X, None, ("nngp", "ntk"))
-    nngp, ntk = np.asarray(r.nngp), np.asarray(r.ntk)
-    c, w = time.process_time() - c0, time.perf_counter() - w0
-    res.setdefault("first_cpu", c)
-    res.setdefault("first_wall", w)
-    res["cpu"] = min(res.get("cpu", c), c)
-    res["wall"] = min(res.get("wall", w), w)
+res, nngp, ntk = nt_timed(kfn, np.load(spec["X"]), spec["calls"])
 np.save(spec["out"], np.stack([nngp, ntk]))
 res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(res))
