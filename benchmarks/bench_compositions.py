@@ -20,7 +20,6 @@ convolution 8 additions for the NNGP and 8 for the NTK, per ReLU one arctan — 
 cache-sized block in the same run, times the P(P+1)/2 pairs of inputs × S² positions pairs.
 """
 import json
-import os
 import sys
 import tempfile
 import threading
