@@ -140,18 +140,20 @@ def normal_equivalent(t_stat, dof):
     """The standard-normal deviate with the same two-sided tail probability as a Student-t statistic with
     ``dof`` degrees of freedom: sign(t)·Φ⁻¹(1 − F_ν(|t|)). |result| ≤ |t|; = t for ν = ∞. Where the tail
     probability underflows (|t| far in the tail), t itself is returned."""
-    from scipy.stats import norm, t as student
+    from scipy.special import ndtr, ndtri, stdtr
 
     t = np.asarray(t_stat, dtype=np.float64)
     nu = np.broadcast_to(np.asarray(dof, dtype=np.float64), t.shape)
-    sf = np.where(np.isfinite(nu), student.sf(np.abs(t), np.where(np.isfinite(nu), nu, 1.0)), norm.sf(np.abs(t)))
-    z = np.where(sf > 0, norm.isf(np.where(sf > 0, sf, 0.5)), np.abs(t))
+    finite = np.isfinite(nu)
+    sf = np.where(finite, stdtr(np.where(finite, nu, 1.0), -np.abs(t)), ndtr(-np.abs(t)))
+    z = np.where(sf > 0, -ndtri(np.where(sf > 0, sf, 0.5)), np.abs(t))
     return np.sign(t) * np.minimum(z, np.abs(t))
 
 
 def student_quantile(p, dof):
-    """Upper-tail quantile t_ν(p) (the normal one for ν = ∞)."""
-    from scipy.stats import norm, t as student
+    """Upper-tail quantile t_ν(p), 0 < p < 1 (the normal one for ν = ∞)."""
+    from scipy.special import ndtri, stdtrit
 
     nu = np.asarray(dof, dtype=np.float64)
-    return np.where(np.isfinite(nu), student.isf(p, np.where(np.isfinite(nu), nu, 1.0)), norm.isf(p))
+    finite = np.isfinite(nu)
+    return np.where(finite, -stdtrit(np.where(finite, nu, 1.0), p), -ndtri(p))

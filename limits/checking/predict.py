@@ -86,7 +86,7 @@ def default_widths(d_eff, kind, target_power=None):
 
 def _block_stats(r, d_eff, widths):
     """A block's statistics in the user's units, its regime ('inside': the O(1/N²) residual is at most
-    one SE; 'marginal': at most the two-sided 99 % threshold; 'outside') and verdict: a failure is
+    one SE; 'marginal': at most the bias test's threshold; 'outside') and verdict: a failure is
     'inconclusive' unless the block is inside the regime."""
     j = int(np.argmax(np.abs(r.z_inf)))
     rho = None if d_eff is None else regime_residual(d_eff, widths)
@@ -102,7 +102,9 @@ def _block_stats(r, d_eff, widths):
     verdict = "pass" if r.passed else ("fail" if level == "inside" else "inconclusive")
     return {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias, "scale_z": r.scale_z,
             "scale_bias_se": se, "power": r.power, "rate": r.rate,
-            "rate_ci": list(r.rate_ci), "passed": r.passed, "reasons": list(r.reasons), "verdict": verdict,
+            "rate_ci": list(r.rate_ci), "rms": [float(v) for v in r.rms], "rms_se": [float(v) for v in r.rms_se],
+            "entries": int(r.theory.size), "levels": r.details["levels"], "passed": r.passed,
+            "reasons": list(r.reasons), "verdict": verdict,
             "worst": {"label": r.labels[j] if r.labels else str(j), "extrapolated": float(r.extrapolated[j]),
                       "se": float(r.extrapolated_se[j]), "theory": float(r.theory[j]), "z": float(r.z_inf[j])},
             "regime": {"d_eff": d_eff, "residual": rho, "level": level, "widths_needed": need, "text": text}}

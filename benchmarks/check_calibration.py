@@ -1,0 +1,278 @@
+"""Calibration of ``limits.check``: its false-alarm rate on correct predictions (family-wise α = 1 %) and its power on
+wrong ones, over independent checks (each its own ``seed``), with the previous rule recomputed on the same samples.
+A validation report, not a timing::
+
+    python benchmarks/check_calibration.py --runs 200 --power-runs 40 --json benchmarks/results/calibration/check.json
+    python benchmarks/check_calibration.py --only "kernel: MLP" --runs 200 --json part.json   # one case
+    python benchmarks/check_calibration.py --merge a.json b.json --json benchmarks/results/calibration/check.json
+    python benchmarks/check_calibration.py --rows      # the README rows from that file
+    python benchmarks/check_calibration.py --write     # put them into README.md
+
+Cases (each at the check's defaults unless stated): the NNGP posterior of a depth-2 erf MLP with s², σ² fitted
+(12 training, 2 test points, 2 outputs; 48 inits); a CNN-GP posterior (a composition on 4×4 images, s², σ² fitted);
+the read-out NNGP + NTK of an erf MLP and of a relu ResNet on 4 inputs; the GD ensemble of an erf MLP (3 times;
+widths 32–128 and 32 inits — the default widths cost 30 s a check). Wrong posteriors (the MLP task): covariance ×
+1.1 and × 1.3, mean × 1.05. The previous rule (each of the verdict's tests at α, normal reference for every ratio
+estimate/SE) is recomputed from each check's own numbers (:func:`previous_verdict`); its detectable bias was
+(z_{α/2} + z_{0.8})·se(δ∞).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import binom, norm
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "results" / "calibration" / "check.json"
+ALPHA = 0.01
+BEGIN = "<!-- check-calibration:begin (python benchmarks/check_calibration.py --write) -->"
+END = "<!-- check-calibration:end -->"
+
+
+def _mlp_posterior():
+    import limits
+
+    rng = np.random.default_rng(5)
+    m = limits.mlp(3, 2, d_out=2, activation="erf", sigma_w2=1.5, sigma_b2=0.3)
+    X = rng.standard_normal((12, 3))
+    Y = np.stack([np.sin(2 * X[:, 0]), np.cos(X[:, 1])], 1) * 0.3 + 0.05 * rng.standard_normal((12, 2))
+    return limits.predict.nngp_posterior(m, X, Y, rng.standard_normal((2, 3)), noise="auto")
+
+
+def _cnn_posterior():
+    import limits
+
+    L = limits.layers
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((15, 4, 4, 1))
+    Y = np.tanh(X.mean(axis=(1, 2, 3)))[:, None] * 3.0
+    cnn = limits.serial(L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("relu"), L.GlobalAvgPool(),
+                        L.Dense(sigma_w2=1.0, sigma_b2=0.05))
+    return limits.predict.nngp_posterior(cnn, X[:12], Y[:12], X[12:], noise="auto")
+
+
+def _kernel(model):
+    import limits
+
+    X = np.random.default_rng(0).standard_normal((4, 3))
+    return limits.kernels.kernel(model, X)
+
+
+def _gd():
+    import limits
+
+    rng = np.random.default_rng(0)
+    m = limits.mlp(3, 1, activation="erf", sigma_w2=1.5, sigma_b2=0.1, lr=0.5)
+    X = rng.standard_normal((8, 3))
+    return limits.predict.gradient_descent(m, X, np.sin(X[:, 0]), rng.standard_normal((3, 3)), t=[1, 5, 20],
+                                           flow=False, learning_rate=0.2)
+
+
+def cases():
+    """{name: (build() -> result, check keywords)}."""
+    import limits
+
+    return {
+        "posterior: erf MLP, s², σ² fitted (48 inits)": (_mlp_posterior, {"inits": 48}),
+        "posterior: CNN-GP on 4×4 images (composition), s², σ² fitted": (_cnn_posterior, {}),
+        "kernel: erf MLP, NNGP + NTK": (lambda: _kernel(limits.mlp(3, 2, activation="erf", sigma_w2=1.5, sigma_b2=0.3)), {}),
+        "kernel: relu ResNet, NNGP + NTK": (lambda: _kernel(limits.resnet(3, 2, activation="relu")), {}),
+        "GD ensemble: erf MLP (widths 32–128, 32 inits)": (_gd, {"widths": (32, 64, 128), "inits": 32}),
+    }
+
+
+WRONG = {"cov × 1.1": lambda p: replace(p, cov=1.1 * p.cov, var=1.1 * p.var),
+         "cov × 1.3": lambda p: replace(p, cov=1.3 * p.cov, var=1.3 * p.var),
+         "mean × 1.05": lambda p: replace(p, mean=1.05 * p.mean)}
+
+
+# ---------------------------------------------------------------------------------------------- previous rule
+def _old_tests(theory, extrap, se, dinf, dse, widths, rms, rms_se, alpha):
+    """The previous tests of one analysis: entries (Bonferroni at α, normal), bias (|δ∞/se| > z_{α/2}), rate (99 % CI)."""
+    from limits.stats import loglog_fit
+
+    z = np.abs((np.asarray(extrap) - np.asarray(theory)) / np.maximum(se, 1e-300))
+    fail = bool(np.max(z) > norm.isf(alpha / (2 * z.size))) or abs(dinf / dse) > norm.isf(alpha / 2)
+    if len(widths) >= 3 and np.all(np.asarray(rms) > 0):
+        fail |= not loglog_fit(widths, np.asarray(rms), yerr=np.asarray(rms_se), level=0.99).contains(-0.5)
+    return fail
+
+
+def previous_verdict(c, alpha=ALPHA) -> str:
+    """The verdict of the rule before this calibration, from the numbers of a CheckResult ``c``: every test at α,
+    the studentised ratios against the normal distribution; for checks with blocks (predictions) each block's tests
+    and the combination's, a failing block outside the asymptotic regime being inconclusive."""
+    w = [int(n) for n in c.widths]
+    comb = _old_tests(c.theory, c.extrapolated, c.extrapolated_se, c.scale_bias, c.scale_bias_se, w, c.rms, c.rms_se,
+                      alpha)
+    blocks = c.details.get("blocks")
+    if not blocks:
+        return "fail" if comb else "pass"
+    verdicts, start = [], 0
+    for b in blocks.values():
+        sl = slice(start, start + b["entries"])
+        start += b["entries"]
+        f = _old_tests(c.theory[sl], c.extrapolated[sl], c.extrapolated_se[sl], b["scale_bias"], b["scale_bias_se"], w,
+                       b["rms"], b["rms_se"], alpha)
+        verdicts.append("pass" if not f else ("fail" if b["regime"]["level"] == "inside" else "inconclusive"))
+    if "fail" in verdicts or (comb and "inconclusive" not in verdicts):
+        return "fail"
+    return "inconclusive" if "inconclusive" in verdicts else "pass"
+
+
+def previous_power(c) -> float:
+    return float((norm.isf(ALPHA / 2) + norm.isf(0.2)) * c.scale_bias_se)
+
+
+# ---------------------------------------------------------------------------------------------- runs
+def _record(c, seed, cpu):
+    return {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c), "worst_z": round(c.worst_z, 4),
+            "z_crit": round(c.z_crit, 4), "scale_z": round(c.scale_z, 4), "power": c.power,
+            "previous_power": previous_power(c), "reasons": list(c.reasons)[:3], "cpu": round(cpu, 3)}
+
+
+def run_case(result, kw, runs, first_seed=1000, progress=None):
+    import limits
+
+    out = []
+    for s in range(runs):
+        t = time.process_time()
+        c = limits.check(result, seed=first_seed + s, progress=False, **kw)
+        out.append(_record(c, first_seed + s, time.process_time() - t))
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+def run(n_runs, power_runs, only=None, save=None):
+    import limits
+    from limits.progress import progress as bar
+
+    data = {"alpha": ALPHA, "limits_commit": _commit(), "cases": {}, "wrong": {}}
+    chosen = {k: v for k, v in cases().items() if not only or only in k}
+    total = n_runs * len(chosen) + (power_runs * len(WRONG) if (not only or only in "posterior: erf MLP") else 0)
+    pb = bar(total=total, desc="check calibration")
+    for name, (build, kw) in chosen.items():
+        r = build()
+        c0 = limits.check(r, seed=0, progress=False, **kw)
+        data["cases"][name] = {"check": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
+                               "widths": [int(w) for w in c0.widths], "inits": c0.inits, "entries": int(c0.theory.size),
+                               "runs": run_case(r, kw, n_runs, progress=pb)}
+        if save:
+            save(data)
+        if name.startswith("posterior: erf MLP") and power_runs:
+            for wname, f in WRONG.items():
+                data["wrong"][wname] = {"case": name, "runs": run_case(f(r), kw, power_runs, first_seed=5000, progress=pb)}
+                if save:
+                    save(data)
+    pb.close()
+    return data
+
+
+def _commit():
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def merge(parts):
+    out = dict(parts[0], cases={}, wrong={})
+    for p in parts:
+        out["cases"].update(p["cases"])
+        out["wrong"].update(p["wrong"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- rows
+def rate(k, n):
+    """k/n ± binomial SE and the one-sided p-value of k or more false alarms at the nominal level."""
+    p = k / n
+    return p, float(np.sqrt(max(p * (1 - p), 1.0 / n) / n)), float(binom.sf(k - 1, n, ALPHA))
+
+
+def _fa(runs, key):
+    k = sum(r[key] == "fail" for r in runs)
+    p, se, pv = rate(k, len(runs))
+    return f"{k} ({p:.3f} ± {se:.3f}, p = {pv:.2g})"
+
+
+def rows(data) -> list:
+    """README lines (markdown table rows) from the calibration data."""
+    a = data["alpha"]
+    lines = [f"| correct prediction (widths; inits) | checks | false alarms now (rate ± SE, one-sided p vs {a:g}) | "
+             f"previous rule, same samples | detectable bias now / before (median) |",
+             "|---|---:|---|---|---|"]
+    for name, d in data["cases"].items():
+        runs = d["runs"]
+        ws = d["widths"]
+        lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {len(runs)} | {_fa(runs, 'verdict')} | "
+                     f"{_fa(runs, 'previous')} | {np.median([r['power'] for r in runs]):.2%} / "
+                     f"{np.median([r['previous_power'] for r in runs]):.2%} |")
+    if data["wrong"]:
+        lines += ["", "| wrong posterior (erf MLP task) | checks | flagged now | flagged by the previous rule |",
+                  "|---|---:|---|---|"]
+        for name, d in data["wrong"].items():
+            runs = d["runs"]
+            n = len(runs)
+            k, ko = sum(r["verdict"] == "fail" for r in runs), sum(r["previous"] == "fail" for r in runs)
+            lines.append(f"| {name} | {n} | {k}/{n} | {ko}/{n} |")
+    return lines
+
+
+def write_readme(data, path=ROOT / "README.md"):
+    from limits.results import atomic_write_text
+
+    text = Path(path).read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"README.md has no {BEGIN!r} … {END!r} block")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    atomic_write_text(path, head + BEGIN + "\n" + "\n".join(rows(data)) + "\n" + END + tail)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=40, help="independent checks per correct prediction")
+    ap.add_argument("--power-runs", type=int, default=20, help="independent checks per wrong posterior")
+    ap.add_argument("--only", help="a substring of one case's name (partial runs, merged with --merge)")
+    ap.add_argument("--json", help="write the data here")
+    ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
+    ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
+    ap.add_argument("--write", action="store_true", help="write the README rows")
+    a = ap.parse_args(argv)
+    from limits.results import atomic_write_text
+
+    if a.merge:
+        atomic_write_text(a.json or DATA, json.dumps(merge([json.loads(Path(p).read_text()) for p in a.merge]), indent=1))
+        return 0
+    if a.rows or a.write:
+        data = json.loads(Path(a.json or DATA).read_text())
+        if a.write:
+            write_readme(data)
+        print("\n".join(rows(data)))
+        return 0
+
+    def save(d):
+        if a.json:
+            atomic_write_text(a.json, json.dumps(d, indent=1))
+
+    t = time.process_time()
+    data = run(a.runs, a.power_runs, a.only, save=save)
+    data["cpu_seconds"] = time.process_time() - t
+    save(data)
+    print("\n".join(rows(data)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
