@@ -94,33 +94,43 @@ WRONG = {"cov × 1.1": lambda p: replace(p, cov=1.1 * p.cov, var=1.1 * p.var),
 
 # ---------------------------------------------------------------------------------------------- previous rule
 def _old_tests(theory, extrap, se, dinf, dse, widths, rms, rms_se, alpha):
-    """The previous tests of one analysis: entries (Bonferroni at α, normal), bias (|δ∞/se| > z_{α/2}), rate (99 % CI)."""
+    """The previous tests of one analysis, each at α: entries (Bonferroni, normal), bias (|δ∞/se| > z_{α/2}), rate
+    (99 % CI); {test: failed}."""
     from limits.stats import loglog_fit
 
     z = np.abs((np.asarray(extrap) - np.asarray(theory)) / np.maximum(se, 1e-300))
-    fail = bool(np.max(z) > norm.isf(alpha / (2 * z.size))) or abs(dinf / dse) > norm.isf(alpha / 2)
+    out = {"entries": bool(np.max(z) > norm.isf(alpha / (2 * z.size))), "bias": bool(abs(dinf / dse) > norm.isf(alpha / 2))}
     if len(widths) >= 3 and np.all(np.asarray(rms) > 0):
-        fail |= not loglog_fit(widths, np.asarray(rms), yerr=np.asarray(rms_se), level=0.99).contains(-0.5)
-    return fail
+        out["rate"] = not loglog_fit(widths, np.asarray(rms), yerr=np.asarray(rms_se), level=0.99).contains(-0.5)
+    return out
 
 
-def previous_verdict(c, alpha=ALPHA) -> str:
-    """The verdict of the rule before this calibration, from the numbers of a CheckResult ``c``: every test at α,
-    the studentised ratios against the normal distribution; for checks with blocks (predictions) each block's tests
-    and the combination's, a failing block outside the asymptotic regime being inconclusive."""
+def previous_tests(c, alpha=ALPHA) -> dict:
+    """{analysis: {test: failed}} of the rule before this calibration, from the numbers of a CheckResult ``c``
+    ("all" the whole check; for checks with blocks also each block)."""
     w = [int(n) for n in c.widths]
-    comb = _old_tests(c.theory, c.extrapolated, c.extrapolated_se, c.scale_bias, c.scale_bias_se, w, c.rms, c.rms_se,
-                      alpha)
+    out = {"all": _old_tests(c.theory, c.extrapolated, c.extrapolated_se, c.scale_bias, c.scale_bias_se, w, c.rms,
+                             c.rms_se, alpha)}
+    start = 0
+    for name, b in (c.details.get("blocks") or {}).items():
+        sl = slice(start, start + b["entries"])
+        start += b["entries"]
+        out[name] = _old_tests(c.theory[sl], c.extrapolated[sl], c.extrapolated_se[sl], b["scale_bias"],
+                               b["scale_bias_se"], w, b["rms"], b["rms_se"], alpha)
+    return out
+
+
+def previous_verdict(c, alpha=ALPHA, tests=None) -> str:
+    """The verdict of the rule before this calibration: every test at α, the studentised ratios against the normal
+    distribution; for checks with blocks (predictions) each block's tests and the combination's, a failing block
+    outside the asymptotic regime being inconclusive."""
+    tests = previous_tests(c, alpha) if tests is None else tests
+    comb = any(tests["all"].values())
     blocks = c.details.get("blocks")
     if not blocks:
         return "fail" if comb else "pass"
-    verdicts, start = [], 0
-    for b in blocks.values():
-        sl = slice(start, start + b["entries"])
-        start += b["entries"]
-        f = _old_tests(c.theory[sl], c.extrapolated[sl], c.extrapolated_se[sl], b["scale_bias"], b["scale_bias_se"], w,
-                       b["rms"], b["rms_se"], alpha)
-        verdicts.append("pass" if not f else ("fail" if b["regime"]["level"] == "inside" else "inconclusive"))
+    verdicts = ["pass" if not any(tests[name].values()) else ("fail" if b["regime"]["level"] == "inside" else "inconclusive")
+                for name, b in blocks.items()]
     if "fail" in verdicts or (comb and "inconclusive" not in verdicts):
         return "fail"
     return "inconclusive" if "inconclusive" in verdicts else "pass"
@@ -132,9 +142,12 @@ def previous_power(c) -> float:
 
 # ---------------------------------------------------------------------------------------------- runs
 def _record(c, seed, cpu):
-    return {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c), "worst_z": round(c.worst_z, 4),
-            "z_crit": round(c.z_crit, 4), "scale_z": round(c.scale_z, 4), "power": c.power,
-            "previous_power": previous_power(c), "reasons": list(c.reasons)[:3], "cpu": round(cpu, 3)}
+    tests = previous_tests(c)
+    z_raw = (c.extrapolated - c.theory) / c.extrapolated_se
+    return {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c, tests=tests), "previous_tests": tests,
+            "worst_z": round(c.worst_z, 4), "z_crit": round(c.z_crit, 4), "scale_z": round(c.scale_z, 4),
+            "z": [round(float(v), 4) for v in c.z_inf], "z_ratio": [round(float(v), 4) for v in z_raw],
+            "power": c.power, "previous_power": previous_power(c), "reasons": list(c.reasons)[:3], "cpu": round(cpu, 3)}
 
 
 def run_case(result, kw, runs, first_seed=1000, progress=None):
@@ -218,6 +231,19 @@ def rows(data) -> list:
         lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {len(runs)} | {_fa(runs, 'verdict')} | "
                      f"{_fa(runs, 'previous')} | {np.median([r['power'] for r in runs]):.2%} / "
                      f"{np.median([r['previous_power'] for r in runs]):.2%} |")
+    lines += ["", "| correct prediction: where the previous rule's false alarms came from | tests that fired (analysis: test "
+                  "× checks) | entries with \\|ratio\\| > 3: as estimate/SE vs N(0, 1) → now (t → normal) |", "|---|---|---|"]
+    for name, d in data["cases"].items():
+        runs = d["runs"]
+        fired = {}
+        for r in runs:
+            for an, tests in r["previous_tests"].items():
+                for test, f in tests.items():
+                    fired[f"{an}: {test}"] = fired.get(f"{an}: {test}", 0) + int(f)
+        zr = np.abs(np.concatenate([r["z_ratio"] for r in runs]))
+        zn = np.abs(np.concatenate([r["z"] for r in runs]))
+        lines.append(f"| {name} | {', '.join(f'{k} {v}' for k, v in fired.items() if v) or 'none'} | "
+                     f"{np.mean(zr > 3):.4f} vs {2 * norm.sf(3):.4f} → {np.mean(zn > 3):.4f} ({zr.size} entries) |")
     if data["wrong"]:
         lines += ["", "| wrong posterior (erf MLP task) | checks | flagged now | flagged by the previous rule |",
                   "|---|---:|---|---|"]

@@ -1,0 +1,51 @@
+"""The README's calibration table of ``limits.check`` is generated from benchmarks/results/calibration/check.json
+(``python benchmarks/check_calibration.py --write``) and says what the data say: on every correct prediction the
+false-alarm rate is not significantly above the nominal family-wise level (one-sided binomial test at 1 %: a
+calibrated check fails it with probability ≤ 1 % per case), the posterior case has ≥ 200 checks, and every wrong
+posterior is flagged in most checks."""
+import importlib.util
+import json
+from pathlib import Path
+
+from scipy.stats import binom
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("check_calibration", ROOT / "benchmarks" / "check_calibration.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_readme_rows_are_generated_from_the_data():
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
+    assert block.strip().splitlines() == m.rows(data), "README is stale: python benchmarks/check_calibration.py --write"
+
+
+def test_the_data_meet_the_stated_level():
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    assert len(data["cases"]) >= 4
+    assert any(k.startswith("posterior") and len(c["runs"]) >= 200 for k, c in data["cases"].items())
+    for name, case in data["cases"].items():
+        runs = case["runs"]
+        k = sum(r["verdict"] == "fail" for r in runs)
+        assert binom.sf(k - 1, len(runs), data["alpha"]) > 0.01, (name, k, len(runs))
+    for name, w in data["wrong"].items():
+        runs = w["runs"]
+        assert sum(r["verdict"] == "fail" for r in runs) >= 0.8 * len(runs), name
+
+
+def test_previous_rule_is_recomputed_from_each_check():
+    """The recorded previous verdict follows from the recorded previous tests (the rows compare like with like)."""
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    for case in data["cases"].values():
+        for r in case["runs"]:
+            failed = any(any(t.values()) for t in r["previous_tests"].values())
+            assert (r["previous"] == "fail") <= failed
