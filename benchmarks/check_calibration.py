@@ -9,7 +9,8 @@ A validation report, not a timing::
     python benchmarks/check_calibration.py --write     # put them into README.md
 
 Cases (each at the check's defaults unless stated): the NNGP posterior of a depth-2 erf MLP with s², σ² fitted
-(12 training, 2 test points, 2 outputs; 48 inits, and 12 and 6 inits where the SEs are least precise); a CNN-GP posterior (a composition on 4×4 images, s², σ² fitted);
+(12 training, 2 test points, 2 outputs; 48 inits, and 24, 12 and 6 inits where the SEs are least precise); a CNN-GP
+posterior (a composition on 4×4 images, s², σ² fitted);
 the read-out NNGP + NTK of an erf MLP and of a relu ResNet on 4 inputs; the GD ensemble of an erf MLP (3 times;
 widths 32–128 and 32 inits — the default widths cost 30 s a check). Wrong posteriors (the MLP task): covariance ×
 1.1 and × 1.3, mean × 1.05. The previous rule (each of the verdict's tests at α, normal reference for every ratio
@@ -26,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binom, norm
+from scipy.stats import binom, binomtest, norm
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "calibration" / "check.json"
@@ -81,6 +82,7 @@ def cases():
 
     return {
         POSTERIOR: (_mlp_posterior, {"inits": 48}),
+        "posterior: erf MLP, s², σ² fitted (24 inits)": (_mlp_posterior, {"inits": 24}),
         "posterior: erf MLP, s², σ² fitted (12 inits)": (_mlp_posterior, {"inits": 12}),
         "posterior: erf MLP, s², σ² fitted (6 inits)": (_mlp_posterior, {"inits": 6}),
         "posterior: CNN-GP on 4×4 images (composition), s², σ² fitted": (_cnn_posterior, {}),
@@ -145,12 +147,17 @@ def previous_power(c) -> float:
 
 # ---------------------------------------------------------------------------------------------- runs
 def _record(c, seed, cpu):
+    """One check: both verdicts, the previous rule's tests that fired ("analysis: test"), and how many entries have
+    |ratio| > 3 as estimate/SE (``tail_ratio``) and as the check's normal equivalent (``tail_z``), of ``entries``."""
     tests = previous_tests(c)
-    z_raw = (c.extrapolated - c.theory) / c.extrapolated_se
-    return {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c, tests=tests), "previous_tests": tests,
-            "worst_z": round(c.worst_z, 4), "z_crit": round(c.z_crit, 4), "scale_z": round(c.scale_z, 4),
-            "z": [round(float(v), 4) for v in c.z_inf], "z_ratio": [round(float(v), 4) for v in z_raw],
-            "power": c.power, "previous_power": previous_power(c), "reasons": list(c.reasons)[:3], "cpu": round(cpu, 3)}
+    z_raw = np.abs((c.extrapolated - c.theory) / c.extrapolated_se)
+    out = {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c, tests=tests), "previous_fired": [f"{an}: {t}" for an, ts in tests.items() for t, f in ts.items() if f],
+           "worst_z": round(c.worst_z, 3), "scale_z": round(c.scale_z, 3), "tail_ratio": int(np.sum(z_raw > 3)),
+           "tail_z": int(np.sum(np.abs(c.z_inf) > 3)), "entries": int(z_raw.size),
+           "power": round(c.power, 5), "previous_power": round(previous_power(c), 5), "cpu": round(cpu, 2)}
+    if c.verdict != "pass":
+        out["reasons"] = list(c.reasons)[:3]
+    return out
 
 
 def run_case(result, kw, runs, first_seed=1000, progress=None):
@@ -170,7 +177,8 @@ def run(n_runs, power_runs, only=None, save=None):
     import limits
     from limits.progress import progress as bar
 
-    data = {"alpha": ALPHA, "limits_commit": _commit(), "cases": {}, "wrong": {}}
+    data = {"alpha": ALPHA, "limits_commit": _commit(), "command": "python benchmarks/check_calibration.py " + " ".join(
+        sys.argv[1:]), "cases": {}, "wrong": {}}
     chosen = {k: v for k, v in cases().items() if not only or only in k}
     total = n_runs * len(chosen) + (power_runs * len(WRONG) if POSTERIOR in chosen else 0)
     pb = bar(total=total, desc="check calibration")
@@ -180,11 +188,13 @@ def run(n_runs, power_runs, only=None, save=None):
         data["cases"][name] = {"check": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()},
                                "widths": [int(w) for w in c0.widths], "inits": c0.inits, "entries": int(c0.theory.size),
                                "runs": run_case(r, kw, n_runs, progress=pb)}
+        data["cases"][name]["cpu_seconds"] = round(sum(x["cpu"] for x in data["cases"][name]["runs"]), 1)
         if save:
             save(data)
         if name == POSTERIOR and power_runs:
             for wname, f in WRONG.items():
-                data["wrong"][wname] = {"case": name, "runs": run_case(f(r), kw, power_runs, first_seed=5000, progress=pb)}
+                w = run_case(f(r), kw, power_runs, first_seed=5000, progress=pb)
+                data["wrong"][wname] = {"case": name, "runs": w, "cpu_seconds": round(sum(x["cpu"] for x in w), 1)}
                 if save:
                     save(data)
     pb.close()
@@ -201,38 +211,64 @@ def _commit():
         return None
 
 
+def dumps(data) -> str:
+    """The data as JSON with one check per line (readable diffs, a tenth of the size of an indented dump)."""
+    tokens, runs = {}, {}
+    shallow = {k: v for k, v in data.items() if k not in ("cases", "wrong")}
+    for group in ("cases", "wrong"):
+        shallow[group] = {}
+        for name, d in data.get(group, {}).items():
+            tok = f"@@runs {group} {len(tokens)}@@"
+            tokens[tok] = d["runs"]
+            shallow[group][name] = dict(d, runs=tok)
+    text = json.dumps(shallow, indent=1, ensure_ascii=False)
+    for tok, rs in tokens.items():
+        runs[tok] = "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rs) + "\n]"
+        text = text.replace(json.dumps(tok), runs[tok], 1)
+    return text + "\n"
+
+
 def merge(parts):
-    out = dict(parts[0], cases={}, wrong={})
+    """One data set from partial runs (each case from the last part that has it); the parts' commands and
+    commits are kept."""
+    out = dict(parts[0], cases={}, wrong={}, parts=[])
     for p in parts:
         out["cases"].update(p["cases"])
         out["wrong"].update(p["wrong"])
+        out["parts"].append({k: p.get(k) for k in ("command", "limits_commit", "cpu_seconds")})
+    out["cpu_seconds"] = round(sum(q.get("cpu_seconds") or 0 for q in parts), 1)
     return out
 
 
 # ---------------------------------------------------------------------------------------------- rows
-def rate(k, n):
-    """k/n ± binomial SE and the one-sided p-value of k or more false alarms at the nominal level."""
-    p = k / n
-    return p, float(np.sqrt(max(p * (1 - p), 1.0 / n) / n)), float(binom.sf(k - 1, n, ALPHA))
+def rate(k, n, alpha=ALPHA):
+    """k/n, its exact (Clopper–Pearson) 95 % interval and the one-sided p-value P(K ≥ k) of k or more false alarms
+    at the nominal level α."""
+    lo, hi = binomtest(k, n).proportion_ci(0.95, method="exact")
+    return k / n, (float(lo), float(hi)), float(binom.sf(k - 1, n, alpha))
 
 
-def _fa(runs, key):
+def _pct(x):
+    return f"{100 * x:.2f}"
+
+
+def _fa(runs, key, alpha=ALPHA, pvalue=True):
     k = sum(r[key] == "fail" for r in runs)
-    p, se, pv = rate(k, len(runs))
-    return f"{k} ({p:.3f} ± {se:.3f}, p = {pv:.2g})"
+    p, (lo, hi), pv = rate(k, len(runs), alpha)
+    return f"{k}/{len(runs)} = {_pct(p)} % [{_pct(lo)}, {_pct(hi)}]" + (f", p = {pv:.2g}" if pvalue else "")
 
 
 def rows(data) -> list:
     """README lines (markdown table rows) from the calibration data."""
     a = data["alpha"]
-    lines = [f"| correct prediction (widths; inits) | checks | false alarms now (rate ± SE, one-sided p vs {a:g}) | "
-             f"previous rule, same samples | detectable bias now / before (median) |",
-             "|---|---:|---|---|---|"]
+    lines = [f"| correct prediction (widths; inits) | false alarms now: k/n = rate [exact 95 % CI], one-sided p vs "
+             f"α = {a:g} | previous rule, same checks | detectable bias now / before (median) |",
+             "|---|---|---|---|"]
     for name, d in data["cases"].items():
         runs = d["runs"]
         ws = d["widths"]
-        lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {len(runs)} | {_fa(runs, 'verdict')} | "
-                     f"{_fa(runs, 'previous')} | {np.median([r['power'] for r in runs]):.2%} / "
+        lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {_fa(runs, 'verdict', a)} | "
+                     f"{_fa(runs, 'previous', a)} | {np.median([r['power'] for r in runs]):.2%} / "
                      f"{np.median([r['previous_power'] for r in runs]):.2%} |")
     lines += ["", "| correct prediction: where the previous rule's false alarms came from | tests that fired (analysis: test "
                   "× checks) | entries with \\|ratio\\| > 3: as estimate/SE vs N(0, 1) → now (t → normal) |", "|---|---|---|"]
@@ -240,21 +276,18 @@ def rows(data) -> list:
         runs = d["runs"]
         fired = {}
         for r in runs:
-            for an, tests in r["previous_tests"].items():
-                for test, f in tests.items():
-                    fired[f"{an}: {test}"] = fired.get(f"{an}: {test}", 0) + int(f)
-        zr = np.abs(np.concatenate([r["z_ratio"] for r in runs]))
-        zn = np.abs(np.concatenate([r["z"] for r in runs]))
+            for test in r["previous_fired"]:
+                fired[test] = fired.get(test, 0) + 1
+        n = sum(r["entries"] for r in runs)
+        tr, tz = sum(r["tail_ratio"] for r in runs) / n, sum(r["tail_z"] for r in runs) / n
         lines.append(f"| {name} | {', '.join(f'{k} {v}' for k, v in fired.items() if v) or 'none'} | "
-                     f"{np.mean(zr > 3):.4f} vs {2 * norm.sf(3):.4f} → {np.mean(zn > 3):.4f} ({zr.size} entries) |")
+                     f"{tr:.4f} vs {2 * norm.sf(3):.4f} → {tz:.4f} ({n} entries) |")
     if data["wrong"]:
-        lines += ["", "| wrong posterior (erf MLP task) | checks | flagged now | flagged by the previous rule |",
-                  "|---|---:|---|---|"]
+        lines += ["", "| wrong posterior (erf MLP task, 48 inits) | power now: flagged k/n = rate [exact 95 % CI] | "
+                      "flagged by the previous rule |", "|---|---|---|"]
         for name, d in data["wrong"].items():
-            runs = d["runs"]
-            n = len(runs)
-            k, ko = sum(r["verdict"] == "fail" for r in runs), sum(r["previous"] == "fail" for r in runs)
-            lines.append(f"| {name} | {n} | {k}/{n} | {ko}/{n} |")
+            lines.append(f"| {name} | {_fa(d['runs'], 'verdict', pvalue=False)} | "
+                         f"{_fa(d['runs'], 'previous', pvalue=False)} |")
     return lines
 
 
@@ -282,7 +315,7 @@ def main(argv=None):
     from limits.results import atomic_write_text
 
     if a.merge:
-        atomic_write_text(a.json or DATA, json.dumps(merge([json.loads(Path(p).read_text()) for p in a.merge]), indent=1))
+        atomic_write_text(a.json or DATA, dumps(merge([json.loads(Path(p).read_text()) for p in a.merge])))
         return 0
     if a.rows or a.write:
         data = json.loads(Path(a.json or DATA).read_text())
@@ -293,7 +326,7 @@ def main(argv=None):
 
     def save(d):
         if a.json:
-            atomic_write_text(a.json, json.dumps(d, indent=1))
+            atomic_write_text(a.json, dumps(d))
 
     t = time.process_time()
     data = run(a.runs, a.power_runs, a.only, save=save)
