@@ -19,14 +19,16 @@ def erf_moments(K):
     return E, G
 
 
-def relu_moments(K):
-    q = np.diag(K)
-    g = np.sqrt(np.outer(q, q))
+def relu_from(K, g):
+    """ReLU's (E[φφ], E[φ'φ']) from the covariance K and g = √(q_u q_v) (any broadcastable shapes)."""
     c = np.clip(K / g, -1.0, 1.0)
     th = np.arccos(c)
-    E = g / (2.0 * np.pi) * (np.sqrt(1.0 - c * c) + (np.pi - th) * c)
-    G = (np.pi - th) / (2.0 * np.pi)
-    return E, G
+    return g / (2.0 * np.pi) * (np.sqrt(1.0 - c * c) + (np.pi - th) * c), (np.pi - th) / (2.0 * np.pi)
+
+
+def relu_moments(K):
+    q = np.diag(K)
+    return relu_from(K, np.sqrt(np.outer(q, q)))
 
 
 def gelu_moments(K):
@@ -67,10 +69,7 @@ def _cross_moments(act, K, a, b):
         s = np.clip(2.0 * K * W, -1.0, 1.0)
         return 2.0 / np.pi * np.arcsin(s), 4.0 / np.pi * W / np.sqrt(1.0 - s * s)
     if act == "relu":
-        g = np.outer(np.sqrt(a), np.sqrt(b))
-        c = np.clip(K / g, -1.0, 1.0)
-        th = np.arccos(c)
-        return g / (2.0 * np.pi) * (np.sqrt(1.0 - c * c) + (np.pi - th) * c), (np.pi - th) / (2.0 * np.pi)
+        return relu_from(K, np.outer(np.sqrt(a), np.sqrt(b)))
     if act == "gelu":
         k11, k22 = a[:, None], b[None, :]
         det = np.maximum(k11 * k22 - K * K, 0.0)
@@ -175,3 +174,44 @@ def plain_gh_nngp(K0, depth, act, sigma_w2, sigma_b2, n=64):
     E, G = gh_moments(K, act, n)
     K_out = sigma_w2 * E + sigma_b2
     return K, T, K_out, K_out + sigma_w2 * G * T
+
+
+# ------------------------------------------------------------------------------------------------ CNN-GP / CNTK
+def _conv_same(K, k, s, w, b, full):
+    """SAME convolution (filter k, stride s, jax.lax geometry) of a block (A, B, h[, h'], w[, w']) the obvious
+    way: zero-pad every spatial axis, add the strided slices of every filter offset (both positions of a pair
+    shifted alike), times σ_w²/k², plus σ_b²."""
+    n = K.shape[2]
+    o = -(-n // s)
+    pad = max((o - 1) * s + k - n, 0)
+    lo = pad // 2
+    Kp = np.pad(K, [(0, 0), (0, 0)] + [(lo, pad - lo)] * (K.ndim - 2))
+    out = np.zeros(K.shape[:2] + (o,) * (K.ndim - 2))
+    for fh in range(k):
+        for fw in range(k):
+            offs = (fh, fh, fw, fw) if full else (fh, fw)
+            out += Kp[(slice(None), slice(None)) + tuple(slice(f, f + s * (o - 1) + 1, s) for f in offs)]
+    return w / (k * k) * out + b
+
+
+def plain_cnn_gap(X1, X2, convs, w_out, b_out):
+    """(K_out, Θ_out) between X1, X2 (P, H, W, C) of [Conv k×k SAME stride s (σ_w², σ_b²), ReLU]* → GlobalAvgPool →
+    Dense(w_out, b_out) (NTK parameterisation, ``convs`` a list of (k, s, σ_w², σ_b²)): the full covariance of
+    every pair of positions (A, B, h, h', w, w') of the cross block, the per-position variances of each side
+    (conv and ReLU map equal positions to equal positions), the closed-form ReLU on the broadcast variances."""
+    if X1.shape[1] != X1.shape[2]:
+        raise ValueError("plain_cnn_gap: square images only")
+    C = X1.shape[-1]
+    K = np.einsum("pikc,qjlc->pqijkl", X1, X2) / C
+    q1, q2 = (np.einsum("pikc,pikc->pik", X, X) / C for X in (X1, X2))
+    T = np.zeros_like(K)
+    for k, s, w, b in convs:
+        K = _conv_same(K, k, s, w, b, True)
+        T = _conv_same(T, k, s, w, 0.0, True) + K
+        q1, q2 = (_conv_same(q[:, None], k, s, w, b, False)[:, 0] for q in (q1, q2))
+        g = np.sqrt(q1[:, None, :, None, :, None] * q2[None, :, None, :, None, :])
+        K, G = relu_from(K, g)
+        T = G * T
+        q1, q2 = q1 / 2.0, q2 / 2.0
+    K_out = w_out * K.mean(axis=(2, 3, 4, 5)) + b_out
+    return K_out, w_out * T.mean(axis=(2, 3, 4, 5)) + K_out

@@ -5,7 +5,12 @@ against neural-tangents 0.6.5 (peer interpreter, jit, float64, one XLA thread; n
     LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers --json benchmarks/results/layers.json
                                                # + the issue's size P = 1000 (an hour or more on a shared 2-core machine)
 
-Network: 3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.01), ReLU] → GlobalAvgPool → Dense (NNGP and NTK).
+Network: 3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.01), ReLU] → GlobalAvgPool → Dense (NNGP and NTK); and the
+down-sampling version with strides 1, 2, 2 (8×8 → 8×8 → 4×4 → 2×2; :func:`run_strided`: against its stride-1
+version, a plain numpy implementation of the strided rule and neural-tangents, CPU and wall time)::
+
+    python benchmarks/bench_layers.py --strided --merge benchmarks/results/layers.json   # only those rows
+
 Global pooling needs every pair of positions: P²·S² floats per block (S = 64), so ours runs in tiles
 (``limits.kernels.composed``: memory = output + one tile of ≤ 256 MiB) and neural-tangents in its
 ``nt.batch`` batches of 50 (it computes every batch pair; ours skips the tiles below the diagonal of
@@ -25,17 +30,21 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import cpu_wall, fit_exponent, run_peer  # noqa: E402
+from _timing import cpu_wall, cpu_wall_interleaved, fit_exponent, run_peer  # noqa: E402
 
 import limits  # noqa: E402
 
 L = limits.layers
 
 
-def model():
-    conv = lambda: L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.01)  # noqa: E731
-    return limits.serial(conv(), L.Activation("relu"), conv(), L.Activation("relu"), conv(), L.Activation("relu"),
-                         L.GlobalAvgPool(), L.Dense(sigma_w2=1.0, sigma_b2=0.0))
+STRIDES = (1, 2, 2)           # the down-sampling network: 8×8 → 8×8 → 4×4 → 2×2
+
+
+def model(strides=(1, 1, 1)):
+    """3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.01, stride s), ReLU] → GlobalAvgPool → Dense."""
+    layers = [x for s in strides for x in (L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.01, strides=(s, s)),
+                                           L.Activation("relu"))]
+    return limits.serial(*layers, L.GlobalAvgPool(), L.Dense(sigma_w2=1.0, sigma_b2=0.0))
 
 
 def digits(P, side=8):
@@ -56,11 +65,12 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import neural_tangents as nt
 from neural_tangents import stax
-conv = lambda: stax.Conv(8, (3, 3), padding="SAME", W_std=2.0 ** 0.5, b_std=0.01 ** 0.5)
-_, _, kfn = stax.serial(conv(), stax.Relu(), conv(), stax.Relu(), conv(), stax.Relu(), stax.GlobalAvgPool(),
-                        stax.Dense(8, W_std=1.0, b_std=0.0))
+strides = [int(s) for s in sys.argv[1].split(",")]          # one stride per convolution
+conv = lambda s: stax.Conv(8, (3, 3), strides=(s, s), padding="SAME", W_std=2.0 ** 0.5, b_std=0.01 ** 0.5)
+layers = [x for s in strides for x in (conv(s), stax.Relu())]
+_, _, kfn = stax.serial(*layers, stax.GlobalAvgPool(), stax.Dense(8, W_std=1.0, b_std=0.0))
 out = []
-for arg in sys.argv[1:]:
+for arg in sys.argv[2:]:
     path, calls = arg.split("::")
     X = np.load(path)
     b = min(50, X.shape[0])
@@ -69,12 +79,14 @@ for arg in sys.argv[1:]:
     fn = nt.batch(jax.jit(kfn, static_argnames="get"), batch_size=b, store_on_device=False)
     res = {}
     for k in range(int(calls)):
-        c0 = time.process_time()
+        c0, w0 = time.process_time(), time.perf_counter()
         r = fn(X, None, ("nngp", "ntk"))
         nngp, ntk = np.asarray(r.nngp), np.asarray(r.ntk)
-        c = time.process_time() - c0
+        c, w = time.process_time() - c0, time.perf_counter() - w0
         res.setdefault("first_cpu", c)
+        res.setdefault("first_wall", w)
         res["cpu"] = min(res.get("cpu", c), c)
+        res["wall"] = min(res.get("wall", w), w)
     res["nngp"], res["ntk"] = nngp.tolist(), ntk.tolist()
     res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out.append(res)
@@ -102,9 +114,9 @@ def _ours(X):
 
 def _peers(small, big, budget):
     """neural-tangents on the small cases, then (own process, ``budget`` seconds) on the big one."""
-    out = {"small": run_peer(PEER, *small, timeout=6 * 3600)}
+    out = {"small": run_peer(PEER, "1,1,1", *small, timeout=6 * 3600)}
     if big:
-        out["big"] = run_peer(PEER, *big, timeout=budget)
+        out["big"] = run_peer(PEER, "1,1,1", *big, timeout=budget)
     return out
 
 
@@ -192,13 +204,118 @@ def run(quick=False, Ps=None, full=None):
                  "note": f"{law}; ours at P = {', '.join(str(r['P']) for r in byP)}), "
                          f"b = {fit_exponent([r['side'] for r in bys], [r['seconds'] for r in bys]):.2f} "
                          f"(theory 4: S² position pairs, S = side²{bys_nt}; sides 4, 6, 8 at P = {Ps[0]})"})
+    return rows + run_strided(quick)
+
+
+# ------------------------------------------------------------------------------------ down-sampling network
+PLAIN_TILE = 25      # the plain numpy baseline in tiles of 25 × 25 inputs (its full blocks stay ~20 MiB)
+
+
+def plain_kernel(X, strides=STRIDES):
+    """The plain vectorised numpy CNN-GP / CNTK (``_plain_kernels.plain_cnn_gap``), tile by tile over the upper
+    triangle of input pairs (the lower one by symmetry) — what a careful user writes, memory bounded."""
+    from _plain_kernels import plain_cnn_gap
+
+    P, b = X.shape[0], PLAIN_TILE
+    convs = [(3, s, 2.0, 0.01) for s in strides]
+    K, T = np.empty((P, P)), np.empty((P, P))
+    for i in range(0, P, b):
+        for j in range(i, P, b):
+            k, t = plain_cnn_gap(X[i:i + b], X[j:j + b], convs, 1.0, 0.0)
+            K[i:i + b, j:j + b], T[i:i + b, j:j + b] = k, t
+            K[j:j + b, i:i + b], T[j:j + b, i:i + b] = k.T, t.T
+    return K, T
+
+
+def _rel(a, b, off):
+    return float(np.max(np.abs(a - b)[off]) / np.max(np.abs(b)))
+
+
+def run_strided(quick=False, Ps=None):
+    """Rows: the down-sampling CNN (strides 1, 2, 2: 8×8 → 8×8 → 4×4 → 2×2, global pooling) on digits — ours,
+    its stride-1 version (ours), the plain numpy baseline (same strided rule, tiles) timed interleaved (CPU and
+    wall, best of 3) while neural-tangents (peer process, jit, ``nt.batch`` of 50, one XLA thread) runs the same
+    strided network concurrently; ratios of one run, kernels compared (NNGP and NTK off the diagonal)."""
+    Ps = tuple(Ps or ((50,) if quick else (100, 200)))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for P in Ps:
+            p = Path(tmp) / f"X_{P}.npy"
+            np.save(p, digits(P))
+            paths.append(f"{p}::3")
+        peer = {}
+        th = threading.Thread(target=lambda: peer.update(nt=run_peer(PEER, ",".join(map(str, STRIDES)), *paths,
+                                                                      timeout=6 * 3600)))
+        th.start()
+        ours = {}
+        for P in Ps:
+            X = digits(P)
+            ms, m1 = model(STRIDES), model()
+            ours[P] = cpu_wall_interleaved({"strided": lambda: limits.kernels.kernel(ms, X),
+                                            "stride1": lambda: limits.kernels.kernel(m1, X),
+                                            "numpy": lambda: plain_kernel(X)}, repeat=3)
+        th.join()
+    nt, why = peer["nt"]
+    for i, P in enumerate(Ps):
+        (t, k), (t1, _), (tn, (Kn, Tn)) = ours[P]["strided"], ours[P]["stride1"], ours[P]["numpy"]
+        off = ~np.eye(P, dtype=bool)
+        row = {"name": f"down-sampling CNN-GP+CNTK digits P={P} 8x8 (conv strides 1,2,2 + GAP)", "P": P, "side": 8,
+               "strided": True, "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"],
+               "stride1_seconds": t1["cpu"], "stride1_wall": t1["wall"], "stride1_ratio": t1["cpu"] / t["cpu"],
+               "numpy_seconds": tn["cpu"], "numpy_wall": tn["wall"], "numpy_ratio": tn["cpu"] / t["cpu"],
+               "numpy_wall_ratio": tn["wall"] / t["wall"],
+               "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off))}
+        note = (f"ours {t['cpu']:.2f} s CPU ({t['wall']:.2f} s wall); its stride-1 version {t1['cpu']:.2f} s "
+                f"({row['stride1_ratio']:.1f}× the strided cost); plain numpy {tn['cpu']:.2f} s ({row['numpy_ratio']:.2f}×)")
+        if nt is not None:
+            r = nt[i]
+            rel = max(_rel(k.nngp, np.array(r["nngp"]), off), _rel(k.ntk, np.array(r["ntk"]), off))
+            row.update(baseline_seconds=r["cpu"], baseline_wall=r["wall"], nt_first_seconds=r["first_cpu"],
+                       ratio=r["cpu"] / t["cpu"], nt_wall_ratio=r["wall"] / t["wall"], nt_maxrss=r["maxrss"],
+                       max_rel_diff=rel)
+            note += (f"; neural-tangents steady {r['cpu']:.2f} s CPU ({r['wall']:.2f} s wall; first call incl. jit "
+                     f"{r['first_cpu']:.2f} s) = {row['ratio']:.2f}×; max rel. diff vs NT {rel:.1e}, vs numpy "
+                     f"{row['numpy_max_rel_diff']:.1e}")
+        else:
+            note += f"; {why}"
+        row["note"] = note
+        rows.append(row)
     return rows
+
+
+def merge(path, new):
+    """Write ``new`` rows into the results file ``path`` in place of the rows of the same name (others kept)."""
+    import json
+
+    from limits.results import atomic_write_text
+
+    p = Path(path)
+    old = json.loads(p.read_text()) if p.is_file() else []
+    names = {r["name"] for r in new}
+    rows = [r for r in old if r.get("name") not in names] + [{"module": "layers", **r} for r in new]
+    atomic_write_text(p, json.dumps(rows, indent=1, default=str) + "\n")
+    return p
+
+
+def strided_table(rows):
+    out = ["| P | ours CPU s (wall) | stride-1 version CPU s | stride-1 / strided | plain numpy CPU s (wall) | numpy / ours | "
+           "NT CPU s steady (wall; first) | NT / ours | max rel. diff vs NT |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        nt = (f"{r['baseline_seconds']:.2f} ({r['baseline_wall']:.2f}; {r['nt_first_seconds']:.2f})"
+              if "baseline_seconds" in r else "skipped")
+        out.append(f"| {r['P']} | {r['seconds']:.2f} ({r['wall']:.2f}) | {r['stride1_seconds']:.2f} | {r['stride1_ratio']:.1f} | "
+                   f"{r['numpy_seconds']:.2f} ({r['numpy_wall']:.2f}) | {r['numpy_ratio']:.2f} | {nt} | "
+                   f"{r.get('ratio', float('nan')):.2f} | {r.get('max_rel_diff', float('nan')):.1e} |")
+    return "\n".join(out)
 
 
 def table(rows):
     out = ["| case | ours CPU s (first) | NT CPU s steady (first, incl. jit) | NT / ours | ours peak MiB | NT max RSS MiB | max rel. diff (NNGP, NTK x ≠ x') | NTK diagonal |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if r.get("strided"):
+            continue
         if "P" not in r:
             out.append(f"| {r['name']} | {r['note']} | | | | | | |")
             continue
@@ -207,7 +324,8 @@ def table(rows):
                    f"{r.get('ratio', float('nan')):.2f} | {r['peak_bytes'] / 2**20:.0f} | "
                    f"{r.get('nt_maxrss', float('nan')) / 2**20:.0f} | {r.get('max_rel_diff', float('nan')):.1e} | "
                    f"{r.get('ntk_diag_rel_diff', float('nan')):.1e} |")
-    return "\n".join(out)
+    strided = [r for r in rows if r.get("strided")]
+    return "\n".join(out) + ("\n\n" + strided_table(strided) if strided else "")
 
 
 if __name__ == "__main__":
@@ -217,6 +335,13 @@ if __name__ == "__main__":
     ap.add_argument("--P", type=int, nargs="*", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--full", action="store_true", help="add the issue's size P = 1000 (8×8)")
+    ap.add_argument("--strided", action="store_true", help="only the down-sampling network's rows")
+    ap.add_argument("--merge", default=None, help="write the rows into this results JSON in place of the same rows")
     a = ap.parse_args()
-    rs = run(a.quick, tuple(a.P) if a.P else None, full=a.full or None)
+    if a.strided:
+        rs = run_strided(a.quick, tuple(a.P) if a.P else None)
+    else:
+        rs = run(a.quick, tuple(a.P) if a.P else None, full=a.full or None)
     print(table(rs))
+    if a.merge:
+        print(f"wrote {merge(a.merge, rs)}")

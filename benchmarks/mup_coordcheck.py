@@ -1,6 +1,7 @@
 """Our ``limits.torch.coord_check`` next to ``mup``'s own coordinate check, on the same networks.
 
-    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json out.json]
+    /work/venv-mup/bin/python benchmarks/mup_coordcheck.py [--quick] [--json benchmarks/results/peers/mup_coordcheck.json]
+    python benchmarks/mup_coordcheck.py --write          # the read-out rows of that file into benchmarks/README.md
 
 ``mup`` (Microsoft's μP package) is an OPTIONAL peer, never a dependency: install it into a separate venv that
 reuses this interpreter's torch (``python -m venv --system-site-packages /work/venv-mup &&
@@ -14,7 +15,11 @@ the MLP and the 2-layer ``nn.TransformerEncoder``, each
 * a broken μP (read-out left as in SP), checked against μP,
 * mup's OWN μP: the read-out replaced by ``mup.MuReadout``, ``mup.set_base_shapes(model, base 64, delta 128)``
   and ``mup.MuAdam``'s per-tensor rates — checked by us against μP (for the transformer the attention keeps
-  torch's 1/√d: mup cannot change ``nn.MultiheadAttention``'s scale).
+  torch's 1/√d: mup cannot change ``nn.MultiheadAttention``'s scale);
+
+and the hand-written μP GPT of the calibration (:func:`limits.torch.handwritten.sdpa_gpt`: packed qkv +
+``F.scaled_dot_product_attention``, next-token cross-entropy) as written and with its SDPA scale left at 1/√d,
+checked against μP.
 
 mup's measurement is ``mup.coord_check._get_coord_data`` (the engine of ``get_coord_data``, here given the very
 optimizer groups our run uses): per module and width the mean |activation| ("l1") at its t = 1 (init) and
@@ -31,13 +36,16 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 
 def _labels(net):
-    from limits.torch import demos
+    from limits.torch import demos, handwritten as hw
 
+    if net == "sdpa_gpt":
+        return hw.gpt_data()                    # next-token ids (B, T): both tools flatten to (B·T, vocab)
     X, Y = getattr(demos, f"{net}_data")()
     return X, Y.argmax(dim=-1)                  # integer classes: cross-entropy for both tools
 
@@ -74,8 +82,13 @@ def _mup_factories(net):
 
 
 def _cases(net):
-    from limits.torch import demos, parameterise
+    import functools
 
+    from limits.torch import demos, handwritten as hw, parameterise
+
+    if net == "sdpa_gpt":                     # the calibration's hand-written μP GPT, as written and with a bug
+        return [("μP by hand", hw.sdpa_gpt, "muP", 1e-2, 3),
+                ("μP by hand, SDPA left at 1/√d", functools.partial(hw.gpt, bug="sdpa_sqrt_d"), "muP", 1e-2, 3)]
     w0 = (64, 128)
     return [("SP", parameterise(getattr(demos, net), "SP", widths=w0), None, 3e-5 if net == "transformer" else 1e-3, 1),
             ("muP", parameterise(getattr(demos, net), "muP", widths=w0), None, 1e-2, 3),
@@ -118,8 +131,9 @@ def run_case(net, label, factory, expect, lr, steps, widths, seeds, repeat):
         names = [n.split(" (")[0] for n, k in zip(ours.tensors, ours.kinds)      # mup: module outputs
                  if k == "module" and not n.endswith("self_attn")]
         c = time.process_time()
-        mine = _get_coord_data({w: (lambda w=w: build(w)) for w in widths}, [(X, Y)], optcls, nsteps=steps + 1,
-                               lossfn="xent", cuda=False, nseeds=seeds, show_progress=False,
+        mine = _get_coord_data({w: (lambda w=w: build(w)) for w in widths}, [(X, Y.reshape(-1))], optcls,
+                               nsteps=steps + 1, lossfn="xent", cuda=False, nseeds=seeds, show_progress=False,
+                               flatten_output=Y.dim() > 1,
                                filter_module_by_name=lambda n, names=set(names): n in names)
         cpu["mup"] = min(cpu["mup"], time.process_time() - c)
     rows = []
@@ -164,13 +178,57 @@ def to_markdown(r, widths):
     return "\n".join(out) + "\n"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "results" / "peers" / "mup_coordcheck.json"    # not results/*.json (readme_rows' rows)
+BEGIN = "<!-- mup-coordcheck:begin (python benchmarks/mup_coordcheck.py --write) -->"
+END = "<!-- mup-coordcheck:end -->"
+
+
+def _cell(xs):
+    return " / ".join(f"{v:.3g}" for v in xs) if np.all(np.isfinite(xs)) else "—"
+
+
+def readout_rows(data) -> list:
+    """The read-out row of every case (benchmarks/README.md), and one line of CPU ratios, from ``--json`` data."""
+    ws = "/".join(str(w) for w in data["widths"])
+    lines = [f"| network | case | mup: read-out l1 at init, N = {ws} (slope) | mup: after the last step (slope) | ours: "
+             "read-out scale at init [95 % CI] (pred.) | ours: read-out change after step 1 (pred.) | ours: verdict | "
+             "CPU ours / mup (ratio) |", "|---|---|---|---|---|---|---|---|"]
+    for r in data["results"]:
+        row = next(x for x in r["rows"] if x["role"] == "output")
+        fit = {k: f"{row[k][0]:+.2f} [{row[k][1]:+.2f}, {row[k][2]:+.2f}] ({row[k + '_pred']})" for k in ("scale", "change1")}
+        verdict = "as predicted" if r["passed"] else "flagged: " + ", ".join(f"`{f.split(' (')[0]}`" for f in r["failing"][:3])
+        lines.append(f"| {r['net']} | {r['case']} | {_cell(row['mup_init'])} ({row['mup_init_slope']:+.2f}) | "
+                     f"{_cell(row['mup_after'])} ({row['mup_after_slope']:+.2f}) | {fit['scale']} | {fit['change1']} | "
+                     f"{verdict} | {r['cpu_ours']:.1f} s / {r['cpu_mup']:.1f} s ({r['cpu_ours'] / r['cpu_mup']:.1f}×) |")
+    return lines
+
+
+def write_readme(data, path=ROOT / "benchmarks" / "README.md"):
+    from limits.results import atomic_write_text
+
+    text = Path(path).read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path} has no {BEGIN!r} … {END!r} block")
+    head, rest = text.split(BEGIN, 1)
+    atomic_write_text(path, head + BEGIN + "\n" + "\n".join(readout_rows(data)) + "\n" + END + rest.split(END, 1)[1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the MLP only")
+    ap.add_argument("--nets", nargs="+", choices=("mlp", "transformer", "sdpa_gpt"), help="these networks only")
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=2, help="interleaved runs per case (best CPU time)")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--write", action="store_true", help=f"put the read-out rows of the data ({DATA}, or --json) "
+                                                         "into benchmarks/README.md (no run)")
     a = ap.parse_args(argv)
+    if a.write:
+        data = json.loads(Path(a.json or DATA).read_text())
+        write_readme(data)
+        print("\n".join(readout_rows(data)))
+        return 0
     try:
         import mup  # noqa: F401
         from mup.coord_check import _get_coord_data  # noqa: F401
@@ -185,7 +243,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     widths = (64, 128, 256, 512)
     seeds = a.seeds or 3
-    nets = ("mlp",) if a.quick else ("mlp", "transformer")
+    nets = a.nets or (("mlp",) if a.quick else ("mlp", "transformer", "sdpa_gpt"))
     results = []
     from importlib.metadata import version
 

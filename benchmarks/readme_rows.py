@@ -289,7 +289,7 @@ def _layers_row(rows_):
         return (f"{LAYERS} | P = 1000: {big['seconds']:.0f} s CPU; neural-tangents skipped ({big['note']}) — "
                 "`LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers` | faster than neural-tangents' steady "
                 "state on CPU: **not measured** |")
-    small = sorted([r for r in rows_ if r.get("P") and r["P"] < 1000 and "baseline_seconds" in r],
+    small = sorted([r for r in rows_ if r.get("P") and r["P"] < 1000 and "baseline_seconds" in r and not r.get("strided")],
                    key=lambda r: (r["side"], r["P"]))
     how = "estimated" if big.get("nt_steady_estimated") else "measured"
     first = big["nt_first_seconds"]
@@ -306,6 +306,30 @@ def _layers_row(rows_):
             f"{law['note']} — `LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers`")
     ok = big["ratio"] > 1 and all(r["ratio"] > 1 for r in small)
     return f"{LAYERS} | {meas} | faster than neural-tangents' steady state on CPU: {'met' if ok else '**not met**'} |"
+
+
+STRIDED = ("| down-sampling CNN-GP + CNTK of 8×8 digits (3 × [Conv 3×3 SAME, ReLU] with strides 1, 2, 2 → GlobalAvgPool "
+           "→ Dense): vs its stride-1 version, plain numpy and neural-tangents")
+
+
+def _strided_row(rows_):
+    """The down-sampling network's row (``python benchmarks/bench_layers.py --strided --merge
+    benchmarks/results/layers.json``): per P ours (CPU, wall), the stride-1 version, plain numpy, NT."""
+    parts, ok = [], True
+    for r in sorted(rows_, key=lambda r: r["P"]):
+        nt = "NT skipped"
+        if "baseline_seconds" in r:
+            nt = (f"NT steady {r['baseline_seconds']:.2f} s = {_x(r['ratio'])} (wall {_x(r['nt_wall_ratio'])}; its first "
+                  f"call incl. jit {r['nt_first_seconds']:.2f} s), max rel. diff {r['max_rel_diff']:.1e}")
+        parts.append(f"P = {r['P']}: {r['seconds']:.2f} s CPU ({r['wall']:.2f} s wall); stride-1 version "
+                     f"{r['stride1_seconds']:.2f} s ({_x(r['stride1_ratio'])}); plain numpy {_x(r['numpy_ratio'])} "
+                     f"(wall {_x(r['numpy_wall_ratio'])}); {nt}")
+        ok = ok and r["stride1_ratio"] > 1.5 and r["numpy_ratio"] > 1 and r.get("ratio", 0.0) > 1
+    meas = ("; ".join(parts) + ". Floor: the first layer keeps the full 8×8 resolution (64² position pairs, as in the "
+            "stride-1 network), the strided ones cost 16² and 4² — `python benchmarks/bench_layers.py --strided "
+            "--merge benchmarks/results/layers.json`")
+    return (f"{STRIDED} | {meas} | a fraction of the stride-1 cost, faster than plain numpy and neural-tangents: "
+            f"{'met' if ok else '**not met**'} |")
 
 
 def rows(path=DATA):
@@ -332,6 +356,9 @@ def rows(path=DATA):
         lr = _layers_row([r for r in others if r["module"] == "layers"])
         if lr is not None:
             out.append(lr)
+        st = [r for r in others if r["module"] == "layers" and r.get("strided")]
+        if st:
+            out.append(_strided_row(st))
     return out
 
 

@@ -50,6 +50,7 @@ class Activation:
     strip: float = 1.0                   # analyticity half-width, for quadrature step selection
     smooth: bool = True                  # C^∞ (quadrature converges spectrally)
     exact_derivatives: bool = True       # False for user functions differentiated numerically
+    d3phi: Optional[Callable] = None     # φ''' (built-ins; Price derivatives of E[φ'φ'], limits.kernels.price)
 
     def __call__(self, x):
         return self.phi(x)
@@ -230,6 +231,13 @@ def _sigmoid(x):
     return special.expit(x)
 
 
+def _d3sigmoid(x):
+    from scipy import special
+
+    s = special.expit(x)
+    return s * (1.0 - s) * (1.0 - 6.0 * s * (1.0 - s))
+
+
 def _dsigmoid(x):
     from scipy import special
 
@@ -258,6 +266,11 @@ def _d2tanh(x):
     return -2.0 * t * (1.0 - t * t)
 
 
+def _d3tanh(x):
+    t = np.tanh(x)
+    return -2.0 * (1.0 - t * t) * (1.0 - 3.0 * t * t)
+
+
 def _gelu(x):
     from scipy import special
 
@@ -277,6 +290,11 @@ def _d2gelu(x):
     return _INV_SQRT2PI * np.exp(-0.5 * x * x) * (2.0 - x * x)
 
 
+def _d3gelu(x):
+    x = np.asarray(x, dtype=np.float64)
+    return _INV_SQRT2PI * np.exp(-0.5 * x * x) * x * (x * x - 4.0)
+
+
 def _erf(x):
     from scipy import special
 
@@ -292,6 +310,11 @@ def _derf(x):
 def _d2erf(x):
     x = np.asarray(x, dtype=np.float64)
     return (-4.0 / math.sqrt(math.pi)) * x * np.exp(-x * x)
+
+
+def _d3erf(x):
+    x = np.asarray(x, dtype=np.float64)
+    return (4.0 / math.sqrt(math.pi)) * (2.0 * x * x - 1.0) * np.exp(-x * x)
 
 
 def _relu(x):
@@ -318,13 +341,13 @@ def _ones_like(x):
 # recognise them by identity to use their closed forms and certified rules)
 BUILTIN = {
     "linear": Activation("linear", _identity, _ones_like, _zeros_like, linear_kernel, linear_dkernel,
-                         strip=np.inf),
+                         strip=np.inf, d3phi=_zeros_like),
     "relu": Activation("relu", _relu, _drelu, _zeros_like, relu_kernel, relu_dkernel, strip=0.0,
                        smooth=False),
-    "erf": Activation("erf", _erf, _derf, _d2erf, erf_kernel, erf_dkernel, strip=2.0),
-    "tanh": Activation("tanh", _tanh, _dtanh, _d2tanh, strip=math.pi / 2),
-    "gelu": Activation("gelu", _gelu, _dgelu, _d2gelu, gelu_kernel, gelu_dkernel, strip=2.0),
-    "sigmoid": Activation("sigmoid", _sigmoid, _dsigmoid, _d2sigmoid, strip=math.pi),
+    "erf": Activation("erf", _erf, _derf, _d2erf, erf_kernel, erf_dkernel, strip=2.0, d3phi=_d3erf),
+    "tanh": Activation("tanh", _tanh, _dtanh, _d2tanh, strip=math.pi / 2, d3phi=_d3tanh),
+    "gelu": Activation("gelu", _gelu, _dgelu, _d2gelu, gelu_kernel, gelu_dkernel, strip=2.0, d3phi=_d3gelu),
+    "sigmoid": Activation("sigmoid", _sigmoid, _dsigmoid, _d2sigmoid, strip=math.pi, d3phi=_d3sigmoid),
 }
 _ALIASES = {"identity": "linear", "id": "linear", "logistic": "sigmoid", "ReLU": "relu"}
 _USER: dict[str, Activation] = {}
@@ -347,18 +370,28 @@ def _numeric_derivative(f, order):
     return d
 
 
+def _distribution(name):
+    """φ'' of a non-smooth user activation: a distribution (δ at the kinks), never a function to sample."""
+    def d2(x):
+        raise ValueError(f"activation {name!r} is not smooth (smooth=False): its φ'' is a δ at the kinks, not a "
+                         "function; this computation needs φ'' (the kernels use φ and φ' only)")
+    return d2
+
+
 def is_registered(act: Activation) -> bool:
     """Whether ``act`` is the very object registered under its name (built in or ``register=True``)."""
     return BUILTIN.get(act.name) is act or _USER.get(act.name) is act
 
 
 def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0, smooth=True,
-               register=False) -> Activation:
+               register=False, d3phi=None) -> Activation:
     """Look up a registered activation by name, or wrap a user function.
 
     ``activation("erf")``; ``activation(np.sin, dphi=np.cos, d2phi=lambda x: -np.sin(x), name="sin")``.
     User functions without derivatives get central finite differences (accuracy ~1e-8 for φ',
-    ~1e-6 for φ''; ``exact_derivatives`` is then False). ``register=True`` makes the name
+    ~1e-6 for φ''; ``exact_derivatives`` is then False) — for smooth functions only: ``smooth=False``
+    requires ``dphi`` and leaves φ'' undefined (an error if a computation needs it) unless given; ``d3phi`` = φ''' is optional — the finite-width
+    NTK correction needs it and refuses an activation without it). ``register=True`` makes the name
     available to ``activation(name)`` and to the command line.
     """
     if isinstance(name_or_callable, Activation):
@@ -375,13 +408,18 @@ def activation(name_or_callable, *, dphi=None, d2phi=None, name=None, strip=1.0,
     if not callable(name_or_callable):
         raise ValueError(f"activation must be a name or a callable, got {type(name_or_callable).__name__}")
     f = name_or_callable
+    label = name or getattr(f, "__name__", "user")
+    if not smooth and dphi is None:
+        raise ValueError(f"activation {label!r}: a non-smooth function (smooth=False) needs dphi= (its derivative "
+                         "away from the kinks): central finite differences across a kink are wrong there")
     exact = dphi is not None and d2phi is not None
+    second = d2phi if d2phi is not None else (_numeric_derivative(f, 2) if smooth else _distribution(label))
     act = Activation(
-        name or getattr(f, "__name__", "user"),
+        label,
         f,
         dphi if dphi is not None else _numeric_derivative(f, 1),
-        d2phi if d2phi is not None else _numeric_derivative(f, 2),
-        strip=float(strip), smooth=smooth, exact_derivatives=exact,
+        second,
+        strip=float(strip), smooth=smooth, exact_derivatives=exact, d3phi=d3phi,
     )
     if register:
         if act.name in BUILTIN:

@@ -78,71 +78,78 @@ def ensure_writable_result(prefix, argname: str) -> Path:
     return Path(prefix)
 
 
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(text, option):
+    """``'8GiB'``, ``'500MB'``, ``'1e9'`` → bytes (float); None → None. ``ValueError`` naming ``option`` otherwise."""
+    import re
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS or not 0 < float(m.group(1)) * _UNITS[m.group(2).lower()] < 1e30:
+        raise ValueError(f"{option} must be a positive size such as 8GiB, 500MB or 2e9 (bytes), got {str(text)[:40]!r}")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
 def rescue_dir() -> Path:
     """A fresh private directory in the temp dir for results that could not be written where asked."""
     return Path(tempfile.mkdtemp(prefix="limits-rescued-"))
 
 
-def numpy_arrays(path, name, first_only):
-    """``[(key, array), …]`` of an .npy/.npz file, never unpickled; any problem → ``ValueError``
-    naming ``name``."""
-    import numpy as np
+def numpy_arrays(path, name, first_only, key=None):
+    """``[(key, array), …]`` of an .npy/.npz file, never unpickled, sized from its headers before loading
+    (:func:`limits.readfile.load_arrays`); any problem → ``ValueError`` naming ``name``."""
+    from .readfile import load_arrays, named
 
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{name}: file {path} does not exist")
-    if p.is_dir():
-        raise ValueError(f"{name}: {path} is a directory, not an .npy/.npz file")
-    if not p.is_file():                 # a FIFO would block, /dev/zero never ends
-        raise ValueError(f"{name}: {path} is not a regular file (a FIFO, device or socket)")
-    try:
-        with open(p, "rb") as fh:
-            magic = fh.read(6)
-    except OSError as exc:
-        raise ValueError(f"{name}: cannot read {path} ({_describe(exc)})") from None
-    try:
-        if magic.startswith(b"PK"):
-            with open(p, "rb") as fh, np.load(fh, allow_pickle=False) as z:     # closed even if not a zip
-                if not z.files:
-                    raise ValueError(f"{name}: {path} holds no arrays")
-                out = [(k, z[k]) for k in (z.files[:1] if first_only else z.files)]
-        elif magic == b"\x93NUMPY":
-            out = [("", np.load(p, allow_pickle=False))]
-        else:
-            raise ValueError(f"{name}: {path} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
-    except ValueError as exc:
-        msg = str(exc)
-        if msg.startswith(f"{name}: "):
-            raise
-        if "pickle" in msg.lower():
-            raise ValueError(f"{name}: {path} holds a pickled (object) array; pickles are never loaded — "
-                             f"save a numeric array instead") from None
-        raise ValueError(f"{name}: cannot read {path} ({msg})") from None
-    except Exception as exc:  # corrupt zip/header, truncated data, ...
-        raise ValueError(f"{name}: cannot read {path}: corrupt or truncated file "
-                         f"({type(exc).__name__}: {exc})") from None
+    out = load_arrays(path, name, first_only=first_only, key=key)
     for key, arr in out:
         if arr.dtype.kind not in "biuf":
-            what = f"{path}[{key}]" if key else str(path)
-            raise ValueError(f"{name}: {what} is a {arr.dtype} array; a real numeric array is needed")
+            what = f"{named(name, path)}[{key}]" if key else named(name, path)
+            raise ValueError(f"{what} is a {arr.dtype} array; a real numeric array is needed")
     return out
 
 
 def check_input_file(path, name):
-    """Before a command runs: ``path`` exists, is a readable file and — for numpy data (.npy/.npz,
+    """Before a command runs: ``path`` is a readable regular file and — for numpy data (.npy/.npz,
     recognised by content or suffix) — every array in it loads without pickle and is real numeric.
     ``ValueError`` naming ``name`` otherwise. Shapes and values are the command's business."""
+    from .readfile import opened
+
     p = Path(path)
-    numpyish = p.suffix.lower() in (".npy", ".npz")
-    if p.is_file() and not numpyish:
-        try:
-            with open(p, "rb") as fh:
-                numpyish = fh.read(6) in (b"\x93NUMPY",) or fh.seek(0) == 0 and fh.read(2) == b"PK"
-        except OSError as exc:
-            raise ValueError(f"{name}: cannot read {path} ({_describe(exc)})") from None
-    if numpyish or not p.is_file():
+    with opened(p, name) as (fh, _):
+        head = fh.read(6)
+    if p.suffix.lower() in (".npy", ".npz") or head == b"\x93NUMPY" or head.startswith(b"PK"):
         numpy_arrays(p, name, first_only=False)
     return p
+
+
+MAX_TEXT_ARRAY_BYTES = 256 * 2**20      # .csv/.txt arrays larger than this: use .npy
+
+
+def user_array(path, option, key=None):
+    """The array in the user's file ``path``: ``.csv``/``.txt`` (by suffix; at most 256 MiB of text), else an
+    ``.npy``, or an ``.npz``'s member ``key`` (its only member when it holds one) — sized from its headers before
+    loading (:mod:`limits.readfile`). ``ValueError`` naming ``option`` for every problem."""
+    import io
+
+    import numpy as np
+
+    from .readfile import named, read_bytes
+
+    p = Path(path)
+    if p.suffix.lower() in (".csv", ".txt"):
+        data = read_bytes(p, option, MAX_TEXT_ARRAY_BYTES, hint="save the array with numpy.save and pass the .npy "
+                                                                "(parsing text takes several times its size in memory)")
+        try:
+            return np.loadtxt(io.BytesIO(data), delimiter="," if p.suffix.lower() == ".csv" else None, ndmin=2)
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{named(option, p)} is not a table of numbers ({str(exc).splitlines()[0][:200]})") \
+                from None
+    (_, arr), = numpy_arrays(p, option, first_only=key is None, key=key)
+    return arr
 
 
 def load_array(path, name, ndim=None, allow_empty=False):

@@ -14,6 +14,8 @@ are unaffected.
 """
 from __future__ import annotations
 
+import contextlib
+
 _SEEN: list[int] = []
 
 
@@ -31,3 +33,45 @@ def raise_if_interrupted() -> None:
     """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded (it may have been swallowed elsewhere)."""
     if _SEEN:
         raise KeyboardInterrupt
+
+
+def _quiet_resource_tracker():
+    """Start multiprocessing's resource tracker (unless running) with its "leaked semaphore objects" warning
+    silenced: semaphores of worker processes killed at shutdown (by a Ctrl-C, or a worker over its memory limit)
+    are unlinked by the tracker at exit all the same — its warning would be the only line after ``limits:
+    interrupted``. The tracker takes its warning filters from the interpreter flags (``-W``) it is started with."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    if tracker is None or getattr(tracker, "_pid", None) is not None:
+        return
+    opt = "ignore::UserWarning:multiprocessing.resource_tracker"
+    sys.warnoptions.append(opt)
+    try:
+        resource_tracker.ensure_running()
+    except Exception:  # noqa: BLE001 — the warning is cosmetic; never fail a run over it
+        pass
+    finally:
+        sys.warnoptions.remove(opt)
+
+
+@contextlib.contextmanager
+def children_ignore_sigint():
+    """SIGINT ignored while worker processes (a dask LocalCluster, a process pool) are started: they inherit the
+    ignored signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal — delivered
+    to the whole process group — reaches only the driver, which shuts the workers down; they print no
+    tracebacks, and the resource tracker no "leaked semaphore" warning (:func:`_quiet_resource_tracker`). A
+    Ctrl-C during the few seconds of start-up is lost."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _quiet_resource_tracker()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

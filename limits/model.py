@@ -248,10 +248,9 @@ class Model:
             raise ModelError(f"{what} cannot treat this model: " + "; ".join(why))
 
     def kernel_kwargs(self, what="limits.kernels") -> dict:
-        """Keyword arguments of the kernel recursions (``kernels.nngp`` & co) for this model; a depth whose
-        recursion would run longer than :data:`DEPTH_BUDGET_S` is refused first (:func:`_check_depth_cost`)."""
+        """Keyword arguments of the kernel recursions (``kernels.nngp`` & co) for this model (the kernel side
+        refuses a depth whose recursion would run too long: ``limits.kernels.modelview.kernel_arguments``)."""
         self.require(what, block_layers_one=True, pre_activation=True)
-        _check_depth_cost(self, what)
         return {"depth": self.depth, "activation": self._act, "residual": self.residual,
                 "rho": self.branch, "depth_scaling": "none", "d_in": self.d_in, **self.variances()}
 
@@ -319,10 +318,11 @@ class Model:
         (init laws, forward multipliers; ``.param_groups(lr_scale)`` / ``.optimizer("sgd"|"adam")``
         for the per-parameter learning rates). Needs the optional extra ``torch``
         (:mod:`limits.torch.network`); ``weights``: a ``limits.finite.Weights`` to copy init ``index`` from."""
-        from .torch.network import from_model
+        from ._plugins import optional_extra
 
         kw = {} if dtype is None else {"dtype": dtype}
-        return from_model(self, width, weights=weights, index=index, seed=seed, **kw)
+        return optional_extra("limits.torch.network", "torch").from_model(self, width, weights=weights, index=index,
+                                                                            seed=seed, **kw)
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
@@ -369,41 +369,20 @@ class Model:
 
     @classmethod
     def from_json(cls, text: str) -> "Model":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"model JSON is not valid: {exc}") from None
-        except RecursionError:
-            raise ValueError("model JSON is nested too deeply") from None
-        return cls.from_dict(d)
+        from .readfile import parse_json
+
+        return cls.from_dict(parse_json(text, "model JSON"))
 
     @classmethod
     def load(cls, path) -> "Model":
         """A model file: ``.json`` or ``.toml`` (a table of the fields, optionally under ``[model]``, nothing
-        outside it): a regular file of at most 1 MiB (:func:`limits.textfile.read_text`)."""
-        from .textfile import read_text
+        outside it): a regular file of at most 1 MiB, nested at most 100 deep (:mod:`limits.readfile`)."""
+        from .readfile import named, parse_json, parse_toml, read_text
 
         path = Path(path)
-        where = f"model file {str(path)!r}"
+        where = named("model file", path)
         text = read_text(path, "model file")
-        if path.suffix.lower() == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:        # Python 3.10
-                import tomli as tomllib
-            try:
-                d = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{where} is not valid TOML: {exc}") from None
-            except RecursionError:
-                raise ValueError(f"{where} is not valid TOML: nested too deeply") from None
-        else:
-            try:
-                d = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: model JSON is not valid: {exc}") from None
-            except RecursionError:
-                raise ValueError(f"{where}: model JSON is nested too deeply") from None
+        d = (parse_toml if path.suffix.lower() == ".toml" else parse_json)(text, where)
         try:
             return cls.from_dict(d)
         except ModelError as exc:
@@ -463,53 +442,6 @@ def _alpha_branch(rho, L, alpha) -> float:
     return v
 
 
-DEPTH_FREE = 10_000          # depths up to this run without a cost estimate (seconds at most)
-DEPTH_BUDGET_S = 600.0       # refuse a kernel recursion projected to run longer than this
-_LAYER_SECONDS: dict = {}    # activation name → measured seconds per layer (two inputs)
-
-
-MIN_LAYER_SECONDS = 1e-5      # floor of the measured cost: a layer is a dozen numpy calls on arrays
-
-
-def _layer_seconds(act) -> float:
-    """Seconds per layer of the NNGP/NTK recursion of ``act`` on two inputs, measured once per process:
-    the fastest of three runs of 36 layers minus the fastest of three of 4, over 32 (set-up and
-    preemption excluded), at least :data:`MIN_LAYER_SECONDS`. The smallest per-layer cost, so depth × it
-    is a lower bound on any run's time."""
-    import time
-
-    import numpy as np
-
-    key = getattr(act, "name", None) or id(act)
-    if key not in _LAYER_SECONDS:
-        from .kernels.nngp import nngp
-
-        X = np.array([[1.0, 0.3], [-0.4, 0.9]])
-        nngp(X, depth=4, activation=act, on_explode="ignore", keep="last")       # warm-up (imports, caches)
-        best = {4: math.inf, 36: math.inf}
-        for _ in range(3):
-            for L in best:
-                t0 = time.perf_counter()
-                nngp(X, depth=L, activation=act, on_explode="ignore", keep="last")
-                best[L] = min(best[L], time.perf_counter() - t0)
-        _LAYER_SECONDS[key] = max((best[36] - best[4]) / 32, MIN_LAYER_SECONDS)
-    return _LAYER_SECONDS[key]
-
-
-def _check_depth_cost(m, what):
-    """``ValueError`` naming depth when ``depth × seconds per layer`` (measured, :func:`_layer_seconds`)
-    exceeds :data:`DEPTH_BUDGET_S` — a refusal within a second instead of hours of silent work."""
-    if m.depth <= DEPTH_FREE:
-        return
-    est = m.depth * _layer_seconds(m.act)
-    if est > DEPTH_BUDGET_S:
-        from .progress import format_seconds
-
-        raise ModelError(f"{what}: depth = {m.depth} would take at least {format_seconds(est)} (the kernel recursion costs "
-                         f"≈ {_layer_seconds(m.act) * 1e3:.2g} ms per layer for {m.activation_name} on this "
-                         f"machine, more for many inputs; the limit is {DEPTH_BUDGET_S:g} s); use a smaller depth")
-
-
 MAX_FINITE_LAYERS = 10**6     # hidden weight layers a finite network may have (each one is a Python object)
 
 
@@ -521,7 +453,7 @@ def _check_finite_size(m, N):
     if layers > MAX_FINITE_LAYERS:
         raise ModelError(f"Model.finite: depth = {m.depth} gives {layers} hidden weight layers, more than the "
                          f"{MAX_FINITE_LAYERS} a finite network is built with; use a smaller depth")
-    from .kernels.nngp import available_memory
+    from .memory import available_memory
 
     need = 8.0 * (layers * float(N) ** 2 + (m.d_in + m.d_out + 2 * layers) * float(N))
     avail = available_memory()
@@ -605,27 +537,57 @@ def resnet(d_in, depth=None, **kw) -> Model:
     return _builder(True, d_in, depth, kw)
 
 
-_SERIAL_REASONS = {
-    "limits.dmft": "DMFT is solved here for fully connected MLPs/ResNets (one P×P kernel per hidden layer, no "
-                   "positions, no weight sharing)",
-    "limits.nfd": "the NFD forward–backward SDEs describe infinite-depth fully connected ResNets",
-    "limits.kernels.response": "response functions are derived for the MLP/ResNet recursion (seed 004)",
-    "limits.kernels.fluctuations": "the O(1/N) fluctuation recursion is written for MLP/ResNet layers",
-    "limits.kernels.nngp": "it is the per-layer MLP/ResNet recursion; use limits.kernels.kernel(composition, X)",
+# theories that read a limits.mlp / limits.resnet Model only: (theory, what it is derived for, the layers that fit
+# it, what else a composition lacks)
+_SERIAL_SCOPE = {
+    "limits.dmft": ("DMFT", "fully connected MLPs/ResNets in a mean-field parameterisation (MF/μP)",
+                    ("Dense", "Activation", "Residual", "Identity"), "its layers are NTK-parameterised"),
+    "limits.nfd": ("NFD", "infinitely deep fully connected pre-activation ResNets (branches √(T/L), unit variances)",
+                   ("Dense", "Activation", "Residual", "Identity"), "its depth is finite"),
+    "limits.kernels.response": ("the recursion of the response functions", "MLPs/ResNets (seed 004)",
+                                ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.fluctuations": ("the O(1/N) fluctuation recursion", "MLP/ResNet layers",
+                                    ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.kernel_fluctuations": ("the O(1/N) fluctuation recursion", "MLP/ResNet layers",
+                                           ("Dense", "Activation", "Residual", "Identity"), None),
+    "limits.kernels.nngp": ("the per-layer recursion limits.kernels.nngp", "MLPs/ResNets (for a composition use "
+                            "limits.kernels.kernel(composition, X))", ("Dense", "Activation", "Residual", "Identity"), None),
 }
+
+
+def _layer_names(layers):
+    """Names of every layer of a composition, branches included, in order of first appearance."""
+    out = []
+    for l in layers:
+        out.append(type(l).__name__)
+        branch = getattr(l, "branch", None)
+        if branch is not None:
+            out += _layer_names(branch.layers)
+    return list(dict.fromkeys(out))
 
 
 def refuse_serial(model, what=""):
     """:class:`ModelError` when ``model`` is a composition (``limits.serial``) but ``what`` treats only
-    MLP/ResNet models, naming why."""
-    from .layers import Layer
+    MLP/ResNet models — one line naming the theory, what it is derived for and what this composition has
+    that does not fit (e.g. "DMFT is derived for fully connected MLPs/ResNets …; this composition has Conv")."""
+    from .layers import Layer, as_serial
 
-    if isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model):
-        why = next((r for k, r in _SERIAL_REASONS.items() if what.startswith(k)), None)
-        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): "
-                         + (why or "it treats limits.mlp / limits.resnet models only")
-                         + "; compositions work with limits.kernels.kernel, limits.predict.* and limits.check of "
-                           "their kernels")
+    if not (isinstance(model, Layer) or (isinstance(model, dict) and "serial" in model)):
+        return
+    key = next((k for k in _SERIAL_SCOPE if what.startswith(k)), None)
+    if key is None:
+        raise ModelError(f"{what or 'this function'} cannot treat a composition of layers (limits.serial): it treats "
+                         "limits.mlp / limits.resnet models only")
+    theory, scope, fits, lacks = _SERIAL_SCOPE[key]
+    S = as_serial(model)
+    names = _layer_names(S.layers) if S is not None else []
+    extra = [n for n in names if n not in fits]
+    has = (f"this composition has {', '.join(extra)}" if extra else
+           (f"this composition of {', '.join(names)} fits but {lacks}" if lacks else
+            "a composition is read by limits.kernels.kernel, finite_width, check and predict; pass the "
+            "limits.mlp/resnet model it spells"))
+    raise ModelError(f"{what} cannot treat a composition of layers (limits.serial): {theory} is derived for {scope}; "
+                     f"{has}")
 
 
 def as_model(model) -> Model:
@@ -719,23 +681,6 @@ def _is_default(value, default) -> bool:
         return bool(value == default) and type(value) is type(default)
     except (TypeError, ValueError):
         return False
-
-
-def kernel_view(what, ntk_arg="ntk"):
-    """``with_model`` view for the kernel recursions: SP/NTK models only (MF/μP read-out kernels
-    vanish at N → ∞); for SP the NTK is not computed unless asked for (it diverges ∝ N)."""
-
-    def view(m: Model, given: dict) -> dict:
-        m.require(what, kernel_regime=True)
-        kw = m.kernel_kwargs(what)
-        if ntk_arg is not None and m.param_name == "SP":
-            if given.get(ntk_arg):
-                raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N "
-                                 "with width at a fixed learning rate; use parameterisation='NTK'")
-            kw[ntk_arg] = False
-        return kw
-
-    return view
 
 
 FEATURE_LEARNING_PARAMS = ("MF", "muP", "depth-muP")

@@ -256,10 +256,11 @@ def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if hasattr(m, "kernel_kwargs") and (test_cov or Pt <= P) and _joint_fits(P + Pt, memory_limit):
+            from .kernels.modelview import kernel_arguments
             from .kernels.nngp import nngp
 
             r = nngp(np.concatenate([X, Xs]), ntk=ntk, keep="last", on_explode="ignore",
-                     **m.kernel_kwargs("limits.predict"))
+                     **kernel_arguments(m, "limits.predict"))
             K, T = r.K_out, (r.Theta_out if ntk else None)
             del r
             out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
@@ -287,7 +288,7 @@ def _joint_fits(n, memory_limit):
     need = 8.0 * _JOINT_UNITS * float(n) ** 2
     if memory_limit is not None:
         return need <= float(memory_limit)
-    from .kernels.nngp import available_memory
+    from .memory import available_memory
 
     avail = available_memory()
     return avail is None or need <= 0.5 * avail
@@ -364,7 +365,7 @@ def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
 
     need = predict_memory(P, P_test, method, n_times)
     if memory_limit is None:
-        from .kernels.nngp import available_memory
+        from .memory import available_memory
 
         avail = available_memory()
         if avail is None:
@@ -786,8 +787,10 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     NNGP mean + variance 150 s CPU, peak RSS 3.39 GiB; NTK flow limit with variance 185 s CPU, 6.67 GiB.
 
     ``solver="cg"`` (training sets whose P×P kernel does not fit in memory; :mod:`limits.largep.regression`):
-    the training kernel is stored as ``.npy`` tiles in the directory ``store`` (a temporary one when None;
-    a given store is reused and resumed), computed serially or on dask.distributed (``backend="dask"``,
+    the training kernel is stored as tiles in the directory ``store`` (a temporary one when None; a given store
+    is locked while in use, its tiles verified against the kernel they belong to and their own digest — those of
+    another kernel or damaged are recomputed and counted — then reused and resumed; :mod:`limits.kernels.tilestore`),
+    computed serially or on dask.distributed (``backend="dask"``,
     ``scheduler`` None → a LocalCluster of ``n_workers`` workers with ``worker_memory`` each, or an address
     ``tcp://host:8786``); A = K + σ²I is solved by block preconditioned CG (pivoted-Cholesky preconditioner
     of ``rank``, default ⌈8√P⌉ ≤ 2048; 0 = the diagonal (Jacobi) preconditioner alone, stopping at relative residual ``tol``, at most ``maxiter`` iterations) with matrix–vector
@@ -797,14 +800,18 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     likelihood is estimated by stochastic Lanczos quadrature (``probes`` Rademacher vectors from ``seed``),
     its standard error in ``diagnostics["log_marginal_likelihood_se"]``. ``block`` is then the tile edge
     (default 2048 when left at 256). Diagnostics: CG ``iterations``, ``history``, ``true_relative_residual``,
-    preconditioner ``rank``, tile counts (computed / reused), seconds per stage.
+    preconditioner ``rank``, tile counts (computed / reused / recomputed), seconds per stage, and the ``estimate``
+    made before anything was allocated (driver memory, disk for the tiles, tile CPU time): a driver needing more
+    than ``memory_limit`` (default half the available memory), or tiles needing more disk than the store's file
+    system has free, is refused with the estimate.
     """
     if solver not in ("cholesky", "cg"):
         raise ValueError(f"solver must be 'cholesky' or 'cg', got {solver!r}")
     if solver == "cg":
         return _cg_regression(model, X_train, Y_train, X_test, kernel, noise, var=var, block=block, progress=progress,
                               backend=backend, scheduler=scheduler, store=store, tol=tol, rank=rank, maxiter=maxiter,
-                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed)
+                              n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed,
+                              memory_limit=memory_limit)
     if backend != "serial" or store is not None or scheduler is not None:
         raise ValueError("backend, scheduler and store belong to solver='cg' (the Cholesky path runs in this process)")
     import time
@@ -830,7 +837,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     P, Pt = X.shape[0], Xs.shape[0]
     need = regression_memory(P, Pt, kernel, bool(var), block, Y.shape[1])
     if memory_limit is None:
-        from .kernels.nngp import available_memory
+        from .memory import available_memory
 
         avail = available_memory()
         limit, src = (None, "") if avail is None else (0.5 * avail, f"half the available memory ({avail / 2**30:.3g} GiB)")
@@ -915,7 +922,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
 
 
 def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block, progress, backend, scheduler, store,
-                   tol, rank, maxiter, n_workers, worker_memory, probes, seed):
+                   tol, rank, maxiter, n_workers, worker_memory, probes, seed, memory_limit):
     from .checks import positive_float, positive_int
     from .largep.regression import cg_regression
 
@@ -933,6 +940,6 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
         m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,
         n_workers=n_workers, memory_limit=worker_memory, tol=tol, maxiter=positive_int(maxiter, "maxiter"),
         rank=None if rank is None else positive_int(rank, "rank", minimum=0), probes=positive_int(probes, "probes", minimum=2), seed=seed,
-        progress=progress)
+        progress=progress, max_memory=None if memory_limit is None else positive_float(memory_limit, "memory_limit"))
     return RegressionResult(mean, vs, kernel, noise, lml, float(diag["driver_memory_bytes"]), diag, _model_dict(m),
                             X, Y, Xs)

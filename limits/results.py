@@ -53,8 +53,18 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename).
 
     The file gets the mode an ordinary ``open(path, "w")`` would give, ``0o666 & ~umask``
-    (``tempfile.mkstemp`` alone would leave it at 0600). Readers never see a partial file."""
+    (``tempfile.mkstemp`` alone would leave it at 0600). Readers never see a partial file. Any ``OSError``
+    (a full disk, a file larger than the file system or ``ulimit -f`` allows) names ``path``."""
     path = Path(path)
+    try:
+        return _atomic_write(path, data)
+    except OSError as exc:
+        if exc.filename is not None and exc.filename != str(path) and not str(exc.filename).endswith(".tmp"):
+            raise
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
+def _atomic_write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -152,33 +162,38 @@ def save_result(obj, path) -> tuple[Path, Path]:
     return npz_path, json_path
 
 
-def read_npz(path) -> dict:
-    """All arrays of the ``.npz`` file ``path`` (never unpickled). A file that is not an .npz archive, or
-    one holding object arrays, raises ``ValueError`` naming the file — not numpy's advice to set
-    ``allow_pickle=True``."""
-    import zipfile
-
-    path = Path(path)
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if not magic.startswith(b"PK"):
-        raise ValueError(f"{path} is not an .npz archive (damaged or not written by limits)")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise ValueError(f"{path} holds an object array; pickles are never loaded") from None
-        raise ValueError(f"{path}: {exc}") from None
-    except (zipfile.BadZipFile, EOFError, KeyError) as exc:
-        raise ValueError(f"{path} is a damaged .npz archive ({type(exc).__name__}: {exc})") from None
+MAX_RESULT_JSON_BYTES = 64 << 20      # a result's .json: fields and diagnostics (arrays live in the .npz)
 
 
-def load_result(path):
-    """Load a result saved by :func:`save_result` (no pickle is ever loaded)."""
+def read_npz(path, what="result file") -> dict:
+    """All arrays of the ``.npz`` file ``path`` (never unpickled; sized from the zip directory and the ``.npy``
+    headers before anything is allocated, :mod:`limits.readfile`). A file that is not an .npz archive, or one
+    holding object arrays, raises ``ValueError`` naming the file — not numpy's advice to set ``allow_pickle=True``."""
+    from .readfile import load_npz
+
+    return load_npz(path, what)
+
+
+def read_payload(path, what="result file"):
+    """The parsed ``.json`` of a result saved at ``path`` (a regular file of at most 64 MiB, nested at most 100
+    deep); ``path`` itself, when it exists and is not a regular file (a FIFO, a device, a folder), is refused as
+    what it is — not reported as a missing result."""
+    from .readfile import opened, read_json
+
     npz_path, json_path = result_paths(path)
-    payload = json.loads(Path(json_path).read_text())
-    arrays = read_npz(npz_path)
+    if os.path.lexists(path) and not os.path.isfile(path):
+        with opened(path, what):
+            pass
+    with opened(npz_path, what):
+        pass
+    return read_json(json_path, what, MAX_RESULT_JSON_BYTES)
+
+
+def load_result(path, what="result file"):
+    """Load a result saved by :func:`save_result` (no pickle is ever loaded; every file read bounded)."""
+    npz_path, json_path = result_paths(path)
+    payload = read_payload(path, what)
+    arrays = read_npz(npz_path, what)
     name = payload.get("type") if isinstance(payload, dict) else None
     if not isinstance(name, str):
         raise ValueError(f"{json_path} is not a saved limits result (no 'type')")
@@ -194,7 +209,10 @@ def load_result(path):
         raise ValueError(f"{json_path}: unknown result type {name!r} (a type outside limits loads only once "
                          "the module defining it is imported)")
     cls = _REGISTRY[name]
-    return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
+    try:
+        return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{json_path} does not describe a {name} ({type(exc).__name__}: {exc})") from None
 
 
 def results_equal(a, b) -> bool:

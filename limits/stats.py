@@ -7,6 +7,24 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def signed(x, digits: int = 2, minus: str = "-") -> str:
+    """``x`` with its sign and ``digits`` decimals — the one formatter of printed exponents, slopes and rates: a
+    value that rounds to zero prints as ``+0.00``, never ``-0.00`` (``minus="−"`` for a typographic minus)."""
+    text = f"{float(x):+.{digits}f}"
+    if np.isfinite(float(x)) and float(text) == 0.0:
+        text = f"{0.0:+.{digits}f}"
+    return text.replace("-", minus)
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x, Σ (u − ū)(v − v₀) / Σ (u − ū)² (u = log x, v = log y;
+    the v₀ shift is exact because Σ (u − ū) = 0): exactly 0 when every y is the same number, where a
+    generic solver (``np.polyfit``) returns ±1e-16."""
+    u, v = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    du = u - u.mean()
+    return float(du @ (v - v[0]) / (du @ du))
+
+
 def mean_se(samples, axis: int = 0, name: str = "samples"):
     """Sample mean and its standard error (ddof = 1) along ``axis``; ``ValueError`` naming ``name``
     for fewer than 2 samples (a standard error from one sample is undefined)."""
@@ -61,7 +79,8 @@ class RateFit:
         return np.exp(self.intercept) * np.asarray(x, dtype=float) ** self.slope
 
     def __str__(self):
-        return f"{self.slope:+.3f} ± {self.slope_se:.3f} ({100 * self.level:.0f}% CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}])"
+        return (f"{signed(self.slope, 3)} ± {self.slope_se:.3f} ({100 * self.level:.0f}% CI "
+                f"[{signed(self.ci_low, 3)}, {signed(self.ci_high, 3)}])")
 
 
 def loglog_fit(x, y, yerr=None, level: float = 0.95) -> RateFit:
@@ -157,3 +176,11 @@ def student_quantile(p, dof):
     nu = np.asarray(dof, dtype=np.float64)
     finite = np.isfinite(nu)
     return np.where(finite, -stdtrit(np.where(finite, nu, 1.0), p), -ndtri(p))
+
+
+def control_variate(Y, R):
+    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
+    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
+    Rc = R - R.mean(axis=0)
+    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
+    return Y - R @ beta

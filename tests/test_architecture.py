@@ -63,13 +63,15 @@ def test_no_import_cycles(graph):
     assert ig.cycles(graph) == KNOWN_CYCLES, "import cycles (python -m limits.devtools.importgraph)"
 
 
-# package pairs that still import each other, with the reason; nothing else may join them
-KNOWN_PACKAGE_CYCLES = [
-    # Model refuses a kernel recursion it measures as too long (model._layer_seconds runs kernels.nngp) and
-    # builds torch networks (Model.to_torch), while kernels and torch read models. To move: the cost check
-    # to the kernel side, available_memory to the foundation.
-    ["limits.kernels", "limits.model", "limits.torch"],
-]
+# package pairs that still import each other, with the reason; nothing else may join them. None: the depth-cost
+# refusal lives on the kernel side (limits.kernels.modelview), available_memory in the foundation (limits.memory),
+# and Model.to_torch reaches the optional extra through the allowlist of limits._plugins.optional_extra.
+KNOWN_PACKAGE_CYCLES = []
+
+
+def test_model_imports_neither_kernels_nor_torch(graph):
+    """The Model is the description every theory reads: it imports no theory and no optional extra."""
+    assert not {b for b in graph["limits.model"] if b.startswith(("limits.kernels", "limits.torch"))}
 
 
 def test_packages_form_layers(files, graph):

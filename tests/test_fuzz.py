@@ -341,7 +341,40 @@ def _hostile_files(tmp: Path):
     os.mkfifo(p)
     f["fifo"] = p
     f["dev_zero"] = Path("/dev/zero")          # never ends
+    p = tmp / "in_link_dev_zero.npy"           # issue 31: a link to a device is the device
+    p.symlink_to("/dev/zero")
+    f["link_dev_zero"] = p
+    for name, bomb in _bombs(tmp).items():
+        f[name] = bomb
     return f
+
+
+def _npy_header(shape):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def _bombs(tmp: Path):
+    """Issue 31 item 4: files whose headers ask for more memory than the machine has — an .npy and an .npz
+    member claiming 2,000,000 × 1000 float64 (14.9 GiB) in a few bytes, and a sparse .npy of twice the array
+    limit (its data read back as zeros, so nothing but the size check stops it)."""
+    from limits.readfile import array_limit
+
+    out = {}
+    out["npy_header_bomb"] = tmp / "in_header_bomb.npy"
+    out["npy_header_bomb"].write_bytes(_npy_header((2_000_000, 1000)) + b"\0" * 16)
+    out["npz_header_bomb"] = tmp / "in_header_bomb.npz"
+    import zipfile
+
+    with zipfile.ZipFile(out["npz_header_bomb"], "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header((2_000_000, 1000)) + b"\0" * 16)
+    n = int(2 * array_limit() / 8) + 1
+    out["sparse_npy"] = tmp / "in_sparse.npy"
+    with open(out["sparse_npy"], "wb") as fh:
+        fh.write(_npy_header((n,)))
+        fh.truncate(len(_npy_header((n,))) + 8 * n)
+    return out
 
 
 def _readonly_dir():
@@ -525,12 +558,13 @@ def test_hostile_value(cmd, flag, dest, value, tmp_path, monkeypatch):
 INPUT_FILE_NAMES = ["missing", "directory", "pickled_object", "strings", "complex", "nan", "inf", "empty", "scalar",
                     "vector", "cube", "huge_values", "non_psd", "nonsymmetric", "neg_zero", "bools", "one_row",
                     "raw_pickle", "corrupt_zip", "truncated", "text_as_npy", "empty_npz", "pickled_npz",
-                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero"]
+                    "wrong_keys_npz", "zero_bytes", "fifo", "dev_zero", "link_dev_zero", "npy_header_bomb",
+                    "npz_header_bomb", "sparse_npy"]
 OUTPUT_PATH_NAMES = ["under_a_file", "existing_dir", "empty_string", "read_only"]
 USABLE_OUTPUTS = {"existing_dir", "empty_string"}          # "" means "not given" (or the current directory)
 # by default each file option gets a few of these (rotating), all of them under -m exhaustive
 QUICK_FILES = ["missing", "pickled_object", "corrupt_zip", "nan", "cube", "empty", "truncated", "raw_pickle", "fifo",
-               "dev_zero"]
+               "dev_zero", "npz_header_bomb", "link_dev_zero", "npy_header_bomb", "sparse_npy"]
 QUICK_OUTPUTS = {"read_only", "under_a_file"}
 
 
@@ -1004,7 +1038,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
     big = tmp_path / "big.toml"
     big.write_text("[model]\nd_in = 4\n" + "#" * (2 << 20) + "\n")
     for path, word in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
-                       (tmp_path, "directory"), (big, "bytes")):
+                       (tmp_path, "directory"), (big, "more than the 1 MiB limit")):
         FUZZ_COUNT.add(("i21", "--model", word))
         for argv in (["model", "--show", str(path)], ["nngp", "--model", str(path), "--random", "2", "4"],
                      _i21_predict_argv(files, "--t", "1", model=str(path))):
@@ -1015,7 +1049,7 @@ def test_i21_model_file_not_a_regular_file(tmp_path):
         fh.truncate(300 * 2**20)
     FUZZ_COUNT.add(("i21", "--x-train", "300 MiB csv"))
     rc, out, err = run_cli(_i21_predict_argv([files[0], str(huge), files[2], files[3]], "--t", "1"), timeout=20)
-    _one_error(rc, err, "--x-train", "MiB of text")
+    _one_error(rc, err, "--x-train", "300 MiB, more than the 256 MiB limit", "numpy.save")
     dfifo = tmp_path / "x.npy"
     os.mkfifo(dfifo)
     for argv, opt in ((["nngp", "--X", str(dfifo)], "--X"), (["nngp", "--X", "/dev/zero"], "--X"),
@@ -1471,7 +1505,7 @@ def _run_file_kwargs(marker, mods):
 
 
 def _tiles(marker, mods):
-    return {"paths": [str(marker)], "arrays": [[1.0, 2.0]]}
+    return {"targets": [[str(marker), {}]], "arrays": [[1.0, 2.0]]}         # write_tiles((path, header)…, arrays)
 
 
 def _blocked(marker, mods):
@@ -2083,6 +2117,296 @@ def test_long_user_text_is_never_echoed_whole(cmd, flag, dest, tmp_path, monkeyp
         problem = check(cmd, argv, rc, out, err, flag or dest, dest, value, tmp_path)
         assert problem is None, problem
         assert value.strip() not in err and len(err) < 2500, err
+
+
+# --- issue 31, items 4 and 7: every reader bounded; messages that name the option and the file ---
+def _fast(fn, *a, budget=1.0, **kw):
+    """``fn(*a, **kw)`` must raise ValueError within ``budget`` seconds; returns the message."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as e:
+        fn(*a, **kw)
+    assert time.perf_counter() - t0 < budget, (fn, time.perf_counter() - t0)
+    return str(e.value)
+
+
+def _special_files(tmp: Path) -> dict:
+    """name → (path, words the refusal must contain): FIFOs, devices, links to them, folders, oversized and deep."""
+    fifo = tmp / "f.json"
+    os.mkfifo(fifo)
+    link = tmp / "zero.json"
+    link.symlink_to("/dev/zero")
+    big = tmp / "big.json"
+    big.write_text("{" + " " * (2 << 20) + "}")
+    deep = tmp / "deep.json"
+    deep.write_text("[" * 500 + "]" * 500)
+    (tmp / "dir.json").mkdir()
+    return {"fifo": (fifo, "FIFO"), "dev_zero": (Path("/dev/zero"), "character device"),
+            "link_dev_zero": (link, "character device"), "directory": (tmp / "dir.json", "directory"),
+            "oversized": (big, "1 MiB limit"), "deep": (deep, "nested too deeply")}
+
+
+def test_i31_every_reader_refuses_special_oversized_and_deep_files(tmp_path):
+    """Item 4: limits.layers.load, Model.load, load_result / Result.load, the sweep dataset reader and a tile
+    store's description refuse FIFOs, /dev/zero (and links to it), folders, oversized and deeply nested files —
+    one ValueError naming the file, in under a second, nothing blocked on or read without end."""
+    from limits.kernels.tilestore import TileStore
+    from limits.predict import RegressionResult
+    from limits.results import load_result
+    from limits.sweep.dataset import load as load_dataset
+
+    files = _special_files(tmp_path)
+    readers = {"layers.load": limits.layers.load, "Model.load": limits.Model.load, "load_result": load_result,
+               "Result.load": RegressionResult.load, "sweep dataset": load_dataset}
+    for rname, reader in readers.items():
+        for fname, (path, word) in files.items():
+            if rname == "sweep dataset" and fname == "deep":
+                continue                                       # a dataset is netCDF, not JSON
+            if rname == "sweep dataset" and fname == "oversized":   # its limit is the array limit: twice that
+                from limits.readfile import array_limit
+
+                path, word = tmp_path / "huge.nc", "limit for such a file"
+                with open(path, "wb") as fh:
+                    fh.truncate(int(2 * array_limit()))
+            if rname in ("load_result", "Result.load"):       # a result is PATH.npz + PATH.json: the .json is hostile
+                np.savez(path.with_suffix(".npz"), x=np.ones(2))
+                if fname == "oversized":                       # a result's .json may have 64 MiB: 65 (sparse)
+                    path, word = tmp_path / "big65.json", "64 MiB limit"
+                    with open(path, "wb") as fh:
+                        fh.truncate(65 << 20)
+                    np.savez(path.with_suffix(".npz"), x=np.ones(2))
+            FUZZ_COUNT.add(("i31", "reader", rname, fname))
+            msg = _fast(reader, path)
+            assert word in msg and path.name in msg, (rname, fname, msg)
+    store = tmp_path / "store"
+    store.mkdir()
+    for fname in ("fifo", "dev_zero", "oversized", "deep"):
+        target = store / "store.json"
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        src, word = files[fname]
+        if fname == "fifo":
+            os.mkfifo(target)
+        elif fname == "dev_zero":
+            target.symlink_to("/dev/zero")
+        else:
+            target.write_bytes(src.read_bytes())
+        FUZZ_COUNT.add(("i31", "reader", "tile store", fname))
+        msg = _fast(TileStore.open, store)
+        assert "not a readable kernel tile store" in msg, msg
+
+
+def _member_bomb(path, shape=(2_000_000, 1000)):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header(shape) + b"\0" * 16)
+    return path
+
+
+def test_i31_npz_members_are_sized_before_anything_is_allocated(tmp_path):
+    """Item 4: an .npz member whose .npy header asks for 14.9 GiB (the zip bomb of the issue) and one whose zip
+    directory says 64 MiB uncompressed (checked against a 32 MiB limit) are refused from their headers: peak
+    allocation under 1 MiB, under a second — through the reader, load_result and every CLI data option; the
+    message names the option and the size, never --seed (item 7)."""
+    import tracemalloc
+    import zipfile
+
+    from limits.readfile import load_arrays
+    from limits.results import load_result
+
+    bomb = _member_bomb(tmp_path / "bomb.npz")
+    (tmp_path / "bomb.json").write_text(json.dumps({"format": 1, "type": "limits.predict.RegressionResult",
+                                                    "fields": {}}))
+    real = tmp_path / "real.npz"
+    with zipfile.ZipFile(real, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _npy_header((8 << 20,)) + bytes(64 << 20))
+    tracemalloc.start()
+    try:
+        for call, words in ((lambda: load_arrays(bomb, "--x"), ("--x", "14.9 GiB")),
+                            (lambda: load_result(tmp_path / "bomb"), ("14.9 GiB",)),
+                            (lambda: load_arrays(real, "--x", limit=32 << 20), ("64 MiB uncompressed", "32 MiB"))):
+            msg = _fast(call)
+            assert all(w in msg for w in words), msg
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+    FUZZ_COUNT.update({("i31", "npz", "header bomb"), ("i31", "npz", "zip directory bomb"), ("i31", "npz", "result")})
+    m, X, Y, Xs, files = _i21_task()
+    for argv, opt in ((["check", "--model", files[0], "--x", str(bomb), "--seed", "123456789", "--widths", "8", "16",
+                        "32", "--inits", "4"], "--x"),
+                      (_i21_predict_argv([files[0], str(bomb), files[2], files[3]], "--t", "1", "--seed", "987654321")
+                       if "--seed" in {a for a in COMMANDS["predict"]._option_string_actions} else
+                       _i21_predict_argv([files[0], str(bomb), files[2], files[3]], "--t", "1"), "--x-train"),
+                      (["nngp", "--X", str(bomb), "--seed", "424242"], "--X"),
+                      (["kernel", "--model", files[0], "--x1", str(bomb)], "--x1")):
+        FUZZ_COUNT.add(("i31", "bomb", opt))
+        rc, out, err = run_cli(argv, timeout=20)
+        line = _one_error(rc, err, opt, "14.9 GiB")
+        assert "--seed" not in line, line
+
+
+def test_i31_memory_errors_are_never_blamed_on_seed():
+    from limits.cli import _classify
+
+    FUZZ_COUNT.add(("i31", "MemoryError", "--seed"))
+    code, msg = _classify(MemoryError(), ["check", "--seed", "999999999", "--widths", "8", "16"])
+    assert code == 2 and "--widths 16" in msg and "seed" not in msg, msg
+    code, msg = _classify(MemoryError(), ["nngp", "--seed=77777777"])
+    assert code == 2 and "seed" not in msg, msg
+
+
+_BAD_LAYERS = {
+    "a list as layer type": {"layer": ["Dense"]},
+    "a mapping as layer type": {"layer": {"a": 1}},
+    "a number as layer type": {"layer": 5},
+    "a string as layer": "Dense",
+    "unknown field": {"layer": "Dense", "sigma_w2": 1.0, "bogus": 3},
+    "stored name of a field": {"layer": "Activation", "name_": "relu"},
+    "filter of 10^12": {"layer": "Conv", "filter_shape": [10 ** 12, 10 ** 12]},
+    "filter of 0": {"layer": "Conv", "filter_shape": [0, 3]},
+    "window of 10^12": {"layer": "AvgPool", "window_shape": [10 ** 12, 10 ** 12]},
+    "10^12 heads": {"layer": "Attention", "n_heads": 10 ** 12},
+    "residual branch a number": {"layer": "Residual", "branch": 5},
+    "residual unknown field": {"layer": "Residual", "branch": [{"layer": "Dense"}], "foo": 1},
+    "activation a list": {"layer": "Activation", "name": ["relu"]},
+    "sigma a string": {"layer": "Dense", "sigma_w2": "1"},
+}
+
+
+def test_i31_malformed_layer_descriptions_are_refused_in_under_a_second(tmp_path):
+    """Item 4: each malformed layer, in a composition given as a dict or as a .json/.toml file, is one ValueError
+    naming the layer's place and what is wrong — within a second (a filter of 10¹² used to run for ever)."""
+    from limits.layers import Serial
+
+    for name, layer in _BAD_LAYERS.items():
+        doc = {"serial": [layer, {"layer": "Flatten"}, {"layer": "Dense"}]}
+        FUZZ_COUNT.add(("i31", "layer description", name))
+        assert "serial[0]" in _fast(Serial.from_dict, doc), name
+        (tmp_path / "c.json").write_text(json.dumps(doc))
+        assert "c.json" in _fast(limits.layers.load, tmp_path / "c.json"), name
+    _fast(Serial.from_dict, {"serial": [{"layer": "Dense"}], "extra": 1})
+    for shape in ((2, 0, 0, 1), (2, 4, 0, 1)):
+        FUZZ_COUNT.add(("i31", "zero-size images", shape))
+        msg = _fast(limits.kernels.kernel, limits.serial(limits.layers.Conv(filter_shape=(3, 3)), limits.layers.Flatten(),
+                                                         limits.layers.Dense()), np.zeros(shape))
+        assert "zero size" in msg, msg
+    ok = limits.layers.load(_write(tmp_path / "ok.json", json.dumps(limits.serial(
+        limits.layers.Conv(filter_shape=(3, 3)), limits.layers.Activation("erf"), limits.layers.AvgPool(),
+        limits.layers.Flatten(), limits.layers.Dense()).to_dict())))
+    assert Serial.from_dict(ok.to_dict()) == ok                    # every description written loads back
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_i31_compositions_and_cg_regression_estimate_before_allocating(tmp_path):
+    """Item 4: attention on large images, a CNN with global pooling at many inputs, a filter of 10¹² through the
+    API, and CG regression at P = 2·10⁶ are refused from shapes alone (under a second, the store untouched) with
+    the estimate and the option that allows them; a small composition still runs, and max_seconds/max_memory
+    let a refused one through."""
+    L = limits.layers
+    attn = limits.serial(L.Attention(), L.GlobalAvgPool(), L.Dense())
+    cnn = limits.serial(L.Conv(filter_shape=(3, 3)), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    huge = limits.serial(L.Conv(filter_shape=(10 ** 12, 10 ** 12)), L.Flatten(), L.Dense())
+    for name, m, X, word in (("attention 128x128", attn, np.zeros((2, 128, 128, 3)), "max_memory="),
+                             ("CNN+GAP P=2000", cnn, np.zeros((2000, 32, 32, 3)), "max_seconds="),
+                             ("filter 10^12", huge, np.zeros((2, 4, 4, 1)), "years")):
+        FUZZ_COUNT.add(("i31", "composition estimate", name))
+        msg = _fast(limits.kernels.kernel, m, X)
+        assert word in msg, msg
+    r = limits.kernels.kernel(cnn, np.random.default_rng(0).standard_normal((3, 4, 4, 2)))
+    assert np.all(np.isfinite(r.nngp))
+    msg = _fast(limits.kernels.kernel, cnn, np.zeros((3, 4, 4, 2)), max_seconds=1e-9)
+    assert "max_seconds" in msg
+    from limits.predict import kernel_regression
+
+    X = np.zeros((2_000_000, 1))
+    Y, Xs = np.zeros((2_000_000, 1)), np.zeros((3, 1))
+    m = limits.mlp(1, 2)
+    FUZZ_COUNT.update({("i31", "cg estimate", "memory"), ("i31", "cg estimate", "disk")})
+    msg = _fast(kernel_regression, m, X, Y, Xs, noise=0.1, solver="cg", store=tmp_path / "S", budget=5.0)
+    assert "memory_limit" in msg and "of CPU" in msg and not (tmp_path / "S").exists(), msg
+    msg = _fast(kernel_regression, m, X, Y, Xs, noise=0.1, solver="cg", store=tmp_path / "S", memory_limit=1e15,
+                budget=5.0)
+    assert "of disk" in msg and "free" in msg and not (tmp_path / "S").exists(), msg
+    mf, Xf, Yf, Xsf = _i21_task()[4]
+    rc, out, err = run_cli(["regress", "--model", mf, "--x-train", Xf, "--y-train", Yf, "--x-test", Xsf, "--noise",
+                            "0.1", "--solver", "cg", "--max-memory", "1KB", "--store", str(tmp_path / "S")])
+    _one_error(rc, err, "--max-memory")
+
+
+def test_i31_disk_full_and_file_too_large_name_the_option_and_the_file(tmp_path, monkeypatch):
+    """Item 7: ENOSPC while saving a result or a tile, and EFBIG (``ulimit -f``) while saving: exit 2, one line
+    naming the option, the file, the system's reason and what to do."""
+    import errno
+    import resource
+
+    m, X, Y, Xs, files = _i21_task()
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    for argv, opt, name in ((["kernel", "--model", files[0], "--x1", files[1], "--save", str(tmp_path / "k")],
+                             "--save", "k.npz"),
+                            (["regress", "--model", files[0], "--x-train", files[1], "--y-train", files[2], "--x-test",
+                              files[3], "--noise", "0.1", "--solver", "cg", "--store", str(tmp_path / "S")],
+                             "--store", "store.json")):
+        FUZZ_COUNT.add(("i31", "ENOSPC", opt))
+        rc, out, err = run_cli(argv)
+        _one_error(rc, err, opt, name, "No space left on device", "disk is full")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert not list(tmp_path.rglob("*.tmp"))                         # no temporary file left behind
+    FUZZ_COUNT.add(("i31", "EFBIG", "--save"))
+    np.save(tmp_path / "X60.npy", np.random.default_rng(0).standard_normal((60, 4)))
+    proc = subprocess.run([sys.executable, "-m", "limits", "kernel", "--model", files[0], "--x1",
+                           str(tmp_path / "X60.npy"), "--save", str(tmp_path / "big")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)))
+    _one_error(proc.returncode, proc.stderr, "--save", "big.npz", "File too large", "ulimit")
+
+
+def test_i31_a_fifo_given_as_prediction_is_called_a_fifo(tmp_path):
+    """Item 7: --prediction naming a FIFO (the .json of a saved prediction, or the path itself), /dev/zero or a
+    folder: one line saying what it is — never "does not exist"; a missing prediction still is."""
+    m, X, Y, Xs, files = _i21_task()
+    rc, out, err = run_cli(_i21_predict_argv(files, "--t", "1", "--save", str(tmp_path / "p")))
+    assert rc == 0, err
+    (tmp_path / "p.json").rename(tmp_path / "p.json.real")
+    os.mkfifo(tmp_path / "p.json")
+    os.mkfifo(tmp_path / "bare")
+    (tmp_path / "folder").mkdir()
+    for target, word in ((tmp_path / "p", "FIFO"), (tmp_path / "p.json", "FIFO"), (tmp_path / "bare", "FIFO"),
+                         ("/dev/zero", "character device"), (tmp_path / "folder", "directory"),
+                         (tmp_path / "nothing", "does not exist")):
+        FUZZ_COUNT.add(("i31", "--prediction", word, Path(target).name))
+        rc, out, err = run_cli(["check", "--prediction", str(target)], timeout=10)
+        line = _one_error(rc, err, "--prediction", word)
+        assert word == "does not exist" or "does not exist" not in line, line
+
+
+def test_i31_no_negative_zero_in_printed_exponents():
+    """Item 7: the one formatter of exponents never prints −0.00, and the exponent of equal multipliers is exactly
+    0 (np.polyfit gave ±2e-16, printed "-0.00" on some machines: the torch equivalence test's cause)."""
+    from limits.stats import RateFit, loglog_slope, signed
+
+    rng = np.random.default_rng(31)
+    for x in np.concatenate([rng.uniform(-0.005, 0.005, 500), [-0.0, -1e-17, -4.9e-3, -1e-300]]):
+        for digits, minus in ((2, "-"), (3, "-"), (2, "−")):
+            assert signed(x, digits, minus) != minus + "0." + "0" * digits, x
+    FUZZ_COUNT.update({("i31", "signed", "near zero"), ("i31", "slope", "equal multipliers")})
+    for _ in range(200):
+        ws = np.sort(rng.choice([8, 16, 32, 64, 128, 256, 512], size=rng.integers(2, 6), replace=False))
+        c = float(rng.uniform(1e-3, 1e3))
+        assert loglog_slope(ws, [c] * len(ws)) == 0.0
+        assert signed(loglog_slope(ws, [c] * len(ws))) == "+0.00"
+    assert abs(loglog_slope([16, 32, 64], [1.0, 2.0, 4.0]) - 1.0) < 1e-12
+    assert "-0.000" not in str(RateFit(-1e-17, 0.0, 0.01, -2e-4, 0.02, 0.95))
 
 
 # the report of the suite's size runs after this section (re-bound, so it is last in the module)

@@ -47,3 +47,18 @@ def test_rows_follow_the_data(tmp_path):
     assert out.splitlines()[1] == new[0] and out.endswith("end\n")
     with pytest.raises(ValueError, match="expected one row"):
         m.replace("no table here\n", new)
+
+
+def test_mup_coordcheck_rows_are_generated_from_the_data():
+    """benchmarks/README.md's table of ours next to mup's coordinate check is benchmarks/results/peers/mup_coordcheck.json
+    (python benchmarks/mup_coordcheck.py --write)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("mup_coordcheck", ROOT / "benchmarks" / "mup_coordcheck.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    block = text.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
+    assert block.strip().splitlines() == m.readout_rows(json.loads(m.DATA.read_text())), \
+        "benchmarks/README.md is stale: python benchmarks/mup_coordcheck.py --write"

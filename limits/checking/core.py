@@ -38,6 +38,7 @@ import numpy as np
 
 from ..checks import positive_int
 from ..results import Result
+from ..stats import signed
 
 DEFAULT_WIDTHS = (64, 128, 256, 512)
 DEFAULT_INITS = 256
@@ -383,7 +384,8 @@ def _rate_test(widths, rms, rms_se, expected, level):
     fit = loglog_fit(widths, rms, yerr=rms_se, level=level)
     ci = (fit.ci_low, fit.ci_high)
     why = [] if fit.contains(expected) else [
-        f"finite-size rate {fit.slope:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] excludes the expected {expected:+g}"]
+        f"finite-size rate {signed(fit.slope, 3)} [{signed(ci[0], 3)}, {signed(ci[1], 3)}] excludes the "
+        f"expected {expected:+g}"]
     return fit.slope, ci, why
 
 

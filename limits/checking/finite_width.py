@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..results import Result
+from ..stats import control_variate
 from .core import register, spawn_seeds
 
 
@@ -235,14 +236,6 @@ def _controls(model, Z, Kphi, G, Gd=None):
     return C, np.concatenate(cols, axis=1)
 
 
-def _control_variate(Y, R):
-    """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
-    (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""
-    Rc = R - R.mean(axis=0)
-    beta, *_ = np.linalg.lstsq(Rc, Y - Y.mean(axis=0), rcond=None)
-    return Y - R @ beta
-
-
 def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, control=True):
     """Per width: (labels, per-init samples (inits × entries)) of the read-out kernel E[f fᵀ|h^L],
     stream Grams (``layers``) and NTK (``ntk``); X2: the cross entries X × X2 only. ``control``:
@@ -268,18 +261,137 @@ def measure(model, X, widths, inits, seed, *, layers=False, ntk=True, X2=None, c
         C, R = _controls(model, Z, Kphi, G, Gd)
         parts = [G[:, l, i, j] for l in lay] + [C[L][:, i, j]] + ([T[:, i, j]] if ntk else [])
         Y = np.concatenate(parts, axis=1)
-        samples.append(_control_variate(Y, R) if control else Y)
+        samples.append(control_variate(Y, R) if control else Y)
     return labels, samples
+
+
+def _grams(x):
+    """Channel Grams over (input, position) per network: x (S, P, *spatial, C) → (S, P·|spatial|, P·|spatial|)."""
+    z = x.reshape(x.shape[0], -1, x.shape[-1])
+    return np.matmul(z, z.transpose(0, 2, 1)) / x.shape[-1]
+
+
+def _chain_mean(chain, G, P, spatial):
+    """E[Ĝ_next | Ĝ] for a batch of channel Grams Ĝ (S, n, n) read by ``chain`` = [Dense/Conv, (pool), Activation,
+    (pool)…] up to the next parametric layer: the layers' own linear rules (position operators) and E[φφ] under
+    the sampled covariance (exact Gaussian expectations)."""
+    from ..kernels.expectations import pair_kernel
+    from ..kernels.finite_width_serial import position_operator
+
+    sp = tuple(spatial)
+    for layer in chain:
+        if type(layer).__name__ == "Activation":
+            d = np.diagonal(G, axis1=1, axis2=2)
+            G = pair_kernel(layer.act, d[:, :, None], G, d[:, None, :])
+            continue
+        S = int(np.prod(sp)) if sp else 1
+        Lpos, sp, bias = position_operator(layer, sp, "check")
+        Sp = int(np.prod(sp)) if sp else 1
+        B = G.reshape(-1, P, S, P, S)
+        G = np.einsum("abij,spiqj->spaqb", Lpos.reshape(Sp, Sp, S, S), B).reshape(-1, P * Sp, P * Sp) + bias
+    return G
+
+
+def _serial_forward_grams(S, X, width, inits, seed, chunk=8):
+    """Per network: the channel Gram of every parametric layer's input (list over layers of (inits, n, n)) and
+    the read-out NNGP observable E[f fᵀ | last hidden] (inits, P, P)."""
+    from ..finite.serial import SerialNetwork
+
+    net = SerialNetwork(S, int(width))
+    gens = [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(inits)]
+    grams, outs = [], []
+    for st in range(0, inits, chunk):
+        params = net.init_weights(X.shape[1:], None, streams=gens[st:st + chunk])
+        x = np.ascontiguousarray(np.broadcast_to(X[None], (len(gens[st:st + chunk]),) + X.shape))
+        gs, zs = [], []
+        for layer, p in zip(S.layers, params):
+            if layer.parametric:
+                gs.append(_grams(x))
+            x, _ = layer.apply(p, x)
+            if layer.parametric:
+                zs.append(_grams(x))
+        grams.append((gs, zs))
+        last = S.layers[-1]
+        outs.append(gs[-1] * last.sigma_w2 + last.sigma_b2)
+    cat = lambda w, k: np.concatenate([g[w][k] for g in grams])     # noqa: E731
+    n = len(grams[0][0])
+    return [cat(0, k) for k in range(n)], [cat(1, k) for k in range(n)], np.concatenate(outs)
+
+
+def _serial_measure(S, X1, X2, widths, inits, seed, control=True):
+    """Per width, per network of the composition ``S`` (``limits.finite.serial``): the read-out NNGP observable
+    E[f fᵀ | last hidden] (Dense read-out) on the entries the theory reports; control variates (``control``), each
+    of mean exactly zero at every width (the layers' rules on sampled Grams; no theory of the correction enters):
+    per hidden Dense/Conv k, η^k = Ĝ_out^k − (s L Ĝ_in^k + b) (its channels' Gaussian sampling noise) and, when the
+    next parametric layer is reached through pooling/Flatten and one Activation, ξ^k = Ĝ_in^{k+1} − E[Ĝ_in^{k+1} | Ĝ_in^k]."""
+    from ..layers import Activation, AvgPool, Conv, Dense, Flatten, GlobalAvgPool
+
+    if type(S.layers[-1]).__name__ != "Dense":
+        raise ValueError("check: a composition's finite-width check needs a Dense read-out (end with Flatten or "
+                         "GlobalAvgPool and Dense)")
+    X = X1 if X2 is None else np.concatenate([X1, X2])
+    P1, P = X1.shape[0], X.shape[0]
+    i, j = np.triu_indices(P1) if X2 is None else [a.ravel() for a in np.meshgrid(np.arange(P1), P1 + np.arange(
+        X2.shape[0]), indexing="ij")]
+    par = [k for k, l in enumerate(S.layers) if l.parametric]
+    chains = [list(S.layers[a:b]) for a, b in zip(par[:-1], par[1:])]
+    ok = [all(isinstance(l, (Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation)) for l in c)
+          and sum(isinstance(l, Activation) for l in c) == 1 for c in chains]
+    spatial = [tuple(X.shape[1:-1])]
+    for a, b in zip(par[:-1], par[1:]):            # spatial shape at each parametric layer's input
+        sh = tuple(X.shape[1:])
+        for l in S.layers[:b]:
+            sh = l.out_shape(sh, 2)
+        spatial.append(tuple(sh[:-1]))
+    seeds = spawn_seeds(seed, len(widths))
+    samples = []
+    for w, sd in zip(widths, seeds):
+        grams, outs, K = _serial_forward_grams(S, X, w, inits, sd)
+        Y = K[:, i, j]
+        if control:
+            R = [(grams[k + 1] - _chain_mean(c, grams[k], P, spatial[k])).reshape(inits, -1)
+                 for k, (c, good) in enumerate(zip(chains, ok)) if good]
+            R += [(outs[k] - _chain_mean(c[:1], grams[k], P, spatial[k])).reshape(inits, -1)
+                  for k, c in enumerate(chains)]
+            if R:
+                Y = control_variate(Y, np.concatenate(R, axis=1))
+        samples.append(Y)
+    return [f"K_out[{a},{b - (0 if X2 is None else P1)}]" for a, b in zip(i, j)], samples
+
+
+def _theory_entries(result, X1, X2, layers, ntk):
+    """(K, K1) of every tested entry, and per tested kernel (read-out NNGP, NTK, stream Grams) its (K, K1) —
+    the blocks whose ``width_for`` the report gives."""
+    if X2 is None:
+        iu = np.triu_indices(X1.shape[0])
+        pick = lambda A: A[..., iu[0], iu[1]]            # noqa: E731
+    else:
+        pick = lambda A: A.reshape(A.shape[:-2] + (-1,))  # noqa: E731
+    blocks = {"read-out NNGP": (pick(result.K), pick(result.K1))}
+    if ntk:
+        blocks["NTK"] = (pick(result.Theta), pick(result.Theta1))
+    if layers:
+        blocks["stream Grams"] = (pick(result.K_layers[1:]).ravel(), pick(result.K1_layers[1:]).ravel())
+    th = [pick(result.K_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K)]
+    th1 = [pick(result.K1_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K1)]
+    if ntk:
+        th.append(pick(result.Theta))
+        th1.append(pick(result.Theta1))
+    return np.concatenate(th), np.concatenate(th1), blocks
 
 
 @register(lambda r: type(r).__name__ == "FiniteWidth", layers=True)
 def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False, ntk=None, tol=0.01,
-                       rel_error=0.1, quadratic=False, control=True, model=None, X=None, progress=None):
-    """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks."""
+                       rel_error=0.1, quadratic=False, control=True, model=None, X=None, progress=None,
+                       sampler="network"):
+    """Check ``result`` (a :class:`limits.kernels.finite_width.FiniteWidth`) against finite networks.
+    ``sampler="tangent"`` (MLPs, NTK parameterisation, read-out entries): the networks with their tangent
+    network (:mod:`limits.checking.tangent`) — E[Θ | hidden layers] instead of the empirical NTK, so the
+    read-out quadratic form's spread is gone and the NTK slope is measured as precisely as the kernel's.
+    A composition's result (``limits.serial``, read-out K1) is checked against ``limits.finite.serial`` networks."""
     from ..model import as_model
 
     rec = result.params
-    m = as_model(model if model is not None else rec.get("model"))
     X1 = np.asarray(X if X is not None else rec["X1"], dtype=float)
     X2 = rec.get("X2") if X is None else None
     X2 = None if X2 is None else np.asarray(X2, dtype=float)
@@ -288,18 +400,38 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     if ntk and result.Theta1 is None:
         raise ValueError("check: ntk=True but this result has no Theta1 (parameterisation 'NTK' only)")
     t0 = time.perf_counter()
-    labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
-    if X2 is None:
-        iu = np.triu_indices(X1.shape[0])
-        pick = lambda A: A[..., iu[0], iu[1]]            # noqa: E731
+    if model is None and "model" not in rec and "serial" in rec:
+        from ..layers import Serial
+
+        if layers or ntk or sampler != "network":
+            raise ValueError("check: a composition's finite-width result is checked on its read-out K1 "
+                             "(layers=False, ntk=False, sampler='network')")
+        S = Serial.from_dict(rec["serial"])
+        labels, samples = _serial_measure(S, X1, X2, widths, inits, seed, control)
+        text, mdict = S.describe(), S.to_dict()
     else:
-        pick = lambda A: A.reshape(A.shape[:-2] + (-1,))  # noqa: E731
-    th = [pick(result.K_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K)]
-    th1 = [pick(result.K1_layers[1:]).ravel() if layers else np.zeros(0), pick(result.K1)]
-    if ntk:
-        th.append(pick(result.Theta))
-        th1.append(pick(result.Theta1))
-    K, K1 = np.concatenate(th), np.concatenate(th1)
+        m = as_model(model if model is not None else rec.get("model"))
+        text, mdict = m.describe(), m.to_dict()
+        if sampler == "tangent":
+            if layers or X2 is not None or not ntk:
+                raise ValueError("check: sampler='tangent' measures the read-out K and Θ of X1 (layers=False, no X2, "
+                                 "ntk=True)")
+            from .tangent import measure_tangent
+
+            labels, samples = measure_tangent(m, X1, widths, inits, seed, control=control)
+        elif sampler == "network":
+            labels, samples = measure(m, X1, widths, inits, seed, layers=layers, ntk=ntk, X2=X2, control=control)
+        else:
+            raise ValueError(f"check: sampler must be 'network' or 'tangent', got {sampler!r}")
+    K, K1, blocks = _theory_entries(result, X1, X2, layers, ntk)
+    return _verdict(labels, samples, K, K1, widths, inits, seed, alpha, tol, rel_error, quadratic,
+                    {"model_text": text, "alpha": alpha, "quadratic": bool(quadratic),
+                     "control_variates": bool(control), "sampler": sampler}, mdict, time.perf_counter() - t0, blocks)
+
+
+def _verdict(labels, samples, K, K1, widths, inits, seed, alpha, tol, rel_error, quadratic, details, mdict, secs,
+             blocks=None):
+    """Fit a + b/N (+ c/N²) per entry, z-tests of the limit and the slope at a Bonferroni threshold, power."""
     mean = np.stack([s.mean(axis=0) for s in samples])
     se = np.stack([s.std(axis=0, ddof=1) / np.sqrt(s.shape[0]) for s in samples])
     se = np.maximum(se, 1e-12 * (np.abs(mean) + 1.0))   # entries the controls make exact (e.g. K^1)
@@ -324,11 +456,7 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     # the width from which the N → ∞ prediction is within tol, per tested kernel and over all of them
     from ..kernels.finite_width import relative_width
 
-    blocks = {"read-out NNGP": (pick(result.K), pick(result.K1))}
-    if ntk:
-        blocks["NTK"] = (pick(result.Theta), pick(result.Theta1))
-    if layers:
-        blocks["stream Grams"] = (pick(result.K_layers[1:]).ravel(), pick(result.K1_layers[1:]).ravel())
+    blocks = {"tested entries": (K, K1)} if blocks is None else blocks
     per_block = {k: relative_width(b, c, float(tol)) for k, (b, c) in blocks.items()}
     n_tol = max(per_block.values())
     widths_arr = np.asarray(widths, dtype=float)
@@ -337,6 +465,5 @@ def check_finite_width(result, widths, inits, seed, *, alpha=0.01, layers=False,
     within = bool(np.all(corr_err[ok_w] <= tol * np.abs(K))) if np.any(ok_w) else True
     return FiniteWidthCheck(tuple(labels), widths_arr, int(inits), K, K1, mean, se, a, a_se, z_a, b, b_se, z_b,
                             chi2, z_crit, power, detectable, float(rel_error), float(tol), n_tol, within,
-                            not reasons, tuple(reasons), m.to_dict(), int(seed), time.perf_counter() - t0,
-                            {"model_text": m.describe(), "alpha": alpha, "quadratic": bool(quadratic),
-                             "control_variates": bool(control), "width_for_tol_per_kernel": per_block})
+                            not reasons, tuple(reasons), mdict, int(seed), secs,
+                            {**details, "width_for_tol_per_kernel": per_block})

@@ -27,7 +27,9 @@ def check_response(result, widths, inits, seed, *, model=None, X=None, alpha=0.0
         raise ValueError("check of a response needs at least two inputs (the covariance entry (0, 1))")
     if result.layers is not None:
         raise ValueError("check needs every layer of the response: compute it with keep='all'")
-    kw = m.kernel_kwargs("limits.check (response)")
+    from ..kernels.modelview import kernel_arguments
+
+    kw = kernel_arguments(m, "limits.check (response)")
     kw.pop("d_in")
     kw.pop("depth_scaling")          # the model's ρ_eff is passed as rho
     L = m.depth

@@ -17,7 +17,8 @@ imported or the command line is parsed:
   which no long value is echoed whole;
 * exit 70 (``EX_SOFTWARE``) — an internal error (a bug): one line on stderr naming the file
   where the full traceback was written (``$TMPDIR/limits-error-*.txt``);
-* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up;
+* exit 130 — interrupted (Ctrl-C), one line on stderr, also during start-up (saying what was kept when a
+  resumable computation was interrupted, e.g. the tiles of ``limits regress --solver cg``);
 * exit 3 — ``limits sweep run`` finished but some grid points failed (they are listed; the others are stored).
 
 :data:`EXIT_STATUSES` lists them all for ``limits --help``.
@@ -321,6 +322,50 @@ _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
 _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 
 
+# every option naming a file or folder: an OSError on a path under it names the option (a full disk, a file too
+# large, a permission) — _classify
+_PATH_OPTIONS = {**_OUTPUT_OPTIONS, **_INPUT_OPTIONS, "outdir": "--outdir", "store": "--store", "plot": "--plot",
+                 "model": "--model", "x1": "--x1", "x2": "--x2", "x": "--x", "y": "--y", "x_train": "--x-train",
+                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction"}
+_GIVEN_PATHS: list = []          # (absolute path, option) of the command line being run
+
+
+def _remember_paths(args):
+    import os
+
+    _GIVEN_PATHS.clear()
+    for attr, flag in _PATH_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str) and value:
+            _GIVEN_PATHS.append((os.path.abspath(value), flag))
+
+
+def _option_of(filename):
+    """The option whose path ``filename`` is, or lies under (``--save P`` → P.npz, ``--store D`` → D/nngp/…)."""
+    import os
+
+    f = os.path.abspath(os.fsdecode(filename))
+    hits = [(len(p), flag) for p, flag in _GIVEN_PATHS
+            if f == p or f.startswith(p.rstrip(os.sep) + os.sep) or (f.startswith(p) and f[len(p):] in (".npz", ".json"))]
+    return max(hits)[1] if hits else None
+
+
+_OS_HINTS = {"ENOSPC": "the disk is full: free space or choose another place",
+             "EDQUOT": "the disk quota is used up: free space or choose another place",
+             "EFBIG": "larger than the file system (or `ulimit -f`) allows for one file: choose another place or a "
+                      "smaller problem"}
+
+
+def _os_error_message(exc) -> str:
+    """One line for an OSError: the option, the file, the system's reason and what to do about it."""
+    import errno as _errno
+
+    where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
+    flag = _option_of(exc.filename)
+    hint = _OS_HINTS.get(_errno.errorcode.get(exc.errno, ""), "")
+    return (f"{flag}: " if flag else "") + f"{where}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
+
+
 def _check_files(args):
     from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
@@ -368,6 +413,7 @@ def _dispatch(argv):
     if getattr(args, "model", None) is not None or getattr(args, "show", None) is not None:
         # the options given explicitly, which a model file must not contradict
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
+    _remember_paths(args)
     _check_files(args)
     return int(args.func(args) or 0)
 
@@ -397,13 +443,16 @@ def _write_crash_report(exc, argv) -> str | None:
 
 
 def _largest_size_option(argv):
-    """``'--width 10000000000'``: the option given the largest integer value on the command line."""
+    """``'--width 10000000000'``: the option given the largest integer value on the command line — a size, never
+    a seed (``--seed 123456`` allocates nothing)."""
     tokens = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
     best = None
     for i, tok in enumerate(tokens):
         if not tok.startswith("-"):
             continue
         flag, _, val = tok.partition("=")
+        if "seed" in flag.lower():
+            continue
         vals = [val] if val else tokens[i + 1:i + 2]
         j = i + 2
         while not val and j < len(tokens) and not tokens[j].startswith("-"):   # nargs="+" options
@@ -437,8 +486,7 @@ def _classify(exc, argv=None):
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, OSError):
         if exc.filename is not None:
-            where = exc.filename if exc.filename2 is None else f"{exc.filename} → {exc.filename2}"
-            return EXIT_USAGE, f"{where}: {exc.strerror or exc}"
+            return EXIT_USAGE, _os_error_message(exc)
         return EXIT_USAGE, str(exc) or type(exc).__name__
     if isinstance(exc, MemoryError):
         big = _largest_size_option(argv)
@@ -573,11 +621,12 @@ def main(argv=None) -> int:
                        f"— a bug in limits; {where}")
             print(f"limits: error: {_elided(msg, argv)}" if code != EXIT_INTERNAL else f"limits: {msg}", file=sys.stderr)
             return code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if program:
             _exit_quietly_on_interrupt()
-        try:
-            print("limits: interrupted", file=sys.stderr)
+        try:                      # a long computation may say what it kept ("… a rerun resumes"): one line
+            said = str(exc).splitlines()[0] if str(exc) else ""
+            print("limits: interrupted" + (f"; {said}" if said else ""), file=sys.stderr)
         except Exception:
             pass
         return EXIT_INTERRUPTED

@@ -8,22 +8,11 @@ import numpy as np
 
 
 def load_matrix(path, key):
-    """A matrix from a ``.npy`` file, or array ``key`` of a ``.npz`` file (``ValueError`` naming the option otherwise)."""
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{key}: file {path} does not exist")
-    if p.suffix == ".npy":
-        return np.load(p, allow_pickle=False)
-    if p.suffix == ".npz":
-        with open(p, "rb") as fh, np.load(fh, allow_pickle=False) as z:     # closed even if not a zip
-            if key in z.files:
-                return z[key]
-            if len(z.files) == 1:
-                return z[z.files[0]]
-            raise ValueError(f"{key}: {path} holds {z.files}; store the array under '{key}'")
-    if p.suffix in (".csv", ".txt"):
-        return np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None, ndmin=2)
-    raise ValueError(f"{key}: unsupported file type {p.suffix!r} (use .npy, .npz, .csv, .txt)")
+    """A matrix from a ``.npy``/``.csv``/``.txt`` file, or array ``key`` of a ``.npz`` file (``ValueError`` naming
+    the option ``--key`` otherwise; :func:`limits.cliutil.user_array`)."""
+    from ..cliutil import user_array
+
+    return user_array(path, f"--{key}", key=key)
 
 
 def _data(args):

@@ -23,55 +23,22 @@ def load_model(path):
     return Model.load(path)
 
 
-MAX_TEXT_ARRAY_BYTES = 256 * 2**20      # .csv/.txt arrays larger than this: use .npy
-
-
 def read_array(path, option):
-    """The float array in ``path`` (.npy/.npz/.csv/.txt); a ValueError naming ``option`` if it cannot be read."""
-    import zipfile
-    from pathlib import Path
+    """The float array in ``path`` (.npy/.npz/.csv/.txt, :func:`limits.cliutil.user_array`); a ValueError naming
+    ``option`` if it cannot be read or is not a finite real array."""
+    from ..cliutil import user_array
+    from ..readfile import named
 
-    from .kernels import load_matrix as _load_matrix
-
-    p = Path(path)
-    if not p.exists():                        # named once (not "cannot read X: file X does not exist")
-        raise ValueError(f"{option}: file {path} does not exist")
-    if not p.is_file():                       # a FIFO would block, /dev/zero never ends
-        raise ValueError(f"{option}: {path} is {'a directory' if p.is_dir() else 'not a regular file'}; "
-                         "give an .npy/.npz/.csv/.txt file")
-    if p.suffix in (".csv", ".txt") and p.is_file() and p.stat().st_size > MAX_TEXT_ARRAY_BYTES:
-        raise ValueError(f"{option}: {path} is {p.stat().st_size / 2**20:.0f} MiB of text, more than the "
-                         f"{MAX_TEXT_ARRAY_BYTES // 2**20} MiB read as text (parsing takes several times that in "
-                         "memory); save the array with numpy.save and pass the .npy")
-    if p.suffix in (".npy", ".npz") and p.is_file():
-        try:
-            with open(p, "rb") as fh:
-                magic = fh.read(6)
-        except OSError as exc:
-            raise ValueError(f"{option}: cannot read {path} ({exc.strerror or exc})") from None
-        if not (magic == b"\x93NUMPY" or magic.startswith(b"PK")):
-            raise ValueError(f"{option}: {path} is not an .npy/.npz file (save it with numpy.save or numpy.savez)")
-    try:
-        a = np.asarray(_load_matrix(path, option.lstrip("-").replace("-", "_")))
-    except (ValueError, TypeError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{option}: cannot read {path}: {_reason(exc)}") from None
+    a = np.asarray(user_array(path, option, key=option.lstrip("-").replace("-", "_")))
     if a.dtype.kind == "c":
-        raise ValueError(f"{option}: {path} holds complex values; a real array is needed "
+        raise ValueError(f"{named(option, path)} holds complex values; a real array is needed "
                          "(the imaginary part is never dropped silently)")
     if a.dtype.kind not in "biuf":
-        raise ValueError(f"{option}: {path} holds a {a.dtype} array; a real numeric array is needed")
+        raise ValueError(f"{named(option, path)} holds a {a.dtype} array; a real numeric array is needed")
     a = a.astype(float)
     if a.size and not np.all(np.isfinite(a)):
-        raise ValueError(f"{option}: {path} contains NaN or inf")
+        raise ValueError(f"{named(option, path)} contains NaN or inf")
     return a
-
-
-def _reason(exc) -> str:
-    """numpy's message for a pickled array advises ``allow_pickle=True``; limits never loads pickles."""
-    msg = str(exc)
-    if "pickle" in msg.lower():
-        return "it holds a pickled (object) array; pickles are never loaded — save a numeric array instead"
-    return msg
 
 
 def _array(path, name):
@@ -192,27 +159,14 @@ PREDICTION_TYPES = ("limits.predict.PosteriorResult", "limits.predict.GDResult")
 def load_prediction(path):
     """A prediction saved by ``limits predict --save PATH`` (PATH.npz + PATH.json): only the result
     types of :mod:`limits.predict` are accepted (the type is read before anything is imported)."""
-    import json
-    import zipfile
-    from pathlib import Path
+    from ..results import load_result, read_payload
 
-    from ..results import load_result, result_paths as _paths
-
-    for f in _paths(path):
-        if not Path(f).is_file():
-            raise ValueError(f"--prediction: {f} does not exist (write it with `limits predict ... --save {path}`)")
-    try:
-        payload = json.loads(_paths(path)[1].read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--prediction: cannot read {_paths(path)[1]}: {exc}") from None
+    payload = read_payload(path, "--prediction")
     kind = payload.get("type") if isinstance(payload, dict) else None
     if kind not in PREDICTION_TYPES:
-        raise ValueError(f"--prediction: {_paths(path)[1]} holds {kind!r}, not a prediction of `limits predict` "
+        raise ValueError(f"--prediction: {path} holds {kind!r}, not a prediction of `limits predict` "
                          f"({', '.join(PREDICTION_TYPES)})")
-    try:
-        return load_result(path)
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"--prediction: cannot load {path}: {type(exc).__name__}: {exc}") from None
+    return load_result(path, "--prediction")
 
 
 def cmd_check(args):

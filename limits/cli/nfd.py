@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cliutil import emit as _emit, load_array
+from ..stats import signed
 
 
 def _inputs(args):
@@ -131,8 +132,8 @@ def cmd_gia(args):
         lines.append("L → ∞ (a + b/L fit) per test point: " + ", ".join(
             f"{g:+.4f}±{s:.4f}" for g, s in zip(data["gap_Linf"], data["gap_Linf_se"])))
     if "gap_rate_L" in data:
-        lines.append(f"rms gap vs L log–log slope {data['gap_rate_L'][0]:+.3f} "
-                     f"[{data['gap_rate_L'][1]:+.3f}, {data['gap_rate_L'][2]:+.3f}]")
+        lines.append(f"rms gap vs L log–log slope {signed(data['gap_rate_L'][0], 3)} "
+                     f"[{signed(data['gap_rate_L'][1], 3)}, {signed(data['gap_rate_L'][2], 3)}]")
     if args.out:
         atomic_write_text(args.out, json.dumps(to_jsonable(data), indent=1))
         lines.append(f"data written to {args.out}")
@@ -157,8 +158,8 @@ def cmd_gia_limit(args):
         lines.append("L → ∞ (a + b/L fit) per test point: " + ", ".join(
             f"{g:+.4f}±{s:.4f}" for g, s in zip(data["gap_Linf"], data["gap_Linf_se"])))
     if "gap_rate_L" in data:
-        lines.append(f"rms gap vs L log–log slope {data['gap_rate_L'][0]:+.3f} "
-                     f"[{data['gap_rate_L'][1]:+.3f}, {data['gap_rate_L'][2]:+.3f}]")
+        lines.append(f"rms gap vs L log–log slope {signed(data['gap_rate_L'][0], 3)} "
+                     f"[{signed(data['gap_rate_L'][1], 3)}, {signed(data['gap_rate_L'][2], 3)}]")
     if args.out:
         atomic_write_text(args.out, json.dumps(to_jsonable(data), indent=1))
     _emit(data, args, "\n".join(lines))
@@ -186,7 +187,7 @@ def cmd_two_layer(args):
     for key in ("du_rms", "du_rms_corrected", "dr_rms"):
         if key + "_rate" in data:
             r = data[key + "_rate"]
-            lines.append(f"slope of {key} vs L: {r[0]:+.3f} [{r[1]:+.3f}, {r[2]:+.3f}]")
+            lines.append(f"slope of {key} vs L: {signed(r[0], 3)} [{signed(r[1], 3)}, {signed(r[2], 3)}]")
     lines.append("best η̄ per depth (plain / corrected): " + ", ".join(
         f"L={L}: {a:g}/{b:g}" for L, a, b in zip(data["transfer_Ls"], data["best_eta"][0], data["best_eta"][1])))
     if args.out:

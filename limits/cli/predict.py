@@ -35,13 +35,13 @@ _CLI_NAMES = (("flow=True", "--method flow"), ("learning_rate", "--lr"), ("X_tra
               ("Y_train", "--y-train"), ("X_test", "--x-test"))
 
 
-def _cli(fn, *a, **kw):
-    """``fn(*a, **kw)`` with the API's argument names in a ValueError replaced by the options."""
+def with_option_names(fn, *a, names=_CLI_NAMES, **kw):
+    """``fn(*a, **kw)`` with the API's argument ``names`` in a ValueError replaced by the options."""
     try:
         return fn(*a, **kw)
     except ValueError as exc:
         msg = str(exc)
-        for api, cli in _CLI_NAMES:
+        for api, cli in names:
             msg = msg.replace(api, cli)
         if msg == str(exc):
             raise
@@ -102,7 +102,7 @@ def cmd_predict(args):
         if args.t is not None or args.lr is not None:
             raise ValueError("--t/--lr are for --method flow|gd, not posterior")
         noise = _noise(args.noise)
-        r = _cli(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
+        r = with_option_names(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
         how = " (both fitted by maximum marginal likelihood)" if noise == "auto" else ""
         lines = [m.describe(), f"NNGP posterior, noise σ² = {r.noise:.6g}, output scale s² = {r.output_scale:.6g}{how}, "
                  f"log marginal likelihood {r.log_marginal_likelihood:.6g}", "", "test point | mean | sd"]
@@ -118,7 +118,7 @@ def cmd_predict(args):
             raise ValueError("--noise is for --method posterior")
         if args.t is None:
             raise ValueError("--t is required for --method flow|gd (times, or GD step counts)")
-        r = _cli(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
+        r = with_option_names(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
                  flow=args.method == "flow", reduction=args.reduction, cov=not args.no_cov)
         lines = [m.describe(), f"NTK ensemble, {'gradient flow' if r.flow else 'discrete GD'}, η = "
                  f"{r.learning_rate:g}, reduction {r.reduction}", "", "t | mean test output (first 3) | mean sd"]
@@ -134,7 +134,7 @@ def cmd_predict(args):
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
     if args.check:
-        c = _cli(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False,
+        c = with_option_names(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False,
                  target_power=args.target_power)
         lines += ["", c.to_markdown()]
         obj["check"] = check_summary(c)

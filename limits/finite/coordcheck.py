@@ -28,7 +28,7 @@ import numpy as np
 from ..checks import generator, positive_int
 from ..progress import progress
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,13 @@ class ExponentFit(Result):
     tail_points: int = 0
 
     def line(self) -> str:
-        pred = "" if self.predicted is None else f"{self.predicted:+.3f}"
+        pred = "" if self.predicted is None else f"{signed(self.predicted, 3)}"
         ok = "" if self.consistent is None else ("yes" if self.consistent else "NO")
-        tail = (f"{self.tail_slope:+.3f} ± {self.tail_slope_se:.3f} [{self.tail_ci_low:+.3f}, {self.tail_ci_high:+.3f}]"
+        tail = (f"{signed(self.tail_slope, 3)} ± {self.tail_slope_se:.3f} [{signed(self.tail_ci_low, 3)}, "
+                f"{signed(self.tail_ci_high, 3)}]"
                 if self.tail_points and self.tail_points < len(self.x) else "(= all)")
-        return (f"| {self.quantity} | {self.slope:+.3f} ± {self.slope_se:.3f} | [{self.ci_low:+.3f}, "
-                f"{self.ci_high:+.3f}] | {tail} | {pred} | {ok} |")
+        return (f"| {self.quantity} | {signed(self.slope, 3)} ± {self.slope_se:.3f} | [{signed(self.ci_low, 3)}, "
+                f"{signed(self.ci_high, 3)}] | {tail} | {pred} | {ok} |")
 
 
 @dataclass(frozen=True)

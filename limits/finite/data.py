@@ -78,22 +78,18 @@ def load_arrays(path, x_key="X", y_key="Y"):
 
     Arrays are checked to be finite float arrays; X must be 2-D (samples are rows); Y, if present,
     1-D (made a column) or 2-D with as many rows as X."""
+    from ..readfile import load_arrays as read_arrays
+
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"path: no such file {str(path)!r}")
-    try:
-        if path.suffix == ".npy":
-            X, Y = np.load(path, allow_pickle=False), None
-        elif path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                if x_key not in z.files:
-                    raise ValueError(f"x_key: {x_key!r} not in {path.name} (has {z.files})")
-                X = z[x_key]
-                Y = z[y_key] if y_key in z.files else None
-        else:
-            raise ValueError(f"path must end in .npy or .npz, got {path.suffix!r}")
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"path: cannot read {str(path)!r} as numpy data ({exc})") from None
+    if path.suffix not in (".npy", ".npz"):
+        raise ValueError(f"path must end in .npy or .npz, got {path.suffix!r}")
+    arrays = dict(read_arrays(path, "path"))         # bounded and never unpickled (limits.readfile)
+    if "" in arrays:
+        X, Y = arrays[""], None
+    else:
+        if x_key not in arrays:
+            raise ValueError(f"x_key: {x_key!r} not in {path.name} (has {sorted(arrays)})")
+        X, Y = arrays[x_key], arrays.get(y_key)
     X = finite_array(X, "X", ndim=2)
     if Y is not None:
         Y = finite_array(Y, "Y")

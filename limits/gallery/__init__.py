@@ -33,7 +33,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..results import decode_value, encode_value, atomic_write_bytes, atomic_write_text, read_npz
+from ..readfile import read_json
+from ..results import (MAX_RESULT_JSON_BYTES, decode_value, encode_value, atomic_write_bytes,
+                       atomic_write_text, read_npz)
 
 DEFAULT_OUTDIR = Path("figures")
 
@@ -131,8 +133,8 @@ def load_data(name: str, outdir=DEFAULT_OUTDIR) -> dict:
             raise ValueError(f"figure {name}: no stored data {p[key]} — compute it first "
                              f"(drop --replot, or give the --outdir/--quick it was made with)")
     try:
-        payload = json.loads(p["json"].read_text())
-        arrays = read_npz(p["npz"])
+        payload = read_json(p["json"], f"figure {name}: stored data", MAX_RESULT_JSON_BYTES)
+        arrays = read_npz(p["npz"], f"figure {name}: stored data")
         payload["params"] = decode_value(payload["params"], arrays)
         payload["data"] = decode_value(payload["data"], arrays)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
@@ -167,7 +169,7 @@ def replot(name: str, outdir=DEFAULT_OUTDIR):
 
 def _stored(p) -> dict | None:
     try:
-        old = json.loads(p["json"].read_text())
+        old = read_json(p["json"], "stored figure data", MAX_RESULT_JSON_BYTES)
         return old if isinstance(old, dict) else None
     except (OSError, ValueError):
         return None

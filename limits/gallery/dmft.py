@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ..stats import signed
 from ._util import log_ticks
 
 
@@ -128,7 +129,7 @@ def plot_conv(data, params):
     N = data["widths"].astype(float)
     b.errorbar(N, data["rms"], yerr=data["rms_se"], fmt="o", color=PALETTE[0], label="rms_t,μ |f_N − f_∞|")
     b.plot(N, np.exp(data["intercept"]) * N ** data["slope"], color=PALETTE[0], lw=1,
-           label=f"slope {data['slope']:+.2f} [{data['slope_lo']:+.2f}, {data['slope_hi']:+.2f}]")
+           label=f"slope {signed(data['slope'])} [{signed(data['slope_lo'])}, {signed(data['slope_hi'])}]")
     b.plot(N, data["gap_of_mean"], "s", color=PALETTE[1], ms=3, label="|mean_seeds f_N − f_∞|")
     b.set_xscale("log", base=2)
     b.set_yscale("log")

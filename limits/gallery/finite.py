@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ..stats import signed
 from ._util import log_ticks
 
 
@@ -70,7 +71,7 @@ def _rates_plot(data, params):
     for act in data["activations"]:
         r, s, sl = data[f"rms_{act}"], data[f"rms_se_{act}"], data[f"slope_{act}"]
         a1.errorbar(Ns, r, yerr=s, fmt="o", mfc="none",
-                    label=f"{act}: slope {sl[0]:+.3f} [{sl[1]:+.3f}, {sl[2]:+.3f}]")
+                    label=f"{act}: slope {signed(sl[0], 3)} [{signed(sl[1], 3)}, {signed(sl[2], 3)}]")
     ref = data[f"rms_{data['activations'][0]}"][0] * (Ns / Ns[0]) ** -0.5
     a1.plot(Ns, ref, "k--", lw=1, label=r"$\propto N^{-1/2}$")
     a1.set(xscale="log", yscale="log", xlabel="width N", ylabel=r"rms$(K^1_{\rm one\ net} - K^1_\infty)$",
@@ -80,7 +81,7 @@ def _rates_plot(data, params):
     b, bs, sl = data["bias"], data["bias_se"], data["bias_slope"]
     ok = b > 0
     a2.errorbar(Nb[ok], b[ok], yerr=bs[ok], fmt="s", mfc="none", color="C1",
-                label=f"{params['bias_activation']}: slope {sl[0]:+.3f} [{sl[1]:+.3f}, {sl[2]:+.3f}]")
+                label=f"{params['bias_activation']}: slope {signed(sl[0], 3)} [{signed(sl[1], 3)}, {signed(sl[2], 3)}]")
     if np.any(ok):
         i = int(np.argmax(ok))
         a2.plot(Nb, b[i] * Nb[i] / Nb, "k--", lw=1, label=r"$\propto 1/N$")

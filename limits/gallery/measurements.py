@@ -28,8 +28,10 @@ TABLE_HEADING = "## Reproducing the seed papers"
 
 # ============================================================================ formatting
 def _s(x, nd=2):
-    """Signed number with a real minus sign."""
-    return f"{x:+.{nd}f}".replace("-", "−")
+    """Signed number with a real minus sign (never "−0.00": :func:`limits.stats.signed`)."""
+    from ..stats import signed
+
+    return signed(x, nd, "−")
 
 
 def _n(x, nd=2):
@@ -455,7 +457,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check", metavar="README", help="compare README's table with the generated rows")
     args = ap.parse_args(argv)
     if args.check:
-        problems = compare(Path(args.check).read_text(), args.outdir)
+        from ..readfile import read_text
+
+        problems = compare(read_text(args.check, "--check", 16 << 20), args.outdir)
         for p in problems:
             print(p)
         print(f"{len(problems)} disagreement(s)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
+from ..stats import signed
 from ._util import data_ticks, log_ticks, with_caption
 
 
@@ -59,11 +60,12 @@ def _plot_panels(data, params, groups, xlabel, titles):
                 dx = 2.0 ** (0.06 * (i - (len(names) - 1) / 2))
                 ax.errorbar(x * dx, m, yerr=se, fmt=markers[i % len(markers)], color=col, mfc="none",
                             ms=4 + 1.2 * (len(names) - 1 - i),
-                            label=f"{name}: slope {float(data[key + 'slope']):+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+                            label=f"{name}: slope {signed(float(data[key + 'slope']))} "
+                                  f"[{signed(ci[0])}, {signed(ci[1])}]")
                 pred = float(data[key + "predicted"])
                 if np.isfinite(pred):
                     ax.plot(x, m[-1] * (x / x[-1]) ** pred, "--", color=col, lw=1,
-                            label=f"{name}: theory {pred:+.2f}")
+                            label=f"{name}: theory {signed(pred)}")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             data_ticks(ax, x)

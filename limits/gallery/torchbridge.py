@@ -60,6 +60,7 @@ def _compute(params, rng):
                 t = 1                                    # the first update: where SP and μP part ways
                 out[k + "tensors"] = list(r.tensors)
                 out[k + "roles"] = list(r.roles)
+                out[k + "kinds"] = list(r.kinds)
                 for field in ("slope", "ci_low", "ci_high", "predicted", "predicted_low", "consistent"):
                     out[k + field] = np.asarray(getattr(r, field)[:, t, 1], float)
                 out[k + "scale0"] = np.stack([r.slope[:, 0, 0], r.ci_low[:, 0, 0], r.ci_high[:, 0, 0],
@@ -97,7 +98,8 @@ def _plot(data, params):
                 p, pl, ok = data[k + "predicted"], data[k + "predicted_low"], data[k + "consistent"]
                 ax.errorbar(x, s, yerr=[s - lo, hi - s], fmt="o", ms=4, color="C0", label="change: fitted (95 % CI)")
                 roles = [str(r) for r in data[k + "roles"]]
-                o = np.array([i for i, r in enumerate(roles) if r == "output"], int)
+                kinds = [str(c) for c in data.get(k + "kinds", ["module"] * len(roles))]
+                o = np.array([i for i, (r, c) in enumerate(zip(roles, kinds)) if r == "output" and c == "module"], int)
                 s0, lo0, hi0, p0 = data[k + "scale0"]
                 ax.errorbar(x[o] + 0.25, s0[o], yerr=[s0[o] - lo0[o], hi0[o] - s0[o]], fmt="^", ms=4, color="C2",
                             mfc="none", label="read-out at init: fitted")
@@ -114,7 +116,7 @@ def _plot(data, params):
                 ax.set_xticks(x)
                 ax.set_xticklabels([_short(n, r) for n, r in zip(names, roles)], rotation=70, ha="right", fontsize=6)
                 verdict = "as predicted" if bool(data[k + "passed"]) else "flagged: " + ", ".join(
-                    _short(f, roles[names.index(f)]) for f in failing[:3]) + ("…" if len(failing) > 3 else "")
+                    _short(f.split(" (")[0], roles[names.index(f)]) for f in failing[:3]) + ("…" if len(failing) > 3 else "")
                 ax.set_title(f"{net}, {case} (Adam {float(data[k + 'lr']):g}, {int(data[k + 'steps'])} step"
                              f"{'s' if int(data[k + 'steps']) > 1 else ''}): {verdict}", fontsize=7.5)
                 if col == 0:
@@ -134,6 +136,53 @@ def _caption(p):
             "read-out, checked against μP: flagged (circled: not as predicted at some step).")
 
 
+BEGIN = "<!-- torch-coordcheck-demo:begin (python -m limits.gallery.torchbridge --write) -->"
+END = "<!-- torch-coordcheck-demo:end -->"
+
+
+def _fit(data, case, row):
+    k = f"transformer|{case}|"
+    i = [str(n) for n in data[k + "tensors"]].index(row)
+    return (f"N^{_sgn(data[k + 'slope'][i])} [{_sgn(data[k + 'ci_low'][i])}, {_sgn(data[k + 'ci_high'][i])}]")
+
+
+def _sgn(v):
+    return f"{v:+.2f}".replace("-", "−")
+
+
+def readme_paragraph(payload) -> str:
+    """The README's sentences on the demo transformer's checks, every number from the committed figure data."""
+    d, p = payload["data"], payload["params"]
+    ws = p["widths"]
+    cpu = float(d["transformer|muP|cpu_s"])
+    failing = [str(f).split(" (")[0] for f in d["transformer|broken muP|failing"]]
+    L0, L1 = "enc.layers.0.self_attn:logits", "enc.layers.1.self_attn:logits"
+    return (
+        f"On the demo transformer (`limits.torch.demos`: 2 encoder layers, widths {ws[0]}–{ws[-1]}, {p['seeds']} seeds, "
+        f"Adam; the gallery's {'quick' if payload.get('quick') else 'paper-size'} data; one μP check took {cpu:.1f} s "
+        f"of CPU) μP is flat: the read-out's change after the first step scales as {_fit(d, 'muP', 'out')} and "
+        f"the attention logits' as {_fit(d, 'muP', L0)} and {_fit(d, 'muP', L1)} (predicted N^0, approached from "
+        "N^−1/2: the stream's change enters q·k/d as an uncorrelated contraction). Under SP the read-out's "
+        f"first-step change grows as {_fit(d, 'SP', 'out')} and the logits' as {_fit(d, 'SP', L0)} and "
+        f"{_fit(d, 'SP', L1)} (predicted 3/2: Δq·k/√d with Δq ∝ N), and a μP whose read-out is left as in SP is "
+        f"flagged by name, the culprit first: {', '.join(f'`{n}`' for n in failing)} (`out.weight`: its own update "
+        f"moves the read-out ∝ {_fit(d, 'broken muP', 'out.weight')} instead of N^0; `out`: first update ∝ "
+        f"{_fit(d, 'broken muP', 'out')}).")
+
+
+def write_readme(path, payload):
+    """Replace the block between BEGIN and END of ``path`` by :func:`readme_paragraph`."""
+    from pathlib import Path
+
+    from ..results import atomic_write_text
+
+    text = Path(path).read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path} has no {BEGIN!r} … {END!r} block")
+    head, rest = text.split(BEGIN, 1)
+    atomic_write_text(path, head + BEGIN + "\n" + readme_paragraph(payload) + "\n" + END + rest.split(END, 1)[1])
+
+
 register("torch_coordcheck", component="torch", compute=with_caption(_compute, _caption), plot=_plot,
          params={"widths": [64, 128, 256, 512, 1024], "seeds": 5}, quick={"widths": [64, 128, 256, 512], "seeds": 3},
          caption="Coordinate checks of PyTorch networks as numbers (limits.torch.coord_check; needs the optional extra "
@@ -141,3 +190,16 @@ register("torch_coordcheck", component="torch", compute=with_caption(_compute, _
                  "attention-logit changes blow up with the predicted exponents), μP (flat within the CIs) and a μP "
                  "whose read-out is left as in SP (flagged by name).",
          seed_ref="issue 23; TP4 Table 1, TP5 (μP attention)", default=False)
+
+
+if __name__ == "__main__":                  # python -m limits.gallery.torchbridge [--write]
+    import sys
+    from pathlib import Path
+
+    from . import load_data
+
+    root = Path(__file__).resolve().parents[2]
+    payload = load_data("torch_coordcheck", root / "figures")
+    if "--write" in sys.argv[1:]:
+        write_readme(root / "README.md", payload)
+    print(readme_paragraph(payload))

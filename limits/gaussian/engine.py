@@ -834,11 +834,20 @@ def closed_kernel(f, g):
 
 
 def dq_expect(f, q):
-    """∂/∂q E[f(u)] = ½ E[f''(u)] (Price); ``f`` a name like ``"tanh"`` or ``"tanh'"``."""
+    """∂/∂q E[f(u)] = ½ E[f''(u)] (Price); ``f`` a name like ``"tanh"`` or ``"tanh'"``. relu's f'' is a δ at the
+    kink, not the 0 its φ'' stands for: there the closed forms ∂/∂q E[relu(u)] = 1/(2√(2πq)) (Stein's scaling
+    form E[u f'(u)]/(2q)) and ∂/∂q E[step(u)] = 0; other non-smooth activations are refused."""
     fn, fa, fo, _ = resolve(f)
     if fa is None:
         raise ValueError("dq_expect needs a registered activation name (it uses f'')")
-    return 0.5 * expect(Derivative(fa, fo + 2), q)
+    if fa.smooth:
+        return 0.5 * expect(Derivative(fa, fo + 2), q)
+    q = np.asarray(q, dtype=np.float64)
+    if is_builtin(fa) and fa.name == "relu":
+        if np.any(q <= 0):
+            raise ValueError("dq_expect('relu', q): q must be > 0 (the derivative at q = 0 is infinite)")
+        return (1.0 / (2.0 * np.sqrt(2.0 * np.pi * q)) if fo == 0 else np.zeros_like(q))[()]
+    raise ValueError(f"dq_expect of the non-smooth {fa.name!r}: its f'' is a distribution at the kinks")
 
 
 def dq_expect_square(act, q):

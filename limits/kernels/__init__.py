@@ -32,7 +32,8 @@ from .cross import KernelResult, kernel
 from .blocked import kernel_blocked
 from .finite_width import FiniteWidth, finite_width
 from .finite_width_posterior import PosteriorCorrection, finite_width_posterior
-from ..model import kernel_view as _kview, with_model as _with_model
+from ..model import with_model as _with_model
+from .modelview import kernel_view as _kview
 
 nngp = _with_model(nngp, _kview("limits.kernels.nngp"))
 response = _with_model(response, _kview("limits.kernels.response", ntk_arg=None))

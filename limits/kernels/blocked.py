@@ -386,10 +386,11 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
                         None if sym else X2)
 
 
-def compute_tile(model, X, a, b, block, kernels, paths):
+def compute_tile(model, X, a, b, block, kernels, targets):
     """One tile task of the tile store: tile (a, b) of every requested kernel (the symmetric tile when
-    a = b, the cross tile otherwise), written atomically to ``paths``; returns the CPU seconds of the
-    computing thread (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
+    a = b, the cross tile otherwise), written atomically to its ``(path, header)`` targets with its digests
+    (:func:`limits.kernels.tilestore.write_tiles`); returns the CPU seconds of the computing thread
+    (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
     import time
 
     from ..blas import blas_threads
@@ -401,7 +402,7 @@ def compute_tile(model, X, a, b, block, kernels, paths):
     J = slice(b * block, min((b + 1) * block, P))
     with blas_threads(1):
         r = kernel_blocked(model, X[I], get=kernels, progress=False, X2=None if a == b else X[J])
-    write_tiles(paths, [getattr(r, k) for k in kernels])
+    write_tiles(targets, [getattr(r, k) for k in kernels])
     return time.thread_time() - t0
 
 
@@ -439,7 +440,9 @@ class _Engine:
         from .expectations import is_builtin_activation, activation_name
 
         self.m, self.get, self.block = m, get, block
-        self.kw = kw = m.kernel_kwargs("limits.kernels.kernel_blocked")
+        from .modelview import kernel_arguments
+
+        self.kw = kw = kernel_arguments(m, "limits.kernels.kernel_blocked")
         self.act = kw["activation"]
         self.want_ntk = "ntk" in get
         self.name = activation_name(self.act)

@@ -6,6 +6,14 @@ Inputs are (P, d) or ``(P, *spatial, C)`` (as neural-tangents). The state K⁰(x
 block) or equal positions only ("diagonal", P1·P2·S) — is decided by one backward pass over the
 composition and reported per layer in ``diagnostics["structure"]`` with its memory
 (``diagnostics["peak_bytes"]``). Cost: the sum of the layers' costs (see each layer's docstring).
+
+Before anything is allocated, :func:`check_cost` estimates from shapes alone the memory one pair of inputs needs
+at the costliest layer and a lower bound of the time (Σ layers × block entries × ``Layer.kernel_work`` × pairs,
+at :data:`UPDATES_PER_SECOND`), and refuses beyond half the available memory or one hour with the estimate and
+``max_memory=`` / ``max_seconds=``. Measured on CNNs with flatten or global pooling, attention and a 1-D
+convolution (P = 6…200): 22–74× more CPU than the lower bound, so a refused composition would have taken at
+least as long as said (no false refusals there), and a filter of 10¹² or attention on 128×128 images is refused
+in under a second.
 """
 from __future__ import annotations
 
@@ -46,6 +54,9 @@ def _inputs(X, name):
     X = finite_array(X, name)
     if X.ndim < 2 or X.shape[0] < 1 or X.shape[-1] < 1:
         raise ValueError(f"{name} must be (P, d) or (P, *spatial, C) with P, C >= 1, got shape {X.shape}")
+    if X.ndim > 2 and min(X.shape[1:-1]) < 1:
+        raise ValueError(f"{name}: images of zero size (spatial axes {X.shape[1:-1]}); every spatial axis needs >= 1 "
+                         "position")
     if X.ndim > 4:
         raise ValueError(f"{name}: at most two spatial axes (P, H, W, C), got shape {X.shape}")
     return X
@@ -79,12 +90,87 @@ def default_block(model, input_shape, P, symmetric, want_ntk=True) -> int:
     return b
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelResult:
+UPDATES_PER_SECOND = 2e8        # an optimistic rate of the layer rules: measured 4e7–9e7 per CPU-second on
+                                # CNNs with flatten or global pooling, attention and 1-D convolutions (2-core
+                                # machine, benchmarks/bench_readers.py), so time estimates are lower bounds
+MAX_SECONDS = 3600.0            # default: refuse what would take at least an hour
+
+
+def estimate(model, input_shape, P1, P2, want_ntk=True, symmetric=True) -> dict:
+    """What :func:`kernel` will need, from shapes alone (nothing is allocated): per layer the block entries
+    per pair of inputs (S² positions pairs when every pair is kept, S when only equal positions), the peak
+    ``pair_bytes`` (the input and output blocks of the costliest layer, NNGP and NTK, and ~2 temporaries), and
+    ``updates`` (Σ over layers of entries × :meth:`limits.layers.Layer.kernel_work` × pairs of inputs) with
+    ``seconds`` = updates / :data:`UPDATES_PER_SECOND` — a lower bound. ``worst`` names the costliest layer."""
+    needs = model.needs(False)
+    pairs = P1 * (P1 + 1) / 2.0 if symmetric else float(P1) * P2
+    per = 2 + 2 * bool(want_ntk)
+    shape, peak, updates, worst = tuple(input_shape), 0.0, 0.0, None
+    for i, layer in enumerate(_flat(model)):
+        full = needs[i] if i < len(needs) else False
+        entries = _entries(shape, full)
+        new = tuple(layer.out_shape(shape, 1)) if hasattr(layer, "out_shape") else shape
+        work = entries * float(layer.kernel_work(shape[:-1], full))
+        peak = max(peak, 8.0 * per * (entries + _entries(new, full)))
+        if worst is None or work > worst[0]:
+            what = layer.describe() if len(layer.describe()) <= 100 else layer.name
+            worst = (work, f"layer {i} ({what}) on {'×'.join(map(str, shape[:-1])) or 'no'} positions "
+                           f"({'every pair' if full and len(shape) > 1 else 'equal positions'})")
+        updates += work * pairs
+        shape = new
+    return {"pair_bytes": peak, "updates": updates, "seconds": updates / UPDATES_PER_SECOND,
+            "worst": worst[1] if worst else "", "pairs": pairs}
+
+
+def _flat(model):
+    return list(model.layers)
+
+
+def _entries(shape, full) -> float:
+    S = float(np.prod([float(s) for s in shape[:-1]])) if len(shape) > 1 else 1.0
+    return S * S if (full and len(shape) > 1) else S
+
+
+def check_cost(model, input_shape, P1, P2, get, symmetric, max_memory=None, max_seconds=None) -> dict:
+    """Refuse (``ValueError`` with the estimate and how to proceed) before anything is allocated: one pair of
+    inputs needing more than ``max_memory`` bytes (default half the available memory) with the outputs, or an
+    estimated time (a lower bound) over ``max_seconds`` (default :data:`MAX_SECONDS`)."""
+    from ..progress import format_seconds
+    from ..readfile import human
+    from .nngp import available_memory
+
+    est = estimate(model, input_shape, P1, P2, "ntk" in get, symmetric)
+    out_bytes = 8.0 * P1 * P2 * len(get)
+    if max_memory is None:
+        avail = available_memory()
+        limit, src = (None, "") if avail is None else (0.5 * avail, f"half the available memory ({human(avail)})")
+    else:
+        limit, src = float(max_memory), f"max_memory = {human(max_memory)}"
+    if limit is not None and est["pair_bytes"] + out_bytes > limit:
+        raise ValueError(f"limits.kernels.kernel: this composition needs ≈ {human(est['pair_bytes'])} for one pair "
+                         f"of inputs at its costliest, {est['worst']}, plus {human(out_bytes)} of output, more than "
+                         f"{src}; use smaller images (or pool before attention/global pooling), or pass "
+                         "max_memory= (bytes) if the memory is there")
+    budget = MAX_SECONDS if max_seconds is None else float(max_seconds)
+    if est["seconds"] > budget:
+        took = format_seconds(est["seconds"]) if est["seconds"] < 1e7 else f"{est['seconds'] / 3.156e7:.2g} years"
+        raise ValueError(f"limits.kernels.kernel: this composition would take at least "
+                         f"{took} ({est['updates']:.2g} kernel-entry updates for "
+                         f"{est['pairs']:.3g} pairs of inputs, at most {UPDATES_PER_SECOND:.0e} per second; the "
+                         f"costliest is {est['worst']}), more than the {format_seconds(budget)} allowed; use fewer "
+                         "inputs, smaller images or filters, or pass max_seconds= to allow it")
+    return est
+
+
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None, max_memory=None,
+           max_seconds=None) -> SerialKernelResult:
     """NNGP / NTK read-out kernels of the composition ``model`` between X1 and X2 (module docstring).
     The composition must end without spatial axes (Flatten / GlobalAvgPool before the read-out).
     Inputs are done in tiles of ``block`` × ``block`` inputs (default :func:`default_block`; every tile
     is the cross kernel of its two input sets, the diagonal tiles the symmetric kernel), so memory is
-    the output plus one tile."""
+    the output plus one tile. Memory and time are estimated first (:func:`check_cost`): more than
+    ``max_memory`` bytes (default half the available memory) or at least ``max_seconds`` (default one hour)
+    is refused with the estimate."""
     from ..layers import Serial, serial
 
     m = model if isinstance(model, Serial) else serial(model)
@@ -99,6 +185,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None) -> SerialKernelR
         if X2.shape[1:] != X1.shape[1:]:
             raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
     P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
+    check_cost(m, X1.shape[1:], P1, P2, get, X2 is None, max_memory, max_seconds)
     if block is None:
         block = default_block(m, X1.shape[1:], P1, X2 is None, "ntk" in get)
     from ..blas import blas_threads

@@ -27,6 +27,7 @@ from ..results import Result, kernel_summary
 from . import _fused
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
+from .modelview import kernel_arguments
 
 GETS = ("nngp", "ntk")
 
@@ -97,7 +98,7 @@ def _diag_avail() -> float:
         return 8.0 * 2**30
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelResult:
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=None, max_seconds=None) -> KernelResult:
     """NNGP / NTK read-out kernels of ``model`` between ``X1`` (P1×d_in) and ``X2`` (P2×d_in).
 
     ``X2=None`` gives the symmetric P1×P1 kernel. ``get`` ⊆ {"nngp", "ntk"}; ``layers=True`` also
@@ -105,7 +106,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     kernel regime (parameterisation "NTK"; "SP" for the NNGP only), with one-layer pre-activation
     blocks. Agrees with the corresponding block of ``nngp(vstack(X1, X2), model=model)`` to 1e-12.
     Overflow of one kernel (e.g. the NTK growing like χ₁^L in the chaotic phase) never touches the
-    other: each has its own ``*_exploded_at`` in ``diagnostics``.
+    other: each has its own ``*_exploded_at`` in ``diagnostics``. A composition of ``limits.layers`` has its
+    memory and time estimated first; ``max_memory`` (bytes, default half the available memory) and
+    ``max_seconds`` (default one hour) bound them (:func:`limits.kernels.composed.check_cost`).
     """
     from ..model import ModelError, as_model
 
@@ -117,7 +120,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
                              "its per-layer structure in diagnostics['structure']")
         from ..layers import as_serial
 
-        return _composed(as_serial(model), X1, X2, get)
+        return _composed(as_serial(model), X1, X2, get, max_memory=max_memory, max_seconds=max_seconds)
     m = as_model(model)
     get = parse_get(get)
     what = "limits.kernels.kernel"
@@ -130,7 +133,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False) -> KernelRe
     if X2 is None:
         return _symmetric(m, X1, get, layers, want_ntk)
     X2 = check_inputs(X2, "X2", m.d_in)
-    kw = m.kernel_kwargs(what)
+    kw = kernel_arguments(m, what)
     act, L = kw["activation"], m.depth
     r2 = kw["rho"] ** 2
     cw, cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
@@ -264,7 +267,7 @@ def flag_explosions(diag, want_ntk):
 def _symmetric(m, X, get, layers, want_ntk):
     from .nngp import nngp as _nngp
 
-    kw = m.kernel_kwargs("limits.kernels.kernel")
+    kw = kernel_arguments(m, "limits.kernels.kernel")
     if layers:
         _memory_guard((m.depth + 1) * (2 + want_ntk), X.shape[0], X.shape[0], "limits.kernels.kernel")
     r = _nngp(X, ntk=want_ntk, keep="all" if layers else "last", on_explode="ignore", **kw)

@@ -6,6 +6,9 @@ for linear / relu / erf and quadrature (``limits.gaussian.expect`` / ``expect2``
 
 * ``diag_price(act, q) = E[φ'(u)² + φ(u)φ''(u)] = ∂_q E[φ(u)²]``,  u ~ N(0, q)   (seed 004 Eq. 38, 45)
 * ``cross_price(act, K)[α, β] = ½ E[φ''(u_α) φ(u_β)] = ∂E[φ(u_α)φ(u_β)]/∂K_αα``  (Price, App. D)
+
+(user activations: the same derivatives by Stein's identity in its scaling form, with φ and φ' only —
+no φ'', which for a kinked function is a δ that finite differences would smear.)
 """
 from __future__ import annotations
 
@@ -147,8 +150,16 @@ def diag_price(act, q):
     if is_builtin_activation(act):        # by name: the engine's certified rules at every variance (limits.gaussian)
         return (np.asarray(gaussian.expect2(f"{name}'", f"{name}'", q, q, q), dtype=np.float64)
                 + np.asarray(gaussian.expect2(name, f"{name}''", q, q, q), dtype=np.float64))
-    phi, dphi, d2phi = act.phi, act.dphi, act.d2phi
-    return np.asarray(gaussian.expect(lambda x: dphi(x) ** 2 + phi(x) * d2phi(x), q), dtype=np.float64)
+    # user functions: Stein's identity in its scaling form, φ and φ' only (no φ'', a δ at a kink):
+    # d/dq E[φ(u)²] = E[u φ(u) φ'(u)]/q  (u → λu moves q by 2)
+    phi, dphi = act.phi, act.dphi
+    pos = q > 0
+    qs = np.where(pos, q, 1.0)
+    val = np.asarray(gaussian.expect(lambda x: x * phi(x) * dphi(x), qs), dtype=np.float64) / qs
+    if np.all(pos):
+        return val
+    at0 = float(dphi(np.zeros(1))[0] ** 2 + phi(np.zeros(1))[0] * act.d2phi(np.zeros(1))[0])
+    return np.where(pos, val, at0)
 
 
 def is_builtin_activation(act) -> bool:
@@ -185,8 +196,16 @@ def cross_price(act, K):
 
     k11 = np.broadcast_to(d[:, None], K.shape)
     k22 = np.broadcast_to(d[None, :], K.shape)
-    f, g = (Derivative(act, 2), act) if is_builtin_activation(act) else (act.d2phi, act.phi)
-    return 0.5 * np.asarray(gaussian.expect2(f, g, k11, K, k22), dtype=np.float64)
+    if is_builtin_activation(act):
+        return 0.5 * np.asarray(gaussian.expect2(Derivative(act, 2), act, k11, K, k22), dtype=np.float64)
+    # user functions: Stein's identity in its scaling form, φ and φ' only (no φ'', a δ at a kink):
+    # ∂E[φ(u)φ(v)]/∂k11 = (E[u φ'(u) φ(v)] − k12 E[φ'(u) φ'(v)]) / (2 k11)
+    if np.any(d <= 0):
+        return 0.5 * np.asarray(gaussian.expect2(act.d2phi, act.phi, k11, K, k22), dtype=np.float64)
+    uphi = lambda x: x * act.dphi(x)            # noqa: E731
+    A = np.asarray(gaussian.expect2(uphi, act.phi, k11, K, k22), dtype=np.float64)
+    B = np.asarray(gaussian.expect2(act.dphi, act.dphi, k11, K, k22), dtype=np.float64)
+    return (A - K * B) / (2.0 * k11)
 
 
 def dgram_price(act, K):

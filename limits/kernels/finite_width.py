@@ -23,23 +23,26 @@ Eq. 4.115 / 5.x): K1^{l+1} = s [D·K1^l + ½ ∂²F : V^l]. For ResNets it is th
 (each neuron's own past enters the kernels it then sees), a Price derivative of a connected
 four-point function. E[stream Gram] = K⁰ + Σ_{k≤l} E[C^k] exactly (ResNet), = E[C^l] (MLP).
 
-NTK (NTK parameterisation): with all trained parameters θ ~ N(0, 1), Price's theorem in parameter
-space gives E[Θ_N(x, x')] = ∂/∂c E[f(x; θ) f(x'; θ_c)] at c = 1, θ_c a copy with correlation c.
-The two networks form one coupled system whose kernel recursion is the one above with every
-cross block (read-in, weights, biases, read-out) multiplied by c — so Θ1 = ∂_c K1_AB(c)|_{c=1}
-exactly, evaluated by a one-sided polynomial difference in c. N·Var(Θ_N) (MLPs): :func:`_theta_var`.
+NTK (NTK parameterisation): Θ is :func:`limits.kernels.kernel`'s NTK itself. Θ1 of MLPs comes from the tangent
+network (:mod:`limits.kernels.finite_width_ntk`): E[Θ_N] = E[C_ḣḣ] at the read-out, a recursion with exact Price/Stein
+derivatives (:mod:`limits.kernels.price`) — nothing is differentiated numerically, so relu's kink at correlation 1 is
+never crossed. ResNets with a smooth activation: Price's theorem in parameter space, E[Θ_N(x, x')] =
+∂/∂c E[f(x; θ) f(x'; θ_c)] at c = 1 (θ_c a copy at correlation c; every cross block of the coupled system × c), a cubic
+in c through c = 1 − kε (smooth in c for smooth φ); for relu ResNets Θ1 is not computed (that derivative would cross the
+kink). N·Var(Θ_N) (MLPs): :func:`_theta_var`. Duplicate inputs are merged first (one Gaussian variable).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..checks import finite_array
 from ..results import Result, model_label
 from .expectations import gram
-from .fluctuations import pair_index, price_jacobian
-from .fourpoint import merge_pattern as _merge_pattern, cov4, cov4_erf, rule
+from .fluctuations import pair_index, price_jacobian, to_matrix
+from .fourpoint import cov_phiphi, expect4, gaussian_rule
+from .price import hessian_contract, jacobian, pair_derivatives
 
 
 @dataclass(frozen=True)
@@ -144,53 +147,20 @@ def relative_width(base, corr, tol) -> int:
 
 
 # --------------------------------------------------------------------------------- four-point pieces
-def _connected(fx, phi, S4):
-    """Connected E[fx(x₁, x₂) φ(y₁) φ(y₂)] − E[fx] E[φφ] for a batch of 4×4 covariances of
-    (x₁, x₂, y₁, y₂); coincident variables merged, tensor Gauss–Hermite rule (as fourpoint.cov4)."""
-    S4 = np.asarray(S4, dtype=np.float64)
-    out = np.empty(S4.shape[0])
-    groups: dict = {}
-    for b in range(S4.shape[0]):
-        groups.setdefault(_merge_pattern(S4[b]), []).append(b)
-    for (pat, reps), members in groups.items():
-        Z, W = rule(len(reps))
-        mem = np.asarray(members)
-        S = S4[np.ix_(mem, reps, reps)]
-        lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
-        R = V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :]
-        step = max(1, 2_000_000 // Z.shape[0])
-        for s0 in range(0, len(mem), step):
-            sl = slice(s0, s0 + step)
-            pts = np.matmul(R[sl], Z.T)                                   # (b, r, Q)
-            ex = fx(pts[:, pat[0], :], pts[:, pat[1], :])
-            py = phi(pts)
-            ey = py[:, pat[2], :] * py[:, pat[3], :]
-            out[mem[sl]] = (ex * ey) @ W - (ex @ W) * (ey @ W)
-    return out
-
-
-def _cov_phiphi(act, S4):
-    kinds = np.ones((S4.shape[0], 2), bool)
-    if str(getattr(act, "name", "")) == "erf":
-        return cov4_erf(kinds, S4)[0]
-    return cov4(act.phi, kinds, S4)[0]
-
-
 _JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
 _JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 
 
-def _joint_nodes(Kx, Ky, Kxy, same):
+def _joint_nodes(act, Kx, Ky, Kxy, same):
     """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
-    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules)."""
+    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules). relu and
+    linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`)."""
     P = Kx.shape[0]
     Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
     n = Kj.shape[0]
     if n > _JOINT_MAX:
         return None
-    Z, W = rule(n, _JOINT_ORDER[n])
-    lam, V = np.linalg.eigh(0.5 * (Kj + Kj.T))
-    pts = (V * np.sqrt(np.clip(lam, 0.0, None))) @ Z.T
+    pts, W = gaussian_rule(act, Kj, _JOINT_ORDER[n])
     return (pts, pts, W) if same else (pts[:P], pts[P:], W)
 
 
@@ -215,80 +185,76 @@ def _four(Kx, Ky, Kxy, pairs_x, pairs_y):
 
 
 def _hessian_contract(act, K, W, pairs):
-    """(∂²F/∂K∂K : W)_p for F_p = E_{N(0,K)}[φ_a φ_b], W an m×m symmetric (pair coordinates):
-    Σ_k λ_k d/dε [D(K + ε U_k) u_k] over W's eigenpairs (central difference of the Price Jacobian)."""
-    m = len(pairs)
-    lam, U = np.linalg.eigh(0.5 * (W + W.T))
-    keep = np.abs(lam) > 1e-14 * max(1e-300, float(np.max(np.abs(lam))))
-    out = np.zeros(m)
-    if not np.any(keep):
-        return out
-    pa = np.array([p[0] for p in pairs])
-    pb = np.array([p[1] for p in pairs])
-    # step: small against every 2×2 sub-block's smallest eigenvalue (near-degenerate pairs in the c-system)
-    k11, k22, k12 = K[pa, pa], K[pb, pb], K[pa, pb]
-    off = pa != pb
-    tr, det = k11 + k22, k11 * k22 - k12 ** 2
-    emin = np.where(off, det / np.maximum(0.5 * tr + np.sqrt(np.maximum(0.25 * tr ** 2 - det, 0)), 1e-300), k11)
-    pos = emin[emin > 1e-12 * np.max(np.diag(K))]
-    eps = 1e-4 * float(np.min(pos)) if pos.size else 1e-6 * float(np.max(np.diag(K)))
-    for lk, u in zip(lam[keep], U[:, keep].T):
-        Um = np.zeros_like(K)
-        Um[pa, pb] = u
-        Um[pb, pa] = u
-        Dp = price_jacobian(act, K + eps * Um)
-        Dm = price_jacobian(act, K - eps * Um)
-        out += lk * ((Dp - Dm) @ u) / (2 * eps)
-    return out
+    """(∂²F/∂K∂K : W)_p for F_p = E_{N(0,K)}[φ_a φ_b], W an m×m symmetric (pair coordinates): the exact
+    second Price derivatives of :mod:`limits.kernels.price` (closed forms for relu; no finite differences)."""
+    if not np.any(W):
+        return np.zeros(len(pairs))
+    return hessian_contract(pair_derivatives(act, K, 0), 0.5 * (W + W.T), pairs)
+
+
+def _xy_moments(act, Kx, Ky, Kxy, xs, ys, kinds, connected):
+    """Matrix over x-pairs ``xs`` (rows) and y-pairs ``ys`` (columns) of E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)]
+    (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x), "1"}. One joint rule when
+    (x, y) has at most 4 variables, else :func:`fourpoint.expect4` per quadruple."""
+    fn = {"f": act.phi, "g": act.dphi, "u": lambda t: t * act.dphi(t), "1": np.ones_like}
+    f = [fn[k] for k in kinds]
+    xs, ys = np.asarray(xs), np.asarray(ys)
+    nodes = _joint_nodes(act, Kx, Ky, Kxy, False)
+    if nodes is not None:
+        x, y, W = nodes
+        Fx = f[0](x[xs[:, 0]]) * f[1](x[xs[:, 1]])
+        Gy = f[2](y[ys[:, 0]]) * f[3](y[ys[:, 1]])
+        return _connected_rows(Fx, Gy, W) if connected else (Fx * W) @ Gy.T
+    S4 = _four(Kx, Ky, Kxy, [tuple(p) for p in xs], [tuple(p) for p in ys])
+    E = expect4(act, f, S4).reshape(len(xs), len(ys))
+    if connected:
+        E = E - np.outer(expect4(act, f[:2] + [np.ones_like] * 2, S4).reshape(len(xs), len(ys))[:, 0],
+                         expect4(act, [np.ones_like] * 2 + f[2:], S4).reshape(len(xs), len(ys))[0])
+    return E
 
 
 def _self_tensor(act, Kx, Ky, Kxy, pairs):
-    """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed (Price:
-    E[∂²_{x_q}(φ_a φ_b)(x) (φφ_r(y) − E)], ½ on a diagonal entry q = (a, a))."""
+    """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed. By Price for
+    q = p = (a, b), a ≠ b: Cov(φ'_aφ'_b, φφ_r). For a variance q = (a, a) by Stein's identity in its scaling
+    form (x_a → λx_a moves Kx_aa by 2, Kx_ab and Cov(x_a, y) by 1; only φ and φ' appear, so relu's δ = φ''
+    is never evaluated): with Y = φφ_r(y),
+
+        ∂_aa Cov(φ_aφ_b, Y) = (Cov(x_aφ'_aφ_b, Y) − Kx_ab Cov(φ'_aφ'_b, Y) − Σ_c Cov(x_a, y_c) E[φ'_aφ_b ∂_{y_c} Y]) / (2 Kx_aa)
+
+    (b = a: φ(x_a)² in place of φ_aφ_b, no Kx_ab term)."""
     m = len(pairs)
     pos = {tuple(p): i for i, p in enumerate(pairs)}
-    phi, d1, d2 = act.phi, act.dphi, act.d2phi
+    pr = np.asarray(pairs)
     R = np.zeros((m, m, m))
-    jobs = {"11": [], "20": [], "02": [], "dd": []}
-    for i, (a, b) in enumerate(pairs):
-        if a == b:
-            jobs["dd"].append((i, pos[(a, a)], (a, a)))
-        else:
-            jobs["11"].append((i, pos[(a, b)], (a, b)))
-            jobs["20"].append((i, pos[(a, a)], (a, b)))
-            jobs["02"].append((i, pos[(b, b)], (a, b)))
-    fxs = {"11": lambda x, y: d1(x) * d1(y), "20": lambda x, y: 0.5 * d2(x) * phi(y),
-           "02": lambda x, y: 0.5 * phi(x) * d2(y), "dd": lambda x, y: d1(x) ** 2 + phi(x) * d2(x)}
-    nodes = _joint_nodes(Kx, Ky, Kxy, False)
-    if nodes is not None:
-        x, y, W = nodes
-        fy = phi(y)
-        pa, pb = np.array(pairs).T
-        Gy = fy[pa] * fy[pb]
-    for kind, lst in jobs.items():
-        if not lst:
-            continue
-        if nodes is not None:
-            Fx = np.stack([fxs[kind](x[j[2][0]], x[j[2][1]]) for j in lst])
-            vals = _connected_rows(Fx, Gy, W)
-        else:
-            S4 = _four(Kx, Ky, Kxy, [j[2] for j in lst], pairs)
-            vals = _connected(fxs[kind], phi, S4).reshape(len(lst), m)
-        for (i, q, _), v in zip(lst, vals):
-            R[i, q, :] += v
+    mom = lambda xs, kinds, conn: _xy_moments(act, Kx, Ky, Kxy, xs, pr, kinds, conn)   # noqa: E731
+    cy, dy = pr[:, 0], pr[:, 1]
+    off = [(i, a, b) for i, (a, b) in enumerate(pairs) if a != b]
+    diag = [(i, a) for i, (a, b) in enumerate(pairs) if a == b]
+    if off:
+        xs = np.array([(a, b) for _, a, b in off])
+        gg = mom(xs, "ggff", True)
+        for sw in (False, True):                      # ∂ w.r.t. Kx_aa (sw False) or Kx_bb (sw True)
+            xo = xs[:, ::-1] if sw else xs            # (varied index, other index)
+            lin = mom(xo, "ufff", True)
+            e1, e2 = mom(xo, "gfgf", False), mom(xo, "gffg", False)
+            for t, (i, a, b) in enumerate(off):
+                v, o = (b, a) if sw else (a, b)
+                cross = Kxy[v, cy] * e1[t] + Kxy[v, dy] * e2[t]
+                R[i, pos[(v, v)], :] += (lin[t] - Kx[a, b] * gg[t] - cross) / (2 * Kx[v, v])
+        for t, (i, a, b) in enumerate(off):
+            R[i, i, :] += gg[t]
+    if diag:
+        xs = np.array([(a, a) for _, a in diag])
+        lin, e1, e2 = mom(xs, "uf" + "ff", True), mom(xs, "gfgf", False), mom(xs, "gffg", False)
+        for t, (i, a) in enumerate(diag):
+            cross = Kxy[a, cy] * e1[t] + Kxy[a, dy] * e2[t]
+            R[i, i, :] += 2 * (lin[t] - cross) / (2 * Kx[a, a])
     return R
 
 
 # --------------------------------------------------------------------------------- the recursion
 def _pairs_vec(A, pairs):
     return np.array([A[a, b] for a, b in pairs])
-
-
-def _to_mat(v, pairs, P):
-    out = np.zeros((P, P))
-    for t, (a, b) in enumerate(pairs):
-        out[a, b] = out[b, a] = v[t]
-    return out
 
 
 def _system(act, K0, S, B, residual):
@@ -322,13 +288,13 @@ def _system(act, K0, S, B, residual):
         for b in range(a, L + 2):
             if not residual and a != b:
                 continue
-            nodes = _joint_nodes(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
+            nodes = _joint_nodes(act, Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
             if nodes is not None:
                 fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
                 pa, pb = np.array(pairs).T
                 c = _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
             else:
-                c = _cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
+                c = cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
             c = c * np.outer(s[a - 1], s[b - 1])
             Sig[blk(a), blk(b)] = c
             Sig[blk(b), blk(a)] = c.T
@@ -365,10 +331,10 @@ def _stream(K1C, V, pairs, P, L, residual):
     var = np.zeros((L + 1, P, P))
     for l in range(1, L + 1):
         ks = range(1, l + 1) if residual else [l]
-        K1[l] = _to_mat(sum(K1C[k - 1] for k in ks), pairs, P)
+        K1[l] = to_matrix(sum(K1C[k - 1] for k in ks), pairs, P)
         sel = np.concatenate([np.arange((k - 1) * m, k * m) for k in ks])
         sub = V[np.ix_(sel, sel)].reshape(len(ks), m, len(ks), m).sum(axis=(0, 2))
-        var[l] = _to_mat(np.diag(sub), pairs, P)
+        var[l] = to_matrix(np.diag(sub), pairs, P)
     return K1, var
 
 
@@ -399,8 +365,8 @@ def _readout_K1(model, X, mask=None):
     m = len(pairs)
     K1_layers, var_layers = _stream(K1C, V, pairs, P, L, model.residual)
     K_layers = np.stack(Ks)
-    K1_out = _to_mat(K1C[L], pairs, P)
-    var_out = _to_mat(np.diag(V[L * m:, L * m:]), pairs, P)
+    K1_out = to_matrix(K1C[L], pairs, P)
+    var_out = to_matrix(np.diag(V[L * m:, L * m:]), pairs, P)
     return Cs[L], K1_out, K_layers, K1_layers, var_out, var_layers, V[L * m:, L * m:]
 
 
@@ -445,8 +411,8 @@ def _theta_var(model, X):
       δC^{l+1} = J δC^l + ξ^{l+1},  δT̂^l = Θ^l ⊙ (D'δC^l + ν^l) + G'^l ⊙ (δC^l + σ² δT̂^{l−1}),
 
     ξ^{l+1}, ν^l the sampling noise of s φφ and φ'φ' over the N neurons of layer l (jointly Gaussian,
-    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (a central difference of the exact
-    E[φ'φ']), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
+    per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (exact Price derivatives,
+    :mod:`limits.kernels.price`), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
     from .expectations import dgram
 
     act = model.act
@@ -465,15 +431,7 @@ def _theta_var(model, X):
     cov = np.zeros((2 * m, 2 * m))              # state (δC^l, δT̂^{l−1}) in pair coordinates
     for l in range(L + 1):
         Gp = dgram(act, K)
-        # D' = ∂E[φ'φ']/∂K (pairs × pairs) by central differences of the exact E[φ'φ']
-        eps = 1e-5 * float(np.max(np.diag(K)))
-        Dp = np.zeros((m, m))
-        for q, (a_, b_) in enumerate(pairs):
-            E = np.zeros((P, P))
-            E[a_, b_] = E[b_, a_] = 1.0
-            Dp[:, q] = (dgram(act, K + eps * E) - dgram(act, K - eps * E))[pa, pb] / (2 * eps)
-        D = price_jacobian(act, K)
-        nodes = _joint_nodes(K, K, K, True)
+        nodes = _joint_nodes(act, K, K, K, True)
         if nodes is None:
             return None
         x, _, W = nodes
@@ -482,7 +440,8 @@ def _theta_var(model, X):
         Sl = _connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
         E4 = np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
         A = np.zeros((2 * m, 2 * m))
-        if l >= 1:
+        if l >= 1:          # D' = ∂E[φ'φ']/∂K (exact; the read-in layer l = 0 has no fluctuation to carry)
+            D, Dp = price_jacobian(act, K), jacobian(pair_derivatives(act, K, 1, second=False), pairs)
             A[:m, :m] = s[l] * D                                     # δC^{l+1} from δC^l
             A[m:, :m] = Th[pa, pb][:, None] * Dp + np.diag(Gp[pa, pb])
             A[m:, m:] = np.diag(sw * Gp[pa, pb])
@@ -497,53 +456,123 @@ def _theta_var(model, X):
         K = C
     lin = np.hstack([np.eye(m), sout * np.eye(m)])                  # δΘ_out = δC^{L+1} + σ²_out δT̂^L
     coll = np.diag(lin @ cov @ lin.T)
-    out = _to_mat(coll, pairs, P)
+    out = to_matrix(coll, pairs, P)
     idx = np.arange(P)
     out += Om[idx[:, None], idx[None, :], idx[:, None], idx[None, :]]
     out += Om[idx[:, None], idx[None, :], idx[None, :], idx[:, None]]
     return out
 
 
+def _merge_duplicates(Z):
+    """(U, inv): the distinct rows of Z in order of first appearance and Z = U[inv]. Duplicate inputs are
+    one Gaussian variable (correlation exactly 1, where relu's kernel is not differentiable): the
+    corrections are computed on U and copied."""
+    _, first, inv = np.unique(Z, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return Z[first[order]], rank[np.ravel(inv)]
+
+
+def _expand_pairs_cov(V, inv):
+    """N·Cov over the pairs (α ≤ β) of the original rows from the one over the distinct rows."""
+    Pu = int(inv.max()) + 1
+    pos = {p: n for n, p in enumerate(pair_index(Pu))}
+    idx = np.array([pos[tuple(sorted((inv[a], inv[b])))] for a, b in pair_index(inv.size)])
+    return V[np.ix_(idx, idx)]
+
+
+def _ntk_parts(m, Z, notes):
+    """(Θ, Θ1, N·Var Θ) on the rows of Z: Θ is limits.kernels.kernel's NTK itself; Θ1 from the tangent
+    network (MLPs, :mod:`limits.kernels.finite_width_ntk`) or, for ResNets with a smooth activation, the
+    derivative in c of the coupled pair of networks (:func:`_theta1`); N·Var(Θ) for MLPs."""
+    from .cross import kernel
+    from .finite_width_ntk import theta_mlp
+
+    T = kernel(m, Z, get=("ntk",)).ntk
+    if m.residual:
+        notes.append("Theta_var (N·Var of the NTK) is derived for MLPs only")
+        if not (m.act.smooth and m.act.exact_derivatives):
+            notes.append(f"Theta1 of a ResNet is derived here by a derivative in the correlation c of two coupled "
+                         f"networks, which crosses the kink of a non-smooth activation at c = 1 ({m.activation_name}): "
+                         "not computed (MLPs use the exact tangent-network recursion)")
+            return T, None, None
+        return T, _theta1(m, Z)[1], None
+    S, B = _layer_scales(m, Z.shape[0])
+    try:
+        T1 = theta_mlp(m.act, _read_in(m, Z), [x[0, 0] for x in S], [x[0, 0] for x in B])[3]
+    except ValueError as exc:                  # a user activation without φ‴
+        notes.append(f"Theta1 not computed: {exc}")
+        T1 = None
+    TV = _theta_var(m, Z)
+    if TV is None:
+        notes.append("Theta_var needs at most 4 distinct inputs in X1 ∪ X2 (joint quadrature)")
+    return T, T1, TV
+
+
+def _inputs(m, X1, X2):
+    X1 = finite_array(X1, "X1", ndim=2)
+    if X1.shape[1] != m.d_in:
+        raise ValueError(f"X1 has {X1.shape[1]} columns but the model has d_in = {m.d_in}")
+    if X2 is not None:
+        X2 = finite_array(X2, "X2", ndim=2)
+        if X2.shape[1] != m.d_in:
+            raise ValueError(f"X2 has {X2.shape[1]} columns but the model has d_in = {m.d_in}")
+    return X1, X2
+
+
+def _composition(S, X1, X2, ntk):
+    """finite_width of a composition (``limits.serial``): through the Model it spells when it is a fully connected
+    MLP/ResNet (per-layer corrections, Θ1), else the layer-by-layer rules of :mod:`limits.kernels.finite_width_serial`
+    (read-out K1; layers without a derived correction are refused by name)."""
+    from .composed import kernel as composed_kernel
+    from .finite_width_serial import finite_width_serial, model_of
+
+    X1 = np.asarray(X1, dtype=np.float64)
+    m = model_of(S, X1.shape[1]) if X1.ndim == 2 else None
+    if m is not None:
+        r = finite_width(m, X1, X2, ntk=ntk)
+        note = f"the composition is {m.describe()}" + (f"; {r.note}" if r.note else "")
+        return replace(r, note=note, params={**r.params, "serial": S.to_dict()})
+    X1 = finite_array(X1, "X1")
+    X2 = None if X2 is None else finite_array(X2, "X2")
+    K, K1, var, V = finite_width_serial(S, X1, X2)
+    T = composed_kernel(S, X1, X2, ("ntk",)).ntk if ntk else None
+    note = ("Theta1 (the NTK's 1/N correction) is derived for the MLPs of limits.mlp, not for this composition"
+            if ntk else "")
+    params = {"serial": S.to_dict(), "X1": X1, **({"X2": X2} if X2 is not None else {})}
+    return FiniteWidth(K, K1, K[None], K1[None], var, var[None], T, None, None, params, note, V)
+
+
 def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
     """O(1/N) corrections of the read-out NNGP (per layer too) and of the NTK mean for ``model``'s
-    finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring)."""
+    finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring). ``model`` may be a
+    composition (``limits.serial``): docs/theory/finite_width.rst §8."""
+    from ..layers import as_serial
     from ..model import ModelError, as_model
 
+    S = as_serial(model)
+    if S is not None:
+        return _composition(S, X1, X2, ntk)
     m = as_model(model)
     what = "limits.kernels.finite_width"
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if m.depth < 1:
         raise ModelError(f"{what} cannot treat this model: depth = 0 (no hidden N×N block; nothing is O(1/N))")
-    X1 = finite_array(X1, "X1", ndim=2)
-    if X1.shape[1] != m.d_in:
-        raise ValueError(f"X1 has {X1.shape[1]} columns but the model has d_in = {m.d_in}")
+    X1, X2 = _inputs(m, X1, X2)
     P1 = X1.shape[0]
-    if X2 is not None:
-        X2 = finite_array(X2, "X2", ndim=2)
-        if X2.shape[1] != m.d_in:
-            raise ValueError(f"X2 has {X2.shape[1]} columns but the model has d_in = {m.d_in}")
-        Z = np.vstack([X1, X2])
-    else:
-        Z = X1
-    K, K1, KL, K1L, var, varL, Vout = _readout_K1(m, Z)
-    cut = (lambda A: A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
+    U, inv = _merge_duplicates(X1 if X2 is None else np.vstack([X1, X2]))
+    grow = lambda A: None if A is None else A[..., inv[:, None], inv[None, :]]   # noqa: E731
+    cut = (lambda A: None if A is None else A[..., :P1, P1:]) if X2 is not None else (lambda A: A)   # noqa: E731
+    K, K1, KL, K1L, var, varL, Vout = _readout_K1(m, U)
     T = T1 = TV = None
     notes = []
     if ntk and m.param_name == "NTK":
-        T, T1 = _theta1(m, Z)
-        T, T1 = cut(T), cut(T1)
-        if m.residual:
-            notes.append("Theta_var (N·Var of the NTK) is derived for MLPs only")
-        else:
-            TV = _theta_var(m, Z)
-            if TV is None:
-                notes.append("Theta_var needs at most 4 inputs in X1 ∪ X2 (joint quadrature)")
-            else:
-                TV = cut(TV)
+        T, T1, TV = (cut(grow(A)) for A in _ntk_parts(m, U, notes))
     elif ntk:
         notes.append("Theta/Theta1 need parameterisation='NTK' (the SP NTK grows ∝ N)")
     params = {"model": m.to_dict() if isinstance(m.activation, str) else None, "X1": X1,
               "X2": X2 if X2 is not None else None}
-    return FiniteWidth(cut(K), cut(K1), cut(KL), cut(K1L), cut(var), cut(varL), T, T1, TV,
+    return FiniteWidth(*(cut(grow(A)) for A in (K, K1, KL, K1L, var, varL)), T, T1, TV,
                        {k: v for k, v in params.items() if v is not None}, "; ".join(notes),
-                       Vout if X2 is None else None)
+                       _expand_pairs_cov(Vout, inv) if X2 is None else None)

@@ -16,7 +16,11 @@ the delta method to O(1/N)::
     N·Var(μ(C)) = Σ_k λ_k (Dμ·e_k)²,
 
 and the predictive variance of the ensemble of networks is E[Σ] + Var(μ) (law of total variance).
-The directional derivatives are central differences of the exact (rational) maps μ, Σ.
+The directional derivatives of the rational maps are exact (:func:`posterior_derivatives`; A = C_XX + σ²I,
+α = A⁻¹y, B = A⁻¹C_X*, E a symmetric direction)::
+
+    Dμ[E] = E_*X α − C_*X A⁻¹E_XX α,         D²μ[E, E] = 2 (C_*X A⁻¹E_XX − E_*X) A⁻¹E_XX α,
+    DΣ[E] = E_** − 2 sym(E_*X B) + Bᵀ E_XX B,  D²Σ[E, E] = −2 (E_*X − BᵀE_XX) A⁻¹ (E_X* − E_XX B).
 """
 from __future__ import annotations
 
@@ -58,14 +62,30 @@ def posterior_maps(C, n, y, noise):
     return mu, var
 
 
+def posterior_derivatives(C, n, y, noise, E):
+    """(Dμ[E], D²μ[E, E], diag DΣ[E], diag D²Σ[E, E]) of :func:`posterior_maps` at C along the symmetric
+    direction E (module docstring; one Cholesky factorisation of A = C_XX + σ²I, no differences)."""
+    from scipy.linalg import cho_factor, cho_solve
+
+    fac = cho_factor(C[:n, :n] + noise * np.eye(n))
+    Cs, Es, Exx = C[n:, :n], E[n:, :n], E[:n, :n]
+    alpha = cho_solve(fac, y)
+    B = cho_solve(fac, Cs.T)                                   # A⁻¹ C_X*
+    Aea = cho_solve(fac, Exx @ alpha)                          # A⁻¹ E_XX α
+    d_mu = Es @ alpha - Cs @ Aea
+    d2_mu = 2.0 * (Cs @ cho_solve(fac, Exx @ Aea) - Es @ Aea)
+    R = Es.T - Exx @ B                                          # E_X* − E_XX B
+    d_var = np.diag(E[n:, n:]) - 2.0 * np.einsum("ij,ji->i", Es, B) + np.einsum("ji,jk,ki->i", B, Exx, B)
+    d2_var = -2.0 * np.einsum("ji,ji->i", R, cho_solve(fac, R))
+    return d_mu, d2_mu, d_var, d2_var
+
+
 def finite_width_posterior(model, X, y, X_test, noise=1e-2) -> PosteriorCorrection:
     """O(1/N) correction of the read-out posterior predictive (module docstring)."""
-    import sys
-
     from ..model import as_model
     from .finite_width import finite_width
+    from .fluctuations import pair_index, to_matrix
 
-    fw = sys.modules["limits.kernels.finite_width"]
     m = as_model(model)
     X = finite_array(X, "X", ndim=2)
     Xt = finite_array(X_test, "X_test", ndim=2)
@@ -79,26 +99,20 @@ def finite_width_posterior(model, X, y, X_test, noise=1e-2) -> PosteriorCorrecti
     Z = np.vstack([X, Xt])
     r = finite_width(m, Z, ntk=False)
     P = Z.shape[0]
-    pairs = fw.pair_index(P)
+    pairs = pair_index(P)
     V = r.params_cov
     lam, U = np.linalg.eigh(0.5 * (V + V.T))
     K = r.K
-    h = 1e-4 * float(np.max(np.abs(np.diag(K))))
-
-    def both(C):
-        return np.concatenate(posterior_maps(C, n, y, noise))
-
-    f0 = both(K)
-    D1 = lambda E: (both(K + h * E) - both(K - h * E)) / (2 * h)                      # noqa: E731
-    D2 = lambda E: (both(K + h * E) - 2 * f0 + both(K - h * E)) / (h * h)           # noqa: E731
-    corr = D1(r.K1)
+    f0 = np.concatenate(posterior_maps(K, n, y, noise))
+    d = posterior_derivatives(K, n, y, noise, r.K1)
+    corr = np.concatenate([d[0], d[2]])
     mvar = np.zeros_like(f0)
     for lk, u in zip(lam, U.T):
         if abs(lk) < 1e-14 * max(1.0, float(np.max(np.abs(lam)))):
             continue
-        E = fw._to_mat(u, pairs, P)
-        corr = corr + 0.5 * lk * D2(E)
-        mvar = mvar + lk * D1(E) ** 2
+        d_mu, d2_mu, d_var, d2_var = posterior_derivatives(K, n, y, noise, to_matrix(u, pairs, P))
+        corr = corr + 0.5 * lk * np.concatenate([d2_mu, d2_var])
+        mvar = mvar + lk * np.concatenate([d_mu, d_var]) ** 2
     k = Xt.shape[0]
     return PosteriorCorrection(f0[:k], corr[:k], f0[k:], corr[k:], mvar[:k], noise,
                                {"model": m.to_dict() if isinstance(m.activation, str) else None,

@@ -43,6 +43,14 @@ def pair_index(P):
     return [(a, b) for a in range(P) for b in range(a, P)]
 
 
+def to_matrix(v, pairs, P):
+    """The symmetric P×P matrix whose entries (α, β) and (β, α) are v[t] for pairs[t] = (α, β)."""
+    out = np.zeros((P, P))
+    for t, (a, b) in enumerate(pairs):
+        out[a, b] = out[b, a] = v[t]
+    return out
+
+
 def price_jacobian(act, K):
     """D[(αβ), (γδ)] = ∂E_{N(0,K)}[φ_αφ_β]/∂K_γδ over symmetric entries (full Price Jacobian, m×m)."""
     P = K.shape[0]

@@ -203,3 +203,116 @@ def cov4_erf(kinds, Sigma4, max_nodes_batch=3_000_000):
     mx_, my_ = mx.copy(), my.copy()
     mx_[swap], my_[swap] = my[swap], mx[swap]
     return out, mx_, my_
+
+
+# ---------------------------------------------------------------------------------------------
+# positively homogeneous activations (relu, linear): an exact rule in one or two dimensions
+# ---------------------------------------------------------------------------------------------
+_RADIAL = 32          # Gauss–Legendre on [0, 12] against r e^{−r²/2}: r^p to 1e-15 for p ≤ 9
+_ANGULAR = 20         # Gauss–Legendre nodes per arc between two kinks
+
+
+def homogeneous(act) -> bool:
+    """Whether ``act`` is a built-in activation whose pieces are homogeneous polynomials with kinks only
+    at 0 (relu, linear): then products of φ, φ' integrate exactly by :func:`polar_rule`."""
+    from .expectations import activation_name, is_builtin_activation
+
+    return is_builtin_activation(act) and activation_name(act) in ("relu", "linear")
+
+
+def polar_rule(S):
+    """Nodes (r, Q) and weights (Q,) for N(0, S), S an r×r PSD matrix with r ≤ 2, exact (to rounding)
+    for every integrand that is a polynomial in the radius times a piecewise trigonometric polynomial of
+    the angle whose pieces end where a coordinate vanishes — products of relu, step and powers of x.
+    x = A (ρ cos ϑ, ρ sin ϑ), A Aᵀ = S: Gauss–Legendre in ρ against ρe^{−ρ²/2} and, per arc between
+    consecutive zeros of the coordinates, in ϑ. (Tensor Gauss–Hermite converges like 1/n on a step:
+    E[step(u)step(v)] is 0.25 % off with 128² nodes.)"""
+    S = np.atleast_2d(np.asarray(S, dtype=np.float64))
+    r = S.shape[0]
+    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    A = V * np.sqrt(np.clip(lam, 0.0, None))
+    x, w = np.polynomial.legendre.leggauss(_RADIAL)
+    rho = (x + 1.0) * 6.0
+    wr = w * 6.0 * rho * np.exp(-0.5 * rho * rho)
+    if r == 1:                                    # |z| against the half-normal density, both signs
+        wh = w * 6.0 * np.exp(-0.5 * rho * rho) / np.sqrt(2 * np.pi)
+        return A[0, 0] * np.concatenate([rho, -rho])[None, :], np.concatenate([wh, wh])
+    if r != 2:
+        raise ValueError(f"polar_rule: dimension {r} > 2")
+    cuts = [np.arctan2(-A[i, 0], A[i, 1]) % np.pi for i in range(2) if np.any(A[i] != 0)]
+    edges = np.unique(np.concatenate([[0.0, 2 * np.pi], np.array(cuts), np.array(cuts) + np.pi]))
+    xa, wa = np.polynomial.legendre.leggauss(_ANGULAR)
+    th, wt = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if hi - lo > 1e-15:
+            th.append(lo + (xa + 1) * (hi - lo) / 2)
+            wt.append(wa * (hi - lo) / 2)
+    th, wt = np.concatenate(th), np.concatenate(wt) / (2 * np.pi)
+    e = np.stack([np.cos(th), np.sin(th)])                                   # (2, n_angles)
+    pts = (A @ e)[:, :, None] * rho[None, None, :]                           # (2, n_angles, n_radial)
+    return pts.reshape(2, -1), (wt[:, None] * wr[None, :]).ravel()
+
+
+def gaussian_rule(act, S, order=None):
+    """Nodes (r, Q) and weights of a rule for N(0, S): :func:`polar_rule` for relu/linear in at most two
+    dimensions, else tensor Gauss–Hermite on an eigen-square-root (``order`` per dimension)."""
+    S = np.atleast_2d(np.asarray(S, dtype=np.float64))
+    r = S.shape[0]
+    if r <= 2 and homogeneous(act):
+        return polar_rule(S)
+    Z, W = rule(r, order)
+    lam, V = np.linalg.eigh(0.5 * (S + S.T))
+    return (V * np.sqrt(np.clip(lam, 0.0, None))) @ Z.T, W
+
+
+def expect4(act, fns, S4):
+    """E[f₁(x₁) f₂(x₂) f₃(x₃) f₄(x₄)] for a batch of 4×4 covariances (coincident variables merged first;
+    the exact polar rule for relu/linear in ≤ 2 distinct variables, tensor Gauss–Hermite otherwise)."""
+    S4 = np.asarray(S4, dtype=np.float64)
+    out = np.empty(S4.shape[0])
+    groups: dict = {}
+    for n in range(S4.shape[0]):
+        groups.setdefault(_merge_pattern(S4[n]), []).append(n)
+    for (pat, reps), members in groups.items():
+        mem = np.asarray(members)
+        S = S4[np.ix_(mem, reps, reps)]
+        if len(reps) <= 2 and homogeneous(act):
+            for t, n in enumerate(mem):
+                x, W = gaussian_rule(act, S[t])
+                out[n] = _slot_product(fns, pat, lambda v: x[v]) @ W
+            continue
+        Z, W = rule(len(reps), ORDERS[len(reps)])
+        lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
+        step = max(1, 4_000_000 // Z.shape[0])
+        for s0 in range(0, len(mem), step):
+            sl = slice(s0, s0 + step)
+            x = np.matmul(V[sl] * np.sqrt(np.clip(lam[sl], 0.0, None))[:, None, :], Z.T)     # (b, r, Q)
+            out[mem[sl]] = _slot_product(fns, pat, lambda v: x[:, v, :]) @ W
+    return out
+
+
+def _slot_product(fns, pat, var):
+    """Π_k fns[k](variable pat[k]), each distinct (function, variable) evaluated once."""
+    cache: dict = {}
+    prod = None
+    for k in range(4):
+        key = (id(fns[k]), pat[k])
+        if key not in cache:
+            cache[key] = fns[k](var(pat[k]))
+        prod = cache[key] if prod is None else prod * cache[key]
+    return prod
+
+
+def cov_phiphi(act, S4):
+    """Cov(φ(x₁)φ(x₂), φ(y₁)φ(y₂)) for a batch of 4×4 covariances: erf with its inner pair in closed form
+    (:func:`cov4_erf`), relu/linear by :func:`expect4` (exact polar rule in ≤ 2 variables), else :func:`cov4`."""
+    S4 = np.asarray(S4, dtype=np.float64)
+    from .expectations import activation_name, is_builtin_activation
+
+    if is_builtin_activation(act) and activation_name(act) == "erf":
+        return cov4_erf(np.ones((S4.shape[0], 2), bool), S4)[0]
+    if homogeneous(act):
+        one = np.ones_like
+        f = act.phi
+        return expect4(act, [f] * 4, S4) - expect4(act, [f, f, one, one], S4) * expect4(act, [one, one, f, f], S4)
+    return cov4(act.phi, np.ones((S4.shape[0], 2), bool), S4)[0]

@@ -174,14 +174,7 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
 AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
 
 
-def available_memory() -> int | None:
-    """Available physical memory in bytes (``os.sysconf``), or None where the platform does not say."""
-    import os
-
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+from ..memory import available_memory  # noqa: E402,F401  (lives in the foundation; re-exported here as before)
 
 
 def check_memory(n_matrices, P, max_memory=None, what="nngp", keep="all"):
@@ -362,62 +355,82 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     checkpoints[l] = (Ks[i].copy(), Cs[i].copy(), Th[i].copy() if ntk else None)
         if segment:
             return Ks, Cs, Th, all_logs, exploded
-        if exploded >= 0:
-            first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
-            Ks[first:] = np.inf
-            Cs[first:] = np.inf
-            if ntk:
-                Th[first:] = np.inf
-                logs[first:] = 0.0
-            K_out = np.full((P, P), np.inf)
-            T_out = np.full((P, P), np.inf) if ntk else None
-            log_out = 0.0 if ntk else None
-        else:
-            KL = Ks[ix(L)]
-            T_out, log_out = None, None
-            sL = float(logs[ix(L)]) if ntk else 0.0
-            if Kv is not None:                         # read-out on the packed triangle, unpacked once
-                Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk, e_scale=arch.sigma_w2_out,
-                                               g_scale=arch.sigma_w2_out)
-                Ev += arch.sigma_b2_out
-                K_out = pk.unpack(Ev)
-                if ntk:
-                    Gv *= Tv
-                    Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
-                    T_out = pk.unpack(Gv)
-            else:
-                E, G = moments(act, KL, derivative=ntk)
-                K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
-                if ntk:
-                    T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
-            if ntk:
-                log_out = sL
-                top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
-                if np.isfinite(top) and top > _RESCALE:
-                    T_out = T_out / top
-                    log_out = sL + float(np.log(top))
-                if ntk_exploded < 0 and log_out + np.log(max(top, 1e-300)) > log_large:
-                    ntk_exploded = L + 1
+        K_out, T_out, log_out, ntk_exploded = _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded,
+                                                        last, ntk, (fk, pk, sc, Kv, Tv), log_large)
     rescaled = ntk and ntk_scale == "log" and (np.any((all_logs if lazy else logs) != 0.0) or (log_out or 0.0) != 0.0)
+    if ntk and ntk_scale == "linear":                 # plain Θ: exp(s)·Θ̃, +inf from the overflow on
+        T_out, log_out = _undo_log_scale(Th, logs, T_out, log_out, ntk_exploded, last, L)
+    diag = _diagnostics(Ks, ix, L, K_out, exploded, ntk_exploded, ntk, ntk_scale, rescaled, last, max_abs)
+    return _package(Ks, Cs, K_out, Th, T_out, arch, diag, on_explode, ntk, ntk_scale, logs, all_logs, log_out,
+                    exploded, L, ix, last, (lazy, store, pk, Kv), (ckpt, checkpoints, every))
+
+
+def _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded, last, ntk, packed, log_large):
+    """(K_out, Θ̃_out, its log scale, NTK explosion layer): the read-out after the layer loop (inf from an
+    exploded layer on; on the packed triangle when the fused path was still in use)."""
+    fk, pk, sc, Kv, Tv = packed
+    P = Ks.shape[-1]
+    if exploded >= 0:
+        first = 1 if last else exploded            # keep="last": only layer L (slot 1) is after it
+        Ks[first:] = np.inf
+        Cs[first:] = np.inf
+        if ntk:
+            Th[first:] = np.inf
+            logs[first:] = 0.0
+        return np.full((P, P), np.inf), (np.full((P, P), np.inf) if ntk else None), (0.0 if ntk else None), ntk_exploded
+    KL = Ks[ix(L)]
+    T_out, log_out = None, None
+    sL = float(logs[ix(L)]) if ntk else 0.0
+    if Kv is not None:                         # read-out on the packed triangle, unpacked once
+        Ev, Gv = _fused.moments_packed(fk, pk, Kv, sc, derivative=ntk, e_scale=arch.sigma_w2_out,
+                                       g_scale=arch.sigma_w2_out)
+        Ev += arch.sigma_b2_out
+        K_out = pk.unpack(Ev)
+        if ntk:
+            Gv *= Tv
+            Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
+            T_out = pk.unpack(Gv)
+    else:
+        E, G = moments(act, KL, derivative=ntk)
+        K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
+        if ntk:
+            T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
+    if ntk:
+        log_out = sL
+        top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
+        if np.isfinite(top) and top > _RESCALE:
+            T_out = T_out / top
+            log_out = sL + float(np.log(top))
+        if ntk_exploded < 0 and log_out + np.log(max(top, 1e-300)) > log_large:
+            ntk_exploded = L + 1
+    return K_out, T_out, log_out, ntk_exploded
+
+
+def _undo_log_scale(Th, logs, T_out, log_out, ntk_exploded, last, L):
+    """ntk_scale="linear": Θ = exp(s)·Θ̃ in place (``logs`` set to 0), +inf from the NTK's overflow layer on;
+    returns (Θ_out, 0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j in range(Th.shape[0]):
+            if logs[j] != 0.0:
+                Th[j] *= np.exp(logs[j])
+        if ntk_exploded >= 0:
+            lay = (lambda j: j) if not last else (lambda j: (0, L)[j] if j < 2 else L)
+            for j in range(Th.shape[0]):
+                if lay(j) >= ntk_exploded:
+                    Th[j] = np.inf
+        if log_out:
+            T_out = T_out * np.exp(log_out)
+        if ntk_exploded >= 0:
+            T_out = np.full(T_out.shape, np.inf)
+    logs[:] = 0.0
+    return T_out, 0.0
+
+
+def _diagnostics(Ks, ix, L, K_out, exploded, ntk_exploded, ntk, ntk_scale, rescaled, last, max_abs):
+    """The diagnostics dict of a run (before :func:`diagnostics.finish`)."""
     status = {"nngp": "exploded" if exploded >= 0 else "ok",
               "ntk": ("off" if not ntk else "exploded" if ntk_exploded >= 0 and ntk_scale == "linear"
                       else "rescaled" if rescaled else "ok")}
-    if ntk and ntk_scale == "linear":                 # plain Θ: exp(s)·Θ̃, +inf from the overflow on
-        with np.errstate(over="ignore", invalid="ignore"):
-            for j in range(Th.shape[0]):
-                if logs[j] != 0.0:
-                    Th[j] *= np.exp(logs[j])
-            if ntk_exploded >= 0:
-                lay = (lambda j: j) if not last else (lambda j: (0, L)[j] if j < 2 else L)
-                for j in range(Th.shape[0]):
-                    if lay(j) >= ntk_exploded:
-                        Th[j] = np.inf
-            if log_out:
-                T_out = T_out * np.exp(log_out)
-            if ntk_exploded >= 0:
-                T_out = np.full((P, P), np.inf)
-        logs[:] = 0.0
-        log_out = 0.0
     if last:
         diag = {"exploded_at": exploded, "max_abs_K": max_abs, "warnings": []}
     else:
@@ -431,6 +444,16 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         diag["warnings"].append(
             f"NTK exploded at layer {ntk_exploded} (|Θ| > {_diag.LARGE:g}: it grows like χ₁^L); the NNGP "
             "is unaffected and finite; pass ntk_scale='log' for Θ = exp(s)·Θ̃ in representable form")
+    return diag
+
+
+def _package(Ks, Cs, K_out, Th, T_out, arch, diag, on_explode, ntk, ntk_scale, logs, all_logs, log_out, exploded, L,
+             ix, last, lazy_parts, ckpt_parts):
+    """The :class:`NNGPResult` of a run: every layer as arrays, the last layer only, lazily recomputed from
+    checkpoints, or the packed layers (``keep`` modes)."""
+    lazy, store, pk, Kv = lazy_parts
+    ckpt, checkpoints, every = ckpt_parts
+    log_scale = lambda v: (v if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None    # noqa: E731
     if lazy:
         from ._layers import LayerStack, PackedLayers
 
@@ -441,13 +464,10 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                                 last_finite=bool(np.isfinite(Kv).all()))
         else:
             diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
-    else:
-        diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
-    if lazy:
         return NNGPResult(LayerStack(st, "K"), LayerStack(st, "C"), K_out, LayerStack(st, "Theta") if ntk else None,
-                          T_out, arch.as_dict(), diag,
-                          Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
+                          T_out, arch.as_dict(), diag, Theta_log_scale=log_scale(all_logs),
                           Theta_out_log_scale=log_out)
+    diag = _diag.finish(diag, Ks[ix(L)], K_out, on_explode, what="NNGP kernel", lazy=Kv is not None)
     if ckpt:
         from ._layers import Checkpoints, LayerStack
 
@@ -456,8 +476,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                             diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale, run_recursion)
         return NNGPResult(LayerStack(store, "K"), LayerStack(store, "C"), K_out,
                           LayerStack(store, "Theta") if ntk else None, T_out, arch.as_dict(), diag,
-                          Theta_log_scale=(all_logs if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None,
-                          Theta_out_log_scale=log_out)
+                          Theta_log_scale=log_scale(all_logs), Theta_out_log_scale=log_out)
     if last:
         return NNGPResult(Ks[:2], Cs[:2], K_out, Th[:2] if ntk else None, T_out, arch.as_dict(), diag,
                           layers=(0, L) if L else (0,), Theta_log_scale=logs[:2] if ntk else None,

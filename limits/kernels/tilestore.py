@@ -2,16 +2,43 @@
 
 Layout of ``DIR``::
 
-    store.json                      what the tiles hold: P, block, kernels, the model, a SHA-256 of X
-    nngp/000003_000007.npy          tile (I, J) = rows [3b, 4b) × columns [7b, 8b), I ≤ J (upper triangle)
+    store.json                      what the tiles hold: P, block, kernels, the model, the inputs' digest and the
+                                    kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block)
+    lock                            held (``fcntl.flock``) by the one process filling or reading the store; its pid
+    nngp/000003_000007.tile         tile (I, J) = rows [3b, 4b) × columns [7b, 8b), I ≤ J (upper triangle)
     ntk/…                           the same for the NTK when requested
 
-Why ``.npy`` tiles and not zarr: each tile is one file written by one task to a temporary name and
-renamed into place (:func:`limits.results.atomic_write_bytes`), so a tile that exists is complete, a
-killed worker or driver leaves only whole tiles, and a rerun computes exactly the missing ones; numpy
-reads them with ``allow_pickle=False`` and no new dependency. (zarr would add a dependency whose chunk
-writes we would still have to make atomic ourselves.) Two processes filling one store write identical
-bytes under the same names, so the last rename wins harmlessly.
+A tile file is self-describing and content-addressed (as git objects or zarr's tokenised chunks)::
+
+    b"limits-tile\\n" · a 500-byte JSON header {"kernel": K, "name", "tile": [I, J], "shape", "dtype": "<f8",
+    "sha256": SHA-256 of the data} · the tile's float64 entries (little-endian, C order)
+
+so a tile is tied to the kernel it belongs to (model, inputs, block, its position) and to its own bytes. Reading
+one verifies both before a number is used: a tile of another kernel (copied from another store, or written by a
+second process) is "foreign", a tile whose bytes do not match its digest (a flipped bit, a torn write) or whose
+header is unreadable is "damaged"; either is recomputed and counted (``diagnostics["recomputed"]``), never used.
+A verified tile is re-hashed only when its inode, size, mtime or ctime change (``ctime`` cannot be set back), so
+the matrix–vector products of the solver read each tile at the cost of an ``fstat`` after the first pass.
+Symbolic links, FIFOs, devices and sockets in a store are refused (``O_NOFOLLOW``, ``lstat``); temporary
+files left by a killed writer (``.NAME.*.tmp``) are removed on resume, under the lock.
+
+Measured (tests/largep/test_store_identity.py, benchmarks/tilestore_attacks.py): 400 of 400 random single-bit
+flips anywhere in a tile file (magic, header or data) refused, 0 false alarms in 200 verifications of intact
+tiles; tiles copied from another model's store, one flipped exponent bit and two processes on one new store,
+which made ``limits regress --solver cg`` exit 0 with means 2.8, 2.2e-5 and 2.8 off the Cholesky answer, now
+give the Cholesky answer to 1e-12 (the tile recomputed) or exit 2 (the second writer). The price: one read and
+SHA-256 pass over the tiles per process, +0.6–1.4 s CPU on a 3.6–4.1 s rerun at P = 6000 (192 MiB of tiles);
+the matrix–vector products of the solver read tiles as fast as before.
+
+One writer per store: the lock is taken before the store is examined and held until the caller is done
+(:func:`store_lock`, re-entrant in one process); a second process gets a ``ValueError`` naming the store and the
+holder's pid. The OS drops the lock when its process dies however it dies, so a stale lock file of a dead
+process is simply taken over (and reported in ``diagnostics["stale_lock_pid"]``).
+
+Each tile is one file written by one task to a temporary name and renamed into place
+(:func:`limits.results.atomic_write_bytes`), so a killed worker or driver leaves only whole tiles and a rerun
+computes exactly the missing ones. (zarr would add a dependency whose chunk writes we would still have to make
+atomic and tie to their kernel ourselves.)
 
 Each task is one tile through all layers and the read-out (``compute``, given by
 :func:`limits.kernels.kernel_blocked`: the symmetric tile for I = J, the cross tile X_I × X_J otherwise), so a worker needs the
@@ -20,29 +47,53 @@ block 2048 for the NNGP alone) whatever P is. The driver holds X and a list of t
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
-import io
 import json
 import os
+import re
+import socket
+import stat
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record"]
+__all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record", "kernel_digest", "store_dir",
+           "store_lock"]
 
 FORMAT = "limits-kernel-tiles"
-VERSION = 1
+VERSION = 2
 _KERNELS = ("nngp", "ntk")
+TILE_MAGIC = b"limits-tile\n"
+HEADER_BYTES = 500                  # magic + header = 512 bytes: the data start 8-byte aligned (BLAS-friendly)
+LOCK_NAME = "lock"
+_TILE_NAME = re.compile(r"(\d{6})_(\d{6})\.tile")
+_TEMP = re.compile(r"\..+\.tmp")
 
 
 def _digest(X) -> str:
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    """SHA-256 of the inputs' dtype, shape and bytes."""
+    X = np.ascontiguousarray(X)
     h = hashlib.sha256()
-    h.update(repr(X.shape).encode())
+    h.update(f"{X.dtype.str}{X.shape}".encode())
     h.update(X.tobytes())
     return h.hexdigest()
+
+
+def _kernel_id(model: dict, x_sha256: str, P: int, block: int) -> str:
+    text = json.dumps({"format": FORMAT, "version": VERSION, "model": model, "x": x_sha256, "P": int(P),
+                       "block": int(block)}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def kernel_digest(model, X, block, get=("nngp",)) -> str:
+    """The digest every tile of ``model``'s kernel on ``X`` at tile edge ``block`` carries (module docstring)."""
+    m, _, X = checked_inputs(model, get, X, "kernel_digest")
+    return _kernel_id(model_record(m), _digest(X), X.shape[0], min(int(block), X.shape[0]))
 
 
 def worker_memory(block, n_kernels=1) -> float:
@@ -52,32 +103,99 @@ def worker_memory(block, n_kernels=1) -> float:
     return 8.0 * ((2 * n_kernels + 1) * block * block + 7 * inner * inner)
 
 
-def _write_npy(path, a):
+def tile_bytes(header: dict, a) -> bytes:
+    """The file of one tile: magic, the header (with the SHA-256 of the data) padded to 500 bytes, the data."""
+    data = np.ascontiguousarray(a, dtype="<f8").tobytes()
+    head = json.dumps({**header, "shape": list(np.shape(a)), "dtype": "<f8",
+                       "sha256": hashlib.sha256(data).hexdigest()}, sort_keys=True).encode()
+    if len(head) >= HEADER_BYTES:
+        raise ValueError(f"tile header too long ({len(head)} bytes)")
+    return TILE_MAGIC + head.ljust(HEADER_BYTES - 1) + b"\n" + data
+
+
+def write_tiles(targets, arrays):
+    """Write each tile array to its ``(path, header)`` target, atomically (what a tile task does last)."""
     from ..results import atomic_write_bytes
 
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+    for (path, header), a in zip(targets, arrays):
+        atomic_write_bytes(path, tile_bytes(header, a))
 
 
-def _complete(path, shape) -> bool:
-    """True when ``path`` is a whole float64 ``.npy`` of ``shape`` (header read, size checked)."""
+class _Bad(Exception):
+    """A tile that cannot be used: ``reason`` "foreign" or "damaged" (module docstring)."""
+
+    def __init__(self, reason, detail):
+        super().__init__(detail)
+        self.reason = reason
+
+
+# ---------------------------------------------------------------------------------------------- the lock
+_HELD: dict = {}          # realpath of a store → [fd, depth] (the lock is re-entrant within one process)
+
+
+def _pid_alive(pid) -> bool:
     try:
-        with open(path, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shp, fortran, dtype = read(fh)
-            start = fh.tell()
-        return (tuple(shp) == tuple(shape) and dtype == np.float64 and not fortran
-                and os.path.getsize(path) == start + 8 * int(np.prod(shape)))
-    except (OSError, ValueError, SyntaxError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0
+    return True
 
 
+@contextlib.contextmanager
+def store_lock(path, what="out"):
+    """Hold the store's lock (module docstring); yields the pid of a dead process whose stale lock file was taken
+    over, or None. A second process gets a ``ValueError`` naming the store and the holder's pid."""
+    path = Path(path)
+    key = os.path.realpath(path)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield None
+        finally:
+            _HELD[key][1] -= 1
+        return
+    import fcntl
+
+    lock = path / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{what}: {lock} is a symbolic link; a tile store holds regular files only") from None
+        raise ValueError(f"{what}: cannot create the lock file {lock} ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{what}: {lock} is not a regular file; a tile store holds regular files only")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            who = f"process {holder[0]}" + (f" on {holder[1]}" if len(holder) > 1 else "") if holder else \
+                "another process"
+            raise ValueError(f"{what}: {path} is in use by {who} (lock {lock}); one writer per tile store — wait "
+                             "for it to finish or use another directory") from None
+        old = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+        stale = None
+        if len(old) >= 2 and old[0].isdigit() and old[1] == socket.gethostname() and not _pid_alive(int(old[0])):
+            stale = int(old[0])
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        _HELD[key] = [fd, 1]
+        try:
+            yield stale
+        finally:
+            del _HELD[key]
+    finally:
+        os.close(fd)                      # closing the descriptor releases the lock
+
+
+# ---------------------------------------------------------------------------------------------- the store
 @dataclass
 class TileStore:
     """A kernel stored as upper-triangle tiles (module docstring). ``diagnostics`` of the run that
-    filled it: tiles total / computed / reused, seconds, backend."""
+    filled it: tiles total / computed / reused / recomputed, seconds, backend."""
     path: Path
     P: int
     block: int
@@ -85,6 +203,12 @@ class TileStore:
     model: dict
     x_sha256: str
     diagnostics: dict = field(default_factory=dict)
+    kernel: str = ""
+    _verified: dict = field(default_factory=dict, repr=False)
+    _repair: object = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.kernel = _kernel_id(self.model, self.x_sha256, self.P, self.block)
 
     # -- layout ---------------------------------------------------------------------------------
     @property
@@ -99,20 +223,122 @@ class TileStore:
         return [(a, b) for a in range(n) for b in range(a, n)]
 
     def tile_path(self, name, a, b) -> Path:
-        return self.path / name / f"{a:06d}_{b:06d}.npy"
+        return self.path / name / f"{a:06d}_{b:06d}.tile"
 
     def shape(self, a, b):
         s, t = self.span(a), self.span(b)
         return (s.stop - s.start, t.stop - t.start)
 
-    def missing(self):
-        """Tile pairs (a, b) for which some requested kernel has no complete file."""
-        return [(a, b) for a, b in self.pairs()
-                if not all(_complete(self.tile_path(k, a, b), self.shape(a, b)) for k in self.kernels)]
+    def targets(self, a, b, kernels=None):
+        """``[(path, header), …]`` of tile (a, b) of every kernel: what a tile task writes."""
+        return [(str(self.tile_path(k, a, b)), {"kernel": self.kernel, "name": k, "tile": [a, b]})
+                for k in (kernels or self.kernels)]
 
-    # -- reading ------------------------------------------------------------------------------------
+    # -- verified reading -----------------------------------------------------------------------
+    def _read(self, name, a, b, load=True):
+        """Tile (a, b) of ``name`` after checking that it is a regular file of the expected size whose header
+        names this kernel, this tile and whose data match its SHA-256 (skipped while the file's identity is the
+        one verified before); raises :class:`_Bad` ("foreign" / "damaged") or ``ValueError`` (not a regular file).
+        ``load=False``: verify only (nothing is read when the identity was verified before); returns None."""
+        from ..readfile import opened
+
+        path = self.tile_path(name, a, b)
+        shape = self.shape(a, b)
+        size = len(TILE_MAGIC) + HEADER_BYTES + 8 * shape[0] * shape[1]
+        with opened(path, "tile store", nofollow=True) as (fh, _):
+            st = os.fstat(fh.fileno())
+            ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if st.st_size != size:
+                raise _Bad("damaged", f"{st.st_size} bytes instead of {size}")
+            if not load and self._verified.get((name, a, b)) == ident:
+                return None
+            buf = np.empty(size, dtype=np.uint8)            # aligned: the data view below is BLAS-ready
+            got = fh.readinto(memoryview(buf))
+        raw = memoryview(buf)
+        if got != size or bytes(raw[:len(TILE_MAGIC)]) != TILE_MAGIC:
+            raise _Bad("damaged", "not a tile file")
+        fresh = self._verified.get((name, a, b)) != ident
+        if fresh:
+            try:
+                head = json.loads(bytes(raw[len(TILE_MAGIC):len(TILE_MAGIC) + HEADER_BYTES]))
+                kernel, tname, pos, shp, dtype, sha = (head[k] for k in ("kernel", "name", "tile", "shape", "dtype",
+                                                                           "sha256"))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise _Bad("damaged", f"unreadable header ({exc})") from None
+            if (kernel, tname, pos) != (self.kernel, name, [a, b]):
+                raise _Bad("foreign", f"a tile of kernel {str(kernel)[:12]}…, {tname} {pos}")
+            if shp != list(shape) or dtype != "<f8" or \
+                    hashlib.sha256(raw[len(TILE_MAGIC) + HEADER_BYTES:]).hexdigest() != sha:
+                raise _Bad("damaged", "its data do not match their SHA-256")
+            self._verified[(name, a, b)] = ident
+        return buf[len(TILE_MAGIC) + HEADER_BYTES:].view("<f8").reshape(shape) if load else None
+
     def tile(self, name, a, b) -> np.ndarray:
-        return np.load(self.tile_path(name, a, b), allow_pickle=False)
+        """Tile (a, b) of ``name``, verified (:meth:`_read`). A tile that fails is recomputed when this store was
+        filled in this process (counted in ``diagnostics["recomputed_while_reading"]``, with a warning), else a
+        ``RuntimeError`` names it."""
+        try:
+            return self._read(name, a, b)
+        except (_Bad, ValueError) as exc:
+            if isinstance(exc, ValueError) and "does not exist" not in str(exc):
+                raise
+            if self._repair is None:
+                raise RuntimeError(f"tile store {self.path}: tile {name} {(a, b)} is missing or unusable ({exc}); "
+                                   "fill the store again (the same call) to recompute it") from None
+            warnings.warn(f"tile store {self.path}: tile {name} {(a, b)} changed while it was being used ({exc}); "
+                          "recomputed", RuntimeWarning, stacklevel=2)
+            self._repair(a, b)
+            self.diagnostics["recomputed_while_reading"] = self.diagnostics.get("recomputed_while_reading", 0) + 1
+            return self._read(name, a, b)
+
+    def scan(self):
+        """(pairs to compute, {"foreign": n, "damaged": n}): every tile read and verified once (module docstring)."""
+        todo, bad = [], {}
+        for a, b in self.pairs():
+            reasons = []
+            for k in self.kernels:
+                try:
+                    self._read(k, a, b, load=False)
+                except _Bad as exc:
+                    reasons.append(exc.reason)
+                except ValueError as exc:
+                    if "does not exist" not in str(exc):
+                        raise
+                    reasons.append("missing")
+            if reasons:
+                todo.append((a, b))
+                worst = "foreign" if "foreign" in reasons else ("damaged" if "damaged" in reasons else None)
+                if worst:
+                    bad[worst] = bad.get(worst, 0) + 1
+        return todo, bad
+
+    def sweep(self) -> int:
+        """Refuse non-regular entries (links included) in the store; remove orphan temporary tiles (the caller holds
+        the lock); returns how many were removed."""
+        from ..readfile import kind
+
+        removed = 0
+        for entry in os.scandir(self.path):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if entry.name in self.kernels or entry.name in _KERNELS:
+                if not stat.S_ISDIR(mode):
+                    raise ValueError(f"out: {entry.path} is {kind(mode)}, not a directory of tiles; a tile store "
+                                     "holds regular files and its kernel directories only")
+                continue
+            if not stat.S_ISREG(mode):
+                raise ValueError(f"out: {entry.path} is {kind(mode)}; a tile store holds regular files only — "
+                                 "remove it")
+        for k in self.kernels:
+            for entry in os.scandir(self.path / k):
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if not stat.S_ISREG(mode):
+                    raise ValueError(f"out: {entry.path} is {kind(mode)}; a tile store holds regular files only — "
+                                     "remove it")
+                if _TEMP.fullmatch(entry.name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
 
     def matvec(self, V, name="nngp", shift=0.0) -> np.ndarray:
         """(K + shift·I) V for V of shape (P,) or (P, r), streaming every stored tile once."""
@@ -143,47 +369,51 @@ class TileStore:
     # -- creation -----------------------------------------------------------------------------------
     @classmethod
     def open(cls, path) -> "TileStore":
+        from ..readfile import parse_json, read_text
+
         path = Path(path)
-        meta_path = path / "store.json"
         try:
-            if not meta_path.is_file():
-                raise ValueError("no store.json")
-            if meta_path.stat().st_size > 1 << 24:
-                raise ValueError("store.json is larger than 16 MiB")
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-                raise ValueError(f"not a {FORMAT} v{VERSION} store")
+            meta = parse_json(read_text(path / "store.json", "store.json", 1 << 24), "store.json")
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise ValueError(f"not a {FORMAT} store")
+            if meta.get("version") != VERSION:
+                raise ValueError(f"written by another version of limits (format {meta.get('version')!r}, this one "
+                                 f"reads {VERSION}: tiles without digests are never trusted); remove it or choose "
+                                 "another directory")
             kernels = tuple(meta["kernels"])
             if not kernels or any(k not in _KERNELS for k in kernels):
                 raise ValueError(f"kernels {kernels!r}")
-            return cls(path, int(meta["P"]), int(meta["block"]), kernels, dict(meta["model"]), str(meta["x_sha256"]))
+            s = cls(path, int(meta["P"]), int(meta["block"]), kernels, dict(meta["model"]), str(meta["x_sha256"]))
+            if meta.get("kernel") != s.kernel:
+                raise ValueError("its kernel digest does not match its own description (edited or damaged)")
+            return s
         except (ValueError, KeyError, TypeError, OSError) as exc:
             raise ValueError(f"out: {path} is not a readable kernel tile store ({exc})") from None
 
     @classmethod
     def create(cls, path, P, block, kernels, model, x_sha256) -> "TileStore":
         """Open the store at ``path`` if it holds the same kernel (then its tiles are reused), else create it;
-        a store of a different kernel (model, inputs, block or kernels) is refused, never overwritten."""
+        a store of a different kernel (model, inputs, block or kernels) is refused, never overwritten. The caller
+        holds :func:`store_lock`."""
         from ..results import atomic_write_text
 
         path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"out: {path} exists and is not a directory")
-        if (path / "store.json").exists():
+        if (path / "store.json").exists() or (path / "store.json").is_symlink():
             s = cls.open(path)
             same = (s.P, s.block, s.model, s.x_sha256) == (P, block, model, x_sha256)
             if not same or not set(kernels) <= set(s.kernels):
                 raise ValueError(f"out: {path} holds the tiles of a different kernel (model, inputs, block or "
                                  "kernels differ); choose another directory or remove it")
             return s
-        if path.exists() and any(path.iterdir()):
+        if any(e.name != LOCK_NAME and not _TEMP.fullmatch(e.name) for e in os.scandir(path)):
             raise ValueError(f"out: {path} is a non-empty directory without store.json; choose an empty or new one")
+        s = cls(path, int(P), int(block), tuple(kernels), model, x_sha256)
         meta = {"format": FORMAT, "version": VERSION, "P": int(P), "block": int(block), "kernels": list(kernels),
-                "model": model, "x_sha256": x_sha256}
+                "model": model, "x_sha256": x_sha256, "kernel": s.kernel}
         for k in kernels:
-            (path / k).mkdir(parents=True, exist_ok=True)
+            (path / k).mkdir(exist_ok=True)
         atomic_write_text(path / "store.json", json.dumps(meta, indent=1, sort_keys=True))
-        return cls(path, int(P), int(block), tuple(kernels), model, x_sha256)
+        return s
 
 
 def checked_inputs(model, get, X, what):
@@ -216,12 +446,6 @@ def model_record(m) -> dict:
                          f"({exc})") from None
 
 
-def write_tiles(paths, arrays):
-    """Write the tile arrays to their paths, each atomically (what a tile task does last)."""
-    for p, a in zip(paths, arrays):
-        _write_npy(p, a)
-
-
 def _dask_client(scheduler, n_workers, memory_limit):
     """(client, objects to close): a LocalCluster of ``n_workers`` single-threaded worker processes with
     ``memory_limit`` each when ``scheduler`` is None, else the scheduler at that address / the Client given."""
@@ -234,9 +458,14 @@ def _dask_client(scheduler, n_workers, memory_limit):
     if scheduler is None:
         import logging
 
+        from ..interrupts import children_ignore_sigint
+
         n = int(n_workers) if n_workers else max(1, os.cpu_count() or 1)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        # a Ctrl-C reaches the driver only (no worker tracebacks); dask's own log lines stay quiet — a failed
+        # task reaches us through its future, and "lost scattered data" at an interrupted shutdown is expected
+        with children_ignore_sigint():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
         return client, [client, cluster]
     if not isinstance(scheduler, str) or not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
@@ -260,9 +489,8 @@ def _run_dask(todo, store, m, X, client, bar, compute):
 
     def submit(ab):
         a, b = ab
-        paths = [str(store.tile_path(k, a, b)) for k in store.kernels]
-        f = client.submit(compute, m, Xf, a, b, store.block, store.kernels, paths, pure=False,
-                          key=f"limits-tile-{store.x_sha256[:12]}-{a}-{b}-{time.monotonic_ns()}")
+        f = client.submit(compute, m, Xf, a, b, store.block, store.kernels, store.targets(a, b), pure=False,
+                          key=f"limits-tile-{store.kernel[:12]}-{a}-{b}-{time.monotonic_ns()}")
         futures[f] = ab
         return f
 
@@ -272,6 +500,8 @@ def _run_dask(todo, store, m, X, client, bar, compute):
             ab = futures.pop(fut)
             try:
                 cpu += fut.result()
+            except OSError:                  # a full disk, a file too large: the user's to fix, named by its path
+                raise
             except Exception as exc:  # noqa: BLE001 — KilledWorker after dask's allowed retries, …
                 raise RuntimeError(f"tile {ab} failed on the cluster ({type(exc).__name__}: {exc}); the tiles "
                                    "already written are kept: run the same call again to resume") from exc
@@ -285,22 +515,37 @@ def _run_dask(todo, store, m, X, client, bar, compute):
     return cpu
 
 
+def store_dir(out) -> Path:
+    """The store directory, created if missing (a path that exists and is not a directory is refused)."""
+    path = Path(out)
+    if path.exists() and not path.is_dir() or path.is_symlink() and not path.exists():
+        raise ValueError(f"out: {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"out: cannot create the tile store {path} ({exc.strerror or exc})") from None
+    return path
+
+
 def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="serial", scheduler=None,
                n_workers=None, memory_limit="2GiB", progress=None) -> TileStore:
     """Fill (or complete) the tile store ``out`` with the read-out kernels ``get`` of ``model`` on ``X``;
-    ``compute(model, X, a, b, block, kernels, paths)`` computes and writes tile (a, b) and returns its CPU
-    seconds (:func:`limits.kernels.blocked.compute_tile`).
+    ``compute(model, X, a, b, block, kernels, targets)`` computes tile (a, b), writes it to its ``(path, header)``
+    targets (:func:`write_tiles`) and returns its CPU seconds (:func:`limits.kernels.blocked.compute_tile`).
 
     ``backend``: "serial" (this process) or "dask" (``scheduler`` None → a LocalCluster of ``n_workers``
     single-threaded workers with ``memory_limit`` each; an address string or a ``distributed.Client``
-    → that cluster, whose workers must see ``out`` on a shared file system). Tiles already complete in
-    ``out`` are reused — a killed run, of a worker or of this process, resumes where it stopped. Each tile
+    → that cluster, whose workers must see ``out`` on a shared file system). Tiles already in ``out`` are read
+    and verified (module docstring): those of this kernel are reused — a killed run, of a worker or of this
+    process, resumes where it stopped — and those of another kernel or damaged are recomputed. Each tile
     equals the corresponding block of :func:`limits.kernels.kernel_blocked` (same recursion, same
-    arithmetic per entry). Returns the :class:`TileStore`; ``diagnostics`` hold ``tiles``, ``computed``,
-    ``reused``, ``seconds`` (wall), ``task_cpu_seconds`` and ``worker_memory_bytes`` (the per-task bound).
+    arithmetic per entry). Holds the store's lock while it runs (:func:`store_lock`). Returns the
+    :class:`TileStore`; ``diagnostics`` hold ``tiles``, ``computed``, ``reused``, ``recomputed`` ({"foreign": n,
+    "damaged": n}), ``orphans_removed``, ``kernel`` (the digest), ``seconds`` (wall), ``task_cpu_seconds`` and
+    ``worker_memory_bytes`` (the per-task bound). A Ctrl-C stops the run with a ``KeyboardInterrupt`` saying
+    that the tiles written are kept and a rerun resumes.
     """
     from ..checks import positive_int
-    from ..progress import progress as _progress
 
     m, get, X = checked_inputs(model, get, X, "limits.kernels.kernel_blocked")
     block = positive_int(block, "block")
@@ -310,35 +555,65 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
         raise ValueError("scheduler: only meaningful with backend='dask'")
     P = X.shape[0]
     block = min(block, P)
-    store = TileStore.create(out, P, block, tuple(get), model_record(m), _digest(X))
-    store.kernels = tuple(get)
-    todo = store.missing()
-    t0, cpu = time.perf_counter(), 0.0
-    bar = _progress(total=len(todo), desc=f"kernel tiles {P}×{P} ({backend})",
+    path = store_dir(out)
+    with store_lock(path) as stale:
+        store = TileStore.create(path, P, block, tuple(get), model_record(m), _digest(X))
+        store.kernels = tuple(get)
+        t0 = time.perf_counter()
+        orphans = store.sweep()
+        todo, bad = store.scan()
+        if bad:
+            warnings.warn(f"tile store {path}: " + ", ".join(f"{n} {k} tile{'s' * (n > 1)}" for k, n in bad.items())
+                          + " (" + "; ".join({"foreign": "of another kernel", "damaged": "whose bytes do not match "
+                                              "their digest"}[k] for k in bad) + ") recomputed", RuntimeWarning,
+                          stacklevel=3)
+        cpu = _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limit, progress)
+        left, _ = store.scan()
+        if left:
+            raise RuntimeError(f"out: {len(left)} tiles of {out} are still missing after the run (first {left[0]}); "
+                               "run the same call again to resume")
+    n = len(store.pairs())
+    store.diagnostics = {"tiles": n, "computed": len(todo), "reused": n - len(todo), "recomputed": bad,
+                         "orphans_removed": orphans, "kernel": store.kernel,
+                         "backend": backend, "seconds": time.perf_counter() - t0, "task_cpu_seconds": cpu,
+                         "worker_memory_bytes": worker_memory(block, len(get))}
+    if stale is not None:
+        store.diagnostics["stale_lock_pid"] = stale
+    store._repair = lambda a, b: compute(m, X, a, b, block, store.kernels, store.targets(a, b))
+    return store
+
+
+def _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limit, progress) -> float:
+    """Compute the tiles ``todo`` (serially or as dask tasks); returns their CPU seconds. A Ctrl-C becomes a
+    ``KeyboardInterrupt`` whose message says that the tiles written are kept and a rerun resumes."""
+    from ..progress import progress as _progress
+
+    bar = _progress(total=len(todo), desc=f"kernel tiles {store.P}×{store.P} ({backend})",
                     disable=None if progress is None else not progress)
+    cpu = 0.0
     try:
         if todo and backend == "serial":
             for a, b in todo:
-                cpu += compute(m, X, a, b, block, store.kernels, [store.tile_path(k, a, b) for k in store.kernels])
+                cpu += compute(m, X, a, b, store.block, store.kernels, store.targets(a, b))
                 bar.update(1)
         elif todo:
             client, own = _dask_client(scheduler, n_workers, memory_limit)
             try:
                 cpu = _run_dask(todo, store, m, X, client, bar, compute)
             finally:
-                for obj in own:
-                    try:
-                        obj.close()
-                    except Exception:  # noqa: BLE001 — shutting down
-                        pass
+                _close_quietly(own)
+    except KeyboardInterrupt:
+        kept = sum(all(os.path.isfile(store.tile_path(k, a, b)) for k in store.kernels) for a, b in store.pairs())
+        raise KeyboardInterrupt(f"{kept} of {len(store.pairs())} tiles are kept in {store.path}; run the same "
+                                "command again to resume") from None
     finally:
         bar.close()
-    left = store.missing()
-    if left:
-        raise RuntimeError(f"out: {len(left)} tiles of {out} are still missing after the run (first {left[0]}); "
-                           "run the same call again to resume")
-    n = len(store.pairs())
-    store.diagnostics = {"tiles": n, "computed": len(todo), "reused": n - len(todo), "backend": backend,
-                         "seconds": time.perf_counter() - t0, "task_cpu_seconds": cpu,
-                         "worker_memory_bytes": worker_memory(block, len(get))}
-    return store
+    return cpu
+
+
+def _close_quietly(objs):
+    """Close a dask client and cluster; their warnings and errors at shutdown (a worker already gone) are not ours."""
+    for obj in objs:
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj.close()

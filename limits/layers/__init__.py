@@ -13,9 +13,10 @@ serialisation side by side (the pattern of neural-tangents' ``stax``)::
 
 (the README's "Architectures and your own network" predicts and checks such a CNN on the digits).
 
-Layers: Dense, Conv (1-D/2-D, stride 1, "SAME"/"CIRCULAR"), Activation(name), Flatten, GlobalAvgPool,
-AvgPool (window, strides, "VALID"), LayerNorm (over channels), Attention (infinite-width multi-head
-self-attention, logits s·⟨k_i, k_j⟩/(C·n_key)), Residual(branch, rho), Identity.
+Layers: Dense, Conv (1-D/2-D, strides, "SAME"/"VALID"/"CIRCULAR" as neural-tangents, computed at the output
+resolution), Activation(name), Flatten, GlobalAvgPool, AvgPool (window, strides, "VALID"/"SAME"), LayerNorm (over
+channels), Attention (infinite-width multi-head self-attention, tied query/key, logits s·⟨k_i, k_j⟩/(C·n_key),
+optional positional embedding added), Residual(branch, rho), Identity. docs/theory/layers.rst has the rules.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ Interface (``x`` has leading axes (S, P): S independent initialisations, P input
     layer.param_shapes(in_shape, width) -> {name: shape}   # raw N(0, 1) weights (NTK parameterisation)
     layer.apply(params, x) -> (y, cache);  layer.backward(params, cache, gy) -> (gx, Θ-contribution (S, P, P))
     layer.vjp(params, cache, gy) -> (gx, {name: gradient summed over the inputs})    # parametric layers (training)
-    layer.to_dict() / layer_from_dict(d)
+    layer.to_dict() / layer_from_dict(d)           # a description: checked against the layer's fields first
+    layer.kernel_work(spatial, full) -> float      # entry updates per block entry of the kernel rule (cost estimate)
 """
 from __future__ import annotations
 
@@ -39,7 +40,10 @@ class Layer:
         return type(self).__name__
 
     def describe(self) -> str:
-        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        """``Name(field=value, …)`` over the fields :meth:`to_dict` writes (options left at a default that files
+        omit, such as stride 1, are omitted here too)."""
+        d = self.to_dict()
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in d)
         return f"{self.name}({args})"
 
     def needs_full(self, after: bool) -> bool:
@@ -50,6 +54,17 @@ class Layer:
 
     def param_shapes(self, in_shape, width):
         return {}
+
+    def kernel_work(self, spatial, full) -> float:
+        """Updates per entry of the input block that the kernel rule makes (for the cost estimate of
+        :func:`limits.kernels.composed.estimate`): the number of window offsets for a rule that sums over a
+        window (the product of the ``*_shape`` fields: a convolution's filter, a pooling window), else 1."""
+        work = 1.0
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name.endswith("_shape") and isinstance(v, tuple):
+                work *= float(np.prod([float(x) for x in v])) if v else 1.0
+        return work
 
     def to_dict(self) -> dict:
         d = {"layer": self.name}
@@ -62,18 +77,64 @@ class Layer:
         return np.zeros((x.shape[0], x.shape[1], x.shape[1]))
 
 
+MAX_EXTENT = 1 << 16        # the largest integer a layer description may give (a filter, window, stride, heads)
+
+
 def layer_from_dict(d) -> Layer:
-    """A layer from its :meth:`Layer.to_dict` form."""
+    """A layer from its :meth:`Layer.to_dict` form, checked before anything is built: ``layer`` names a registered
+    layer, every other key is one of that layer's fields (its dataclass fields: an allowlist), and no integer in
+    the description exceeds :data:`MAX_EXTENT` (a filter of 10¹² would take years). ``ValueError`` naming the
+    layer and the key otherwise."""
     if isinstance(d, Layer):
         return d
     if not isinstance(d, dict) or "layer" not in d:
-        raise ValueError(f"a layer description must be a mapping with a 'layer' key, got {d!r}")
+        raise ValueError(f"a layer description must be a mapping with a 'layer' key, got {_short(d)}")
     d = dict(d)
     kind = d.pop("layer")
-    cls = LAYERS.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown layer {kind!r}; known: {sorted(LAYERS)}")
-    return cls.from_dict(d) if hasattr(cls, "from_dict") else cls(**d)
+    if not isinstance(kind, str) or kind not in LAYERS:
+        raise ValueError(f"unknown layer {_short(kind)}; known: {sorted(LAYERS)}")
+    cls = LAYERS[kind]
+    allowed = description_keys(cls)
+    unknown = sorted(map(str, set(d) - allowed))
+    if unknown:
+        raise ValueError(f"layer {kind}: unknown field(s) {unknown}; {kind} takes {sorted(allowed) or 'none'}")
+    for key, value in d.items():
+        big = _largest_int(value)
+        if big is not None and big > MAX_EXTENT:
+            raise ValueError(f"layer {kind}: {key} = {_short(value)} — {big} is larger than {MAX_EXTENT}, the largest "
+                             "size a layer description may give")
+    try:
+        return cls.from_dict(d) if hasattr(cls, "from_dict") else cls(**d)
+    except TypeError as exc:             # a value of the wrong kind met inside a constructor
+        raise ValueError(f"layer {kind}: {exc}") from None
+
+
+def description_keys(cls) -> set:
+    """The keys a description of layer ``cls`` may hold: its dataclass fields (those not ending in ``_``, which
+    store a value under another name) and the keys its :meth:`Layer.to_dict` writes for a default instance."""
+    keys = {f.name for f in fields(cls) if not f.name.endswith("_")}
+    try:
+        keys |= set(cls().to_dict()) - {"layer"}
+    except (TypeError, ValueError):          # no default instance (Residual needs a branch)
+        pass
+    return keys
+
+
+def _largest_int(value):
+    """The largest integer (absolute value) in ``value`` or the lists inside it (layer descriptions only)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return abs(int(value))
+    if isinstance(value, (list, tuple)):
+        found = [v for v in map(_largest_int, value) if v is not None]
+        return max(found) if found else None
+    return None
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def positions(x):

@@ -1,24 +1,34 @@
-"""Conv: 1-D / 2-D convolution, stride 1, padding "SAME" (zeros) or "CIRCULAR", NTK parameterisation.
+"""Conv: 1-D / 2-D convolution with strides, padding "SAME", "VALID" or "CIRCULAR", NTK parameterisation — the
+geometry of neural-tangents' ``stax.Conv`` (that of ``jax.lax``).
 
-Finite: ``y_i = σ_w/√(C·|F|) Σ_{f∈F} x_{i+f−⌊(k−1)/2⌋} W_f + σ_b b``, W (``|F|·C × n``), b ~ N(0, 1) trained;
-positions outside the input are 0 (SAME) or wrap around (CIRCULAR).
-Kernel (per spatial axis, offsets a = 0..k−1, o = ⌊(k−1)/2⌋):
+Geometry of one spatial axis (input size n, filter size k, stride s; :func:`geometry`)::
 
-    full:      K'[i, j] = σ_w² /|F| Σ_f K[i+f−o, j+f−o] + σ_b²      (same offset on both positions)
-    diagonal:  K'[i]    = σ_w² /|F| Σ_f K[i+f−o]          + σ_b²
-    Θ' = σ_w² (same average of Θ) + K'
+    VALID     o = ⌊(n − k)/s⌋ + 1 outputs, lo = 0 (windows inside the input)
+    SAME      o = ⌈n/s⌉ outputs, pad = max((o − 1)·s + k − n, 0) zeros, lo = ⌊pad/2⌋ of them before the input
+    CIRCULAR  as SAME, but the padding wraps around (positions mod n)
 
-Both rules are linear maps of each spatial axis's index (the pair (i, j) in the full representation):
-with n entries per axis they are applied, for 2-D inputs, as small banded matrices B (n²×n² on a pair,
-n×n on one position; entries 1 where (i', j') = (i+f−o, j+f−o)): K' = B₀ K B₁ᵀ per pair of inputs, two
-stacked matrix products (``_band_2d``) — BLAS-friendly, no padded copies. For larger axes
-(n > ``DENSE_MAX``: the dense band costs more flops than it saves) and 1-D inputs, shifted slice additions
-(``_shift_sum``).
+Output position i reads the input positions src(i, f) = i·s + f − lo, f = 0 … k−1 (outside the input: 0, or mod n).
 
-Cost O(min(n², filter size) × size of the blocks) per axis; memory: the output block and one temporary.
+Finite: ``y_i = σ_w/√(C·|F|) Σ_{f∈F} x_{src(i,f)} W_f + σ_b b``, W (``|F|·C × n``), b ~ N(0, 1) trained.
+
+Kernel — the patch operator 𝒫 (:func:`patch`: the same filter offset on both positions of a pair, per axis)::
+
+    full:      (𝒫K)[i, j] = 1/|F| Σ_f K[src(i, f), src(j, f)]
+    diagonal:  (𝒫K)[i]    = 1/|F| Σ_f K[src(i, f)]                  (equal positions only)
+    K' = σ_w² 𝒫K + σ_b²,    Θ' = σ_w² 𝒫Θ + K'
+
+computed at the output resolution (o entries per axis, never a stride-1 convolution then subsampling).
+𝒫 is a linear map of each spatial axis (of the pair (i, j) in the full representation): for 2-D inputs
+with small axes (n ≤ ``DENSE_MAX``) it is applied as one small matrix per axis (o²×n² on a pair, o×n on
+one position), two stacked matrix products per block (:func:`_band_2d`); otherwise (larger axes, 1-D)
+as strided slice additions, one per filter offset and wrap-around piece (:func:`_slice_sum`).
+
+Cost O(k·o² per axis pair × the other axes) per block entry of the output — a stride-s layer costs about
+1/s² (full) or 1/s (diagonal) per axis of its stride-1 version; memory: the output block and one temporary.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,91 +37,158 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..checks import positive_int, real_number
 from .base import Layer, bias_theta, gram_theta, register
 
-PADDINGS = ("SAME", "CIRCULAR")
-DENSE_MAX = 8          # axes up to this size: banded matrix products; larger: shifted slice additions
+PADDINGS = ("SAME", "VALID", "CIRCULAR")
+DENSE_MAX = 8          # 2-D axes up to this size: small matrix products; larger: strided slice additions
 
 
-def _pieces(o, n, circular):
-    """(destination, source) slices of one axis for out[i] += K[i + o] (zero outside, or wrapped)."""
-    if o == 0:
-        return [(slice(0, n), slice(0, n))]
-    if o > 0:
-        main = [(slice(0, n - o), slice(o, n))] if o < n else []
-        wrap = [(slice(max(n - o, 0), n), slice(0, min(o, n)))] if circular else []
-    else:
-        main = [(slice(-o, n), slice(0, n + o))] if -o < n else []
-        wrap = [(slice(0, min(-o, n)), slice(max(n + o, 0), n))] if circular else []
-    return main + wrap
+@dataclass(frozen=True)
+class Axis:
+    """One spatial axis of a convolution: input size n, filter k, stride s, outputs o, lo positions padded
+    before the input, wrap-around (CIRCULAR) or zeros (module docstring)."""
+
+    n: int
+    k: int
+    s: int
+    o: int
+    lo: int
+    circular: bool
+
+    def sources(self):
+        """src (o, k): input position read by output i at offset f (mod n when circular), and which are inside."""
+        src = np.arange(self.o)[:, None] * self.s + np.arange(self.k)[None, :] - self.lo
+        inside = np.ones(src.shape, bool) if self.circular else (src >= 0) & (src < self.n)
+        return src % self.n, inside
+
+    def runs(self, f):
+        """(output slice, input slice) pieces of offset f: out[dst] reads K[src] (strided by s); one piece
+        without wrap-around, one per pass over the input with it."""
+        src = np.arange(self.o) * self.s + f - self.lo
+        q = np.floor_divide(src, self.n)
+        out = []
+        for w in (np.unique(q) if self.circular else [0]):
+            i = np.flatnonzero(q == w)
+            if i.size:
+                a = int(src[i[0]] - w * self.n)
+                out.append((slice(int(i[0]), int(i[-1]) + 1), slice(a, a + self.s * (i.size - 1) + 1, self.s)))
+        return out
 
 
-def _shift_sum(K, axes, k, circular):
-    """Σ_a K[…, i + a − o, …] on ``axes`` jointly (one axis, or both positions of a pair), o = ⌊(k−1)/2⌋:
-    slice additions into one new array (no padded copy)."""
-    import itertools
-
-    lo = (k - 1) // 2
-    n = K.shape[axes[0]]
-    out = K.copy()
-    for a in range(k):
-        off = a - lo
-        if off == 0:
-            continue
-        per_axis = [_pieces(off, n, circular) for _ in axes]
-        for combo in itertools.product(*per_axis):
-            dst = [slice(None)] * K.ndim
-            src = [slice(None)] * K.ndim
-            for ax, (d, s_) in zip(axes, combo):
-                dst[ax], src[ax] = d, s_
-            out[tuple(dst)] += K[tuple(src)]
-    return out
+def geometry(n, k, s, padding) -> Axis:
+    """The :class:`Axis` of an input axis of size n under filter k, stride s and ``padding`` (module docstring);
+    ValueError when a VALID window does not fit."""
+    if padding == "VALID":
+        if k > n:
+            raise ValueError(f"a VALID window of size {k} does not fit an input axis of size {n}")
+        return Axis(n, k, s, (n - k) // s + 1, 0, False)
+    o = -(-n // s)
+    return Axis(n, k, s, o, max((o - 1) * s + k - n, 0) // 2, padding == "CIRCULAR")
 
 
-def _band(n, k, circular, pair):
-    """The conv rule of one axis as a matrix: B[i, i'] = #{f : i' = i + f − o} (one position, n×n) or, on a
-    pair of positions, B[(i, j), (i', j')] = #{f : i' = i + f − o, j' = j + f − o} (n²×n²); positions outside
-    the axis are dropped (SAME) or wrapped (CIRCULAR)."""
-    o = (k - 1) // 2
-    idx = np.arange(n)
-    m = n * n if pair else n
-    B = np.zeros((m, m))
-    for f in range(k):
-        src = idx + f - o
-        ok = np.ones(n, bool) if circular else (src >= 0) & (src < n)
-        src = src % n
+def _band(ax: Axis, pair):
+    """𝒫 of one axis as a matrix (without 1/|F|): on one position B[i, i'] = #{f : i' = src(i, f)} (o × n);
+    on a pair B[(i, j), (i', j')] = #{f : i' = src(i, f), j' = src(j, f)} (o² × n²)."""
+    src, inside = ax.sources()
+    B = np.zeros((ax.o * ax.o, ax.n * ax.n) if pair else (ax.o, ax.n))
+    idx = np.arange(ax.o)
+    for f in range(ax.k):
+        ok = inside[:, f]
         if pair:
             I, J = np.meshgrid(idx[ok], idx[ok], indexing="ij")
-            SI, SJ = np.meshgrid(src[ok], src[ok], indexing="ij")
-            np.add.at(B, (I * n + J, SI * n + SJ), 1.0)
+            SI, SJ = np.meshgrid(src[ok, f], src[ok, f], indexing="ij")
+            np.add.at(B, (I * ax.o + J, SI * ax.n + SJ), 1.0)
         else:
-            np.add.at(B, (idx[ok], src[ok]), 1.0)
+            np.add.at(B, (idx[ok], src[ok, f]), 1.0)
     return B
 
 
-def _band_2d(K, B0, B1):
+def _band_2d(K, B0, B1, out_shape):
     """2-D rule on blocks (A, B, *axis 0, *axis 1): K'[x] = B0 · K[x] · B1ᵀ for every pair of inputs x, with
-    K[x] the (m0 × m1) matrix of that pair (m_d = n_d² on position pairs, n_d on single positions). One
-    stacked product per side whose items all have the same shape, so an entry's rounding does not depend
-    on how many inputs the block holds (a cross block and a self block give the same bits for equal
-    inputs — what the ReLU rule's exact correlation 1 needs)."""
-    m0 = B0.shape[0] if B0 is not None else None
-    m1 = B1.shape[0] if B1 is not None else None
+    K[x] the (m0 × m1) matrix of that pair (m_d = n_d² on position pairs, n_d on single positions; B_d None:
+    that axis unchanged). One stacked product per side whose items all have the same shape, so an entry's
+    rounding does not depend on how many inputs the block holds (a cross block and a self block give the
+    same bits for equal inputs — what the ReLU rule's exact correlation 1 needs)."""
     n_items = K.shape[0] * K.shape[1]
-    K3 = K.reshape(n_items, m0 or -1, m1 or K.size // (n_items * m0))
+    m0 = B0.shape[1] if B0 is not None else None
+    K3 = K.reshape(n_items, m0 or -1, B1.shape[1] if B1 is not None else K.size // (n_items * m0))
     out = K3 if B0 is None else np.matmul(B0, K3)
     if B1 is not None:
         out = np.matmul(out, B1.T)
-    return out.reshape(K.shape)
+    return out.reshape(out_shape)
+
+
+def _slice_sum(K, axes, ax: Axis):
+    """Σ_f K[…, src(i, f), …] on ``axes`` jointly (one axis, or both positions of a pair) at the output
+    resolution: one strided slice addition per offset and wrap-around piece, no padded copy (an offset whose
+    piece covers every output starts the sum as a copy)."""
+    shape = list(K.shape)
+    for a in axes:
+        shape[a] = ax.o
+    pieces = [ax.runs(f) for f in range(ax.k)]
+    whole = slice(0, ax.o)
+    pieces.sort(key=lambda p: not (len(p) == 1 and p[0][0] == whole))      # a covering offset first
+    out = None
+    for runs in pieces:
+        for combo in itertools.product(*[runs] * len(axes)):
+            dst = [slice(None)] * K.ndim
+            src = [slice(None)] * K.ndim
+            for a, (d, s_) in zip(axes, combo):
+                dst[a], src[a] = d, s_
+            if out is None:
+                if all(d == whole for d, _ in combo):
+                    out = np.array(K[tuple(src)])
+                    continue
+                out = np.zeros(shape)
+            out[tuple(dst)] += K[tuple(src)]
+    return np.zeros(shape) if out is None else out
+
+
+def patch(K, axes, full, scale=1.0):
+    """The patch operator: ``scale``·𝒫K of a block ``(A, B, *R)`` (module docstring; R = (s1, s1', s2, s2', …)
+    when ``full``, else (s1, s2, …)); ``axes`` one :class:`Axis` per spatial axis. Every entry of the output
+    is one filter sum at the output resolution (strides and padding included)."""
+    nsp = len(axes)
+    F = float(np.prod([ax.k for ax in axes]))
+    out_shape = list(K.shape[:2])
+    for ax in axes:
+        out_shape += [ax.o, ax.o] if full else [ax.o]
+    bands, slices = [None] * nsp, []
+    for d, ax in enumerate(axes):
+        if ax.k == 1 and ax.s == 1 and ax.o == ax.n:
+            continue                               # the identity on this axis
+        if nsp == 2 and ax.n <= DENSE_MAX:
+            bands[d] = _band(ax, full)
+        else:
+            slices.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), ax))
+    banded = [d for d in range(nsp) if bands[d] is not None]
+    if banded:                                     # the factor scale/|F| rides on the first band
+        bands[banded[0]] = bands[banded[0]] * (scale / F)
+        mid = list(K.shape[:2])
+        for d, ax in enumerate(axes):
+            m = ax.o if bands[d] is not None else ax.n
+            mid += [m, m] if full else [m]
+        out = _band_2d(K, bands[0], bands[1], mid)
+    else:
+        out = K
+    for dims, ax in slices:
+        out = _slice_sum(out, dims, ax)
+    if out is K:
+        out = K.copy()
+    if not banded and scale / F != 1.0:
+        out *= scale / F
+    return out
 
 
 @register
 @dataclass(frozen=True)
 class Conv(Layer):
-    """Convolution with ``filter_shape`` (one entry per spatial axis), stride 1 (module docstring)."""
+    """Convolution with ``filter_shape`` and ``strides`` (one entry per spatial axis; default 1) and ``padding``
+    "SAME", "VALID" or "CIRCULAR" (module docstring)."""
 
     filter_shape: tuple = (3, 3)
     padding: str = "SAME"
     sigma_w2: float = 1.0
     sigma_b2: float = 0.0
+    strides: tuple | None = None
     parametric = True
     fresh_output = True
 
@@ -121,114 +198,121 @@ class Conv(Layer):
         if len(fs) not in (1, 2):
             raise ValueError(f"Conv.filter_shape must have 1 or 2 entries (1-D / 2-D), got {self.filter_shape!r}")
         object.__setattr__(self, "filter_shape", tuple(positive_int(f, "Conv.filter_shape") for f in fs))
+        st = self.strides
+        st = (1,) * len(fs) if st is None else ((st,) if isinstance(st, int) else tuple(st))
+        if len(st) != len(fs):
+            raise ValueError(f"Conv.strides {self.strides!r} must have one entry per filter axis {fs}")
+        object.__setattr__(self, "strides", tuple(positive_int(s, "Conv.strides") for s in st))
         p = str(self.padding).upper()
         if p not in PADDINGS:
-            raise ValueError(f"Conv.padding must be one of {PADDINGS} (stride 1), got {self.padding!r}")
+            raise ValueError(f"Conv.padding must be one of {PADDINGS}, got {self.padding!r}")
         object.__setattr__(self, "padding", p)
         object.__setattr__(self, "sigma_w2", real_number(self.sigma_w2, "Conv.sigma_w2"))
         object.__setattr__(self, "sigma_b2", real_number(self.sigma_b2, "Conv.sigma_b2"))
 
-    def _check(self, nsp, where):
-        if nsp != len(self.filter_shape):
+    def to_dict(self):
+        d = super().to_dict()
+        if all(s == 1 for s in self.strides):        # files written before strides existed read the same
+            d.pop("strides")
+        return d
+
+    def axes(self, spatial, where="Conv"):
+        """One :class:`Axis` per spatial axis of an input with spatial shape ``spatial``."""
+        if len(spatial) != len(self.filter_shape):
             raise ValueError(f"{where}: Conv with filter_shape {self.filter_shape} needs inputs with "
-                             f"{len(self.filter_shape)} spatial axes (P, *spatial, C), got {nsp}")
+                             f"{len(self.filter_shape)} spatial axes (P, *spatial, C), got {len(spatial)}")
+        try:
+            return tuple(geometry(int(n), k, s, self.padding)
+                         for n, k, s in zip(spatial, self.filter_shape, self.strides))
+        except ValueError as exc:
+            raise ValueError(f"{where}: Conv {self.filter_shape} VALID on an input of spatial shape "
+                             f"{tuple(spatial)}: {exc}") from None
 
     # ------------------------------------------------------------------ kernel
+    def patch(self, K, spatial, full, scale=1.0):
+        """``scale``·𝒫K for a block ``(A, B, *R)`` whose input has spatial shape ``spatial`` (:func:`patch`)."""
+        return patch(K, self.axes(spatial), full, scale)
+
     def kernel(self, k, need_full_after=True, where=""):
-        self._check(k.nsp, where)
-        circ = self.padding == "CIRCULAR"
+        axes = self.axes(k.spatial, where or "Conv")
         w, b = self.sigma_w2, self.sigma_b2
 
-        F = float(np.prod(self.filter_shape))
-
-        full, sp = k.full, k.spatial
-        bands = [None] * len(sp)              # 2-D: small axes as banded matrices (stacked products)
-        shifts = []                           # other axes: shifted slice additions
-        for d, f in enumerate(self.filter_shape):
-            if f == 1:
-                continue
-            if len(sp) == 2 and sp[d] <= DENSE_MAX:
-                bands[d] = _band(sp[d], f, circ, full)
-            else:
-                shifts.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), f))
-        scaled = bands[0] is not None or (len(bands) > 1 and bands[1] is not None)
-        if scaled:                            # the factor σ_w²/|F| rides on the first band
-            i = 0 if bands[0] is not None else 1
-            bands[i] = bands[i] * (w / F)
-
         def conv(K):
-            out = _band_2d(K, *bands) if scaled else K
-            for axes, f in shifts:
-                out = _shift_sum(out, axes, f, circ)
-            if out is K:
-                out = K.copy()
-            if not scaled:
-                out *= w / F
+            out = patch(K, axes, k.full, w)
             out += b
             return out
 
-        out = k.map_linear(conv)
+        out = k.map_linear(conv, spatial=tuple(ax.o for ax in axes))
         if k.ntk is not None:
             out = out.replace(ntk=out.ntk - b + out.nngp)
-        return out.replace(is_gaussian=True)
+        return out.replace(is_gaussian=True, wide=True)
 
     # ------------------------------------------------------------------ finite
     def out_shape(self, in_shape, width):
-        self._check(len(in_shape) - 1, "Conv")
-        return tuple(in_shape[:-1]) + (width,)
+        return tuple(ax.o for ax in self.axes(in_shape[:-1])) + (width,)
 
     def param_shapes(self, in_shape, width):
         return {"W": tuple(self.filter_shape) + (in_shape[-1], width), "b": (width,)}
 
-    def _patches(self, x):
-        nsp = len(self.filter_shape)
-        pad = [(0, 0), (0, 0)] + [((f - 1) // 2, f // 2) for f in self.filter_shape] + [(0, 0)]
+    def _patches(self, x, axes):
+        """(S, P, *out, *F, C): the input window of every output position (a strided view of the padded input)."""
+        nsp = len(axes)
+        pad = [(0, 0), (0, 0)] + [(ax.lo, max((ax.o - 1) * ax.s + ax.k - ax.n - ax.lo, 0)) for ax in axes] + [(0, 0)]
         xp = np.pad(x, pad, mode="wrap" if self.padding == "CIRCULAR" else "constant")
-        axes = tuple(range(2, 2 + nsp))
-        v = sliding_window_view(xp, self.filter_shape, axis=axes)       # (S, P, *sp, C, *F)
-        return np.moveaxis(v, 2 + nsp, -1)                              # (S, P, *sp, *F, C)
+        v = sliding_window_view(xp, self.filter_shape, axis=tuple(range(2, 2 + nsp)))   # (S, P, *L, C, *F)
+        v = v[(slice(None), slice(None)) + tuple(slice(0, ax.s * (ax.o - 1) + 1, ax.s) for ax in axes)]
+        return np.moveaxis(v, 2 + nsp, -1)
 
     def apply(self, params, x):
         S, P, C = x.shape[0], x.shape[1], x.shape[-1]
+        axes = self.axes(x.shape[2:-1])
         F = int(np.prod(self.filter_shape))
-        pt = np.ascontiguousarray(self._patches(x)).reshape(S, -1, F * C)
+        pt = np.ascontiguousarray(self._patches(x, axes)).reshape(S, -1, F * C)
         W = params["W"].reshape(S, F * C, -1)
         y = np.sqrt(self.sigma_w2 / (F * C)) * np.matmul(pt, W)
-        y = y.reshape(x.shape[:-1] + (W.shape[-1],))
+        y = y.reshape((S, P) + tuple(ax.o for ax in axes) + (W.shape[-1],))
         if self.sigma_b2:
             y += np.sqrt(self.sigma_b2) * params["b"].reshape((S,) + (1,) * (y.ndim - 2) + (-1,))
         return y, (x.shape, pt.reshape(S, P, -1, F * C))
 
+    def _input_gradient(self, gp, shape, axes):
+        """∂/∂x from the gradient of every patch gp (S, P, *out, *F, C): each window entry added back to the
+        input position it read (zeros dropped, wrap-around folded back)."""
+        S, P, C = shape[0], shape[1], shape[-1]
+        padded = np.zeros((S, P) + tuple(max(ax.lo + ax.n, (ax.o - 1) * ax.s + ax.k) for ax in axes) + (C,))
+        for off in np.ndindex(*self.filter_shape):
+            sl = (slice(None), slice(None)) + tuple(slice(a, a + ax.s * (ax.o - 1) + 1, ax.s) for a, ax in zip(off, axes))
+            padded[sl] += gp[(Ellipsis,) + tuple(off) + (slice(None),)]
+        gx = padded
+        for d, ax in enumerate(axes):
+            a = 2 + d
+            if not ax.circular:
+                gx = np.take(gx, range(ax.lo, ax.lo + ax.n), axis=a)
+                continue
+            out = np.zeros(gx.shape[:a] + (ax.n,) + gx.shape[a + 1:])
+            L = gx.shape[a]
+            for w in range((-ax.lo) // ax.n, (L - 1 - ax.lo) // ax.n + 1):     # padded p reads (p − lo) mod n
+                p0, p1 = max(0, ax.lo + w * ax.n), min(L, ax.lo + (w + 1) * ax.n)
+                if p0 < p1:
+                    idx = [slice(None)] * gx.ndim
+                    idx[a] = slice(p0 - ax.lo - w * ax.n, p1 - ax.lo - w * ax.n)
+                    src = [slice(None)] * gx.ndim
+                    src[a] = slice(p0, p1)
+                    out[tuple(idx)] += gx[tuple(src)]
+            gx = out
+        return gx
+
     def backward(self, params, cache, gy, want_theta=True):
         shape, pt = cache
         S, P, C = shape[0], shape[1], shape[-1]
-        nsp = len(self.filter_shape)
+        axes = self.axes(shape[2:-1])
         F = int(np.prod(self.filter_shape))
         c2 = self.sigma_w2 / (F * C)
         W = params["W"].reshape(S, F * C, -1)
         g = gy.reshape(S, P, -1, gy.shape[-1])
         gp = np.sqrt(c2) * np.matmul(g.reshape(S, -1, g.shape[-1]), W.transpose(0, 2, 1))
-        gp = gp.reshape(tuple(shape[:-1]) + tuple(self.filter_shape) + (C,))
-        spatial = shape[2:-1]
-        padded = np.zeros((S, P) + tuple(n + f - 1 for n, f in zip(spatial, self.filter_shape)) + (C,))
-        for off in np.ndindex(*self.filter_shape):
-            sl = (slice(None), slice(None)) + tuple(slice(a, a + n) for a, n in zip(off, spatial))
-            padded[sl] += gp[(Ellipsis,) + tuple(off) + (slice(None),)]
-        gx = padded
-        for d, f in enumerate(self.filter_shape):
-            lo, n, ax = (f - 1) // 2, spatial[d], 2 + d
-            core = np.take(gx, range(lo, lo + n), axis=ax)
-            if self.padding == "CIRCULAR":
-                low = np.take(gx, range(0, lo), axis=ax)
-                high = np.take(gx, range(lo + n, gx.shape[ax]), axis=ax)
-                idx = [slice(None)] * core.ndim
-                if lo:
-                    idx[ax] = slice(n - lo, n)
-                    core[tuple(idx)] += low
-                if high.shape[ax]:
-                    idx[ax] = slice(0, high.shape[ax])
-                    core[tuple(idx)] += high
-            gx = core
+        gp = gp.reshape((S, P) + tuple(ax.o for ax in axes) + tuple(self.filter_shape) + (C,))
+        gx = self._input_gradient(gp, shape, axes)
         if not want_theta:
             return gx, None
         theta = gram_theta(pt, g, c2)

@@ -34,7 +34,7 @@ class Dense(Layer):
         out = k.map_linear(lambda K: w * K + b)
         if k.ntk is not None:
             out = out.replace(ntk=w * k.ntk + out.nngp)
-        return out.replace(is_gaussian=True)
+        return out.replace(is_gaussian=True, wide=True)
 
     # ------------------------------------------------------------------ finite
     def out_shape(self, in_shape, width):

@@ -162,18 +162,25 @@ class Serial(Layer):
             d = d["model"]
         if not isinstance(d, dict) or not isinstance(d.get("serial"), list):
             raise ValueError("a composition is a mapping {'serial': [layer, …]} (each layer a mapping with 'layer')")
-        return cls(tuple(layer_from_dict(x) for x in d["serial"]))
+        unknown = sorted(map(str, set(d) - {"serial"}))
+        if unknown:
+            raise ValueError(f"a composition holds 'serial' only; unknown key(s) {unknown}")
+        layers = []
+        for i, x in enumerate(d["serial"]):
+            try:
+                layers.append(layer_from_dict(x))
+            except ValueError as exc:
+                raise ValueError(f"serial[{i}]: {exc}") from None
+        return cls(tuple(layers))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Serial":
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"composition JSON is not valid: {exc}") from None
-        return cls.from_dict(d)
+        from ..readfile import parse_json
+
+        return cls.from_dict(parse_json(text, "composition JSON"))
 
     def to_toml(self) -> str:
         return "serial = [\n" + "".join(f"  {_toml(l.to_dict())},\n" for l in self.layers) + "]\n"
@@ -188,19 +195,17 @@ class Serial(Layer):
 
     @classmethod
     def load(cls, path) -> "Serial":
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"composition file {str(path)!r} cannot be read ({exc})") from None
-        if path.suffix.lower() == ".toml":
-            import tomllib
+        """A composition file (.json / .toml): a regular file of at most 1 MiB nested at most 100 deep
+        (:mod:`limits.readfile`), every layer description checked (:func:`limits.layers.layer_from_dict`)."""
+        from ..readfile import named, parse_json, parse_toml, read_text
 
-            try:
-                return cls.from_dict(tomllib.loads(text))
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"composition file {str(path)!r} is not valid TOML: {exc}") from None
-        return cls.from_json(text)
+        path = Path(path)
+        where = named("composition file", path)
+        d = (parse_toml if path.suffix.lower() == ".toml" else parse_json)(read_text(path, "composition file"), where)
+        try:
+            return cls.from_dict(d)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
 
 def _toml(v) -> str:
@@ -291,7 +296,10 @@ class Residual(Layer):
 
     @classmethod
     def from_dict(cls, d):
-        return cls(serial(*(layer_from_dict(x) for x in d.get("branch", []))), d.get("rho", 1.0))
+        branch = d.get("branch", [])
+        if not isinstance(branch, list):
+            raise ValueError(f"Residual.branch must be a list of layer descriptions, got {type(branch).__name__}")
+        return cls(serial(*(layer_from_dict(x) for x in branch)), d.get("rho", 1.0))
 
     def needs_full(self, after):
         return after or self.branch.needs_full(after)

@@ -9,7 +9,9 @@ A block between two input sets is stored as
 * ``cov1`` ``(P1, 1, *R)`` and ``cov2`` ``(P2, 1, *R)``: each input with itself (the variances that a nonlinearity,
   LayerNorm or attention needs); ``cov2`` is None when X2 is X1 (the symmetric kernel).
 
-Initial state (read-in, as neural-tangents): K⁰(x, y)[i, j] = ⟨x_i, y_j⟩ / C, Θ⁰ = 0.
+Initial state (read-in, as neural-tangents): K⁰(x, y)[i, j] = ⟨x_i, y_j⟩ / C, Θ⁰ = 0, with ``wide`` False (the
+input's C channels are finite: a rule that needs averages over infinitely many channels, such as attention's
+positional embeddings, refuses such an input).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Kernel:
     spatial: tuple
     full: bool
     is_gaussian: bool = True
+    wide: bool = False          # the channels are a width N → ∞ (after Dense / Conv / Attention), not the input's C
 
     def replace(self, **kw) -> "Kernel":
         return replace(self, **kw)

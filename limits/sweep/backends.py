@@ -15,6 +15,7 @@ import os
 import time
 import traceback
 
+from ..interrupts import children_ignore_sigint
 from .outputs import flatten
 
 
@@ -128,25 +129,6 @@ class Loky:
         pass
 
 
-@contextlib.contextmanager
-def _sigint_ignored_by_children():
-    """SIGINT ignored while a LocalCluster starts its worker processes: they inherit the ignored
-    signal (Python then installs no KeyboardInterrupt handler), so a Ctrl-C at the terminal —
-    delivered to the whole process group — reaches only the driver, which shuts the cluster down;
-    the workers print no tracebacks. A Ctrl-C during the few seconds of start-up is lost."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 class Dask:
     """dask.distributed: ``scheduler=None`` starts a ``LocalCluster`` (``n_jobs`` single-threaded
     worker processes), a string connects to a running scheduler (``tcp://host:8786``), a
@@ -163,7 +145,7 @@ class Dask:
         self._own = []
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
-            with _sigint_ignored_by_children():
+            with children_ignore_sigint():
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=logging.ERROR)
             self.client = Client(cluster)

@@ -157,18 +157,13 @@ def load(path):
     """Read a sweep dataset written by :func:`save` (fully into memory; the file is closed)."""
     import xarray as xr
 
+    from ..readfile import array_limit, opened
+
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"sweep dataset {path} does not exist")
-    if not path.is_file():
-        raise ValueError(f"sweep dataset {path} is not a regular file")
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
-                raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
-            data = b"CDF" + fh.read()
-    except OSError as exc:
-        raise ValueError(f"sweep dataset {path}: cannot read it ({exc.strerror or exc})") from None
+    with opened(path, "sweep dataset", limit=array_limit()) as (fh, size):
+        if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
+            raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
+        data = b"CDF" + fh.read(size)
     try:
         with xr.open_dataset(io.BytesIO(data), engine="scipy") as ds:
             return ds.load()

@@ -24,8 +24,6 @@ import hashlib
 import io
 import json
 import os
-import stat
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -62,21 +60,14 @@ LOCK_NAME = "sweep.lock"
 MAX_JSON_BYTES = 64 << 20               # a point's .json is a few kB (array parameters enter by hash)
 
 
-def _regular(path) -> bool:
-    """A regular file (not a FIFO, device, directory or a link to one) — never opened otherwise."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def _read_json(path):
-    """The JSON in ``path``, or None when it is missing, not a regular file, oversized or not JSON."""
+    """The JSON in ``path``, or None when it is missing, not a regular file, oversized, nested too deeply or not
+    JSON (:mod:`limits.readfile`)."""
+    from ..readfile import read_json
+
     try:
-        if not _regular(path) or os.stat(path).st_size > MAX_JSON_BYTES:
-            return None
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError, RecursionError):
+        return read_json(path, "point", MAX_JSON_BYTES)
+    except ValueError:
         return None
 
 
@@ -111,12 +102,11 @@ class Store:
         outputs = meta.get("outputs")
         if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
             return None
-        if not _regular(npz):
-            return None
+        from ..readfile import load_npz
+
         try:
-            with np.load(npz, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, MemoryError):
+            arrays = load_npz(npz, "point")          # sized from its headers: a zip bomb is damage, not a crash
+        except ValueError:
             return None
         if sorted(arrays) != sorted(outputs):
             return None

@@ -83,14 +83,6 @@ def _texts(value):
     return value
 
 
-def _toml():
-    try:
-        import tomllib
-    except ModuleNotFoundError:                 # Python 3.10
-        import tomli as tomllib
-    return tomllib
-
-
 def _number(name, key, v):
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
         raise ValueError(f"axis {name!r}: {key} must be a finite number, got {v!r}")
@@ -225,20 +217,10 @@ def _input_files(files, base: Path) -> dict:
 def parse(path) -> dict:
     """The TOML document of a sweep file, checked for size and top-level keys only (nothing is
     resolved or computed — what ``limits sweep show``/``plot`` need to find the dataset)."""
+    from ..readfile import read_toml
+
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"sweep file {path} does not exist or is not a regular file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ValueError(f"sweep file {path} is {size / 2 ** 20:.0f} MB; a sweep file is at most "
-                         f"{MAX_FILE_BYTES >> 20} MB")
-    try:
-        doc = _toml().loads(path.read_text())
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
-        raise ValueError(f"sweep file {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
-            from None
-    except OSError as exc:
-        raise ValueError(f"sweep file {path}: cannot read it ({exc.strerror or exc})") from None
+    doc = read_toml(path, "sweep file", MAX_FILE_BYTES)       # a regular file, bounded in size and nesting
     unknown = set(doc) - _TOP
     if unknown:
         raise ValueError(f"sweep file {path}: unknown keys {sorted(unknown)} (allowed: {sorted(_TOP)})")

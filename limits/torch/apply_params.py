@@ -20,7 +20,8 @@ Table. ``limits.params.named(name, convention="std", optimizer=…, gauge=…)``
 W = N^{-a} w, w ~ N(0, σ² N^{-2b}), η = η0 N^{-c}). With r = n/n0 (the tensor's width relative to the base
 width n0, default the smallest inference width), each tensor gets
 
-    init    w ← w · r^{b_SP − b}     (the factory's own init is taken as SP's at every width: b_SP = 0 input, ½ else)
+    init    w ← w · r^{b_SP − b}     (the factory's own init is taken as SP's at every width: b_SP = 0 input, ½ else;
+                                     checked per weight at the two widths, :mod:`limits.torch.initscale`)
     forward W = r^{−a} w             (a torch parametrization, only where a ≠ 0; none in the default gauge "a0")
     lr      η = lr · r^{−c}          (one optimizer group per tensor; SGD, Adam, AdamW)
 
@@ -375,12 +376,14 @@ def _check_scaling(q, shape, r):
 
 
 def parameterise(factory, parameterisation, widths=(64, 128), optimizer="adam", gauge="a0", base_width=None,
-                 roles=None, example_inputs=None) -> Parameterised:
+                 roles=None, example_inputs=None, check_init=True) -> Parameterised:
     """Apply ``parameterisation`` (a name: SP, NTK, MF, muP, … or a ``limits.params.Parameterisation``) to
     the modules built by ``factory(width)`` (module docstring). ``optimizer``: "sgd", "adam" or "adamw"
     (the learning-rate exponents depend on it); ``gauge``: "a0" (no forward multipliers, default) or None
     (the solver's own gauge, multipliers as parametrizations); ``roles``: {parameter name: role} overrides;
-    ``example_inputs``: a tuple of inputs for tracing the forward (default: guessed from the first layer)."""
+    ``example_inputs``: a tuple of inputs for tracing the forward (default: guessed from the first layer);
+    ``check_init``: refuse a factory whose own init is not SP (:mod:`limits.torch.initscale`) when the table
+    changes anything."""
     if not callable(factory):
         raise ValueError(f"factory must be a callable width -> nn.Module, got {type(factory).__name__}")
     if gauge not in ("a0", None):
@@ -402,6 +405,10 @@ def parameterise(factory, parameterisation, widths=(64, 128), optimizer="adam", 
         rules.append(TensorRule(q.name, q.module, q.module_type, q.shape, q.scaled, q.role, a, b, c,
                                 init_exponent=_SP_B[row] - b))
     identity = all(q.init_exponent == 0 and q.a == 0 and q.c == 0 for q in rules)
+    if check_init and not identity:
+        from .initscale import check_sp_init
+
+        check_sp_init(factory, base_rules, ws[0], ws[1], _build)
     graph_info = _graph(factory, ws[0], ws[1], example_inputs, fl)
     rules, attention, readouts = _structures(rules, graph_info, p, optimizer, fl, identity)
     return Parameterised(factory, getattr(p, "name", str(parameterisation)), optimizer, gauge, n0, tuple(rules),
@@ -420,6 +427,8 @@ def _graph(factory, na, nb, example_inputs, fl):
         xb = guess(mb) if example_inputs is None else example_inputs
         ga, gb = analyse(ma, xa), analyse(mb, xb)
     except Exception as exc:           # noqa: BLE001 — reported (and refused under a feature-learning table)
+        if example_inputs is not None:
+            _plain_forward(ma, example_inputs)    # the forward failing on the user's own inputs: the user's error
         why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if fl:
             raise ValueError(f"parameterise: cannot trace factory({na})'s forward to find its attention ({why}); "
@@ -427,6 +436,12 @@ def _graph(factory, na, nb, example_inputs, fl):
                              "attention's logit scale") from None
         return (), tuple(find_ties(ma)), {}, f"not traced ({why})"
     return width_scaling(ga.sites, gb.sites, na, nb), ga.ties, ga.readout_inputs, ga.method
+
+
+def _plain_forward(module, inputs):
+    """``module(*inputs)`` without autograd (raises what the module's forward raises)."""
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        module(*(inputs if isinstance(inputs, (tuple, list)) else (inputs,)))
 
 
 def _structures(rules, graph_info, p, optimizer, fl, identity):

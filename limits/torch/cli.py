@@ -44,6 +44,9 @@ def register(sub):
                    help="family-wise false-alarm level of the verdict on a correct module (default 0.05)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
                    help="a0: init and learning rates only (default); derived: the solver's gauge with forward multipliers")
+    s.add_argument("--no-init-check", dest="check_init", action="store_false",
+                   help="with --param: take the factory's init as SP without checking it (parameterise refuses an "
+                        "init whose width scaling is not SP's, e.g. std 0.02 at every width)")
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
                         ":transformer_data (default: a tiny synthetic task)")
@@ -67,6 +70,8 @@ def _check_args(args):
         raise ValueError("--as-is needs --expect NAME (the parameterisation the modules should follow)")
     if args.param and args.expect:
         raise ValueError("--expect is for --as-is; with --param the parameterisation is the expectation")
+    if args.as_is and not args.check_init:
+        raise ValueError("--no-init-check is for --param (--as-is checks the modules as built, their init included)")
     for flag, name in (("--param", args.param), ("--expect", args.expect)):
         if name is not None:
             try:
@@ -101,7 +106,7 @@ def cmd_coord_check(args):
     factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
-    from .coordcheck import coord_check, synthetic_data
+    from .coordcheck import trace_inputs, coord_check, synthetic_data
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
@@ -111,7 +116,8 @@ def cmd_coord_check(args):
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0", example_inputs=(x,))
+                              gauge=None if args.gauge == "derived" else "a0",
+                              example_inputs=trace_inputs(factory, x, widths[0]), check_init=args.check_init)
         r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:

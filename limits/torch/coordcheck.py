@@ -4,7 +4,8 @@ exponents the solver predicts for the parameterisation (``limits.params``), with
 
 For every width N and seed s the module is built (``Parameterised(N)`` or the factory as-is), trained
 ``steps`` full-batch steps on ``data`` and measured after each step t = 0…steps (:mod:`limits.torch.recording`):
-module outputs and attention logits (scale rms(y_t), change rms(y_t − y_0)); every trainable tensor W (its
+module outputs (a read-out tied to the embedding included, as an output row) and attention logits (scale
+rms(y_t), change rms(y_t − y_0)); every trainable tensor W (its
 own ``update`` rms(W_t − W_0) and scale rms(W_t) as stored, and its effect — ``change`` — on the owning module's
 output with the input held at its init value). Predictions are the solver's first-step exponents
 ``p.one_step_exponents()`` (TP4 std convention, its optimizer) mapped on the tensor roles of
@@ -43,19 +44,14 @@ import torch
 from torch import nn
 
 from ..results import Result
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import exponent_test
 from .network import torch_threads
-from .graph import find_attention, width_scaling
-from .recording import describe, display_name, label, run_one, site_key
+from .graph import find_attention, find_ties, plain_key, width_scaling
+from .recording import describe, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
-
-
-def _x(v) -> str:
-    """An exponent as +0.12 (never −0.00)."""
-    return f"{(0.0 if abs(v) < 0.005 else v):+.2f}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +108,7 @@ class TorchCoordCheck(Result):
         p, lo = self.predicted[i, t, q], self.predicted_low[i, t, q]
         if not np.isfinite(p):
             return "—"
-        return _x(p) if not lo < p else f"{_x(lo)}…{_x(p)}"
+        return signed(p) if not lo < p else f"{signed(lo)}…{signed(p)}"
 
     def failing_tensors(self) -> list:
         """Rows with an inconsistent fit, culprit first (see :meth:`failures`)."""
@@ -144,7 +140,7 @@ class TorchCoordCheck(Result):
                 continue
             seen.add(n)
             parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
-                         f"at step {t} ∝ N^{_x(s)} [{_x(lo)}, {_x(hi)}], predicted {p}")
+                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
         return "Not as predicted: " + "; ".join(parts[:12]) + more
 
@@ -163,7 +159,7 @@ class TorchCoordCheck(Result):
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
-                fit = "—" if not np.isfinite(s) else f"{_x(s)} [{_x(lo)}, {_x(hi)}]"
+                fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
             b, pb = cell(T, 1)
@@ -269,8 +265,8 @@ def _predict(p, order, rule_of, fl, optimizer, head_scales, steps):
     for i, (key, kind, extra) in enumerate(order):     # a tensor's effect: its own module, input held at init
         if kind != "tensor":
             continue
-        e0, eff, upd = tensor_predictions(p, rule_of[display_name(key)], optimizer)
-        hi = max(eff, site_E.get(rule_of[display_name(key)].module, -math.inf))      # an attention's own logits move its output
+        e0, eff, upd = tensor_predictions(p, rule_of[plain_key(key)], optimizer)
+        hi = max(eff, site_E.get(rule_of[plain_key(key)].module, -math.inf))      # an attention's own logits move its output
         pred[i, 0, 0] = low[i, 0, 0] = e0
         pred[i, 1:, 1], low[i, 1:, 1] = hi, eff
         pred[i, 1:, 2] = low[i, 1:, 2] = upd
@@ -373,16 +369,20 @@ def _check_args(widths, steps, seeds, data, lr, alpha):
     return widths, int(steps), int(seeds), data
 
 
-def _target(module_factory, expect, optimizer, parameterisation, widths, roles, name):
-    """(factory or Parameterised, table, rules, feature learning, optimizer, label) of a check."""
+def _target(module_factory, expect, optimizer, parameterisation, widths, roles, name, inputs):
+    """(factory or Parameterised, table, rules, feature learning, optimizer, label) of a check; ``inputs``: the
+    check's inputs X (traced by ``parameterise`` when ``parameterisation`` is given)."""
     if parameterisation is not None:
         if isinstance(module_factory, Parameterised) or expect is not None:
             raise ValueError("parameterisation= applies a table to a plain factory; pass a plain factory and "
                              "no expect= (or a Parameterised alone)")
         from .apply_params import parameterise
 
+        if not callable(module_factory):
+            raise ValueError("module_factory must be a callable width -> nn.Module")
         module_factory = parameterise(module_factory, parameterisation, widths=widths[:2],
-                                      optimizer=optimizer or "adam", roles=roles)
+                                      optimizer=optimizer or "adam", roles=roles,
+                                      example_inputs=trace_inputs(module_factory, inputs, widths[0]))
     if isinstance(module_factory, Parameterised):
         P = module_factory
         if expect is not None:
@@ -402,6 +402,14 @@ def _target(module_factory, expect, optimizer, parameterisation, widths, roles, 
 
     fl = classify_p(p).regime == "feature-learning"
     return module_factory, p, rules, fl, optimizer, name or f"as built, expected {getattr(p, 'name', expect)}"
+
+
+def trace_inputs(factory, X, width) -> tuple:
+    """``(X,)`` as a tensor of ``factory(width)``'s floating dtype (integer inputs as they are), for tracing."""
+    with torch.random.fork_rng(devices=[]):
+        m = _build(factory, width)
+    dtype = next((q.dtype for q in m.parameters() if q.is_floating_point()), torch.float32)
+    return (_as_tensor(X, dtype),)
 
 
 def _build_run(factory, N, lr, data, seed):
@@ -434,18 +442,19 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
     learning rates; a group's ``lr_mult`` means lr · lr_mult). ``parameterisation``: a name for a plain factory
-    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer), …)``. ``alpha``: the
+    — shorthand for ``coord_check(parameterise(factory, name, widths[:2], optimizer, example_inputs=(X,)), …)``
+    (traced on the check's own inputs). ``alpha``: the
     family-wise false-alarm level of the verdict. ``threads``: torch threads during the runs (default
     ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X
     alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
     factory, p, rules, fl, optimizer, title = _target(module_factory, expect, optimizer, parameterisation, widths,
-                                                      roles, name)
-    rule_of = {display_name(q.name): q for q in rules}
+                                                      roles, name, data[0])
+    rule_of = {plain_key(q.name): q for q in rules}
     loss_fn = loss or default_loss
     samples = order = None
-    descs, sites = {}, {}
+    descs, sites, tied = {}, {}, {}
     for wi, N in enumerate(widths):
         for s in range(seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
@@ -454,7 +463,8 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 if s == 0:
                     descs[N] = {n: describe(m) for n, m in model.named_modules()}
                     sites[N] = _sites(model, X)
-                rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn)
+                    tied[N] = _tied_readouts(factory, model)
+                rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn, tied[N])
             if order is None:
                 order = rows
                 if not any(k != "tensor" for _, k, _ in order):
@@ -491,6 +501,14 @@ def rejudge(r, alpha=None) -> TorchCoordCheck:
                                alpha=a)
 
 
+def _tied_readouts(factory, model) -> tuple:
+    """Module paths of the read-outs sharing the token embedding's tensor: a Parameterised's own
+    (:class:`limits.torch.structure.TiedReadout`), else those :func:`limits.torch.graph.find_ties` finds."""
+    if isinstance(factory, Parameterised):
+        return tuple(t.module for t in factory.readouts)
+    return tuple(t.readout for t in find_ties(model) if t.kind == "embedding-readout")
+
+
 def _known(sites):
     return tuple(s for s in sites if s.kind != "unrecognised")
 
@@ -506,9 +524,9 @@ def _labels(order, rule_of, descs, na, nb):
     labels, kinds, roles = [], [], []
     for key, kind, extra in order:
         if kind == "tensor":
-            q = rule_of[display_name(key)]
+            q = rule_of[plain_key(key)]
             lab = label(q.module, descs[na].get(q.module), descs[nb].get(q.module), na, nb)
-            labels.append(display_name(key) + lab[len(q.module):])
+            labels.append(plain_key(key) + lab[len(q.module):])
             roles.append(q.role)
         elif kind == "logits":
             site = key.split(":logits")[0]

@@ -60,6 +60,19 @@ def _build(factory, width, seed):
     return m.to(torch.float64)
 
 
+def _refuse_fixed_init(factory, width, seed):
+    """NotEquivalent when ``factory(width)`` builds the same weights under two torch seeds: one fixed draw (a
+    fixed generator or seed inside the factory) has no init law to compare with the model's."""
+    a, b = _build(factory, width, seed), _build(factory, width, int(seed) + 1)
+    pb = dict(b.named_parameters())
+    drawn = [(p, pb[n]) for n, p in a.named_parameters() if p.numel() and bool(p.detach().abs().sum() > 0)]
+    if drawn and all(torch.equal(p, q) for p, q in drawn):
+        raise NotEquivalent(f"factory({width}) builds the same weights under torch.manual_seed({seed}) and "
+                            f"({int(seed) + 1}): its init does not draw from torch's global RNG (a fixed torch.Generator "
+                            "or seed inside the factory?), so it is one fixed draw, not an init law to compare with "
+                            "the model's — draw the init from torch's RNG")
+
+
 def _refuse_unsupported(m, width, seed):
     """NotEquivalent for what no verdict can be built on: frozen or non-finite parameters, active dropout."""
     for name, p in m.named_parameters():
@@ -382,8 +395,9 @@ def _mismatch_reason(model, fails):
         cs = [next(c for _, l2, c in fails[w][1] if l2 == lab) for w in ws]
         txt = ", ".join(f"{c:.4g}" for c in cs) + " at widths " + ", ".join(str(w) for w in ws)
         if len(ws) >= 2 and all(c > 0 for c in cs):
-            e = np.polyfit(np.log(ws), np.log(cs), 1)[0]
-            txt += f" (≈ N^{e:+.2f})"
+            from ..stats import loglog_slope, signed
+
+            txt += f" (≈ N^{signed(loglog_slope(ws, cs))})"
         if joint:
             parts.append(f"{lab.removesuffix(' jointly')} × {txt}")
         else:
@@ -499,6 +513,7 @@ def equivalent(factory, model, widths=(64, 128, 256, 512), *, X=None, mapping=No
             pairs, readout, fwd[w], jac[w] = p, ro, err, jerr
         if fails:
             raise NotEquivalent(_mismatch_reason(model, fails))
+        _refuse_fixed_init(factory, min(widths), seed)
         stats, z_crit, draws_done, _, _ = _init_stats(pairs, factory, model, widths, seed, float(target),
                                                       int(max_draws), float(alpha), int(draws))
     reasons = []

@@ -50,8 +50,9 @@ class TorchNetwork(nn.Module):
     """A concrete :class:`limits.finite.Network` as a torch module (module docstring).
 
     ``weights``: a :class:`limits.finite.Weights` (from ``limits.finite.init_weights``) whose init
-    ``index`` is copied; otherwise the weights are drawn with a ``torch.Generator`` seeded by
-    ``seed`` with the network's init laws W_ij ~ N(0, std²), b_i ~ N(0, bias_std²).
+    ``index`` is copied; otherwise the weights are drawn with the network's init laws W_ij ~ N(0, std²),
+    b_i ~ N(0, bias_std²) from a ``torch.Generator`` seeded by ``seed``, or (``seed=None``) from torch's global
+    RNG, as torch's own modules do (reproducible under ``torch.manual_seed``).
     Parameters are named ``W_in``, ``W_1_1``, …, ``W_out`` (and ``b_…``), as the layers of
     ``Network.layer_names()``.
     """
@@ -63,7 +64,7 @@ class TorchNetwork(nn.Module):
         self._layers = net.layers()
         gen = None
         if weights is None:
-            gen = torch.Generator().manual_seed(int(0 if seed is None else seed))
+            gen = None if seed is None else torch.Generator().manual_seed(int(seed))
         elif seed is not None:
             raise ValueError("pass weights= or seed=, not both")
         for name, d in self._layers.items():

@@ -1,7 +1,8 @@
 """What :func:`limits.torch.coord_check` measures in one training run, per row and step t = 0…steps, on a fixed
 batch (rms over all entries):
 
-* a **module** row (owner of an input/hidden/output weight, a normalisation): its output y_t —
+* a **module** row (owner of an input/hidden/output weight, a normalisation, a read-out tied to the embedding):
+  its output y_t —
   ``scale`` rms(y_t), ``change`` rms(y_t − y_0);
 * an **attention logits** row for every attention site :func:`limits.torch.graph.find_attention` locates in the
   traced forward (``nn.MultiheadAttention``, ``F.scaled_dot_product_attention`` with its own or the default
@@ -22,17 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .graph import capture_logits
+from .graph import capture_logits, plain_key
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
-
-
-def display_name(pname):
-    """``a.parametrizations.weight.original`` → ``a.weight``."""
-    parts = pname.split(".")
-    if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1] == "original":
-        return ".".join(parts[:-3] + [parts[-2]])
-    return pname
 
 
 def site_key(site):
@@ -54,8 +47,10 @@ class _Appender(list):
             self.rec._add(key, "logits", self.site.head_dim)
 
 
-def module_rows(model, rules):
-    """{module name: role} of the modules recorded as rows: owners of input/hidden/output weights, norms."""
+def module_rows(model, rules, readouts=()):
+    """{module name: role} of the modules recorded as rows: owners of input/hidden/output weights, norms, and
+    ``readouts`` — the read-outs tied to an embedding (no rule of their own: their weight is the embedding's
+    tensor), recorded as output rows."""
     role_of = {}
     for q in rules:
         if q.role in ("input", "hidden", "output"):
@@ -66,11 +61,13 @@ def module_rows(model, rules):
     for name, mod in model.named_modules():
         if isinstance(mod, NORMS) and any(True for _ in mod.parameters(recurse=False)):
             out[name] = "norm"
+        elif name in readouts:
+            out[name] = "output"
         elif name in role_of:
             out[name] = role_of[name]
-        if isinstance(mod, nn.MultiheadAttention) and name in role_of and not mod._qkv_same_embed_dim:
-            raise ValueError(f"coord_check: attention {name!r} has separate q/k/v projections; only the packed "
-                             "in_proj is recorded")
+    missing = sorted(set(readouts) - set(out))
+    if missing:
+        raise ValueError(f"coord_check: tied read-out module(s) {missing} not found in the module")
     return out
 
 
@@ -95,19 +92,19 @@ class Recorder:
     """Hooks on one model (module docstring). ``rows``: [(key, kind, extra)] in forward order after the first
     forward; kind "module" (extra: role), "logits" (extra: head dim), "tensor" (extra: parameter name)."""
 
-    def __init__(self, model, rules, sites=()):
+    def __init__(self, model, rules, sites=(), readouts=()):
         self.model = model
         self.sites = tuple(s for s in sites if s.kind != "unrecognised")
         self.mods = dict(model.named_modules())
-        self.row_role = module_rows(model, rules)
+        self.row_role = module_rows(model, rules, readouts)
         self.params = dict(model.named_parameters())
         self.on, self.first = True, True
         self.order, self.store, self.calls = [], {}, {}
         self.inputs0, self.hooks = {}, []
-        rule = {display_name(q.name): q for q in rules}
+        rule = {plain_key(q.name): q for q in rules}
         by_mod = {}
         for pn in self.params:
-            q = rule.get(display_name(pn))
+            q = rule.get(plain_key(pn))
             if q is not None:
                 by_mod.setdefault(q.module, []).append(pn)
         self.by_mod = by_mod
@@ -209,8 +206,9 @@ def _detach(a):
     return a.detach().clone() if isinstance(a, torch.Tensor) else a
 
 
-def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn):
-    """(rows, values (n_rows, steps+1, 3)) of one training run (module docstring)."""
+def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn, readouts=()):
+    """(rows, values (n_rows, steps+1, 3)) of one training run (module docstring); ``readouts``: module paths of
+    read-outs tied to an embedding (output rows)."""
     model.train()
     check_deterministic(model)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
@@ -219,7 +217,7 @@ def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn):
         raise ValueError("coord_check: two forwards of the same module on the same batch differ (dropout inside the "
                          "forward, e.g. F.dropout or dropout_p in F.scaled_dot_product_attention?); the check "
                          "compares deterministic forwards")
-    rec = Recorder(model, rules, sites)
+    rec = Recorder(model, rules, sites, readouts)
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
     opt = cls(groups, lr=float(lr))
     res = first = None
@@ -300,4 +298,4 @@ def label(name, desc_a, desc_b, na, nb):
     return f"{name} ({t} {'→'.join(sizes)})" if sizes else f"{name} ({t})"
 
 
-__all__ = ["Recorder", "run_one", "describe", "label", "display_name", "module_rows", "check_deterministic", "NORMS"]
+__all__ = ["Recorder", "run_one", "describe", "label", "module_rows", "check_deterministic", "NORMS"]

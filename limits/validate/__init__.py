@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from ..results import Result, atomic_write_text
-from ..stats import RateFit
+from ..stats import RateFit, signed
 
 
 @dataclass(frozen=True)
@@ -232,8 +232,9 @@ class Report:
         for c in self.cases:
             est = f"{c.estimate:.6g} ± {c.se:.2g}" if c.kind == "statistical" else f"{c.estimate:.12g}"
             z = f"{c.z:+.2f}" if c.kind == "statistical" else f"{c.z:.1e}"
-            rate = "" if c.rate is None else f"{c.rate:+.3f} [{c.rate_ci[0]:+.3f}, {c.rate_ci[1]:+.3f}]"
-            exp = "" if c.rate_expected is None else f"{c.rate_expected:+.3f}"
+            rate = "" if c.rate is None else \
+                f"{signed(c.rate, 3)} [{signed(c.rate_ci[0], 3)}, {signed(c.rate_ci[1], 3)}]"
+            exp = "" if c.rate_expected is None else f"{signed(c.rate_expected, 3)}"
             verdict = {"pass": "PASS", "fail": "**FAIL**", "error": "**ERROR**"}[c.verdict]
             lines.append(f"| {c.component} | {c.name} | {c.theory:.6g} | {est} | {z} | {rate} | {exp} | "
                          f"{_detectable_text(c)} | {verdict} |")

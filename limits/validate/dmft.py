@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import loglog_fit, mean_se
+from ..stats import loglog_fit, mean_se, signed
 from . import Case, register_case
 
 MF = {"convention": "variance", "input": {"a": 0, "b": 0, "c": 0}, "hidden": {"a": 0.5, "b": 0, "c": 0},
@@ -83,8 +83,8 @@ def _case(name, res, detail):
     c = Case.statistical("dmft", name, res["f_inf"][-1], res["f_last_mean"][-1], se[-1], rate=fit,
                          rate_expected=-0.5,
                          detail=detail + f"; rms gap per net {np.array2string(res['rms'], precision=4)} at N = "
-                                         f"{list(res['widths'])}; slope {fit.slope:+.3f} "
-                                         f"[{fit.ci_low:+.3f}, {fit.ci_high:+.3f}] (expected −1/2)")
+                                         f"{list(res['widths'])}; slope {signed(fit.slope, 3)} "
+                                         f"[{signed(fit.ci_low, 3)}, {signed(fit.ci_high, 3)}] (expected −1/2)")
     return c
 
 

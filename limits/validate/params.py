@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import RateFit
+from ..stats import RateFit, signed
 from . import Case, register_case
 
 COMP = "params"
@@ -27,9 +27,9 @@ def _case(name, fit, detail=""):
     slope is reported in the detail."""
     rate = RateFit(fit.tail_slope, 0.0, fit.tail_slope_se, fit.tail_ci_low, fit.tail_ci_high, 0.95)
     xs = ", ".join(str(int(v)) for v in fit.x[-fit.tail_points:])
-    info = (f"{fit.quantity} vs {fit.x_name} ∈ {{{xs}}}: slope {fit.tail_slope:+.3f} [{fit.tail_ci_low:+.3f}, "
-            f"{fit.tail_ci_high:+.3f}]; all sizes: {fit.slope:+.3f} [{fit.ci_low:+.3f}, {fit.ci_high:+.3f}]; "
-            f"predicted {fit.predicted:+.3f}")
+    info = (f"{fit.quantity} vs {fit.x_name} ∈ {{{xs}}}: slope {signed(fit.tail_slope, 3)} "
+            f"[{signed(fit.tail_ci_low, 3)}, {signed(fit.tail_ci_high, 3)}]; all sizes: {signed(fit.slope, 3)} "
+            f"[{signed(fit.ci_low, 3)}, {signed(fit.ci_high, 3)}]; predicted {signed(fit.predicted, 3)}")
     return Case.statistical(COMP, name, fit.predicted, fit.tail_slope, fit.tail_slope_se, rate=rate,
                             rate_expected=fit.predicted, detail=(detail + "; " if detail else "") + info)
 
@@ -296,7 +296,7 @@ def _s_theta(rng, quick):
                              rate_expected=pN, detail=f"widths {widths}, {seeds} seeds per point"),
             Case.statistical(COMP, "E[s(θ)] − 1 at N = 128 vs exact (1/N)Σ_k (1+1/L)^k, L = 4…", exact,
                              [m for m, _ in mL], [s for _, s in mL], rate=fitL,
-                             detail=f"depths {depths}; fitted L-slope {fitL.slope:+.3f} (finite-L curvature of "
+                             detail=f"depths {depths}; fitted L-slope {signed(fitL.slope, 3)} (finite-L curvature of "
                                     "Σ(1+1/L)^k; asymptotically (e−1)L/N, slope 1)")]
 
 
@@ -317,8 +317,9 @@ def _pc_case(label, p, quick, seed, detail=""):
     est = [f.tail_slope for f in fits]
     se = [f.tail_slope_se for f in fits]
     ok_ci = all(f.consistent for f in fits)
-    info = "; ".join(f"{f.quantity}: {f.tail_slope:+.3f} [{f.tail_ci_low:+.3f}, {f.tail_ci_high:+.3f}] vs "
-                     f"{f.predicted:+.3f}" for f in fits)
+    info = "; ".join(f"{f.quantity}: {signed(f.tail_slope, 3)} [{signed(f.tail_ci_low, 3)}, "
+                     f"{signed(f.tail_ci_high, 3)}] vs "
+                     f"{signed(f.predicted, 3)}" for f in fits)
     case = Case.statistical(COMP, label, pred, est, se, detail=(detail + "; " if detail else "") + info)
     if not ok_ci and case.verdict == "pass":
         case = Case(**{**case.__dict__, "verdict": "fail"})
@@ -428,7 +429,8 @@ def _pc_r_ratio(name, quick, rng):
                 fit.slope, fit.slope_se, z, verdict, "statistical", fit.slope, (fit.ci_low, fit.ci_high), None,
                 detail=f"seed 000 Eq. 58–73 estimate the PC-only term by a coherent sum over all N² weight entries, "
                        f"an upper bound; measured |r/q| = |1 − s⟨∇L,∇F*⟩/‖∇L‖²| at init decays faster: slope "
-                       f"{fit.slope:+.3f} [{fit.ci_low:+.3f}, {fit.ci_high:+.3f}] (linear net L = {L}, one sample, "
+                       f"{signed(fit.slope, 3)} [{signed(fit.ci_low, 3)}, {signed(fit.ci_high, 3)}] "
+                       f"(linear net L = {L}, one sample, "
                        f"widths {widths}, {seeds} seeds; limits.pc gradients). One-sided test: pass iff "
                        f"(slope − bound)/SE ≤ 4.")
 

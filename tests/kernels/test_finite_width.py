@@ -131,7 +131,8 @@ def test_ntk_variance_matches_finite_networks():
 def test_posterior_correction_matches_finite_networks():
     """Read-out Bayesian posterior of finite erf MLPs (hidden layers at init): E[μ_N], E[Σ_N] at N = 128
     agree with μ + μ1/N, Σ + Σ1/N within 4 SE, while the N → ∞ values alone are rejected."""
-    from limits.checking.finite_width import _control_variate, _controls, _forward_samples
+    from limits.checking.finite_width import _controls, _forward_samples
+    from limits.stats import control_variate
     from limits.kernels.finite_width_posterior import posterior_maps
 
     m = _erf_mlp()
@@ -140,7 +141,7 @@ def test_posterior_correction_matches_finite_networks():
     N = 128
     Kphi, G, _, _ = _forward_samples(m, m.finite(N), np.vstack([X, Xt]), 4000, 21, False)
     C, R = _controls(m, np.vstack([X, Xt]), Kphi, G)
-    Y = _control_variate(np.concatenate(posterior_maps(C[-1], 2, y, 0.5), axis=1), R)
+    Y = control_variate(np.concatenate(posterior_maps(C[-1], 2, y, 0.5), axis=1), R)
     est, se = Y.mean(0), Y.std(0, ddof=1) / np.sqrt(len(Y))
     pred = np.concatenate([pc.mean + pc.mean1 / N, pc.var + pc.var1 / N])
     assert np.all(np.abs(est - pred) < 4 * se), (est, pred, se)

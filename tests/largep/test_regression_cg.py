@@ -36,7 +36,8 @@ def test_cg_equals_cholesky(kernel, tmp_path):
         assert d["estimated"] == ["log_marginal_likelihood"]
     else:
         assert np.isnan(r.log_marginal_likelihood)
-    assert sorted(os.listdir(tmp_path / "K")) == (["nngp", "ntk", "store.json"] if kernel == "ntk" else ["nngp", "store.json"])
+    assert sorted(os.listdir(tmp_path / "K")) == ["lock"] + (["nngp", "ntk", "store.json"] if kernel == "ntk" else
+                                                             ["nngp", "store.json"])
 
 
 def test_variance_subset_and_no_variance():
@@ -99,10 +100,10 @@ def test_worker_killed_mid_run_completes(tmp_path):
 
         def kill():
             d = tmp_path / "K" / "nngp"
-            while not (d.exists() and len(list(d.glob("*.npy"))) >= 5):
+            while not (d.exists() and len(list(d.glob("*.tile"))) >= 5):
                 time.sleep(0.01)
             os.kill(victim, signal.SIGKILL)
-            at_kill.append(len(list(d.glob("*.npy"))))
+            at_kill.append(len(list(d.glob("*.tile"))))
 
         th = threading.Thread(target=kill, daemon=True)
         th.start()
@@ -127,11 +128,11 @@ def test_driver_killed_resumes_with_stored_tiles(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
     d = tmp_path / "K" / "nngp"
     t0 = time.time()
-    while not (d.exists() and len(list(d.glob("*.npy"))) >= 3) and time.time() - t0 < 300:
+    while not (d.exists() and len(list(d.glob("*.tile"))) >= 3) and time.time() - t0 < 300:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = len(list(d.glob("*.npy")))
+    done = len(list(d.glob("*.tile")))
     assert 3 <= done < 10
     from limits.largep import kernel_tiles
 

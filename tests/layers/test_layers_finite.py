@@ -19,7 +19,9 @@ def _leaves(params):
             yield from _leaves(p)
 
 
-@pytest.mark.parametrize("case", ["conv2d-attention-layernorm", "conv1d-circular-flatten", "dense-residual"])
+@pytest.mark.parametrize("case", ["conv2d-attention-layernorm", "conv1d-circular-flatten", "dense-residual",
+                                  "conv2d-strided-valid-circular", "conv1d-strided-same-circular-wrap",
+                                  "attention-positional-embedding"])
 def test_backward_ntk_equals_finite_difference_jacobian(case):
     m, shape = {
         "conv2d-attention-layernorm": (limits.serial(
@@ -34,6 +36,15 @@ def test_backward_ntk_equals_finite_difference_jacobian(case):
         "dense-residual": (limits.serial(L.Dense(1.2, 0.3), L.Residual(limits.serial(L.Activation("tanh"), L.Dense(1.5, 0.2)),
                                                                         rho=0.8), L.Activation("erf"), L.Dense(0.9, 0.1)),
                            (3, 4)),
+        "conv2d-strided-valid-circular": (limits.serial(
+            L.Conv((3, 3), "VALID", 1.5, 0.1, strides=(2, 1)), L.Activation("tanh"),
+            L.Conv((2, 2), "CIRCULAR", 1.2, 0.1, strides=(2, 2)), L.GlobalAvgPool(), L.Dense(1.0, 0.2)), (2, 7, 6, 2)),
+        "conv1d-strided-same-circular-wrap": (limits.serial(
+            L.Conv((4,), "SAME", 1.5, 0.1, strides=(3,)), L.Activation("erf"),
+            L.Conv((5,), "CIRCULAR", 1.2, 0.0, strides=(2,)), L.Flatten(), L.Dense(1.0, 0.2)), (2, 8, 2)),
+        "attention-positional-embedding": (limits.serial(
+            L.Dense(1.2, 0.1), L.Attention(2, 0.7, 1.2, 0.1, pos_emb="SUM", sigma_pe2=0.6, pos_emb_values=True),
+            L.Activation("erf"), L.GlobalAvgPool(), L.Dense()), (2, 3, 2)),
     }[case]
     X = np.random.default_rng(0).standard_normal(shape)
     net = SerialNetwork(m, 3)
@@ -85,6 +96,20 @@ CASES = {
                   (64, 128, 256)),
     # Attention
     "attention": (limits.serial(L.Attention(4, 1.0, 1.3, 0.05), L.Flatten(), L.Dense()), (3, 3, 4), (32, 64, 128)),
+    # Conv strided: 2-D VALID stride 2, then SAME stride (2, 1), global pooling of the 2×3 output
+    "conv-strided-gap": (limits.serial(L.Conv((3, 3), "VALID", 2.0, 0.1, strides=(2, 2)), L.Activation("erf"),
+                                       L.Conv((2, 2), "SAME", 2.0, 0.1, strides=(2, 1)), L.Activation("relu"),
+                                       L.GlobalAvgPool(), L.Dense(1.0, 0.1)), (3, 7, 6, 2), (32, 64, 128)),
+    # Conv strided 1-D CIRCULAR (filter 4 > stride 3 … wraps), Flatten
+    "conv1d-strided-flatten": (limits.serial(L.Conv((4,), "CIRCULAR", 1.5, 0.1, strides=(3,)), L.Activation("erf"), L.Flatten(),
+                                             L.Dense()), (3, 8, 2), (64, 128, 256)),
+    # pooling after a strided convolution
+    "conv-strided-avgpool": (limits.serial(L.Conv((3, 3), "SAME", 2.0, 0.1, strides=(2, 2)), L.Activation("relu"),
+                                           L.AvgPool((2, 2), (1, 1), "VALID"), L.Flatten(), L.Dense()), (3, 6, 5, 2), (32, 64, 128)),
+    # Attention with a positional embedding in keys and values (widths from 64: at 32 the O(1/N²) term still shows)
+    "attention-positional-embedding": (limits.serial(L.Dense(1.0, 0.1), L.Attention(2, 0.8, 1.3, 0.05, pos_emb="SUM", sigma_pe2=0.7,
+                                                                                     pos_emb_values=True),
+                                                     L.Flatten(), L.Dense()), (3, 3, 4), (64, 128, 256)),
     # Residual, Identity
     "residual": (limits.serial(L.Dense(1.0, 0.1), L.Residual(limits.serial(L.Activation("relu"), L.Dense(2.0, 0.1)), rho=0.7),
                                L.Identity(), L.Activation("relu"), L.Dense()), (3, 4), (128, 256, 512)),
@@ -105,12 +130,21 @@ def test_check_passes_and_flags_a_five_percent_error(name):
     assert any("relative bias" in r for r in bad.reasons)
 
 
-def test_parameter_gradients_equal_finite_differences():
+@pytest.mark.parametrize("strided", [False, True])
+def test_parameter_gradients_equal_finite_differences(strided):
     m = limits.serial(L.Conv((2, 2), "CIRCULAR", 1.5, 0.1), L.Activation("tanh"),
                       L.Residual(limits.serial(L.LayerNorm(eps=1e-3), L.Attention(2, 0.7, 1.2, 0.1)), rho=0.6),
                       L.Activation("erf"), L.AvgPool((2, 2), strides=(1, 1)), L.Flatten(), L.Dense(1.0, 0.2))
+    shape = (3, 3, 3, 2)
+    if strided:             # strided VALID / SAME convolutions, attention with a positional embedding (keys + values)
+        m = limits.serial(L.Conv((3, 2), "VALID", 1.5, 0.1, strides=(2, 1)), L.Activation("tanh"),
+                          L.Residual(limits.serial(L.LayerNorm(eps=1e-3),
+                                                   L.Attention(2, 0.7, 1.2, 0.1, pos_emb="SUM", sigma_pe2=0.5,
+                                                               pos_emb_values=True)), rho=0.6),
+                          L.Conv((2, 2), "SAME", 1.3, 0.1, strides=(2, 2)), L.Activation("erf"), L.Flatten(), L.Dense(1.0, 0.2))
+        shape = (3, 5, 4, 2)
     rng = np.random.default_rng(0)
-    X, Y = rng.standard_normal((3, 3, 3, 2)), rng.standard_normal((3, 2))
+    X, Y = rng.standard_normal(shape), rng.standard_normal((3, 2))
     net = SerialNetwork(m, 3, 2)
     params = net.init_weights(X.shape[1:], 1, seed=1)
 

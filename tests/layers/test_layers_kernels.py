@@ -223,7 +223,11 @@ def test_errors_name_the_layer():
     with pytest.raises(ValueError, match="2 spatial axes"):
         limits.kernels.kernel(limits.serial(L.Conv((3, 3)), L.Flatten(), L.Dense()), X[:, 0])
     with pytest.raises(ValueError, match="padding"):
-        L.Conv((3, 3), padding="VALID")
+        L.Conv((3, 3), padding="REFLECT")
+    with pytest.raises(ValueError, match="VALID window of size 5 does not fit an input axis of size 4"):
+        limits.kernels.kernel(limits.serial(L.Conv((3, 5), padding="VALID"), L.Flatten(), L.Dense()), X)
+    with pytest.raises(ValueError, match="strides"):
+        L.Conv((3, 3), strides=(2,))
     with pytest.raises(ValueError, match="must end with a Dense, Conv or Attention"):
         L.Residual(limits.serial(L.Dense(), L.Activation("relu")))
     with pytest.raises(ValueError, match="unknown activation|not registered|unknown"):
@@ -252,3 +256,111 @@ def test_model_files_and_compositions_are_told_apart(tmp_path):
     assert np.array_equal(limits.kernels.kernel(p, X).ntk, limits.kernels.kernel(m, X).ntk)
     mlp = limits.mlp(4, 2, activation="erf")
     assert limits.serial(mlp) == mlp.to_serial()
+
+
+def _explicit_patches(X, fs, st, padding):
+    """(P, *out, |F|·C) windows of a strided convolution, built by explicit index arithmetic (jax.lax geometry:
+    VALID ⌊(n − k)/s⌋ + 1 outputs; SAME / CIRCULAR ⌈n/s⌉ outputs, ⌊pad/2⌋ before, zeros or wrap-around)."""
+    sp = X.shape[1:-1]
+    geo = []
+    for n, k, s in zip(sp, fs, st):
+        if padding == "VALID":
+            geo.append(((n - k) // s + 1, 0))
+        else:
+            o = -(-n // s)
+            geo.append((o, max((o - 1) * s + k - n, 0) // 2))
+    outs = [g[0] for g in geo]
+    pt = np.zeros((X.shape[0],) + tuple(outs) + (int(np.prod(fs)) * X.shape[-1],))
+    for i in np.ndindex(*outs):
+        cols = []
+        for f in np.ndindex(*fs):
+            src = [a * s + b - lo for a, s, b, (_, lo) in zip(i, st, f, geo)]
+            if padding == "CIRCULAR":
+                src = [q % n for q, n in zip(src, sp)]
+            inside = all(0 <= q < n for q, n in zip(src, sp))
+            cols.append(X[(slice(None),) + tuple(src)] if inside else np.zeros((X.shape[0], X.shape[-1])))
+        pt[(slice(None),) + i] = np.concatenate(cols, axis=-1)
+    return pt
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME", "CIRCULAR"])
+@pytest.mark.parametrize("fs,st,shape", [((3, 3), (2, 2), (3, 7, 8, 2)), ((2, 4), (3, 1), (3, 8, 9, 2)),
+                                         ((5, 3), (2, 3), (3, 5, 10, 2)), ((4,), (3,), (3, 11, 2)), ((3,), (2,), (3, 12, 3))])
+def test_strided_conv_matches_explicit_linear_operator(padding, fs, st, shape):
+    """A linear strided convolution read out by Flatten (equal positions) and by GlobalAvgPool (every pair): the
+    covariance σ_w²⟨patch_p(i), patch_q(j)⟩/(|F|C) + σ_b² from explicitly built windows (independent of
+    limits.layers.conv), and the finite layer's output is the same windows times its weights."""
+    X = _X(shape, 21)
+    conv = L.Conv(fs, padding, 1.7, 0.2, strides=st)
+    pt = _explicit_patches(X, fs, st, padding)
+    P, outs, FC = X.shape[0], pt.shape[1:-1], pt.shape[-1]
+    flat = pt.reshape(P, -1, FC)
+    G = np.einsum("pia,qja->pqij", flat, flat) * 1.7 / FC + 0.2              # every pair of output positions
+    r_flat = limits.kernels.kernel(limits.serial(conv, L.Flatten(), L.Dense()), X)
+    r_gap = limits.kernels.kernel(limits.serial(conv, L.GlobalAvgPool(), L.Dense()), X)
+    ref_flat = np.einsum("pqii->pq", G) / G.shape[-1]
+    ref_gap = G.mean(axis=(2, 3))
+    assert np.max(np.abs(r_flat.nngp - ref_flat)) < 1e-13 and np.max(np.abs(r_gap.nngp - ref_gap)) < 1e-13
+    assert np.max(np.abs(r_gap.ntk - 2 * ref_gap)) < 1e-13           # Θ: the convolution's K, then the read-out's
+    # computed at the output resolution: the layer after the convolution sees the strided shape
+    assert r_gap.diagnostics["structure"][1]["spatial"] == list(outs) == list(conv.out_shape(shape[1:], 5)[:-1])
+    # the finite layer is the same map
+    W = _X((1,) + tuple(fs) + (shape[-1], 4), 22)
+    y, _ = conv.apply({"W": W, "b": np.zeros((1, 4))}, X[None])
+    ref_y = np.sqrt(1.7 / FC) * np.einsum("pia,ao->pio", flat, W.reshape(FC, 4)).reshape((P,) + outs + (4,))
+    assert np.allclose(y[0], ref_y, rtol=0, atol=1e-13)
+
+
+def test_strided_diagonal_and_full_representations_agree():
+    from limits.layers.state import initial, spatial_diagonal
+
+    X = _X((3, 9, 7, 2), 23)
+    body = limits.serial(L.Conv((3, 3), "VALID", 2.0, 0.1, strides=(2, 1)), L.Activation("erf"),
+                         L.Conv((2, 3), "CIRCULAR", 1.5, 0.2, strides=(1, 3)), L.Activation("relu"),
+                         L.Conv((4, 2), "SAME", 1.3, 0.1, strides=(3, 2)), L.Dense(1.3, 0.1))
+    kf = body.kernel(initial(X, None, True, True), True)
+    kd = body.kernel(initial(X, None, False, True), False)
+    assert kf.spatial == kd.spatial == (2, 1)                     # 9×7 → 4×5 → 4×2 → 2×1
+    for a, b in ((kf.nngp, kd.nngp), (kf.ntk, kd.ntk)):
+        assert np.max(np.abs(spatial_diagonal(a, True, 2) - b)) < 1e-14
+
+
+def test_patch_operator_is_linear_and_shared_by_every_block():
+    """Conv.patch (the operator finite-width rules reuse): linear, equal to the kernel rule without σ's, and the
+    same on the small-matrix and the slice path (an axis above DENSE_MAX)."""
+    from limits.layers import conv as C
+
+    rng = np.random.default_rng(24)
+    c = L.Conv((3, 2), "CIRCULAR", 1.0, 0.0, strides=(2, 3))
+    for sp in ((6, 7), (11, 10)):
+        A, B = rng.standard_normal((2, 3, 2) + (sp[0], sp[0], sp[1], sp[1]))
+        PA, PB = c.patch(A, sp, True), c.patch(B, sp, True)
+        assert np.max(np.abs(c.patch(2 * A - B, sp, True) - (2 * PA - PB))) < 1e-13
+        old = C.DENSE_MAX
+        try:
+            C.DENSE_MAX = 0                                    # force the slice path
+            assert np.max(np.abs(c.patch(A, sp, True) - PA)) < 1e-13
+        finally:
+            C.DENSE_MAX = old
+
+
+@pytest.mark.parametrize("values", [False, True])
+def test_attention_positional_embedding_against_explicit_softmax(values):
+    """Embedding added (keys; and values): logits s(K_pp + σ_e² I), values K_pq (+ σ_e² I, for every pair of inputs:
+    the embedding is shared), Θ' = σ_w² A (Θ + 2K (+ 3σ_e² I)) Aᵀ + σ_b² — written out here."""
+    X = _X((3, 4, 2), 25)
+    s, w, b, e = 0.7, 1.3, 0.2, 0.6
+    m = limits.serial(L.Dense(1.5, 0.1), L.Attention(1, s, w, b, pos_emb="SUM", sigma_pe2=e, pos_emb_values=values),
+                      L.Flatten(), L.Dense())
+    r = limits.kernels.kernel(m, X)
+    G = 1.5 * np.einsum("pic,qjc->pqij", X, X) / 2 + 0.1                  # after the Dense layer; Θ = G
+    I = np.eye(4)
+    A = [np.exp(s * (G[p, p] + e * I)) / np.exp(s * (G[p, p] + e * I)).sum(1, keepdims=True) for p in range(3)]
+    add = e * I if values else 0.0
+    K = np.array([[np.trace(w * A[p] @ (G[p, q] + add) @ A[q].T + b) / 4 for q in range(3)] for p in range(3)])
+    T = np.array([[np.trace(w * A[p] @ (3 * G[p, q] + 3 * add) @ A[q].T + b) / 4 for q in range(3)] for p in range(3)])
+    assert np.max(np.abs(r.nngp - K)) < 1e-14 and np.max(np.abs(r.ntk - (T + K))) < 1e-13
+    with pytest.raises(ModelError, match="positional embedding needs an input with infinitely many channels"):
+        limits.kernels.kernel(limits.serial(L.Attention(pos_emb="SUM"), L.Flatten(), L.Dense()), X)
+    with pytest.raises(ValueError, match="pos_emb must be one of"):
+        L.Attention(pos_emb="CONCAT")

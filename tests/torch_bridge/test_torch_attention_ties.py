@@ -64,7 +64,8 @@ def test_multihead_attention_with_heads_proportional_to_width_is_not_rescaled():
 
 
 class _CrossAttention(nn.Module):
-    """nn.MultiheadAttention over a fixed-width memory (kdim = vdim = 8): separate q/k/v projection weights."""
+    """nn.MultiheadAttention over a fixed-width memory (kdim = vdim = 8): separate q/k/v projection weights (the
+    k/v projections re-initialised as SP's input weights, std 1/√8: torch's xavier init ∝ N^-½ is not SP there)."""
 
     def __init__(self, width):
         super().__init__()
@@ -72,6 +73,9 @@ class _CrossAttention(nn.Module):
         self.mem = nn.Linear(8, 8)
         self.att = nn.MultiheadAttention(width, 2, kdim=8, vdim=8, batch_first=True)
         self.out = nn.Linear(width, 3)
+        with torch.no_grad():
+            self.att.k_proj_weight.normal_(0.0, 8 ** -0.5)
+            self.att.v_proj_weight.normal_(0.0, 8 ** -0.5)
 
     def forward(self, idx):
         x = self.emb(idx)
@@ -169,6 +173,7 @@ class _ReadoutFirst(nn.Module):
         self.lm_head = nn.Linear(width, 256, bias=False)
         self.wte = nn.Embedding(256, width)
         self.wte.weight = self.lm_head.weight
+        nn.init.normal_(self.wte.weight)              # the shared tensor initialised as the embedding (SP: N(0, 1))
         self.mix = nn.Linear(width, width)
 
     def forward(self, idx):

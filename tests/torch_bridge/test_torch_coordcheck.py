@@ -179,8 +179,8 @@ def test_inputs_alone_get_fixed_random_targets():
 # cannot support a verdict are refused (issue 31 item 6).
 # 
 # Statistics: every check has a fixed seed. A correct module fails with probability ≤ 0.05 by construction
-# (family-wise α); measured 0/40 (MLP), 0/21 (SDPA GPT), 0/18 (MHA GPT) in benchmarks/coordcheck_calibration.py,
-# none at these seeds. Each bug calibrated so far is flagged in every calibration check (the README table).
+# (family-wise α); measured 0/40 (MLP), 0/40 (SDPA GPT), 0/40 (MHA GPT) in benchmarks/coordcheck_calibration.py,
+# none at these seeds. Each of the 7 bugs is flagged, culprit first, in 20/20 calibration checks (the README table).
 BUG_WIDTHS = (32, 64, 128, 256)          # as benchmarks/coordcheck_calibration.py
 KW = dict(lr=1e-2, steps=3, seeds=4, expect="muP")
 
@@ -266,16 +266,106 @@ def test_groups_without_a_verdict_are_refused(kind, msg):
         coord_check(_factory(kind), BUG_WIDTHS, hw.gpt_data(), **KW)
 
 
-def test_cli_refuses_such_groups_with_one_line(tmp_path, monkeypatch, capsys):
-    (tmp_path / "mygroups.py").write_text(
-        "from limits.torch import handwritten as hw\n"
-        "def frozen(width):\n    m, g = hw.sdpa_gpt(width)\n    [p.requires_grad_(False) for p in m.parameters()]\n"
-        "    return m, g\n")
+def _user_module(tmp_path, monkeypatch, name, source):
+    """A user's module ``name`` with ``source`` importable for this test only."""
+    (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "mygroups", raising=False)
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_cli_refuses_such_groups_with_one_line(tmp_path, monkeypatch, capsys):
+    _user_module(tmp_path, monkeypatch, "mygroups",
+                 "from limits.torch import handwritten as hw\n"
+                 "def frozen(width):\n    m, g = hw.sdpa_gpt(width)\n    [p.requires_grad_(False) for p in m.parameters()]\n"
+                 "    return m, g\n")
     code = main(["coord-check", "--factory", "mygroups:frozen", "--allow", "mygroups", "--as-is", "--expect", "muP",
                  "--widths", "8", "16", "32", "--seeds", "2", "--steps", "1"])
     err = capsys.readouterr().err
     assert code == 2 and len([ln for ln in err.splitlines() if "error" in ln]) == 1 and "no trainable tensor" in err
     with pytest.raises(ValueError, match="lr must be a finite number > 0"):
         coord_check(hw.sdpa_gpt, BUG_WIDTHS, hw.gpt_data(), expect="muP", lr=0.0)
+
+
+# ------------------------------------------------------------------ tied read-outs, separate q/k/v, tracing inputs
+# Each passing check below fails with probability ≤ 0.05 by construction (fixed seeds: deterministic).
+def test_a_tied_readout_is_an_output_row():
+    """The read-out sharing the embedding's tensor has no rule of its own; it is recorded as an output row with
+    μP's predictions, so a tied read-out without its multiplier 1/r is flagged by name."""
+    import dataclasses
+
+    X = demos.byte_data()
+    P = parameterise(demos.gpt_tied, "muP", widths=(32, 64))
+    r = coord_check(P, BUG_WIDTHS, X, lr=1e-2, steps=2, seeds=3)
+    assert r.passed, r.summary()
+    i = r.tensors.index("lm_head")
+    assert (r.kinds[i], r.roles[i]) == ("module", "output")
+    assert r.exponent("lm_head", "scale", step=0)[3] == -0.5 and r.exponent("lm_head", "change")[3] == 0.0
+    broken = dataclasses.replace(P, readouts=tuple(dataclasses.replace(t, exponent=0.0) for t in P.readouts))
+    b = coord_check(broken, BUG_WIDTHS, X, lr=1e-2, steps=2, seeds=3)
+    assert b.failing_tensors()[0] == "lm_head", b.summary()
+
+
+class _SeparateQKV(torch.nn.Module):
+    """nn.MultiheadAttention with kdim = vdim = 2N (separate q/k/v projection weights) over a hidden memory."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, width)
+        self.mem = torch.nn.Linear(width, 2 * width)
+        self.att = torch.nn.MultiheadAttention(width, 2, kdim=2 * width, vdim=2 * width, batch_first=True)
+        self.out = torch.nn.Linear(width, 4)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        m = torch.tanh(self.mem(x))
+        return self.out(self.att(x, m, m, need_weights=False)[0])
+
+
+def test_multihead_attention_with_separate_projections_is_recorded():
+    r = coord_check(_SeparateQKV, BUG_WIDTHS, demos.byte_data()[0], parameterisation="muP", lr=1e-2, steps=2,
+                    seeds=3)
+    assert r.passed, r.summary()
+    for row in ("att:logits", "att", "att.q_proj_weight", "att.k_proj_weight", "att.v_proj_weight"):
+        assert row in r.tensors
+    assert r.exponent("att:logits", "scale", step=0)[3] == -0.5          # q·k/d_h with d_h ∝ N
+
+
+class _FixedLength(torch.nn.Module):
+    """A forward that only runs on sequences of length 16 (the guessed tracing inputs have length 8)."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.wte = torch.nn.Embedding(256, width)
+        self.wpe = torch.nn.Embedding(16, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, 4)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe.weight
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, 2, C // 2).transpose(1, 2) for t in self.qkv(x).split(C, dim=-1))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+
+def test_parameterisation_is_traced_on_the_checks_own_inputs():
+    X = torch.randint(0, 256, (4, 16), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="cannot trace"):
+        parameterise(_FixedLength, "muP", widths=(32, 64))
+    r = coord_check(_FixedLength, BUG_WIDTHS, X, parameterisation="muP", lr=1e-2, steps=1, seeds=2)
+    assert ":logits" in r.tensors and r.settings["head_dim_scales"][":logits"] is True      # the root module's SDPA
+
+
+def test_cli_refuses_an_init_that_is_not_sp_unless_told(tmp_path, monkeypatch, capsys):
+    _user_module(tmp_path, monkeypatch, "mynano",
+                 "import torch\nfrom limits.torch.demos import GPT\n"
+                 "def nano(width):\n    m = GPT(width)\n    with torch.no_grad():\n"
+                 "        [p.normal_(0.0, 0.02) for p in m.parameters() if p.dim() == 2]\n    return m\n")
+    argv = ["coord-check", "--factory", "mynano:nano", "--allow", "mynano", "--param", "muP", "--widths", "8", "16",
+            "32", "--seeds", "2", "--steps", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "init is not SP" in err and "blocks.0.attn.c_attn.weight" in err and "--no-init-check" in err
+    assert main(argv + ["--no-init-check"]) in (0, 1)        # checked (and, not being μP, possibly flagged)
+    assert main(["coord-check", "--factory", "mynano:nano", "--allow", "mynano", "--as-is", "--expect", "muP",
+                 "--no-init-check"]) == 2

@@ -250,3 +250,13 @@ def test_what_cannot_support_a_verdict_is_refused_with_the_reason(kind, msg):
     if kind == "dropout":                   # the same module in eval mode is fine
         eq = equivalent(lambda w: _Wrapped(w, kind).eval(), MODEL, widths=WIDTHS, max_draws=16)
         assert eq.forward_error[16] <= 1e-12
+
+
+def test_the_models_own_module_is_equivalent_and_a_fixed_draw_is_refused_with_the_reason():
+    """``Model.to_torch(N)`` draws from torch's global RNG (as torch's modules do), so it is a correct module of
+    its model (a false refusal has probability ≤ α = 0.01; deterministic here); with a fixed seed inside the
+    factory every build is the same draw, which has no init law to compare: refused saying so."""
+    eq = equivalent(lambda w: MODEL.to_torch(w), MODEL, widths=WIDTHS, max_draws=64)
+    assert max(eq.forward_error.values()) <= 1e-12
+    with pytest.raises(NotEquivalent, match=r"same weights under torch.manual_seed\(0\) and \(1\).*global RNG"):
+        equivalent(lambda w: MODEL.to_torch(w, seed=5), MODEL, widths=WIDTHS, max_draws=64)

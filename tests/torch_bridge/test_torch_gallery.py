@@ -36,7 +36,9 @@ def test_committed_data_show_sp_and_mup_as_predicted_and_the_broken_readout_flag
     for net in ("mlp", "transformer"):
         assert data[f"{net}|SP|passed"] and data[f"{net}|muP|passed"]
         assert not data[f"{net}|broken muP|passed"]
-    assert "out" in data["transformer|broken muP|failing"] and "4" in data["mlp|broken muP|failing"]
+    failing = {net: [str(f).split(" (")[0] for f in data[f"{net}|broken muP|failing"]] for net in ("mlp", "transformer")}
+    assert "out" in failing["transformer"] and "4" in failing["mlp"]             # rows named, labels aside
+    assert failing["transformer"][0] == "out.weight" and failing["mlp"][0] == "4.weight"   # the culprit first
     k = "transformer|SP|"
     i = list(data[k + "tensors"]).index("out")
     assert data[k + "predicted"][i] == 1.5 and data[k + "ci_low"][i] > 1.0        # SP's read-out change blows up
@@ -61,3 +63,12 @@ def test_without_torch_the_figure_is_listed_replotted_and_refused_with_one_line(
     err = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(err) == 1 and "needs the optional extra torch" in err[0], r.stderr
     assert "torch_coordcheck" not in json.dumps(gallery.default_names())          # not part of the main job
+
+
+def test_readme_sentences_on_the_demo_transformer_are_generated_from_the_committed_data():
+    from limits.gallery import torchbridge
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(torchbridge.BEGIN, 1)[1].split(torchbridge.END, 1)[0]
+    assert block.strip() == torchbridge.readme_paragraph(gallery.load_data("torch_coordcheck", FIGS)), \
+        "README is stale: python -m limits.gallery.torchbridge --write"

@@ -127,3 +127,51 @@ def test_bad_arguments():
         parameterise(mlp, "muP", widths=(16,))
     with pytest.raises(ValueError, match="optimizer"):
         parameterise(mlp, "muP", widths=(16, 32), optimizer="lion")
+
+
+# ------------------------------------------------------------------ the factory's own init must be SP
+def _nanogpt(width):
+    """nanoGPT's init: every weight matrix N(0, 0.02²) at every width (hidden ones not ∝ fan-in^-½: not SP)."""
+    from limits.torch.demos import GPT
+
+    m = GPT(width, tied=True)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
+    return m
+
+
+def test_an_init_that_is_not_sp_is_refused_with_the_tensor_names():
+    with pytest.raises(ValueError, match=r"init is not SP.*blocks\.0\.attn\.c_attn\.weight \(hidden\): std ∝ N\^\+0\.0"
+                                         r".*SP N\^-0\.50.*check_init=False") as exc:
+        parameterise(_nanogpt, "muP", widths=(32, 64))
+    msg = str(exc.value)
+    assert "wte.weight" not in msg and "ln_" not in msg      # embeddings (0.02 at every width) are SP; gains not judged
+    assert msg.count("(hidden)") == 8                        # c_attn, attn.c_proj, c_fc, c_proj in both blocks
+    # SP leaves the factory as built (nothing assumed); check_init=False takes the init as SP anyway
+    parameterise(_nanogpt, "SP", widths=(32, 64))
+    parameterise(_nanogpt, "muP", widths=(32, 64), check_init=False)
+
+
+def test_init_exponents_measured_per_tensor():
+    """The measured exponents of torch's default inits are SP's within their SE; a rescaled copy is off by ½.
+    (Deterministic: classification builds with seed 0; a false refusal needs a 4-SE deviation, p < 1e-4.)"""
+    from limits.torch.apply_params import classify
+    from limits.torch.demos import transformer
+    from limits.torch.initscale import SP_EXPONENT, init_deviations
+
+    rules, _ = classify(transformer, (64, 128))
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        a, b = transformer(64), transformer(128)
+    assert init_deviations(a, b, 64, 128, rules) == ()
+    with torch.no_grad():
+        for q in rules:
+            if q.role in SP_EXPONENT:
+                b.get_parameter(q.name).mul_(2 ** -0.5)          # std × (N/64)^-½ at N = 128
+    dev = {d.name: d for d in init_deviations(a, b, 64, 128, rules)}
+    judged = [q for q in rules if q.role in SP_EXPONENT]
+    assert set(dev) == {q.name for q in judged}
+    for q in judged:
+        assert abs(dev[q.name].measured - (SP_EXPONENT[q.role] - 0.5)) < 4 * dev[q.name].se + 1e-9

@@ -1,0 +1,298 @@
+"""O(1/N) corrections of the read-out NNGP of a composition of layers (docs/theory/finite_width.rst §8).
+
+Index set I = (input, position): a layer's N channels are vectors over I. Two stages alternate:
+
+* **Gaussian** (after Dense/Conv): given everything before, the channels z_c are iid N(0, C) with the
+  conditional covariance C (|I|×|I|); across networks E[C] = K + K1/N, N·Cov(C) = V.
+* **features** (after Activation/LayerNorm): what the next parametric layer reads is the channel Gram
+  Ĝ = (1/N) Σ_c g_c g_cᵀ; E[Ĝ] = G + G1/N, N·Cov(Ĝ) = W.
+
+The layers act on (K, K1, V) or (G, G1, W) as follows (s, b the layer's σ_w², σ_b²; L its linear patch
+operator on matrices over I — obtained from the layer's own kernel rule, so strides and paddings come with it):
+
+* Dense / Conv (features → Gaussian): C = s L(Ĝ) + b, so K = s L G + b, K1 = s L G1, V = s² L W Lᵀ.
+* Activation φ (Gaussian → features): Ĝ is a channel mean of φφᵀ(z_c), E[Ĝ | C] = F(C) = E_{N(0,C)}[φφᵀ], so
+  G = F(K), G1 = D K1 + ½ ∂²F : V, W = D V Dᵀ + Σ (D, ∂²F the exact Price derivatives of
+  :mod:`limits.kernels.price`; Σ the per-channel covariance of φφᵀ, four-point functions under N(0, K)).
+* AvgPool / GlobalAvgPool / Flatten (either stage): per channel linear maps M of the positions, so every piece
+  maps linearly (K ↦ M K Mᵀ, V ↦ (M⊗M) V (M⊗M)ᵀ) — a pooled Gaussian is Gaussian.
+* LayerNorm (Gaussian → features): Ĝ_y = h(Ĝ_c), h_ab = x_ab/√((x_aa + ε)(x_bb + ε)) of the channel-centred Gram
+  Ĝ_c = (1/N)Σ z zᵀ − z̄z̄ᵀ, E[Ĝ_c] = K + (K1 − K)/N, N·Cov(Ĝ_c) = U = V + (K_ac K_bd + K_ad K_bc) (Isserlis);
+  the delta method: G = h(K), G1 = Dh (K1 − K) + ½ ∂²h : U, W = Dh U Dhᵀ.
+* A Gaussian stage read by a linear or parametric layer directly (no nonlinearity) passes through the identity
+  features: G = K, G1 = K1, W = V + Isserlis(K).
+
+Refused by name (not derived): Attention (softmax of finite-width logits), Activation or LayerNorm after a
+nonlinearity or Flatten (the input is no longer a field of iid Gaussian channels), and Residual except in
+the fully connected residual networks of ``limits.resnet`` (each channel keeps its identity through the skip:
+the self-interaction of docs/theory/finite_width.rst §2, handled by :mod:`limits.kernels.finite_width` —
+a residual block does not simply add K1's). Cost: the four-point functions Σ are |pairs|² Gaussian
+quadratures, |pairs| = |I|(|I|+1)/2 — meant for a few inputs and small images.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+from .fluctuations import pair_index, to_matrix
+from .price import PairDerivatives, hessian_contract, jacobian, pair_derivatives
+
+WHAT = "limits.kernels.finite_width"
+
+
+class Stage:
+    """(mean, correction, N·Cov) of C or Ĝ over the index set (module docstring), pair coordinates."""
+
+    def __init__(self, kind, M, M1, V, P, spatial):
+        self.kind, self.M, self.M1, self.V, self.P, self.spatial = kind, M, M1, V, P, tuple(spatial)
+
+    @property
+    def n(self):
+        return self.M.shape[0]
+
+    @property
+    def pairs(self):
+        return pair_index(self.n)
+
+
+# ------------------------------------------------------------------ linear operators from the layers' rules
+def _layout(G, P, spatial):
+    """n×n matrix over (input, position) → the composed kernels' full block layout (P, P, s1, s1', …)."""
+    from ..layers.state import full_from_positions
+
+    S = int(np.prod(spatial)) if spatial else 1
+    B = G.reshape(P, S, P, S).transpose(0, 2, 1, 3)
+    return full_from_positions(B, spatial) if spatial else B[:, :, 0, 0]
+
+
+def position_operator(layer, spatial, where):
+    """(L, spatial') : the linear part of ``layer``'s kernel rule on one (S × S) block of positions, as a matrix
+    (S'² × S²), applied by the rule itself to the S² unit matrices (stacked as inputs)."""
+    from ..layers.state import Kernel, positions_from_full
+
+    S = int(np.prod(spatial)) if spatial else 1
+    E = np.eye(S * S).reshape(S * S, S, S)[:, None]                    # (S², 1, S, S)
+    if spatial:
+        from ..layers.state import full_from_positions
+
+        blk = full_from_positions(E, spatial)
+        k = Kernel(blk, None, blk, None, tuple(spatial), True)
+    else:
+        blk = E[:, :, 0, 0]
+        k = Kernel(blk, None, blk, None, (), False)
+    zero = k.replace(nngp=np.zeros_like(blk), cov1=np.zeros_like(blk))
+    out = layer.kernel(k, True, where)
+    off = layer.kernel(zero, True, where).nngp
+    sp = tuple(out.spatial)
+    res = out.nngp - off
+    if sp:
+        if not out.full:
+            raise ModelError(f"{where}: the rule keeps only equal positions here; finite-width corrections need "
+                             "every pair")
+        res = positions_from_full(res, sp)[:, 0]                          # (S², S', S')
+    else:
+        res = res.reshape(S * S, 1, 1)
+    Sp = res.shape[-1]
+    return res.reshape(S * S, Sp * Sp).T, sp, float(off.ravel()[0])
+
+
+def _pair_operator(Lpos, P, S, Sp):
+    """The operator on symmetric matrices over (input, position), pair coordinates (m' × m), from the
+    per-block position operator (S'² × S²): out[(p,i'),(q,j')] = Σ_{i,j} L[(i',j'),(i,j)] in[(p,i),(q,j)]."""
+    n, n2 = P * S, P * Sp
+    pos = np.full((n, n), -1, dtype=np.int64)
+    for t, (a, b) in enumerate(pair_index(n)):
+        pos[a, b] = pos[b, a] = t
+    out = np.zeros((n2 * (n2 + 1) // 2, n * (n + 1) // 2))
+    L4 = Lpos.reshape(Sp, Sp, S, S)
+    for t, (a2, b2) in enumerate(pair_index(n2)):
+        p, i2 = divmod(a2, Sp)
+        q, j2 = divmod(b2, Sp)
+        w = L4[i2, j2]                                                   # (S, S) over (i, j)
+        nz = np.nonzero(w)
+        np.add.at(out[t], pos[p * S + nz[0], q * S + nz[1]], w[nz])
+    return out
+
+
+def _linear(st, layer, where):
+    """Apply a linear layer (pooling, Flatten, the patch operator of Dense/Conv) to the stage."""
+    S = int(np.prod(st.spatial)) if st.spatial else 1
+    Lpos, sp, _ = position_operator(layer, st.spatial, where)
+    Sp = int(np.prod(sp)) if sp else 1
+    L = _pair_operator(Lpos, st.P, S, Sp)
+    n2 = st.P * Sp
+    pr = pair_index(n2)
+    Mv = L @ _vec(st.M, st.pairs)
+    M = to_matrix(Mv, pr, n2)
+    return Stage(st.kind, M, to_matrix(L @ _vec(st.M1, st.pairs), pr, n2), L @ st.V @ L.T, st.P, sp), L
+
+
+def _vec(A, pairs):
+    a, b = np.asarray(pairs).T
+    return A[a, b]
+
+
+# ------------------------------------------------------------------ stage transitions
+def _isserlis(K, pairs):
+    a, b = np.asarray(pairs).T
+    return K[a[:, None], a[None, :]] * K[b[:, None], b[None, :]] + K[a[:, None], b[None, :]] * K[b[:, None], a[None, :]]
+
+
+def _identity_features(st):
+    """A Gaussian stage read directly: Ĝ = (1/N) Σ z zᵀ (module docstring)."""
+    return Stage("features", st.M, st.M1, st.V + _isserlis(st.M, st.pairs), st.P, st.spatial)
+
+
+def _activation(st, act):
+    """Gaussian → features through φ: F(K), D K1 + ½ ∂²F : V, D V Dᵀ + Σ."""
+    from .expectations import gram
+    from .finite_width_ntk import FourPoint
+    from .fourpoint import cov_phiphi
+
+    pairs = st.pairs
+    K = st.M
+    pd = pair_derivatives(act, K, 0)
+    D = jacobian(pd, pairs)
+    G = gram(act, K)
+    pr = np.asarray(pairs)
+    Fv = _vec(G, pairs)
+    if st.n <= 4:                                   # one joint rule for all pairs
+        Sig = FourPoint(act, K).block("ffff", pr, pr) - np.outer(Fv, Fv)
+    else:
+        iu, ju = np.triu_indices(len(pairs))
+        idx = np.concatenate([pr[iu], pr[ju]], axis=1)                           # (b, 4) variables
+        Sig = np.zeros((len(pairs), len(pairs)))
+        Sig[iu, ju] = cov_phiphi(act, K[idx[:, :, None], idx[:, None, :]])
+        Sig = Sig + np.triu(Sig, 1).T
+    G1 = D @ _vec(st.M1, pairs) + 0.5 * hessian_contract(pd, st.V, pairs)
+    return Stage("features", G, to_matrix(G1, pairs, st.n), D @ st.V @ D.T + Sig, st.P, st.spatial)
+
+
+def _layernorm_derivatives(K, eps) -> PairDerivatives:
+    """h_ab = x_ab/√((x_aa+ε)(x_bb+ε)) (and x/(x+ε) on the diagonal) with its first and second derivatives."""
+    d = np.diag(K) + eps
+    s1, s2 = d[:, None], d[None, :]
+    r = np.sqrt(s1 * s2)
+    x = K
+    h = {"12_12": np.zeros_like(K), "11_12": -1 / (2 * s1 * r), "12_22": -1 / (2 * s2 * r),
+         "11_22": x / (4 * s1 * s2 * r), "11_11": 3 * x / (4 * s1 * s1 * r), "22_22": 3 * x / (4 * s2 * s2 * r)}
+    F = x / r
+    np.fill_diagonal(F, np.diag(K) / d)
+    return PairDerivatives(F, -x / (2 * s1 * r), 1 / r, h, eps / d ** 2, -2 * eps / d ** 3)
+
+
+def _layernorm(st, eps):
+    pairs = st.pairs
+    pd = _layernorm_derivatives(st.M, eps)
+    D = jacobian(pd, pairs)
+    U = st.V + _isserlis(st.M, pairs)
+    G1 = D @ _vec(st.M1 - st.M, pairs) + 0.5 * hessian_contract(pd, U, pairs)
+    return Stage("features", pd.F, to_matrix(G1, pairs, st.n), D @ U @ D.T, st.P, st.spatial)
+
+
+def _parametric(st, layer, where):
+    """Dense / Conv: features → Gaussian, C = s L(Ĝ) + b through the layer's own rule."""
+    if st.kind == "gaussian":
+        st = _identity_features(st)
+    out, _ = _linear(st, layer, where)
+    bias = position_operator(layer, st.spatial, where)[2]
+    return Stage("gaussian", out.M + bias, out.M1, out.V, out.P, out.spatial)
+
+
+# ------------------------------------------------------------------ the walk over the composition
+def _refuse(where, why):
+    raise ModelError(f"{WHAT} cannot treat this composition: {where}: {why}")
+
+
+def propagate(serial, X):
+    """The read-out stage of ``serial`` on the inputs X (P, *spatial, C) (module docstring)."""
+    from ..layers import Activation, AvgPool, Dense, Flatten, GlobalAvgPool, Identity, LayerNorm
+
+    X = np.asarray(X, dtype=np.float64)
+    P, spatial = X.shape[0], tuple(X.shape[1:-1])
+    shape = tuple(X.shape[1:])
+    for layer in serial.layers:                        # the output's shape first: refuse before any work
+        shape = layer.out_shape(shape, 2)
+    if len(shape) > 1:
+        _refuse("the read-out", f"the composition's output still has spatial axes {shape[:-1]}; end it with Flatten "
+                                "or GlobalAvgPool and a Dense read-out")
+    Z = X.reshape(P, -1, X.shape[-1])
+    G0 = np.einsum("pic,qjc->piqj", Z, Z).reshape(P * Z.shape[1], -1) / X.shape[-1]
+    n = G0.shape[0]
+    m = n * (n + 1) // 2
+    st = Stage("features", G0, np.zeros_like(G0), np.zeros((m, m)), P, spatial)
+    after_flatten = False
+    for i, layer in enumerate(serial.layers):
+        where = f"layer {i} ({layer.describe()})"
+        name = type(layer).__name__
+        if isinstance(layer, Identity):
+            continue
+        if name in ("Dense", "Conv") or isinstance(layer, Dense):
+            st, after_flatten = _parametric(st, layer, where), False
+        elif isinstance(layer, Activation):
+            if st.kind != "gaussian" or after_flatten:
+                _refuse(where, "Activation after a nonlinearity, LayerNorm or Flatten — its input is not a field of "
+                               "iid Gaussian channels")
+            st = _activation(st, layer.act)
+        elif isinstance(layer, LayerNorm):
+            if st.kind != "gaussian" or after_flatten:
+                _refuse(where, "LayerNorm needs a Gaussian field of iid channels (after Dense or Conv)")
+            st = _layernorm(st, layer.eps)
+        elif isinstance(layer, (AvgPool, GlobalAvgPool, Flatten)):
+            if isinstance(layer, Flatten) and st.kind == "gaussian":
+                st = _identity_features(st)
+            st = _linear(st, layer, where)[0]
+            after_flatten = after_flatten or isinstance(layer, Flatten)
+        elif name == "Residual":
+            _refuse(where, "Residual: each channel keeps its identity through the skip connection, so the O(1/N) "
+                           "correction has a self-interaction term (docs/theory/finite_width.rst §2); it is derived "
+                           "for the fully connected residual networks of limits.resnet, not for compositions")
+        elif name == "Attention":
+            _refuse(where, "Attention: the O(1/N) correction of the softmax of finite-width logits is not derived")
+        else:
+            _refuse(where, f"{name}: no O(1/N) rule")
+    return st
+
+
+def finite_width_serial(serial, X1, X2=None):
+    """(K, K1, N·Var of the read-out C, note) for a composition on X1 (× X2): module docstring."""
+    Z = X1 if X2 is None else np.concatenate([X1, X2])
+    st = propagate(serial, Z)
+    if st.kind != "gaussian":
+        st = _identity_features(st)
+    P1 = X1.shape[0]
+    var = to_matrix(np.diag(st.V), st.pairs, st.n)
+    cut = (lambda A: A) if X2 is None else (lambda A: A[:P1, P1:])     # noqa: E731
+    return cut(st.M), cut(st.M1), cut(var), (st.V if X2 is None else None)
+
+
+def model_of(serial, d_in):
+    """The :class:`limits.Model` (NTK parameterisation) whose ``to_serial()`` is ``serial`` — a fully connected MLP
+    or residual network written as layers — or None."""
+    from ..layers import Activation, Dense, Residual
+    from ..model import mlp, resnet
+
+    ls = list(serial.layers)
+    if len(ls) < 3 or not (isinstance(ls[0], Dense) and isinstance(ls[-2], Activation) and isinstance(ls[-1], Dense)):
+        return None
+    act = ls[-2].name_
+    body = ls[1:-2]
+    if body and all(isinstance(b, Residual) for b in body):
+        br = body[0].branch.layers
+        if len(br) != 2 or not (isinstance(br[0], Activation) and isinstance(br[1], Dense)):
+            return None
+        kw = dict(depth=len(body), activation=act, sigma_w2=br[1].sigma_w2, sigma_b2=br[1].sigma_b2, rho=body[0].rho)
+        build = resnet
+    elif len(body) % 2 == 0 and all(isinstance(b, (Activation if i % 2 == 0 else Dense)) for i, b in enumerate(body)):
+        if not body:
+            return None
+        kw = dict(depth=len(body) // 2, activation=act, sigma_w2=body[1].sigma_w2, sigma_b2=body[1].sigma_b2)
+        build = mlp
+    else:
+        return None
+    try:
+        m = build(d_in, sigma_w2_in=ls[0].sigma_w2, sigma_b2_in=ls[0].sigma_b2, sigma_w2_out=ls[-1].sigma_w2,
+                  sigma_b2_out=ls[-1].sigma_b2, **kw)
+        return m if m.to_serial() == serial else None
+    except (ValueError, ModelError):
+        return None
