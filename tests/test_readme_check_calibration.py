@@ -49,3 +49,20 @@ def test_previous_rule_is_recomputed_from_each_check():
     for case in data["cases"].values():
         for r in case["runs"]:
             assert (r["previous"] == "fail") <= bool(r["previous_fired"])
+
+
+def test_the_data_are_this_code_s():
+    """The first recorded check of every case (and of every wrong posterior) is recomputed by this code with its
+    recorded seed and gives the recorded verdicts and statistics (rounded as stored): the data describe the check
+    as it is, not an older one. Deterministic (fixed seeds); a few CPU-seconds."""
+    import limits
+
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    cases = m.cases()
+    first = [(name, cases[name][0](), c["runs"][0]) for name, c in data["cases"].items()]
+    post = cases[m.POSTERIOR][0]()
+    first += [(m.POSTERIOR, m.WRONG[name](post), w["runs"][0]) for name, w in data["wrong"].items()]
+    for name, result, rec in first:
+        new = m._record(limits.check(result, seed=rec["seed"], progress=False, **cases[name][1]), rec["seed"], 0.0)
+        assert {k: v for k, v in new.items() if k != "cpu"} == {k: v for k, v in rec.items() if k != "cpu"}, name
