@@ -3,10 +3,12 @@ wrong ones, over independent checks (each its own ``seed``), with the previous r
 A validation report, not a timing::
 
     python benchmarks/check_calibration.py --runs 200 --power-runs 40 --json benchmarks/results/calibration/check.json
-    python benchmarks/check_calibration.py --only "kernel: MLP" --runs 200 --json part.json   # one case
+    python benchmarks/check_calibration.py --only "kernel: erf MLP" --runs 200 --json part.json   # one case
     python benchmarks/check_calibration.py --merge a.json b.json --json benchmarks/results/calibration/check.json
     python benchmarks/check_calibration.py --rows      # the README rows from that file
     python benchmarks/check_calibration.py --write     # put them into README.md
+
+The committed data's parts and their commands: benchmarks/README.md ("Calibration of limits.check").
 
 Cases (each at the check's defaults unless stated): the NNGP posterior of a depth-2 erf MLP with s², σ² fitted
 (12 training, 2 test points, 2 outputs; 48 inits, and 24, 12 and 6 inits where the SEs are least precise); a CNN-GP
