@@ -66,3 +66,32 @@ def test_the_data_are_this_code_s():
     for name, result, rec in first:
         new = m._record(limits.check(result, seed=rec["seed"], progress=False, **cases[name][1]), rec["seed"], 0.0)
         assert {k: v for k, v in new.items() if k != "cpu"} == {k: v for k, v in rec.items() if k != "cpu"}, name
+
+
+def test_the_theory_docs_quote_the_data():
+    """docs/theory/predict.rst §4 and finite.rst §5 quote the 48-init posterior's counts from the data file (false
+    alarms now and by the previous rule, per test that fired, power against the wrong posteriors)."""
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    runs = data["cases"][m.POSTERIOR]["runs"]
+    n, k, ko = len(runs), sum(r["verdict"] == "fail" for r in runs), sum(r["previous"] == "fail" for r in runs)
+    ko200 = sum(r["previous"] == "fail" for r in runs[:200])
+    predict = (ROOT / "docs" / "theory" / "predict.rst").read_text()
+    finite = (ROOT / "docs" / "theory" / "finite.rst").read_text().split("5. The verdict of")[1]
+    flat = lambda s: " ".join(s.split())       # noqa: E731  (line breaks)
+    predict, finite = flat(predict), flat(finite)
+    for doc in (predict, finite):
+        assert f"{k} " in doc and f"{ko} " in doc and f"7 of the first 200" in doc and ko200 == 7
+    assert f"fails {k} of {n} checks" in predict and f"fails {ko} of the same {n}" in predict
+    assert f"raised {ko} false alarms in {n} checks" in finite and f"{k} false alarms in {n}" in finite
+    wrong = {name: sum(r["verdict"] == "fail" for r in w["runs"]) for name, w in data["wrong"].items()}
+    before = {name: sum(r["previous"] == "fail" for r in w["runs"]) for name, w in data["wrong"].items()}
+    assert f"a covariance × 1.03 fails {wrong['cov × 1.03']} of 200 and a mean × 1.02 {wrong['mean × 1.02']} of 200" \
+        f" (the rule before: {before['cov × 1.03']} and {before['mean × 1.02']}" in predict
+    fired = {}
+    for r in runs:
+        for t in r["previous_fired"]:
+            fired[t] = fired.get(t, 0) + 1
+    assert (f"entries {fired['posterior mean: entries']}, {fired['posterior cov: entries']} and {fired['all: entries']} "
+            f"of {n}") in finite
+    assert f"bias {fired['posterior mean: bias']}, {fired['posterior cov: bias']} and {fired['all: bias']}" in finite
