@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import cpu_wall, cpu_wall_interleaved, fit_exponent, run_peer  # noqa: E402
+from _timing import PEER_TIMED, cpu_wall, cpu_wall_interleaved, fit_exponent, run_peer  # noqa: E402
 
 import limits  # noqa: E402
 
@@ -58,12 +58,11 @@ def digits(P, side=8):
     return X[..., None]
 
 
-PEER = r'''
-import json, resource, sys, time
+PEER = PEER_TIMED + r'''
+import json, resource, sys
 import numpy as np
 import jax
 jax.config.update("jax_enable_x64", True)
-import neural_tangents as nt
 from neural_tangents import stax
 strides = [int(s) for s in sys.argv[1].split(",")]          # one stride per convolution
 conv = lambda s: stax.Conv(8, (3, 3), strides=(s, s), padding="SAME", W_std=2.0 ** 0.5, b_std=0.01 ** 0.5)
@@ -72,21 +71,7 @@ _, _, kfn = stax.serial(*layers, stax.GlobalAvgPool(), stax.Dense(8, W_std=1.0, 
 out = []
 for arg in sys.argv[2:]:
     path, calls = arg.split("::")
-    X = np.load(path)
-    b = min(50, X.shape[0])
-    while X.shape[0] % b:
-        b -= 1
-    fn = nt.batch(jax.jit(kfn, static_argnames="get"), batch_size=b, store_on_device=False)
-    res = {}
-    for k in range(int(calls)):
-        c0, w0 = time.process_time(), time.perf_counter()
-        r = fn(X, None, ("nngp", "ntk"))
-        nngp, ntk = np.asarray(r.nngp), np.asarray(r.ntk)
-        c, w = time.process_time() - c0, time.perf_counter() - w0
-        res.setdefault("first_cpu", c)
-        res.setdefault("first_wall", w)
-        res["cpu"] = min(res.get("cpu", c), c)
-        res["wall"] = min(res.get("wall", w), w)
+    res, nngp, ntk = nt_timed(kfn, np.load(path), int(calls))
     res["nngp"], res["ntk"] = nngp.tolist(), ntk.tolist()
     res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out.append(res)
@@ -284,8 +269,9 @@ def run_strided(quick=False, Ps=None):
     return rows
 
 
-def merge(path, new):
-    """Write ``new`` rows into the results file ``path`` in place of the rows of the same name (others kept)."""
+def merge(path, new, module="layers"):
+    """Write ``new`` rows (of benchmark ``module``) into the results file ``path`` in place of the rows of the
+    same name (others kept)."""
     import json
 
     from limits.results import atomic_write_text
@@ -293,7 +279,7 @@ def merge(path, new):
     p = Path(path)
     old = json.loads(p.read_text()) if p.is_file() else []
     names = {r["name"] for r in new}
-    rows = [r for r in old if r.get("name") not in names] + [{"module": "layers", **r} for r in new]
+    rows = [r for r in old if r.get("name") not in names] + [{"module": module, **r} for r in new]
     atomic_write_text(p, json.dumps(rows, indent=1, default=str) + "\n")
     return p
 

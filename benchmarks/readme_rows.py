@@ -332,6 +332,45 @@ def _strided_row(rows_):
             f"{'met' if ok else '**not met**'} |")
 
 
+COMPOSITIONS = ("| issue 36 compositions (`limits.serial`, packed pairs of inputs): CNN-GP + CNTK of 8×8 digits (3 × "
+                "[Conv 3×3 SAME, ReLU] → GlobalAvgPool / Flatten → Dense) and attention + LayerNorm on 16 / 32 tokens, vs "
+                "plain numpy and neural-tangents")
+GOALS = {"cnn-gap": 4.0, "cnn-flatten": 4.0, "attn-ln-16": 2.0, "attn-ln-32": 2.0}     # × neural-tangents
+
+
+def _compositions_row(rows_):
+    """Issue 36's rows (``nice python benchmarks/bench_compositions.py --merge benchmarks/results/compositions.json``):
+    per case and P ours (CPU, peak), plain numpy and neural-tangents ratios, the CNN-GAP floor; goals 1 (≥ 4× NT)
+    and 3 (≥ 2× NT) met when every measured row of the case reaches them."""
+    parts, verdicts = [], []
+    for case, goal in GOALS.items():
+        rs = sorted([r for r in rows_ if r.get("case") == case and not r.get("packing")], key=lambda r: r["P"])
+        if not rs:
+            continue
+        cells = []
+        for r in rs:
+            nt = (f"NT {_x(r['ratio'])} (wall {_x(r['nt_wall_ratio'])}, max RSS {r['nt_maxrss'] / 2**20:.0f} MiB)"
+                  if "ratio" in r else "NT skipped")
+            fl = f", {r['floor_ratio']:.1f}× the floor {r['floor_seconds']:.2f} s" if "floor_ratio" in r else ""
+            cells.append(f"P = {r['P']}: {r['seconds']:.2f} s CPU, peak {r['peak_bytes'] / 2**20:.0f} MiB{fl}; numpy "
+                         f"{_x(r['numpy_ratio'])} (peak {r['numpy_peak_bytes'] / 2**20:.0f} MiB); {nt}")
+        ok = all(r.get("ratio", 0.0) >= goal for r in rs)
+        parts.append(f"{case}: " + "; ".join(cells))
+        verdicts.append(f"{case} ≥ {goal:g}× NT: {'met' if ok else '**not met**'}")
+    if not parts:
+        return None
+    pk = [r for r in rows_ if r.get("packing")]
+    if pk:
+        parts.append("packing (goal 4; symmetric K(X, X) vs the cross kernel of X and a copy): " + "; ".join(
+            f"{r['case']} P = {r['P']}: cross / symmetric {_x(r['cross_ratio'])} (ideal {_x(r['ideal_ratio'])})"
+            for r in pk))
+        verdicts.append("packing within 10 % of ideal: " + ("met" if all(r["left"] <= 0.10 for r in pk) else "**not met**"))
+    meas = (" · ".join(parts) + " — floor: 16 additions per 3×3 conv layer (NNGP + NTK) and one arctan per ReLU "
+            "layer per pair of positions, timed in the same run — `nice python benchmarks/bench_compositions.py "
+            "--merge benchmarks/results/compositions.json`")
+    return f"{COMPOSITIONS} | {meas} | {'; '.join(verdicts)} |"
+
+
 def rows(path=DATA):
     data = _load(path)
     out = [_closed_row(data), _variance_row(data)]
@@ -359,6 +398,10 @@ def rows(path=DATA):
         st = [r for r in others if r["module"] == "layers" and r.get("strided")]
         if st:
             out.append(_strided_row(st))
+    if "compositions" in mods:
+        cr = _compositions_row([r for r in others if r["module"] == "compositions"])
+        if cr is not None:
+            out.append(cr)
     return out
 
 

@@ -49,6 +49,22 @@ def test_rows_follow_the_data(tmp_path):
         m.replace("no table here\n", new)
 
 
+def test_composition_row_follows_its_goals():
+    """The issue-36 row says 'met' only when every row of a case reaches its goal (≥ 4× NT CNN, ≥ 2× attention)."""
+    m = _mod()
+    base = {"P": 100, "seconds": 1.0, "wall": 1.0, "peak_bytes": 2**20, "numpy_ratio": 2.0, "numpy_peak_bytes": 2**20,
+            "nt_wall_ratio": 4.0, "nt_maxrss": 2**30}
+    rows = [{**base, "case": "cnn-gap", "ratio": 4.5, "floor_ratio": 3.0, "floor_seconds": 0.3},
+            {**base, "case": "attn-ln-16", "ratio": 2.5}]
+    row = m._compositions_row(rows)
+    assert "cnn-gap ≥ 4× NT: met" in row and "attn-ln-16 ≥ 2× NT: met" in row and "3.0× the floor" in row
+    rows[1]["ratio"] = 1.9
+    assert "attn-ln-16 ≥ 2× NT: **not met**" in m._compositions_row(rows)
+    rows[0].pop("ratio")                                  # neural-tangents skipped: not met
+    assert "cnn-gap ≥ 4× NT: **not met**" in m._compositions_row(rows)
+    assert m._compositions_row([]) is None
+
+
 def test_mup_coordcheck_rows_are_generated_from_the_data():
     """benchmarks/README.md's table of ours next to mup's coordinate check is benchmarks/results/peers/mup_coordcheck.json
     (python benchmarks/mup_coordcheck.py --write)."""

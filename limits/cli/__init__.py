@@ -532,14 +532,25 @@ def _note_interrupts():
             import _thread
 
             # our handler again, 20 ms later from another thread: by then the main thread has left the
-            # callback and the exception propagates (were it swallowed again, this repeats)
-            t = threading.Timer(0.02, _thread.interrupt_main)
-            t.daemon = True
-            t.start()
+            # callback and the exception propagates (were it swallowed again, this repeats). A bare thread:
+            # threading.Timer.start() waits for the thread to start, and on a loaded machine the interrupt
+            # it sends could land in that wait, inside this hook (printed as "Exception ignored").
+            try:
+                _thread.start_new_thread(_interrupt_main_later, (0.02,))
+            except KeyboardInterrupt:   # a Ctrl-C landing here is recorded; the progress steps raise it
+                pass
             return
         default_hook(info)
 
     sys.unraisablehook = unraisable
+
+
+def _interrupt_main_later(delay: float) -> None:
+    import _thread
+    import time
+
+    time.sleep(delay)
+    _thread.interrupt_main()
 
 
 def _shadowing_folder():

@@ -10,10 +10,10 @@ composition and reported per layer in ``diagnostics["structure"]`` with its memo
 Before anything is allocated, :func:`check_cost` estimates from shapes alone the memory one pair of inputs needs
 at the costliest layer and a lower bound of the time (Σ layers × block entries × ``Layer.kernel_work`` × pairs,
 at :data:`UPDATES_PER_SECOND`), and refuses beyond half the available memory or one hour with the estimate and
-``max_memory=`` / ``max_seconds=``. Measured on CNNs with flatten or global pooling, attention and a 1-D
-convolution (P = 6…200): 22–74× more CPU than the lower bound, so a refused composition would have taken at
-least as long as said (no false refusals there), and a filter of 10¹² or attention on 128×128 images is refused
-in under a second.
+``max_memory=`` / ``max_seconds=``. Measured on CNNs with flatten or global pooling, attention (up to 256
+tokens) and 1-D convolutions (packed pairs; ``python benchmarks/bench_compositions.py --estimate``, machine load
+≈ 12): 2.6–1100× more CPU than the lower bound, so a refused composition would have taken at least as long as
+said (no false refusals there), and a filter of 10¹² or attention on 128×128 images is refused in under a second.
 """
 from __future__ import annotations
 
@@ -90,9 +90,11 @@ def default_block(model, input_shape, P, symmetric, want_ntk=True) -> int:
     return b
 
 
-UPDATES_PER_SECOND = 2e8        # an optimistic rate of the layer rules: measured 4e7–9e7 per CPU-second on
-                                # CNNs with flatten or global pooling, attention and 1-D convolutions (2-core
-                                # machine, benchmarks/bench_readers.py), so time estimates are lower bounds
+UPDATES_PER_SECOND = 3e9        # a ceiling of the layer rules: one numpy pass over an in-cache block costs
+                                # ≥ 0.33 ns per entry (measured 0.34–0.40 ns), and no rule makes fewer than one
+                                # pass per update (attention's products count at 1/8, Attention.kernel_work);
+                                # the packed rules measured 2e6–8e8 per CPU-second (2-core machine), so time
+                                # estimates are lower bounds
 MAX_SECONDS = 3600.0            # default: refuse what would take at least an hour
 
 
@@ -186,14 +188,24 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None, max_memory=None,
             raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
     P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
     check_cost(m, X1.shape[1:], P1, P2, get, X2 is None, max_memory, max_seconds)
+    packed = block is None and X1.ndim > 2           # inputs with positions: packed pairs (limits.kernels.packed)
     if block is None:
         block = default_block(m, X1.shape[1:], P1, X2 is None, "ntk" in get)
     from ..blas import blas_threads
 
     with blas_threads():                 # many small products (conv bands): one BLAS thread ($LIMITS_BLAS_THREADS)
+        if packed:
+            return _packed(m, X1, X2, get)
         if max(P1, P2) > block:
             return _tiled(m, X1, X2, get, int(block))
         return _one(m, X1, X2, get)
+
+
+def _packed(m, X1, X2, get):
+    from .packed import kernel as packed_kernel
+
+    out, diag = packed_kernel(m, X1, X2, get)
+    return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, X2 is None, X1, X2)
 
 
 def _tiled(m, X1, X2, get, b):

@@ -26,48 +26,80 @@ def _part(a, i, r, j, c):
     return a[:, j:j + c] if a.shape[1] > 1 else a
 
 
-def _relu_pair(K, ql, qr, T):
-    """ReLU's E[φφ] and E[φ'φ']·T from one angle (the closed forms of ``limits.activations`` for moderate
-    variances): g = √(q_l q_r), det = (g − |K|)(g + |K|), θ = atan2(√det, K);
-    E[φφ] = (√det + (π − θ) K)/2π, E[φ'φ'] = (π − θ)/2π — one atan2 per entry for both kernels, done in
-    chunks of leading rows (``CHUNK`` entries) so that the temporaries stay in cache."""
-    if K.size and max(np.max(ql), np.max(qr)) >= 1e150:   # extreme variances: the library's scale-free forms
-        g = np.sqrt(ql * qr)
-        if np.max(g) >= 1e150:
-            from ..activations import relu_dkernel, relu_kernel
+def _relu_pair(K, sl, sr, T):
+    """ReLU's E[φφ] and E[φ'φ']·T from the block K and the left/right standard deviations sl, sr (per position,
+    broadcast; :func:`root_below`), one arctan per entry (:func:`_relu_chunk`), in chunks of leading rows
+    (``CHUNK`` entries) so that the temporaries stay in cache. Standard deviations above 1e150 (variances beyond
+    1e300, where g + |k| could overflow): the library's scale-free forms on sl², sr²."""
+    if K.size and max(np.max(sl), np.max(sr)) > 1e150:
+        from ..activations import relu_dkernel, relu_kernel
 
-            return relu_kernel(ql, K, qr), (None if T is None else relu_dkernel(ql, K, qr) * T)
+        ql, qr = sl * sl, sr * sr
+        return relu_kernel(ql, K, qr), (None if T is None else relu_dkernel(ql, K, qr) * T)
+    zero = bool(K.size) and min(np.min(sl), np.min(sr)) == 0.0
+    sl, sr = _plane(sl, K.shape), _plane(sr, K.shape)
     nngp, ntk = np.empty(K.shape), (np.empty(K.shape) if T is not None else None)
     P1, P2 = K.shape[:2]
     per = max(1, K[:1, :1].size)                  # entries per pair of inputs
     c = P2 if per * P2 <= CHUNK else max(1, CHUNK // per)
     r = max(1, CHUNK // (per * c))
+    work = np.empty(3 * min(K.size, r * c * per))
     for i in range(0, P1, r):
         for j in range(0, P2, c):
             k = K[i:i + r, j:j + c]
-            g = _part(ql, i, r, j, c) * _part(qr, i, r, j, c)
-            if g.shape != k.shape:
-                g = np.broadcast_to(g, k.shape).copy()
-            np.sqrt(g, out=g)
-            a = np.abs(k)
-            det = g - a
-            a += g
-            det *= a
-            np.maximum(det, 0.0, out=det)
-            np.sqrt(det, out=det)
-            Kc = np.minimum(k, g, out=a)             # K clipped to [−g, g] (np.clip with array bounds is slower)
-            np.negative(g, out=g)
-            np.maximum(Kc, g, out=Kc)
-            theta = np.arctan2(det, Kc, out=g)
-            np.subtract(np.pi, theta, out=theta)     # π − θ
-            out = nngp[i:i + r, j:j + c]
-            np.multiply(theta, Kc, out=out)
-            out += det
-            out /= 2.0 * np.pi
-            theta /= 2.0 * np.pi
-            if T is not None:
-                np.multiply(theta, _part(T, i, r, j, c), out=ntk[i:i + r, j:j + c])
+            w = [work[m * k.size:(m + 1) * k.size].reshape(k.shape) for m in range(3)]
+            _relu_chunk(k, _part(sl, i, r, j, c), _part(sr, i, r, j, c), None if T is None else _part(T, i, r, j, c),
+                        nngp[i:i + r, j:j + c], None if T is None else ntk[i:i + r, j:j + c], *w, zero=zero)
     return nngp, (ntk if T is not None else None)
+
+
+def _plane(q, shape):
+    """A factor broadcast against a block of ``shape``, made contiguous over the block's last two axes (the
+    broadcast product of the two factors then runs in long inner loops, not in loops of one axis)."""
+    if q.ndim < 2 or len(shape) < 4:
+        return q
+    return np.ascontiguousarray(np.broadcast_to(q, q.shape[:-2] + tuple(shape[-2:])))
+
+
+def root_below(q):
+    """√q rounded so that (√q)² ≤ q in floating point (one ulp down where the rounded root squares above q): the
+    ReLU rule's g = √q_l·√q_r is then ≤ k for an input with itself (k = q_l = q_r) and clips to c = 1 exactly."""
+    s = np.sqrt(q)
+    return np.where(s * s > q, np.nextafter(s, 0.0), s)
+
+
+def _relu_chunk(k, sl, sr, T, E, G, w1, w2, w3, zero=False):
+    """E ← E[φ(u)φ(v)], G ← E[φ'(u)φ'(v)]·T (G None: skipped) for covariance k and standard deviations sl, sr
+    (broadcast) — one arctan per entry, by the half-angle formula (g = sl·sr, k clipped to |k| ≤ g)::
+
+        t = √((g − |k|)/(g + |k|)) = tan(θ_|k|/2),   √det = (g + |k|)·t,   π − θ = π/2 + sign(k)·(π/2 − 2 atan t)
+        E[φφ] = (√det + (π − θ)k)/2π,   E[φ'φ'] = (π − θ)/2π
+
+    (k itself in E[φφ]: it exceeds g only by rounding, where √det = 0 and π − θ ∈ {0, π}, one ulp apart.)
+    sl² ≤ q_l (:func:`root_below`), so an entry with k = q_l = q_r has g ≤ k, is clipped to k = g and gets
+    θ = 0 exactly (a correlation of 1, where E[φ'φ'] has an infinite slope). ``zero``: some standard deviation is
+    0 — there g = k = 0 and t = 0/0 is taken as 0 (θ = 0, as atan2(0, 0))."""
+    g = np.multiply(sl, sr, out=w1)
+    a = np.abs(k, out=w2)
+    np.minimum(a, g, out=a)                      # |k| clipped to g
+    u = np.subtract(g, a, out=w3)
+    v = np.add(g, a, out=w1)                     # g + |k|
+    t = np.divide(u, v, out=u)
+    if zero:
+        np.fmax(t, 0.0, out=t)                   # 0/0 → 0
+    np.sqrt(t, out=t)                            # tan(θ_|k|/2) ∈ [0, 1]
+    root = np.multiply(v, t, out=v)              # √((g − |k|)(g + |k|))
+    m = np.arctan(t, out=t)
+    m *= -2.0
+    m += 0.5 * np.pi                             # π/2 − θ_|k| ≥ 0
+    np.copysign(m, k, out=m)
+    m += 0.5 * np.pi                             # π − θ
+    np.multiply(m, k, out=E)
+    E += root
+    E *= 0.5 / np.pi
+    if G is not None:
+        m *= 0.5 / np.pi
+        np.multiply(m, T, out=G)
 
 
 @register
@@ -124,7 +156,7 @@ class Activation(Layer):
             ql, K, qr = np.broadcast_arrays(ql, K, qr)
             return np.asarray(fn(act, ql, K, qr, **kw), dtype=np.float64).reshape(K.shape)
 
-        if not k.spatial and k.cov2 is None:
+        if not k.spatial and k.cov2 is None and k.pairs is None:
             # symmetric P×P Gram: the engine's Gram rule (upper triangle; Mehler series / interpolants),
             # exactly what limits.kernels.nngp uses for the same matrix
             K = k.nngp
@@ -133,8 +165,9 @@ class Activation(Layer):
             return k.replace(nngp=nngp, ntk=ntk, cov1=np.diag(nngp)[:, None].copy(), is_gaussian=False)
         if self.name_ == "relu":
             # self blocks by the same formula as the cross block: equal inputs in X1 and X2 keep equal bits
-            nngp_only = lambda K, ql, qr: _relu_pair(K, ql, qr, None)[0]  # noqa: E731
-            return k.map_pairs(nngp_only, gaussian_out=False, pair_fn=_relu_pair, self_fn=nngp_only)
+            nngp_only = lambda K, sl, sr: _relu_pair(K, sl, sr, None)[0]  # noqa: E731
+            return k.map_pairs(nngp_only, gaussian_out=False, pair_fn=_relu_pair, self_fn=nngp_only,
+                               transform=root_below)
         # self blocks without position pairs hold only variances E[φ(u)²]: the engine's default rule for
         # unrelated triples (as limits.kernels.kernel's variance vectors); Gram-like blocks: Mehler series
         var_only = not k.full

@@ -28,6 +28,7 @@ Cost O(k·o² per axis pair × the other axes) per block entry of the output —
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from .base import Layer, bias_theta, gram_theta, register
 
 PADDINGS = ("SAME", "VALID", "CIRCULAR")
 DENSE_MAX = 8          # 2-D axes up to this size: small matrix products; larger: strided slice additions
+FLAT = True            # stride-1 SAME axes: shifted additions over flattened rows (:func:`_flat_sum`)
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,10 @@ def geometry(n, k, s, padding) -> Axis:
     return Axis(n, k, s, o, max((o - 1) * s + k - n, 0) // 2, padding == "CIRCULAR")
 
 
+@functools.lru_cache(maxsize=64)
 def _band(ax: Axis, pair):
     """𝒫 of one axis as a matrix (without 1/|F|): on one position B[i, i'] = #{f : i' = src(i, f)} (o × n);
-    on a pair B[(i, j), (i', j')] = #{f : i' = src(i, f), j' = src(j, f)} (o² × n²)."""
+    on a pair B[(i, j), (i', j')] = #{f : i' = src(i, f), j' = src(j, f)} (o² × n²). Cached (read-only)."""
     src, inside = ax.sources()
     B = np.zeros((ax.o * ax.o, ax.n * ax.n) if pair else (ax.o, ax.n))
     idx = np.arange(ax.o)
@@ -98,6 +101,7 @@ def _band(ax: Axis, pair):
             np.add.at(B, (I * ax.o + J, SI * ax.n + SJ), 1.0)
         else:
             np.add.at(B, (idx[ok], src[ok, f]), 1.0)
+    B.setflags(write=False)
     return B
 
 
@@ -142,6 +146,86 @@ def _slice_sum(K, axes, ax: Axis):
     return np.zeros(shape) if out is None else out
 
 
+MAX_RUNS = 16           # a shift whose out-of-input entries form at most this many runs (per pair of inputs)
+                        # restores them after the addition; otherwise the shifted block is multiplied by a 0/1 mask
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_plan(tail, dims, ax: Axis):
+    """Offsets of a stride-1 axis whose outputs are its inputs (SAME, no wrap-around) as shifts of the flattened
+    block ``tail`` of one pair of inputs (``dims``: the shifted axes within it): per offset δ = f − lo ≠ 0 the flat
+    shift s, the range [a, b) of entries it reaches, and what to do with the entries of that range whose shifted
+    position leaves the input (they read padding: nothing may be added to them) — restore them (a few runs, as
+    slices) or multiply the shifted block by a 0/1 mask. The offset with the fewest such entries first."""
+    strides = np.cumprod((1,) + tail[:0:-1])[::-1]
+    L = int(np.prod(tail))
+    pos = np.indices(tail).reshape(len(tail), L)
+    plan = []
+    for f in range(ax.k):
+        d = f - ax.lo
+        if d == 0:
+            continue
+        shift = d * int(sum(strides[i] for i in dims))
+        a, b = max(0, -shift), L - max(0, shift)
+        bad = np.zeros(max(b - a, 0), bool)
+        for i in dims:
+            p = pos[i, a:b] + d
+            bad |= (p < 0) | (p >= ax.n)
+        idx = np.flatnonzero(bad) + a
+        runs = _as_slices(idx)
+        mask = None
+        if len(runs) > MAX_RUNS:
+            mask = (~bad).astype(np.float64)
+            mask.setflags(write=False)
+            runs = ()
+        plan.append((idx.size, shift, a, b, runs, mask))
+    plan.sort(key=lambda t: t[0])
+    return tuple(p[1:] for p in plan)
+
+
+def _as_slices(idx):
+    """Sorted flat indices as slices, one per run of consecutive indices."""
+    if idx.size == 0:
+        return ()
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    return tuple(slice(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, cut))
+
+
+def _flat_sum(K, dims, ax: Axis):
+    """Σ_f K[…, i + δ_f, …] (δ_f = f − lo; both positions of a pair, or one axis) for a stride-1 SAME axis
+    without wrap-around: each offset one shifted addition over the flattened block of each pair of inputs (long
+    contiguous rows), what a shift carries past the input's edge restored or masked (:func:`_flat_plan`; 0 is
+    added there, exactly); the first offset summed with the centre copy-free."""
+    plan = _flat_plan(tuple(K.shape[2:]), tuple(d - 2 for d in dims), ax)
+    if not plan:
+        return K.copy()
+    F = K.reshape(K.shape[0] * K.shape[1], -1)
+    out = np.empty_like(F)
+    tmp = None
+    for i, (s, a, b, runs, mask) in enumerate(plan):
+        src = F[:, a + s:b + s]
+        if mask is not None:
+            tmp = np.empty_like(F) if tmp is None else tmp
+            src = np.multiply(src, mask, out=tmp[:, a:b])
+        if i == 0:
+            np.add(F[:, a:b], src, out=out[:, a:b])
+            out[:, :a] = F[:, :a]
+            out[:, b:] = F[:, b:]
+            for sl in runs:
+                out[:, sl] = F[:, sl]
+            continue
+        keep = [out[:, sl].copy() for sl in runs]
+        out[:, a:b] += src
+        for sl, v in zip(runs, keep):
+            out[:, sl] = v
+    return out.reshape(K.shape)
+
+
+def _flat(ax: Axis):
+    """Does the flat shifted-sum path apply (stride 1, zero padding, as many outputs as inputs)?"""
+    return ax.s == 1 and not ax.circular and ax.o == ax.n and ax.k > 1
+
+
 def patch(K, axes, full, scale=1.0):
     """The patch operator: ``scale``·𝒫K of a block ``(A, B, *R)`` (module docstring; R = (s1, s1', s2, s2', …)
     when ``full``, else (s1, s2, …)); ``axes`` one :class:`Axis` per spatial axis. Every entry of the output
@@ -155,7 +239,9 @@ def patch(K, axes, full, scale=1.0):
     for d, ax in enumerate(axes):
         if ax.k == 1 and ax.s == 1 and ax.o == ax.n:
             continue                               # the identity on this axis
-        if nsp == 2 and ax.n <= DENSE_MAX:
+        if _flat(ax) and FLAT:
+            slices.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), ax))
+        elif nsp == 2 and ax.n <= DENSE_MAX:
             bands[d] = _band(ax, full)
         else:
             slices.append(((2 + 2 * d, 3 + 2 * d) if full else (2 + d,), ax))
@@ -170,7 +256,7 @@ def patch(K, axes, full, scale=1.0):
     else:
         out = K
     for dims, ax in slices:
-        out = _slice_sum(out, dims, ax)
+        out = (_flat_sum if _flat(ax) and FLAT else _slice_sum)(out, dims, ax)
     if out is K:
         out = K.copy()
     if not banded and scale / F != 1.0:
@@ -239,12 +325,15 @@ class Conv(Layer):
 
         def conv(K):
             out = patch(K, axes, k.full, w)
-            out += b
+            if b:
+                out += b
             return out
 
-        out = k.map_linear(conv, spatial=tuple(ax.o for ax in axes))
-        if k.ntk is not None:
-            out = out.replace(ntk=out.ntk - b + out.nngp)
+        out = k.replace(ntk=None).map_linear(conv, spatial=tuple(ax.o for ax in axes))
+        if k.ntk is not None:                    # Θ' = σ_w² 𝒫Θ + K'
+            ntk = patch(k.ntk, axes, k.full, w)
+            ntk += out.nngp
+            out = out.replace(ntk=ntk)
         return out.replace(is_gaussian=True, wide=True)
 
     # ------------------------------------------------------------------ finite

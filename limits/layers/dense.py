@@ -31,9 +31,18 @@ class Dense(Layer):
     # ------------------------------------------------------------------ kernel
     def kernel(self, k, need_full_after=True, where=""):
         w, b = self.sigma_w2, self.sigma_b2
-        out = k.map_linear(lambda K: w * K + b)
+
+        def affine(K):
+            out = np.multiply(K, w)
+            if b:
+                out += b
+            return out
+
+        out = k.replace(ntk=None).map_linear(affine)
         if k.ntk is not None:
-            out = out.replace(ntk=w * k.ntk + out.nngp)
+            ntk = np.multiply(k.ntk, w)
+            ntk += out.nngp
+            out = out.replace(ntk=ntk)
         return out.replace(is_gaussian=True, wide=True)
 
     # ------------------------------------------------------------------ finite

@@ -5,6 +5,8 @@ Kernel (a Gaussian input has channel mean → 0 and channel variance → q at in
 
     K'(x, y)[i, j] = K[i, j] / √((q_x,i + ε)(q_y,j + ε)),     Θ' = Θ / √((q_x,i + ε)(q_y,j + ε))
 
+(as K·r_x,i·r_y,j with r = 1/√(q + ε) per input and position: two passes per entry).
+
 with the finite layer's ε = ``eps`` kept (as neural-tangents does). Cost O(size of the blocks).
 """
 from __future__ import annotations
@@ -37,8 +39,16 @@ class LayerNorm(Layer):
         if np.min(q1) <= 0 or np.min(q2) <= 0:
             raise ValueError(f"{where}: LayerNorm of an input with zero variance at some position")
         e = self.eps
-        return k.map_pairs(lambda K, ql, qr: K / np.sqrt((ql + e) * (qr + e)),
-                           lambda K, T, ql, qr: T / np.sqrt((ql + e) * (qr + e)))
+
+        def inverse_root(q):                     # 1/√(q + ε) per input and position
+            return 1.0 / np.sqrt(q + e)
+
+        def scaled(K, il, ir):
+            out = np.multiply(K, il)
+            out *= ir
+            return out
+
+        return k.map_pairs(scaled, lambda K, T, il, ir: scaled(T, il, ir), transform=inverse_root)
 
     def apply(self, params, x):
         mu = x.mean(-1, keepdims=True)

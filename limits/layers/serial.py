@@ -312,10 +312,18 @@ class Residual(Layer):
             k = k.to_diagonal()
             kb = kb.to_diagonal()
         r2 = self.rho ** 2
-        add = lambda a, c: None if a is None else a + r2 * c  # noqa: E731
-        return k.replace(nngp=k.nngp + r2 * kb.nngp, ntk=None if k.ntk is None else k.ntk + r2 * kb.ntk,
-                         cov1=k.cov1 + r2 * kb.cov1, cov2=add(k.cov2, kb.cov2),
-                         is_gaussian=k.is_gaussian and kb.is_gaussian)
+
+        def add(a, c):                           # a + ρ² c
+            if a is None:
+                return None
+            if r2 == 1.0:
+                return np.add(a, c)
+            out = np.multiply(c, r2)
+            out += a
+            return out
+
+        return k.replace(nngp=add(k.nngp, kb.nngp), ntk=add(k.ntk, kb.ntk), cov1=add(k.cov1, kb.cov1),
+                         cov2=add(k.cov2, kb.cov2), is_gaussian=k.is_gaussian and kb.is_gaussian)
 
     def out_shape(self, in_shape, width):
         return tuple(in_shape)

@@ -20,7 +20,9 @@ def test_contract_example_shapes_and_structure():
     assert k.nngp.shape == k.ntk.shape == (4, 4)
     assert np.allclose(k.nngp, k.nngp.T, rtol=0, atol=1e-15) and np.all(np.linalg.eigvalsh(k.ntk) > 0)
     assert k.diagnostics["input_representation"] == "full"
-    assert k.diagnostics["peak_bytes"] >= 8 * 4 * 4 * 25 * 25
+    # packed pairs: the 6 pairs x < y of one chunk, NNGP and NTK blocks of every pair of the 25 positions
+    assert k.diagnostics["engine"] == "packed pairs" and k.diagnostics["pairs"] == 4 * 5 // 2
+    assert k.diagnostics["peak_bytes"] >= 8 * 2 * 6 * 25 * 25
     # read out through Flatten: only equal positions are kept (the CNN-GP shortcut)
     f = limits.kernels.kernel(limits.serial(*m.layers[:2], L.Flatten(), L.Dense()), X)
     assert f.diagnostics["input_representation"] == "diagonal"

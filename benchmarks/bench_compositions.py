@@ -1,0 +1,411 @@
+"""Issue 36's composition rows: ``limits.kernels.kernel`` (packed pairs of inputs) against a plain vectorised numpy
+implementation of the same rules (timed interleaved with ours, CPU and wall) and neural-tangents 0.6.5's jitted
+steady state (peer interpreter, ``nt.batch`` of 50, float64, one XLA thread; its own process per case, run
+concurrently with ours, so that its max RSS is that case's), NNGP and NTK, peak memory per row.
+
+    nice python benchmarks/bench_compositions.py --merge benchmarks/results/compositions.json
+    nice python benchmarks/bench_compositions.py --case cnn-gap --P 100 200 --merge …    # a subset
+
+Cases (8×8 scikit-learn digits, centred per image):
+
+* ``cnn-gap`` / ``cnn-flatten``: 3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.01), ReLU] → GlobalAvgPool / Flatten →
+  Dense (goal 1; global pooling needs every pair of positions, S² = 4096 entries per pair of inputs; Flatten only
+  equal positions, S = 64);
+* ``attn-ln-16`` / ``attn-ln-32``: Dense(1, 0.1) → LayerNorm → Attention(1 head, s = 1, σ_w² = 1, σ_b² = 0.1) →
+  ReLU → Dense(2, 0.1) → LayerNorm → GlobalAvgPool → Dense on the digit as 16 tokens of 2×2 pixels or 32 tokens
+  of 1×2 pixels (goal 3).
+
+The floor of ``cnn-gap`` (:func:`floor`): its irreducible elementwise passes per pair of positions — per 3×3
+convolution 8 additions for the NNGP and 8 for the NTK, per ReLU one arctan — timed as numpy passes over a
+cache-sized block in the same run, times the P(P+1)/2 pairs of inputs × S² positions pairs.
+"""
+import json
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _plain_kernels import relu_from  # noqa: E402
+from _timing import PEER_TIMED, cpu_wall, cpu_wall_interleaved, run_peer  # noqa: E402
+from bench_layers import digits, merge, plain_kernel  # noqa: E402
+from nt_layers import TRANSLATE  # noqa: E402
+
+import limits  # noqa: E402
+
+L = limits.layers
+NT_BATCH = 50
+
+
+# ---------------------------------------------------------------------------------------------------- cases
+def cnn(readout):
+    layers = [x for _ in range(3) for x in (L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.01), L.Activation("relu"))]
+    return limits.serial(*layers, readout, L.Dense(sigma_w2=1.0, sigma_b2=0.0))
+
+
+def attention_model():
+    return limits.serial(L.Dense(sigma_w2=1.0, sigma_b2=0.1), L.LayerNorm(),
+                         L.Attention(n_heads=1, qk_scale=1.0, sigma_w2=1.0, sigma_b2=0.1), L.Activation("relu"),
+                         L.Dense(sigma_w2=2.0, sigma_b2=0.1), L.LayerNorm(), L.GlobalAvgPool(),
+                         L.Dense(sigma_w2=1.0, sigma_b2=0.0))
+
+
+def tokens(P, n):
+    """The digit as ``n`` tokens: 16 of 2×2 pixels or 32 of 1×2 pixels (P, n, 64/n)."""
+    X = digits(P)[..., 0]
+    ph, pw = {16: (2, 2), 32: (1, 2)}[n]
+    X = X.reshape(P, 8 // ph, ph, 8 // pw, pw).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(X.reshape(P, n, ph * pw))
+
+
+# ----------------------------------------------------------------------------------------- plain numpy rules
+def plain_cnn_flatten(X, tile=100):
+    """3 × [Conv 3×3 SAME, ReLU] → Flatten → Dense the obvious way: Flatten needs equal positions only, so the
+    block of a pair of inputs is (h, w); tiles of ``tile`` × ``tile`` inputs over the upper triangle."""
+    return upper_tiles(X, _plain_flatten_tile, tile)
+
+
+def upper_tiles(X, tile_fn, tile):
+    """(K, Θ) of all pairs of inputs of X from ``tile_fn(X_a, X_b)`` on the tiles of ``tile`` × ``tile`` inputs of
+    the upper triangle (the lower one by symmetry)."""
+    P = X.shape[0]
+    K, T = np.empty((P, P)), np.empty((P, P))
+    for i in range(0, P, tile):
+        for j in range(i, P, tile):
+            k, t = tile_fn(X[i:i + tile], X[j:j + tile])
+            K[i:i + tile, j:j + tile], T[i:i + tile, j:j + tile] = k, t
+            K[j:j + tile, i:i + tile], T[j:j + tile, i:i + tile] = k.T, t.T
+    return K, T
+
+
+def _same3(K):
+    """Σ of the 3×3 offsets of a SAME convolution over the last two axes (zero padding), / 9."""
+    Kp = np.pad(K, [(0, 0)] * (K.ndim - 2) + [(1, 1), (1, 1)])
+    n, m = K.shape[-2:]
+    return sum(Kp[..., a:a + n, b:b + m] for a in range(3) for b in range(3)) / 9.0
+
+
+def _plain_flatten_tile(X1, X2):
+    C = X1.shape[-1]
+    K = np.einsum("pijc,qijc->pqij", X1, X2) / C
+    q1, q2 = (np.einsum("pijc,pijc->pij", X, X) / C for X in (X1, X2))
+    T = np.zeros_like(K)
+    for _ in range(3):
+        K = 2.0 * _same3(K) + 0.01
+        T = 2.0 * _same3(T) + K
+        q1, q2 = 2.0 * _same3(q1) + 0.01, 2.0 * _same3(q2) + 0.01
+        K, G = relu_from(K, np.sqrt(q1[:, None] * q2[None, :]))
+        T = G * T
+        q1, q2 = q1 / 2.0, q2 / 2.0
+    K_out = K.mean(axis=(2, 3))
+    return K_out, T.mean(axis=(2, 3)) + K_out
+
+
+def plain_attention(X, tile=50):
+    """:func:`attention_model` the obvious way, tile by tile over the upper triangle: every block (A, B, T, T)
+    with the self covariances (P, T, T) of each side carried along (attention weights, variances)."""
+    return upper_tiles(X, _plain_attention_tile, tile)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _plain_attention_tile(X1, X2):
+    n = X1.shape[-1]
+    K = np.einsum("pic,qjc->pqij", X1, X2) / n
+    C1, C2 = (np.einsum("pic,pjc->pij", X, X) / n for X in (X1, X2))
+    # Dense(1, 0.1)
+    K, C1, C2 = K + 0.1, C1 + 0.1, C2 + 0.1
+    T = K.copy()
+    # LayerNorm (ε = 1e-12): K[i, j] / √((q_i + ε)(q_j + ε))
+    r1, r2 = (1.0 / np.sqrt(np.einsum("pii->pi", C) + 1e-12) for C in (C1, C2))
+    rr = r1[:, None, :, None] * r2[None, :, None, :]
+    K, T = K * rr, T * rr
+    C1, C2 = C1 * r1[:, :, None] * r1[:, None, :], C2 * r2[:, :, None] * r2[:, None, :]
+    # Attention(1 head, s = 1, σ_w² = 1, σ_b² = 0.1): A = softmax(C), K' = A K Bᵀ + 0.1, Θ' = A (Θ + 2K) Bᵀ + 0.1
+    A1, A2 = _softmax(C1), _softmax(C2)
+    K, T = (np.einsum("pia,pqab,qjb->pqij", A1, M, A2, optimize=True) + 0.1 for M in (K, T + 2.0 * K))
+    C1, C2 = (np.einsum("pia,pab,pjb->pij", A, C, A, optimize=True) + 0.1 for A, C in ((A1, C1), (A2, C2)))
+    # ReLU
+    q1, q2 = np.einsum("pii->pi", C1), np.einsum("pii->pi", C2)
+    K, G = relu_from(K, np.sqrt(q1[:, None, :, None] * q2[None, :, None, :]))
+    T = G * T
+    C1, _ = relu_from(C1, np.sqrt(q1[:, :, None] * q1[:, None, :]))
+    C2, _ = relu_from(C2, np.sqrt(q2[:, :, None] * q2[:, None, :]))
+    # Dense(2, 0.1)
+    K, C1, C2 = 2.0 * K + 0.1, 2.0 * C1 + 0.1, 2.0 * C2 + 0.1
+    T = 2.0 * T + K
+    # LayerNorm
+    r1, r2 = (1.0 / np.sqrt(np.einsum("pii->pi", C) + 1e-12) for C in (C1, C2))
+    rr = r1[:, None, :, None] * r2[None, :, None, :]
+    K, T = K * rr, T * rr
+    # GlobalAvgPool → Dense(1, 0)
+    K_out = K.mean(axis=(2, 3))
+    return K_out, T.mean(axis=(2, 3)) + K_out
+
+
+CASES = {
+    "cnn-gap": (lambda: cnn(L.GlobalAvgPool()), digits, lambda X: plain_kernel(X, (1, 1, 1)),
+                "3 × [Conv 3×3 SAME, ReLU] → GlobalAvgPool → Dense, 8×8 digits"),
+    "cnn-flatten": (lambda: cnn(L.Flatten()), digits, plain_cnn_flatten,
+                    "3 × [Conv 3×3 SAME, ReLU] → Flatten → Dense, 8×8 digits"),
+    "attn-ln-16": (attention_model, lambda P: tokens(P, 16), plain_attention,
+                   "Dense → LayerNorm → Attention → ReLU → Dense → LayerNorm → GAP → Dense, 16 tokens"),
+    "attn-ln-32": (attention_model, lambda P: tokens(P, 32), plain_attention,
+                   "Dense → LayerNorm → Attention → ReLU → Dense → LayerNorm → GAP → Dense, 32 tokens"),
+}
+SIZES = {"cnn-gap": (100, 200), "cnn-flatten": (100, 400, 1000), "attn-ln-16": (100, 400, 1000),
+         "attn-ln-32": (100, 200)}    # what fitted the shared machine's load (≈ 12 on 2 cores) on 2026-11-27
+
+
+def _repeat(P):
+    """Calls per size (interleaved): ours and numpy compile nothing, so one call is their steady state above P = 100."""
+    return 2 if P <= 100 else 1
+
+
+# ------------------------------------------------------------------------------------------ neural-tangents
+PEER = TRANSLATE + PEER_TIMED + r"""
+import resource
+spec = json.load(open(sys.argv[1]))
+_, _, kfn = stax.serial(*[layer(d) for d in spec["model"]["serial"]])
+res, nngp, ntk = nt_timed(kfn, np.load(spec["X"]), spec["calls"])
+np.save(spec["out"], np.stack([nngp, ntk]))
+res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(res))
+"""
+
+
+def _nt_calls(P):
+    """Two calls (first = jit + run, then the steady state) up to P = 200; above, one call, its steady state
+    being that call minus the compile share of the same case at its smallest P (the same 50 × 50 batch shapes,
+    so the same jit)."""
+    return 2 if P <= 200 else 1
+
+
+def run_nt(jobs, tmp, out):
+    """neural-tangents on ``jobs`` [(key, model, X path)], one process each, in order; results into ``out``."""
+    for key, m, xpath in jobs:
+        o = Path(tmp) / f"nt_{key[0]}_{key[1]}.npy"
+        spec = Path(tmp) / f"spec_{key[0]}_{key[1]}.json"
+        spec.write_text(json.dumps({"model": m.to_dict(), "X": str(xpath), "calls": _nt_calls(key[1]), "out": str(o)}))
+        r, why = run_peer(PEER, spec, timeout=3 * 3600)
+        if r is not None:
+            r["nngp"], r["ntk"] = np.load(o)
+        out[key] = (r, why)
+
+
+# ---------------------------------------------------------------------------------------------- measurement
+def _traced(fn, peaks, name):
+    """``fn`` with the tracemalloc peak of its numpy allocations folded into ``peaks[name]`` (max over calls)."""
+    def call():
+        tracemalloc.start()
+        try:
+            return fn()
+        finally:
+            peaks[name] = max(peaks.get(name, 0), tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    return call
+
+
+def _rel(a, b, off):
+    return float(np.max(np.abs(a - b)[off]) / np.max(np.abs(b)))
+
+
+def measure(case, P, repeat):
+    """Ours and plain numpy on ``case`` at ``P``, interleaved (CPU, wall: first and best), with their peaks."""
+    build, inputs, plain, _ = CASES[case]
+    m, X = build(), inputs(P)
+    peaks = {}
+    res = cpu_wall_interleaved({"ours": _traced(lambda: limits.kernels.kernel(m, X), peaks, "ours"),
+                                "numpy": _traced(lambda: plain(X), peaks, "numpy")}, repeat=repeat)
+    return res, peaks
+
+
+def floor(P, S=64, convs=3, reps=20):
+    """Lower bound (CPU s) of ``cnn-gap``'s NNGP + NTK at P: per pair of positions and conv layer 16 additions
+    (8 per 3×3 patch sum, NNGP and NTK), per ReLU layer one arctan, over P(P+1)/2 pairs × S² position pairs;
+    each pass timed now over a 1 MiB block (in cache, as the packed chunks are), best of ``reps``."""
+    n = 1 << 17
+    a, b, o = np.random.default_rng(0).random(n), np.random.default_rng(1).random(n), np.empty(n)
+
+    def best(f):
+        t = []
+        for _ in range(reps):
+            c = time.process_time()
+            for _ in range(10):
+                f()
+            t.append((time.process_time() - c) / (10 * n))
+        return min(t)
+    t_add, t_atan = best(lambda: np.add(a, b, out=o)), best(lambda: np.arctan(a, out=o))
+    entries = P * (P + 1) / 2 * S * S
+    return {"floor_seconds": entries * convs * (16 * t_add + t_atan), "add_ns": t_add * 1e9, "atan_ns": t_atan * 1e9,
+            "passes": convs * 16, "arctans": convs}
+
+
+def packing(P=100, case="cnn-gap", repeat=3):
+    """Goal 4: the symmetric kernel K(X, X) (packed: P(P+1)/2 pairs of inputs) against the cross kernel K(X, X')
+    with X' a copy of X (P² pairs), interleaved; the ideal ratio is P² / (P(P+1)/2) = 2P/(P + 1)."""
+    build, inputs = CASES[case][:2]
+    m, X = build(), inputs(P)
+    Y = X.copy()
+    res = cpu_wall_interleaved({"sym": lambda: limits.kernels.kernel(m, X),
+                                "cross": lambda: limits.kernels.kernel(m, X, Y)}, repeat=repeat)
+    (ts, ks), (tc, kc) = res["sym"], res["cross"]
+    ideal = 2.0 * P / (P + 1)
+    got = tc["cpu"] / ts["cpu"]
+    return {"name": f"composition packing {case} P={P}", "case": case, "P": P, "packing": True, "seconds": ts["cpu"],
+            "cross_seconds": tc["cpu"], "cross_ratio": got, "ideal_ratio": ideal, "left": 1.0 - got / ideal,
+            "max_rel_diff": max(float(np.max(np.abs(ks.nngp - kc.nngp)) / np.max(np.abs(kc.nngp))),
+                                float(np.max(np.abs(ks.ntk - kc.ntk)) / np.max(np.abs(kc.ntk)))),
+            "note": f"symmetric {ts['cpu']:.2f} s CPU, cross kernel with a copy {tc['cpu']:.2f} s: {got:.2f}× "
+                    f"(ideal {ideal:.2f}×: {100 * (1.0 - got / ideal):.0f} % left)"}
+
+
+def estimate_check(P=60):
+    """``limits.kernels.composed.estimate``'s time is a lower bound: measured CPU / estimated seconds per
+    composition (the four cases, the reference compositions of ``nt_layers.cases`` at P inputs, attention on 256
+    tokens where matrix products dominate); every ratio must be ≥ 1 (else a composition could be refused that
+    would have finished within the limit)."""
+    from nt_layers import cases
+
+    from limits.kernels.composed import estimate
+
+    rng = np.random.default_rng(0)
+    runs = [(c, CASES[c][0](), CASES[c][1](n)) for c, n in (("cnn-gap", P), ("cnn-flatten", 400), ("attn-ln-16", 300),
+                                                             ("attn-ln-32", 150))]
+    runs += [(n, m, rng.standard_normal((P,) + s[1:])) for n, m, s in cases()]
+    runs.append(("attention on 256 tokens", limits.serial(L.Dense(1.0, 0.1), L.Attention(n_heads=1, qk_scale=0.5),
+                                                          L.GlobalAvgPool(), L.Dense()), rng.standard_normal((20, 256, 3))))
+    out = []
+    for name, m, X in runs:
+        e = estimate(m, X.shape[1:], X.shape[0], X.shape[0], True, True)
+        t = cpu_wall(lambda: limits.kernels.kernel(m, X), repeat=2)[0]["cpu"]
+        out.append({"name": name, "shape": list(X.shape), "cpu": t, "estimate": e["seconds"], "ratio": t / e["seconds"]})
+    return sorted(out, key=lambda r: r["ratio"])
+
+
+def run(quick=False, cases=None, Ps=None):
+    cases = list(cases or CASES)
+    sizes = {c: tuple(Ps) if Ps else ((50,) if quick else SIZES[c]) for c in cases}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = []
+        for c in cases:
+            build, inputs = CASES[c][:2]
+            for P in sizes[c]:
+                p = Path(tmp) / f"X_{c}_{P}.npy"
+                np.save(p, inputs(P))
+                jobs.append(((c, P), build(), p))
+        nt = {}
+        th = threading.Thread(target=run_nt, args=(jobs, tmp, nt))
+        th.start()                                         # the peer works while ours and numpy are timed
+        ours = {}
+        for c in cases:
+            for P in sizes[c]:
+                ours[(c, P)] = measure(c, P, _repeat(P))
+                print(f"  {c} P={P}: ours {ours[(c, P)][0]['ours'][0]['cpu']:.2f} s, numpy "
+                      f"{ours[(c, P)][0]['numpy'][0]['cpu']:.2f} s", flush=True)
+        fl = {P: floor(P) for P in sizes.get("cnn-gap", ())}
+        th.join()
+    for c in cases:
+        for P in sizes[c]:
+            rows.append(_row(c, P, ours[(c, P)], nt.get((c, P), (None, "not run")), nt, sizes[c][0],
+                             fl.get(P) if c == "cnn-gap" else None))
+    return rows
+
+
+def _row(case, P, measured, nt_res, nt_all, P0, fl):
+    (res, peaks) = measured
+    (t, k), (tn, (Kn, Tn)) = res["ours"], res["numpy"]
+    off = ~np.eye(P, dtype=bool)
+    row = {"name": f"composition {case} P={P}", "case": case, "description": CASES[case][3], "P": P,
+           "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"], "peak_bytes": peaks["ours"],
+           "numpy_seconds": tn["cpu"], "numpy_wall": tn["wall"], "numpy_peak_bytes": peaks["numpy"],
+           "numpy_ratio": tn["cpu"] / t["cpu"], "numpy_wall_ratio": tn["wall"] / t["wall"],
+           "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off))}
+    r, why = nt_res
+    if r is not None:
+        cpu, wall, how = r["cpu"], r["wall"], "measured (best of 2 calls)"
+        if _nt_calls(P) == 1:
+            r0 = nt_all.get((case, P0), (None, ""))[0]
+            if r0 is not None and _nt_calls(P0) == 2:
+                cpu = r["first_cpu"] - (r0["first_cpu"] - r0["cpu"])
+                wall = r["first_wall"] - (r0["first_wall"] - r0["wall"])
+                how = (f"one call {r['first_cpu']:.1f} s minus its compile share at P={P0} "
+                       f"({r0['first_cpu'] - r0['cpu']:.1f} s)")
+            else:
+                how = "one call including jit (no compile share known): an upper bound"
+        row.update(baseline_seconds=cpu, baseline_wall=wall, nt_first_seconds=r["first_cpu"], nt_how=how,
+                   ratio=cpu / t["cpu"], nt_wall_ratio=wall / t["wall"], nt_maxrss=r["maxrss"],
+                   max_rel_diff=max(_rel(k.nngp, r["nngp"], np.ones_like(off)), _rel(k.ntk, r["ntk"], off)))
+    else:
+        row["nt_skipped"] = why
+    if fl is not None:
+        row.update(fl, floor_ratio=t["cpu"] / fl["floor_seconds"])
+    row["note"] = note(row)
+    return row
+
+
+def note(r):
+    s = (f"ours {r['seconds']:.2f} s CPU ({r['wall']:.2f} s wall), peak {r['peak_bytes'] / 2**20:.0f} MiB; plain numpy "
+         f"{r['numpy_seconds']:.2f} s = {r['numpy_ratio']:.2f}× (wall {r['numpy_wall_ratio']:.2f}×), peak "
+         f"{r['numpy_peak_bytes'] / 2**20:.0f} MiB, max rel. diff {r['numpy_max_rel_diff']:.1e}")
+    if "ratio" in r:
+        s += (f"; neural-tangents steady {r['baseline_seconds']:.2f} s CPU ({r['nt_how']}; first call incl. jit "
+              f"{r['nt_first_seconds']:.2f} s) = {r['ratio']:.2f}× (wall {r['nt_wall_ratio']:.2f}×), max RSS "
+              f"{r['nt_maxrss'] / 2**20:.0f} MiB, max rel. diff {r['max_rel_diff']:.1e}")
+    else:
+        s += f"; neural-tangents: {r['nt_skipped']}"
+    if "floor_seconds" in r:
+        s += f"; floor {r['floor_seconds']:.2f} s (ours = {r['floor_ratio']:.1f}× the floor)"
+    return s
+
+
+def table(rows):
+    out = ["| case | P | ours CPU s (wall) | peak MiB | numpy CPU s | numpy / ours (wall) | numpy peak MiB | "
+           "NT steady CPU s | NT / ours (wall) | NT max RSS MiB | max rel. diff NT / numpy | floor s (ours / floor) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.get("packing"):
+            continue
+        nt = (f"{r['baseline_seconds']:.2f} | {r['ratio']:.2f} ({r['nt_wall_ratio']:.2f}) | {r['nt_maxrss'] / 2**20:.0f}"
+              if "ratio" in r else "skipped | | ")
+        fl = f"{r['floor_seconds']:.2f} ({r['floor_ratio']:.1f}×)" if "floor_seconds" in r else ""
+        out.append(f"| {r['case']} | {r['P']} | {r['seconds']:.2f} ({r['wall']:.2f}) | {r['peak_bytes'] / 2**20:.0f} | "
+                   f"{r['numpy_seconds']:.2f} | {r['numpy_ratio']:.2f} ({r['numpy_wall_ratio']:.2f}) | "
+                   f"{r['numpy_peak_bytes'] / 2**20:.0f} | {nt} | {r.get('max_rel_diff', float('nan')):.1e} / "
+                   f"{r['numpy_max_rel_diff']:.1e} | {fl} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", nargs="*", default=None, choices=sorted(CASES))
+    ap.add_argument("--P", type=int, nargs="*", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--merge", default=None, help="write the rows into this results JSON in place of the same rows")
+    ap.add_argument("--packing", action="store_true", help="only goal 4's row: symmetric vs cross kernel")
+    ap.add_argument("--estimate", action="store_true", help="only: measured CPU / the cost estimate's lower bound")
+    a = ap.parse_args()
+    if a.estimate:
+        rs = estimate_check()
+        for r in rs:
+            print(f"{r['ratio']:9.1f}×  {r['cpu']:7.3f} s CPU, estimate {r['estimate']:.2e} s  {r['name']} {r['shape']}")
+        print(f"smallest measured / estimated: {rs[0]['ratio']:.1f}× (must be ≥ 1: the estimate is a lower bound)")
+        sys.exit(0 if rs[0]["ratio"] >= 1 else 1)
+    if a.packing:
+        rs = [packing(P, c) for c in (a.case or ["cnn-gap"]) for P in (a.P or [100])]
+        print("\n".join(r["note"] for r in rs))
+    else:
+        rs = run(a.quick, a.case, a.P)
+        print(table(rs))
+    if a.merge:
+        print(f"wrote {merge(a.merge, rs, module='compositions')}")
