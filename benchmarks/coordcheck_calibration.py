@@ -242,14 +242,9 @@ def rows(data) -> list:
 
 
 def write_readme(data, path=ROOT / "README.md"):
-    from limits.results import atomic_write_text
+    from limits.results import replace_marked_block
 
-    text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"README.md has no {BEGIN!r} … {END!r} block")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    atomic_write_text(path, head + BEGIN + "\n" + "\n".join(rows(data)) + "\n" + END + tail)
+    replace_marked_block(path, BEGIN, END, rows(data))
 
 
 def main(argv=None):

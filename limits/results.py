@@ -85,6 +85,16 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def replace_marked_block(path, begin: str, end: str, lines) -> Path:
+    """Replace the text between the marker lines ``begin`` and ``end`` of the file ``path`` by ``lines`` (generated
+    README tables), atomically; ``SystemExit`` naming the markers when the file lacks them."""
+    text = Path(path).read_text()
+    if begin not in text or end not in text:
+        raise SystemExit(f"{path} has no {begin!r} … {end!r} block")
+    head, rest = text.split(begin, 1)
+    return atomic_write_text(path, head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+
+
 def encode_value(value, arrays: dict, key: str):
     """JSON-able form of a result field; arrays go into ``arrays`` under ``key`` and are referenced by name."""
     if getattr(value, "lazy_array", False):          # e.g. a checkpointed layer stack: saved materialised

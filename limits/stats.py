@@ -125,6 +125,59 @@ def z_verdict(z, z_crit: float = 4.0) -> str:
     return "pass" if np.all(np.abs(np.asarray(z)) <= z_crit) else "fail"
 
 
+def variance_relative_variance(samples, axis: int = 0):
+    """Var(s²)/σ⁴ of the sample variance s² of ``S`` iid draws along ``axis``: 2/(S − 1) + γ/S, with γ the
+    excess kurtosis estimated from the samples (clipped at 0: a light-tailed sample is not trusted to make the
+    standard error more precise than for Gaussian draws). Exact for iid draws of kurtosis γ + 3; γ = 0 is the
+    Gaussian (χ²) value. Columns with zero spread get the Gaussian value."""
+    x = np.asarray(samples, dtype=np.float64)
+    S = x.shape[axis]
+    if S < 2:
+        raise ValueError(f"variance_relative_variance needs at least 2 samples (got {S})")
+    d = x - x.mean(axis=axis, keepdims=True)
+    m2 = np.mean(d * d, axis=axis)
+    m4 = np.mean(d ** 4, axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gamma = np.where(m2 > 0, m4 / np.where(m2 > 0, m2, 1.0) ** 2 - 3.0, 0.0)
+    return 2.0 / (S - 1) + np.maximum(gamma, 0.0) / S
+
+
+def satterthwaite_dof(terms, rel_var, known=0.0):
+    """Effective degrees of freedom of a variance estimate v̂ = Σ_k terms_k (+ ``known``, a variance taken as
+    exact): ν = 2 (Σ_k v_k + known)² / Σ_k v_k² r_k, with r_k = Var(v̂_k)/v_k² (``rel_var``,
+    :func:`variance_relative_variance`) — Welch–Satterthwaite, χ²_ν matched to the first two moments of v̂.
+    ``terms``, ``rel_var``: arrays whose first axis is k. ∞ when every term is zero."""
+    v = np.asarray(terms, dtype=np.float64)
+    r = np.asarray(rel_var, dtype=np.float64)
+    num = 2.0 * (np.sum(v, axis=0) + known) ** 2
+    den = np.sum(v * v * r, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
+
+
+def normal_equivalent(t_stat, dof):
+    """The standard-normal deviate with the same two-sided tail probability as a Student-t statistic with
+    ``dof`` degrees of freedom: sign(t)·Φ⁻¹(1 − F_ν(|t|)). |result| ≤ |t|; = t for ν = ∞. Where the tail
+    probability underflows (|t| far in the tail), t itself is returned."""
+    from scipy.special import ndtr, ndtri, stdtr
+
+    t = np.asarray(t_stat, dtype=np.float64)
+    nu = np.broadcast_to(np.asarray(dof, dtype=np.float64), t.shape)
+    finite = np.isfinite(nu)
+    sf = np.where(finite, stdtr(np.where(finite, nu, 1.0), -np.abs(t)), ndtr(-np.abs(t)))
+    z = np.where(sf > 0, -ndtri(np.where(sf > 0, sf, 0.5)), np.abs(t))
+    return np.sign(t) * np.minimum(z, np.abs(t))
+
+
+def student_quantile(p, dof):
+    """Upper-tail quantile t_ν(p), 0 < p < 1 (the normal one for ν = ∞)."""
+    from scipy.special import ndtri, stdtrit
+
+    nu = np.asarray(dof, dtype=np.float64)
+    finite = np.isfinite(nu)
+    return np.where(finite, -stdtrit(np.where(finite, nu, 1.0), p), -ndtri(p))
+
+
 def control_variate(Y, R):
     """Y − R β̂ with β̂ the least-squares coefficients of the centred Y on the centred regressors R
     (E[R] = 0 exactly, so the mean is unchanged up to O(1/S)); per-init rows."""

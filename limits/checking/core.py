@@ -9,17 +9,20 @@ finite network — giving per-init samples Y_s (one row per init, one column per
 From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
 
 * **N → ∞ extrapolation** per entry: weighted least squares of mean_N = a + b/N (the O(1/N)
-  finite-width bias of kernels at init), ``z_inf = (a − theory)/se(a)``, compared with a
-  Bonferroni threshold (family-wise ``alpha``).
+  finite-width bias of kernels at init); (a − theory)/se(a) is Student-t with ν effective degrees of
+  freedom (se(a) is estimated from the inits: Welch–Satterthwaite over the widths, with the samples'
+  kurtosis), ``z_inf`` its normal equivalent, compared with a Bonferroni threshold over the entries.
 * **scale test**: per init δ_s = ⟨Y_s − t, t⟩/⟨t, t⟩ (the relative error along the prediction;
   computed per init so correlations between entries are accounted for), extrapolated the same
-  way to δ∞ ± se. ``power`` = (z_{α/2} + z_{0.8})·se(δ∞): the smallest relative bias of the
-  prediction this check detects with 80 % probability.
+  way to δ∞ ± se (t with its own ν). ``power`` = (t_{α_δ/2} + t_{0.8})·se(δ∞): the smallest relative bias
+  of the prediction this check detects with 80 % probability.
 * **finite-size rate**: the relative RMS deviation of single networks from the prediction,
-  r_N = ‖Y_s − t‖/‖t‖ averaged over inits, fitted as r_N ∝ N^rate (log–log, 99 % CI) against the
+  r_N = ‖Y_s − t‖/‖t‖ averaged over inits, fitted as r_N ∝ N^rate (log–log, 1 − α_rate CI) against the
   expected rate (−1/2 for kernels at init: O(N^{-1/2}) fluctuations around the limit).
 
-``passed`` needs all three. Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
+``passed`` needs all three. ``alpha`` (default 1 %) is the family-wise false-alarm rate of the verdict:
+Bonferroni over its tests (:func:`verdict_levels`: α/4 entries, α/2 bias, α/4 rate); measured on correct
+inputs by ``benchmarks/check_calibration.py`` (docs/theory/finite.rst). Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
 σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
 hidden layers → h^l h^lᵀ/N; NTK → the empirical NTK Σ_θ ∂f/∂θ ∂f/∂θ of the NTK parameterisation.
 ``backend="torch"`` (kernel results; optional extra) draws the same observables from ``Model.to_torch``
@@ -116,10 +119,22 @@ class CheckResult(Result):
     def _rate_text(self, digits) -> str:
         if self.rate_estimated:
             return (f"{self.rate:+.{digits}f} [{self.rate_ci[0]:+.{digits}f}, {self.rate_ci[1]:+.{digits}f}]"
-                    + (" (99 % CI)" if digits == 3 else ""))
+                    + (f" ({self._rate_level():.4g} % CI)" if digits == 3 else ""))
         n = len(self.widths)
         return (f"not estimable: {n} width{'s' if n != 1 else ''} (the log–log fit needs at least 3)" if n < 3
                 else "not estimable: zero RMS deviation at some width")
+
+    def _rate_level(self) -> float:
+        return 100 * (1 - self.details.get("levels", {}).get("rate", 0.01))
+
+    @property
+    def scale_z(self) -> float:
+        """z of the relative bias δ∞ (normal equivalent of the Student-t ratio δ∞/se; the scale test's statistic)."""
+        return float(self.details.get("scale_z", self.scale_bias / self.scale_bias_se if self.scale_bias_se else 0.0))
+
+    def _levels_text(self) -> str:
+        lv = self.details.get("levels")
+        return "" if not lv else f"; this test {lv['entries']:.2g}"
 
     def to_markdown(self) -> str:
         rows = [f"### check: {self.what} — **{self.verdict_text()}**", "",
@@ -133,9 +148,10 @@ class CheckResult(Result):
                         f"{self.rms[i]:.4g} ± {self.rms_se[i]:.2g} |")
         rows += ["", "| statistic | value | criterion |", "|---|---|---|",
                  f"| N → ∞ extrapolation, worst \\|z\\| over {self.theory.size} entries | {self.worst_z:.2f} | "
-                 f"< {self.z_crit:.2f} (Bonferroni, family-wise α = {self.details.get('alpha', 0.01):g}) |",
-                 f"| relative bias along the prediction δ∞ | {self.scale_bias:+.4f} ± {self.scale_bias_se:.4f} | "
-                 f"\\|z\\| < {self.scale_z_crit:.2f} |",
+                 f"< {self.z_crit:.2f} (Bonferroni; family-wise α = {self.details.get('alpha', 0.01):g} over the "
+                 f"verdict{self._levels_text()}) |",
+                 f"| relative bias along the prediction δ∞ | {self.scale_bias:+.4f} ± {self.scale_bias_se:.4f} "
+                 f"(z = {self.scale_z:+.2f}) | \\|z\\| < {self.scale_z_crit:.2f} |",
                  f"| finite-size rate of the RMS deviation | {self._rate_text(3)} | "
                  + (f"contains {self.rate_expected:+g} |" if self.rate_estimated else "not part of the verdict |"),
                  f"| power: smallest relative bias detected with 80 % probability | {self.power:.3%} | |"]
@@ -220,12 +236,14 @@ def _blocks_markdown(details) -> list:
 
 # ---------------------------------------------------------------------------------------------- statistics
 def _wls_extrapolate(N, means, ses):
-    """Per column: fit mean_N = a + b/N (weights 1/se²); return a, se(a) (scaled by √max(1, χ²/dof))."""
+    """Per column: fit mean_N = a + b/N (weights 1/se²); return a, se(a) (scaled by √max(1, χ²/dof)) and the
+    terms c_N² se_N² of the unscaled var(a) = Σ_N c_N² se_N² (a = Σ_N c_N mean_N; for the degrees of freedom)."""
     N = np.asarray(N, dtype=float)
     A = np.stack([np.ones_like(N), 1.0 / N], axis=1)                  # (n_w, 2)
     se = np.maximum(ses, 1e-300)
     a_out = np.empty(means.shape[1])
     s_out = np.empty(means.shape[1])
+    terms = np.empty(means.shape)
     dof = max(N.size - 2, 1)
     for j in range(means.shape[1]):
         w = 1.0 / se[:, j]
@@ -235,23 +253,82 @@ def _wls_extrapolate(N, means, ses):
         coef = np.linalg.solve(R, Q.T @ bw)
         resid = bw - Aw @ coef
         chi2 = float(resid @ resid) / dof if N.size > 2 else 1.0
-        var_a = float(np.sum(np.linalg.solve(R.T, np.array([1.0, 0.0])) ** 2))   # [(RᵀR)⁻¹]₀₀ = ‖R⁻ᵀe₁‖²
+        c = np.linalg.solve(R, Q.T)[0] * w                             # a = Σ_N c_N mean_N
+        terms[:, j] = (c * se[:, j]) ** 2                              # Σ = [(RᵀR)⁻¹]₀₀
         a_out[j] = coef[0]
-        s_out[j] = np.sqrt(var_a * max(chi2, 1.0))
-    return a_out, s_out
+        s_out[j] = np.sqrt(float(np.sum(terms[:, j])) * max(chi2, 1.0))
+    return a_out, s_out, terms
+
+
+VERDICT_SHARES = {"entries": 0.25, "scale": 0.5, "rate": 0.25}
+
+
+def verdict_levels(alpha, entry_fraction=1.0, analyses=1) -> dict:
+    """Two-sided levels of the three tests of a verdict whose family-wise false-alarm rate is ``alpha``
+    (Bonferroni over the tests, valid whatever their correlation): α/4 for the entries (split over them), α/2
+    for the relative bias along the prediction (the test whose power the check publishes), α/4 for the
+    finite-size rate. A check made of several analyses (blocks, :mod:`limits.checking.predict`) gives each
+    block ``entry_fraction`` (its share of the entries) and splits the bias and rate levels over ``analyses``."""
+    return {"entries": VERDICT_SHARES["entries"] * alpha * entry_fraction,
+            "scale": VERDICT_SHARES["scale"] * alpha / analyses, "rate": VERDICT_SHARES["rate"] * alpha / analyses}
+
+
+def _per_width(samples, t, tse, sc, tt):
+    """Per width: means, SEs and Var(s²)/σ⁴ of the entries (entry/scale units); per-init relative bias
+    δ_s = ⟨Y_s − t, t⟩/⟨t, t⟩ (mean, SE, Var(s²)/σ⁴); relative RMS deviation of one network (mean, SE)."""
+    from ..stats import variance_relative_variance
+
+    n_e = t.size
+    out = {k: [] for k in ("means", "ses", "rv", "rms", "rms_se", "deltas", "delta_se", "delta_rv")}
+    for Y in samples:
+        Y = np.asarray(Y, dtype=float).reshape(len(Y), n_e) / sc
+        S = Y.shape[0]
+        if S < 2:
+            raise ValueError("inits must be >= 2 (a standard error needs two initialisations)")
+        if not np.all(np.isfinite(Y)):
+            raise ValueError("the finite networks overflowed (inf/NaN); use smaller variances or depth")
+        D = Y - t
+        r = np.sqrt(np.maximum(np.mean(D * D, axis=1) - np.mean(tse ** 2), 0.0) / (tt / n_e))
+        d = (D @ t) / tt
+        for k, v in (("means", Y.mean(0)), ("ses", Y.std(0, ddof=1) / np.sqrt(S)), ("rv", variance_relative_variance(Y)),
+                     ("rms", r.mean()), ("rms_se", r.std(ddof=1) / np.sqrt(S)), ("deltas", d.mean()),
+                     ("delta_se", d.std(ddof=1) / np.sqrt(S)), ("delta_rv", variance_relative_variance(d))):
+            out[k].append(v)
+    out = {k: np.array(v) for k, v in out.items()}
+    out["ses"] = np.where(out["ses"] > 0, out["ses"], 1e-15 * np.maximum(np.abs(out["means"]), 1.0))
+    out["inits"] = S
+    return out
+
+
+def _extrapolate(widths, means, ses, rv, known_var):
+    """N → ∞ value per column ± SE (``known_var``: the prediction's own variance, in quadrature) and the
+    effective degrees of freedom of that SE (Welch–Satterthwaite over the widths, with the samples' kurtosis)."""
+    from ..stats import satterthwaite_dof
+
+    if widths.size >= 2:
+        a, sa, terms = _wls_extrapolate(widths, means, ses)
+    else:
+        a, sa, terms = means[-1], ses[-1], ses[-1:] ** 2
+        rv = rv[-1:]
+    return a, np.sqrt(sa ** 2 + known_var), satterthwaite_dof(terms, rv, known_var)
 
 
 def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, labels=None, model=None,
-            seed=0, seconds=0.0, details=None, theory_se=None, scales=None) -> CheckResult:
+            seed=0, seconds=0.0, details=None, theory_se=None, scales=None, levels=None) -> CheckResult:
     """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries).
     ``theory_se``: Monte Carlo standard error of the prediction itself (e.g. nonlinear DMFT); it is
     added in quadrature to every comparison and its mean square is removed from the RMS deviation.
     ``scales`` (per entry): the relative statistics (δ∞, RMS deviation, power) are computed on
     entry/scale, so blocks of different size weigh alike; every entry-wise number (theory,
-    estimates, extrapolation, the reasons) stays in the user's units (z does not depend on it)."""
+    estimates, extrapolation, the reasons) stays in the user's units (z does not depend on it).
+    ``alpha``: the family-wise false-alarm rate of the verdict, split over its tests by
+    :func:`verdict_levels` (or ``levels``, a dict of the per-test levels). The SEs are estimated from the
+    inits, so each extrapolated ratio (a − t)/se(a) is Student-t with ν effective degrees of freedom
+    (Welch–Satterthwaite, kurtosis included); ``z_inf`` and the bias z are its normal equivalents, compared
+    with normal thresholds."""
     from scipy.stats import norm
 
-    from ..stats import loglog_fit
+    from ..stats import normal_equivalent, student_quantile
 
     widths = np.asarray(widths, dtype=int)
     t = np.asarray(theory, dtype=float).ravel()
@@ -266,62 +343,50 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     tt = float(t @ t)
     if tt == 0:
         raise ValueError("the prediction is identically zero; a relative check is undefined")
-    means, ses, rms, rms_se, deltas, delta_se = [], [], [], [], [], []
-    S = None
-    for Y in samples:
-        Y = np.asarray(Y, dtype=float).reshape(len(Y), n_e) / sc
-        S = Y.shape[0]
-        if S < 2:
-            raise ValueError("inits must be >= 2 (a standard error needs two initialisations)")
-        if not np.all(np.isfinite(Y)):
-            raise ValueError("the finite networks overflowed (inf/NaN); use smaller variances or depth")
-        means.append(Y.mean(0))
-        ses.append(Y.std(0, ddof=1) / np.sqrt(S))
-        D = Y - t
-        r = np.sqrt(np.maximum(np.mean(D * D, axis=1) - np.mean(tse ** 2), 0.0) / (tt / n_e))
-        rms.append(r.mean())
-        rms_se.append(r.std(ddof=1) / np.sqrt(S))
-        d = (D @ t) / tt
-        deltas.append(d.mean())
-        delta_se.append(d.std(ddof=1) / np.sqrt(S))
-    means, ses = np.array(means), np.array(ses)
-    ses = np.where(ses > 0, ses, 1e-15 * np.maximum(np.abs(means), 1.0))
+    lv = verdict_levels(alpha) if levels is None else dict(levels)
+    pw = _per_width(samples, t, tse, sc, tt)
+    means, ses = pw["means"], pw["ses"]
     z = (means - t) / np.sqrt(ses ** 2 + tse ** 2)
-    if widths.size >= 2:
-        a, sa = _wls_extrapolate(widths, means, ses)
-        dinf, dse = _wls_extrapolate(widths, np.array(deltas)[:, None], np.maximum(np.array(delta_se), 1e-300)[:, None])
-        dinf, dse = float(dinf[0]), float(dse[0])
-    else:
-        a, sa = means[-1], ses[-1]
-        dinf, dse = float(deltas[-1]), float(delta_se[-1])
-    sa = np.sqrt(sa ** 2 + tse ** 2)
-    dse = float(np.sqrt(dse ** 2 + float(np.sum((t * tse) ** 2)) / tt ** 2))
-    z_inf = (a - t) / np.maximum(sa, 1e-300)
+    a, sa, nu = _extrapolate(widths, means, ses, pw["rv"], tse ** 2)
+    dinf, dse, dnu = _extrapolate(widths, pw["deltas"][:, None], np.maximum(pw["delta_se"], 1e-300)[:, None],
+                                  pw["delta_rv"][:, None], float(np.sum((t * tse) ** 2)) / tt ** 2)
+    dinf, dse, dnu = float(dinf[0]), float(dse[0]), float(dnu[0])
+    z_inf = normal_equivalent((a - t) / np.maximum(sa, 1e-300), nu)
     t, means, ses, a, sa = t_user, means * sc, ses * sc, a * sc, sa * sc      # back to the user's units
-    z_crit = float(norm.isf(alpha / (2 * n_e)))
-    z1 = float(norm.isf(alpha / 2))
+    z_crit = float(norm.isf(lv["entries"] / (2 * n_e)))
+    z1 = float(norm.isf(lv["scale"] / 2))
+    dz = float(normal_equivalent(dinf / dse, dnu))
     reasons = []
     if np.max(np.abs(z_inf)) > z_crit:
         j = int(np.argmax(np.abs(z_inf)))
         lab = labels[j] if labels is not None else str(j)
         reasons.append(f"entry {lab}: extrapolated {a[j]:.6g} ± {sa[j]:.2g} vs theory {t[j]:.6g} "
                        f"(z = {z_inf[j]:+.2f}, threshold {z_crit:.2f})")
-    if abs(dinf) > z1 * dse:
-        reasons.append(f"relative bias along the prediction {dinf:+.4f} ± {dse:.4f} (z = {dinf / dse:+.2f})")
-    rate, ci = float("nan"), (float("nan"), float("nan"))
-    if widths.size >= 3 and np.all(np.array(rms) > 0):
-        fit = loglog_fit(widths, np.array(rms), yerr=np.array(rms_se), level=0.99)
-        rate, ci = fit.slope, (fit.ci_low, fit.ci_high)
-        if not fit.contains(rate_expected):
-            reasons.append(f"finite-size rate {signed(rate, 3)} [{signed(ci[0], 3)}, {signed(ci[1], 3)}] "
-                           "excludes the expected "
-                           f"{rate_expected:+g}")
-    power = (z1 + Z_POWER) * dse
-    model = model or {}
-    det = {"alpha": alpha, **(details or {})}
-    return CheckResult(str(what), tuple(labels or ()), widths, int(S), t, means, ses, z, a, sa, z_inf, z_crit,
-                       np.array(rms), np.array(rms_se), rate, ci, float(rate_expected), dinf, dse, z1,
-                       float(power), not reasons, tuple(reasons), model, int(seed), float(seconds), det)
+    if abs(dz) > z1:
+        reasons.append(f"relative bias along the prediction {dinf:+.4f} ± {dse:.4f} (z = {dz:+.2f})")
+    rate, ci, why = _rate_test(widths, pw["rms"], pw["rms_se"], rate_expected, 1.0 - lv["rate"])
+    reasons += why
+    power = float(student_quantile(lv["scale"] / 2, dnu) + student_quantile(0.2, dnu)) * dse
+    det = {"alpha": alpha, "levels": lv, "scale_z": dz, "dof": {"entries": [float(v) for v in np.minimum(nu, 1e12)],
+                                                 "scale": float(min(dnu, 1e12))}, **(details or {})}
+    return CheckResult(str(what), tuple(labels or ()), widths, int(pw["inits"]), t, means, ses, z, a, sa, z_inf,
+                       z_crit, pw["rms"], pw["rms_se"], rate, ci, float(rate_expected), dinf, dse, z1,
+                       float(power), not reasons, tuple(reasons), model or {}, int(seed), float(seconds), det)
+
+
+def _rate_test(widths, rms, rms_se, expected, level):
+    """Log–log slope of the RMS deviation against N with its ``level`` CI (NaN with fewer than three widths or a
+    zero deviation), and the reason it fails (the CI excludes ``expected``)."""
+    from ..stats import loglog_fit
+
+    if widths.size < 3 or not np.all(rms > 0):
+        return float("nan"), (float("nan"), float("nan")), []
+    fit = loglog_fit(widths, rms, yerr=rms_se, level=level)
+    ci = (fit.ci_low, fit.ci_high)
+    why = [] if fit.contains(expected) else [
+        f"finite-size rate {signed(fit.slope, 3)} [{signed(ci[0], 3)}, {signed(ci[1], 3)}] excludes the "
+        f"expected {expected:+g}"]
+    return fit.slope, ci, why
 
 
 # ---------------------------------------------------------------------------------------------- observables
@@ -435,8 +500,9 @@ def _kernel_check(m, X1, X2, theory_nngp, theory_ntk, widths, inits, seed, layer
     return results, time.perf_counter() - t0
 
 
-def _combine(parts, widths, m, seed, seconds, alpha, details):
-    """One CheckResult from several observables (entries concatenated; samples per width side by side)."""
+def _combine(parts, widths, m, seed, seconds, alpha, details, levels=None):
+    """One CheckResult from several observables (entries concatenated; samples per width side by side);
+    ``levels``: the per-test levels of :func:`analyse`."""
     names = list(parts)
     th = np.concatenate([parts[k][0] for k in names])
     labels = [lab for k in names for lab in parts[k][2]]
@@ -446,10 +512,10 @@ def _combine(parts, widths, m, seed, seconds, alpha, details):
         scales = np.concatenate([np.full(parts[k][0].size, np.sqrt(np.mean(parts[k][0] ** 2)) or 1.0)
                                  for k in names])
         return analyse(" + ".join(names), widths, th, samples, labels=labels, model=m.to_dict(), seed=seed,
-                       seconds=seconds, alpha=alpha, scales=scales,
+                       seconds=seconds, alpha=alpha, scales=scales, levels=levels,
                        details={**details, "normalised_by": "RMS of each observable (relative statistics only)"})
     return analyse(names[0], widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, seconds=seconds,
-                   alpha=alpha, details=details)
+                   alpha=alpha, details=details, levels=levels)
 
 
 combine = _combine          # public within the package (the observable modules combine their blocks with it)

@@ -37,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..blas import limit_blas
-from .core import analyse, combine, percent, register, spawn_seeds
+from .core import analyse, combine, percent, register, spawn_seeds, verdict_levels
 
 # The asymptotic regime. A finite network's posterior (or trained ensemble) fits d_eff directions of
 # the data, d_eff = tr s²K(s²K + σ²I)⁻¹ (posterior) or max_t tr(I − e^{−ηcΘt}) (trained ensembles: the
@@ -86,7 +86,7 @@ def default_widths(d_eff, kind, target_power=None):
 
 def _block_stats(r, d_eff, widths):
     """A block's statistics in the user's units, its regime ('inside': the O(1/N²) residual is at most
-    one SE; 'marginal': at most the two-sided 99 % threshold; 'outside') and verdict: a failure is
+    one SE; 'marginal': at most the bias test's threshold; 'outside') and verdict: a failure is
     'inconclusive' unless the block is inside the regime."""
     j = int(np.argmax(np.abs(r.z_inf)))
     rho = None if d_eff is None else regime_residual(d_eff, widths)
@@ -100,9 +100,11 @@ def _block_stats(r, d_eff, widths):
         + (f"≤ SE {percent(se)}: inside" if level == "inside" else
            f"vs SE {percent(se)}: {level} (inside from N ≈ {need}…{4 * need})"))
     verdict = "pass" if r.passed else ("fail" if level == "inside" else "inconclusive")
-    return {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias,
+    return {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias, "scale_z": r.scale_z,
             "scale_bias_se": se, "power": r.power, "rate": r.rate,
-            "rate_ci": list(r.rate_ci), "passed": r.passed, "reasons": list(r.reasons), "verdict": verdict,
+            "rate_ci": list(r.rate_ci), "rms": [float(v) for v in r.rms], "rms_se": [float(v) for v in r.rms_se],
+            "entries": int(r.theory.size), "levels": r.details["levels"], "passed": r.passed,
+            "reasons": list(r.reasons), "verdict": verdict,
             "worst": {"label": r.labels[j] if r.labels else str(j), "extrapolated": float(r.extrapolated[j]),
                       "se": float(r.extrapolated_se[j]), "theory": float(r.theory[j]), "z": float(r.z_inf[j])},
             "regime": {"d_eff": d_eff, "residual": rho, "level": level, "widths_needed": need, "text": text}}
@@ -130,16 +132,21 @@ def _combine_blocks(parts, widths, m, seed, seconds, alpha, details, d_eff=None,
     (mean-block index, variance-block index) per test point, optional note) ``details["per_point"]``.
 
     Verdict: a block that fails inside the asymptotic regime fails the check; if every failing block
-    is outside it, the check is inconclusive (``passed`` False, ``verdict`` 'inconclusive')."""
+    is outside it, the check is inconclusive (``passed`` False, ``verdict`` 'inconclusive').
+    Family-wise ``alpha`` over all of it (:func:`limits.checking.core.verdict_levels`): one Bonferroni threshold
+    over the entries of every block (the combined entry test is their union), the bias and rate levels split
+    over the blocks and the combination."""
     blocks, analysed = {}, []
+    n_all, k = sum(np.size(p[0]) for p in parts.values()), len(parts) + 1
     for name, (th, samples, labels) in parts.items():
-        r = analyse(name, widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, alpha=alpha)
+        lv = verdict_levels(alpha, entry_fraction=np.size(th) / n_all, analyses=k)
+        r = analyse(name, widths, th, samples, labels=labels, model=m.to_dict(), seed=seed, alpha=alpha, levels=lv)
         analysed.append(r)
         blocks[name] = _block_stats(r, d_eff, widths)
     extra = {"blocks": blocks, "d_eff": d_eff}
     if points is not None:
         extra["per_point"], extra["per_point_note"] = _per_point(analysed, *points)
-    c = combine(parts, widths, m, seed, seconds, alpha, {**details, **extra})
+    c = combine(parts, widths, m, seed, seconds, alpha, {**details, **extra}, levels=verdict_levels(alpha, analyses=k))
     verdicts = [b["verdict"] for b in blocks.values()]
     if "fail" in verdicts or (not c.passed and "inconclusive" not in verdicts):
         verdict = "fail"

@@ -1,0 +1,96 @@
+"""The README's calibration table of ``limits.check`` is generated from benchmarks/results/calibration/check.json
+(``python benchmarks/check_calibration.py --write``) and says what the data say: on every correct prediction the
+false-alarm rate is not significantly above the nominal family-wise level (one-sided binomial test at 1 %: a
+calibrated check fails it with probability ≤ 1 % per case), the posterior case has ≥ 200 checks, and every grossly
+wrong posterior (covariance × 1.1, × 1.3, mean × 1.05) is flagged in most checks."""
+import importlib.util
+import json
+from pathlib import Path
+
+from scipy.stats import binom
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("check_calibration", ROOT / "benchmarks" / "check_calibration.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_readme_rows_are_generated_from_the_data():
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
+    assert block.strip().splitlines() == m.rows(data), "README is stale: python benchmarks/check_calibration.py --write"
+
+
+def test_the_data_meet_the_stated_level():
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    assert len(data["cases"]) >= 4
+    assert any(k.startswith("posterior") and len(c["runs"]) >= 200 for k, c in data["cases"].items())
+    for name, case in data["cases"].items():
+        runs = case["runs"]
+        k = sum(r["verdict"] == "fail" for r in runs)
+        assert binom.sf(k - 1, len(runs), data["alpha"]) > 0.01, (name, k, len(runs))
+    assert set(data["wrong"]) == set(m.WRONG)
+    for name, w in data["wrong"].items():      # the gross errors flagged in most checks; near-threshold ones measured
+        runs = w["runs"]
+        assert len(runs) >= 100 and (name in m.MARGINAL or sum(r["verdict"] == "fail" for r in runs) >= 0.8 * len(runs)), name
+
+
+def test_previous_rule_is_recomputed_from_each_check():
+    """The recorded previous verdict follows from the recorded previous tests (the rows compare like with like)."""
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    for case in data["cases"].values():
+        for r in case["runs"]:
+            assert (r["previous"] == "fail") <= bool(r["previous_fired"])
+
+
+def test_the_data_are_this_code_s():
+    """The first recorded check of every case (and of every wrong posterior) is recomputed by this code with its
+    recorded seed and gives the recorded verdicts and statistics (rounded as stored): the data describe the check
+    as it is, not an older one. Deterministic (fixed seeds); a few CPU-seconds."""
+    import limits
+
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    cases = m.cases()
+    first = [(name, cases[name][0](), c["runs"][0]) for name, c in data["cases"].items()]
+    post = cases[m.POSTERIOR][0]()
+    first += [(m.POSTERIOR, m.WRONG[name](post), w["runs"][0]) for name, w in data["wrong"].items()]
+    for name, result, rec in first:
+        new = m._record(limits.check(result, seed=rec["seed"], progress=False, **cases[name][1]), rec["seed"], 0.0)
+        assert {k: v for k, v in new.items() if k != "cpu"} == {k: v for k, v in rec.items() if k != "cpu"}, name
+
+
+def test_the_theory_docs_quote_the_data():
+    """docs/theory/predict.rst §4 and finite.rst §5 quote the 48-init posterior's counts from the data file (false
+    alarms now and by the previous rule, per test that fired, power against the wrong posteriors)."""
+    m = _module()
+    data = json.loads(m.DATA.read_text())
+    runs = data["cases"][m.POSTERIOR]["runs"]
+    n, k, ko = len(runs), sum(r["verdict"] == "fail" for r in runs), sum(r["previous"] == "fail" for r in runs)
+    ko200 = sum(r["previous"] == "fail" for r in runs[:200])
+    predict = (ROOT / "docs" / "theory" / "predict.rst").read_text()
+    finite = (ROOT / "docs" / "theory" / "finite.rst").read_text().split("5. The verdict of")[1]
+    flat = lambda s: " ".join(s.split())       # noqa: E731  (line breaks)
+    predict, finite = flat(predict), flat(finite)
+    assert all(f"{ko200} of the first 200" in doc for doc in (predict, finite))
+    assert f"fails {k} of {n} checks" in predict and f"fails {ko} of the same {n}" in predict
+    assert f"raised {ko} false alarms in {n} checks" in finite and f"{k} false alarms in {n}" in finite
+    wrong = {name: sum(r["verdict"] == "fail" for r in w["runs"]) for name, w in data["wrong"].items()}
+    before = {name: sum(r["previous"] == "fail" for r in w["runs"]) for name, w in data["wrong"].items()}
+    assert f"a covariance × 1.03 fails {wrong['cov × 1.03']} of 200 and a mean × 1.02 {wrong['mean × 1.02']} of 200" \
+        f" (the rule before: {before['cov × 1.03']} and {before['mean × 1.02']}" in predict
+    fired = {}
+    for r in runs:
+        for t in r["previous_fired"]:
+            fired[t] = fired.get(t, 0) + 1
+    assert (f"entries {fired['posterior mean: entries']}, {fired['posterior cov: entries']} and {fired['all: entries']} "
+            f"of {n}") in finite
+    assert f"bias {fired['posterior mean: bias']}, {fired['posterior cov: bias']} and {fired['all: bias']}" in finite
