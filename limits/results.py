@@ -24,6 +24,40 @@ import numpy as np
 _REGISTRY: dict[str, type] = {}
 FORMAT_VERSION = 1
 
+# The modules that define Result types: a type named in a file (a saved result, a result nested in one) is
+# resolved only through this list — its module imported if it is not yet — never by importing whatever module
+# the file names (tests/test_results_registry.py keeps it equal to the Result subclasses in the source).
+RESULT_MODULES = (
+    "limits.checking.core", "limits.checking.finite_width", "limits.dmft.result", "limits.finite.coordcheck",
+    "limits.finite.empirical", "limits.finite.gia", "limits.finite.residual_response", "limits.finite.training",
+    "limits.kernels.composed", "limits.kernels.cross", "limits.kernels.finite_width",
+    "limits.kernels.finite_width_posterior", "limits.kernels.fluctuations", "limits.kernels.nngp",
+    "limits.kernels.optimal", "limits.kernels.response", "limits.kernels.signal", "limits.nfd.gia",
+    "limits.nfd.kernel_ode", "limits.nfd.sde", "limits.nfd.training", "limits.pc.equilibrium",
+    "limits.pc.gradients", "limits.pc.inference", "limits.pc.spectra", "limits.predict",
+    "limits.torch.coordcheck", "limits.torch.depth_result", "limits.torch.transfer_result", "limits.validate",
+)
+
+
+def result_class(name, where="result file") -> type:
+    """The registered Result type ``name`` (``module.QualName``) read from a file: its module is imported only
+    when it is one of :data:`RESULT_MODULES`; anything else is refused (ValueError naming ``where``)."""
+    if not isinstance(name, str):
+        raise ValueError(f"{where} is not a saved limits result (no 'type')")
+    module = name.rsplit(".", 1)[0]
+    if name not in _REGISTRY and module in RESULT_MODULES:
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:      # an optional extra (torch) that is not installed
+            raise ValueError(f"{where}: result type {name!r} needs {exc.name or module}, which is not "
+                             "installed") from None
+    if name not in _REGISTRY:
+        raise ValueError(f"{where}: unknown result type {name[:120]!r} (a type outside limits loads only once "
+                         "the module defining it is imported)")
+    return _REGISTRY[name]
+
 
 def register_result(cls):
     _REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
@@ -144,7 +178,7 @@ def decode_value(value, arrays):
         if "__dict__" in value:
             return {k: decode_value(v, arrays) for k, v in value["__dict__"].items()}
         if "__result__" in value:
-            cls = _REGISTRY[value["__result__"]]
+            cls = result_class(value["__result__"], "a nested result")
             return cls(**{k: decode_value(v, arrays) for k, v in value["fields"].items()})
     return value
 
@@ -204,21 +238,8 @@ def load_result(path, what="result file"):
     npz_path, json_path = result_paths(path)
     payload = read_payload(path, what)
     arrays = read_npz(npz_path, what)
-    name = payload.get("type") if isinstance(payload, dict) else None
-    if not isinstance(name, str):
-        raise ValueError(f"{json_path} is not a saved limits result (no 'type')")
-    module = name.rsplit(".", 1)[0]
-    if name not in _REGISTRY and (module == "limits" or module.startswith("limits.")):
-        import importlib    # only limits' own modules are imported for a name read from a file
-
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass
-    if name not in _REGISTRY:
-        raise ValueError(f"{json_path}: unknown result type {name!r} (a type outside limits loads only once "
-                         "the module defining it is imported)")
-    cls = _REGISTRY[name]
+    cls = result_class(payload.get("type") if isinstance(payload, dict) else None, str(json_path))
+    name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
     except (KeyError, TypeError, AttributeError) as exc:
