@@ -157,8 +157,8 @@ def satterthwaite_dof(terms, rel_var, known=0.0):
 
 def normal_equivalent(t_stat, dof):
     """The standard-normal deviate with the same two-sided tail probability as a Student-t statistic with
-    ``dof`` degrees of freedom: sign(t)·Φ⁻¹(1 − F_ν(|t|)). |result| ≤ |t|; = t for ν = ∞. Where the tail
-    probability underflows (|t| far in the tail), t itself is returned."""
+    ``dof`` degrees of freedom: sign(t)·Φ⁻¹(1 − F_ν(abs(t))). abs(result) ≤ abs(t); = t for ν = ∞. Where the
+    tail probability underflows (t far in the tail), t itself is returned."""
     from scipy.special import ndtr, ndtri, stdtr
 
     t = np.asarray(t_stat, dtype=np.float64)
