@@ -252,9 +252,11 @@ class DepthParameterised:
 
 
 def parameterise_depth(factory, parameterisation, widths=(64, 128), optimizer="adam", gauge="a0", base_width=None,
-                       roles=None, example_inputs=None, *, depths=(2, 4), base_depth=None) -> DepthParameterised:
+                       roles=None, example_inputs=None, *, depths=(2, 4), base_depth=None,
+                       check_init=True) -> DepthParameterised:
     """``parameterise(factory, name, depths=…)`` for ``factory(width, depth)`` (module docstring);
-    ``example_inputs``: inputs for tracing the forward (:func:`limits.torch.apply_params.parameterise`)."""
+    ``example_inputs``: inputs for tracing the forward, ``check_init``: refuse a non-SP init
+    (:func:`limits.torch.apply_params.parameterise`)."""
     if not callable(factory):
         raise ValueError(f"factory must be a callable (width, depth) -> nn.Module, got {type(factory).__name__}")
     ds = sorted({int(d) for d in np.atleast_1d(depths)})
@@ -264,7 +266,8 @@ def parameterise_depth(factory, parameterisation, widths=(64, 128), optimizer="a
     ws = sorted({int(w) for w in widths})
     layout = block_layout(factory, ws[0], ds)
     Pw = _width_parameterise(AtDepth(factory, L0), parameterisation, widths=ws, optimizer=optimizer, gauge=gauge,
-                             base_width=base_width, roles=roles, example_inputs=example_inputs)
+                             base_width=base_width, roles=roles, example_inputs=example_inputs,
+                             check_init=check_init)
     p = Pw.table
     alpha = 0.0 if p.depth_alpha is None else float(p.depth_alpha)
     e_lr = 0.0 if p.depth_gamma is None else float(p.depth_lr_exponent)

@@ -158,3 +158,20 @@ def _cleanup():
 
     for f in pathlib.Path(__file__).parent.glob("_tmp_dcc.*"):
         f.unlink()
+
+
+def _fixed_std(w, L):
+    """Every weight matrix N(0, 0.02²) at every width (nanoGPT's init): not SP."""
+    m = Outer(w, L)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
+    return m
+
+
+def test_the_init_check_holds_across_depth_too():
+    with pytest.raises(ValueError, match=r"init is not SP.*layers\.0\.lin\.weight \(hidden\).*check_init=False"):
+        lt.parameterise(_fixed_std, "depth-muP", widths=(32, 64), depths=(2, 4))
+    P = lt.parameterise(_fixed_std, "depth-muP", widths=(32, 64), depths=(2, 4), check_init=False)
+    assert isinstance(P, D.DepthParameterised)
