@@ -163,7 +163,7 @@ def _caption(kind):
 DIGITS = {"widths": [64, 128, 256, 512, 1024], "log2_lr": [-13, -3, 1], "steps": 100, "batch": 64, "seeds": 5}
 DIGITS_QUICK = {"widths": [64, 128, 256, 512], "log2_lr": [-12, -3, 1], "steps": 60, "seeds": 5}
 TEXT = {"widths": [64, 128, 256, 512], "log2_lr": [-12, -3, 1], "steps": 100, "batch": 16, "seeds": 4}
-TEXT_QUICK = {"widths": [64, 128, 256], "steps": 60, "seeds": 3}
+TEXT_QUICK = {"widths": [64, 128, 256], "steps": 60, "seeds": 6}
 DEPTH = {"width": 128, "depths": [4, 8, 16, 32], "log2_lr": [-13, -3, 1], "steps": 100, "batch": 128, "seeds": 10,
          "coord_lr": 1e-2}
 DEPTH_QUICK = {"width": 64, "steps": 50}
