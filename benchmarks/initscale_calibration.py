@@ -11,19 +11,6 @@ import math
 import sys
 
 
-def _nanogpt(width):
-    import torch
-
-    from limits.torch.demos import GPT
-
-    m = GPT(width, tied=True)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.02)
-    return m
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--draws", type=int, default=200, help="independent (width 32, width 64) draws per factory")
@@ -37,7 +24,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     cases = [("demo MLP", demos.mlp, True), ("demo nn.TransformerEncoder", demos.transformer, True),
              ("demo GPT (SDPA)", demos.gpt, True), ("demo GPT, tied read-out", demos.gpt_tied, True),
-             ("GPT with nn.MultiheadAttention", hw.plain_mha_gpt, True), ("nanoGPT init N(0, 0.02²)", _nanogpt, False)]
+             ("GPT with nn.MultiheadAttention", hw.plain_mha_gpt, True), ("nanoGPT init N(0, 0.02²)", demos.gpt_nanogpt_init, False)]
     print("| factory | init | weights judged | draws | refused (rate ± SE) |\n|---|---|---:|---:|---|")
     for name, f, sp in cases:
         rules, _ = classify(f, (32, 64))

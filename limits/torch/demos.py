@@ -210,6 +210,17 @@ def gpt_fixed_head_dim(width):
     return GPT(width, heads=max(1, width // 16))
 
 
+def gpt_nanogpt_init(width):
+    """:func:`gpt_tied` with nanoGPT's init: every weight matrix N(0, 0.02²) at every width — hidden weights not
+    ∝ fan-in^−½, so not SP (``parameterise`` refuses it unless ``check_init=False``)."""
+    m = GPT(width, tied=True)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
+    return m
+
+
 def byte_data(batch=8, seq=GPT_SEQ, seed=0):
     """``batch`` windows of ``seq`` bytes of :data:`TEXT` at random offsets (seed) and their next bytes
     (integer targets: cross-entropy)."""

@@ -8,7 +8,7 @@ from torch import nn  # noqa: E402
 
 import limits  # noqa: E402
 from limits.torch import parameterise  # noqa: E402
-from limits.torch.demos import mlp, transformer  # noqa: E402
+from limits.torch.demos import gpt_nanogpt_init, mlp, transformer  # noqa: E402
 
 
 def _rules(P):
@@ -130,28 +130,16 @@ def test_bad_arguments():
 
 
 # ------------------------------------------------------------------ the factory's own init must be SP
-def _nanogpt(width):
-    """nanoGPT's init: every weight matrix N(0, 0.02²) at every width (hidden ones not ∝ fan-in^-½: not SP)."""
-    from limits.torch.demos import GPT
-
-    m = GPT(width, tied=True)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.02)
-    return m
-
-
 def test_an_init_that_is_not_sp_is_refused_with_the_tensor_names():
     with pytest.raises(ValueError, match=r"init is not SP.*blocks\.0\.attn\.c_attn\.weight \(hidden\): std ∝ N\^\+0\.0"
                                          r".*SP N\^-0\.50.*check_init=False") as exc:
-        parameterise(_nanogpt, "muP", widths=(32, 64))
+        parameterise(gpt_nanogpt_init, "muP", widths=(32, 64))
     msg = str(exc.value)
     assert "wte.weight" not in msg and "ln_" not in msg      # embeddings (0.02 at every width) are SP; gains not judged
     assert msg.count("(hidden)") == 8                        # c_attn, attn.c_proj, c_fc, c_proj in both blocks
     # SP leaves the factory as built (nothing assumed); check_init=False takes the init as SP anyway
-    parameterise(_nanogpt, "SP", widths=(32, 64))
-    parameterise(_nanogpt, "muP", widths=(32, 64), check_init=False)
+    parameterise(gpt_nanogpt_init, "SP", widths=(32, 64))
+    parameterise(gpt_nanogpt_init, "muP", widths=(32, 64), check_init=False)
 
 
 def test_init_exponents_measured_per_tensor():
