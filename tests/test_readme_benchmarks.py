@@ -1,20 +1,18 @@
 """The README's kernel benchmark rows are what the committed benchmark data say
 (``python benchmarks/readme_rows.py`` from ``benchmarks/results/kernels.json``, written by
 ``python benchmarks/run.py kernels --json benchmarks/results/kernels.json``)."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from benchmark_scripts import data as load_data, load, marked_block
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("readme_rows", ROOT / "benchmarks" / "readme_rows.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("readme_rows")
 
 
 def test_readme_holds_the_generated_kernel_rows():
@@ -68,13 +66,6 @@ def test_composition_row_follows_its_goals():
 def test_mup_coordcheck_rows_are_generated_from_the_data():
     """benchmarks/README.md's table of ours next to mup's coordinate check is benchmarks/results/peers/mup_coordcheck.json
     (python benchmarks/mup_coordcheck.py --write)."""
-    import importlib.util
-    import json
-
-    spec = importlib.util.spec_from_file_location("mup_coordcheck", ROOT / "benchmarks" / "mup_coordcheck.py")
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    text = (ROOT / "benchmarks" / "README.md").read_text()
-    block = text.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
-    assert block.strip().splitlines() == m.readout_rows(json.loads(m.DATA.read_text())), \
+    m = load("mup_coordcheck")
+    assert marked_block(m, ROOT / "benchmarks" / "README.md") == m.readout_rows(load_data(m)), \
         "benchmarks/README.md is stale: python benchmarks/mup_coordcheck.py --write"

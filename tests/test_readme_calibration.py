@@ -2,34 +2,22 @@
 (``python benchmarks/coordcheck_calibration.py --write``), and say what the data say: the false-alarm rate on
 every correct module is not significantly above the nominal level (one-sided binomial test at 1 %: a correct
 calibration fails it with probability ≤ 1 % per module), every injected bug is flagged."""
-import importlib.util
-import json
-from pathlib import Path
-
 from scipy.stats import binom
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from benchmark_scripts import data as load_data, load, marked_block
 
 def _module():
-    spec = importlib.util.spec_from_file_location("coordcheck_calibration",
-                                                  ROOT / "benchmarks" / "coordcheck_calibration.py")
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return load("coordcheck_calibration")
 
 
 def test_readme_rows_are_generated_from_the_data():
     m = _module()
-    data = json.loads(m.DATA.read_text())
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
-    assert block.strip().splitlines() == m.rows(data), "README is stale: python benchmarks/coordcheck_calibration.py --write"
+    assert marked_block(m) == m.rows(load_data(m)), "README is stale: python benchmarks/coordcheck_calibration.py --write"
 
 
 def test_the_data_meet_the_stated_levels():
     m = _module()
-    data = json.loads(m.DATA.read_text())
+    data = load_data(m)
     assert len(data["correct"]) >= 3 and all(len(r) >= 1 for r in data["correct"].values())
     for name, runs in data["correct"].items():       # not significantly above the nominal level (one-sided, 1 %)
         k = sum(not r["passed"] for r in runs)

@@ -3,33 +3,27 @@
 false-alarm rate is not significantly above the nominal family-wise level (one-sided binomial test at 1 %: a
 calibrated check fails it with probability ≤ 1 % per case), the posterior case has ≥ 200 checks, and every grossly
 wrong posterior (covariance × 1.1, × 1.3, mean × 1.05) is flagged in most checks."""
-import importlib.util
-import json
 from pathlib import Path
 
 from scipy.stats import binom
+
+from benchmark_scripts import data as load_data, load, marked_block
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("check_calibration", ROOT / "benchmarks" / "check_calibration.py")
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return load("check_calibration")
 
 
 def test_readme_rows_are_generated_from_the_data():
     m = _module()
-    data = json.loads(m.DATA.read_text())
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(m.BEGIN, 1)[1].split(m.END, 1)[0]
-    assert block.strip().splitlines() == m.rows(data), "README is stale: python benchmarks/check_calibration.py --write"
+    assert marked_block(m) == m.rows(load_data(m)), "README is stale: python benchmarks/check_calibration.py --write"
 
 
 def test_the_data_meet_the_stated_level():
     m = _module()
-    data = json.loads(m.DATA.read_text())
+    data = load_data(m)
     assert len(data["cases"]) >= 4
     assert any(k.startswith("posterior") and len(c["runs"]) >= 200 for k, c in data["cases"].items())
     for name, case in data["cases"].items():
@@ -45,7 +39,7 @@ def test_the_data_meet_the_stated_level():
 def test_previous_rule_is_recomputed_from_each_check():
     """The recorded previous verdict follows from the recorded previous tests (the rows compare like with like)."""
     m = _module()
-    data = json.loads(m.DATA.read_text())
+    data = load_data(m)
     for case in data["cases"].values():
         for r in case["runs"]:
             assert (r["previous"] == "fail") <= bool(r["previous_fired"])
@@ -58,7 +52,7 @@ def test_the_data_are_this_code_s():
     import limits
 
     m = _module()
-    data = json.loads(m.DATA.read_text())
+    data = load_data(m)
     cases = m.cases()
     first = [(name, cases[name][0](), c["runs"][0]) for name, c in data["cases"].items()]
     post = cases[m.POSTERIOR][0]()
@@ -72,7 +66,7 @@ def test_the_theory_docs_quote_the_data():
     """docs/theory/predict.rst §4 and finite.rst §5 quote the 48-init posterior's counts from the data file (false
     alarms now and by the previous rule, per test that fired, power against the wrong posteriors)."""
     m = _module()
-    data = json.loads(m.DATA.read_text())
+    data = load_data(m)
     runs = data["cases"][m.POSTERIOR]["runs"]
     n, k, ko = len(runs), sum(r["verdict"] == "fail" for r in runs), sum(r["previous"] == "fail" for r in runs)
     ko200 = sum(r["previous"] == "fail" for r in runs[:200])
