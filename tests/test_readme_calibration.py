@@ -6,6 +6,7 @@ from scipy.stats import binom
 
 from benchmark_scripts import data as load_data, load, marked_block
 
+
 def _module():
     return load("coordcheck_calibration")
 
