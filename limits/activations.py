@@ -18,8 +18,9 @@ neither overflows (relu and linear are degree-1 homogeneous) nor cancels near ``
 
 (erf/relu: Williams 1997, Cho & Saul 2009.) For relu, θ is computed as
 ``atan2(√((√(k11k22) − |k12|)(√(k11k22) + |k12|)), k12)`` which keeps full relative accuracy near ``|c| = 1`` where arccos
-loses half the digits. relu'' is taken as 0: the δ-function it really is only ever appears
-multiplied by relu itself (φ''φ = 0) in the response recursions.
+loses half the digits. relu'' is taken as 0: in the kernel recursions the δ-function it really is
+only ever appears multiplied by relu itself (φ''φ = 0); where it would multiply anything else (the DMFT
+response Jacobians, docs/theory/dmft.rst §3) relu is refused (``smooth=False``).
 
 ``strip`` is the half-width of the strip around the real axis in which φ is analytic (tanh:
 π/2, sigmoid: π; entire functions get an effective value): the Gaussian engine sets its

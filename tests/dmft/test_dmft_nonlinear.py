@@ -139,3 +139,11 @@ def test_seed000_helper_matches_explicit_call():
     b = dm.solve(X, y, depth=4, gamma0=1.0, dt=0.025 / 6, steps=12)
     assert np.array_equal(a.f, b.f) and a.depth == 4 and abs(a.dt - 0.025 / 6) < 1e-15
     assert np.allclose(a.loss_mean, np.mean((a.f - y) ** 2, axis=1) / 2)
+
+
+@pytest.mark.parametrize("kw", [dict(depth=2), dict(depth=2, beta0=0.5)])
+def test_relu_is_refused_where_responses_need_phi_second_derivative(kw):
+    """φ'' of relu is a δ at 0: the pathwise response Jacobians would drop it (docs/theory/dmft.rst §3)."""
+    X, y = np.random.default_rng(0).standard_normal((2, 3)), np.array([1.0, -1.0])
+    with pytest.raises(ValueError, match="not smooth.*phi''"):
+        dm.solve(X, y, activation="relu", gamma0=1.0, dt=0.1, steps=2, M=50, **kw)
