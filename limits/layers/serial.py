@@ -239,6 +239,14 @@ def serial(*layers) -> Serial:
     return Serial(tuple(out))
 
 
+def hidden_outputs(comp) -> list:
+    """Top-level layer indices of ``comp`` whose outputs are its hidden representations: every parametric layer
+    (Dense, Conv, Attention) and Residual block before the last parametric layer (whose output is f) — what a
+    per-layer coordinate check measures (:mod:`limits.finite.serial_coordcheck`)."""
+    last = max((i for i, l in enumerate(comp.layers) if l.parametric), default=-1)
+    return [i for i, l in enumerate(comp.layers[:last]) if l.parametric or isinstance(l, Residual)]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Residual(branch, rho) and Identity live here because a Residual wraps a Serial and a Serial validates its
 # Residual blocks (one module: no import cycle).

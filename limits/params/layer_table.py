@@ -240,23 +240,18 @@ def layer_table(net, parameterisation=None, convention="variance", optimizer="sg
                       {a: (1.0 if fl else 0.5) for a in attn}, _predictions(comp, p), tuple(notes))
 
 
-def measured_layers(comp) -> list:
-    """Top-level layer indices whose output a per-layer coordinate check measures: every Dense/Conv/Attention and
-    Residual block before the last parametric layer (whose output is f)."""
-    last = max((i for i, l in enumerate(comp.layers) if l.parametric), default=-1)
-    return [i for i, l in enumerate(comp.layers[:last]) if l.parametric or type(l).__name__ == "Residual"]
-
-
 def _predictions(comp, p) -> dict:
     """One-step growth exponents (powers of N, SGD, first order in the learning rate) of the quantities a per-layer
     coordinate check measures: ``"df"``, and ``"dh:<i>"`` for the output of top-level layer i
-    (:func:`measured_layers`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
+    (:func:`limits.layers.serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
     (max(−r_input, −r_hidden)), ``"dh:hidden"`` their mean."""
     try:
         one = p.one_step_exponents()
     except ValueError:
         return {}
-    idx = measured_layers(comp)
+    from ..layers.serial import hidden_outputs
+
+    idx = hidden_outputs(comp)
     out = {"df": _number(one["df"])}
     for k, i in enumerate(idx):
         out[f"dh:{i}"] = _number(one["dh:h0" if k == 0 else "dh:hidden"])
