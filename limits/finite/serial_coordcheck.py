@@ -156,7 +156,7 @@ def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, 
         s0, s1 = train_parameterised(comp, table, N, X, Y, steps, eta0, seeds, seed=seed, lr_offsets=lr_offsets,
                                      record=idx)
         m = {f"dh:{i}": _rms(s0[i], s1[i]) for i in idx}
-        if len(idx) > 1:
+        if len(idx) > 2:
             m["dh:hidden"] = np.mean([m[f"dh:{i}"] for i in idx[1:]], axis=0)
         m["df"] = _rms(s0["f"], s1["f"])
         per_n.append(m)

@@ -244,7 +244,7 @@ def _predictions(comp, p) -> dict:
     """One-step growth exponents (powers of N, SGD, first order in the learning rate) of the quantities a per-layer
     coordinate check measures: ``"df"``, and ``"dh:<i>"`` for the output of top-level layer i
     (:func:`limits.layers.serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
-    (max(−r_input, −r_hidden)), ``"dh:hidden"`` their mean."""
+    (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more)."""
     try:
         one = p.one_step_exponents()
     except ValueError:
@@ -255,6 +255,6 @@ def _predictions(comp, p) -> dict:
     out = {"df": _number(one["df"])}
     for k, i in enumerate(idx):
         out[f"dh:{i}"] = _number(one["dh:h0" if k == 0 else "dh:hidden"])
-    if len(idx) > 1:
+    if len(idx) > 2:
         out["dh:hidden"] = _number(one["dh:hidden"])
     return out
