@@ -28,10 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import generator, positive_int
-from ..layers.serial import hidden_outputs
 from ..progress import progress
 from ._blas import limit_blas
-from .coordcheck import CoordCheck, _fit_all
+from .coordcheck import CoordCheck, fit_all
 
 TRAINED = ("Dense", "Conv")
 CALIBRATION = None          # filled in from the benchmark (module docstring)
@@ -150,7 +149,7 @@ def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, 
     rng = generator(seed=seed)
     X = rng.standard_normal((positive_int(P, "P"),) + tuple(int(s) for s in in_shape))
     Y = np.where(rng.standard_normal((P, 1)) >= 0, 1.0, -1.0)
-    idx = hidden_outputs(comp)
+    idx = comp.hidden_outputs()
     per_n = []
     for N in progress(widths, desc="serial width check", disable=None if progress_bar else True):
         s0, s1 = train_parameterised(comp, table, N, X, Y, steps, eta0, seeds, seed=seed, lr_offsets=lr_offsets,
@@ -165,7 +164,7 @@ def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, 
     nm = name or f"{table.name} per-layer width check"
     settings = {"in_shape": list(in_shape), "P": P, "seed": seed, "lr_offsets": dict(lr_offsets or {}),
                 "composition": comp.to_dict(), "table": table.name}
-    return _fit_all(nm, "N", widths, per_n, q, pred, tol, settings, seeds, steps, eta0, "composition")
+    return fit_all(nm, "N", widths, per_n, q, pred, tol, settings, seeds, steps, eta0, "composition")
 
 
 def verdict(check: CoordCheck) -> bool:

@@ -140,16 +140,14 @@ def walk(net, d_out="d_out"):
     """[(layer path, layer, tensor, fan-in, fan-out, role, note)] over every trained tensor of ``net`` (Residual
     branches included), the attention layers' paths, the LayerNorm paths; ValueError naming a layer whose rule is not
     derived."""
-    from ..layers import Residual, Serial
-
     rows, attn, norms = [], [], []
     last = max((i for i, l in enumerate(net.layers) if l.parametric), default=-1)
 
-    def go(s: Serial, prefix, scales, fixed, out_scales, out_fixed, last_i):
+    def go(s, prefix, scales, fixed, out_scales, out_fixed, last_i):
         for i, l in enumerate(s.layers):
             path = f"{prefix}{i}"
             kind = type(l).__name__
-            if isinstance(l, Residual):
+            if kind == "Residual":
                 b_last = max((j for j, x in enumerate(l.branch.layers) if x.parametric), default=-1)
                 go(l.branch, f"{path}.branch.", scales, fixed, scales, fixed, b_last)
                 continue
@@ -177,7 +175,6 @@ def walk(net, d_out="d_out"):
 def _resolve(net, parameterisation, convention, optimizer):
     """(composition, Parameterisation in ``convention``) from a composition / Model and a name or object (None: a
     Model's own parameterisation; NTK for a composition, whose layers are NTK-parameterised)."""
-    from ..layers import as_serial
     from .named import named
     from .parameterisation import Parameterisation, check_choice
 
@@ -186,7 +183,7 @@ def _resolve(net, parameterisation, convention, optimizer):
         comp = net.composition
         p = parameterisation if parameterisation is not None else net.params_object(convention)
     else:
-        comp = as_serial(net)
+        comp = net if hasattr(net, "layers") and hasattr(net, "hidden_outputs") else None
         if comp is None:
             raise ValueError(f"layer_table: expected a limits.serial composition or a limits.Model, got "
                              f"{type(net).__name__}")
@@ -243,15 +240,13 @@ def layer_table(net, parameterisation=None, convention="variance", optimizer="sg
 def _predictions(comp, p) -> dict:
     """One-step growth exponents (powers of N, SGD, first order in the learning rate) of the quantities a per-layer
     coordinate check measures: ``"df"``, and ``"dh:<i>"`` for the output of top-level layer i
-    (:func:`limits.layers.serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
+    (:meth:`limits.layers.Serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
     (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more)."""
     try:
         one = p.one_step_exponents()
     except ValueError:
         return {}
-    from ..layers.serial import hidden_outputs
-
-    idx = hidden_outputs(comp)
+    idx = comp.hidden_outputs()
     out = {"df": _number(one["df"])}
     for k, i in enumerate(idx):
         out[f"dh:{i}"] = _number(one["dh:h0" if k == 0 else "dh:hidden"])
