@@ -4,7 +4,7 @@ ones (SP checked against μP's predictions; μP with one hidden layer's learning
 (each check its own seed: data and 8 initialisations; 2 SGD steps, η0 = 1e-3; verdict: every quantity's fitted
 exponent over the 4 largest widths has the prediction in its 95 % CI). A validation report, not a timing::
 
-    nice python benchmarks/serial_coordcheck_calibration.py --checks 40 --power-checks 20
+    nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30
 
 writes ``benchmarks/results/serial_coordcheck_calibration.json`` (rates ± binomial SE, per composition).
 """
@@ -45,7 +45,8 @@ def _rate(k, n):
     return {"flagged": k, "checks": n, "rate": p, "se": math.sqrt(max(p * (1 - p), 1.0 / n) / n)}
 
 
-def run(checks, power_checks, progress=print):
+def run(checks, power_checks, progress=print, save=None):
+    """Calibration data; ``save(data)`` after every case (a partial run keeps what it measured)."""
     import limits
     from limits.finite.serial_coordcheck import verdict, width_check
 
@@ -64,6 +65,8 @@ def run(checks, power_checks, progress=print):
                 slopes.append({f.quantity: round(f.tail_slope, 4) for f in r.fits})
             res[case] = dict(_rate(flagged, n), cpu_seconds=round(time.process_time() - c0, 1), tail_slopes=slopes)
             progress(f"{name}: {case}: {flagged}/{n} flagged ({res[case]['cpu_seconds']} CPU s)")
+            if save:
+                save(out)
     return out
 
 
@@ -76,7 +79,8 @@ def main(argv=None):
     from limits.results import atomic_write_text
 
     c0 = time.process_time()
-    data = run(a.checks, a.power_checks, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    data = run(a.checks, a.power_checks, progress=lambda s: print(s, file=sys.stderr, flush=True),
+               save=lambda d: atomic_write_text(a.json, json.dumps(d, indent=1, ensure_ascii=False)))
     data["cpu_seconds"] = round(time.process_time() - c0, 1)
     atomic_write_text(a.json, json.dumps(data, indent=1, ensure_ascii=False))
     print(a.json)
