@@ -1,5 +1,5 @@
 """Per-layer parameterisation tables of a composition (``limits.serial``): which row of a width table
-(input / hidden / output) every trained tensor takes, and its exponents (docs/theory/params.rst §6).
+(input / hidden / output) every trained tensor takes, and its exponents (docs/theory/params.rst §10).
 
 Roles, by which of fan-in / fan-out grows with the width N (Tensor Programs IV, the rule of
 :mod:`limits.torch.apply_params` for torch modules)::
