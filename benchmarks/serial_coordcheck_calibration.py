@@ -5,6 +5,7 @@ ones (SP checked against μP's predictions; μP with one hidden layer's learning
 exponent over the 4 largest widths has the prediction in its 95 % CI). A validation report, not a timing::
 
     nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30
+    nice python benchmarks/serial_coordcheck_calibration.py --resolution 20     # CI half-widths, added to the file
 
 writes ``benchmarks/results/serial_coordcheck_calibration.json`` (rates ± binomial SE, per composition).
 """
@@ -70,13 +71,40 @@ def run(checks, power_checks, progress=print, save=None):
     return out
 
 
+def resolution(checks, progress=print):
+    """The smallest exponent error one check resolves: per composition and quantity, the median half-width of the
+    95 % CI of the fitted exponent (4 largest widths) over ``checks`` μP checks (seeds 9000…)."""
+    import limits
+    import numpy as np
+    from limits.finite.serial_coordcheck import width_check
+
+    out = {}
+    for name, (comp, shape, widths, _) in compositions().items():
+        mup, hw = limits.params.layer_table(comp, "muP"), {}
+        for s in range(checks):
+            for f in width_check(comp, mup, shape, widths=widths, seed=9000 + s, **SETTINGS).fits:
+                hw.setdefault(f.quantity, []).append((f.tail_ci_high - f.tail_ci_low) / 2)
+        out[name] = {q: round(float(np.median(v)), 3) for q, v in hw.items()}
+        progress(f"{name}: median CI half-widths {out[name]}")
+    return {"checks": checks, "median_ci_halfwidth": out}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checks", type=int, default=40, help="checks of correct μP compositions (false alarms)")
     ap.add_argument("--power-checks", type=int, default=20, help="checks of each wrong network (power)")
+    ap.add_argument("--resolution", type=int, default=0, metavar="CHECKS",
+                    help="only measure the median CI half-width over CHECKS μP checks, added to the existing file")
     ap.add_argument("--json", type=Path, default=OUT)
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
+
+    if a.resolution:
+        data = json.loads(a.json.read_text()) if a.json.is_file() else {}
+        data["resolution"] = resolution(a.resolution, progress=lambda s: print(s, file=sys.stderr, flush=True))
+        atomic_write_text(a.json, json.dumps(data, indent=1, ensure_ascii=False))
+        print(a.json)
+        return
 
     c0 = time.process_time()
     data = run(a.checks, a.power_checks, progress=lambda s: print(s, file=sys.stderr, flush=True),
