@@ -33,7 +33,6 @@ from ._blas import limit_blas
 from .coordcheck import CoordCheck, fit_all
 
 TRAINED = ("Dense", "Conv")
-CALIBRATION = None          # filled in from the benchmark (module docstring)
 
 
 def _base_a(role) -> float:
@@ -45,6 +44,10 @@ def tensor_factors(table, width, lr_offsets=None) -> dict:
     docstring); ``lr_offsets``: {layer path: e} multiplies that layer's learning rates by N^e (a deliberately wrong
     layer, for the power of the check)."""
     N = float(width)
+    opt = table.parameterisation.get("optimizer", "sgd")
+    if opt != "sgd":
+        raise ValueError(f"serial width check: the table {table.name!r} is derived for {opt!r}; compositions are "
+                         "trained with SGD here (take the table with optimizer='sgd')")
     out = {}
     for r in table.rows:
         if r.kind not in TRAINED:

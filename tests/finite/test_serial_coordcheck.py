@@ -52,3 +52,5 @@ def test_attention_is_refused_by_name():
     comp = limits.serial(L.Dense(), L.Attention(1), L.Flatten(), L.Dense())
     with pytest.raises(ValueError, match=r"layer 1 \(Attention\)"):
         width_check(comp, limits.params.layer_table(comp, "muP"), (3, 2))
+    with pytest.raises(ValueError, match="derived for 'adam'"):
+        width_check(MLP, limits.params.layer_table(MLP, "muP", optimizer="adam"), (3,))
