@@ -1,7 +1,9 @@
 """One description of a network for every theory and the finite simulator: :class:`Model`.
 
 A :class:`Model` lists the architecture (read-in, ``depth`` hidden N×N blocks, read-out),
-activation, per-group variances and a width parameterisation — everything except the width N.
+activation, per-group variances and a width parameterisation — everything except the width N: a named way to
+build a composition (:attr:`Model.composition`, a ``limits.serial`` of Dense/Activation/Residual layers) plus a
+parameterisation (per tensor: ``limits.params.layer_table(model)``).
 Theory entry points take it as ``model=`` (``limits.kernels.nngp(X, model=m)``, ``response``,
 ``kernel_fluctuations``, ``limits.kernels.kernel(m, X1, X2)``, ``limits.dmft.solve(X, y, model=m)``,
 ``limits.nfd.kernel_ode(X, model=m)``) and :meth:`Model.finite` turns it into the concrete

@@ -140,7 +140,7 @@ def _rms(a, b):
     return np.sqrt(np.mean(d * d, axis=1))
 
 
-def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, steps=2, eta0=0.1, P=8, seed=0,
+def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, steps=2, eta0=1e-3, P=8, seed=0,
                 lr_offsets=None, predicted=None, tol=0.0, name=None, progress_bar=False) -> CoordCheck:
     """Per-layer coordinate check of composition ``comp`` trained in the parameterisation of ``table`` (module
     docstring) on P Gaussian inputs of shape ``in_shape`` with ±1 targets; ``predicted`` defaults to
