@@ -13,8 +13,8 @@ on top of its layer's own scale (factors of exactly 1 are not applied: NTK train
 :meth:`limits.finite.serial.SerialNetwork.train_gd`).
 
 Coordinate check (:func:`width_check`): at widths N = 2^k, ``seeds`` initialisations take ``steps`` full-batch SGD
-steps on ℓ = (1/P) Σ ½‖f − y‖²; per top-level Dense/Conv/Residual output (``"dh:<i>"``, before the read-out) the rms
-change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``) and the
+steps on ℓ = (1/P) Σ ½‖f − y‖²; per top-level Dense/Conv/Residual output (``"dh:<i>"``, before the read-out) the
+rms change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``) and the
 output change |Δf|_rms (``"df"``) are fitted log–log against N (:func:`limits.stats.loglog_fit` through
 :mod:`limits.finite.coordcheck`, weighted by the SE over seeds, verdict on the fit over the 4 largest widths: the
 prediction must lie in its 95% CI) and compared with the table's one-step exponents (``table.predicted``: μP every

@@ -80,7 +80,8 @@ class LayerTable(Result):
     def to_markdown(self) -> str:
         d = f", d = {self.parameterisation.get('d', '0')}" if self.convention == "variance" else ""
         lines = [f"**{self.name}** per tensor ({self.convention} convention{d}; regime {self.regime})", "",
-                 "| layer | type | tensor | fan-in | fan-out | role | a | b | c |", "|---|---|---|---|---|---|---|---|---|"]
+                 "| layer | type | tensor | fan-in | fan-out | role | a | b | c |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for r in self.rows:
             lines.append(f"| {r.layer} | {r.kind} | {r.tensor} | {r.fan_in} | {r.fan_out} | {r.role} | {r.a} | {r.b} "
                          f"| {r.c} |")
@@ -230,9 +231,9 @@ def layer_table(net, parameterisation=None, convention="variance", optimizer="sg
         notes.append(f"depth exponents: residual branches ∝ L^-{fmt(p.depth_alpha)}, learning rate of hidden "
                      f"tensors ∝ L^{fmt(p.depth_lr_exponent)} (L = number of residual blocks)")
     if attn:
-        notes.append("Attention here is the infinite-width layer of docs/theory/layers.rst §3 (tied query/key, logits "
-                     "s⟨k_i, k_j⟩/(C·n_key) = 1/n_key on unit-scale keys): the μP scaling; SP/NTK's 1/√n_key is the "
-                     "usual finite transformer's")
+        notes.append("Attention here is the infinite-width layer of docs/theory/layers.rst §3 (tied query/key, "
+                     "logits s⟨k_i, k_j⟩/(C·n_key) = 1/n_key on unit-scale keys): the μP scaling; SP/NTK's "
+                     "1/√n_key is the usual finite transformer's")
     return LayerTable(p.name, p.convention, regime, p.to_dict(), comp.to_dict(), tuple(rows),
                       {a: (1.0 if fl else 0.5) for a in attn}, _predictions(comp, p), tuple(notes))
 
@@ -240,8 +241,8 @@ def layer_table(net, parameterisation=None, convention="variance", optimizer="sg
 def _predictions(comp, p) -> dict:
     """One-step growth exponents (powers of N, SGD, first order in the learning rate) of the quantities a per-layer
     coordinate check measures: ``"df"``, and ``"dh:<i>"`` for the output of top-level layer i
-    (:meth:`limits.layers.Serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper states
-    (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more)."""
+    (:meth:`limits.layers.Serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper
+    states (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more)."""
     try:
         one = p.one_step_exponents()
     except ValueError:
