@@ -54,3 +54,10 @@ def test_attention_is_refused_by_name():
         width_check(comp, limits.params.layer_table(comp, "muP"), (3, 2))
     with pytest.raises(ValueError, match="derived for 'adam'"):
         width_check(MLP, limits.params.layer_table(MLP, "muP", optimizer="adam"), (3,))
+
+
+def test_a_resnet_model_checks_in_its_own_parameterisation():
+    m = limits.resnet(4, 2, activation="tanh", rho=0.5, sigma_b2=0.1, parameterisation="muP")
+    r = width_check(m.composition, limits.params.layer_table(m), (4,), widths=(8, 16, 32, 64), seeds=6, steps=1, P=4,
+                    seed=2)
+    assert r.quantities == ("dh:0", "dh:1", "dh:2", "dh:hidden", "df") and verdict(r)
