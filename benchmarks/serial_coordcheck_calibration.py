@@ -6,6 +6,7 @@ exponent over the 4 largest widths has the prediction in its 95 % CI). A validat
 
     nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30
     nice python benchmarks/serial_coordcheck_calibration.py --resolution 20     # CI half-widths, added to the file
+    nice python benchmarks/serial_coordcheck_calibration.py --mild 30           # power on lr × N^{1/4}, added too
 
 writes ``benchmarks/results/serial_coordcheck_calibration.json`` (rates ± binomial SE, per composition).
 """
@@ -89,19 +90,40 @@ def resolution(checks, progress=print):
     return {"checks": checks, "median_ci_halfwidth": out}
 
 
+def mild(checks, exponent=0.25, progress=print):
+    """Power on a mild error: one hidden layer's learning rate × N^{exponent} (its Δh exponent off by that much)."""
+    import limits
+    from limits.finite.serial_coordcheck import verdict, width_check
+
+    out = {"exponent": exponent}
+    for name, (comp, shape, widths, wrong) in compositions().items():
+        mup, c0 = limits.params.layer_table(comp, "muP"), time.process_time()
+        k = sum(not verdict(width_check(comp, mup, shape, widths=widths, seed=7000 + s, lr_offsets={wrong: exponent},
+                                        **SETTINGS)) for s in range(checks))
+        out[name] = dict(_rate(k, checks), cpu_seconds=round(time.process_time() - c0, 1))
+        progress(f"{name}: layer {wrong} lr × N^{exponent}: {k}/{checks} flagged")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checks", type=int, default=40, help="checks of correct μP compositions (false alarms)")
     ap.add_argument("--power-checks", type=int, default=20, help="checks of each wrong network (power)")
     ap.add_argument("--resolution", type=int, default=0, metavar="CHECKS",
                     help="only measure the median CI half-width over CHECKS μP checks, added to the existing file")
+    ap.add_argument("--mild", type=int, default=0, metavar="CHECKS",
+                    help="only measure the power on one hidden layer's lr × N^{1/4} over CHECKS checks, added to the file")
     ap.add_argument("--json", type=Path, default=OUT)
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
 
-    if a.resolution:
+    if a.resolution or a.mild:
         data = json.loads(a.json.read_text()) if a.json.is_file() else {}
-        data["resolution"] = resolution(a.resolution, progress=lambda s: print(s, file=sys.stderr, flush=True))
+        say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+        if a.resolution:
+            data["resolution"] = resolution(a.resolution, progress=say)
+        if a.mild:
+            data["mild"] = mild(a.mild, progress=say)
         atomic_write_text(a.json, json.dumps(data, indent=1, ensure_ascii=False))
         print(a.json)
         return
