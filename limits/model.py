@@ -1,7 +1,9 @@
 """One description of a network for every theory and the finite simulator: :class:`Model`.
 
 A :class:`Model` lists the architecture (read-in, ``depth`` hidden N×N blocks, read-out),
-activation, per-group variances and a width parameterisation — everything except the width N.
+activation, per-group variances and a width parameterisation — everything except the width N: a named way to
+build a composition (:attr:`Model.composition`, a ``limits.serial`` of Dense/Activation/Residual layers) plus a
+parameterisation (per tensor: ``limits.params.layer_table(model)``).
 Theory entry points take it as ``model=`` (``limits.kernels.nngp(X, model=m)``, ``response``,
 ``kernel_fluctuations``, ``limits.kernels.kernel(m, X1, X2)``, ``limits.dmft.solve(X, y, model=m)``,
 ``limits.nfd.kernel_ode(X, model=m)``) and :meth:`Model.finite` turns it into the concrete
@@ -254,16 +256,16 @@ class Model:
         return {"depth": self.depth, "activation": self._act, "residual": self.residual,
                 "rho": self.branch, "depth_scaling": "none", "d_in": self.d_in, **self.variances()}
 
-    def to_serial(self):
-        """The equivalent composition ``limits.serial(...)`` of NTK-parameterised layers (same NNGP and NTK):
-        Dense(in), then per block [Activation, Dense] (feed-forward, σ² → ρ²σ²) or
-        Residual([Activation, Dense]…, ρ_eff), then Activation, Dense(out)."""
+    @property
+    def composition(self):
+        """The architecture this model names, as a composition ``limits.serial(...)``: Dense(in), then per block
+        [Activation, Dense] (feed-forward, σ² → ρ²σ²) or Residual([Activation, Dense]…, ρ_eff), then Activation,
+        Dense(out). Its layers are written with raw N(0, 1) weights scaled by σ/√fan_in (the NTK parameterisation);
+        :attr:`parameterisation` says how each tensor is rescaled (``limits.params.layer_table(model)``). For
+        parameterisation NTK the composition's kernels are the model's (:meth:`to_serial`)."""
         from . import layers as L
 
-        self.require("Model.to_serial", pre_activation=True)
-        if self.param_name != "NTK":
-            raise ModelError(f"Model.to_serial: the layers are NTK-parameterised; parameterisation "
-                             f"{self.param_name!r} has no such composition (use parameterisation='NTK')")
+        self.require("Model.composition", pre_activation=True)
         v, act, r2 = self.variances(), self.activation_name, self.branch ** 2
         body = []
         for _ in range(self.depth):
@@ -279,6 +281,16 @@ class Model:
                                                         v["sigma_b2"] * (r2 if last else 1.0))]
         return L.serial(L.Dense(v["sigma_w2_in"], v["sigma_b2_in"]), *body, L.Activation(act),
                         L.Dense(v["sigma_w2_out"], v["sigma_b2_out"]))
+
+    def to_serial(self):
+        """The equivalent composition of NTK-parameterised layers (same NNGP and NTK): :attr:`composition`, for
+        parameterisation NTK only (another parameterisation rescales the layers: its kernels are not these)."""
+        self.require("Model.to_serial", pre_activation=True)
+        if self.param_name != "NTK":
+            raise ModelError(f"Model.to_serial: the layers are NTK-parameterised; parameterisation "
+                             f"{self.param_name!r} has no such composition (use parameterisation='NTK', or "
+                             "Model.composition for the architecture with limits.params.layer_table for its scales)")
+        return self.composition
 
     # ------------------------------------------------------------------ finite width
     def finite(self, width: int):

@@ -158,7 +158,7 @@ def _measure(res, net):
     return out
 
 
-def _fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seeds, steps, eta0, activation,
+def fit_all(name, x_name, xs, per_x, quantities, predicted, tol, settings, seeds, steps, eta0, activation,
              tail=4):
     """Fit every quantity over all x and over the ``tail`` largest x (the asymptotic exponent is a
     large-N/L statement; corrections of relative size N^{-1/2}, L/N bias the small-x points, so the
@@ -238,7 +238,7 @@ def width_check(p, widths=tuple(2 ** k for k in range(6, 12)), L=3, quantities=(
                                    optimizer=opt, train_kw=kw))
     nm = name or f"{getattr(p, 'name', 'custom')} width check"
     settings = {"L": L, "d_in": d_in, "P": P, "seed": seed}
-    return _fit_all(nm, "N", widths, per_n, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
+    return fit_all(nm, "N", widths, per_n, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
 
 
 def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, quantities=("dh:hidden",),
@@ -278,7 +278,7 @@ def depth_check(p, depths=tuple(2 ** k for k in range(2, 8)), N=128, alpha=0.5, 
     nm = name or f"{getattr(p, 'name', 'custom')} depth check (α = {alpha})"
     settings = {"N": N, "alpha": float(alpha), "d_in": d_in, "P": P, "seed": seed, "freeze": list(freeze),
                 "block_layers": block_layers}
-    return _fit_all(nm, "L", depths, per, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
+    return fit_all(nm, "L", depths, per, list(quantities), predicted, tol, settings, seeds, steps, eta0, activation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,5 +385,5 @@ def pc_width_check(p, widths=tuple(2 ** k for k in range(6, 11)), L=3, gamma_pri
                     "dh:hidden": dh[:, 1:].mean(axis=1) if dh.shape[1] > 1 else dh[:, 0]})
     nm = name or f"{getattr(p, 'name', 'custom')} single-shot PC (γ̄_L = {g:g})"
     q = ("dWh:in", "dWh:hidden", "dWh:out", "dh:hidden")
-    return _fit_all(nm, "N", widths, per, list(q), predicted, tol, {"L": L, "gamma_prime": gamma_prime, "seed": seed},
+    return fit_all(nm, "N", widths, per, list(q), predicted, tol, {"L": L, "gamma_prime": gamma_prime, "seed": seed},
                     seeds, 1, eta0, activation)

@@ -76,6 +76,13 @@ class Serial(Layer):
         return k
 
     # ------------------------------------------------------------------ finite
+    def hidden_outputs(self) -> list:
+        """Top-level layer indices whose outputs are the hidden representations: every parametric layer (Dense,
+        Conv, Attention) and Residual block before the last parametric layer (whose output is f) — what a per-layer
+        coordinate check measures (:mod:`limits.finite.serial_coordcheck`)."""
+        last = max((i for i, l in enumerate(self.layers) if l.parametric), default=-1)
+        return [i for i, l in enumerate(self.layers[:last]) if l.parametric or isinstance(l, Residual)]
+
     def plan(self, in_shape, width, d_out=None):
         """Per layer (layer, in_shape, out_shape, n_out): the output width of every parametric layer is
         ``width``, except the last parametric layer of this composition when ``d_out`` is given."""

@@ -40,6 +40,9 @@ Derivation machinery
 * :mod:`.depth` — :func:`depth_regime` (TP6), :func:`alpha_analysis` (seed 000 §A.5),
   Adam ``(LN)^{-1/2}``, two-layer residual block correction ``η_1 = η̄ n √(L/T)``;
 * :func:`table` — Markdown / LaTeX / dict tables; CLI in :mod:`limits.cli.params`;
+* :func:`layer_table` — the same rows per trained tensor of a composition (``limits.serial``) or a ``limits.Model``:
+  role by fan-in/fan-out, exponents, attention logit scaling (:mod:`.layer_table`); trained at finite width and
+  checked per layer by ``limits.finite.serial_coordcheck``;
 * :func:`lr_drift` — how the optimal learning rate must move per doubling of width or depth (μTransfer as a
   prediction: 0 for stable tables, a bound −x* for SP-like ones; tested by ``limits.torch.transfer``);
 * :func:`parse` — restricted parser for user-typed exponents (no eval/sympify of raw text).
@@ -64,6 +67,7 @@ from .constraints import Quantity, pc_asymptotics, seed000_quantities, std_quant
 from .depth import (DepthRegime, adam_lr_exponents, alpha_analysis, depth_regime, solve_depth, two_layer_block,
                     two_layer_block_correction)
 from .expr import as_exponent, parse
+from .layer_table import LayerTable, TensorRow, layer_table
 from .lr_drift import LrDrift, lr_drift
 from .named import NAMES, derive_width, named, named_exponents
 from .parameterisation import ALGORITHMS, CONVENTIONS, LAYERS, OPTIMIZERS, SYMBOLS, Parameterisation
@@ -128,7 +132,7 @@ def table(names=("SP", "NTK", "MF", "muP"), algorithm="bp", convention="variance
 
 
 __all__ = [
-    "Parameterisation", "named", "named_exponents", "classify", "solve", "table", "depth_regime", "solve_depth",
+    "Parameterisation", "named", "named_exponents", "classify", "solve", "table", "layer_table", "LayerTable", "TensorRow", "depth_regime", "solve_depth",
     "alpha_analysis", "adam_lr_exponents", "lr_drift", "LrDrift", "two_layer_block", "two_layer_block_correction",
     "parse", "as_exponent", "Solution",
     "Piece", "Classification", "Verdict", "DepthRegime", "Quantity", "seed000_quantities", "std_quantities",

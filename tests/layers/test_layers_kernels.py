@@ -172,11 +172,12 @@ def test_attention_rule_against_explicit_softmax():
 
 
 @pytest.mark.parametrize("act", ["relu", "erf", "tanh", "gelu"])
-def test_model_to_serial_equals_model_kernels(act):
+def test_model_composition_equals_model_kernels(act):
     X1, X2 = _X((6, 5), 8), _X((3, 5), 9)
     for m in (limits.mlp(5, 3, activation=act, sigma_w2=1.6, sigma_b2=0.1, sigma_w2_in=1.2, sigma_b2_out=0.05),
               limits.resnet(5, 4, activation=act, sigma_w2=1.2, sigma_b2=0.1, rho=0.8, depth_scaling="sqrt")):
-        s = m.to_serial()
+        s = m.composition
+        assert s == m.to_serial()                  # the Model builds the composition it names
         for a, b in ((X1, None), (X1, X2)):
             ref, got = limits.kernels.kernel(m, a, b), limits.kernels.kernel(s, a, b)
             for x, y in ((ref.nngp, got.nngp), (ref.ntk, got.ntk)):
