@@ -170,13 +170,18 @@ def compute(params, rng):
     return out
 
 
-def mean_se(a):
-    """Mean and standard error over the repeats (last axis of ``a``: (len(Ps), repeats)); SE 0 where every repeat
-    draws the same subset (P_train = the whole pool)."""
+def mean_se(a, same):
+    """Mean and standard error over the repeats (last axis of ``a``: (len(Ps), repeats)); no SE where ``same``:
+    every repeat draws the same subset (P_train = the whole pool): NaN there."""
     a = np.asarray(a, float)
-    same = np.all(a == a[..., :1], axis=-1)
-    se = np.where(same, 0.0, np.std(a, axis=-1, ddof=1) / np.sqrt(a.shape[-1]))
-    return a.mean(-1), se
+    se = np.std(a, axis=-1, ddof=1) / np.sqrt(a.shape[-1])
+    return a.mean(-1), np.where(same, np.nan, se)
+
+
+def same_subsets(data, Ps):
+    """Per P_train: whether every repeat's training subset is the same set of images."""
+    S = np.asarray(data["subsets"])
+    return np.array([all(set(S[r, :int(P)]) == set(S[0, :int(P)]) for r in range(S.shape[0])) for P in Ps])
 
 
 def lines(data):
@@ -187,14 +192,17 @@ def lines(data):
         if f"{name}|Ps" not in data:
             continue
         Ps = np.asarray(data[f"{name}|Ps"], float)
-        out.append((f"CNN-GP ({tag}) posterior, noise fitted", Ps, mean_se(data[f"{name}|posterior_err"]),
-                    mean_se(data[f"{name}|posterior_mse"])))
+        same = same_subsets(data, Ps)
+        out.append((f"CNN-GP ({tag}) posterior, noise fitted", Ps, mean_se(data[f"{name}|posterior_err"], same),
+                    mean_se(data[f"{name}|posterior_mse"], same)))
         for j, t in enumerate(ts):
             tt = "∞" if np.isinf(t) else f"{t:g}"
-            out.append((f"CNTK ({tag}) flow, t = {tt}", Ps, mean_se(np.asarray(data[f"{name}|flow_err"])[..., j]),
-                        mean_se(np.asarray(data[f"{name}|flow_mse"])[..., j])))
-    out.append(("MLP NNGP posterior, noise fitted", np.asarray(data["Ps"], float), mean_se(data["mlp|posterior_err"]),
-                mean_se(data["mlp|posterior_mse"])))
+            err, mse = (np.asarray(data[f"{name}|flow_{q}"])[..., j] for q in ("err", "mse"))
+            out.append((f"CNTK ({tag}) flow, t = {tt}", Ps, mean_se(err, same), mean_se(mse, same)))
+    Ps = np.asarray(data["Ps"], float)
+    same = same_subsets(data, Ps)
+    out.append(("MLP NNGP posterior, noise fitted", Ps, mean_se(data["mlp|posterior_err"], same),
+                mean_se(data["mlp|posterior_mse"], same)))
     return out
 
 
@@ -205,6 +213,7 @@ def cpu_text(data):
 
 def plot(data, params):
     from ..style import PALETTE, pyplot
+    from ._util import data_ticks
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.9), constrained_layout=True)
@@ -216,8 +225,7 @@ def plot(data, params):
     for ax, lab in zip(axes, ("test error (fraction misclassified)", "test MSE (1/P_test) Σ ‖f − y‖²")):
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(np.asarray(data["Ps"], float), [f"{int(p)}" for p in data["Ps"]])
-        ax.minorticks_off()
+        data_ticks(ax, data["Ps"])
         ax.set_xlabel("training images P_train")
         ax.set_ylabel(lab)
     axes[0].legend(fontsize=6)
@@ -251,3 +259,62 @@ register(NAME, component="predict", compute=compute, plot=plot, params=PARAMS, q
                  "a posterior and of a gradient-flow prediction on a few images against finite CNNs of the same "
                  "composition, and the CPU time of the whole computation.",
          seed_ref="docs/theory/predict.rst §4")
+
+
+BEGIN = "<!-- cnn-digits-full-set:begin (python -m limits.gallery.cnn_digits_curve --write) -->"
+END = "<!-- cnn-digits-full-set:end -->"
+
+
+def stored_payload(figdir):
+    """The committed data: paper size (``figdir/full``) where stored, else the quick variant."""
+    from pathlib import Path
+
+    from . import load_data
+
+    try:
+        return load_data(NAME, Path(figdir) / "full")
+    except ValueError:
+        return load_data(NAME, figdir)
+
+
+def _pct(m, se):
+    return f"{100 * m:.1f}" if np.isnan(se) else f"{100 * m:.1f} ± {100 * se:.1f}"
+
+
+def readme_lines(payload) -> list[str]:
+    """The README's table of test errors (%) per training-set size and method, and its sentence on the sizes, the
+    checks and the CPU time — every number from the figure's data."""
+    d, p = payload["data"], payload["params"]
+    ls = lines(d)
+    Ps = [int(v) for v in d["Ps"]]
+    out = ["| P_train | " + " | ".join(lab for lab, *_ in ls) + " |", "|---" * (len(ls) + 1) + "|"]
+    for P in Ps:
+        cells = []
+        for _, LP, (m, se), _ in ls:
+            i = [int(v) for v in LP].index(P) if P in [int(v) for v in LP] else None
+            cells.append("—" if i is None else _pct(m[i], se[i]))
+        out.append(f"| {P} | " + " | ".join(cells) + " |")
+    kc = d["kernel_cpu_s"]
+    kern = ", ".join(f"{name} {float(kc[name]):.0f} s on {int(d['kernel_images'][name])} images" for name in kc)
+    out += ["", f"Test error in % on {p['P_test']} fixed held-out images, mean ± SE over {p['repeats']} nested random "
+            f"training subsets (none at P_train = {Ps[-1]}: every subset is the whole pool of "
+            f"{p['images'] - p['P_test']}); CNTK: gradient-flow ensemble mean, η = 1, mean reduction. "
+            f"`limits.check` of the posterior on {p['P_check']} images: {d['check_posterior'].verdict_text()}; "
+            f"of the flow at t = {p['check_t']:g} on {p['check_flow_P']} images: {d['check_flow'].verdict_text()}. "
+            f"The whole computation took {d['cpu_s'] / 60:.1f} CPU-minutes (wall {d['wall_s'] / 60:.1f} min, one BLAS "
+            f"thread, shared machine; kernels: {kern}) — the gallery's "
+            f"{'quick' if payload.get('quick') else 'paper-size'} data, `limits figure {NAME}`."]
+    return out
+
+
+if __name__ == "__main__":                  # python -m limits.gallery.cnn_digits_curve [--write]
+    import sys
+    from pathlib import Path
+
+    from ..results import replace_marked_block
+
+    root = Path(__file__).resolve().parents[2]
+    text = readme_lines(stored_payload(root / "figures"))
+    if "--write" in sys.argv[1:]:
+        replace_marked_block(root / "README.md", BEGIN, END, text)
+    print("\n".join(text))
