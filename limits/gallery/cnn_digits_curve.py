@@ -295,7 +295,8 @@ def readme_lines(payload) -> list[str]:
             cells.append("—" if i is None else _pct(m[i], se[i]))
         out.append(f"| {P} | " + " | ".join(cells) + " |")
     kc = d["kernel_cpu_s"]
-    kern = ", ".join(f"{name} {float(kc[name]):.0f} s on {int(d['kernel_images'][name])} images" for name in kc)
+    what = {"flatten": "Flatten CNN-GP + CNTK", "gap": "GAP CNN-GP + CNTK", "mlp": "MLP NNGP"}
+    kern = ", ".join(f"{what[name]} {float(kc[name]):.3g} s on {int(d['kernel_images'][name])} images" for name in kc)
     out += ["", f"Test error in % on {p['P_test']} fixed held-out images, mean ± SE over {p['repeats']} nested random "
             f"training subsets (none at P_train = {Ps[-1]}: every subset is the whole pool of "
             f"{p['images'] - p['P_test']}); CNTK: gradient-flow ensemble mean, η = 1, mean reduction. "
