@@ -258,7 +258,7 @@ register(NAME, component="predict", compute=compute, plot=plot, params=PARAMS, q
                  "Each kernel is computed once on all images and sliced per subset; the title gives limits.check of "
                  "a posterior and of a gradient-flow prediction on a few images against finite CNNs of the same "
                  "composition, and the CPU time of the whole computation.",
-         seed_ref="docs/theory/predict.rst §4")
+         seed_ref="docs/theory/predict.rst §5")
 
 
 BEGIN = "<!-- cnn-digits-full-set:begin (python -m limits.gallery.cnn_digits_curve --write) -->"
