@@ -241,7 +241,7 @@ def plot(data, params):
 
 
 PARAMS = dict(images=1797, P_test=397, Ps=[50, 100, 200, 400, 800, 1400], repeats=8, flow_t=[100.0],
-              readouts=["flatten"], gap_P_max=1400, P_check=20, P_test_check=3, P_fit=400,
+              readouts=["flatten", "gap"], gap_P_max=1400, P_check=20, P_test_check=3, P_fit=400,
               check_readout="flatten", check_widths=[128, 256, 512], check_flow_widths=[64, 128, 256],
               check_inits=32, check_flow_inits=16, check_flow_P=12, check_t=10.0, check_seed=0)
 QUICK = dict(images=240, P_test=80, Ps=[20, 40, 80, 160], repeats=3, readouts=["flatten"], P_check=8,
@@ -249,7 +249,7 @@ QUICK = dict(images=240, P_test=80, Ps=[20, 40, 80, 160], repeats=3, readouts=["
              check_flow_inits=8, check_flow_P=8)
 register(NAME, component="predict", compute=compute, plot=plot, params=PARAMS, quick=QUICK,
          caption="Learning curve of the CNN-GP 3 × [Conv 3×3 SAME (σ_w² = 2, σ_b² = 0.05), ReLU] → Flatten → Dense "
-                 "on the full 8×8 digits set bundled with scikit-learn (pixels / 16 − "
+                 "(and → GlobalAvgPool → Dense) on the full 8×8 digits set bundled with scikit-learn (pixels / 16 − "
                  "0.3, one-hot targets − 0.1): test error and test MSE on a fixed held-out test set against the "
                  "number of training images, mean ± 1 SE over random nested training subsets (an explicit seeded "
                  "Generator), for the NNGP posterior mean with output scale and noise fitted by maximum marginal "
