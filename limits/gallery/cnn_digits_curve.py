@@ -216,10 +216,11 @@ def plot(data, params):
     from ._util import data_ticks
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.9), constrained_layout=True)
-    for i, (label, Ps, err, mse) in enumerate(lines(data)):
-        style = dict(color=PALETTE[i % len(PALETTE)], ls="--" if "t = ∞" not in label and "flow" in label else "-",
-                     marker="o", ms=3, lw=1.2, capsize=2, label=label)
+    fig, axes = plt.subplots(1, 2, figsize=(8.0, 4.3), layout="constrained")
+    for label, Ps, err, mse in lines(data):
+        arch = 0 if "Flatten" in label else 1 if "GAP" in label else 2
+        ls = "-" if "posterior" in label else "--" if "t = ∞" in label else ":"
+        style = dict(color=PALETTE[arch], ls=ls, marker="os^"[arch], ms=3, lw=1.2, capsize=2, label=label)
         for ax, (m, se) in zip(axes, (err, mse)):
             ax.errorbar(Ps, np.maximum(m, 1e-4), yerr=se, **style)
     for ax, lab in zip(axes, ("test error (fraction misclassified)", "test MSE (1/P_test) Σ ‖f − y‖²")):
@@ -228,7 +229,8 @@ def plot(data, params):
         data_ticks(ax, data["Ps"])
         ax.set_xlabel("training images P_train")
         ax.set_ylabel(lab)
-    axes[0].legend(fontsize=6)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=6)
     cp, cf = data["check_posterior"], data["check_flow"]
     pools = "/".join({"flatten": "Flatten", "gap": "GAP"}[r] for r in params["readouts"])
     fig.suptitle(f"8×8 digits, {params['images']} images: 3 × [Conv 3×3, ReLU] → {pools} → Dense; "
