@@ -444,8 +444,6 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=N
     with the suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
     allocated (large P: :func:`kernel_regression`)."""
-    from scipy.linalg import cho_solve, solve_triangular
-
     what = "limits.predict.nngp_posterior"
     m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
@@ -455,6 +453,14 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=N
         noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
     k = _kernels(m, X, Xs, ntk=False, memory_limit=memory_limit)
+    return _posterior(k, m, X, Y, Xs, noise, output_scale, what)
+
+
+def _posterior(k, m, X, Y, Xs, noise, output_scale, what):
+    """The posterior of :func:`nngp_posterior` from its kernels ``k`` (``K``, ``K_sx``, ``K_ss``: NNGP of the
+    training inputs, test × training, test), validated inputs and model."""
+    from scipy.linalg import cho_solve, solve_triangular
+
     s2, noise, fitted = _hyperparameters(k["K"], Y, noise, output_scale)
     ratio = noise / s2
     try:
@@ -715,6 +721,7 @@ class _GDCore:
 # with the same kernels, the same time-independent GD factorisation and the same spectral filter
 train_test_kernels = _kernels
 GDCore = _GDCore
+posterior_from_kernels = _posterior          # many training subsets of one precomputed kernel (limits.gallery)
 flow_filter = _gfun
 
 

@@ -430,19 +430,20 @@ def generate_rows(outdir=DEFAULT_OUTDIR) -> list[tuple[str, str, str, str]]:
 
 
 def run_times(outdir=DEFAULT_OUTDIR) -> list[tuple[str, str, str]]:
-    """(figure, quick wall time, paper-size wall time) from the stored JSON files; a size whose data
-    are not stored reads "not measured"."""
+    """(figure, quick wall time, paper-size wall time) from the stored JSON files (``outdir``, and
+    ``outdir/full`` for paper-size data); a size whose data are not stored reads "not measured"."""
     from . import figures
 
     out = []
     for name in figures():
-        try:
-            p = load_data(name, outdir)
-        except (OSError, ValueError, KeyError):
-            out.append((name, "not measured", "not measured"))
-            continue
-        t = f"{float(p['wall_time_s']):.1f} s"
-        out.append((name, t, "not measured") if p.get("quick") else (name, "not measured", t))
+        times = {True: "not measured", False: "not measured"}
+        for d in (Path(outdir) / "full", outdir):
+            try:
+                p = load_data(name, d)
+            except (OSError, ValueError, KeyError):
+                continue
+            times[bool(p.get("quick"))] = f"{float(p['wall_time_s']):.1f} s"
+        out.append((name, times[True], times[False]))
     return out
 
 
