@@ -137,14 +137,11 @@ def _conv(f, layer, w, b):
 
 
 def pairs_block(f1, f2, left, right):
-    """(K, Θ) of the packed pairs (f1[left], f2[right]) as full ``(n, 1, *R)`` blocks (Θ None without the NTK): one
-    product of the stacked (K-weighted, Θ-weighted) left features with the right ones per pair."""
+    """(K, Θ) of the packed pairs (f1[left], f2[right]) as full ``(n, 1, *R)`` blocks (Θ None without the NTK): per
+    pair one product of the weighted left features with the right ones for each."""
     from ..layers.state import full_from_positions
 
-    Fl, Fr = f1.F[left], f2.F[right]
-    S = Fl.shape[1]
-    L = Fl * f1.dK if f1.dT is None else np.concatenate([Fl * f1.dK, Fl * f1.dT], axis=1)
-    G = np.matmul(L, np.swapaxes(Fr, 1, 2))
-    K = full_from_positions(G[:, None, :S], f1.spatial)
-    T = None if f1.dT is None else full_from_positions(G[:, None, S:], f1.spatial)
+    Fl, FrT = f1.F[left], np.swapaxes(f2.F[right], 1, 2)
+    K = full_from_positions(np.matmul(Fl * f1.dK, FrT)[:, None], f1.spatial)
+    T = None if f1.dT is None else full_from_positions(np.matmul(Fl * f1.dT, FrT)[:, None], f1.spatial)
     return K, T
