@@ -51,12 +51,11 @@ def _rank_after(layer, m, spatial):
     return None
 
 
-def prefix(layers, input_shape) -> int:
-    """How many leading ``layers`` are factored (module docstring) for inputs of shape ``(*spatial, C)``: 0 without
-    spatial axes (the packed engine is for inputs with positions)."""
+def _walk(layers, input_shape):
+    """(layers factored, columns m after them) for inputs of shape ``(*spatial, C)``."""
     spatial, m = tuple(input_shape[:-1]), int(input_shape[-1])
     if not spatial:
-        return 0
+        return 0, m
     n = 0
     for layer in layers:
         new = _rank_after(layer, m, spatial)
@@ -68,7 +67,18 @@ def prefix(layers, input_shape) -> int:
             except ValueError:
                 break                            # the rule raises it with the layer's position
         m, n = new, n + 1
-    return n
+    return n, m
+
+
+def prefix(layers, input_shape) -> int:
+    """How many leading ``layers`` are factored (module docstring) for inputs of shape ``(*spatial, C)``: 0 without
+    spatial axes (the packed engine is for inputs with positions)."""
+    return _walk(layers, input_shape)[0]
+
+
+def rank(layers, input_shape) -> int:
+    """The columns m of the features after ``layers`` (all factored)."""
+    return _walk(layers, input_shape)[1]
 
 
 class Factors:
