@@ -12,9 +12,14 @@ before it and what x and y have alone (their variances, attention's weights). So
                    through all layers, replaying its inputs' recorded quantities; entry (x, y) is written at (x, y)
                    and, symmetric, at (y, x).
 
+Read-in: when the composition starts with linear layers (Dense, LayerNorm, Attention without a positional
+embedding, Conv) and every pair of positions is kept after them, those layers act once on per-input features
+and each chunk starts from one rank-m product per pair (:mod:`limits.kernels.lowrank`); otherwise from the
+read-in K⁰ = ⟨x_i, y_j⟩/C.
+
 Work: P(P + 1)/2 blocks for a symmetric kernel (tiles of b inputs: P²/2 + P·b/2, plus the self blocks of both
 sides of every tile, 2/b more), P1·P2 + P1 + P2 for a cross kernel; every entry's arithmetic is that of the
-tiled path, so an input paired with itself gives the bits of its self block (a correlation of exactly 1 stays 1).
+tiled path (the factored read-in: to rounding), so an input paired with itself gives the bits of its self block (a correlation of exactly 1 stays 1).
 Memory: the outputs, the recorded per-input quantities (P·S floats per activation or LayerNorm, P·S² per
 attention layer) and one chunk (about CHUNK_ENTRIES floats per array: the layers' passes run in cache).
 """
