@@ -27,12 +27,12 @@ MAX_RANK = 32           # features per input beyond which the product costs more
 
 
 def _kinds():
-    from ..layers.attention import Attention, _softmax
+    from ..layers.attention import Attention, softmax
     from ..layers.conv import Conv
     from ..layers.dense import Dense
     from ..layers.layernorm import LayerNorm
 
-    return Dense, LayerNorm, Attention, Conv, _softmax
+    return Dense, LayerNorm, Attention, Conv, softmax
 
 
 def _rank_after(layer, m, spatial):
