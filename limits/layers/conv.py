@@ -146,6 +146,81 @@ def _slice_sum(K, axes, ax: Axis):
     return np.zeros(shape) if out is None else out
 
 
+MAX_RUNS = 16           # a shift whose out-of-input entries form at most this many runs (per pair of inputs)
+                        # restores them after the addition; otherwise the shifted block is multiplied by a 0/1 mask
+
+
+@functools.lru_cache(maxsize=256)
+def _pair_plan(tail, dims, ax: Axis):
+    """Offsets of a stride-1 axis whose outputs are its inputs (SAME, no wrap-around) as shifts of the flattened
+    block ``tail`` of one pair of inputs (``dims``: the shifted axes within it): per offset δ = f − lo ≠ 0 the flat
+    shift s, the range [a, b) of entries it reaches, and what to do with the entries of that range whose shifted
+    position leaves the input (they read padding: nothing may be added to them) — restore them (a few runs, as
+    slices) or multiply the shifted block by a 0/1 mask. The offset with the fewest such entries first."""
+    strides = np.cumprod((1,) + tail[:0:-1])[::-1]
+    L = int(np.prod(tail))
+    pos = np.indices(tail).reshape(len(tail), L)
+    plan = []
+    for f in range(ax.k):
+        d = f - ax.lo
+        if d == 0:
+            continue
+        shift = d * int(sum(strides[i] for i in dims))
+        a, b = max(0, -shift), L - max(0, shift)
+        bad = np.zeros(max(b - a, 0), bool)
+        for i in dims:
+            p = pos[i, a:b] + d
+            bad |= (p < 0) | (p >= ax.n)
+        idx = np.flatnonzero(bad) + a
+        runs = _as_slices(idx)
+        mask = None
+        if len(runs) > MAX_RUNS:
+            mask = (~bad).astype(np.float64)
+            mask.setflags(write=False)
+            runs = ()
+        plan.append((idx.size, shift, a, b, runs, mask))
+    plan.sort(key=lambda t: t[0])
+    return tuple(p[1:] for p in plan)
+
+
+def _as_slices(idx):
+    """Sorted flat indices as slices, one per run of consecutive indices."""
+    if idx.size == 0:
+        return ()
+    cut = np.flatnonzero(np.diff(idx) != 1) + 1
+    return tuple(slice(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, cut))
+
+
+def _pair_sum(K, dims, ax: Axis):
+    """Σ_f K[…, i + δ_f, …] (δ_f = f − lo; both positions of a pair, or one axis) for a stride-1 SAME axis
+    without wrap-around: each offset one shifted addition over the flattened block of each pair of inputs (long
+    contiguous rows), what a shift carries past the input's edge restored or masked (:func:`_pair_plan`; 0 is
+    added there, exactly); the first offset summed with the centre copy-free."""
+    plan = _pair_plan(tuple(K.shape[2:]), tuple(d - 2 for d in dims), ax)
+    if not plan:
+        return K.copy()
+    F = K.reshape(K.shape[0] * K.shape[1], -1)
+    out = np.empty_like(F)
+    tmp = None
+    for i, (s, a, b, runs, mask) in enumerate(plan):
+        src = F[:, a + s:b + s]
+        if mask is not None:
+            tmp = np.empty_like(F) if tmp is None else tmp
+            src = np.multiply(src, mask, out=tmp[:, a:b])
+        if i == 0:
+            np.add(F[:, a:b], src, out=out[:, a:b])
+            out[:, :a] = F[:, :a]
+            out[:, b:] = F[:, b:]
+            for sl in runs:
+                out[:, sl] = F[:, sl]
+            continue
+        keep = [out[:, sl].copy() for sl in runs]
+        out[:, a:b] += src
+        for sl, v in zip(runs, keep):
+            out[:, sl] = v
+    return out.reshape(K.shape)
+
+
 @functools.lru_cache(maxsize=256)
 def _flat_plan(tail, dims, ax: Axis):
     """Offsets of a stride-1 axis whose outputs are its inputs (SAME, no wrap-around) as shifts of the flattened
@@ -190,7 +265,7 @@ def _tiled_masks(tail, dims, ax: Axis, n):
     return got[1]
 
 
-def _flat_sum(K, dims, ax: Axis):
+def _chunk_sum(K, dims, ax: Axis):
     """Σ_f K[…, i + δ_f, …] (δ_f = f − lo; both positions of a pair, or one axis) for a stride-1 SAME axis
     without wrap-around, on the whole block as one flat array: each offset one shifted addition of the masked
     shifted array (:func:`_flat_plan`; exactly 0 is added where the shift leaves the input, or crosses into
@@ -217,6 +292,19 @@ def _flat_sum(K, dims, ax: Axis):
         else:
             out[dst] += t
     return out.reshape(K.shape)
+
+
+PAIR_MIN = 1024         # block entries per pair of inputs from which the shifts run pair by pair (_pair_sum: long
+                        # rows, a few restored runs); below (equal positions), over the whole chunk (_chunk_sum)
+
+
+def _flat_sum(K, dims, ax: Axis):
+    """Σ_f K[…, i + δ_f, …] for a stride-1 SAME axis without wrap-around (:func:`_pair_sum` for blocks of at least
+    ``PAIR_MIN`` entries per pair of inputs, else :func:`_chunk_sum`: both add exactly 0 where a shift reads
+    padding)."""
+    if int(np.prod(K.shape[2:])) >= PAIR_MIN:
+        return _pair_sum(K, dims, ax)
+    return _chunk_sum(K, dims, ax)
 
 
 def _flat(ax: Axis):
