@@ -156,21 +156,13 @@ def _pair_plan(tail, dims, ax: Axis):
     block ``tail`` of one pair of inputs (``dims``: the shifted axes within it): per offset δ = f − lo ≠ 0 the flat
     shift s, the range [a, b) of entries it reaches, and what to do with the entries of that range whose shifted
     position leaves the input (they read padding: nothing may be added to them) — restore them (a few runs, as
-    slices) or multiply the shifted block by a 0/1 mask. The offset with the fewest such entries first."""
-    strides = np.cumprod((1,) + tail[:0:-1])[::-1]
+    slices) or multiply the shifted block by a 0/1 mask (from :func:`_flat_plan`'s). The offset with the fewest
+    such entries first."""
     L = int(np.prod(tail))
-    pos = np.indices(tail).reshape(len(tail), L)
     plan = []
-    for f in range(ax.k):
-        d = f - ax.lo
-        if d == 0:
-            continue
-        shift = d * int(sum(strides[i] for i in dims))
+    for shift, ok in _flat_plan(tail, dims, ax):
         a, b = max(0, -shift), L - max(0, shift)
-        bad = np.zeros(max(b - a, 0), bool)
-        for i in dims:
-            p = pos[i, a:b] + d
-            bad |= (p < 0) | (p >= ax.n)
+        bad = ok[a:b] == 0.0
         idx = np.flatnonzero(bad) + a
         runs = _as_slices(idx)
         mask = None
