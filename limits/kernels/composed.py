@@ -108,11 +108,14 @@ def estimate(model, input_shape, P1, P2, want_ntk=True, symmetric=True) -> dict:
     pairs = P1 * (P1 + 1) / 2.0 if symmetric else float(P1) * P2
     per = 2 + 2 * bool(want_ntk)
     shape, peak, updates, worst = tuple(input_shape), 0.0, 0.0, None
+    head, rank = _factored(model, input_shape, needs)
     for i, layer in enumerate(_flat(model)):
         full = needs[i] if i < len(needs) else False
         entries = _entries(shape, full)
         new = tuple(layer.out_shape(shape, 1)) if hasattr(layer, "out_shape") else shape
         work = entries * float(layer.kernel_work(shape[:-1], full))
+        if i < head:                             # factored read-in: one rank-m product per block entry at its end
+            work = 0.0 if i < head - 1 else _entries(new, True) * max(1.0, 2.0 * rank / 8.0)
         peak = max(peak, 8.0 * per * (entries + _entries(new, full)))
         if worst is None or work > worst[0]:
             what = layer.describe() if len(layer.describe()) <= 100 else layer.name
@@ -126,6 +129,17 @@ def estimate(model, input_shape, P1, P2, want_ntk=True, symmetric=True) -> dict:
 
 def _flat(model):
     return list(model.layers)
+
+
+def _factored(model, input_shape, needs):
+    """(leading layers the packed engine folds into per-input features, their rank m)
+    (:mod:`limits.kernels.lowrank`; every pair of positions after them, else none)."""
+    from . import lowrank
+
+    head = lowrank.prefix(model.layers, tuple(input_shape))
+    if not head or not needs[head]:
+        return 0, 0
+    return head, lowrank.rank(model.layers[:head], tuple(input_shape))
 
 
 def _entries(shape, full) -> float:

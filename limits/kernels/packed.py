@@ -12,9 +12,14 @@ before it and what x and y have alone (their variances, attention's weights). So
                    through all layers, replaying its inputs' recorded quantities; entry (x, y) is written at (x, y)
                    and, symmetric, at (y, x).
 
+Read-in: when the composition starts with linear layers (Dense, LayerNorm, Attention without a positional
+embedding, Conv) and every pair of positions is kept after them, those layers act once on per-input features
+and each chunk starts from one rank-m product per pair (:mod:`limits.kernels.lowrank`); otherwise from the
+read-in K⁰ = ⟨x_i, y_j⟩/C.
+
 Work: P(P + 1)/2 blocks for a symmetric kernel (tiles of b inputs: P²/2 + P·b/2, plus the self blocks of both
 sides of every tile, 2/b more), P1·P2 + P1 + P2 for a cross kernel; every entry's arithmetic is that of the
-tiled path, so an input paired with itself gives the bits of its self block (a correlation of exactly 1 stays 1).
+tiled path (the factored read-in: to rounding), so an input paired with itself gives the bits of its self block (a correlation of exactly 1 stays 1).
 Memory: the outputs, the recorded per-input quantities (P·S floats per activation or LayerNorm, P·S² per
 attention layer) and one chunk (about CHUNK_ENTRIES floats per array: the layers' passes run in cache).
 """
@@ -82,17 +87,17 @@ def _run(m, k0, trace=None):
     return k
 
 
-def self_pass(m, X, get, n):
-    """Every input of ``X`` with itself, ``n`` inputs per chunk: (tape, diagonal read-outs {name: (P,)}, trace of
-    the first chunk). The tape lists the recorded per-input quantities, each (P, …), in the order of the rules."""
-    from ..layers.state import Sides, initial_pairs
+def self_pass(m, start, P, n):
+    """Every one of the ``P`` inputs with itself, ``n`` inputs per chunk (``start(left, right, sides)``: the
+    chunk's first block, :func:`reader`): (tape, diagonal read-outs {name: (P,)}, trace of the first chunk). The
+    tape lists the recorded per-input quantities, each (P, …), in the order of the rules."""
+    from ..layers.state import Sides
 
-    full = m.needs_full(False)
-    parts, diag, trace = [], {g: np.empty(X.shape[0]) for g in ("nngp", "ntk")}, None
-    for s in range(0, X.shape[0], n):
-        A = X[s:s + n]
+    parts, diag, trace = [], {g: np.empty(P) for g in ("nngp", "ntk")}, None
+    for s in range(0, P, n):
+        idx = np.arange(s, min(s + n, P))
         sides = Sides()
-        k0 = initial_pairs(A, A, full, "ntk" in get, sides)
+        k0 = start(idx, idx, sides)
         t = [] if trace is None else None
         k = _run(m, k0, t)
         if trace is None:
@@ -105,6 +110,55 @@ def self_pass(m, X, get, n):
     return tape, diag, trace
 
 
+def reader(m, X1, X2, get):
+    """(the composition after its factored read-in, start(left, right, sides) → the first block of the pairs
+    (X1[left], X2[right]) — through the factored leading layers (:mod:`limits.kernels.lowrank`) when there are
+    any, else the read-in K⁰ —, the same for X1 with X1 and X2 with X2 (the self passes), structure rows of the
+    factored layers)."""
+    from ..layers.serial import Serial
+    from ..layers.state import Kernel, initial_pairs
+    from . import lowrank
+
+    full = m.needs_full(False)
+    head = lowrank.prefix(m.layers, X1.shape[1:])
+    if head and not Serial(m.layers[head:]).needs_full(False):
+        head = 0                                 # equal positions only: the rules' passes cost about the product
+    if not head:
+        def plain(A, B):
+            return lambda left, right, sides: initial_pairs(A[left], B[right], full, "ntk" in get, sides)
+        Y = X1 if X2 is None else X2
+        return m, plain(X1, Y), plain(X1, X1), plain(Y, Y), []
+    rest = Serial(m.layers[head:])
+    f1 = lowrank.factor(m.layers[:head], X1, "ntk" in get)
+    f2 = f1 if X2 is None else lowrank.factor(m.layers[:head], X2, "ntk" in get)
+
+    def start(a, b):
+        def read(left, right, sides):
+            K, T = lowrank.pairs_block(a, b, left, right)
+            return Kernel(K, T, K if sides.selves else None, None, a.spatial, True, True, a.wide, sides)
+        return read
+    rows, shape = [], X1.shape[1:]
+    for i, l in enumerate(m.layers[:head]):
+        shape = l.out_shape(shape, 1)
+        rows.append({"layer": i, "name": l.name, "representation": "factored", "spatial": list(shape[:-1]),
+                     "bytes": int(f1.F.nbytes + f2.F.nbytes * (X2 is not None))})
+    return _Shifted(rest, head), start(f1, f2), start(f1, f1), start(f2, f2), rows
+
+
+class _Shifted:
+    """The composition after ``head`` factored layers, its trace rows numbered as layers of the whole."""
+
+    def __init__(self, rest, head):
+        self.rest, self.head = rest, head
+
+    def kernel(self, k0, need_full_after, where, trace=None):
+        t = None if trace is None else []
+        k = self.rest.kernel(k0, need_full_after, where, t)
+        if trace is not None:
+            trace.extend({**r, "layer": r["layer"] + self.head} for r in t)
+        return k
+
+
 def _input_row(k0):
     return [{"layer": -1, "name": "input", "representation": k0.representation, "spatial": list(k0.spatial),
              "bytes": int(k0.nbytes)}]
@@ -113,17 +167,17 @@ def _input_row(k0):
 def kernel(m, X1, X2, get, progress=None):
     """(outputs {name: P1×P2}, diagnostics) of the composition ``m`` (module docstring): the symmetric kernel of
     X1 when ``X2`` is None, else the cross kernel X1 × X2."""
-    from ..layers.state import Sides, initial_pairs
+    from ..layers.state import Sides
     from ..progress import progress as _progress
 
     sym = X2 is None
     warm_heap()
     n = pairs_per_chunk(m, X1.shape[1:])
-    full = m.needs_full(False)
-    tape1, d1, trace = self_pass(m, X1, get, n)
-    tape2, d2 = (tape1, d1) if sym else self_pass(m, X2, get, n)[:2]
+    m, start, start1, start2, head_rows = reader(m, X1, X2, get)
     P1, P2 = X1.shape[0], (X1 if sym else X2).shape[0]
-    Y = X1 if sym else X2
+    tape1, d1, trace = self_pass(m, start1, P1, n)
+    trace = trace[:1] + head_rows + trace[1:]
+    tape2, d2 = (tape1, d1) if sym else self_pass(m, start2, P2, n)[:2]
     out = {g: np.empty((P1, P2)) for g in get}
     if sym:
         for g in get:
@@ -136,11 +190,11 @@ def kernel(m, X1, X2, get, progress=None):
     try:
         for left, right in pair_chunks(P1, P2, sym, n):
             sides = Sides(left, right, (tape1, tape2))
-            k0 = initial_pairs(X1[left], Y[right], full, "ntk" in get, sides)
+            k0 = start(left, right, sides)
             t = [] if first is None else None
             k = _run(m, k0, t)
             if first is None:
-                first = _input_row(k0) + t
+                first = _input_row(k0) + head_rows + t
             for g in get:
                 v = getattr(k, g)[:, 0]
                 out[g][left, right] = v

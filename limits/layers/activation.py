@@ -72,8 +72,8 @@ def _relu_chunk(k, sl, sr, T, E, G, w1, w2, w3, zero=False):
     """E ← E[φ(u)φ(v)], G ← E[φ'(u)φ'(v)]·T (G None: skipped) for covariance k and standard deviations sl, sr
     (broadcast) — one arctan per entry, by the half-angle formula (g = sl·sr, k clipped to |k| ≤ g)::
 
-        t = √((g − |k|)/(g + |k|)) = tan(θ_|k|/2),   √det = (g + |k|)·t,   π − θ = π/2 + sign(k)·(π/2 − 2 atan t)
-        E[φφ] = (√det + (π − θ)k)/2π,   E[φ'φ'] = (π − θ)/2π
+        t = √((g − |k|)/(g + |k|)) = tan(θ_|k|/2),   √det = (g + |k|)·t,
+        E[φ'φ'] = (π − θ)/2π = 1/4 + sign(k)·(1/4 − atan(t)/π),   E[φφ] = E[φ'φ']·k + √det/2π
 
     (k itself in E[φφ]: it exceeds g only by rounding, where √det = 0 and π − θ ∈ {0, π}, one ulp apart.)
     sl² ≤ q_l (:func:`root_below`), so an entry with k = q_l = q_r has g ≤ k, is clipped to k = g and gets
@@ -90,15 +90,14 @@ def _relu_chunk(k, sl, sr, T, E, G, w1, w2, w3, zero=False):
     np.sqrt(t, out=t)                            # tan(θ_|k|/2) ∈ [0, 1]
     root = np.multiply(v, t, out=v)              # √((g − |k|)(g + |k|))
     m = np.arctan(t, out=t)
-    m *= -2.0
-    m += 0.5 * np.pi                             # π/2 − θ_|k| ≥ 0
+    m *= -1.0 / np.pi
+    m += 0.25                                    # (π/2 − θ_|k|)/2π ≥ 0
     np.copysign(m, k, out=m)
-    m += 0.5 * np.pi                             # π − θ
+    m += 0.25                                    # (π − θ)/2π = E[φ'φ']
     np.multiply(m, k, out=E)
+    root *= 0.5 / np.pi
     E += root
-    E *= 0.5 / np.pi
     if G is not None:
-        m *= 0.5 / np.pi
         np.multiply(m, T, out=G)
 
 

@@ -40,7 +40,8 @@ from .state import full_from_positions, positions_from_full
 POS_EMB = ("NONE", "SUM")
 
 
-def _softmax(z):
+def softmax(z):
+    """softmax over the last axis (the attention weights of logits z), shifted by the row maximum."""
     z = z - z.max(-1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(-1, keepdims=True)
@@ -155,7 +156,7 @@ class Attention(Layer):
         G = positions_from_full(cov, sp)[:, 0]
         if e:
             G = G + e * np.eye(G.shape[-1])
-        return _softmax(self.qk_scale * G)
+        return softmax(self.qk_scale * G)
 
     # ------------------------------------------------------------------ finite
     def out_shape(self, in_shape, width):
@@ -183,7 +184,7 @@ class Attention(Layer):
         H, nk, nv = Wk.shape[1], Wk.shape[-1], Wv.shape[-1]
         keys = _heads(xk, Wk)                                         # (S, P, H, T, nk)
         s = self.qk_scale / (C * nk)
-        A = _softmax(s * np.matmul(keys, keys.transpose(0, 1, 2, 4, 3)))
+        A = softmax(s * np.matmul(keys, keys.transpose(0, 1, 2, 4, 3)))
         vals = _heads(xv, Wv)
         heads = np.matmul(A, vals)                                    # (S, P, H, T, nv)
         cat = heads.transpose(0, 1, 3, 2, 4).reshape(S, P, T, H * nv)

@@ -151,26 +151,18 @@ MAX_RUNS = 16           # a shift whose out-of-input entries form at most this m
 
 
 @functools.lru_cache(maxsize=256)
-def _flat_plan(tail, dims, ax: Axis):
+def _pair_plan(tail, dims, ax: Axis):
     """Offsets of a stride-1 axis whose outputs are its inputs (SAME, no wrap-around) as shifts of the flattened
     block ``tail`` of one pair of inputs (``dims``: the shifted axes within it): per offset δ = f − lo ≠ 0 the flat
     shift s, the range [a, b) of entries it reaches, and what to do with the entries of that range whose shifted
     position leaves the input (they read padding: nothing may be added to them) — restore them (a few runs, as
-    slices) or multiply the shifted block by a 0/1 mask. The offset with the fewest such entries first."""
-    strides = np.cumprod((1,) + tail[:0:-1])[::-1]
+    slices) or multiply the shifted block by a 0/1 mask (from :func:`_flat_plan`'s). The offset with the fewest
+    such entries first."""
     L = int(np.prod(tail))
-    pos = np.indices(tail).reshape(len(tail), L)
     plan = []
-    for f in range(ax.k):
-        d = f - ax.lo
-        if d == 0:
-            continue
-        shift = d * int(sum(strides[i] for i in dims))
+    for shift, ok in _flat_plan(tail, dims, ax):
         a, b = max(0, -shift), L - max(0, shift)
-        bad = np.zeros(max(b - a, 0), bool)
-        for i in dims:
-            p = pos[i, a:b] + d
-            bad |= (p < 0) | (p >= ax.n)
+        bad = ok[a:b] == 0.0
         idx = np.flatnonzero(bad) + a
         runs = _as_slices(idx)
         mask = None
@@ -191,12 +183,12 @@ def _as_slices(idx):
     return tuple(slice(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, cut))
 
 
-def _flat_sum(K, dims, ax: Axis):
+def _pair_sum(K, dims, ax: Axis):
     """Σ_f K[…, i + δ_f, …] (δ_f = f − lo; both positions of a pair, or one axis) for a stride-1 SAME axis
     without wrap-around: each offset one shifted addition over the flattened block of each pair of inputs (long
-    contiguous rows), what a shift carries past the input's edge restored or masked (:func:`_flat_plan`; 0 is
+    contiguous rows), what a shift carries past the input's edge restored or masked (:func:`_pair_plan`; 0 is
     added there, exactly); the first offset summed with the centre copy-free."""
-    plan = _flat_plan(tuple(K.shape[2:]), tuple(d - 2 for d in dims), ax)
+    plan = _pair_plan(tuple(K.shape[2:]), tuple(d - 2 for d in dims), ax)
     if not plan:
         return K.copy()
     F = K.reshape(K.shape[0] * K.shape[1], -1)
@@ -219,6 +211,92 @@ def _flat_sum(K, dims, ax: Axis):
         for sl, v in zip(runs, keep):
             out[:, sl] = v
     return out.reshape(K.shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_plan(tail, dims, ax: Axis):
+    """Offsets of a stride-1 axis whose outputs are its inputs (SAME, no wrap-around) as shifts of the flattened
+    block ``tail`` of one pair of inputs (``dims``: the shifted axes within it): per offset δ = f − lo ≠ 0 the flat
+    shift s and the 0/1 mask over the block of the entries that may receive the shifted value (0 where the shifted
+    position leaves the input: it reads padding). Read-only."""
+    strides = np.cumprod((1,) + tail[:0:-1])[::-1]
+    L = int(np.prod(tail))
+    pos = np.indices(tail).reshape(len(tail), L)
+    plan = []
+    for f in range(ax.k):
+        d = f - ax.lo
+        if d == 0:
+            continue
+        shift = d * int(sum(strides[i] for i in dims))
+        ok = np.ones(L, bool)
+        for i in dims:
+            ok &= (pos[i] + d >= 0) & (pos[i] + d < ax.n)
+        mask = ok.astype(np.float64)
+        mask.setflags(write=False)
+        plan.append((shift, mask))
+    return tuple(plan)
+
+
+_TILED = {}             # (tail, dims, axis) → the masks of _flat_plan repeated over the largest chunk seen
+
+
+def _tiled_masks(tail, dims, ax: Axis, n):
+    """The masks of :func:`_flat_plan` repeated n times (at least: a slice of those of a larger chunk), one per
+    offset — so that a whole chunk of pairs of inputs is one flat array (kept for the last 8 block shapes)."""
+    key = (tail, dims, ax)
+    got = _TILED.get(key)
+    if got is None or got[0] < n:
+        plan = _flat_plan(tail, dims, ax)
+        tiled = tuple((shift, np.tile(mask, n)) for shift, mask in plan)
+        for _, m in tiled:
+            m.setflags(write=False)
+        _TILED.pop(key, None)
+        while len(_TILED) >= 8:
+            _TILED.pop(next(iter(_TILED)))
+        got = _TILED[key] = (n, tiled)
+    return got[1]
+
+
+def _chunk_sum(K, dims, ax: Axis):
+    """Σ_f K[…, i + δ_f, …] (δ_f = f − lo; both positions of a pair, or one axis) for a stride-1 SAME axis
+    without wrap-around, on the whole block as one flat array: each offset one shifted addition of the masked
+    shifted array (:func:`_flat_plan`; exactly 0 is added where the shift leaves the input, or crosses into
+    another pair of inputs), the first summed with the centre copy-free; the offsets in the order of the filter."""
+    tail = tuple(K.shape[2:])
+    n = K.shape[0] * K.shape[1]
+    plan = _tiled_masks(tail, tuple(d - 2 for d in dims), ax, n)
+    if not plan:
+        return K.copy()
+    F = K.reshape(-1)
+    N = F.size
+    out = np.empty_like(F)
+    tmp = np.empty_like(F)
+    for i, (s, mask) in enumerate(plan):
+        if s >= 0:                               # out[p] += F[p + s]·mask[p], p < N − s
+            dst, src, m = slice(0, N - s), slice(s, N), mask[:N - s]
+        else:
+            dst, src, m = slice(-s, N), slice(0, N + s), mask[-s:N]
+        t = np.multiply(F[src], m, out=tmp[dst])
+        if i == 0:
+            np.add(F[dst], t, out=out[dst])
+            rest = slice(N - s, N) if s >= 0 else slice(0, -s)
+            out[rest] = F[rest]
+        else:
+            out[dst] += t
+    return out.reshape(K.shape)
+
+
+PAIR_MIN = 1024         # block entries per pair of inputs from which the shifts run pair by pair (_pair_sum: long
+                        # rows, a few restored runs); below (equal positions), over the whole chunk (_chunk_sum)
+
+
+def _flat_sum(K, dims, ax: Axis):
+    """Σ_f K[…, i + δ_f, …] for a stride-1 SAME axis without wrap-around (:func:`_pair_sum` for blocks of at least
+    ``PAIR_MIN`` entries per pair of inputs, else :func:`_chunk_sum`: both add exactly 0 where a shift reads
+    padding)."""
+    if int(np.prod(K.shape[2:])) >= PAIR_MIN:
+        return _pair_sum(K, dims, ax)
+    return _chunk_sum(K, dims, ax)
 
 
 def _flat(ax: Axis):

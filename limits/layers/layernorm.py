@@ -5,7 +5,7 @@ Kernel (a Gaussian input has channel mean → 0 and channel variance → q at in
 
     K'(x, y)[i, j] = K[i, j] / √((q_x,i + ε)(q_y,j + ε)),     Θ' = Θ / √((q_x,i + ε)(q_y,j + ε))
 
-(as K·r_x,i·r_y,j with r = 1/√(q + ε) per input and position: two passes per entry).
+(as K·(r_x,i·r_y,j) with r = 1/√(q + ε) per input and position: the product once, then one pass per block).
 
 with the finite layer's ε = ``eps`` kept (as neural-tangents does). Cost O(size of the blocks).
 """
@@ -44,11 +44,13 @@ class LayerNorm(Layer):
             return 1.0 / np.sqrt(q + e)
 
         def scaled(K, il, ir):
-            out = np.multiply(K, il)
-            out *= ir
-            return out
+            return np.multiply(K, np.multiply(il, ir))
 
-        return k.map_pairs(scaled, lambda K, T, il, ir: scaled(T, il, ir), transform=inverse_root)
+        def both(K, il, ir, T):                  # r_x,i·r_y,j once (one broadcast pass), then one pass per block
+            rr = np.multiply(il, ir)
+            return np.multiply(K, rr), np.multiply(T, rr, out=rr if rr.shape == T.shape else None)
+
+        return k.map_pairs(scaled, lambda K, T, il, ir: scaled(T, il, ir), pair_fn=both, transform=inverse_root)
 
     def apply(self, params, x):
         mu = x.mean(-1, keepdims=True)
