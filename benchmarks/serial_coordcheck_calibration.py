@@ -8,7 +8,7 @@ exponent over the 4 largest widths has the prediction in its 95 % CI). A validat
     nice python benchmarks/serial_coordcheck_calibration.py --resolution 20     # CI half-widths, added to the file
     nice python benchmarks/serial_coordcheck_calibration.py --mild 30           # power on lr × N^{1/4}, added too
 
-writes ``benchmarks/results/serial_coordcheck_calibration.json`` (rates ± binomial SE, per composition).
+writes ``benchmarks/results/calibration/serial_coordcheck.json`` (rates ± binomial SE, per composition).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "serial_coordcheck_calibration.json"
+OUT = ROOT / "benchmarks" / "results" / "calibration" / "serial_coordcheck.json"
 SETTINGS = dict(seeds=8, steps=2, eta0=1e-3, P=8)
 
 

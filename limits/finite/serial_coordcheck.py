@@ -22,7 +22,7 @@ prediction must lie in its 95% CI) and compared with the table's one-step expone
 
 Calibration at the defaults (8 seeds, 2 steps, η0 = 1e-3, P = 8; widths 32–512, CNN 16–256), independent checks
 (``nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30``, then ``--resolution 20``
-and ``--mild 30``; ``benchmarks/results/serial_coordcheck_calibration.json``, about 5 CPU-min in all)::
+and ``--mild 30``; ``benchmarks/results/calibration/serial_coordcheck.json``, about 5 CPU-min in all)::
 
                                          MLP (tanh)       CNN (Conv/relu, GAP)   MLP + LayerNorm
     false alarms, μP vs μP               0/100            0/100                  0/100     (each ≤ 3 % at 95 %)
