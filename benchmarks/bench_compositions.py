@@ -15,9 +15,14 @@ Cases (8×8 scikit-learn digits, centred per image):
   ReLU → Dense(2, 0.1) → LayerNorm → GlobalAvgPool → Dense on the digit as 16 tokens of 2×2 pixels or 32 tokens
   of 1×2 pixels (goal 3).
 
-The floor of ``cnn-gap`` (:func:`floor`): its irreducible elementwise passes per pair of positions — per 3×3
-convolution 8 additions for the NNGP and 8 for the NTK, per ReLU one arctan — timed as numpy passes over a
-cache-sized block in the same run, times the P(P+1)/2 pairs of inputs × S² positions pairs.
+The floor of each case (:func:`floor`), timed in the same run as numpy passes over a cache-sized block:
+
+* ``cnn-gap``: its irreducible elementwise passes per pair of positions — per 3×3 convolution 8 additions for the
+  NNGP and 8 for the NTK, per ReLU one arctan — times the P(P+1)/2 pairs of inputs × S² position pairs;
+* ``cnn-flatten``: the same passes on the S equal-position pairs only (all a Flatten read-out needs);
+* ``attn-ln-T``: per pair of inputs the T² position pairs of its one ReLU (one arctan each) plus the attention
+  weighting A_x K A_yᵀ of the NNGP and of the NTK (four T×T matrix products, timed as one batched ``np.matmul``
+  over a stack of pairs); LayerNorm and the read-out layers are not counted (a lower bound).
 """
 import json
 import sys
@@ -227,25 +232,35 @@ def measure(case, P, repeat):
     return res, peaks
 
 
-def floor(P, S=64, convs=3, reps=20):
-    """Lower bound (CPU s) of ``cnn-gap``'s NNGP + NTK at P: per pair of positions and conv layer 16 additions
-    (8 per 3×3 patch sum, NNGP and NTK), per ReLU layer one arctan, over P(P+1)/2 pairs × S² position pairs;
-    each pass timed now over a 1 MiB block (in cache, as the packed chunks are), best of ``reps``."""
+def _best(f, per, reps=20):
+    """Best of ``reps`` (CPU s of 10 calls of ``f``) / (10 per)."""
+    t = []
+    for _ in range(reps):
+        c = time.process_time()
+        for _ in range(10):
+            f()
+        t.append((time.process_time() - c) / (10 * per))
+    return min(t)
+
+
+def floor(case, P, S=64, convs=3, reps=20):
+    """Lower bound (CPU s) of ``case``'s NNGP + NTK at P (module docstring); each pass timed now over a 1 MiB block
+    (in cache, as the packed chunks are), best of ``reps``."""
     n = 1 << 17
     a, b, o = np.random.default_rng(0).random(n), np.random.default_rng(1).random(n), np.empty(n)
-
-    def best(f):
-        t = []
-        for _ in range(reps):
-            c = time.process_time()
-            for _ in range(10):
-                f()
-            t.append((time.process_time() - c) / (10 * n))
-        return min(t)
-    t_add, t_atan = best(lambda: np.add(a, b, out=o)), best(lambda: np.arctan(a, out=o))
-    entries = P * (P + 1) / 2 * S * S
-    return {"floor_seconds": entries * convs * (16 * t_add + t_atan), "add_ns": t_add * 1e9, "atan_ns": t_atan * 1e9,
-            "passes": convs * 16, "arctans": convs}
+    t_add, t_atan = _best(lambda: np.add(a, b, out=o), n, reps), _best(lambda: np.arctan(a, out=o), n, reps)
+    pairs = P * (P + 1) / 2
+    out = {"add_ns": t_add * 1e9, "atan_ns": t_atan * 1e9}
+    if case.startswith("cnn-"):
+        entries = pairs * (S * S if case == "cnn-gap" else S)
+        return {**out, "floor_seconds": entries * convs * (16 * t_add + t_atan), "passes": convs * 16,
+                "arctans": convs}
+    T = int(case.rsplit("-", 1)[1])
+    m = 4096 // (T * T) or 1
+    A, B, C = (np.random.default_rng(k).random((m, T, T)) for k in (2, 3, 4))
+    t_mm = _best(lambda: np.matmul(A, B, out=C), m, reps)
+    return {**out, "floor_seconds": pairs * (T * T * t_atan + 4 * t_mm), "matmul_us": t_mm * 1e6,
+            "arctans": 1, "matmuls": 4}
 
 
 def packing(P=100, case="cnn-gap", repeat=3):
@@ -311,12 +326,12 @@ def run(quick=False, cases=None, Ps=None):
                 ours[(c, P)] = measure(c, P, _repeat(P))
                 print(f"  {c} P={P}: ours {ours[(c, P)][0]['ours'][0]['cpu']:.2f} s, numpy "
                       f"{ours[(c, P)][0]['numpy'][0]['cpu']:.2f} s", flush=True)
-        fl = {P: floor(P) for P in sizes.get("cnn-gap", ())}
+        fl = {(c, P): floor(c, P) for c in cases for P in sizes[c]}
         th.join()
     for c in cases:
         for P in sizes[c]:
             rows.append(_row(c, P, ours[(c, P)], nt.get((c, P), (None, "not run")), nt, sizes[c][0],
-                             fl.get(P) if c == "cnn-gap" else None))
+                             fl.get((c, P))))
     return rows
 
 

@@ -340,7 +340,7 @@ GOALS = {"cnn-gap": 4.0, "cnn-flatten": 4.0, "attn-ln-16": 2.0, "attn-ln-32": 2.
 
 def _compositions_row(rows_):
     """Issue 36's rows (``nice python benchmarks/bench_compositions.py --merge benchmarks/results/compositions.json``):
-    per case and P ours (CPU, peak), plain numpy and neural-tangents ratios, the CNN-GAP floor; goals 1 (≥ 4× NT)
+    per case and P ours (CPU, peak), plain numpy and neural-tangents ratios, the floor; goals 1 (≥ 4× NT)
     and 3 (≥ 2× NT) met when every measured row of the case reaches them."""
     parts, verdicts = [], []
     for case, goal in GOALS.items():
@@ -365,9 +365,10 @@ def _compositions_row(rows_):
             f"{r['case']} P = {r['P']}: cross / symmetric {_x(r['cross_ratio'])} (ideal {_x(r['ideal_ratio'])})"
             for r in pk))
         verdicts.append("packing within 10 % of ideal: " + ("met" if all(r["left"] <= 0.10 for r in pk) else "**not met**"))
-    meas = (" · ".join(parts) + " — floor: 16 additions per 3×3 conv layer (NNGP + NTK) and one arctan per ReLU "
-            "layer per pair of positions, timed in the same run — `nice python benchmarks/bench_compositions.py "
-            "--merge benchmarks/results/compositions.json`")
+    meas = (" · ".join(parts) + " — floor (timed in the same run): CNNs 16 additions per 3×3 conv layer (NNGP + "
+            "NTK) and one arctan per ReLU layer per pair of positions (Flatten: equal positions only); attention one "
+            "arctan per pair of positions and four T×T matrix products per pair of inputs — `nice python "
+            "benchmarks/bench_compositions.py --merge benchmarks/results/compositions.json`")
     return f"{COMPOSITIONS} | {meas} | {'; '.join(verdicts)} |"
 
 
