@@ -124,6 +124,24 @@ def estimate(model, input_shape, P1, P2, want_ntk=True, symmetric=True) -> dict:
             "worst": worst[1] if worst else "", "pairs": pairs}
 
 
+def packed_bytes(model, input_shape, P1, P2, want_ntk=True) -> float:
+    """Bytes the packed kernel (:mod:`limits.kernels.packed`) of P1 × P2 inputs allocates at its peak, from shapes
+    alone: the outputs (8·P1·P2 per kernel), the per-input quantities recorded for both sides (at most a self
+    block per layer and input: Σ_l entries_l) and one chunk of pairs (``CHUNK_ENTRIES`` block entries, or one
+    pair's largest block if larger, × 2 for NNGP + NTK × ~6 arrays: input, output and the rules' temporaries)."""
+    from .packed import CHUNK_ENTRIES
+
+    needs = model.needs(False)
+    shape, tape, largest = tuple(input_shape), 0.0, 1.0
+    for i, layer in enumerate(_flat(model)):
+        full = needs[i] if i < len(needs) else False
+        e = _entries(shape, full)
+        tape, largest = tape + e, max(largest, e)
+        shape = tuple(layer.out_shape(shape, 1)) if hasattr(layer, "out_shape") else shape
+    n_k = 1 + bool(want_ntk)
+    return 8.0 * (n_k * P1 * P2 + (P1 + P2) * tape + 6 * n_k * max(CHUNK_ENTRIES, largest))
+
+
 def _flat(model):
     return list(model.layers)
 

@@ -53,6 +53,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import time
@@ -101,6 +102,57 @@ def worker_memory(block, n_kernels=1) -> float:
     of kernel_blocked's inner block, at most 256²) and the serialised copy written to disk."""
     inner = min(int(block), 256)
     return 8.0 * ((2 * n_kernels + 1) * block * block + 7 * inner * inner)
+
+
+def task_memory(m, X, block, get) -> float:
+    """Bytes one tile task allocates at its peak (estimated from shapes before anything is allocated): for a
+    model :func:`worker_memory`; for a composition the packed kernel of block × block inputs
+    (:func:`limits.kernels.composed.packed_bytes`) and two copies of one tile as it is written."""
+    if is_composition(m):
+        from .composed import packed_bytes
+
+        return packed_bytes(m, X.shape[1:], block, block, "ntk" in get) + 16.0 * block * block
+    return worker_memory(block, len(get))
+
+
+def _limit_bytes(memory_limit):
+    """A dask memory limit ("2GiB", bytes) in bytes, or None when it sets none ("auto", 0, None)."""
+    if memory_limit is None or memory_limit == "auto":
+        return None
+    if isinstance(memory_limit, str):
+        try:
+            from dask.utils import parse_bytes
+        except ImportError:                          # pragma: no cover — dask missing: the backend says so later
+            return None
+        memory_limit = parse_bytes(memory_limit)
+    return float(memory_limit) or None
+
+
+def check_resources(store, todo, m, X, get, backend, scheduler, memory_limit):
+    """Refuse (``ValueError`` with the estimate) before a tile is computed when the missing tiles need more disk
+    than the store's file system has free, or one tile task more memory than a worker has (``memory_limit`` of
+    the LocalCluster made here; half the available memory on the serial backend). Returns the estimates."""
+    from ..readfile import human
+
+    disk = float(sum(len(store.kernels) * (len(TILE_MAGIC) + HEADER_BYTES + 8.0 * np.prod(store.shape(a, b)))
+                     for a, b in todo))
+    free = shutil.disk_usage(store.path).free
+    if disk > free:
+        raise ValueError(f"out: the {len(todo)} missing tiles need ≈ {human(disk)} of disk in {store.path}, "
+                         f"{human(free)} free on its file system; free space or choose another directory")
+    task = task_memory(m, X, store.block, get)
+    if backend == "dask":
+        limit = _limit_bytes(memory_limit) if scheduler is None else None
+        src = f"the workers' memory_limit ({human(limit)})" if limit else ""
+    else:
+        from ..memory import available_memory
+
+        avail = available_memory()
+        limit, src = (None, "") if avail is None else (0.5 * avail, f"half the available memory ({human(avail)})")
+    if limit is not None and task > limit:
+        raise ValueError(f"out: one tile task (block {store.block}) needs ≈ {human(task)}, more than {src}; use a "
+                         "smaller block (or raise memory_limit if the memory is there)")
+    return {"disk_bytes": disk, "task_memory_bytes": task}
 
 
 def tile_bytes(header: dict, a) -> bytes:
@@ -418,15 +470,25 @@ class TileStore:
 
 def checked_inputs(model, get, X, what):
     """(model, kernels, X) validated at the edge: a kernel-regime model (as :func:`limits.kernels.kernel_blocked`
-    requires), ``get`` ⊆ {"nngp", "ntk"}, X a finite P×d_in float64 array."""
+    requires) and X a finite P×d_in float64 array, or a composition (``limits.serial``) and X of shape (P, d) or
+    (P, *spatial, C) that it maps to a read-out (checked on the first input before anything is stored);
+    ``get`` ⊆ {"nngp", "ntk"}."""
     from ..checks import finite_array
+    from ..layers import as_serial
     from ..model import ModelError, as_model
 
-    m = as_model(model)
-    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     get = (get,) if isinstance(get, str) else tuple(get)
     if not get or any(g not in _KERNELS for g in get) or len(set(get)) != len(get):
         raise ValueError(f"get must be a non-empty subset of {_KERNELS}, got {get!r}")
+    s = as_serial(model)
+    if s is not None:
+        from .composed import _inputs, kernel as composed_kernel
+
+        X = _inputs(X, "X")
+        composed_kernel(s, X[:1], None, get)          # the composition's own errors (shapes, spatial read-out) now
+        return s, get, X
+    m = as_model(model)
+    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if "ntk" in get and m.param_name == "SP":
         raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N; use "
                          "parameterisation='NTK' or get=('nngp',)")
@@ -436,11 +498,18 @@ def checked_inputs(model, get, X, what):
     return m, get, X
 
 
+def is_composition(m) -> bool:
+    from ..layers import Serial
+
+    return isinstance(m, Serial)
+
+
 def model_record(m) -> dict:
-    """The model as a JSON-able dict (what store.json records); a model with an unregistered callable
-    activation has none, and cannot be stored."""
+    """The model as a JSON-able dict (what store.json records and the kernel digest hashes): a composition's
+    canonical serialisation (``Serial.to_dict``: every layer, its hyperparameters as round-tripping floats), a
+    model's ``to_json``; a model with an unregistered callable activation has none, and cannot be stored."""
     try:
-        return json.loads(m.to_json())
+        return json.loads(json.dumps(m.to_dict(), sort_keys=True)) if is_composition(m) else json.loads(m.to_json())
     except (TypeError, ValueError) as exc:
         raise ValueError("a tile store records its model in store.json: use a registered activation name "
                          f"({exc})") from None
@@ -567,6 +636,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
                           + " (" + "; ".join({"foreign": "of another kernel", "damaged": "whose bytes do not match "
                                               "their digest"}[k] for k in bad) + ") recomputed", RuntimeWarning,
                           stacklevel=3)
+        est = check_resources(store, todo, m, X, get, backend, scheduler, memory_limit)
         cpu = _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limit, progress)
         left, _ = store.scan()
         if left:
@@ -576,7 +646,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     store.diagnostics = {"tiles": n, "computed": len(todo), "reused": n - len(todo), "recomputed": bad,
                          "orphans_removed": orphans, "kernel": store.kernel,
                          "backend": backend, "seconds": time.perf_counter() - t0, "task_cpu_seconds": cpu,
-                         "worker_memory_bytes": worker_memory(block, len(get))}
+                         "worker_memory_bytes": est["task_memory_bytes"], "disk_bytes_estimate": est["disk_bytes"]}
     if stale is not None:
         store.diagnostics["stale_lock_pid"] = stale
     store._repair = lambda a, b: compute(m, X, a, b, block, store.kernels, store.targets(a, b))
