@@ -503,6 +503,11 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
     ``X`` in O(L·P) (the variance recursion and its read-out; the diagonal of :func:`kernel_blocked`
     to rounding). Non-finite entries (an overflowing kernel) raise ValueError."""
     what = "limits.kernels.kernel_diag"
+    from ..layers import as_serial
+
+    comp = as_serial(model)
+    if comp is not None:
+        return _composition_diag(comp, X, parse_get(get))
     m, get = _model(model, get, what)
     X = check_inputs(X, "X", m.d_in)
     eng = _Engine(m, get, 1)
@@ -511,6 +516,22 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
         if not np.all(np.isfinite(out[g])):
             raise ValueError(f"X: the {g.upper()} of this model overflows on these inputs (chaotic/deep regime)")
     return {g: out[g] for g in get}
+
+
+def _composition_diag(s, X, get):
+    """K(x, x), Θ(x, x) of a composition for every input: the packed path's self pass (each input with itself,
+    the bits of a diagonal tile's diagonal)."""
+    from ..blas import blas_threads
+    from .composed import _inputs
+    from .packed import pairs_per_chunk, self_pass
+
+    X = _aligned(_inputs(X, "X"))
+    with blas_threads(1), np.errstate(over="ignore", invalid="ignore"):
+        _, diag, _ = self_pass(s, X, get, pairs_per_chunk(s, X.shape[1:]))
+    for g in get:
+        if not np.all(np.isfinite(diag[g])):
+            raise ValueError(f"X: the {g.upper()} of this composition overflows on these inputs")
+    return {g: diag[g] for g in get}
 
 
 def _model(model, get, what):
