@@ -294,6 +294,12 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
     ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
 
+    ``model`` may be a composition (``limits.serial``; X of shape (P, d), (P, T, C) or (P, H, W, C)): then
+    each tile is the cross kernel of its two row blocks by the packed path (``limits.kernels.kernel``'s numbers; a
+    diagonal tile its symmetric kernel), memory and time are estimated first
+    (:func:`limits.kernels.composed.check_cost`), the result is a :class:`limits.kernels.composed.SerialKernelResult`
+    and a tile store keeps ``block`` (default 256) as given.
+
     ``backend="dask"`` (kernels that do not fit in memory): ``out`` is then a directory (an existing one,
     or a new path without a suffix or ending in ``.tiles``), filled with one
     ``.npy`` file per upper-triangle tile by dask.distributed tasks (``scheduler`` None → a LocalCluster of

@@ -3,7 +3,9 @@
 Layout of ``DIR``::
 
     store.json                      what the tiles hold: P, block, kernels, the model, the inputs' digest and the
-                                    kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block)
+                                    kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block); the
+                                    model JSON of a composition (``limits.serial``) is its canonical serialisation
+                                    ``Serial.to_dict()`` (every layer and hyperparameter, floats that round-trip)
     lock                            held (``fcntl.flock``) by the one process filling or reading the store; its pid
     nngp/000003_000007.tile         tile (I, J) = rows [3b, 4b) × columns [7b, 8b), I ≤ J (upper triangle)
     ntk/…                           the same for the NTK when requested
@@ -39,6 +41,19 @@ Each tile is one file written by one task to a temporary name and renamed into p
 (:func:`limits.results.atomic_write_bytes`), so a killed worker or driver leaves only whole tiles and a rerun
 computes exactly the missing ones. (zarr would add a dependency whose chunk writes we would still have to make
 atomic and tie to their kernel ourselves.)
+
+Compositions (``limits.serial`` of :mod:`limits.layers`, inputs (P, d), (P, T, C) or (P, H, W, C)) are stored the
+same way: tile (I, J) is the cross kernel of the row blocks X_I × X_J by the packed path of
+:mod:`limits.kernels.packed` (a diagonal tile its symmetric kernel, each pair once), on inputs copied to 64-byte
+aligned memory so that a dask worker's tile equals this process's bit for bit; the composition is run on the
+first input before the store is made (shape errors, a read-out with spatial axes). Before a tile is computed the
+disk the missing tiles need (exact) is compared with the file system's free space and one task's peak memory
+(:func:`task_memory`: for a composition the packed kernel's outputs, recorded per-input quantities and one chunk,
+:func:`limits.kernels.composed.packed_bytes`) with the workers' ``memory_limit`` (half the available memory on the
+serial backend); either too large is refused with the estimate. Measured (benchmarks/bench_tiles.py,
+benchmarks/tilestore_attacks.py ``--compositions``): see the README row "images beyond one machine"; the three
+attacks above on two CNN compositions give the Cholesky answer to the CG tolerance (1e-10; tiles recomputed:
+6 foreign, 1 damaged) or exit 2 (the second writer).
 
 Each task is one tile through all layers and the read-out (``compute``, given by
 :func:`limits.kernels.kernel_blocked`: the symmetric tile for I = J, the cross tile X_I × X_J otherwise), so a worker needs the
