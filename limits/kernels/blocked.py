@@ -427,7 +427,7 @@ def composition_tile(s, XI, XJ, get):
     packed symmetric path), as :func:`limits.kernels.kernel` computes it (cost checked first), one BLAS thread,
     no progress bar of its own."""
     from ..blas import blas_threads
-    from .composed import _one, check_cost
+    from .composed import check_cost, kernel_once
 
     XI = _aligned(XI)
     XJ = None if XJ is None else _aligned(XJ)
@@ -438,7 +438,7 @@ def composition_tile(s, XI, XJ, get):
 
             out, _ = packed_kernel(s, XI, XJ, get, progress=False)
             return out
-        r = _one(s, XI, XJ, get)
+        r = kernel_once(s, XI, XJ, get)
         return {g: getattr(r, g) for g in get}
 
 
@@ -447,13 +447,13 @@ def _composition_blocked(s, X, block, get, X2, dtype, out, fill, progress):
     cross kernel of the row blocks X_I × X_J (:func:`composition_tile`; diagonal tiles the symmetric kernel of
     X_I), written into the outputs; memory and time estimated first (:func:`limits.kernels.composed.check_cost`)."""
     from ..progress import progress as _progress
-    from .composed import SerialKernelResult, _inputs, check_cost
+    from .composed import SerialKernelResult, check_cost, composition_inputs
 
     what = "limits.kernels.kernel_blocked"
     get = parse_get(get)
-    X = _inputs(X, "X")
+    X = composition_inputs(X, "X")
     sym = X2 is None
-    X2 = X if sym else _inputs(X2, "X2")
+    X2 = X if sym else composition_inputs(X2, "X2")
     if X2.shape[1:] != X.shape[1:]:
         raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X has {X.shape[1:]}")
     block, dtype = _options(block, dtype, fill, sym, progress)
@@ -528,10 +528,10 @@ def _composition_diag(s, X, get):
     """K(x, x), Θ(x, x) of a composition for every input: the packed path's self pass (each input with itself,
     the bits of a diagonal tile's diagonal)."""
     from ..blas import blas_threads
-    from .composed import _inputs
+    from .composed import composition_inputs
     from .packed import pairs_per_chunk, self_pass
 
-    X = _aligned(_inputs(X, "X"))
+    X = _aligned(composition_inputs(X, "X"))
     with blas_threads(1), np.errstate(over="ignore", invalid="ignore"):
         _, diag, _ = self_pass(s, X, get, pairs_per_chunk(s, X.shape[1:]))
     for g in get:

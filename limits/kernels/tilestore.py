@@ -497,9 +497,9 @@ def checked_inputs(model, get, X, what):
         raise ValueError(f"get must be a non-empty subset of {_KERNELS}, got {get!r}")
     s = as_serial(model)
     if s is not None:
-        from .composed import _inputs, kernel as composed_kernel
+        from .composed import composition_inputs, kernel as composed_kernel
 
-        X = _inputs(X, "X")
+        X = composition_inputs(X, "X")
         composed_kernel(s, X[:1], None, get)          # the composition's own errors (shapes, spatial read-out) now
         return s, get, X
     m = as_model(model)
