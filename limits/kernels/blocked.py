@@ -337,7 +337,6 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     sym = X2 is None
     X2 = X if sym else check_inputs(X2, "X2", m.d_in)
     block, dtype = _options(block, dtype, fill, sym, progress)
-    from ..progress import progress as _progress
 
     want_ntk = "ntk" in get
     P, P2 = X.shape[0], X2.shape[0]
@@ -349,28 +348,20 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
         Q2 = eng.variances(X2, lambda q0: snap_variances(q0, ids2, Q[0], ids1))
     q_bad = eng.q_bad
     res = _outputs(out, get, (P, P2), dtype)
-    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
-    tiles = [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
-    ntk_bad = -1
-    try:
-        if q_bad >= 0:                                   # the NNGP variances overflow: every entry is +inf
-            for a, _, _ in res.values():
-                a[...] = np.inf
-        else:
-            bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
-                            disable=None if progress is None else not progress)
-            for i, j in tiles:
-                I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P2))
-                blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
-                if at >= 0:
-                    ntk_bad = at if ntk_bad < 0 else min(ntk_bad, at)
-                _put(res, I, J, blk, sym, i == j, fill, symmetrise=True)
-                bar.update(1)
-            bar.close()
-        arrays = _finish(res)
-    except BaseException:
-        _discard(res)
-        raise
+    tiles = _tile_list(P, P2, block, sym)
+    bad = [-1]
+
+    def one(I, J, diagonal):
+        blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
+        if at >= 0:
+            bad[0] = at if bad[0] < 0 else min(bad[0], at)
+        _put(res, I, J, blk, sym, diagonal, fill, symmetrise=True)
+
+    if q_bad >= 0:                                       # the NNGP variances overflow: every entry is +inf
+        for a, _, _ in res.values():
+            a[...] = np.inf
+    arrays = _run_tiles(res, [] if q_bad >= 0 else tiles, block, P, P2, progress, one)
+    ntk_bad = bad[0]
     if q_bad >= 0:
         ntk_bad = q_bad
     diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [],
@@ -396,6 +387,30 @@ def _options(block, dtype, fill, sym, progress):
     if progress not in (None, True, False):
         raise ValueError(f"progress must be None, True or False, got {progress!r}")
     return block, dtype
+
+
+def _tile_list(P, P2, block, sym):
+    """Tile origins (i, j): the upper triangle (i ≤ j) of the symmetric kernel, else every tile of P × P2."""
+    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
+    return [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
+
+
+def _run_tiles(res, tiles, block, P, P2, progress, one):
+    """``one(I, J, diagonal)`` for every tile (a progress bar, or a periodic line when not on a terminal); then the
+    outputs moved into place (:func:`_finish`), or discarded on any error or interrupt."""
+    from ..progress import progress as _progress
+
+    try:
+        bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
+                        disable=True if not tiles else (None if progress is None else not progress))
+        for i, j in tiles:
+            one(slice(i, min(i + block, P)), slice(j, min(j + block, P2)), i == j)
+            bar.update(1)
+        bar.close()
+        return _finish(res)
+    except BaseException:
+        _discard(res)
+        raise
 
 
 def _put(res, I, J, blk, sym, diagonal, fill, symmetrise=False):
@@ -446,7 +461,6 @@ def _composition_blocked(s, X, block, get, X2, dtype, out, fill, progress):
     """:func:`kernel_blocked` of a composition in this process: every tile (I, J), I ≤ J when symmetric, the
     cross kernel of the row blocks X_I × X_J (:func:`composition_tile`; diagonal tiles the symmetric kernel of
     X_I), written into the outputs; memory and time estimated first (:func:`limits.kernels.composed.check_cost`)."""
-    from ..progress import progress as _progress
     from .composed import SerialKernelResult, check_cost, composition_inputs
 
     what = "limits.kernels.kernel_blocked"
@@ -461,20 +475,12 @@ def _composition_blocked(s, X, block, get, X2, dtype, out, fill, progress):
     block = min(block, max(P, P2))
     check_cost(s, X.shape[1:], P, P2, get, sym)
     res = _outputs(out, get, (P, P2), dtype)
-    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
-    tiles = [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
-    try:
-        bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
-                        disable=None if progress is None else not progress)
-        for i, j in tiles:
-            I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P2))
-            _put(res, I, J, composition_tile(s, X[I], None if sym and i == j else X2[J], get), sym, i == j, fill)
-            bar.update(1)
-        bar.close()
-        arrays = _finish(res)
-    except BaseException:
-        _discard(res)
-        raise
+    tiles = _tile_list(P, P2, block, sym)
+
+    def one(I, J, diagonal):
+        _put(res, I, J, composition_tile(s, X[I], None if sym and diagonal else X2[J], get), sym, diagonal, fill)
+
+    arrays = _run_tiles(res, tiles, block, P, P2, progress, one)
     diag = {"source": what, "block": int(block), "tiles": len(tiles), "path": "packed" if X.ndim > 2 else "composed",
             "dtype": str(dtype), "fill": fill}
     return SerialKernelResult(arrays.get("nngp"), arrays.get("ntk"), s.to_dict(), diag, sym, X, None if sym else X2)
