@@ -1,8 +1,8 @@
-"""Images beyond one machine (issue 36 goal 5): the CNN-GP + CNTK of 16×16 digits at P = 3000 as a tile store
+"""Images beyond one machine (issue 36 goal 5): the CNN-GP + CNTK of 16×16 digits at P = 2000 as a tile store
 filled by dask.distributed (``limits.kernels.kernel_blocked(net, X, out=DIR, backend="dask")``), interrupted and
 resumed::
 
-    nice python benchmarks/bench_tiles.py [--P 3000] [--json benchmarks/results/tiles.json]
+    nice python benchmarks/bench_tiles.py [--P 2000] [--json benchmarks/results/tiles.json]
     python benchmarks/run.py tiles --json benchmarks/results/tiles.json     # the same (--quick: P = 400)
 
 Data: scikit-learn's digits (1797 images of 8×8, values /16), each pixel repeated 2×2 (``np.kron(img, ones((2, 2)))``
@@ -233,7 +233,7 @@ def measure(P, stop_at, max_minutes, tmp):
 
 
 def run(quick=False, P=None, stop_at=None, max_minutes=30.0):
-    P = P or (400 if quick else 3000)
+    P = P or (400 if quick else 2000)
     n = -(-P // BLOCK)
     stop_at = stop_at or max(1, n * (n + 1) // 6)
     tmp = Path(tempfile.mkdtemp(prefix="limits-bench-tiles-", dir=os.environ.get("LIMITS_BENCH_TMP")))
@@ -255,7 +255,7 @@ def merge(path, rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--P", type=int, default=3000)
+    ap.add_argument("--P", type=int, default=2000)
     ap.add_argument("--stop-at", type=int, default=None, help="tiles on disk before the Ctrl-C (default 1/3)")
     ap.add_argument("--max-cpu-minutes", type=float, default=30.0)
     ap.add_argument("--json", default=None, help="write the row to this results file")
