@@ -79,7 +79,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record", "kernel_digest", "store_dir",
-           "store_lock"]
+           "store_lock", "task_memory", "check_resources", "is_composition"]
 
 FORMAT = "limits-kernel-tiles"
 VERSION = 2
@@ -623,10 +623,12 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     and verified (module docstring): those of this kernel are reused — a killed run, of a worker or of this
     process, resumes where it stopped — and those of another kernel or damaged are recomputed. Each tile
     equals the corresponding block of :func:`limits.kernels.kernel_blocked` (same recursion, same
-    arithmetic per entry). Holds the store's lock while it runs (:func:`store_lock`). Returns the
+    arithmetic per entry). ``model`` may be a composition (``limits.serial``; module docstring). Before a tile is
+    computed, the missing tiles' disk and one task's memory are checked (:func:`check_resources`). Holds the
+    store's lock while it runs (:func:`store_lock`). Returns the
     :class:`TileStore`; ``diagnostics`` hold ``tiles``, ``computed``, ``reused``, ``recomputed`` ({"foreign": n,
-    "damaged": n}), ``orphans_removed``, ``kernel`` (the digest), ``seconds`` (wall), ``task_cpu_seconds`` and
-    ``worker_memory_bytes`` (the per-task bound). A Ctrl-C stops the run with a ``KeyboardInterrupt`` saying
+    "damaged": n}), ``orphans_removed``, ``kernel`` (the digest), ``seconds`` (wall), ``task_cpu_seconds``,
+    ``worker_memory_bytes`` (the per-task estimate, :func:`task_memory`) and ``disk_bytes_estimate``. A Ctrl-C stops the run with a ``KeyboardInterrupt`` saying
     that the tiles written are kept and a rerun resumes.
     """
     from ..checks import positive_int
