@@ -75,6 +75,14 @@ def _worker_usage():
 def _child_fill(a):
     import logging
 
+    from limits import interrupts
+
+    def ctrl_c(signum, frame):          # as the command line: recorded, so that a KeyboardInterrupt that lands in a
+        interrupts.note(signum)         # callback where Python ignores it still stops the run at the next tile
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, ctrl_c)
+
     from distributed import Client, LocalCluster
 
     import limits
