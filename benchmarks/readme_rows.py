@@ -372,6 +372,40 @@ def _compositions_row(rows_):
     return f"{COMPOSITIONS} | {meas} | {'; '.join(verdicts)} |"
 
 
+TILES = ("| issue 36 images beyond one machine: CNN-GP + CNTK of 16×16 digits (8×8 digits and their mirror images, "
+         "each pixel repeated 2×2 by `np.kron`; 3 × [Conv 3×3 SAME, ReLU] → Flatten → Dense) as a tile store filled on "
+         "dask, 2 workers (`kernels.kernel_blocked(net, X, out=DIR, backend=\"dask\")`), interrupted and resumed")
+
+
+def _tiles_row(rows_):
+    """Goal 5's row (``nice python benchmarks/bench_tiles.py --P 2000 --json benchmarks/results/tiles.json``): met
+    when P ≥ 2000 at ≥ 16×16, the run was interrupted with some but not all tiles on disk, the resumed store
+    computed only the missing tiles and equals the one-shot store bit
+    for bit, the serial tiles equal the dask tiles, and the tiles equal the in-memory kernel to 1e-12."""
+    parts, ok = [], True
+    for r in sorted(rows_, key=lambda r: r["P"]):
+        it = r["interrupt"]
+        rss = ", ".join(f"{v / 2**30:.2f}" for v in r["worker_peak_rss"])
+        parts.append(
+            f"P = {r['P']}, {r['tiles']} tiles of {r['block']}: {r['cpu_seconds']:.0f} s CPU (tasks "
+            f"{r['task_cpu_seconds']:.0f} s, driver {r['driver_cpu_seconds']:.0f} s, the rest the workers' dask), wall "
+            f"{r['wall']:.0f} s; worker peak RSS {rss} GiB (one task estimated {r['task_memory_estimate'] / 2**20:.0f} "
+            f"MiB); {r['disk_bytes'] / 2**20:.0f} MiB of tiles (estimate {r['disk_bytes_estimate'] / 2**20:.0f} MiB); "
+            f"in-memory `kernels.kernel` {r['baseline_cpu_seconds']:.0f} s CPU, {r['baseline_maxrss'] / 2**30:.2f} GiB "
+            f"(the tiles on dask take {_x(r['cpu_seconds'] / r['baseline_cpu_seconds'])} its CPU); Ctrl-C at {it['kept']} tiles on disk → the rerun computed "
+            f"{it['resume_computed']} ({'only the missing' if it['only_missing'] else '**not only the missing**'}), "
+            f"every tile file {'equal' if it['bit_identical'] else '**not equal**'} to the one-shot run's; "
+            f"{r['serial_equal']} of {r['serial_checked']} tiles recomputed serially equal bit for bit; vs "
+            f"`kernels.kernel` on {r['checked_inputs']} inputs max rel. diff {r['max_rel_diff']:.1e}; "
+            f"{r['progress_lines']} progress lines (stderr not a terminal)")
+        ok = ok and r["P"] >= 2000 and r["side"] >= 16 and 0 < it["kept"] < r["tiles"] and it["only_missing"] and \
+            it["bit_identical"] and \
+            r["serial_equal"] == r["serial_checked"] and r["max_rel_diff"] <= 1e-12
+    meas = "; ".join(parts) + " — `nice python benchmarks/bench_tiles.py --P 2000 --json benchmarks/results/tiles.json`"
+    return (f"{TILES} | {meas} | P ≥ 2000 at 16×16 on dask, resumed = one-shot bit for bit: "
+            f"{'met' if ok else '**not met**'} |")
+
+
 def rows(path=DATA):
     data = _load(path)
     out = [_closed_row(data), _variance_row(data)]
@@ -403,6 +437,8 @@ def rows(path=DATA):
         cr = _compositions_row([r for r in others if r["module"] == "compositions"])
         if cr is not None:
             out.append(cr)
+    if "tiles" in mods:
+        out.append(_tiles_row([r for r in others if r["module"] == "tiles"]))
     return out
 
 

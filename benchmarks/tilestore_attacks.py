@@ -1,7 +1,7 @@
 """The three tile-store failures of issue 31 (item 3), measured through the command line against whichever
 ``limits`` is importable (run it once with the old package on PYTHONPATH and once with this one)::
 
-    PYTHONPATH=. python benchmarks/tilestore_attacks.py [--P 120] [--cost-P 6000]
+    PYTHONPATH=. python benchmarks/tilestore_attacks.py [--P 120] [--cost-P 6000] [--compositions]
 
 1. tiles copied from another model's store into a store (same names);
 2. one flipped exponent bit in a tile (the lowest exponent bit of K[P−1, P−2]: the entry ×2 or ×½);
@@ -9,7 +9,10 @@
    creates it — a delay before the store's first directory is made, 3 s in A and 1 s in B, makes the race certain).
 
 For each: the exit status of ``limits regress --solver cg`` and the largest |mean − Cholesky mean| of model A's
-test predictions (and what the output says about the tiles). ``--cost-P``: CPU and wall seconds of a clean CG
+test predictions (and what the output says about the tiles). ``--compositions`` runs the same three attacks on two
+compositions (``limits.serial``: A = Conv 3×3 SAME → ReLU → Flatten → Dense, B = Conv 2×2 VALID (σ_w² = 3) → erf →
+Flatten → Dense; 5×5 one-channel images, tiles of 40 inputs) through ``limits.predict.kernel_regression(...,
+solver="cg", store=…)`` in a child process (exit 2 with the message on a ``ValueError``, as the command line). ``--cost-P``: CPU and wall seconds of a clean CG
 regression (tiles reused, so the time is the verified reads and the solve) — what verifying every tile costs.
 """
 from __future__ import annotations
@@ -51,6 +54,41 @@ def _data(d: Path, P, seed=0):
             for m in ("A.toml", "B.toml")}
 
 
+_COMPOSITION_RUN = """
+import json, sys
+import numpy as np
+import limits
+a = dict(zip(sys.argv[2::2], sys.argv[3::2]))          # after "-c" and "regress": --model PATH, …
+try:
+    r = limits.predict.kernel_regression(limits.layers.load(a["--model"]), np.load(a["--x-train"]),
+                                         np.load(a["--y-train"]), np.load(a["--x-test"]), noise=0.1, var=False,
+                                         solver="cg", store=a["--store"], block=40, progress=False)
+except ValueError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+print(json.dumps({"mean": r.mean.tolist(), "diagnostics": {"tiles": r.diagnostics["tiles"]}}, default=str))
+"""
+
+
+def _compositions(d: Path, P, seed=0):
+    """Model files A.json / B.json (compositions) and images instead of _data's MLPs; the Cholesky means."""
+    import limits
+
+    L = limits.layers
+    r = np.random.default_rng(seed)
+    X, Xs = r.standard_normal((P, 5, 5, 1)), r.standard_normal((7, 5, 5, 1))
+    Y = np.sin(X[:, 2, 2, :]) + 0.1 * r.standard_normal((P, 1))
+    for name, a in (("X", X), ("Y", Y), ("Xs", Xs)):
+        np.save(d / f"{name}.npy", a)
+    A = limits.serial(L.Conv(filter_shape=(3, 3), padding="SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
+                      L.Flatten(), L.Dense())
+    B = limits.serial(L.Conv(filter_shape=(2, 2), padding="VALID", sigma_w2=3.0), L.Activation("erf"), L.Flatten(),
+                      L.Dense())
+    A.save(d / "A.json")
+    B.save(d / "B.json")
+    return {f: limits.predict.kernel_regression(m, X, Y, Xs, noise=0.1).mean for f, m in (("A.json", A), ("B.json", B))}
+
+
 def _argv(d, model, store):
     return ["regress", "--model", str(d / model), "--x-train", str(d / "X.npy"), "--y-train", str(d / "Y.npy"),
             "--x-test", str(d / "Xs.npy"), "--noise", "0.1", "--solver", "cg", "--store", str(store),
@@ -58,6 +96,8 @@ def _argv(d, model, store):
 
 
 def _run(argv, env=None, code=None):
+    if str(argv[2]).endswith(".json"):                 # a composition: the API through _COMPOSITION_RUN
+        code = (code.split("from limits.cli import main")[0] if code else "") + _COMPOSITION_RUN
     cmd = [sys.executable, "-c", code, *argv] if code else [sys.executable, "-m", "limits", *argv]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "LIMITS_PROGRESS": "0", **(env or {})})
@@ -77,22 +117,23 @@ def _tiles(store):
 
 
 def scenarios(d: Path, ref):
+    A, B = sorted(ref)
     rows = []
-    for m, s in (("A.toml", "SA"), ("B.toml", "SB")):
+    for m, s in ((A, "SA"), (B, "SB")):
         _result(_run(_argv(d, m, d / s)), ref[m])
     for src, dst in zip(_tiles(d / "SB"), _tiles(d / "SA")):
         dst.write_bytes(src.read_bytes())
-    rows.append(("tiles copied from model B's store", *_result(_run(_argv(d, "A.toml", d / "SA")), ref["A.toml"])))
+    rows.append(("tiles copied from model B's store", *_result(_run(_argv(d, A, d / "SA")), ref[A])))
 
-    _result(_run(_argv(d, "A.toml", d / "SF")), ref["A.toml"])
+    _result(_run(_argv(d, A, d / "SF")), ref[A])
     victim = _tiles(d / "SF")[-1]
     data = bytearray(victim.read_bytes())
     data[-10] ^= 0x10
     victim.write_bytes(bytes(data))
-    rows.append(("one flipped exponent bit", *_result(_run(_argv(d, "A.toml", d / "SF")), ref["A.toml"])))
+    rows.append(("one flipped exponent bit", *_result(_run(_argv(d, A, d / "SF")), ref[A])))
 
     procs = [(m, _run(_argv(d, m, d / "SR"), {"STORE": str(d / "SR"), "DELAY": "1", "WAIT": w}, _delayed_create()))
-             for m, w in (("A.toml", "3"), ("B.toml", "1"))]
+             for m, w in ((A, "3"), (B, "1"))]
     for m, p in procs:
         rows.append((f"two processes on one new store: {m[0]}", *_result(p, ref[m])))
     return rows
@@ -125,6 +166,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--P", type=int, default=120)
     ap.add_argument("--cost-P", type=int, default=0)
+    ap.add_argument("--compositions", action="store_true", help="also the attacks on two compositions")
     a = ap.parse_args()
     import limits
 
@@ -135,6 +177,12 @@ def main():
         print("| scenario | exit | max |mean − Cholesky| | tiles recomputed / message |\n|---|---|---|---|")
         for name, rc, err, note in scenarios(d, ref):
             print(f"| {name} | {rc} | {'—' if err is None else f'{err:.3g}'} | {note[:150]} |")
+    if a.compositions:
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            ref = _compositions(d, a.P)
+            for name, rc, err, note in scenarios(d, ref):
+                print(f"| compositions: {name} | {rc} | {'—' if err is None else f'{err:.3g}'} | {note[:150]} |")
         if a.cost_P:
             cpu, wall, sec = cost(d, a.cost_P)
             print(f"\nclean rerun at P = {a.cost_P} (tiles reused), best of 3: {cpu:.2f} s CPU, {wall:.2f} s wall; "

@@ -937,11 +937,11 @@ def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block
     if kernel not in ("nngp", "ntk"):
         raise ValueError(f"kernel must be 'nngp' or 'ntk', got {kernel!r}")
     m = _model(model, what, ntk=kernel == "ntk")
-    X = _X(X_train, "X_train", m.d_in)
-    Xs = _X(X_test, "X_test", m.d_in)
+    X = _X(X_train, "X_train", _dim(m, "d_in"))
+    Xs = _X(X_test, "X_test", _dim(m, "d_in"))
     Y, m = _train_targets(Y_train, X.shape[0], m)
     noise = real_number(noise, "noise")
-    block = 2048 if block == 256 else positive_int(block, "block")
+    block = 2048 if block == 256 and _dim(m, "d_in") is not None else positive_int(block, "block")
     tol = positive_float(tol, "tol")
     mean, vs, lml, diag = cg_regression(
         m, X, Y, Xs, kernel, noise, var=var, store=store, block=block, backend=backend, scheduler=scheduler,

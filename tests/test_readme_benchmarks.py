@@ -63,6 +63,25 @@ def test_composition_row_follows_its_goals():
     assert m._compositions_row([]) is None
 
 
+def test_tiles_row_follows_its_goal():
+    """Goal 5's row says 'met' only at P ≥ 2000, 16×16, an interrupt with some tiles on disk, a resume that computed
+    only the missing tiles and gave the one-shot tiles bit for bit, serial = dask tiles and tiles = the in-memory
+    kernel to 1e-12."""
+    m = _mod()
+    r = {"P": 2000, "side": 16, "block": 256, "tiles": 36, "cpu_seconds": 200.0, "task_cpu_seconds": 150.0,
+         "driver_cpu_seconds": 5.0, "wall": 300.0, "worker_peak_rss": [2**28, 2**28], "task_memory_estimate": 2**24,
+         "disk_bytes": 2**25, "disk_bytes_estimate": 2**25, "baseline_cpu_seconds": 100.0, "baseline_maxrss": 2**28,
+         "progress_lines": 3, "serial_equal": 4, "serial_checked": 4, "max_rel_diff": 0.0, "checked_inputs": 400,
+         "interrupt": {"kept": 12, "resume_computed": 24, "only_missing": True, "bit_identical": True}}
+    assert m._tiles_row([r]).endswith(": met |") and "2.00× its CPU" in m._tiles_row([r])
+    for key, bad in (("P", 1999), ("serial_equal", 3), ("max_rel_diff", 2e-12)):
+        assert m._tiles_row([{**r, key: bad}]).endswith("**not met** |")
+    for kept in (0, 36):                                  # the Ctrl-C came before any tile or after the last
+        assert m._tiles_row([{**r, "interrupt": {**r["interrupt"], "kept": kept}}]).endswith("**not met** |")
+    for key in ("only_missing", "bit_identical"):
+        assert m._tiles_row([{**r, "interrupt": {**r["interrupt"], key: False}}]).endswith("**not met** |")
+
+
 def test_mup_coordcheck_rows_are_generated_from_the_data():
     """benchmarks/README.md's table of ours next to mup's coordinate check is benchmarks/results/peers/mup_coordcheck.json
     (python benchmarks/mup_coordcheck.py --write)."""

@@ -294,6 +294,12 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     True, False. Returns :class:`limits.kernels.KernelResult` (``diagnostics`` also hold ``block``,
     ``tiles``, ``path`` = "fused"|"cross", ``dtype``, ``fill``).
 
+    ``model`` may be a composition (``limits.serial``; X of shape (P, d), (P, T, C) or (P, H, W, C)): then
+    each tile is the cross kernel of its two row blocks by the packed path (``limits.kernels.kernel``'s numbers; a
+    diagonal tile its symmetric kernel), memory and time are estimated first
+    (:func:`limits.kernels.composed.check_cost`), the result is a :class:`limits.kernels.composed.SerialKernelResult`
+    and a tile store keeps ``block`` (default 256) as given.
+
     ``backend="dask"`` (kernels that do not fit in memory): ``out`` is then a directory (an existing one,
     or a new path without a suffix or ending in ``.tiles``), filled with one
     ``.npy`` file per upper-triangle tile by dask.distributed tasks (``scheduler`` None → a LocalCluster of
@@ -302,8 +308,11 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     see :mod:`limits.kernels.tilestore`. ``backend="serial"`` with a directory ``out`` does the same
     in this process.
     """
+    from ..layers import as_serial
+
     if backend not in ("serial", "dask"):
         raise ValueError(f"backend must be 'serial' or 'dask', got {backend!r}")
+    comp = as_serial(model)
     tiles_out = isinstance(out, (str, os.PathLike)) and (Path(out).is_dir() or Path(out).suffix in ("", ".tiles"))
     if backend == "dask" or tiles_out:
         from .tilestore import fill_tiles
@@ -313,29 +322,21 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
                              "(no X2, fill or dtype)")
         if out is None or not tiles_out:
             raise ValueError("backend='dask' needs out=DIRECTORY (the tile store)")
-        return fill_tiles(model, X, out, compute_tile, block=2048 if block == 256 else block, get=get,
+        if block == 256 and comp is None:
+            block = 2048                        # a model's tile task is cheap per entry: fewer, larger tiles
+        return fill_tiles(model if comp is None else comp, X, out, compute_tile, block=block, get=get,
                           backend=backend, scheduler=scheduler, n_workers=n_workers, memory_limit=memory_limit,
                           progress=progress)
     if scheduler is not None:
         raise ValueError("scheduler: only meaningful with backend='dask'")
-    from ..checks import positive_int
-
+    if comp is not None:
+        return _composition_blocked(comp, X, block, get, X2, dtype, out, fill, progress)
     what = "limits.kernels.kernel_blocked"
     m, get = _model(model, get, what)
     X = check_inputs(X, "X", m.d_in)
     sym = X2 is None
     X2 = X if sym else check_inputs(X2, "X2", m.d_in)
-    block = positive_int(block, "block")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise ValueError(f"dtype must be float64 or float32, got {dtype}")
-    if fill not in _FILLS:
-        raise ValueError(f"fill must be one of {_FILLS}, got {fill!r}")
-    if not sym and fill != "both":
-        raise ValueError("fill: only the symmetric kernel (X2=None) can be stored as one triangle")
-    if progress not in (None, True, False):
-        raise ValueError(f"progress must be None, True or False, got {progress!r}")
-    from ..progress import progress as _progress
+    block, dtype = _options(block, dtype, fill, sym, progress)
 
     want_ntk = "ntk" in get
     P, P2 = X.shape[0], X2.shape[0]
@@ -347,35 +348,20 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
         Q2 = eng.variances(X2, lambda q0: snap_variances(q0, ids2, Q[0], ids1))
     q_bad = eng.q_bad
     res = _outputs(out, get, (P, P2), dtype)
-    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
-    tiles = [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
-    ntk_bad = -1
-    try:
-        if q_bad >= 0:                                   # the NNGP variances overflow: every entry is +inf
-            for a, _, _ in res.values():
-                a[...] = np.inf
-        else:
-            bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
-                            disable=None if progress is None else not progress)
-            for i, j in tiles:
-                I, J = slice(i, min(i + block, P)), slice(j, min(j + block, P2))
-                blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
-                if at >= 0:
-                    ntk_bad = at if ntk_bad < 0 else min(ntk_bad, at)
-                for g, (a, _, _) in res.items():
-                    v = blk[g]
-                    if sym and i == j:
-                        v = 0.5 * (v + v.T)
-                    if fill != "lower":
-                        a[I, J] = v
-                    if sym and (fill == "lower" or (fill == "both" and i != j)):
-                        a[J, I] = v.T
-                bar.update(1)
-            bar.close()
-        arrays = _finish(res)
-    except BaseException:
-        _discard(res)
-        raise
+    tiles = _tile_list(P, P2, block, sym)
+    bad = [-1]
+
+    def one(I, J, diagonal):
+        blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
+        if at >= 0:
+            bad[0] = at if bad[0] < 0 else min(bad[0], at)
+        _put(res, I, J, blk, sym, diagonal, fill, symmetrise=True)
+
+    if q_bad >= 0:                                       # the NNGP variances overflow: every entry is +inf
+        for a, _, _ in res.values():
+            a[...] = np.inf
+    arrays = _run_tiles(res, [] if q_bad >= 0 else tiles, block, P, P2, progress, one)
+    ntk_bad = bad[0]
     if q_bad >= 0:
         ntk_bad = q_bad
     diag = {"nngp_exploded_at": int(q_bad), "ntk_exploded_at": int(ntk_bad) if want_ntk else -1, "warnings": [],
@@ -386,6 +372,120 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
                         None if sym else X2)
 
 
+def _options(block, dtype, fill, sym, progress):
+    """(block, dtype) checked, with fill and progress."""
+    from ..checks import positive_int
+
+    block = positive_int(block, "block")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ValueError(f"dtype must be float64 or float32, got {dtype}")
+    if fill not in _FILLS:
+        raise ValueError(f"fill must be one of {_FILLS}, got {fill!r}")
+    if not sym and fill != "both":
+        raise ValueError("fill: only the symmetric kernel (X2=None) can be stored as one triangle")
+    if progress not in (None, True, False):
+        raise ValueError(f"progress must be None, True or False, got {progress!r}")
+    return block, dtype
+
+
+def _tile_list(P, P2, block, sym):
+    """Tile origins (i, j): the upper triangle (i ≤ j) of the symmetric kernel, else every tile of P × P2."""
+    s1, s2 = list(range(0, P, block)), list(range(0, P2, block))
+    return [(i, j) for a, i in enumerate(s1) for j in s1[a:]] if sym else [(i, j) for i in s1 for j in s2]
+
+
+def _run_tiles(res, tiles, block, P, P2, progress, one):
+    """``one(I, J, diagonal)`` for every tile (a progress bar, or a periodic line when not on a terminal); then the
+    outputs moved into place (:func:`_finish`), or discarded on any error or interrupt."""
+    from ..progress import progress as _progress
+
+    try:
+        bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
+                        disable=True if not tiles else (None if progress is None else not progress))
+        for i, j in tiles:
+            one(slice(i, min(i + block, P)), slice(j, min(j + block, P2)), i == j)
+            bar.update(1)
+        bar.close()
+        return _finish(res)
+    except BaseException:
+        _discard(res)
+        raise
+
+
+def _put(res, I, J, blk, sym, diagonal, fill, symmetrise=False):
+    """Write tile (I, J) of every kernel into its output (and its mirror, as ``fill`` asks)."""
+    for g, (a, _, _) in res.items():
+        v = blk[g]
+        if symmetrise and sym and diagonal:
+            v = 0.5 * (v + v.T)
+        if fill != "lower":
+            a[I, J] = v
+        if sym and (fill == "lower" or (fill == "both" and not diagonal)):
+            a[J, I] = v.T
+
+
+def _aligned(a, align=64):
+    """A C-contiguous copy of ``a`` starting on an ``align``-byte boundary: a tile's inputs then have the same
+    alignment in this process and on a dask worker (whose deserialised arrays start anywhere), so BLAS's SIMD
+    sums — and so the tile's bits — do not depend on where the tile was computed."""
+    a = np.asarray(a)
+    buf = np.empty(a.nbytes + align, dtype=np.uint8)
+    off = (-buf.ctypes.data) % align
+    out = buf[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def composition_tile(s, XI, XJ, get):
+    """{name: tile} of the composition ``s`` on the inputs XI × XJ (XJ None: the symmetric kernel of XI, by the
+    packed symmetric path), as :func:`limits.kernels.kernel` computes it (cost checked first), one BLAS thread,
+    no progress bar of its own."""
+    from ..blas import blas_threads
+    from .composed import check_cost, kernel_once
+
+    XI = _aligned(XI)
+    XJ = None if XJ is None else _aligned(XJ)
+    check_cost(s, XI.shape[1:], XI.shape[0], (XI if XJ is None else XJ).shape[0], get, XJ is None)
+    with blas_threads(1):
+        if XI.ndim > 2:
+            from .packed import kernel as packed_kernel
+
+            out, _ = packed_kernel(s, XI, XJ, get, progress=False)
+            return out
+        r = kernel_once(s, XI, XJ, get)
+        return {g: getattr(r, g) for g in get}
+
+
+def _composition_blocked(s, X, block, get, X2, dtype, out, fill, progress):
+    """:func:`kernel_blocked` of a composition in this process: every tile (I, J), I ≤ J when symmetric, the
+    cross kernel of the row blocks X_I × X_J (:func:`composition_tile`; diagonal tiles the symmetric kernel of
+    X_I), written into the outputs; memory and time estimated first (:func:`limits.kernels.composed.check_cost`)."""
+    from .composed import SerialKernelResult, check_cost, composition_inputs
+
+    what = "limits.kernels.kernel_blocked"
+    get = parse_get(get)
+    X = composition_inputs(X, "X")
+    sym = X2 is None
+    X2 = X if sym else composition_inputs(X2, "X2")
+    if X2.shape[1:] != X.shape[1:]:
+        raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X has {X.shape[1:]}")
+    block, dtype = _options(block, dtype, fill, sym, progress)
+    P, P2 = X.shape[0], X2.shape[0]
+    block = min(block, max(P, P2))
+    check_cost(s, X.shape[1:], P, P2, get, sym)
+    res = _outputs(out, get, (P, P2), dtype)
+    tiles = _tile_list(P, P2, block, sym)
+
+    def one(I, J, diagonal):
+        _put(res, I, J, composition_tile(s, X[I], None if sym and diagonal else X2[J], get), sym, diagonal, fill)
+
+    arrays = _run_tiles(res, tiles, block, P, P2, progress, one)
+    diag = {"source": what, "block": int(block), "tiles": len(tiles), "path": "packed" if X.ndim > 2 else "composed",
+            "dtype": str(dtype), "fill": fill}
+    return SerialKernelResult(arrays.get("nngp"), arrays.get("ntk"), s.to_dict(), diag, sym, X, None if sym else X2)
+
+
 def compute_tile(model, X, a, b, block, kernels, targets):
     """One tile task of the tile store: tile (a, b) of every requested kernel (the symmetric tile when
     a = b, the cross tile otherwise), written atomically to its ``(path, header)`` targets with its digests
@@ -394,12 +494,16 @@ def compute_tile(model, X, a, b, block, kernels, targets):
     import time
 
     from ..blas import blas_threads
-    from .tilestore import write_tiles
+    from .tilestore import is_composition, write_tiles
 
     t0 = time.thread_time()
     P = X.shape[0]
     I = slice(a * block, min((a + 1) * block, P))
     J = slice(b * block, min((b + 1) * block, P))
+    if is_composition(model):
+        r = composition_tile(model, X[I], None if a == b else X[J], kernels)
+        write_tiles(targets, [r[k] for k in kernels])
+        return time.thread_time() - t0
     with blas_threads(1):
         r = kernel_blocked(model, X[I], get=kernels, progress=False, X2=None if a == b else X[J])
     write_tiles(targets, [getattr(r, k) for k in kernels])
@@ -411,6 +515,11 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
     ``X`` in O(L·P) (the variance recursion and its read-out; the diagonal of :func:`kernel_blocked`
     to rounding). Non-finite entries (an overflowing kernel) raise ValueError."""
     what = "limits.kernels.kernel_diag"
+    from ..layers import as_serial
+
+    comp = as_serial(model)
+    if comp is not None:
+        return _composition_diag(comp, X, parse_get(get))
     m, get = _model(model, get, what)
     X = check_inputs(X, "X", m.d_in)
     eng = _Engine(m, get, 1)
@@ -419,6 +528,22 @@ def kernel_diag(model, X, get=("nngp", "ntk")) -> dict:
         if not np.all(np.isfinite(out[g])):
             raise ValueError(f"X: the {g.upper()} of this model overflows on these inputs (chaotic/deep regime)")
     return {g: out[g] for g in get}
+
+
+def _composition_diag(s, X, get):
+    """K(x, x), Θ(x, x) of a composition for every input: the packed path's self pass (each input with itself,
+    the bits of a diagonal tile's diagonal)."""
+    from ..blas import blas_threads
+    from .composed import composition_inputs
+    from .packed import pairs_per_chunk, self_pass
+
+    X = _aligned(composition_inputs(X, "X"))
+    with blas_threads(1), np.errstate(over="ignore", invalid="ignore"):
+        _, diag, _ = self_pass(s, X, get, pairs_per_chunk(s, X.shape[1:]))
+    for g in get:
+        if not np.all(np.isfinite(diag[g])):
+            raise ValueError(f"X: the {g.upper()} of this composition overflows on these inputs")
+    return {g: diag[g] for g in get}
 
 
 def _model(model, get, what):

@@ -50,7 +50,8 @@ class SerialKernelResult(Result):
         return kernel_summary(self)
 
 
-def _inputs(X, name):
+def composition_inputs(X, name):
+    """``X`` checked as a composition's inputs: finite, (P, d) or (P, *spatial, C) with at most two spatial axes."""
     X = finite_array(X, name)
     if X.ndim < 2 or X.shape[0] < 1 or X.shape[-1] < 1:
         raise ValueError(f"{name} must be (P, d) or (P, *spatial, C) with P, C >= 1, got shape {X.shape}")
@@ -127,6 +128,24 @@ def estimate(model, input_shape, P1, P2, want_ntk=True, symmetric=True) -> dict:
             "worst": worst[1] if worst else "", "pairs": pairs}
 
 
+def packed_bytes(model, input_shape, P1, P2, want_ntk=True) -> float:
+    """Bytes the packed kernel (:mod:`limits.kernels.packed`) of P1 × P2 inputs allocates at its peak, from shapes
+    alone: the outputs (8·P1·P2 per kernel), the per-input quantities recorded for both sides (at most a self
+    block per layer and input: Σ_l entries_l) and one chunk of pairs (``CHUNK_ENTRIES`` block entries, or one
+    pair's largest block if larger, × 2 for NNGP + NTK × ~6 arrays: input, output and the rules' temporaries)."""
+    from .packed import CHUNK_ENTRIES
+
+    needs = model.needs(False)
+    shape, tape, largest = tuple(input_shape), 0.0, 1.0
+    for i, layer in enumerate(_flat(model)):
+        full = needs[i] if i < len(needs) else False
+        e = _entries(shape, full)
+        tape, largest = tape + e, max(largest, e)
+        shape = tuple(layer.out_shape(shape, 1)) if hasattr(layer, "out_shape") else shape
+    n_k = 1 + bool(want_ntk)
+    return 8.0 * (n_k * P1 * P2 + (P1 + P2) * tape + 6 * n_k * max(CHUNK_ENTRIES, largest))
+
+
 def _flat(model):
     return list(model.layers)
 
@@ -195,9 +214,9 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None, max_memory=None,
     get = tuple(get)
     if not get or any(g not in GETS for g in get):
         raise ValueError(f"get must be a non-empty subset of {GETS}, got {get!r}")
-    X1 = _inputs(X1, "X1")
+    X1 = composition_inputs(X1, "X1")
     if X2 is not None:
-        X2 = _inputs(X2, "X2")
+        X2 = composition_inputs(X2, "X2")
         if X2.shape[1:] != X1.shape[1:]:
             raise ValueError(f"X2 has shape {X2.shape[1:]} per input but X1 has {X1.shape[1:]}")
     P1, P2 = X1.shape[0], (X1 if X2 is None else X2).shape[0]
@@ -212,7 +231,7 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), block=None, max_memory=None,
             return _packed(m, X1, X2, get)
         if max(P1, P2) > block:
             return _tiled(m, X1, X2, get, int(block))
-        return _one(m, X1, X2, get)
+        return kernel_once(m, X1, X2, get)
 
 
 def _packed(m, X1, X2, get):
@@ -230,7 +249,7 @@ def _tiled(m, X1, X2, get, b):
     first = None
     for i in range(0, X1.shape[0], b):
         for j in range(i if sym else 0, Y.shape[0], b):
-            r = _one(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
+            r = kernel_once(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
             first = first or r
             for g in get:
                 out[g][i:i + b, j:j + b] = getattr(r, g)
@@ -240,7 +259,8 @@ def _tiled(m, X1, X2, get, b):
     return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
 
 
-def _one(m, X1, X2, get):
+def kernel_once(m, X1, X2, get):
+    """The kernel of X1 (× X2) in one piece, every pair at once (no tiles, no packing): inputs without positions."""
     from ..layers.state import initial
 
     full = m.needs_full(False)

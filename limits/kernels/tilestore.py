@@ -3,7 +3,9 @@
 Layout of ``DIR``::
 
     store.json                      what the tiles hold: P, block, kernels, the model, the inputs' digest and the
-                                    kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block)
+                                    kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block); the
+                                    model JSON of a composition (``limits.serial``) is its canonical serialisation
+                                    ``Serial.to_dict()`` (every layer and hyperparameter, floats that round-trip)
     lock                            held (``fcntl.flock``) by the one process filling or reading the store; its pid
     nngp/000003_000007.tile         tile (I, J) = rows [3b, 4b) × columns [7b, 8b), I ≤ J (upper triangle)
     ntk/…                           the same for the NTK when requested
@@ -40,6 +42,19 @@ Each tile is one file written by one task to a temporary name and renamed into p
 computes exactly the missing ones. (zarr would add a dependency whose chunk writes we would still have to make
 atomic and tie to their kernel ourselves.)
 
+Compositions (``limits.serial`` of :mod:`limits.layers`, inputs (P, d), (P, T, C) or (P, H, W, C)) are stored the
+same way: tile (I, J) is the cross kernel of the row blocks X_I × X_J by the packed path of
+:mod:`limits.kernels.packed` (a diagonal tile its symmetric kernel, each pair once), on inputs copied to 64-byte
+aligned memory so that a dask worker's tile equals this process's bit for bit; the composition is run on the
+first input before the store is made (shape errors, a read-out with spatial axes). Before a tile is computed the
+disk the missing tiles need (exact) is compared with the file system's free space and one task's peak memory
+(:func:`task_memory`: for a composition the packed kernel's outputs, recorded per-input quantities and one chunk,
+:func:`limits.kernels.composed.packed_bytes`) with the workers' ``memory_limit`` (half the available memory on the
+serial backend); either too large is refused with the estimate. Measured (benchmarks/bench_tiles.py,
+benchmarks/tilestore_attacks.py ``--compositions``): see the README row "images beyond one machine"; the three
+attacks above on two CNN compositions give the Cholesky answer to the CG tolerance (1e-10; tiles recomputed:
+6 foreign, 1 damaged) or exit 2 (the second writer).
+
 Each task is one tile through all layers and the read-out (``compute``, given by
 :func:`limits.kernels.kernel_blocked`: the symmetric tile for I = J, the cross tile X_I × X_J otherwise), so a worker needs the
 inputs (P×d, scattered once) and O(block²) numbers: about (3 + 2·kernels)·8·block² bytes (≈ 170 MiB at
@@ -53,6 +68,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import time
@@ -63,7 +79,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["TileStore", "fill_tiles", "worker_memory", "checked_inputs", "model_record", "kernel_digest", "store_dir",
-           "store_lock"]
+           "store_lock", "task_memory", "check_resources", "is_composition"]
 
 FORMAT = "limits-kernel-tiles"
 VERSION = 2
@@ -101,6 +117,57 @@ def worker_memory(block, n_kernels=1) -> float:
     of kernel_blocked's inner block, at most 256²) and the serialised copy written to disk."""
     inner = min(int(block), 256)
     return 8.0 * ((2 * n_kernels + 1) * block * block + 7 * inner * inner)
+
+
+def task_memory(m, X, block, get) -> float:
+    """Bytes one tile task allocates at its peak (estimated from shapes before anything is allocated): for a
+    model :func:`worker_memory`; for a composition the packed kernel of block × block inputs
+    (:func:`limits.kernels.composed.packed_bytes`) and two copies of one tile as it is written."""
+    if is_composition(m):
+        from .composed import packed_bytes
+
+        return packed_bytes(m, X.shape[1:], block, block, "ntk" in get) + 16.0 * block * block
+    return worker_memory(block, len(get))
+
+
+def _limit_bytes(memory_limit):
+    """A dask memory limit ("2GiB", bytes) in bytes, or None when it sets none ("auto", 0, None)."""
+    if memory_limit is None or memory_limit == "auto":
+        return None
+    if isinstance(memory_limit, str):
+        try:
+            from dask.utils import parse_bytes
+        except ImportError:                          # pragma: no cover — dask missing: the backend says so later
+            return None
+        memory_limit = parse_bytes(memory_limit)
+    return float(memory_limit) or None
+
+
+def check_resources(store, todo, m, X, get, backend, scheduler, memory_limit):
+    """Refuse (``ValueError`` with the estimate) before a tile is computed when the missing tiles need more disk
+    than the store's file system has free, or one tile task more memory than a worker has (``memory_limit`` of
+    the LocalCluster made here; half the available memory on the serial backend). Returns the estimates."""
+    from ..readfile import human
+
+    disk = float(sum(len(store.kernels) * (len(TILE_MAGIC) + HEADER_BYTES + 8.0 * np.prod(store.shape(a, b)))
+                     for a, b in todo))
+    free = shutil.disk_usage(store.path).free
+    if disk > free:
+        raise ValueError(f"out: the {len(todo)} missing tiles need ≈ {human(disk)} of disk in {store.path}, "
+                         f"{human(free)} free on its file system; free space or choose another directory")
+    task = task_memory(m, X, store.block, get)
+    if backend == "dask":
+        limit = _limit_bytes(memory_limit) if scheduler is None else None
+        src = f"the workers' memory_limit ({human(limit)})" if limit else ""
+    else:
+        from ..memory import available_memory
+
+        avail = available_memory()
+        limit, src = (None, "") if avail is None else (0.5 * avail, f"half the available memory ({human(avail)})")
+    if limit is not None and task > limit:
+        raise ValueError(f"out: one tile task (block {store.block}) needs ≈ {human(task)}, more than {src}; use a "
+                         "smaller block (or raise memory_limit if the memory is there)")
+    return {"disk_bytes": disk, "task_memory_bytes": task}
 
 
 def tile_bytes(header: dict, a) -> bytes:
@@ -418,15 +485,25 @@ class TileStore:
 
 def checked_inputs(model, get, X, what):
     """(model, kernels, X) validated at the edge: a kernel-regime model (as :func:`limits.kernels.kernel_blocked`
-    requires), ``get`` ⊆ {"nngp", "ntk"}, X a finite P×d_in float64 array."""
+    requires) and X a finite P×d_in float64 array, or a composition (``limits.serial``) and X of shape (P, d) or
+    (P, *spatial, C) that it maps to a read-out (checked on the first input before anything is stored);
+    ``get`` ⊆ {"nngp", "ntk"}."""
     from ..checks import finite_array
+    from ..layers import as_serial
     from ..model import ModelError, as_model
 
-    m = as_model(model)
-    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     get = (get,) if isinstance(get, str) else tuple(get)
     if not get or any(g not in _KERNELS for g in get) or len(set(get)) != len(get):
         raise ValueError(f"get must be a non-empty subset of {_KERNELS}, got {get!r}")
+    s = as_serial(model)
+    if s is not None:
+        from .composed import composition_inputs, kernel as composed_kernel
+
+        X = composition_inputs(X, "X")
+        composed_kernel(s, X[:1], None, get)          # the composition's own errors (shapes, spatial read-out) now
+        return s, get, X
+    m = as_model(model)
+    m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)
     if "ntk" in get and m.param_name == "SP":
         raise ModelError(f"{what}: the NTK of a standard-parameterised (SP) network grows ∝ N; use "
                          "parameterisation='NTK' or get=('nngp',)")
@@ -436,11 +513,18 @@ def checked_inputs(model, get, X, what):
     return m, get, X
 
 
+def is_composition(m) -> bool:
+    from ..layers import Serial
+
+    return isinstance(m, Serial)
+
+
 def model_record(m) -> dict:
-    """The model as a JSON-able dict (what store.json records); a model with an unregistered callable
-    activation has none, and cannot be stored."""
+    """The model as a JSON-able dict (what store.json records and the kernel digest hashes): a composition's
+    canonical serialisation (``Serial.to_dict``: every layer, its hyperparameters as round-tripping floats), a
+    model's ``to_json``; a model with an unregistered callable activation has none, and cannot be stored."""
     try:
-        return json.loads(m.to_json())
+        return json.loads(json.dumps(m.to_dict(), sort_keys=True)) if is_composition(m) else json.loads(m.to_json())
     except (TypeError, ValueError) as exc:
         raise ValueError("a tile store records its model in store.json: use a registered activation name "
                          f"({exc})") from None
@@ -539,10 +623,12 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     and verified (module docstring): those of this kernel are reused — a killed run, of a worker or of this
     process, resumes where it stopped — and those of another kernel or damaged are recomputed. Each tile
     equals the corresponding block of :func:`limits.kernels.kernel_blocked` (same recursion, same
-    arithmetic per entry). Holds the store's lock while it runs (:func:`store_lock`). Returns the
+    arithmetic per entry). ``model`` may be a composition (``limits.serial``; module docstring). Before a tile is
+    computed, the missing tiles' disk and one task's memory are checked (:func:`check_resources`). Holds the
+    store's lock while it runs (:func:`store_lock`). Returns the
     :class:`TileStore`; ``diagnostics`` hold ``tiles``, ``computed``, ``reused``, ``recomputed`` ({"foreign": n,
-    "damaged": n}), ``orphans_removed``, ``kernel`` (the digest), ``seconds`` (wall), ``task_cpu_seconds`` and
-    ``worker_memory_bytes`` (the per-task bound). A Ctrl-C stops the run with a ``KeyboardInterrupt`` saying
+    "damaged": n}), ``orphans_removed``, ``kernel`` (the digest), ``seconds`` (wall), ``task_cpu_seconds``,
+    ``worker_memory_bytes`` (the per-task estimate, :func:`task_memory`) and ``disk_bytes_estimate``. A Ctrl-C stops the run with a ``KeyboardInterrupt`` saying
     that the tiles written are kept and a rerun resumes.
     """
     from ..checks import positive_int
@@ -567,6 +653,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
                           + " (" + "; ".join({"foreign": "of another kernel", "damaged": "whose bytes do not match "
                                               "their digest"}[k] for k in bad) + ") recomputed", RuntimeWarning,
                           stacklevel=3)
+        est = check_resources(store, todo, m, X, get, backend, scheduler, memory_limit)
         cpu = _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limit, progress)
         left, _ = store.scan()
         if left:
@@ -576,7 +663,7 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     store.diagnostics = {"tiles": n, "computed": len(todo), "reused": n - len(todo), "recomputed": bad,
                          "orphans_removed": orphans, "kernel": store.kernel,
                          "backend": backend, "seconds": time.perf_counter() - t0, "task_cpu_seconds": cpu,
-                         "worker_memory_bytes": worker_memory(block, len(get))}
+                         "worker_memory_bytes": est["task_memory_bytes"], "disk_bytes_estimate": est["disk_bytes"]}
     if stale is not None:
         store.diagnostics["stale_lock_pid"] = stale
     store._repair = lambda a, b: compute(m, X, a, b, block, store.kernels, store.targets(a, b))

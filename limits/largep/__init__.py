@@ -14,6 +14,10 @@
 * :mod:`limits.largep.regression` — the NNGP posterior (mean, variance of a test subset, log marginal
   likelihood) on top of both; called by :func:`limits.predict.kernel_regression` with ``solver="cg"``.
 
+``model`` may be a composition (``limits.serial``; inputs (P, d), (P, T, C) or (P, H, W, C)): its tiles are the
+packed cross kernels of row blocks (default tiles of 256 inputs), the preconditioner's rows and the test rows its
+cross kernels, the variances' diagonal its self pass.
+
 No function here holds a P×P array: the driver keeps O(P·(k + columns)) numbers, a worker one tile.
 """
 from __future__ import annotations

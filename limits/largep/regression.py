@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kernels.tilestore import checked_inputs
+from ..kernels.tilestore import checked_inputs, is_composition
 from .pcg import Preconditioner, block_pcg, lanczos_logdet, pivoted_cholesky
 
 __all__ = ["cg_regression"]
@@ -127,7 +127,13 @@ def cg_regression(model, X_train, Y, X_test, kernel, noise, *, var=True, store=N
     m, get, X = checked_inputs(model, get, X_train, what)
     P, Pt = X.shape[0], X_test.shape[0]
     rank = auto_rank(P) if rank is None else int(rank)
-    est = estimate(P, Pt, X.shape[1], m.depth, len(get), rank, Y.shape[1] + idx.size, probes, lanczos_steps, block)
+    d = int(np.prod(X.shape[1:]))
+    est = estimate(P, Pt, d, getattr(m, "depth", 0), len(get), rank, Y.shape[1] + idx.size, probes, lanczos_steps,
+                   block)
+    if is_composition(m):                 # a composition: its tiles' time is the layer rules' lower bound
+        from ..kernels.composed import estimate as composed_estimate
+
+        est["tile_cpu_seconds"] = composed_estimate(m, X.shape[1:], P, P, "ntk" in get, True)["seconds"]
     tmp = tempfile.mkdtemp(prefix="limits-tiles-") if store is None else None
     try:
         _refuse_if_too_big(est, tmp or store, max_memory, what)
