@@ -9,8 +9,9 @@ swallowed one again in the main thread once the callback has returned (``limits.
 and, as the last resort, long loops call :func:`raise_if_interrupted` at each step (every
 :func:`limits.progress.progress` iteration and ``update`` does), so the work stops at the next step.
 
-Nothing is recorded unless the command line installed its handler: library use and in-process calls
-are unaffected.
+Nothing is recorded unless the command line installed its handler, or a long library computation runs inside
+:func:`recorded` (the tile stores do: dask's callbacks swallow a Ctrl-C in library use too); other library use and
+in-process calls are unaffected.
 """
 from __future__ import annotations
 
@@ -75,3 +76,31 @@ def children_ignore_sigint():
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def recorded():
+    """While the block runs, a Ctrl-C in the main thread raises ``KeyboardInterrupt`` as usual and is also recorded,
+    so one swallowed inside a callback (a dask event-loop hook, a ``__del__``) still stops the work at its next
+    progress step (:func:`raise_if_interrupted`). Afterwards Python's handler is back and the record made here is
+    cleared. Does nothing off the main thread or where another handler is installed (the command line's records
+    already)."""
+    import signal
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    n = len(_SEEN)
+
+    def handler(signum, frame):
+        note(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        del _SEEN[n:]

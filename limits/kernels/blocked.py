@@ -535,11 +535,12 @@ def _composition_diag(s, X, get):
     the bits of a diagonal tile's diagonal)."""
     from ..blas import blas_threads
     from .composed import composition_inputs
-    from .packed import pairs_per_chunk, self_pass
+    from .packed import pairs_per_chunk, reader, self_pass
 
     X = _aligned(composition_inputs(X, "X"))
     with blas_threads(1), np.errstate(over="ignore", invalid="ignore"):
-        _, diag, _ = self_pass(s, X, get, pairs_per_chunk(s, X.shape[1:]))
+        rest, _, start1, _, _ = reader(s, X, None, get)
+        _, diag, _ = self_pass(rest, start1, X.shape[0], pairs_per_chunk(s, X.shape[1:]))
     for g in get:
         if not np.all(np.isfinite(diag[g])):
             raise ValueError(f"X: the {g.upper()} of this composition overflows on these inputs")

@@ -672,23 +672,26 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
 
 def _fill(store, todo, m, X, compute, backend, scheduler, n_workers, memory_limit, progress) -> float:
     """Compute the tiles ``todo`` (serially or as dask tasks); returns their CPU seconds. A Ctrl-C becomes a
-    ``KeyboardInterrupt`` whose message says that the tiles written are kept and a rerun resumes."""
+    ``KeyboardInterrupt`` whose message says that the tiles written are kept and a rerun resumes (also in library
+    use, where dask's callbacks may swallow the Ctrl-C: :func:`limits.interrupts.recorded`)."""
+    from ..interrupts import recorded
     from ..progress import progress as _progress
 
     bar = _progress(total=len(todo), desc=f"kernel tiles {store.P}×{store.P} ({backend})",
                     disable=None if progress is None else not progress)
     cpu = 0.0
     try:
-        if todo and backend == "serial":
-            for a, b in todo:
-                cpu += compute(m, X, a, b, store.block, store.kernels, store.targets(a, b))
-                bar.update(1)
-        elif todo:
-            client, own = _dask_client(scheduler, n_workers, memory_limit)
-            try:
-                cpu = _run_dask(todo, store, m, X, client, bar, compute)
-            finally:
-                _close_quietly(own)
+        with recorded():
+            if todo and backend == "serial":
+                for a, b in todo:
+                    cpu += compute(m, X, a, b, store.block, store.kernels, store.targets(a, b))
+                    bar.update(1)
+            elif todo:
+                client, own = _dask_client(scheduler, n_workers, memory_limit)
+                try:
+                    cpu = _run_dask(todo, store, m, X, client, bar, compute)
+                finally:
+                    _close_quietly(own)
     except KeyboardInterrupt:
         kept = sum(all(os.path.isfile(store.tile_path(k, a, b)) for k in store.kernels) for a, b in store.pairs())
         raise KeyboardInterrupt(f"{kept} of {len(store.pairs())} tiles are kept in {store.path}; run the same "

@@ -162,6 +162,36 @@ def test_interrupted_run_resumes_with_only_the_missing_tiles(tmp_path):
             assert st.tile_path(g, a, b).read_bytes() == one.tile_path(g, a, b).read_bytes()
 
 
+def test_a_swallowed_ctrl_c_stops_the_tiles_at_the_next_step(tmp_path):
+    """Library use: a Ctrl-C that lands in a callback which swallows it (as dask's do) still stops the run at the
+    next tile (limits.interrupts.recorded); Python's handler and an empty record are restored afterwards."""
+    import signal
+
+    from limits import interrupts
+
+    net, X = _cnn(), _images(P=30)
+    calls = []
+
+    def swallowing(m, X_, a, b, *rest):
+        calls.append((a, b))
+        if len(calls) == 2:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)                      # the handler runs here, in the main thread …
+            except KeyboardInterrupt:
+                pass                                 # … and the exception is swallowed
+        return compute_tile(m, X_, a, b, *rest)
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="[12] of 10 tiles are kept"):   # tile 2 stops inside or after
+            fill_tiles(net, X, tmp_path / "K", swallowing, block=8, get=("nngp",), progress=False)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and not interrupts.seen()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert len(calls) == 2
+
+
 def test_estimates_refuse_before_computing(tmp_path):
     net, X = _cnn(), _images()
     with pytest.raises(ValueError, match="one tile task .* needs"):
