@@ -349,7 +349,9 @@ def _compositions_row(rows_):
             continue
         cells = []
         for r in rs:
-            nt = (f"NT {_x(r['ratio'])} (wall {_x(r['nt_wall_ratio'])}, max RSS {r['nt_maxrss'] / 2**20:.0f} MiB)"
+            wall = (_x(r["nt_wall_ratio"]) if (r.get("nt_wall_ratio") or 0) > 0 else
+                    "not known: its compile share exceeded the call under load")
+            nt = (f"NT {_x(r['ratio'])} (wall {wall}, max RSS {r['nt_maxrss'] / 2**20:.0f} MiB)"
                   if "ratio" in r else "NT skipped")
             fl = f", {r['floor_ratio']:.1f}× the floor {r['floor_seconds']:.2f} s" if "floor_ratio" in r else ""
             cells.append(f"P = {r['P']}: {r['seconds']:.2f} s CPU, peak {r['peak_bytes'] / 2**20:.0f} MiB{fl}; numpy "
