@@ -64,6 +64,10 @@ def _param_name(p):
 
 parameterisation_name = _param_name          # public within the package
 
+_COMPOSITION_FILE = ("this describes a composition of layers, not an MLP/ResNet Model; load it with "
+                     "limits.layers.load(path) or limits.layers.Serial.from_dict(d) (on the command line `limits kernel`, "
+                     "`check`, `predict` and `regress` take it as --model FILE)")
+
 
 @dataclass(frozen=True)
 class Model:
@@ -355,8 +359,7 @@ class Model:
         if not isinstance(d, dict):
             raise ValueError(f"a model description must be a mapping, got {type(d).__name__}")
         if "serial" in d:
-            raise ModelError("this describes a composition of layers, not an MLP/ResNet Model; load it with "
-                             "limits.layers.load(path) or limits.layers.Serial.from_dict(d)")
+            raise ModelError(_COMPOSITION_FILE)
         if isinstance(d.get("model"), dict):
             outside = sorted(k for k in d if k != "model")
             if outside:                     # e.g. `depth = 7` above [model]: would be ignored silently
@@ -364,8 +367,7 @@ class Model:
             d = d["model"]
         d = dict(d)
         if "serial" in d:
-            raise ModelError("this describes a composition of layers, not an MLP/ResNet Model; load it with "
-                             "limits.layers.load(path) or limits.layers.Serial.from_dict(d)")
+            raise ModelError(_COMPOSITION_FILE)
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names - set(_ALIASES))
         if unknown:

@@ -3,6 +3,7 @@ two input sets, and check a prediction against finite networks of the same model
 
     limits model --resnet --d-in 10 --depth 20 --activation erf --rho 0.3 --out m.toml
     limits kernel --model m.toml --x1 a.npy --x2 b.npy --json
+    limits kernel --model net.json --x1 images.npy     # a composition: limits.serial(...).save("net.json")
     limits check --model m.toml --what nngp --x x.npy --widths 64 128 256 512
     limits check --prediction pred          # a prediction saved by `limits predict ... --save pred`
 """
@@ -12,15 +13,40 @@ import numpy as np
 
 
 def model_arguments(s, required=False):
-    """``--model FILE`` (a .toml/.json model description) for any command."""
+    """``--model FILE`` (a .toml/.json model or composition description) of `limits kernel` and `limits check`."""
     s.add_argument("--model", required=required, metavar="FILE",
-                   help="model file (.toml or .json; write one with `limits model ... --out FILE`)")
+                   help="model file (.toml or .json; write one with `limits model ... --out FILE`) or composition "
+                        "file (`limits.serial(...).save(FILE)`)")
 
 
 def load_model(path):
     from ..model import Model
 
     return Model.load(path)
+
+
+def load_network(path):
+    """``--model FILE`` of the commands whose theory takes compositions too (kernel, check, predict, regress): a
+    model file (:meth:`limits.Model.load`) or a composition file written by ``limits.serial(...).save(FILE)``
+    (``{"serial": [...]}``, every layer checked by :meth:`limits.layers.Serial.load`) — told apart by that key."""
+    from pathlib import Path
+
+    from ..layers import Serial
+    from ..readfile import named, parse_json, parse_toml, read_text
+
+    path = Path(path)
+    text = read_text(path, "model file")
+    d = (parse_toml if path.suffix.lower() == ".toml" else parse_json)(text, named("model file", path))
+    inner = d.get("model") if isinstance(d, dict) and isinstance(d.get("model"), dict) else d
+    if isinstance(inner, dict) and "serial" in inner:
+        return Serial.load(path)
+    return load_model(path)
+
+
+def is_matrix_input(m) -> bool:
+    """Whether 1-D input files are one column (a Model with d_in = 1) rather than one sample; a composition
+    reads its inputs' shape from the file."""
+    return getattr(m, "d_in", None) == 1
 
 
 def read_array(path, option):
@@ -117,7 +143,7 @@ def cmd_kernel(args):
     from ..cliutil import emit
     from ..kernels import kernel
 
-    m = load_model(args.model)
+    m = load_network(args.model)
     if args.save:
         from ..cliutil import ensure_writable_result
 
@@ -133,7 +159,7 @@ def cmd_kernel(args):
         lines.append(f"{name.upper()} ({arr.shape[0]}×{arr.shape[1]}):")
         with np.printoptions(precision=8, suppress=False, linewidth=120, threshold=200):
             lines.append(str(arr))
-    lines += [f"warning: {w}" for w in k.diagnostics["warnings"]]
+    lines += [f"warning: {w}" for w in k.diagnostics.get("warnings", ())]
     if args.save:
         lines.append(f"saved {args.save}.npz/.json")
     emit({"nngp": k.nngp, "ntk": k.ntk, "diagnostics": k.diagnostics, "model": k.model}, args, "\n".join(lines))
@@ -184,7 +210,7 @@ def cmd_check(args):
                                          target_power=args.target_power, progress=False), check_summary, emit)
     if args.model is None or args.x is None:
         raise ValueError("give --model and --x (or --prediction PATH of a saved prediction)")
-    m = load_model(args.model)
+    m = load_network(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
         from ..kernels import kernel

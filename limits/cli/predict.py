@@ -90,12 +90,12 @@ def cmd_predict(args):
     import limits
 
     from ..cliutil import emit
-    from ..model import Model
+    from .model import is_matrix_input, load_network
 
-    m = Model.load(args.model)
-    X = _load(args.x_train, "x_train", m.d_in == 1)
+    m = load_network(args.model)
+    X = _load(args.x_train, "x_train", is_matrix_input(m))
     Y = _load(args.y_train, "y_train", False)
-    Xs = _load(args.x_test, "x_test", m.d_in == 1)
+    Xs = _load(args.x_test, "x_test", is_matrix_input(m))
     Yt = None if args.y_test is None else _load(args.y_test, "y_test", False)
     Ytr = Y[:, None] if Y.ndim == 1 else Y
     if args.method == "posterior":
@@ -144,7 +144,8 @@ def cmd_predict(args):
 
 def add_data_options(s):
     """--model/--x-train/--y-train/--x-test, shared by `limits predict` and `limits regress`."""
-    s.add_argument("--model", required=True, metavar="FILE", help="model file (.toml/.json; `limits model`)")
+    s.add_argument("--model", required=True, metavar="FILE",
+                   help="model file (.toml/.json; `limits model`) or composition file (`limits.serial(...).save(FILE)`)")
     s.add_argument("--x-train", required=True, metavar="FILE", help="training inputs P×d_in (.npy/.npz/.csv/.txt)")
     s.add_argument("--y-train", required=True, metavar="FILE", help="training targets (P,) or P×d_out")
     s.add_argument("--x-test", required=True, metavar="FILE", help="test inputs P_test×d_in")

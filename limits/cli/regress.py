@@ -16,19 +16,18 @@ def cmd_regress(args):
     import warnings
 
     from ..cliutil import emit, parse_bytes
-    from ..model import Model
     from ..predict import kernel_regression
-    from .model import read_array
+    from .model import is_matrix_input, load_network, read_array
 
-    m = Model.load(args.model)
+    m = load_network(args.model)
     X = read_array(args.x_train, "--x-train")
     Y = read_array(args.y_train, "--y-train")
     Xs = read_array(args.x_test, "--x-test")
-    X, Xs = (a[:, None] if a.ndim == 1 and m.d_in == 1 else a for a in (X, Xs))
+    X, Xs = (a[:, None] if a.ndim == 1 and is_matrix_input(m) else a for a in (X, Xs))
     if Y.ndim == 1:
         Y = Y[:, None]
-    if Y.ndim == 2 and Y.shape[1] != m.d_out:
-        m = m.with_(d_out=Y.shape[1])              # the kernel is shared by the outputs
+    if Y.ndim == 2 and hasattr(m, "d_out") and Y.shape[1] != m.d_out:
+        m = m.with_(d_out=Y.shape[1])              # the kernel is shared by the outputs (a composition has no d_out)
     cg = args.solver == "cg"
     if not cg and (args.backend != "serial" or args.scheduler or args.store or args.var_points is not None):
         raise ValueError("--backend/--scheduler/--store/--var-points belong to --solver cg")
