@@ -51,7 +51,7 @@ class SerialKernelResult(Result):
 
 
 def composition_inputs(X, name):
-    """``X`` checked as a composition's inputs: finite, (P, d) or (P, *spatial, C) with at most two spatial axes."""
+    """``X`` checked as a composition's inputs: finite, ``(P, d)`` or ``(P, *spatial, C)`` with at most two spatial axes."""
     X = finite_array(X, name)
     if X.ndim < 2 or X.shape[0] < 1 or X.shape[-1] < 1:
         raise ValueError(f"{name} must be (P, d) or (P, *spatial, C) with P, C >= 1, got shape {X.shape}")

@@ -485,8 +485,8 @@ class TileStore:
 
 def checked_inputs(model, get, X, what):
     """(model, kernels, X) validated at the edge: a kernel-regime model (as :func:`limits.kernels.kernel_blocked`
-    requires) and X a finite P×d_in float64 array, or a composition (``limits.serial``) and X of shape (P, d) or
-    (P, *spatial, C) that it maps to a read-out (checked on the first input before anything is stored);
+    requires) and X a finite P×d_in float64 array, or a composition (``limits.serial``) and X of shape ``(P, d)`` or
+    ``(P, *spatial, C)`` that it maps to a read-out (checked on the first input before anything is stored);
     ``get`` ⊆ {"nngp", "ntk"}."""
     from ..checks import finite_array
     from ..layers import as_serial
