@@ -94,26 +94,54 @@ def _map(params, fac, fn):
     return [_map(p, f, fn) for p, f in zip(params, fac)]
 
 
-def _forward(comp, params, x):
-    """f, caches (as ``Serial.apply``) and the output of every top-level layer."""
+def _forward(comp, params, x, ins=None, prefix=""):
+    """f, caches (as ``Serial.apply``) and the output of every top-level layer; ``ins`` (a dict) receives
+    {layer path: (layer, its input)} of every Dense/Conv, residual branches included."""
     caches, outs = [], []
-    for l, p in zip(comp.layers, params):
+    for i, (l, p) in enumerate(zip(comp.layers, params)):
         if type(l).__name__ == "Residual":
-            y, c = l.branch.apply(p, x)
+            y, c, _ = _forward(l.branch, p, x, ins, f"{prefix}{i}.branch.")
             x = x + l.rho * y
         else:
+            if ins is not None and type(l).__name__ in TRAINED:
+                ins[f"{prefix}{i}"] = (l, x)
             x, c = l.apply(p, x)
         caches.append(c)
         outs.append(x)
     return x, caches, outs
 
 
+def _weights(params, prefix=""):
+    """{layer path: W} of every Dense/Conv weight of ``params`` (Residual: nested lists)."""
+    out = {}
+    for i, p in enumerate(params):
+        if isinstance(p, list):
+            out.update(_weights(p, f"{prefix}{i}.branch."))
+        elif "W" in p:
+            out[f"{prefix}{i}"] = p["W"]
+    return out
+
+
+def own_updates(ins, W0, W1) -> dict:
+    """{"dWh:<path>": the layer's own update applied to its input}, i.e. the layer with effective weights
+    W_t − W_0 and no bias (its own ``apply``: x ΔW for Dense, the convolution of x with ΔW for Conv) on its input
+    x_t; ``ins`` as filled by :func:`_forward`, ``W0``/``W1`` {path: effective W} at init and at step t."""
+    out = {}
+    for path, (layer, x) in ins.items():
+        dW = W1[path] - W0[path]
+        y, _ = layer.apply({"W": dW, "b": np.zeros(dW.shape[:1] + dW.shape[-1:])}, x)
+        out[f"dWh:{path}"] = y
+    return out
+
+
 @limit_blas
-def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, lr_offsets=None, record=()):
+def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, lr_offsets=None, record=(),
+                        updates=False):
     """``steps`` full-batch SGD steps of ``comp`` at width N in the parameterisation of ``table`` (module docstring),
     ``n_inits`` initialisations (init s from its own stream, as :class:`~limits.finite.serial.SerialNetwork`).
     Returns (outputs at init, outputs after training): per top-level layer in ``record`` its output (S, P, …) and
-    under key "f" the network output (S, P, d_out)."""
+    under key "f" the network output (S, P, d_out); with ``updates`` the second also holds every Dense/Conv
+    layer's own update contribution under "dWh:<path>" (:func:`own_updates`)."""
     from .serial import SerialNetwork
 
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
@@ -124,13 +152,18 @@ def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, 
     w = net.init_weights(X.shape[1:], n_inits, seed=seed)
     w = _map(w, init, lambda v, f: v * f)
     x = np.ascontiguousarray(np.broadcast_to(X[None], (n_inits,) + X.shape))
-    snaps = []
+    snaps, W0 = [], None
     for k in range(steps + 1):
         eff = _map(w, mult, lambda v, f: v * f)
-        f, caches, outs = _forward(comp, eff, x)
+        ins = {} if updates and k == steps else None
+        f, caches, outs = _forward(comp, eff, x, ins)
+        if k == 0 and updates:
+            W0 = {q: v.copy() for q, v in _weights(eff).items()}     # w is updated in place
         if k in (0, steps):
             snaps.append({**{i: outs[i] for i in record}, "f": f})
         if k == steps:
+            if updates:
+                snaps[-1].update(own_updates(ins, W0, _weights(eff)))
             break
         _, g = comp.vjp(eff, caches, (f - Y[None]) / X.shape[0])
         g = _map(g, mult, lambda v, m: v * m)                  # ∂ℓ/∂w = m ∂ℓ/∂W
@@ -147,8 +180,8 @@ def _step(w, g, lr, eta0):
             _step(p, q, f, eta0)
 
 
-def _rms(a, b):
-    d = (b - a).reshape(a.shape[0], -1)
+def _rms(d):
+    d = d.reshape(d.shape[0], -1)
     return np.sqrt(np.mean(d * d, axis=1))
 
 
@@ -168,11 +201,12 @@ def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, 
     per_n = []
     for N in progress(widths, desc="serial width check", disable=None if progress_bar else True):
         s0, s1 = train_parameterised(comp, table, N, X, Y, steps, eta0, seeds, seed=seed, lr_offsets=lr_offsets,
-                                     record=idx)
-        m = {f"dh:{i}": _rms(s0[i], s1[i]) for i in idx}
+                                     record=idx, updates=True)
+        m = {f"dh:{i}": _rms(s1[i] - s0[i]) for i in idx}
         if len(idx) > 2:
             m["dh:hidden"] = np.mean([m[f"dh:{i}"] for i in idx[1:]], axis=0)
-        m["df"] = _rms(s0["f"], s1["f"])
+        m["df"] = _rms(s1["f"] - s0["f"])
+        m.update({k: _rms(v) for k, v in s1.items() if isinstance(k, str) and k.startswith("dWh:")})
         per_n.append(m)
     pred = table.predicted if predicted is None else predicted
     q = [k for k in per_n[0] if k in pred] if pred else list(per_n[0])
