@@ -1,6 +1,7 @@
 """Calibration of the per-layer coordinate check of compositions (``limits.finite.serial_coordcheck.width_check``):
 its false-alarm rate on correct networks (μP compositions checked against μP's predictions) and its power on wrong
-ones (SP checked against μP's predictions; μP with one hidden layer's learning rate × N), over independent checks
+ones (SP checked against μP's predictions; μP with one hidden layer's learning rate × N, and × N^-1: too small, seen
+only through that layer's own update contribution dWh), over independent checks
 (each check its own seed: data and 8 initialisations; 2 SGD steps, η0 = 1e-3; verdict: every quantity's fitted
 exponent over the 4 largest widths has the prediction in its 95 % CI). A validation report, not a timing::
 
@@ -56,16 +57,21 @@ def run(checks, power_checks, progress=print, save=None):
     for name, (comp, shape, widths, wrong) in compositions().items():
         mup, sp = limits.params.layer_table(comp, "muP"), limits.params.layer_table(comp, "SP")
         cases = {"muP (false alarms)": (mup, None, checks), "SP vs μP predictions (power)": (sp, None, power_checks),
-                 f"μP, layer {wrong} lr × N (power)": (mup, {wrong: 1.0}, power_checks)}
+                 f"μP, layer {wrong} lr × N (power)": (mup, {wrong: 1.0}, power_checks),
+                 f"μP, layer {wrong} lr × N^-1 (power)": (mup, {wrong: -1.0}, power_checks)}
         res = out["compositions"][name] = {"widths": list(widths), "describe": comp.describe()}
         for case, (table, off, n) in cases.items():
-            c0, flagged, slopes = time.process_time(), 0, []
+            c0, flagged, slopes, by = time.process_time(), 0, [], {}
             for s in range(n):
                 r = width_check(comp, table, shape, widths=widths, seed=5000 + s, lr_offsets=off,
                                 predicted=mup.predicted, **SETTINGS)
                 flagged += not verdict(r)
+                for f in r.fits:
+                    if f.consistent is False:
+                        by[f.quantity] = by.get(f.quantity, 0) + 1
                 slopes.append({f.quantity: round(f.tail_slope, 4) for f in r.fits})
-            res[case] = dict(_rate(flagged, n), cpu_seconds=round(time.process_time() - c0, 1), tail_slopes=slopes)
+            res[case] = dict(_rate(flagged, n), flagged_by=by, cpu_seconds=round(time.process_time() - c0, 1),
+                             tail_slopes=slopes)
             progress(f"{name}: {case}: {flagged}/{n} flagged ({res[case]['cpu_seconds']} CPU s)")
             if save:
                 save(out)
