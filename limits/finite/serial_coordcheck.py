@@ -14,11 +14,15 @@ on top of its layer's own scale (factors of exactly 1 are not applied: NTK train
 
 Coordinate check (:func:`width_check`): at widths N = 2^k, ``seeds`` initialisations take ``steps`` full-batch SGD
 steps on ℓ = (1/P) Σ ½‖f − y‖²; per top-level Dense/Conv/Residual output (``"dh:<i>"``, before the read-out) the
-rms change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``) and the
-output change |Δf|_rms (``"df"``) are fitted log–log against N (:func:`limits.stats.loglog_fit` through
+rms change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``), the
+output change |Δf|_rms (``"df"``) and, per Dense/Conv layer (residual branches included, ``"dWh:<path>"``), the rms
+of its own update contribution — the layer with effective weights W_t − W_0 and no bias applied to its input at
+step t, x_t ΔW (Dense) or x_t ⋆ ΔW (Conv) — are fitted log–log against N (:func:`limits.stats.loglog_fit` through
 :mod:`limits.finite.coordcheck`, weighted by the SE over seeds, verdict on the fit over the 4 largest widths: the
 prediction must lie in its 95% CI) and compared with the table's one-step exponents (``table.predicted``: μP every
-Δh Θ(1); SP Δh of hidden layers ∝ N^{1/2}, Δf ∝ N).
+Δh and every own contribution Θ(1); SP Δh of hidden layers ∝ N^{1/2}, Δf ∝ N, own contributions of the read-in,
+hidden layers and read-out ∝ N^{-1/2}, N^{1/2}, N). A layer whose learning rate is too small leaves its Δh at
+Θ(1) (inherited from the layers before it); only its own contribution shows it.
 
 Calibration at the defaults (8 seeds, 2 steps, η0 = 1e-3, P = 8; widths 32–512, CNN 16–256), independent checks
 (``nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30``, then ``--resolution 20``
