@@ -8,6 +8,7 @@ exponent over the 4 largest widths has the prediction in its 95 % CI). A validat
     nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30
     nice python benchmarks/serial_coordcheck_calibration.py --resolution 20     # CI half-widths, added to the file
     nice python benchmarks/serial_coordcheck_calibration.py --mild 30           # power on lr × N^{1/4}, added too
+    nice python benchmarks/serial_coordcheck_calibration.py --mild 30 --mild-exponent -0.25   # lr × N^{-1/4}
 
 writes ``benchmarks/results/calibration/serial_coordcheck.json`` (rates ± binomial SE, per composition).
 """
@@ -97,7 +98,8 @@ def resolution(checks, progress=print):
 
 
 def mild(checks, exponent=0.25, progress=print):
-    """Power on a mild error: one hidden layer's learning rate × N^{exponent} (its Δh exponent off by that much)."""
+    """Power on a mild error: one hidden layer's learning rate × N^{exponent} (its own contribution dWh's exponent off
+    by that much; its Δh's too when the exponent is positive)."""
     import limits
     from limits.finite.serial_coordcheck import verdict, width_check
 
@@ -118,7 +120,10 @@ def main(argv=None):
     ap.add_argument("--resolution", type=int, default=0, metavar="CHECKS",
                     help="only measure the median CI half-width over CHECKS μP checks, added to the existing file")
     ap.add_argument("--mild", type=int, default=0, metavar="CHECKS",
-                    help="only measure the power on one hidden layer's lr × N^{1/4} over CHECKS checks, added to the file")
+                    help="only measure the power on one hidden layer's lr × N^E (--mild-exponent) over CHECKS checks, "
+                         "added to the file")
+    ap.add_argument("--mild-exponent", type=float, default=0.25, metavar="E",
+                    help="the learning-rate error of --mild: × N^E (default 1/4; E ≠ 1/4 is stored under 'mild E')")
     ap.add_argument("--json", type=Path, default=OUT)
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
@@ -129,7 +134,8 @@ def main(argv=None):
         if a.resolution:
             data["resolution"] = resolution(a.resolution, progress=say)
         if a.mild:
-            data["mild"] = mild(a.mild, progress=say)
+            key = "mild" if a.mild_exponent == 0.25 else f"mild {a.mild_exponent:g}"
+            data[key] = mild(a.mild, a.mild_exponent, progress=say)
         atomic_write_text(a.json, json.dumps(data, indent=1, ensure_ascii=False))
         print(a.json)
         return
