@@ -1,12 +1,14 @@
 """Calibration of the per-layer coordinate check of compositions (``limits.finite.serial_coordcheck.width_check``):
 its false-alarm rate on correct networks (μP compositions checked against μP's predictions) and its power on wrong
-ones (SP checked against μP's predictions; μP with one hidden layer's learning rate × N), over independent checks
+ones (SP checked against μP's predictions; μP with one hidden layer's learning rate × N, and × N^-1: too small, seen
+only through that layer's own update contribution dWh), over independent checks
 (each check its own seed: data and 8 initialisations; 2 SGD steps, η0 = 1e-3; verdict: every quantity's fitted
 exponent over the 4 largest widths has the prediction in its 95 % CI). A validation report, not a timing::
 
     nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30
     nice python benchmarks/serial_coordcheck_calibration.py --resolution 20     # CI half-widths, added to the file
     nice python benchmarks/serial_coordcheck_calibration.py --mild 30           # power on lr × N^{1/4}, added too
+    nice python benchmarks/serial_coordcheck_calibration.py --mild 30 --mild-exponent -0.25   # lr × N^{-1/4}
 
 writes ``benchmarks/results/calibration/serial_coordcheck.json`` (rates ± binomial SE, per composition).
 """
@@ -56,16 +58,21 @@ def run(checks, power_checks, progress=print, save=None):
     for name, (comp, shape, widths, wrong) in compositions().items():
         mup, sp = limits.params.layer_table(comp, "muP"), limits.params.layer_table(comp, "SP")
         cases = {"muP (false alarms)": (mup, None, checks), "SP vs μP predictions (power)": (sp, None, power_checks),
-                 f"μP, layer {wrong} lr × N (power)": (mup, {wrong: 1.0}, power_checks)}
+                 f"μP, layer {wrong} lr × N (power)": (mup, {wrong: 1.0}, power_checks),
+                 f"μP, layer {wrong} lr × N^-1 (power)": (mup, {wrong: -1.0}, power_checks)}
         res = out["compositions"][name] = {"widths": list(widths), "describe": comp.describe()}
         for case, (table, off, n) in cases.items():
-            c0, flagged, slopes = time.process_time(), 0, []
+            c0, flagged, slopes, by = time.process_time(), 0, [], {}
             for s in range(n):
                 r = width_check(comp, table, shape, widths=widths, seed=5000 + s, lr_offsets=off,
                                 predicted=mup.predicted, **SETTINGS)
                 flagged += not verdict(r)
+                for f in r.fits:
+                    if f.consistent is False:
+                        by[f.quantity] = by.get(f.quantity, 0) + 1
                 slopes.append({f.quantity: round(f.tail_slope, 4) for f in r.fits})
-            res[case] = dict(_rate(flagged, n), cpu_seconds=round(time.process_time() - c0, 1), tail_slopes=slopes)
+            res[case] = dict(_rate(flagged, n), flagged_by=by, cpu_seconds=round(time.process_time() - c0, 1),
+                             tail_slopes=slopes)
             progress(f"{name}: {case}: {flagged}/{n} flagged ({res[case]['cpu_seconds']} CPU s)")
             if save:
                 save(out)
@@ -91,7 +98,8 @@ def resolution(checks, progress=print):
 
 
 def mild(checks, exponent=0.25, progress=print):
-    """Power on a mild error: one hidden layer's learning rate × N^{exponent} (its Δh exponent off by that much)."""
+    """Power on a mild error: one hidden layer's learning rate × N^{exponent} (its own contribution dWh's exponent off
+    by that much; its Δh's too when the exponent is positive)."""
     import limits
     from limits.finite.serial_coordcheck import verdict, width_check
 
@@ -112,7 +120,10 @@ def main(argv=None):
     ap.add_argument("--resolution", type=int, default=0, metavar="CHECKS",
                     help="only measure the median CI half-width over CHECKS μP checks, added to the existing file")
     ap.add_argument("--mild", type=int, default=0, metavar="CHECKS",
-                    help="only measure the power on one hidden layer's lr × N^{1/4} over CHECKS checks, added to the file")
+                    help="only measure the power on one hidden layer's lr × N^E (--mild-exponent) over CHECKS checks, "
+                         "added to the file")
+    ap.add_argument("--mild-exponent", type=float, default=0.25, metavar="E",
+                    help="the learning-rate error of --mild: × N^E (default 1/4; E ≠ 1/4 is stored under 'mild E')")
     ap.add_argument("--json", type=Path, default=OUT)
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
@@ -123,7 +134,8 @@ def main(argv=None):
         if a.resolution:
             data["resolution"] = resolution(a.resolution, progress=say)
         if a.mild:
-            data["mild"] = mild(a.mild, progress=say)
+            key = "mild" if a.mild_exponent == 0.25 else f"mild {a.mild_exponent:g}"
+            data[key] = mild(a.mild, a.mild_exponent, progress=say)
         atomic_write_text(a.json, json.dumps(data, indent=1, ensure_ascii=False))
         print(a.json)
         return

@@ -14,26 +14,36 @@ on top of its layer's own scale (factors of exactly 1 are not applied: NTK train
 
 Coordinate check (:func:`width_check`): at widths N = 2^k, ``seeds`` initialisations take ``steps`` full-batch SGD
 steps on ℓ = (1/P) Σ ½‖f − y‖²; per top-level Dense/Conv/Residual output (``"dh:<i>"``, before the read-out) the
-rms change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``) and the
-output change |Δf|_rms (``"df"``) are fitted log–log against N (:func:`limits.stats.loglog_fit` through
+rms change |Δh|_rms over inputs, positions and channels, their mean over the hidden ones (``"dh:hidden"``), the
+output change |Δf|_rms (``"df"``) and, per Dense/Conv layer (residual branches included, ``"dWh:<path>"``), the rms
+of its own update contribution — the layer with effective weights W_t − W_0 and no bias applied to its input at
+step t, x_t ΔW (Dense) or x_t ⋆ ΔW (Conv) — are fitted log–log against N (:func:`limits.stats.loglog_fit` through
 :mod:`limits.finite.coordcheck`, weighted by the SE over seeds, verdict on the fit over the 4 largest widths: the
 prediction must lie in its 95% CI) and compared with the table's one-step exponents (``table.predicted``: μP every
-Δh Θ(1); SP Δh of hidden layers ∝ N^{1/2}, Δf ∝ N).
+Δh and every own contribution Θ(1); SP Δh of hidden layers ∝ N^{1/2}, Δf ∝ N, own contributions of the read-in,
+hidden layers and read-out ∝ N^{-1/2}, N^{1/2}, N). A layer whose learning rate is too small leaves its Δh at
+Θ(1) (inherited from the layers before it); only its own contribution shows it.
 
 Calibration at the defaults (8 seeds, 2 steps, η0 = 1e-3, P = 8; widths 32–512, CNN 16–256), independent checks
-(``nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30``, then ``--resolution 20``
-and ``--mild 30``; ``benchmarks/results/calibration/serial_coordcheck.json``, about 5 CPU-min in all)::
+(``nice python benchmarks/serial_coordcheck_calibration.py --checks 100 --power-checks 30``, then ``--resolution 20
+--mild 30`` and ``--mild 30 --mild-exponent -0.25``; ``benchmarks/results/calibration/serial_coordcheck.json``,
+about 7 CPU-min in all)::
 
                                          MLP (tanh)       CNN (Conv/relu, GAP)   MLP + LayerNorm
-    false alarms, μP vs μP               0/100            0/100                  0/100     (each ≤ 3 % at 95 %)
+    false alarms, μP vs μP               0/100            2/100 (2 ± 1.4 %)      0/100
     power, SP vs μP's predictions        30/30            30/30                  30/30
     power, one hidden layer lr × N       30/30            30/30                  30/30
-    power, one hidden layer lr × N^¼     27/30 (90 ± 5 %) 25/30 (83 ± 7 %)       28/30 (93 ± 5 %)
+    power, one hidden layer lr × N^-1    30/30            30/30                  30/30     (each only through dWh)
+    power, one hidden layer lr × N^¼     30/30            25/30 (83 ± 7 %)       30/30
+    power, one hidden layer lr × N^-¼    29/30 (97 ± 3 %) 27/30 (90 ± 5 %)       30/30
     median 95 % CI half-width (Δh, Δf)   0.11–0.14        0.09–0.22              0.10–0.13
+    median 95 % CI half-width (dWh)      0.11–0.19        0.09–0.23              0.10–0.12
 
-The verdict is conservative (no false alarm in 300 checks, against a nominal 5 % per quantity: the four-point fit's
-CI uses the t quantile with 2 degrees of freedom); it resolves exponent errors of about 0.1–0.2 — a layer whose
-learning rate is off by N^¼ is caught 83–93 % of the time, one off by N always.
+The verdict is conservative (2 false alarms in 300 checks, both the CNN read-out's own contribution ``dWh:5``,
+whose fitted exponent carries a finite-width bias of −0.048 ± 0.014 over the 100 μP checks; nominal 5 % per quantity:
+the four-point fit's CI uses the t quantile with 2 degrees of freedom); it resolves exponent errors of about
+0.1–0.2 — a layer whose learning rate is off by N^{±¼} is caught 83–100 % of the time, one off by N^{±1} always.
+A too-small learning rate is seen by the layer's ``dWh`` alone: its Δh stays Θ(1), fed by the layers before it.
 """
 from __future__ import annotations
 
@@ -94,26 +104,54 @@ def _map(params, fac, fn):
     return [_map(p, f, fn) for p, f in zip(params, fac)]
 
 
-def _forward(comp, params, x):
-    """f, caches (as ``Serial.apply``) and the output of every top-level layer."""
+def _forward(comp, params, x, ins=None, prefix=""):
+    """f, caches (as ``Serial.apply``) and the output of every top-level layer; ``ins`` (a dict) receives
+    {layer path: (layer, its input)} of every Dense/Conv, residual branches included."""
     caches, outs = [], []
-    for l, p in zip(comp.layers, params):
+    for i, (l, p) in enumerate(zip(comp.layers, params)):
         if type(l).__name__ == "Residual":
-            y, c = l.branch.apply(p, x)
+            y, c, _ = _forward(l.branch, p, x, ins, f"{prefix}{i}.branch.")
             x = x + l.rho * y
         else:
+            if ins is not None and type(l).__name__ in TRAINED:
+                ins[f"{prefix}{i}"] = (l, x)
             x, c = l.apply(p, x)
         caches.append(c)
         outs.append(x)
     return x, caches, outs
 
 
+def _weights(params, prefix=""):
+    """{layer path: W} of every Dense/Conv weight of ``params`` (Residual: nested lists)."""
+    out = {}
+    for i, p in enumerate(params):
+        if isinstance(p, list):
+            out.update(_weights(p, f"{prefix}{i}.branch."))
+        elif "W" in p:
+            out[f"{prefix}{i}"] = p["W"]
+    return out
+
+
+def own_updates(ins, W0, W1) -> dict:
+    """{"dWh:<path>": the layer's own update applied to its input}, i.e. the layer with effective weights
+    W_t − W_0 and no bias (its own ``apply``: x ΔW for Dense, the convolution of x with ΔW for Conv) on its input
+    x_t; ``ins`` as filled by :func:`_forward`, ``W0``/``W1`` {path: effective W} at init and at step t."""
+    out = {}
+    for path, (layer, x) in ins.items():
+        dW = W1[path] - W0[path]
+        y, _ = layer.apply({"W": dW, "b": np.zeros(dW.shape[:1] + dW.shape[-1:])}, x)
+        out[f"dWh:{path}"] = y
+    return out
+
+
 @limit_blas
-def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, lr_offsets=None, record=()):
+def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, lr_offsets=None, record=(),
+                        updates=False):
     """``steps`` full-batch SGD steps of ``comp`` at width N in the parameterisation of ``table`` (module docstring),
     ``n_inits`` initialisations (init s from its own stream, as :class:`~limits.finite.serial.SerialNetwork`).
     Returns (outputs at init, outputs after training): per top-level layer in ``record`` its output (S, P, …) and
-    under key "f" the network output (S, P, d_out)."""
+    under key "f" the network output (S, P, d_out); with ``updates`` the second also holds every Dense/Conv
+    layer's own update contribution under "dWh:<path>" (:func:`own_updates`)."""
     from .serial import SerialNetwork
 
     X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
@@ -124,13 +162,18 @@ def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, 
     w = net.init_weights(X.shape[1:], n_inits, seed=seed)
     w = _map(w, init, lambda v, f: v * f)
     x = np.ascontiguousarray(np.broadcast_to(X[None], (n_inits,) + X.shape))
-    snaps = []
+    snaps, W0 = [], None
     for k in range(steps + 1):
         eff = _map(w, mult, lambda v, f: v * f)
-        f, caches, outs = _forward(comp, eff, x)
+        ins = {} if updates and k == steps else None
+        f, caches, outs = _forward(comp, eff, x, ins)
+        if k == 0 and updates:
+            W0 = {q: v.copy() for q, v in _weights(eff).items()}     # w is updated in place
         if k in (0, steps):
             snaps.append({**{i: outs[i] for i in record}, "f": f})
         if k == steps:
+            if updates:
+                snaps[-1].update(own_updates(ins, W0, _weights(eff)))
             break
         _, g = comp.vjp(eff, caches, (f - Y[None]) / X.shape[0])
         g = _map(g, mult, lambda v, m: v * m)                  # ∂ℓ/∂w = m ∂ℓ/∂W
@@ -147,8 +190,8 @@ def _step(w, g, lr, eta0):
             _step(p, q, f, eta0)
 
 
-def _rms(a, b):
-    d = (b - a).reshape(a.shape[0], -1)
+def _rms(d):
+    d = d.reshape(d.shape[0], -1)
     return np.sqrt(np.mean(d * d, axis=1))
 
 
@@ -168,11 +211,12 @@ def width_check(comp, table, in_shape, widths=(32, 64, 128, 256, 512), seeds=8, 
     per_n = []
     for N in progress(widths, desc="serial width check", disable=None if progress_bar else True):
         s0, s1 = train_parameterised(comp, table, N, X, Y, steps, eta0, seeds, seed=seed, lr_offsets=lr_offsets,
-                                     record=idx)
-        m = {f"dh:{i}": _rms(s0[i], s1[i]) for i in idx}
+                                     record=idx, updates=True)
+        m = {f"dh:{i}": _rms(s1[i] - s0[i]) for i in idx}
         if len(idx) > 2:
             m["dh:hidden"] = np.mean([m[f"dh:{i}"] for i in idx[1:]], axis=0)
-        m["df"] = _rms(s0["f"], s1["f"])
+        m["df"] = _rms(s1["f"] - s0["f"])
+        m.update({k: _rms(v) for k, v in s1.items() if isinstance(k, str) and k.startswith("dWh:")})
         per_n.append(m)
     pred = table.predicted if predicted is None else predicted
     q = [k for k in per_n[0] if k in pred] if pred else list(per_n[0])

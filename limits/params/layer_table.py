@@ -235,16 +235,23 @@ def layer_table(net, parameterisation=None, convention="variance", optimizer="sg
                      "logits s⟨k_i, k_j⟩/(C·n_key) = 1/n_key on unit-scale keys): the μP scaling; SP/NTK's "
                      "1/√n_key is the usual finite transformer's")
     return LayerTable(p.name, p.convention, regime, p.to_dict(), comp.to_dict(), tuple(rows),
-                      {a: (1.0 if fl else 0.5) for a in attn}, _predictions(comp, p), tuple(notes))
+                      {a: (1.0 if fl else 0.5) for a in attn}, _predictions(comp, p, rows), tuple(notes))
 
 
-def _predictions(comp, p) -> dict:
+ONE_STEP_KEY = {"input": "dWh:in", "hidden": "dWh:hidden", "output": "dWh:out"}
+
+
+def _predictions(comp, p, rows=()) -> dict:
     """One-step growth exponents (powers of N, SGD, first order in the learning rate) of the quantities a per-layer
     coordinate check measures: ``"df"``, and ``"dh:<i>"`` for the output of top-level layer i
     (:meth:`limits.layers.Serial.hidden_outputs`) — the first as the MLP's h0 (−r_input), later ones as its deeper
-    states (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more)."""
+    states (max(−r_input, −r_hidden)), ``"dh:hidden"`` the mean of the later ones (when there are two or more);
+    ``"dWh:<path>"`` for the own update W_t − W_0 of every Dense/Conv weight (``rows``) applied to its input, as the
+    MLP's ``dWh:in`` / ``dWh:hidden`` / ``dWh:out`` of its role (−r_role; std convention: the read-out's
+    contribution is already f's, no output scale 1/γ)."""
     try:
         one = p.one_step_exponents()
+        own = p.to_std().one_step_exponents()
     except ValueError:
         return {}
     idx = comp.hidden_outputs()
@@ -253,4 +260,7 @@ def _predictions(comp, p) -> dict:
         out[f"dh:{i}"] = _number(one["dh:h0" if k == 0 else "dh:hidden"])
     if len(idx) > 2:
         out["dh:hidden"] = _number(one["dh:hidden"])
+    for r in rows:
+        if r.kind in ("Dense", "Conv") and r.tensor == "W" and r.role in ONE_STEP_KEY:
+            out[f"dWh:{r.layer}"] = _number(own[ONE_STEP_KEY[r.role]])
     return out

@@ -69,10 +69,22 @@ def test_model_table_agrees_with_the_named_table(model):
     assert sum(r.tensor == "W" for r in t.rows) == n_dense
 
 
+def test_own_update_predictions_are_the_std_one_step_exponents_of_the_role():
+    """dWh:<layer> takes dWh:in / dWh:hidden / dWh:out of the std convention (a composition has no output scale
+    1/γ), whatever the table's convention: μP every contribution Θ(1), SP N^{-1/2}, N^{1/2}, N."""
+    comp = limits.serial(L.Conv((3, 3)), L.Activation("relu"), L.Dense(), L.Activation("relu"), L.Flatten(), L.Dense())
+    for name, want in (("muP", (0.0, 0.0, 0.0)), ("SP", (-0.5, 0.5, 1.0))):
+        one = limits.params.named(name).to_std().one_step_exponents()
+        assert tuple(float(one[k]) for k in ("dWh:in", "dWh:hidden", "dWh:out")) == want
+        for conv in ("variance", "std"):
+            t = layer_table(comp, name, convention=conv)
+            assert tuple(t.predicted[f"dWh:{i}"] for i in (0, 2, 5)) == want, (name, conv)
+
+
 def test_defaults_save_load_and_text(tmp_path):
     t = layer_table(limits.serial(L.Dense(), L.Activation("erf"), L.Dense(), L.Activation("erf"), L.Dense()))
     assert t.name == "NTK" and t.regime == "kernel"          # a composition's layers are NTK-parameterised
-    assert t.predicted == {"df": 0.0, "dh:0": -0.5, "dh:2": -0.5}
+    assert t.predicted == {"df": 0.0, "dh:0": -0.5, "dh:2": -0.5, "dWh:0": -0.5, "dWh:2": -0.5, "dWh:4": 0.0}
     t.save(tmp_path / "t")
     back = type(t).load(tmp_path / "t")
     assert back.equals(t) and str(back) == str(t)
