@@ -38,7 +38,10 @@ def test_closed_form_spectra_are_deferred_and_equal_to_eager(tmp_path):
     r2 = nngp(_X(), depth=3, activation="erf", sigma_w2=1.5, sigma_b2=0.1, keep="last", on_explode="ignore")
     r2.save(tmp_path / "r")
     back = load_result(tmp_path / "r")
-    assert back.equals(r2) and back.diagnostics["cond_K_L"] == c
+    assert back.equals(r2) and back.diagnostics["cond_K_L"] == r2.diagnostics["cond_K_L"]   # saved = loaded, bits
+    # r2 is a second computation: eigvalsh of the same singular K^L (cond ~1e17) may differ in the last bit
+    # with the arrays' memory alignment (LAPACK's SIMD paths) — seen once in CI-like runs: 1 ulp apart
+    assert back.diagnostics["cond_K_L"] == pytest.approx(c, rel=1e-12)
     assert json.loads(json.dumps(dict(r2.diagnostics.items())))["cond_K_out"] == pytest.approx(c2)
 
 
