@@ -164,6 +164,17 @@ def _joint_nodes(act, Kx, Ky, Kxy, same):
     return (pts, pts, W) if same else (pts[:P], pts[P:], W)
 
 
+def phiphi_cov(act, Kx, Ky, Kxy, pairs, same):
+    """Cov(φφ_p(x), φφ_q(y)) over pairs p, q (m×m) for one neuron's jointly Gaussian x, y (blocks Kx, Ky, Kxy;
+    ``same``: y is x): one joint rule up to 4 variables, else per quadruple (:func:`fourpoint.cov_phiphi`)."""
+    nodes = _joint_nodes(act, Kx, Ky, Kxy, same)
+    if nodes is not None:
+        fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
+        pa, pb = np.array(pairs).T
+        return _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
+    return cov_phiphi(act, _four(Kx, Ky, Kxy, pairs, pairs)).reshape(len(pairs), len(pairs))
+
+
 def _connected_rows(Fx, Gy, W):
     """Connected moments E[F G] − E[F] E[G] for rows of node values Fx (a, Q), Gy (b, Q)."""
     return (Fx * W) @ Gy.T - np.outer(Fx @ W, Gy @ W)
@@ -213,7 +224,7 @@ def _xy_moments(act, Kx, Ky, Kxy, xs, ys, kinds, connected):
     return E
 
 
-def _self_tensor(act, Kx, Ky, Kxy, pairs):
+def self_tensor(act, Kx, Ky, Kxy, pairs):
     """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed. By Price for
     q = p = (a, b), a ≠ b: Cov(φ'_aφ'_b, φφ_r). For a variance q = (a, a) by Stein's identity in its scaling
     form (x_a → λx_a moves Kx_aa by 2, Kx_ab and Cov(x_a, y) by 1; only φ and φ' appear, so relu's δ = φ''
@@ -288,13 +299,7 @@ def _system(act, K0, S, B, residual):
         for b in range(a, L + 2):
             if not residual and a != b:
                 continue
-            nodes = _joint_nodes(act, Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), a == b)
-            if nodes is not None:
-                fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
-                pa, pb = np.array(pairs).T
-                c = _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
-            else:
-                c = cov_phiphi(act, _four(Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, pairs)).reshape(m, m)
+            c = phiphi_cov(act, Ks[a - 1], Ks[b - 1], cross(a - 1, b - 1), pairs, a == b)
             c = c * np.outer(s[a - 1], s[b - 1])
             Sig[blk(a), blk(b)] = c
             Sig[blk(b), blk(a)] = c.T
@@ -317,7 +322,7 @@ def _system(act, K0, S, B, residual):
         if residual:
             for j in range(1, l):
                 A = sum(Minv[blk(k), blk(j)] for k in range(j, l))          # Σ_{k=j}^{l-1} (M⁻¹)_{kj}
-                R = _self_tensor(act, Ks[l - 1], Ks[j - 1], Ks[j - 1], pairs)
+                R = self_tensor(act, Ks[l - 1], Ks[j - 1], Ks[j - 1], pairs)
                 v[blk(l)] += s[l - 1] * np.einsum("pqr,qr,r->p", R, A, s[j - 1])
     K1C = solve_triangular(M, v, lower=True, unit_diagonal=True).reshape(L + 1, m)
     return Ks, Cs, K1C, V, pairs

@@ -206,8 +206,6 @@ def _refuse(where, why):
 
 def propagate(serial, X):
     """The read-out stage of ``serial`` on the inputs X (P, *spatial, C) (module docstring)."""
-    from ..layers import Activation, AvgPool, Dense, Flatten, GlobalAvgPool, Identity, LayerNorm
-
     X = np.asarray(X, dtype=np.float64)
     P, spatial = X.shape[0], tuple(X.shape[1:-1])
     shape = tuple(X.shape[1:])
@@ -221,37 +219,66 @@ def propagate(serial, X):
     n = G0.shape[0]
     m = n * (n + 1) // 2
     st = Stage("features", G0, np.zeros_like(G0), np.zeros((m, m)), P, spatial)
-    after_flatten = False
-    for i, layer in enumerate(serial.layers):
+    layers, i, after_flatten = list(serial.layers), 0, False
+    while i < len(layers):
+        layer = layers[i]
         where = f"layer {i} ({layer.describe()})"
-        name = type(layer).__name__
-        if isinstance(layer, Identity):
+        if type(layer).__name__ == "Residual":
+            st, i = _section(st, layers, i, where, after_flatten)
+            after_flatten = False
             continue
-        if name in ("Dense", "Conv") or isinstance(layer, Dense):
-            st, after_flatten = _parametric(st, layer, where), False
-        elif isinstance(layer, Activation):
-            if st.kind != "gaussian" or after_flatten:
-                _refuse(where, "Activation after a nonlinearity, LayerNorm or Flatten — its input is not a field of "
-                               "iid Gaussian channels")
-            st = _activation(st, layer.act)
-        elif isinstance(layer, LayerNorm):
-            if st.kind != "gaussian" or after_flatten:
-                _refuse(where, "LayerNorm needs a Gaussian field of iid channels (after Dense or Conv)")
-            st = _layernorm(st, layer.eps)
-        elif isinstance(layer, (AvgPool, GlobalAvgPool, Flatten)):
-            if isinstance(layer, Flatten) and st.kind == "gaussian":
-                st = _identity_features(st)
-            st = _linear(st, layer, where)[0]
-            after_flatten = after_flatten or isinstance(layer, Flatten)
-        elif name == "Residual":
-            _refuse(where, "Residual: each channel keeps its identity through the skip connection, so the O(1/N) "
-                           "correction has a self-interaction term (docs/theory/finite_width.rst §2); it is derived "
-                           "for the fully connected residual networks of limits.resnet, not for compositions")
-        elif name == "Attention":
-            _refuse(where, "Attention: the O(1/N) correction of the softmax of finite-width logits is not derived")
-        else:
-            _refuse(where, f"{name}: no O(1/N) rule")
+        st, after_flatten = _step(st, layer, where, after_flatten)
+        i += 1
     return st
+
+
+def _section(st, layers, i, where, after_flatten):
+    """A run of Residual blocks from layer i and its reader (up to the next Dense/Conv):
+    :mod:`limits.kernels.finite_width_residual`. Returns the reader's stage and the index after it."""
+    from ..layers import Identity
+    from .finite_width_residual import residual_section
+
+    if st.kind != "gaussian" or after_flatten:
+        _refuse(where, "Residual on a stream that is not a field of iid Gaussian channels (after a nonlinearity, "
+                       "LayerNorm or Flatten): its self-interaction is derived for a stream that starts after Dense/Conv")
+    j = i
+    while j < len(layers) and (type(layers[j]).__name__ == "Residual" or isinstance(layers[j], Identity)):
+        j += 1
+    k = j
+    while k < len(layers) and type(layers[k]).__name__ not in ("Dense", "Conv"):
+        k += 1
+    if k == len(layers):
+        _refuse(where, "a residual section must be followed by a Dense/Conv read-out (through at most one Activation "
+                       "and pooling/Flatten)")
+    res = [x for x in layers[i:j] if not isinstance(x, Identity)]
+    return residual_section(st, res, layers[j:k + 1], where), k + 1
+
+
+def _step(st, layer, where, after_flatten):
+    """One layer outside residual sections (module docstring): (stage, after_flatten)."""
+    from ..layers import Activation, AvgPool, Dense, Flatten, GlobalAvgPool, Identity, LayerNorm
+
+    name = type(layer).__name__
+    if isinstance(layer, Identity):
+        return st, after_flatten
+    if name in ("Dense", "Conv") or isinstance(layer, Dense):
+        return _parametric(st, layer, where), False
+    if isinstance(layer, Activation):
+        if st.kind != "gaussian" or after_flatten:
+            _refuse(where, "Activation after a nonlinearity, LayerNorm or Flatten — its input is not a field of "
+                           "iid Gaussian channels")
+        return _activation(st, layer.act), after_flatten
+    if isinstance(layer, LayerNorm):
+        if st.kind != "gaussian" or after_flatten:
+            _refuse(where, "LayerNorm needs a Gaussian field of iid channels (after Dense or Conv)")
+        return _layernorm(st, layer.eps), after_flatten
+    if isinstance(layer, (AvgPool, GlobalAvgPool, Flatten)):
+        if isinstance(layer, Flatten) and st.kind == "gaussian":
+            st = _identity_features(st)
+        return _linear(st, layer, where)[0], after_flatten or isinstance(layer, Flatten)
+    if name == "Attention":
+        _refuse(where, "Attention: the O(1/N) correction of the softmax of finite-width logits is not derived")
+    _refuse(where, f"{name}: no O(1/N) rule")
 
 
 def finite_width_serial(serial, X1, X2=None):
