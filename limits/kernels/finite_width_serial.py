@@ -22,12 +22,15 @@ operator on matrices over I — obtained from the layer's own kernel rule, so st
 * A Gaussian stage read by a linear or parametric layer directly (no nonlinearity) passes through the identity
   features: G = K, G1 = K1, W = V + Isserlis(K).
 
+* Residual: a run of Residual blocks on a Gaussian stream and its reader (up to the next Dense/Conv) is one
+  Z-estimator over the stream's channels, whose identities persist through the skips (the self-interaction of
+  docs/theory/finite_width.rst §2): :mod:`limits.kernels.finite_width_residual`.
+
 Refused by name (not derived): Attention (softmax of finite-width logits), Activation or LayerNorm after a
-nonlinearity or Flatten (the input is no longer a field of iid Gaussian channels), and Residual except in
-the fully connected residual networks of ``limits.resnet`` (each channel keeps its identity through the skip:
-the self-interaction of docs/theory/finite_width.rst §2, handled by :mod:`limits.kernels.finite_width` —
-a residual block does not simply add K1's). Cost: the four-point functions Σ are |pairs|² Gaussian
-quadratures, |pairs| = |I|(|I|+1)/2 — meant for a few inputs and small images.
+nonlinearity or Flatten (the input is no longer a field of iid Gaussian channels), and the residual sections
+:mod:`limits.kernels.finite_width_residual` refuses. Cost: the four-point functions Σ are |pairs|² Gaussian
+quadratures, |pairs| = |I|(|I|+1)/2 — meant for a few inputs and small images (the self-interaction of a residual
+section is |pairs|³: a 1-D CNN on two inputs of length 3 takes about a minute per pair of branches).
 """
 from __future__ import annotations
 

@@ -116,3 +116,49 @@ def test_mlp_only_theories_name_what_a_composition_lacks():
     mlp = limits.serial(L.Dense(), L.Activation("erf"), L.Dense())
     with pytest.raises(ModelError, match="DMFT .* fits but its layers are NTK-parameterised"):
         limits.dmft.solve(X4, X4[:, 0], model=mlp, T=1.0, dt=0.1)
+
+
+@pytest.mark.parametrize("act, depth", [("relu", 2), ("erf", 1)])
+def test_a_resnet_written_as_layers_gives_the_resnet_z_estimator(act, depth):
+    """The residual-section rules (limits/kernels/finite_width_residual.py) on the layers of limits.resnet reproduce its
+    K1 (self-interaction included) and N·Var of the read-out kernel exactly."""
+    m = limits.resnet(3, depth=depth, activation=act, sigma_w2=1.5, sigma_b2=0.05, rho=0.7)
+    K, K1, var, _ = finite_width_serial(m.to_serial(), X)
+    r = limits.kernels.finite_width(m, X, ntk=False)
+    assert np.max(np.abs(r.K1)) > 1e-2
+    np.testing.assert_allclose(K, r.K, atol=1e-14)
+    np.testing.assert_allclose(K1, r.K1, atol=1e-12)
+    np.testing.assert_allclose(var, r.var_K, atol=1e-12)
+
+
+def _conv_resnet(rho=0.8):
+    c = lambda s, b: L.Conv(filter_shape=(2,), padding="SAME", sigma_w2=s, sigma_b2=b)   # noqa: E731
+    return limits.serial(c(2.0, 0.1), L.Residual(limits.serial(L.Activation("erf"), c(1.0, 0.05)), rho),
+                         L.Activation("erf"), L.GlobalAvgPool(), L.Dense(1.0, 0.05))
+
+
+def test_a_conv_resnet_has_the_composed_kernel_as_its_limit():
+    """One input of length 2 (2 positions: the self-interaction's joint rule is exact and fast; two inputs of length 3
+    take about a minute)."""
+    XS = XC[:1, :2]
+    s = _conv_resnet()
+    r = limits.kernels.finite_width(s, XS, ntk=False)
+    np.testing.assert_allclose(r.K, limits.kernels.kernel(s, XS).nngp, atol=1e-14)
+    # ρ → 0 switches the branch off: the correction of Conv → erf → GAP → Dense, which reads the exact data Gram (0)
+    r0 = limits.kernels.finite_width(_conv_resnet(1e-9), XS, ntk=False)
+    assert np.max(np.abs(r0.K1)) < 1e-12 < 1e-3 < np.max(np.abs(r.K1))
+
+
+@pytest.mark.parametrize("layers, name", [
+    ((L.Dense(), L.Activation("relu"), L.Residual(limits.serial(L.Activation("relu"), L.Dense()), 0.5), L.Dense()),
+     "Residual on a stream that is not a field of iid Gaussian"),
+    ((L.Dense(), L.Residual(limits.serial(L.Activation("relu"), L.Dense())), L.Dense()), "through different functions"),
+    ((L.Dense(), L.Residual(limits.serial(L.Activation("erf"), L.Dense())), L.Activation("relu"), L.Dense()),
+     "through different functions"),
+    ((L.Dense(), L.Residual(limits.serial(L.Activation("erf"), L.Residual(limits.serial(L.Activation("erf"),
+                                                                                      L.Dense())), L.Dense())),
+      L.Activation("erf"), L.Dense()), "Residual: no O\\(1/N\\) rule inside a residual section"),
+])
+def test_residual_sections_without_a_derived_correction_are_refused_by_name(layers, name):
+    with pytest.raises(ModelError, match=f"finite_width cannot treat this composition: .*{name}"):
+        limits.kernels.finite_width(limits.serial(*layers), X)
