@@ -274,12 +274,14 @@ def _grams(x):
 def _chain_mean(chain, G, P, spatial):
     """E[Ĝ_next | Ĝ] for a batch of channel Grams Ĝ (S, n, n) read by ``chain`` = [Dense/Conv, (pool), Activation,
     (pool)…] up to the next parametric layer: the layers' own linear rules (position operators) and E[φφ] under
-    the sampled covariance (exact Gaussian expectations)."""
+    the sampled covariance (exact Gaussian expectations); Identity is skipped."""
     from ..kernels.expectations import pair_kernel
     from ..kernels.finite_width_serial import position_operator
 
     sp = tuple(spatial)
     for layer in chain:
+        if type(layer).__name__ == "Identity":
+            continue
         if type(layer).__name__ == "Activation":
             d = np.diagonal(G, axis1=1, axis2=2)
             G = pair_kernel(layer.act, d[:, :, None], G, d[:, None, :])
@@ -292,40 +294,221 @@ def _chain_mean(chain, G, P, spatial):
     return G
 
 
-def _serial_forward_grams(S, X, width, inits, seed, chunk=8):
-    """Per network: the channel Gram of every parametric layer's input (list over layers of (inits, n, n)) and
-    the read-out NNGP observable E[f fᵀ | last hidden] (inits, P, P)."""
+_BRANCH_LAYERS = ("Activation", "AvgPool", "Dense", "Conv", "Identity")   # what a checked Residual branch may hold
+_CHAIN_LAYERS = ("Activation", "AvgPool", "GlobalAvgPool", "Flatten", "Identity")   # channel-wise, between a ξ's ends
+_POOLS = ("AvgPool", "GlobalAvgPool", "Identity")      # linear and per channel: may precede the Activation of a ζ
+
+
+@dataclass(frozen=True)
+class _Zeta:
+    """Parametric layer ``b`` reads the stream after Residual block ``r`` (x + ρy, y = output of parametric layer
+    ``last``) through ``pre`` (pooling), ``act`` (erf) and ``post`` (channel-wise linear layers)."""
+
+    r: int
+    rho: float
+    last: int
+    b: int
+    pre: tuple
+    act: object
+    post: tuple
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The parametric layers of a composition in forward order, branches included: ``par`` = ((layer, spatial
+    shape of its input), …), the last one the read-out; ``xi`` = ((a, b, chain), …): parametric layer b reads
+    parametric layer a's output through ``chain`` = [layer a, channel-wise layers with one Activation];
+    ``zeta``: the :class:`_Zeta` chains that read the stream after a Residual block; ``stream``: per Residual block
+    the spatial shape of its input."""
+
+    par: tuple
+    xi: tuple
+    zeta: tuple
+    stream: tuple
+
+
+def _one_act(layers):
+    acts = [k for k, l in enumerate(layers) if type(l).__name__ == "Activation"]
+    return acts[0] if len(acts) == 1 else None
+
+
+def _layout(S, in_shape) -> _Layout:
+    """Walk ``S.plan`` (:class:`_Layout`). A tensor is *fresh* while it is a channel-wise function (Activation,
+    pooling, Flatten, Identity) of one Dense/Conv output — Gaussian given that layer's input, so E[Ĝ | Ĝ_in] is the
+    layers' rules (ξ). A Residual's branch reads the stream: fresh before the first block after a Dense/Conv; after
+    a block it is x + ρy, not Gaussian given its Gram (no ξ), but y is Gaussian given x and the branch's last input:
+    a chain [pooling, erf, channel-wise linear] reading it gets a ζ (:func:`_erf_shifted_gram`)."""
+    from ..layers import Residual
+
+    par, xi, zeta, stream = [], [], [], []
+
+    def visit(layer, sin, src):
+        name = type(layer).__name__
+        if name == "Attention":
+            raise ValueError("check: the finite-width check of a composition covers Dense and Conv layers; "
+                             "it cannot treat Attention")
+        if layer.parametric:
+            k = len(par)
+            par.append((layer, tuple(sin[:-1])))
+            kind, origin, chain = src if src is not None else (None, None, [])
+            q = _one_act(chain)
+            if kind == "fresh" and q is not None:
+                xi.append((origin, k, (par[origin][0],) + tuple(chain)))
+            elif (kind == "stream" and q is not None and chain[q].act.name == "erf"
+                  and all(type(l).__name__ in _POOLS for l in chain[:q])):
+                r, rho, last = origin
+                zeta.append(_Zeta(r, rho, last, k, tuple(chain[:q]), chain[q], tuple(chain[q + 1:])))
+            return "fresh", k, []
+        if src is not None and name in _CHAIN_LAYERS:
+            return src[0], src[1], src[2] + [layer]
+        return None
+
+    src = None
+    for i, (layer, sin, _, sub) in enumerate(S.plan(tuple(in_shape), 2)):
+        if not isinstance(layer, Residual):
+            src = visit(layer, sin, src)
+            continue
+        for bl in layer.branch.layers:
+            if type(bl).__name__ not in _BRANCH_LAYERS:
+                raise ValueError(f"check: layer {i} (Residual): its branch holds {type(bl).__name__}; the finite-width "
+                                 f"check treats branches of {', '.join(_BRANCH_LAYERS)} only")
+        b = src
+        for bl, bsin, _, _ in sub:
+            b = visit(bl, bsin, b)
+        src = "stream", (len(stream), layer.rho, len(par) - 1), []
+        stream.append(tuple(sin[:-1]))
+    return _Layout(tuple(par), tuple(xi), tuple(zeta), tuple(stream))
+
+
+def _erf_shifted_gram(m, C):
+    """(1/N) Σ_c E[erf(m_c + e) erf(m_c + e)ᵀ], e ~ N(0, C), per network: m (S, n, N) the channels' means, C
+    (S, n, n). Per pair (a, b) one Gaussian variable in closed form, E_z[erf(μ + σz)] = erf(μ/√(1 + 2σ²)), the other
+    by the trapezoid rule in z on [−8.5, 8.5] with step 4π/(33 max σ) (erf is analytic in a strip of half-width 2
+    around the real axis: error ≈ e^−33 relative)."""
+    from scipy.special import erf
+
+    d = np.sqrt(np.maximum(np.diagonal(C, axis1=1, axis2=2), 0.0))
+    h = min(4.0 * np.pi / (33.0 * max(float(d.max()), 1e-6)), 0.45)
+    z = np.linspace(-8.5, 8.5, 2 * int(np.ceil(8.5 / h)) + 1)
+    w = (z[1] - z[0]) * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+    n, N = m.shape[1], m.shape[2]
+    out = np.empty(C.shape)
+    for a in range(n):
+        A = erf(m[:, a, :, None] + d[:, a, None, None] * z) * w
+        for b in range(a, n):
+            r = C[:, a, b] / np.maximum(d[:, a] * d[:, b], 1e-300)
+            v = np.sqrt(1.0 + 2.0 * d[:, b] ** 2 * np.maximum(1.0 - r * r, 0.0))
+            B = erf((m[:, b, :, None] + (d[:, b] * r)[:, None, None] * z) / v[:, None, None])
+            out[:, a, b] = out[:, b, a] = np.einsum("scz,scz->s", A, B) / N
+    return out
+
+
+def _zeta_mean(zt, x, G_last, P, layout):
+    """E[Ĝ_in^b | x, the branch's last input] for the chain ``zt`` (:class:`_Zeta`) reading x + ρy, y = the last
+    branch layer's output: channels of ρy iid N(0, ρ² (s L Ĝ + b)); pooling maps the mean and the covariance."""
+    layer, sp = layout.par[zt.last]
+    C = zt.rho ** 2 * _chain_mean([layer], G_last, P, sp)
+    C = _chain_mean(zt.pre, C, P, layout.stream[zt.r])
+    for l in zt.pre:
+        x, _ = l.apply({}, x)
+    G = _erf_shifted_gram(x.reshape(x.shape[0], -1, x.shape[-1]), C)
+    return _chain_mean(zt.post, G, P, x.shape[2:-1])
+
+
+def _cross_grams(x, y):
+    """(1/C) Σ_c (x_c y_cᵀ + y_c x_cᵀ) over (input, position) per network (S, n, n)."""
+    a = x.reshape(x.shape[0], -1, x.shape[-1])
+    c = y.reshape(a.shape)
+    xy = np.matmul(a, c.transpose(0, 2, 1))
+    return (xy + xy.transpose(0, 2, 1)) / x.shape[-1]
+
+
+def _forward_record(layers, params, x):
+    """The finite forward pass of ``layers`` (a composition's, Residual branches applied layer by layer: y = x + ρ ·
+    branch(x)) and, in forward order, every parametric layer's input and output channel Grams, every Residual's
+    cross Gram of its input x and branch output y (:func:`_cross_grams`) and its input x. Returns (f, ins, outs,
+    cross, xs)."""
+    from ..layers import Residual
+
+    ins, outs, cross, xs = [], [], [], []
+
+    def run(layer, p, x):
+        y, _ = layer.apply(p, x)
+        if layer.parametric:
+            ins.append(_grams(x))
+            outs.append(_grams(y))
+        return y
+
+    for layer, p in zip(layers, params):
+        if isinstance(layer, Residual):
+            y = x
+            for bl, bp in zip(layer.branch.layers, p):
+                y = run(bl, bp, y)
+            cross.append(_cross_grams(x, y))
+            xs.append(x)
+            x = x + layer.rho * y
+        else:
+            x = run(layer, p, x)
+    return x, ins, outs, cross, xs
+
+
+def _serial_forward_grams(S, X, width, inits, seed, layout=None, chunk=None):
+    """Per network of ``SerialNetwork(S, width)`` (its own weights, init s from stream s of ``seed``): a dict of
+    the input and output channel Grams of every parametric layer in forward order, branches included ("ins",
+    "outs": lists of (inits, n, n); the read-out's output dropped), every Residual's cross Gram ("cross"), with
+    ``layout`` the conditional means of its ζ chains ("zeta", :func:`_zeta_mean`), and the read-out NNGP
+    observable E[f fᵀ | last hidden] = σ²_w Ĝ_in + σ²_b ("K", (inits, P, P))."""
     from ..finite.serial import SerialNetwork
 
     net = SerialNetwork(S, int(width))
     gens = [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(inits)]
-    grams, outs = [], []
+    n, N = X.size // X.shape[-1], int(width)
+    zetas = layout.zeta if layout is not None else ()
+    if chunk is None:                 # ≈ 32 MiB of activations, Grams and quadrature values per layer
+        chunk = int(np.clip(2**22 // (n * (N + n) + X.size + (256 * N if zetas else 0)), 1, 256))
+    keys = ("ins", "outs", "cross", "zeta")
+    recs = {k: [] for k in keys}
     for st in range(0, inits, chunk):
         params = net.init_weights(X.shape[1:], None, streams=gens[st:st + chunk])
         x = np.ascontiguousarray(np.broadcast_to(X[None], (len(gens[st:st + chunk]),) + X.shape))
-        gs, zs = [], []
-        for layer, p in zip(S.layers, params):
-            if layer.parametric:
-                gs.append(_grams(x))
-            x, _ = layer.apply(p, x)
-            if layer.parametric:
-                zs.append(_grams(x))
-        grams.append((gs, zs))
-        last = S.layers[-1]
-        outs.append(gs[-1] * last.sigma_w2 + last.sigma_b2)
-    cat = lambda w, k: np.concatenate([g[w][k] for g in grams])     # noqa: E731
-    n = len(grams[0][0])
-    return [cat(0, k) for k in range(n)], [cat(1, k) for k in range(n)], np.concatenate(outs)
+        _, ins, outs, cross, xs = _forward_record(S.layers, params, x)
+        zeta = [_zeta_mean(zt, xs[zt.r], ins[zt.last], X.shape[0], layout) for zt in zetas]
+        for k, v in zip(keys, (ins, outs, cross, zeta)):
+            recs[k].append(v)
+    out = {k: [np.concatenate([r[q] for r in v]) for q in range(len(v[0]))] for k, v in recs.items()}
+    last = S.layers[-1]
+    out["outs"] = out["outs"][:-1]
+    out["K"] = out["ins"][-1] * last.sigma_w2 + last.sigma_b2
+    return out
+
+
+def _serial_controls(layout, rec, P):
+    """Regressors (inits × m), each of conditional mean exactly 0 at every width (no theory of the correction):
+    η = Ĝ_out − (s L Ĝ_in + b) of every hidden Dense/Conv, branches included (fresh weights given the input);
+    per Residual the cross Gram (1/N) Σ_c (x_c y_cᵀ + y_c x_cᵀ) = (Ĝ(x + ρy) − Ĝ(x) − ρ² Ĝ(y))/ρ (y = branch output:
+    fresh zero-mean weights given x and the branch's last input); ξ = Ĝ_in^b − E[Ĝ_in^b | Ĝ_in^a] along the fresh
+    chains of :func:`_layout` (none reads the stream after a Residual: x + ρy is not Gaussian given its Gram, so
+    E[Φ̂ | Ĝ] is not the Gaussian rule there); ζ = Ĝ_in^b − E[Ĝ_in^b | x, branch's last input] along the erf chains
+    that read it (:func:`_zeta_mean`). Upper triangles only (the Grams are symmetric)."""
+    def tri(G):
+        iu = np.triu_indices(G.shape[-1])
+        return G[:, iu[0], iu[1]]
+
+    ins = rec["ins"]
+    R = [tri(rec["outs"][k] - _chain_mean([layer], ins[k], P, sp)) for k, (layer, sp) in enumerate(layout.par[:-1])]
+    R += [tri(c) for c in rec["cross"]]
+    R += [tri(ins[b] - _chain_mean(chain, ins[a], P, layout.par[a][1])) for a, b, chain in layout.xi]
+    R += [tri(ins[zt.b] - g) for zt, g in zip(layout.zeta, rec["zeta"])]
+    return np.concatenate(R, axis=1) if R else None
 
 
 def _serial_measure(S, X1, X2, widths, inits, seed, control=True):
     """Per width, per network of the composition ``S`` (``limits.finite.serial``): the read-out NNGP observable
-    E[f fᵀ | last hidden] (Dense read-out) on the entries the theory reports; control variates (``control``), each
-    of mean exactly zero at every width (the layers' rules on sampled Grams; no theory of the correction enters):
-    per hidden Dense/Conv k, η^k = Ĝ_out^k − (s L Ĝ_in^k + b) (its channels' Gaussian sampling noise) and, when the
-    next parametric layer is reached through pooling/Flatten and one Activation, ξ^k = Ĝ_in^{k+1} − E[Ĝ_in^{k+1} | Ĝ_in^k]."""
-    from ..layers import Activation, AvgPool, Conv, Dense, Flatten, GlobalAvgPool
-
+    E[f fᵀ | last hidden] (Dense read-out) on the entries the theory reports and, with ``control``, the same minus
+    the least-squares fit on the exactly-mean-zero regressors of :func:`_serial_controls` (η of every Dense/Conv,
+    the cross Gram of every Residual, ξ along fresh chains, ζ along erf chains reading the stream) — same means,
+    smaller spread. Residual branches may
+    hold Activation, AvgPool, Dense, Conv and Identity (no nested Residual); anything else is refused by name."""
     if type(S.layers[-1]).__name__ != "Dense":
         raise ValueError("check: a composition's finite-width check needs a Dense read-out (end with Flatten or "
                          "GlobalAvgPool and Dense)")
@@ -333,29 +516,13 @@ def _serial_measure(S, X1, X2, widths, inits, seed, control=True):
     P1, P = X1.shape[0], X.shape[0]
     i, j = np.triu_indices(P1) if X2 is None else [a.ravel() for a in np.meshgrid(np.arange(P1), P1 + np.arange(
         X2.shape[0]), indexing="ij")]
-    par = [k for k, l in enumerate(S.layers) if l.parametric]
-    chains = [list(S.layers[a:b]) for a, b in zip(par[:-1], par[1:])]
-    ok = [all(isinstance(l, (Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation)) for l in c)
-          and sum(isinstance(l, Activation) for l in c) == 1 for c in chains]
-    spatial = [tuple(X.shape[1:-1])]
-    for a, b in zip(par[:-1], par[1:]):            # spatial shape at each parametric layer's input
-        sh = tuple(X.shape[1:])
-        for l in S.layers[:b]:
-            sh = l.out_shape(sh, 2)
-        spatial.append(tuple(sh[:-1]))
-    seeds = spawn_seeds(seed, len(widths))
+    layout = _layout(S, X.shape[1:])
     samples = []
-    for w, sd in zip(widths, seeds):
-        grams, outs, K = _serial_forward_grams(S, X, w, inits, sd)
-        Y = K[:, i, j]
-        if control:
-            R = [(grams[k + 1] - _chain_mean(c, grams[k], P, spatial[k])).reshape(inits, -1)
-                 for k, (c, good) in enumerate(zip(chains, ok)) if good]
-            R += [(outs[k] - _chain_mean(c[:1], grams[k], P, spatial[k])).reshape(inits, -1)
-                  for k, c in enumerate(chains)]
-            if R:
-                Y = control_variate(Y, np.concatenate(R, axis=1))
-        samples.append(Y)
+    for w, sd in zip(widths, spawn_seeds(seed, len(widths))):
+        rec = _serial_forward_grams(S, X, w, inits, sd, layout if control else None)
+        Y = rec["K"][:, i, j]
+        R = _serial_controls(layout, rec, P) if control else None
+        samples.append(Y if R is None else control_variate(Y, R))
     return [f"K_out[{a},{b - (0 if X2 is None else P1)}]" for a, b in zip(i, j)], samples
 
 
