@@ -143,10 +143,11 @@ def test_resnet_k1_is_recovered_from_its_composition_and_the_controls_shrink_the
     assert np.all(shrink > 8.0), shrink
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_resnet_k1_off_by_ten_percent_is_rejected():
-    """As above at widths 8–128 with 16000 networks each (≈ 90 s): K1 passes, K1 × 1.1 is rejected (its slope
-    test off by ≈ 4 SE on K_out[0,0] and [1,1] against the Bonferroni 3.14)."""
+    """As above at widths 8–128 with 16000 networks each (≈ 90 s; ``python -m pytest -m exhaustive``): K1 passes,
+    K1 × 1.1 is rejected (its slope test off by ≈ 4 SE on K_out[0,0] and [1,1] against the Bonferroni 3.14; power
+    about 65 %, so this seed is one where it is)."""
     m = _resnet()
     r = limits.kernels.finite_width(m, X, ntk=False)
     iu = np.triu_indices(2)
