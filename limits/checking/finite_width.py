@@ -302,7 +302,7 @@ _POOLS = ("AvgPool", "GlobalAvgPool", "Identity")      # linear and per channel:
 @dataclass(frozen=True)
 class _Zeta:
     """Parametric layer ``b`` reads the stream after Residual block ``r`` (x + ρy, y = output of parametric layer
-    ``last``) through ``pre`` (pooling), ``act`` (erf) and ``post`` (channel-wise linear layers)."""
+    ``last``) through ``pre`` (pooling), ``act`` (erf or relu) and ``post`` (channel-wise linear layers)."""
 
     r: int
     rho: float
@@ -337,7 +337,7 @@ def _layout(S, in_shape) -> _Layout:
     pooling, Flatten, Identity) of one Dense/Conv output — Gaussian given that layer's input, so E[Ĝ | Ĝ_in] is the
     layers' rules (ξ). A Residual's branch reads the stream: fresh before the first block after a Dense/Conv; after
     a block it is x + ρy, not Gaussian given its Gram (no ξ), but y is Gaussian given x and the branch's last input:
-    a chain [pooling, erf, channel-wise linear] reading it gets a ζ (:func:`_erf_shifted_gram`)."""
+    a chain [pooling, erf or relu, channel-wise linear] reading it gets a ζ (:func:`_shifted_rule`)."""
     from ..layers import Residual
 
     par, xi, zeta, stream = [], [], [], []
@@ -354,7 +354,7 @@ def _layout(S, in_shape) -> _Layout:
             q = _one_act(chain)
             if kind == "fresh" and q is not None:
                 xi.append((origin, k, (par[origin][0],) + tuple(chain)))
-            elif (kind == "stream" and q is not None and chain[q].act.name == "erf"
+            elif (kind == "stream" and q is not None and _shifted_rule(chain[q].act) is not None
                   and all(type(l).__name__ in _POOLS for l in chain[:q])):
                 r, rho, last = origin
                 zeta.append(_Zeta(r, rho, last, k, tuple(chain[:q]), chain[q], tuple(chain[q + 1:])))
@@ -403,6 +403,56 @@ def _erf_shifted_gram(m, C):
     return out
 
 
+def _bvn_orthant(h, k, r):
+    """P(X < h, Y < k) for a standard bivariate normal with correlation r (abs(r) < 1), by Owen's T function."""
+    from scipy.special import ndtr, owens_t
+
+    s = np.sqrt(1.0 - r * r)
+    hs, ks = np.where(h == 0, 1e-300, h), np.where(k == 0, 1e-300, k)
+    beta = np.where((h * k > 0) | ((h * k == 0) & (h + k >= 0)), 0.0, 0.5)
+    return 0.5 * (ndtr(h) + ndtr(k)) - owens_t(h, (k - r * h) / (hs * s)) - owens_t(k, (h - r * k) / (ks * s)) - beta
+
+
+def _relu_shifted_gram(m, C):
+    """(1/N) Σ_c E[relu(m_c + e) relu(m_c + e)ᵀ], e ~ N(0, C), per network (shapes as :func:`_erf_shifted_gram`), in
+    closed form: with U = σ_u(h + X), V = σ_v(k + Y), (X, Y) standard with correlation r and a, b = −h, −k,
+    E[relu U relu V] = σ_uσ_v (hk Λ + h E[Y; A] + k E[X; A] + E[XY; A]) over A = {X > a, Y > b}, Λ = P(A)
+    (:func:`_bvn_orthant`), E[X; A] = φ(a) Q(β_a) + r φ(b) Q(α_b), E[XY; A] = r Λ + r a φ(a) Q(β_a) + r b φ(b) Q(α_b)
+    + √(1 − r²) exp(−(a² − 2rab + b²)/(2(1 − r²)))/(2π), β_a = (b − ra)/√(1 − r²), α_b = (a − rb)/√(1 − r²)
+    (truncated bivariate normal moments); the diagonal σ²((h² + 1)Φ(h) + hφ(h))."""
+    from scipy.special import ndtr
+
+    pdf = lambda t: np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)     # noqa: E731
+    d = np.sqrt(np.maximum(np.diagonal(C, axis1=1, axis2=2), 1e-300))
+    H = m / d[:, :, None]                                              # (S, n, N) standardised means
+    n = m.shape[1]
+    out = np.empty(C.shape)
+    for a in range(n):
+        h = H[:, a]
+        out[:, a, a] = (d[:, a, None] ** 2 * ((h * h + 1) * ndtr(h) + h * pdf(h))).mean(axis=1)
+        for b in range(a + 1, n):
+            k = H[:, b]
+            r = np.clip(C[:, a, b] / (d[:, a] * d[:, b]), -1 + 1e-12, 1 - 1e-12)[:, None]
+            s = np.sqrt(1.0 - r * r)
+            lam = _bvn_orthant(h, k, r)
+            qb, qa = ndtr(-(-k + r * h) / s), ndtr(-(-h + r * k) / s)
+            ex, ey = pdf(h) * qb + r * pdf(k) * qa, pdf(k) * qa + r * pdf(h) * qb
+            exy = (r * lam - r * h * pdf(h) * qb - r * k * pdf(k) * qa
+                   + s * np.exp(-0.5 * (h * h - 2 * r * h * k + k * k) / (s * s)) / (2 * np.pi))
+            g = (h * k * lam + h * ey + k * ex + exy).mean(axis=1) * d[:, a] * d[:, b]
+            out[:, a, b] = out[:, b, a] = g
+    return out
+
+
+def _shifted_rule(act):
+    """The closed-form E[φφᵀ] of shifted Gaussian channels for the built-in erf and relu, else None."""
+    from ..kernels.expectations import activation_name, is_builtin_activation
+
+    if not is_builtin_activation(act):
+        return None
+    return {"erf": _erf_shifted_gram, "relu": _relu_shifted_gram}.get(activation_name(act))
+
+
 def _zeta_mean(zt, x, G_last, P, layout):
     """E[Ĝ_in^b | x, the branch's last input] for the chain ``zt`` (:class:`_Zeta`) reading x + ρy, y = the last
     branch layer's output: channels of ρy iid N(0, ρ² (s L Ĝ + b)); pooling maps the mean and the covariance."""
@@ -411,7 +461,7 @@ def _zeta_mean(zt, x, G_last, P, layout):
     C = _chain_mean(zt.pre, C, P, layout.stream[zt.r])
     for l in zt.pre:
         x, _ = l.apply({}, x)
-    G = _erf_shifted_gram(x.reshape(x.shape[0], -1, x.shape[-1]), C)
+    G = _shifted_rule(zt.act.act)(x.reshape(x.shape[0], -1, x.shape[-1]), C)
     return _chain_mean(zt.post, G, P, x.shape[2:-1])
 
 
@@ -488,7 +538,7 @@ def _serial_controls(layout, rec, P):
     per Residual the cross Gram (1/N) Σ_c (x_c y_cᵀ + y_c x_cᵀ) = (Ĝ(x + ρy) − Ĝ(x) − ρ² Ĝ(y))/ρ (y = branch output:
     fresh zero-mean weights given x and the branch's last input); ξ = Ĝ_in^b − E[Ĝ_in^b | Ĝ_in^a] along the fresh
     chains of :func:`_layout` (none reads the stream after a Residual: x + ρy is not Gaussian given its Gram, so
-    E[Φ̂ | Ĝ] is not the Gaussian rule there); ζ = Ĝ_in^b − E[Ĝ_in^b | x, branch's last input] along the erf chains
+    E[Φ̂ | Ĝ] is not the Gaussian rule there); ζ = Ĝ_in^b − E[Ĝ_in^b | x, branch's last input] along the erf and relu chains
     that read it (:func:`_zeta_mean`). Upper triangles only (the Grams are symmetric)."""
     def tri(G):
         iu = np.triu_indices(G.shape[-1])
@@ -506,7 +556,7 @@ def _serial_measure(S, X1, X2, widths, inits, seed, control=True):
     """Per width, per network of the composition ``S`` (``limits.finite.serial``): the read-out NNGP observable
     E[f fᵀ | last hidden] (Dense read-out) on the entries the theory reports and, with ``control``, the same minus
     the least-squares fit on the exactly-mean-zero regressors of :func:`_serial_controls` (η of every Dense/Conv,
-    the cross Gram of every Residual, ξ along fresh chains, ζ along erf chains reading the stream) — same means,
+    the cross Gram of every Residual, ξ along fresh chains, ζ along erf and relu chains reading the stream) — same means,
     smaller spread. Residual branches may
     hold Activation, AvgPool, Dense, Conv and Identity (no nested Residual); anything else is refused by name."""
     if type(S.layers[-1]).__name__ != "Dense":
