@@ -276,7 +276,7 @@ def _chain_mean(chain, G, P, spatial):
     (pool)…] up to the next parametric layer: the layers' own linear rules (position operators) and E[φφ] under
     the sampled covariance (exact Gaussian expectations); Identity is skipped."""
     from ..kernels.expectations import pair_kernel
-    from ..kernels.finite_width_serial import position_operator
+    from ..kernels.layer_operators import position_operator
 
     sp = tuple(spatial)
     for layer in chain:

@@ -41,8 +41,8 @@ from ..checks import finite_array
 from ..results import Result, model_label
 from .expectations import gram
 from .fluctuations import pair_index, price_jacobian, to_matrix
-from .fourpoint import cov_phiphi, expect4, gaussian_rule
 from .price import hessian_contract, jacobian, pair_derivatives
+from .selfinteraction import connected_rows, joint_nodes, phiphi_cov, self_tensor
 
 
 @dataclass(frozen=True)
@@ -146,121 +146,13 @@ def relative_width(base, corr, tol) -> int:
     return int(np.ceil(float(np.max(ratio)) / tol))
 
 
-# --------------------------------------------------------------------------------- four-point pieces
-_JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
-_JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
-
-
-def _joint_nodes(act, Kx, Ky, Kxy, same):
-    """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
-    None when the joint dimension exceeds ``_JOINT_MAX`` (callers then use per-quadruple rules). relu and
-    linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`)."""
-    P = Kx.shape[0]
-    Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
-    n = Kj.shape[0]
-    if n > _JOINT_MAX:
-        return None
-    pts, W = gaussian_rule(act, Kj, _JOINT_ORDER[n])
-    return (pts, pts, W) if same else (pts[:P], pts[P:], W)
-
-
-def phiphi_cov(act, Kx, Ky, Kxy, pairs, same):
-    """Cov(φφ_p(x), φφ_q(y)) over pairs p, q (m×m) for one neuron's jointly Gaussian x, y (blocks Kx, Ky, Kxy;
-    ``same``: y is x): one joint rule up to 4 variables, else per quadruple (:func:`fourpoint.cov_phiphi`)."""
-    nodes = _joint_nodes(act, Kx, Ky, Kxy, same)
-    if nodes is not None:
-        fx, fy, W = act.phi(nodes[0]), act.phi(nodes[1]), nodes[2]
-        pa, pb = np.array(pairs).T
-        return _connected_rows(fx[pa] * fx[pb], fy[pa] * fy[pb], W)
-    return cov_phiphi(act, _four(Kx, Ky, Kxy, pairs, pairs)).reshape(len(pairs), len(pairs))
-
-
-def _connected_rows(Fx, Gy, W):
-    """Connected moments E[F G] − E[F] E[G] for rows of node values Fx (a, Q), Gy (b, Q)."""
-    return (Fx * W) @ Gy.T - np.outer(Fx @ W, Gy @ W)
-
-
-def _four(Kx, Ky, Kxy, pairs_x, pairs_y):
-    """Batch of 4×4 covariances of (x_a, x_b, y_c, y_d) for every (pair_x, pair_y)."""
-    px = np.asarray(pairs_x)
-    py = np.asarray(pairs_y)
-    ix = np.repeat(px, len(py), axis=0)
-    iy = np.tile(py, (len(px), 1))
-    S = np.empty((ix.shape[0], 4, 4))
-    for u in range(2):
-        for v in range(2):
-            S[:, u, v] = Kx[ix[:, u], ix[:, v]]
-            S[:, 2 + u, 2 + v] = Ky[iy[:, u], iy[:, v]]
-            S[:, u, 2 + v] = S[:, 2 + v, u] = Kxy[ix[:, u], iy[:, v]]
-    return S
-
-
+# --------------------------------------------------------------------------------- Price contraction
 def _hessian_contract(act, K, W, pairs):
     """(∂²F/∂K∂K : W)_p for F_p = E_{N(0,K)}[φ_a φ_b], W an m×m symmetric (pair coordinates): the exact
     second Price derivatives of :mod:`limits.kernels.price` (closed forms for relu; no finite differences)."""
     if not np.any(W):
         return np.zeros(len(pairs))
     return hessian_contract(pair_derivatives(act, K, 0), 0.5 * (W + W.T), pairs)
-
-
-def _xy_moments(act, Kx, Ky, Kxy, xs, ys, kinds, connected):
-    """Matrix over x-pairs ``xs`` (rows) and y-pairs ``ys`` (columns) of E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)]
-    (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x), "1"}. One joint rule when
-    (x, y) has at most 4 variables, else :func:`fourpoint.expect4` per quadruple."""
-    fn = {"f": act.phi, "g": act.dphi, "u": lambda t: t * act.dphi(t), "1": np.ones_like}
-    f = [fn[k] for k in kinds]
-    xs, ys = np.asarray(xs), np.asarray(ys)
-    nodes = _joint_nodes(act, Kx, Ky, Kxy, False)
-    if nodes is not None:
-        x, y, W = nodes
-        Fx = f[0](x[xs[:, 0]]) * f[1](x[xs[:, 1]])
-        Gy = f[2](y[ys[:, 0]]) * f[3](y[ys[:, 1]])
-        return _connected_rows(Fx, Gy, W) if connected else (Fx * W) @ Gy.T
-    S4 = _four(Kx, Ky, Kxy, [tuple(p) for p in xs], [tuple(p) for p in ys])
-    E = expect4(act, f, S4).reshape(len(xs), len(ys))
-    if connected:
-        E = E - np.outer(expect4(act, f[:2] + [np.ones_like] * 2, S4).reshape(len(xs), len(ys))[:, 0],
-                         expect4(act, [np.ones_like] * 2 + f[2:], S4).reshape(len(xs), len(ys))[0])
-    return E
-
-
-def self_tensor(act, Kx, Ky, Kxy, pairs):
-    """R[p, q, r] = ∂/∂(Kx)_q Cov(φφ_p(x), φφ_r(y)) with the y block and Cov(x, y) fixed. By Price for
-    q = p = (a, b), a ≠ b: Cov(φ'_aφ'_b, φφ_r). For a variance q = (a, a) by Stein's identity in its scaling
-    form (x_a → λx_a moves Kx_aa by 2, Kx_ab and Cov(x_a, y) by 1; only φ and φ' appear, so relu's δ = φ''
-    is never evaluated): with Y = φφ_r(y),
-
-        ∂_aa Cov(φ_aφ_b, Y) = (Cov(x_aφ'_aφ_b, Y) − Kx_ab Cov(φ'_aφ'_b, Y) − Σ_c Cov(x_a, y_c) E[φ'_aφ_b ∂_{y_c} Y]) / (2 Kx_aa)
-
-    (b = a: φ(x_a)² in place of φ_aφ_b, no Kx_ab term)."""
-    m = len(pairs)
-    pos = {tuple(p): i for i, p in enumerate(pairs)}
-    pr = np.asarray(pairs)
-    R = np.zeros((m, m, m))
-    mom = lambda xs, kinds, conn: _xy_moments(act, Kx, Ky, Kxy, xs, pr, kinds, conn)   # noqa: E731
-    cy, dy = pr[:, 0], pr[:, 1]
-    off = [(i, a, b) for i, (a, b) in enumerate(pairs) if a != b]
-    diag = [(i, a) for i, (a, b) in enumerate(pairs) if a == b]
-    if off:
-        xs = np.array([(a, b) for _, a, b in off])
-        gg = mom(xs, "ggff", True)
-        for sw in (False, True):                      # ∂ w.r.t. Kx_aa (sw False) or Kx_bb (sw True)
-            xo = xs[:, ::-1] if sw else xs            # (varied index, other index)
-            lin = mom(xo, "ufff", True)
-            e1, e2 = mom(xo, "gfgf", False), mom(xo, "gffg", False)
-            for t, (i, a, b) in enumerate(off):
-                v, o = (b, a) if sw else (a, b)
-                cross = Kxy[v, cy] * e1[t] + Kxy[v, dy] * e2[t]
-                R[i, pos[(v, v)], :] += (lin[t] - Kx[a, b] * gg[t] - cross) / (2 * Kx[v, v])
-        for t, (i, a, b) in enumerate(off):
-            R[i, i, :] += gg[t]
-    if diag:
-        xs = np.array([(a, a) for _, a in diag])
-        lin, e1, e2 = mom(xs, "uf" + "ff", True), mom(xs, "gfgf", False), mom(xs, "gffg", False)
-        for t, (i, a) in enumerate(diag):
-            cross = Kxy[a, cy] * e1[t] + Kxy[a, dy] * e2[t]
-            R[i, i, :] += 2 * (lin[t] - cross) / (2 * Kx[a, a])
-    return R
 
 
 # --------------------------------------------------------------------------------- the recursion
@@ -436,13 +328,13 @@ def _theta_var(model, X):
     cov = np.zeros((2 * m, 2 * m))              # state (δC^l, δT̂^{l−1}) in pair coordinates
     for l in range(L + 1):
         Gp = dgram(act, K)
-        nodes = _joint_nodes(act, K, K, K, True)
+        nodes = joint_nodes(act, K, K, K, True)
         if nodes is None:
             return None
         x, _, W = nodes
         f, g = act.phi(x), act.dphi(x)
         rows = np.concatenate([s[l] * f[pa] * f[pb], g[pa] * g[pb]])
-        Sl = _connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
+        Sl = connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
         E4 = np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
         A = np.zeros((2 * m, 2 * m))
         if l >= 1:          # D' = ∂E[φ'φ']/∂K (exact; the read-in layer l = 0 has no fluctuation to carry)

@@ -20,7 +20,7 @@ L_l:
 (D_l, ∂²F_l the exact Price derivatives of E[φ_lφ_l] at K_in,l; Σ the per-channel covariance of the L g's — four-point
 functions of one stream channel at two stream depths, Cov(h^(a), h^(b)) = K^(min(a, b)); fresh blocks only with
 themselves; the stream's start C_0 enters as an exogenous block with its own K1 and N·Cov from the layers before;
-R(l, j) the self-interaction tensor :func:`limits.kernels.finite_width.self_tensor` of stream readers l, j; o_r the
+R(l, j) the self-interaction tensor :func:`limits.kernels.selfinteraction.self_tensor` of stream readers l, j; o_r the
 last block of branch r). Every stream reader of one section must use the same φ (the self-interaction of two
 different read functions is not derived). Refused by name: nested Residual, LayerNorm or Attention in a branch, a
 linear layer before a branch's Activation.
@@ -33,8 +33,9 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..errors import ModelError
-from .finite_width import phiphi_cov, self_tensor
-from .finite_width_serial import Stage, _pair_operator, _vec, position_operator
+from ..progress import progress
+from .selfinteraction import phiphi_cov, self_tensor
+from .layer_operators import Stage, pair_operator, pair_vector, position_operator
 from .fluctuations import pair_index, to_matrix
 from .price import hessian_contract, jacobian, pair_derivatives
 
@@ -97,10 +98,10 @@ def chain_block(chain, spatial, P, where, scale, reads, stream):
                    "self-interaction through them is not derived)")
             _refuse(where, f"{name}: {why}")
         Lpos, sp2, _ = position_operator(layer, sp, where)
-        A = _pair_operator(Lpos, P, _size(sp), _size(sp2))
+        A = pair_operator(Lpos, P, _size(sp), _size(sp2))
         op, sp = (A if op is None else A @ op), tuple(sp2)
     Lpos, sp2, bias = position_operator(rest[-1], sp, where)
-    A = _pair_operator(Lpos, P, _size(sp), _size(sp2))
+    A = pair_operator(Lpos, P, _size(sp), _size(sp2))
     op = A if op is None else A @ op
     return Block(tuple(reads), act, scale * op, scale * bias, P * _size(spatial), P * _size(sp2), stream, tuple(sp2))
 
@@ -141,7 +142,7 @@ def _limits(st, blocks):
     for b in blocks[1:]:
         K = sum(C[k] for k in b.reads)
         G = gram(b.act, K)
-        C.append(to_matrix(b.L @ _vec(G, pair_index(b.n_in)), pair_index(b.n_out), b.n_out) + b.bias)
+        C.append(to_matrix(b.L @ pair_vector(G, pair_index(b.n_in)), pair_index(b.n_out), b.n_out) + b.bias)
         Kin.append(K)
         pds.append(pair_derivatives(b.act, K, 0))
     return C, Kin, pds
@@ -165,18 +166,27 @@ def _noise(st, blocks, Kin, sl, tot):
     return Sig
 
 
-def _self_interaction(blocks, outputs, Kin, Minv, sl, l):
-    """L_l Σ_j R(l, j) : (Σ_{r_j ≤ r < r_l} (M⁻¹)_{o_r j}) L_j over the stream readers j of earlier branches."""
+def _earlier_readers(blocks, l):
+    """The stream readers j of branches before block l's stream (the j of the self-interaction of l)."""
+    b = blocks[l]
+    if b.stream is None:
+        return []
+    return [j for j in range(1, l) if blocks[j].stream is not None and blocks[j].stream < b.stream]
+
+
+def _self_interaction(blocks, outputs, Kin, Minv, sl, l, bar=None):
+    """L_l Σ_j R(l, j) : (Σ_{r_j ≤ r < r_l} (M⁻¹)_{o_r j}) L_j over the stream readers j of earlier branches (one
+    ``bar`` step per j: each R is |pairs|² four-point functions per moment)."""
     b = blocks[l]
     out = np.zeros(b.L.shape[0])
     pairs = pair_index(b.n_in)
-    for j in range(1, l):
+    for j in _earlier_readers(blocks, l):
         bj = blocks[j]
-        if bj.stream is None or bj.stream >= b.stream:
-            continue
         A = sum(Minv[sl(outputs[r + 1]), sl(j)] for r in range(bj.stream, b.stream))
         R = self_tensor(b.act, Kin[l], Kin[j], Kin[j], pairs)
         out += b.L @ np.einsum("pqr,qr->p", R, A @ bj.L)
+        if bar is not None:
+            bar.update(1)
     return out
 
 
@@ -197,13 +207,15 @@ def propagate_section(st, blocks, outputs):
     V = Minv @ Sig @ Minv.T
     V = 0.5 * (V + V.T)
     v = np.zeros(tot)
-    v[sl(0)] = _vec(st.M1, pair_index(st.n))
-    for l in range(1, len(blocks)):
-        b = blocks[l]
-        W = sum(V[sl(k), sl(kk)] for k in b.reads for kk in b.reads)
-        v[sl(l)] = 0.5 * b.L @ hessian_contract(pds[l], 0.5 * (W + W.T), pair_index(b.n_in))
-        if b.stream is not None:
-            v[sl(l)] += _self_interaction(blocks, outputs, Kin, Minv, sl, l)
+    v[sl(0)] = pair_vector(st.M1, pair_index(st.n))
+    todo = sum(len(_earlier_readers(blocks, l)) for l in range(1, len(blocks)))
+    with progress(total=todo, desc=f"{WHAT}: self-interaction (branch pairs)") as bar:
+        for l in range(1, len(blocks)):
+            b = blocks[l]
+            W = sum(V[sl(k), sl(kk)] for k in b.reads for kk in b.reads)
+            v[sl(l)] = 0.5 * b.L @ hessian_contract(pds[l], 0.5 * (W + W.T), pair_index(b.n_in))
+            if b.stream is not None:
+                v[sl(l)] += _self_interaction(blocks, outputs, Kin, Minv, sl, l, bar)
     K1 = solve_triangular(M, v, lower=True, unit_diagonal=True)
     last = len(blocks) - 1
     n = blocks[last].n_out

@@ -38,83 +38,10 @@ import numpy as np
 
 from ..errors import ModelError
 from .fluctuations import pair_index, to_matrix
+from .layer_operators import Stage, pair_operator, pair_vector, position_operator
 from .price import PairDerivatives, hessian_contract, jacobian, pair_derivatives
 
 WHAT = "limits.kernels.finite_width"
-
-
-class Stage:
-    """(mean, correction, N·Cov) of C or Ĝ over the index set (module docstring), pair coordinates."""
-
-    def __init__(self, kind, M, M1, V, P, spatial):
-        self.kind, self.M, self.M1, self.V, self.P, self.spatial = kind, M, M1, V, P, tuple(spatial)
-
-    @property
-    def n(self):
-        return self.M.shape[0]
-
-    @property
-    def pairs(self):
-        return pair_index(self.n)
-
-
-# ------------------------------------------------------------------ linear operators from the layers' rules
-def _layout(G, P, spatial):
-    """n×n matrix over (input, position) → the composed kernels' full block layout (P, P, s1, s1', …)."""
-    from ..layers.state import full_from_positions
-
-    S = int(np.prod(spatial)) if spatial else 1
-    B = G.reshape(P, S, P, S).transpose(0, 2, 1, 3)
-    return full_from_positions(B, spatial) if spatial else B[:, :, 0, 0]
-
-
-def position_operator(layer, spatial, where):
-    """(L, spatial') : the linear part of ``layer``'s kernel rule on one (S × S) block of positions, as a matrix
-    (S'² × S²), applied by the rule itself to the S² unit matrices (stacked as inputs)."""
-    from ..layers.state import Kernel, positions_from_full
-
-    S = int(np.prod(spatial)) if spatial else 1
-    E = np.eye(S * S).reshape(S * S, S, S)[:, None]                    # (S², 1, S, S)
-    if spatial:
-        from ..layers.state import full_from_positions
-
-        blk = full_from_positions(E, spatial)
-        k = Kernel(blk, None, blk, None, tuple(spatial), True)
-    else:
-        blk = E[:, :, 0, 0]
-        k = Kernel(blk, None, blk, None, (), False)
-    zero = k.replace(nngp=np.zeros_like(blk), cov1=np.zeros_like(blk))
-    out = layer.kernel(k, True, where)
-    off = layer.kernel(zero, True, where).nngp
-    sp = tuple(out.spatial)
-    res = out.nngp - off
-    if sp:
-        if not out.full:
-            raise ModelError(f"{where}: the rule keeps only equal positions here; finite-width corrections need "
-                             "every pair")
-        res = positions_from_full(res, sp)[:, 0]                          # (S², S', S')
-    else:
-        res = res.reshape(S * S, 1, 1)
-    Sp = res.shape[-1]
-    return res.reshape(S * S, Sp * Sp).T, sp, float(off.ravel()[0])
-
-
-def _pair_operator(Lpos, P, S, Sp):
-    """The operator on symmetric matrices over (input, position), pair coordinates (m' × m), from the
-    per-block position operator (S'² × S²): out[(p,i'),(q,j')] = Σ_{i,j} L[(i',j'),(i,j)] in[(p,i),(q,j)]."""
-    n, n2 = P * S, P * Sp
-    pos = np.full((n, n), -1, dtype=np.int64)
-    for t, (a, b) in enumerate(pair_index(n)):
-        pos[a, b] = pos[b, a] = t
-    out = np.zeros((n2 * (n2 + 1) // 2, n * (n + 1) // 2))
-    L4 = Lpos.reshape(Sp, Sp, S, S)
-    for t, (a2, b2) in enumerate(pair_index(n2)):
-        p, i2 = divmod(a2, Sp)
-        q, j2 = divmod(b2, Sp)
-        w = L4[i2, j2]                                                   # (S, S) over (i, j)
-        nz = np.nonzero(w)
-        np.add.at(out[t], pos[p * S + nz[0], q * S + nz[1]], w[nz])
-    return out
 
 
 def _linear(st, layer, where):
@@ -122,17 +49,12 @@ def _linear(st, layer, where):
     S = int(np.prod(st.spatial)) if st.spatial else 1
     Lpos, sp, _ = position_operator(layer, st.spatial, where)
     Sp = int(np.prod(sp)) if sp else 1
-    L = _pair_operator(Lpos, st.P, S, Sp)
+    L = pair_operator(Lpos, st.P, S, Sp)
     n2 = st.P * Sp
     pr = pair_index(n2)
-    Mv = L @ _vec(st.M, st.pairs)
+    Mv = L @ pair_vector(st.M, st.pairs)
     M = to_matrix(Mv, pr, n2)
-    return Stage(st.kind, M, to_matrix(L @ _vec(st.M1, st.pairs), pr, n2), L @ st.V @ L.T, st.P, sp), L
-
-
-def _vec(A, pairs):
-    a, b = np.asarray(pairs).T
-    return A[a, b]
+    return Stage(st.kind, M, to_matrix(L @ pair_vector(st.M1, st.pairs), pr, n2), L @ st.V @ L.T, st.P, sp), L
 
 
 # ------------------------------------------------------------------ stage transitions
@@ -158,7 +80,7 @@ def _activation(st, act):
     D = jacobian(pd, pairs)
     G = gram(act, K)
     pr = np.asarray(pairs)
-    Fv = _vec(G, pairs)
+    Fv = pair_vector(G, pairs)
     if st.n <= 4:                                   # one joint rule for all pairs
         Sig = FourPoint(act, K).block("ffff", pr, pr) - np.outer(Fv, Fv)
     else:
@@ -167,7 +89,7 @@ def _activation(st, act):
         Sig = np.zeros((len(pairs), len(pairs)))
         Sig[iu, ju] = cov_phiphi(act, K[idx[:, :, None], idx[:, None, :]])
         Sig = Sig + np.triu(Sig, 1).T
-    G1 = D @ _vec(st.M1, pairs) + 0.5 * hessian_contract(pd, st.V, pairs)
+    G1 = D @ pair_vector(st.M1, pairs) + 0.5 * hessian_contract(pd, st.V, pairs)
     return Stage("features", G, to_matrix(G1, pairs, st.n), D @ st.V @ D.T + Sig, st.P, st.spatial)
 
 
@@ -189,7 +111,7 @@ def _layernorm(st, eps):
     pd = _layernorm_derivatives(st.M, eps)
     D = jacobian(pd, pairs)
     U = st.V + _isserlis(st.M, pairs)
-    G1 = D @ _vec(st.M1 - st.M, pairs) + 0.5 * hessian_contract(pd, U, pairs)
+    G1 = D @ pair_vector(st.M1 - st.M, pairs) + 0.5 * hessian_contract(pd, U, pairs)
     return Stage("features", pd.F, to_matrix(G1, pairs, st.n), D @ U @ D.T, st.P, st.spatial)
 
 

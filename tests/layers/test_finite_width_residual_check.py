@@ -219,3 +219,21 @@ def test_relu_shifted_gram_is_the_truncated_bivariate_normal_moment():
         d = integrate.quad(lambda x: (mu + s1 * x) ** 2 * pdf(x), kink, kink + 20, epsabs=1e-13, epsrel=1e-13)[0]
         np.testing.assert_allclose(got[0, 1], ref, rtol=0, atol=1e-11)
         np.testing.assert_allclose(got[0, 0], d, rtol=0, atol=1e-11)
+
+
+def test_the_validation_script_runs_and_records_its_verdicts(tmp_path):
+    """benchmarks/finite_width_residual_validation.py on its cheapest case at 300 networks per width: the run's
+    record carries the theory, the slopes and the verdicts the docs table quotes (the committed 40 000-network file
+    is benchmarks/results/calibration/finite_width_residual.json)."""
+    import json
+
+    from tests.benchmark_scripts import load
+
+    m = load("finite_width_residual_validation")
+    out = tmp_path / "v.json"
+    m.main(["--case", "C", "--inits", "300", "--seeds", "1", "--jobs", "1", "--json", str(out)])
+    run, = json.loads(out.read_text())["runs"]
+    assert run["case"] == "C" and len(run["b"]) == 3 and set(run["verdicts"]) == {"1", "1.05", "0.95", "1.1", "0.9", "0"}
+    assert run["K1"] != run["K1_without_self_interaction"]
+    committed = json.loads((m.OUT).read_text())["runs"]
+    assert {r["case"] for r in committed} == set(m.cases()) and all(r["inits"] == 40000 for r in committed)

@@ -182,7 +182,7 @@ def test_residual_corrections_agree_with_finite_compositions(s, x, monkeypatch):
     r = limits.kernels.finite_width(s, x, ntk=False)
     widths, inits, seed = (8, 16, 32, 64), 3000, 4
     assert check_finite_width(r, widths, inits, seed, quadratic=True).passed
-    monkeypatch.setattr(fr, "_self_interaction", lambda blocks, *a: np.zeros(blocks[a[-1]].L.shape[0]))
+    monkeypatch.setattr(fr, "_self_interaction", lambda blocks, outputs, Kin, Minv, sl, l, bar=None: np.zeros(blocks[l].L.shape[0]))
     K1_plain = limits.kernels.finite_width(s, x, ntk=False).K1
     assert np.max(np.abs(K1_plain - r.K1)) > 0.2 * np.max(np.abs(r.K1))
     labels, samples = _serial_measure(s, x, None, widths, inits, seed)            # the same networks
