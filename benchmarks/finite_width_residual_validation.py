@@ -7,6 +7,7 @@ the slope with the limit fixed at the exact K (b + c/N). A validation report, no
 
     nice python benchmarks/finite_width_residual_validation.py --inits 40000 --seeds 3      # ≈ 30 CPU-min
     nice python benchmarks/finite_width_residual_validation.py --case E --inits 40000 --seeds 5   # added to the file
+    nice python benchmarks/finite_width_residual_validation.py --case F G --inits 40000 --seeds 3
 
 writes ``benchmarks/results/calibration/finite_width_residual.json`` (one entry per case and seed);
 ``--table`` prints the table of docs/theory/finite_width.rst §8 from it.
@@ -58,6 +59,12 @@ def cases():
         "E": ("erf 1-D conv, random stream start and a two-layer branch, GlobalAvgPool",
               limits.serial(conv(2.0, 0.1), erf, conv(2.0, 0.05), res("erf", conv(1.5, 0.05), erf, conv(1.0), rho=0.8),
                             erf, L.GlobalAvgPool(), L.Dense(1.0, 0.05)), XC),
+        "F": ("E's two-layer branch alone (stream after the first conv)",
+              limits.serial(conv(2.0, 0.1), res("erf", conv(1.5, 0.05), erf, conv(1.0), rho=0.8), erf,
+                            L.GlobalAvgPool(), L.Dense(1.0, 0.05)), XC),
+        "G": ("E's random stream start alone (one-layer branch)",
+              limits.serial(conv(2.0, 0.1), erf, conv(2.0, 0.05), res("erf", conv(1.0, 0.05), rho=0.8), erf,
+                            L.GlobalAvgPool(), L.Dense(1.0, 0.05)), XC),
     }
 
 

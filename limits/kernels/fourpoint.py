@@ -268,8 +268,14 @@ def gaussian_rule(act, S, order=None):
 def expect4(act, fns, S4):
     """E[f₁(x₁) f₂(x₂) f₃(x₃) f₄(x₄)] for a batch of 4×4 covariances (coincident variables merged first;
     the exact polar rule for relu/linear in ≤ 2 distinct variables, tensor Gauss–Hermite otherwise)."""
+    return expect4_many(act, [fns], S4)[0]
+
+
+def expect4_many(act, fns_list, S4):
+    """:func:`expect4` for several function lists at once (K, B): each covariance's nodes are built once and each
+    distinct (function, variable) evaluated once across the lists."""
     S4 = np.asarray(S4, dtype=np.float64)
-    out = np.empty(S4.shape[0])
+    out = np.empty((len(fns_list), S4.shape[0]))
     groups: dict = {}
     for n in range(S4.shape[0]):
         groups.setdefault(_merge_pattern(S4[n]), []).append(n)
@@ -279,7 +285,9 @@ def expect4(act, fns, S4):
         if len(reps) <= 2 and homogeneous(act):
             for t, n in enumerate(mem):
                 x, W = gaussian_rule(act, S[t])
-                out[n] = _slot_product(fns, pat, lambda v: x[v]) @ W
+                cache: dict = {}
+                for k, fns in enumerate(fns_list):
+                    out[k, n] = _slot_product(fns, pat, lambda v: x[v], cache) @ W
             continue
         Z, W = rule(len(reps), ORDERS[len(reps)])
         lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
@@ -287,13 +295,16 @@ def expect4(act, fns, S4):
         for s0 in range(0, len(mem), step):
             sl = slice(s0, s0 + step)
             x = np.matmul(V[sl] * np.sqrt(np.clip(lam[sl], 0.0, None))[:, None, :], Z.T)     # (b, r, Q)
-            out[mem[sl]] = _slot_product(fns, pat, lambda v: x[:, v, :]) @ W
+            cache = {}
+            for k, fns in enumerate(fns_list):
+                out[k, mem[sl]] = _slot_product(fns, pat, lambda v: x[:, v, :], cache) @ W
     return out
 
 
-def _slot_product(fns, pat, var):
-    """Π_k fns[k](variable pat[k]), each distinct (function, variable) evaluated once."""
-    cache: dict = {}
+def _slot_product(fns, pat, var, cache=None):
+    """Π_k fns[k](variable pat[k]), each distinct (function, variable) evaluated once (``cache``: shared across
+    calls on the same nodes)."""
+    cache = {} if cache is None else cache
     prod = None
     for k in range(4):
         key = (id(fns[k]), pat[k])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fourpoint import cov_phiphi, expect4, gaussian_rule
+from .fourpoint import cov_phiphi, expect4_many, gaussian_rule
 
 JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
 JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
@@ -56,25 +56,33 @@ def four_block(Kx, Ky, Kxy, pairs_x, pairs_y):
     return S
 
 
-def _xy_moments(act, Kx, Ky, Kxy, xs, ys, kinds, connected):
-    """Matrix over x-pairs ``xs`` (rows) and y-pairs ``ys`` (columns) of E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)]
-    (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x), "1"}. One joint rule when
-    (x, y) has at most 4 variables, else :func:`fourpoint.expect4` per quadruple."""
+def _xy_moments(act, Kx, Ky, Kxy, xs, ys, specs):
+    """Per spec (kinds, connected): the matrix over x-pairs ``xs`` (rows) and y-pairs ``ys`` (columns) of
+    E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)] (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x),
+    "1"}. One joint rule when (x, y) has at most 4 variables, else :func:`fourpoint.expect4_many` per quadruple, all
+    specs on the same nodes."""
     fn = {"f": act.phi, "g": act.dphi, "u": lambda t: t * act.dphi(t), "1": np.ones_like}
-    f = [fn[k] for k in kinds]
     xs, ys = np.asarray(xs), np.asarray(ys)
     nodes = joint_nodes(act, Kx, Ky, Kxy, False)
     if nodes is not None:
         x, y, W = nodes
-        Fx = f[0](x[xs[:, 0]]) * f[1](x[xs[:, 1]])
-        Gy = f[2](y[ys[:, 0]]) * f[3](y[ys[:, 1]])
-        return connected_rows(Fx, Gy, W) if connected else (Fx * W) @ Gy.T
+        out = []
+        for kinds, connected in specs:
+            f = [fn[k] for k in kinds]
+            Fx = f[0](x[xs[:, 0]]) * f[1](x[xs[:, 1]])
+            Gy = f[2](y[ys[:, 0]]) * f[3](y[ys[:, 1]])
+            out.append(connected_rows(Fx, Gy, W) if connected else (Fx * W) @ Gy.T)
+        return out
     S4 = four_block(Kx, Ky, Kxy, [tuple(p) for p in xs], [tuple(p) for p in ys])
-    E = expect4(act, f, S4).reshape(len(xs), len(ys))
-    if connected:
-        E = E - np.outer(expect4(act, f[:2] + [np.ones_like] * 2, S4).reshape(len(xs), len(ys))[:, 0],
-                         expect4(act, [np.ones_like] * 2 + f[2:], S4).reshape(len(xs), len(ys))[0])
-    return E
+    lists, where = [], []
+    for kinds, connected in specs:
+        f = [fn[k] for k in kinds]
+        where.append(len(lists))
+        lists.append(f)
+        if connected:
+            lists += [f[:2] + [fn["1"]] * 2, [fn["1"]] * 2 + f[2:]]
+    E = expect4_many(act, lists, S4).reshape(len(lists), len(xs), len(ys))
+    return [E[k] - np.outer(E[k + 1][:, 0], E[k + 2][0]) if conn else E[k] for k, (_, conn) in zip(where, specs)]
 
 
 def self_tensor(act, Kx, Ky, Kxy, pairs):
@@ -90,26 +98,26 @@ def self_tensor(act, Kx, Ky, Kxy, pairs):
     pos = {tuple(p): i for i, p in enumerate(pairs)}
     pr = np.asarray(pairs)
     R = np.zeros((m, m, m))
-    mom = lambda xs, kinds, conn: _xy_moments(act, Kx, Ky, Kxy, xs, pr, kinds, conn)   # noqa: E731
     cy, dy = pr[:, 0], pr[:, 1]
     off = [(i, a, b) for i, (a, b) in enumerate(pairs) if a != b]
     diag = [(i, a) for i, (a, b) in enumerate(pairs) if a == b]
     if off:
         xs = np.array([(a, b) for _, a, b in off])
-        gg = mom(xs, "ggff", True)
-        for sw in (False, True):                      # ∂ w.r.t. Kx_aa (sw False) or Kx_bb (sw True)
-            xo = xs[:, ::-1] if sw else xs            # (varied index, other index)
-            lin = mom(xo, "ufff", True)
-            e1, e2 = mom(xo, "gfgf", False), mom(xo, "gffg", False)
+        # ∂ w.r.t. Kx_aa (x-pair (a, b)) and Kx_bb (the same moments with a and b's roles swapped)
+        gg, *mo = _xy_moments(act, Kx, Ky, Kxy, xs, pr, [("ggff", True), ("ufff", True), ("gfgf", False),
+                                                         ("gffg", False), ("fuff", True), ("fggf", False),
+                                                         ("fgfg", False)])
+        for sw in (False, True):
+            lin, e1, e2 = mo[3:] if sw else mo[:3]
             for t, (i, a, b) in enumerate(off):
-                v, o = (b, a) if sw else (a, b)
+                v = b if sw else a
                 cross = Kxy[v, cy] * e1[t] + Kxy[v, dy] * e2[t]
                 R[i, pos[(v, v)], :] += (lin[t] - Kx[a, b] * gg[t] - cross) / (2 * Kx[v, v])
         for t, (i, a, b) in enumerate(off):
             R[i, i, :] += gg[t]
     if diag:
         xs = np.array([(a, a) for _, a in diag])
-        lin, e1, e2 = mom(xs, "uf" + "ff", True), mom(xs, "gfgf", False), mom(xs, "gffg", False)
+        lin, e1, e2 = _xy_moments(act, Kx, Ky, Kxy, xs, pr, [("ufff", True), ("gfgf", False), ("gffg", False)])
         for t, (i, a) in enumerate(diag):
             cross = Kxy[a, cy] * e1[t] + Kxy[a, dy] * e2[t]
             R[i, i, :] += 2 * (lin[t] - cross) / (2 * Kx[a, a])
