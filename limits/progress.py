@@ -55,7 +55,7 @@ class LineProgress:
         self.desc = desc or self.desc
 
     def _line(self):
-        self.printed = True
+        self.printed, self.n_printed = True, self.n
         self.t_last = now = time.perf_counter()
         el = now - self.t0
         if self.total:
@@ -78,9 +78,9 @@ class LineProgress:
         return None
 
     def close(self):
-        if self.printed:
+        if self.printed and self.n_printed != self.n:      # a final line, unless the last one already shows it
             self._line()
-            self.printed = False
+        self.printed = False
 
 
 def _checked(iterable):

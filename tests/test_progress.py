@@ -14,6 +14,17 @@ def test_periodic_lines_when_not_a_terminal(monkeypatch):
     lines = buf.getvalue().strip().splitlines()
     assert lines[0].startswith("work: 1/5 (20%)") and "ETA" in lines[0]
     assert lines[-1].startswith("work: 5/5 (100%)")
+    assert sum(x.startswith("work: 5/5") for x in lines) == 1          # the final count is printed once
+
+
+def test_a_final_line_only_when_the_last_one_is_behind():
+    buf = io.StringIO()
+    bar = LineProgress(total=4, desc="y", interval=0.0, stream=buf)
+    bar.update(2)
+    bar.interval = 3600.0
+    bar.update(2)
+    bar.close()
+    assert buf.getvalue().strip().splitlines()[-1].startswith("y: 4/4 (100%)")
 
 
 def test_quiet_until_the_interval_and_silenced_by_env(monkeypatch):
