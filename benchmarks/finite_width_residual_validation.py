@@ -10,7 +10,8 @@ the slope with the limit fixed at the exact K (b + c/N). A validation report, no
     nice python benchmarks/finite_width_residual_validation.py --case F G --inits 40000 --seeds 3
 
 writes ``benchmarks/results/calibration/finite_width_residual.json`` (one entry per case and seed);
-``--table`` prints the table of docs/theory/finite_width.rst §8 from it.
+``--table`` prints the table of docs/theory/finite_width.rst §8 from it, ``--figure docs/_static/finite_width_residual.png``
+draws its figure.
 """
 from __future__ import annotations
 
@@ -124,6 +125,7 @@ def run_case(name, inits, seed):
             "without_self_interaction": {"passed": nos.passed, "z_b": nos.z_b.round(1).tolist()},
             "limit_fixed": {"b": fixed[:, 0].tolist(), "b_se": fixed[:, 1].tolist(),
                             "z_b": ((fixed[:, 0] - K1) / fixed[:, 1]).round(2).tolist()},
+            "mean": mean.tolist(), "se": se.tolist(),
             "cpu_seconds": {"theory": round(t1 - t0, 1), "monte_carlo": round(t2 - t1, 1)}}
 
 
@@ -149,6 +151,30 @@ def table(data) -> str:
     return "\n".join([line, fmt(head), line, *(fmt(x) for x in rows), line])
 
 
+def figure(data, path):
+    """Per case (its first seed), entry [0,0]: N·(mean − K) ± 2 SE against 1/N, with K1 (the theory) and the K1
+    without self-interaction — the picture of the table in docs/theory/finite_width.rst §8."""
+    from limits.style import PALETTE, plot_target
+
+    runs = {}
+    for r in sorted(data["runs"], key=lambda r: (r["case"], r["seed"])):
+        runs.setdefault(r["case"], r)
+    pt = plot_target(path, len(runs), figsize=(2.1 * len(runs), 2.6), what="finite_width_residual_validation")
+    for ax, (name, r) in zip(pt.axes, runs.items()):
+        N = np.asarray(r["widths"], dtype=float)
+        y = N * (np.asarray(r["mean"])[:, 0] - r["K"][0])
+        e = 2 * N * np.asarray(r["se"])[:, 0]
+        ax.errorbar(1 / N, y, e, fmt="o", ms=3, color="k", label="finite nets, ±2 SE")
+        ax.axhline(r["K1"][0], color=PALETTE[0], label="K1")
+        ax.axhline(r["K1_without_self_interaction"][0], color=PALETTE[1], ls="--", label="K1 without self-int.")
+        ax.set_title(f"{name}: z = {r['z_b'][0]:+.1f}", fontsize=8)
+        ax.set_xlabel("1/N", fontsize=8)
+        ax.tick_params(labelsize=6)
+    pt.axes[0].set_ylabel("N (E[K_N] − K), entry [0,0]", fontsize=8)
+    pt.axes[0].legend(fontsize=6, loc="best")
+    return pt.finish()
+
+
 def main(argv=None):
     from joblib import Parallel, delayed
 
@@ -161,9 +187,14 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", type=Path, default=OUT)
     ap.add_argument("--table", action="store_true", help="print the docs table from the file and stop")
+    ap.add_argument("--figure", type=Path, metavar="PATH", help="draw the docs figure from the file and stop")
     a = ap.parse_args(argv)
     if a.table:
         print(table(json.loads(a.json.read_text())))
+        return
+    if a.figure:
+        figure(json.loads(a.json.read_text()), a.figure)
+        print(a.figure)
         return
     names = a.case or list(cases())
     bad = [n for n in names if n not in cases()]

@@ -403,24 +403,16 @@ def _erf_shifted_gram(m, C):
     return out
 
 
-def _bvn_orthant(h, k, r):
-    """P(X < h, Y < k) for a standard bivariate normal with correlation r (abs(r) < 1), by Owen's T function."""
-    from scipy.special import ndtr, owens_t
-
-    s = np.sqrt(1.0 - r * r)
-    hs, ks = np.where(h == 0, 1e-300, h), np.where(k == 0, 1e-300, k)
-    beta = np.where((h * k > 0) | ((h * k == 0) & (h + k >= 0)), 0.0, 0.5)
-    return 0.5 * (ndtr(h) + ndtr(k)) - owens_t(h, (k - r * h) / (hs * s)) - owens_t(k, (h - r * k) / (ks * s)) - beta
-
-
 def _relu_shifted_gram(m, C):
     """(1/N) Σ_c E[relu(m_c + e) relu(m_c + e)ᵀ], e ~ N(0, C), per network (shapes as :func:`_erf_shifted_gram`), in
     closed form: with U = σ_u(h + X), V = σ_v(k + Y), (X, Y) standard with correlation r and a, b = −h, −k,
     E[relu U relu V] = σ_uσ_v (hk Λ + h E[Y; A] + k E[X; A] + E[XY; A]) over A = {X > a, Y > b}, Λ = P(A)
-    (:func:`_bvn_orthant`), E[X; A] = φ(a) Q(β_a) + r φ(b) Q(α_b), E[XY; A] = r Λ + r a φ(a) Q(β_a) + r b φ(b) Q(α_b)
+    (:func:`limits.kernels.relu_fourpoint.orthant`), E[X; A] = φ(a) Q(β_a) + r φ(b) Q(α_b), E[XY; A] = r Λ + r a φ(a) Q(β_a) + r b φ(b) Q(α_b)
     + √(1 − r²) exp(−(a² − 2rab + b²)/(2(1 − r²)))/(2π), β_a = (b − ra)/√(1 − r²), α_b = (a − rb)/√(1 − r²)
     (truncated bivariate normal moments); the diagonal σ²((h² + 1)Φ(h) + hφ(h))."""
     from scipy.special import ndtr
+
+    from ..kernels.relu_fourpoint import orthant
 
     pdf = lambda t: np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)     # noqa: E731
     d = np.sqrt(np.maximum(np.diagonal(C, axis1=1, axis2=2), 1e-300))
@@ -434,7 +426,7 @@ def _relu_shifted_gram(m, C):
             k = H[:, b]
             r = np.clip(C[:, a, b] / (d[:, a] * d[:, b]), -1 + 1e-12, 1 - 1e-12)[:, None]
             s = np.sqrt(1.0 - r * r)
-            lam = _bvn_orthant(h, k, r)
+            lam = orthant(h, k, r)
             qb, qa = ndtr(-(-k + r * h) / s), ndtr(-(-h + r * k) / s)
             ex, ey = pdf(h) * qb + r * pdf(k) * qa, pdf(k) * qa + r * pdf(h) * qb
             exy = (r * lam - r * h * pdf(h) * qb - r * k * pdf(k) * qa

@@ -403,7 +403,8 @@ def _ntk_parts(m, Z, notes):
         T1 = None
     TV = _theta_var(m, Z)
     if TV is None:
-        notes.append("Theta_var needs at most 4 distinct inputs in X1 ∪ X2 (joint quadrature)")
+        notes.append("Theta_var needs at most 4 distinct inputs in X1 ∪ X2 (joint quadrature), and at most 2 for relu "
+                     "(a joint rule in 3 or 4 variables would cross its kinks)")
     return T, T1, TV
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from .expectations import dgram, gram
 from .fluctuations import pair_index, to_matrix
-from .fourpoint import expect4, gaussian_rule
+from .fourpoint import expect4, gaussian_rule, is_relu
 from .price import hessian_contract, jacobian, pair_derivatives
 
 _JOINT_MAX = 4
@@ -38,13 +38,14 @@ _JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 class FourPoint:
     """E[s₁(x_a) s₂(x_b) s₃(x_c) s₄(x_d)] under N(0, K), slot functions φ ("f") or φ' ("g"): one joint
     rule for P ≤ 4 variables (exact polar rule for relu/linear at P ≤ 2, :func:`fourpoint.gaussian_rule`),
-    else a rule per quadruple on its distinct variables."""
+    else (and for relu at P = 3, 4) a rule per quadruple on its distinct variables."""
 
     def __init__(self, act, K):
         self.act, self.K = act, np.asarray(K, dtype=np.float64)
         self.fn = {"f": act.phi, "g": act.dphi}
         P = self.K.shape[0]
-        self.nodes = gaussian_rule(act, self.K, _JOINT_ORDER[P]) if P <= _JOINT_MAX else None
+        joint = P <= _JOINT_MAX and not (P > 2 and is_relu(act))     # relu in 3–4 variables: per quadruple, exact
+        self.nodes = gaussian_rule(act, self.K, _JOINT_ORDER[P]) if joint else None
 
     def block(self, kinds, A, B):
         """Matrix E[k₀(x_a) k₁(x_b) k₂(x_c) k₃(x_d)] over rows (a, b) ∈ A, columns (c, d) ∈ B."""

@@ -220,18 +220,19 @@ def homogeneous(act) -> bool:
     return is_builtin_activation(act) and activation_name(act) in ("relu", "linear")
 
 
-def polar_rule(S):
+def polar_rule(S, radial=None, angular=None):
     """Nodes (r, Q) and weights (Q,) for N(0, S), S an r×r PSD matrix with r ≤ 2, exact (to rounding)
     for every integrand that is a polynomial in the radius times a piecewise trigonometric polynomial of
     the angle whose pieces end where a coordinate vanishes — products of relu, step and powers of x.
     x = A (ρ cos ϑ, ρ sin ϑ), A Aᵀ = S: Gauss–Legendre in ρ against ρe^{−ρ²/2} and, per arc between
     consecutive zeros of the coordinates, in ϑ. (Tensor Gauss–Hermite converges like 1/n on a step:
-    E[step(u)step(v)] is 0.25 % off with 128² nodes.)"""
+    E[step(u)step(v)] is 0.25 % off with 128² nodes.) ``radial``, ``angular``: more nodes for integrands that are
+    smooth but not polynomial inside the arcs (:mod:`limits.kernels.relu_fourpoint`)."""
     S = np.atleast_2d(np.asarray(S, dtype=np.float64))
     r = S.shape[0]
     lam, V = np.linalg.eigh(0.5 * (S + S.T))
     A = V * np.sqrt(np.clip(lam, 0.0, None))
-    x, w = np.polynomial.legendre.leggauss(_RADIAL)
+    x, w = np.polynomial.legendre.leggauss(radial or _RADIAL)
     rho = (x + 1.0) * 6.0
     wr = w * 6.0 * rho * np.exp(-0.5 * rho * rho)
     if r == 1:                                    # |z| against the half-normal density, both signs
@@ -241,7 +242,7 @@ def polar_rule(S):
         raise ValueError(f"polar_rule: dimension {r} > 2")
     cuts = [np.arctan2(-A[i, 0], A[i, 1]) % np.pi for i in range(2) if np.any(A[i] != 0)]
     edges = np.unique(np.concatenate([[0.0, 2 * np.pi], np.array(cuts), np.array(cuts) + np.pi]))
-    xa, wa = np.polynomial.legendre.leggauss(_ANGULAR)
+    xa, wa = np.polynomial.legendre.leggauss(angular or _ANGULAR)
     th, wt = [], []
     for lo, hi in zip(edges[:-1], edges[1:]):
         if hi - lo > 1e-15:
@@ -279,6 +280,7 @@ def expect4_many(act, fns_list, S4):
     groups: dict = {}
     for n in range(S4.shape[0]):
         groups.setdefault(_merge_pattern(S4[n]), []).append(n)
+    relu = _relu_powers(act, fns_list)
     for (pat, reps), members in groups.items():
         mem = np.asarray(members)
         S = S4[np.ix_(mem, reps, reps)]
@@ -288,6 +290,8 @@ def expect4_many(act, fns_list, S4):
                 cache: dict = {}
                 for k, fns in enumerate(fns_list):
                     out[k, n] = _slot_product(fns, pat, lambda v: x[v], cache) @ W
+            continue
+        if relu is not None and _relu_exact(relu, pat, len(reps), S, mem, out):
             continue
         Z, W = rule(len(reps), ORDERS[len(reps)])
         lam, V = np.linalg.eigh(0.5 * (S + S.transpose(0, 2, 1)))
@@ -299,6 +303,51 @@ def expect4_many(act, fns_list, S4):
             for k, fns in enumerate(fns_list):
                 out[k, mem[sl]] = _slot_product(fns, pat, lambda v: x[:, v, :], cache) @ W
     return out
+
+
+def is_relu(act) -> bool:
+    """Whether ``act`` is the built-in relu (whose 3- and 4-variable moments :mod:`limits.kernels.relu_fourpoint`
+    integrates without crossing a kink)."""
+    from .expectations import activation_name, is_builtin_activation
+
+    return is_builtin_activation(act) and activation_name(act) == "relu"
+
+
+def _relu_powers(act, fns_list):
+    """Per function list, per slot: 1 (relu), 0 (step) or None (the constant 1) when ``act`` is the built-in relu and
+    every function is φ, φ' or ``numpy.ones_like``; else None (:mod:`limits.kernels.relu_fourpoint` applies)."""
+    if not is_relu(act):
+        return None
+    code = {id(act.phi): 1, id(act.dphi): 0, id(np.ones_like): None}
+    if any(id(f) not in code for fns in fns_list for f in fns):
+        return None
+    return [[code[id(f)] for f in fns] for fns in fns_list]
+
+
+def _relu_exact(powers_list, pat, r, S, mem, out):
+    """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_fourpoint.expect` (no
+    quadrature across relu's kinks); False (nothing written) when a covariance is degenerate there."""
+    from .relu_fourpoint import expect
+
+    if r not in (3, 4):
+        return False
+    per_var = []
+    for slots in powers_list:
+        pw = [None] * r
+        for slot, p in enumerate(slots):
+            if p is not None:
+                v = pat[slot]
+                pw[v] = (pw[v] or 0) + p
+        per_var.append(pw)
+    vals = np.empty((len(powers_list), len(mem)))
+    for t in range(len(mem)):
+        for k, pw in enumerate(per_var):
+            e = expect(S[t], pw)
+            if e is None:
+                return False
+            vals[k, t] = e
+    out[:, mem] = vals
+    return True
 
 
 def _slot_product(fns, pat, var, cache=None):

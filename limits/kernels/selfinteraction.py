@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fourpoint import cov_phiphi, expect4_many, gaussian_rule
+from .fourpoint import cov_phiphi, expect4_many, gaussian_rule, is_relu
 
 JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussian variables
 JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 
 
-def joint_nodes(act, Kx, Ky, Kxy, same):
+def joint_nodes(act, Kx, Ky, Kxy, same, kinks_exact=True):
     """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
     None when the joint dimension exceeds ``JOINT_MAX`` (callers then use per-quadruple rules). relu and
-    linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`)."""
+    linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`); relu in three or four
+    (a tensor rule would cross its kinks) also None with ``kinks_exact``: the per-quadruple rules integrate it
+    exactly (:mod:`limits.kernels.relu_fourpoint`)."""
     P = Kx.shape[0]
     Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
     n = Kj.shape[0]
-    if n > JOINT_MAX:
+    if n > JOINT_MAX or (kinks_exact and n > 2 and is_relu(act)):
         return None
     pts, W = gaussian_rule(act, Kj, JOINT_ORDER[n])
     return (pts, pts, W) if same else (pts[:P], pts[P:], W)
@@ -61,7 +63,8 @@ def _xy_moments(act, Kx, Ky, Kxy, xs, ys, specs):
     E[k₀(x_a) k₁(x_b) k₂(y_c) k₃(y_d)] (minus E[k₀k₁] E[k₂k₃] when ``connected``); k ∈ {"f": φ, "g": φ', "u": x φ'(x),
     "1"}. One joint rule when (x, y) has at most 4 variables, else :func:`fourpoint.expect4_many` per quadruple, all
     specs on the same nodes."""
-    fn = {"f": act.phi, "g": act.dphi, "u": lambda t: t * act.dphi(t), "1": np.ones_like}
+    fn = {"f": act.phi, "g": act.dphi, "u": act.phi if is_relu(act) else (lambda t: t * act.dphi(t)),
+          "1": np.ones_like}                                   # relu: x·step(x) = relu(x) exactly
     xs, ys = np.asarray(xs), np.asarray(ys)
     nodes = joint_nodes(act, Kx, Ky, Kxy, False)
     if nodes is not None:

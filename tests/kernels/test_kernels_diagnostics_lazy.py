@@ -32,7 +32,11 @@ def test_closed_form_spectra_are_deferred_and_equal_to_eager(tmp_path):
     assert r.diagnostics._pending is None
     lo, c = D.spectrum_summary(r.K[-1])
     lo2, c2 = D.spectrum_summary(r.K_out)
-    assert cond == c and r.diagnostics["cond_K_out"] == c2 and r.diagnostics["min_eig_K_L"] == lo
+    # K^L is singular (cond ~1e17): eigvalsh's last bits depend on the arrays' memory alignment (LAPACK's SIMD
+    # paths), so the lazy and the direct call agree to rounding, not bit for bit (seen under pytest-xdist)
+    scale = float(np.max(np.abs(r.K[-1])))
+    assert cond == pytest.approx(c, rel=1e-12) and r.diagnostics["cond_K_out"] == pytest.approx(c2, rel=1e-12)
+    assert r.diagnostics["min_eig_K_L"] == pytest.approx(lo, abs=1e-13 * scale)
     assert any("ill-conditioned" in w or "positive definite" in w for w in r.diagnostics["warnings"])
     # saving fills and stores the same dict; it loads back equal (a plain dict)
     r2 = nngp(_X(), depth=3, activation="erf", sigma_w2=1.5, sigma_b2=0.1, keep="last", on_explode="ignore")
