@@ -33,7 +33,7 @@ from ..checks import positive_int
 from ..results import Result
 from ._args import resolve
 from .expectations import cross_price, dgram, diag_price
-from .fourpoint import ORDERS, cov4, cov4_erf
+from .fourpoint import ORDERS, cov4, cov4_erf, cov_pairs, is_relu
 from .nngp import run_recursion
 from ..registry import sweep_computation
 
@@ -156,6 +156,8 @@ def kernel_fluctuations(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b
         kinds[t] = (obs_phi[i], obs_phi[j])
     if str(getattr(act, "name", "")) == "erf":
         cvals, _, _ = cov4_erf(kinds, S4)      # inner pair in closed form, ~1e-9
+    elif is_relu(act):                         # no quadrature across relu's kinks (relu_fourpoint)
+        cvals = cov_pairs(kinds, S4)
     else:
         cvals, _, _ = cov4(act.phi, kinds, S4)  # tensor Gauss–Hermite (see fourpoint.py for accuracy)
     Sigma = np.zeros((n, n))

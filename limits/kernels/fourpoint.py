@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .polar import polar_rule
+
 ORDERS = {1: 128, 2: 128, 3: 36, 4: 20}
 _RULES: dict = {}
 
@@ -208,50 +210,12 @@ def cov4_erf(kinds, Sigma4, max_nodes_batch=3_000_000):
 # ---------------------------------------------------------------------------------------------
 # positively homogeneous activations (relu, linear): an exact rule in one or two dimensions
 # ---------------------------------------------------------------------------------------------
-_RADIAL = 32          # Gauss–Legendre on [0, 12] against r e^{−r²/2}: r^p to 1e-15 for p ≤ 9
-_ANGULAR = 20         # Gauss–Legendre nodes per arc between two kinks
-
-
 def homogeneous(act) -> bool:
     """Whether ``act`` is a built-in activation whose pieces are homogeneous polynomials with kinks only
     at 0 (relu, linear): then products of φ, φ' integrate exactly by :func:`polar_rule`."""
     from .expectations import activation_name, is_builtin_activation
 
     return is_builtin_activation(act) and activation_name(act) in ("relu", "linear")
-
-
-def polar_rule(S, radial=None, angular=None):
-    """Nodes (r, Q) and weights (Q,) for N(0, S), S an r×r PSD matrix with r ≤ 2, exact (to rounding)
-    for every integrand that is a polynomial in the radius times a piecewise trigonometric polynomial of
-    the angle whose pieces end where a coordinate vanishes — products of relu, step and powers of x.
-    x = A (ρ cos ϑ, ρ sin ϑ), A Aᵀ = S: Gauss–Legendre in ρ against ρe^{−ρ²/2} and, per arc between
-    consecutive zeros of the coordinates, in ϑ. (Tensor Gauss–Hermite converges like 1/n on a step:
-    E[step(u)step(v)] is 0.25 % off with 128² nodes.) ``radial``, ``angular``: more nodes for integrands that are
-    smooth but not polynomial inside the arcs (:mod:`limits.kernels.relu_fourpoint`)."""
-    S = np.atleast_2d(np.asarray(S, dtype=np.float64))
-    r = S.shape[0]
-    lam, V = np.linalg.eigh(0.5 * (S + S.T))
-    A = V * np.sqrt(np.clip(lam, 0.0, None))
-    x, w = np.polynomial.legendre.leggauss(radial or _RADIAL)
-    rho = (x + 1.0) * 6.0
-    wr = w * 6.0 * rho * np.exp(-0.5 * rho * rho)
-    if r == 1:                                    # |z| against the half-normal density, both signs
-        wh = w * 6.0 * np.exp(-0.5 * rho * rho) / np.sqrt(2 * np.pi)
-        return A[0, 0] * np.concatenate([rho, -rho])[None, :], np.concatenate([wh, wh])
-    if r != 2:
-        raise ValueError(f"polar_rule: dimension {r} > 2")
-    cuts = [np.arctan2(-A[i, 0], A[i, 1]) % np.pi for i in range(2) if np.any(A[i] != 0)]
-    edges = np.unique(np.concatenate([[0.0, 2 * np.pi], np.array(cuts), np.array(cuts) + np.pi]))
-    xa, wa = np.polynomial.legendre.leggauss(angular or _ANGULAR)
-    th, wt = [], []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        if hi - lo > 1e-15:
-            th.append(lo + (xa + 1) * (hi - lo) / 2)
-            wt.append(wa * (hi - lo) / 2)
-    th, wt = np.concatenate(th), np.concatenate(wt) / (2 * np.pi)
-    e = np.stack([np.cos(th), np.sin(th)])                                   # (2, n_angles)
-    pts = (A @ e)[:, :, None] * rho[None, None, :]                           # (2, n_angles, n_radial)
-    return pts.reshape(2, -1), (wt[:, None] * wr[None, :]).ravel()
 
 
 def gaussian_rule(act, S, order=None):
@@ -376,3 +340,34 @@ def cov_phiphi(act, S4):
         f = act.phi
         return expect4(act, [f] * 4, S4) - expect4(act, [f, f, one, one], S4) * expect4(act, [one, one, f, f], S4)
     return cov4(act.phi, np.ones((S4.shape[0], 2), bool), S4)[0]
+
+
+def cov_pairs(kinds, S4):
+    """Cov(a(x₁)a(x₂), b(x₃)b(x₄)) for a batch of 4×4 covariances, a, b = relu (``kinds`` True) or the identity
+    (False), without a quadrature across a kink: two identities by Isserlis; relu with an identity pair through
+    x = relu(x) − relu(−x) (the negated variables' covariance flipped), each term by :func:`expect4`
+    (:mod:`limits.kernels.relu_fourpoint`)."""
+    from ..activations import BUILTIN
+
+    relu = BUILTIN["relu"]
+    S4 = np.asarray(S4, dtype=np.float64)
+    kinds = np.asarray(kinds, dtype=bool)
+    out = np.empty(S4.shape[0])
+    f, one = relu.phi, np.ones_like
+    for n in range(S4.shape[0]):
+        S = S4[n]
+        ka, kb = kinds[n]
+        if not ka and not kb:
+            out[n] = S[0, 2] * S[1, 3] + S[0, 3] * S[1, 2]
+            continue
+        ident = [0, 1] if not ka else ([2, 3] if not kb else [])
+        total = 0.0
+        for signs in ([(1, 1)] if not ident else [(1, 1), (1, -1), (-1, 1), (-1, -1)]):
+            d = np.ones(4)
+            for slot, sg in zip(ident, signs):
+                d[slot] = sg
+            total += np.prod(signs) * expect4(relu, [f] * 4, (d[:, None] * S * d[None, :])[None])[0]
+        pair = lambda i, j: S[i, j] if (i in ident) else expect4(relu, [f, f, one, one], S[np.ix_(   # noqa: E731
+            [i, j, i, j], [i, j, i, j])][None])[0]
+        out[n] = total - pair(0, 1) * pair(2, 3)
+    return out

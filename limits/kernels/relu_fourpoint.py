@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr, owens_t
 
+from .polar import polar_rule
+
 RADIAL, ANGULAR = 40, 20          # the outer polar rule per sector: 1e-14 at 32 × 16 on smooth non-polynomial integrands
 
 
@@ -84,8 +86,6 @@ def _inner(mean, Sc, powers):
 def expect(S, powers):
     """E[Π_v x_v^{p_v} 1{x_v > 0}] (p_v = None: the factor 1) for x ~ N(0, S), S r×r with r = 3 or 4 and at most one
     p_v = 2, or None when the inner conditional covariance is degenerate (callers then keep their general rule)."""
-    from .fourpoint import polar_rule
-
     r = S.shape[0]
     order = sorted(range(r), key=lambda v: -1 if powers[v] == 2 else (0 if powers[v] is not None else 1))
     outer, inner = order[:2], order[2:]
@@ -104,3 +104,4 @@ def expect(S, powers):
         if powers[v] is not None:
             g = g * np.where(x[j] > 0, x[j] ** powers[v], 0.0)
     return float((g * _inner(B @ x, Sc, [powers[v] for v in inner])) @ W)
+
