@@ -154,6 +154,7 @@ def table(data) -> str:
 def figure(data, path):
     """Per case (its first seed), entry [0,0]: N·(mean − K) ± 2 SE against 1/N, with K1 (the theory) and the K1
     without self-interaction — the picture of the table in docs/theory/finite_width.rst §8."""
+    from limits.stats import signed
     from limits.style import PALETTE, plot_target
 
     runs = {}
@@ -167,7 +168,7 @@ def figure(data, path):
         ax.errorbar(1 / N, y, e, fmt="o", ms=3, color="k", label="finite nets, ±2 SE")
         ax.axhline(r["K1"][0], color=PALETTE[0], label="K1")
         ax.axhline(r["K1_without_self_interaction"][0], color=PALETTE[1], ls="--", label="K1 without self-int.")
-        ax.set_title(f"{name}: z = {r['z_b'][0]:+.1f}", fontsize=8)
+        ax.set_title(f"{name}: z = {signed(r['z_b'][0], 1)}", fontsize=8)
         ax.set_xlabel("1/N", fontsize=8)
         ax.tick_params(labelsize=6)
     pt.axes[0].set_ylabel("N (E[K_N] − K), entry [0,0]", fontsize=8)

@@ -10,7 +10,9 @@ Used by :mod:`limits.kernels.fluctuations` (seed 004 App. C: the C̃–C̃ block
 Accuracy: for erf use :func:`cov4_erf` (inner pair exact, ~1e-9). The generic tensor rule converges
 slowly for saturating φ at large variance when four distinct variables are involved (tanh, order 20
 vs 32: relative change 2e-5 at variances ≈ 0.7, 6e-4 at ≈ 1.3, 7e-3 at ≈ 2.7, 3e-2 at ≈ 5.3);
-1–2 distinct variables (e.g. P = 1, diagonal entries) use orders 128 and are accurate to ~1e-10.
+1–2 distinct variables (e.g. P = 1, diagonal entries) use orders 128 and are accurate to ~1e-10. relu never goes
+through the tensor rule across its kinks: the exact polar rule in ≤ 2 variables, :mod:`limits.kernels.relu_fourpoint`
+in 3 or 4 (:func:`expect4`, :func:`cov_pairs`), 1e-14 where the 20⁴ tensor rule was off by up to 11 %.
 """
 from __future__ import annotations
 
@@ -232,7 +234,8 @@ def gaussian_rule(act, S, order=None):
 
 def expect4(act, fns, S4):
     """E[f₁(x₁) f₂(x₂) f₃(x₃) f₄(x₄)] for a batch of 4×4 covariances (coincident variables merged first;
-    the exact polar rule for relu/linear in ≤ 2 distinct variables, tensor Gauss–Hermite otherwise)."""
+    the exact polar rule for relu/linear in ≤ 2 distinct variables, relu's closed-form conditional rule in 3 or 4
+    (:mod:`limits.kernels.relu_fourpoint`), tensor Gauss–Hermite otherwise)."""
     return expect4_many(act, [fns], S4)[0]
 
 
