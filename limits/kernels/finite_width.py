@@ -55,7 +55,7 @@ class FiniteWidth(Result):
     ``var_K_layers`` likewise per layer (stream Grams); ``params_cov``: the full N·Cov (pairs α ≤ β of
     X1, order :func:`limits.kernels.fluctuations.pair_index`) of the read-out C^{L+1} (None with X2); ``Theta``, ``Theta1``: the NTK (NTK
     parameterisation) and its O(1/N) mean correction (None for SP); ``Theta_var``: N·Var(Θ_N) of each
-    entry (MLPs with at most 4 inputs in X1 ∪ X2; otherwise None, see ``note``)."""
+    entry (MLPs; None for ResNets and compositions, see ``note``)."""
 
     K: np.ndarray
     K1: np.ndarray
@@ -297,6 +297,34 @@ def _theta1(model, Z, eps=1e-3, npts=4):
     return 0.5 * (T + T.T), 0.5 * (T1 + T1.T)
 
 
+def _neuron_moments(act, K, s, pairs):
+    """(per-neuron Cov of the rows (s φφ_p, φ'φ'_p) over pairs p (2m×2m), E[φ'_αφ'_βφ'_γφ'_δ] (P⁴)) under N(0, K): one
+    joint rule when it applies (:func:`selfinteraction.joint_nodes`), else per quadruple (:func:`fourpoint.expect4_many`:
+    relu without crossing its kinks, any P)."""
+    from .expectations import dgram
+    from .fourpoint import expect4_many
+
+    P, m = K.shape[0], len(pairs)
+    pr = np.asarray(pairs)
+    pa, pb = pr.T
+    nodes = joint_nodes(act, K, K, K, True)
+    if nodes is not None:
+        x, _, W = nodes
+        f, g = act.phi(x), act.dphi(x)
+        rows = np.concatenate([s * f[pa] * f[pb], g[pa] * g[pb]])
+        return connected_rows(rows, rows, W), np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
+    f, g = act.phi, act.dphi
+    ia, ib = np.repeat(np.arange(m), m), np.tile(np.arange(m), m)
+    idx = np.concatenate([pr[ia], pr[ib]], axis=1)                                   # (m², 4) variables
+    ffff, ffgg, gggg = expect4_many(act, [[f] * 4, [f, f, g, g], [g] * 4], K[idx[:, :, None], idx[:, None, :]])
+    F, G = gram(act, K)[pa, pb], dgram(act, K)[pa, pb]
+    Sl = np.block([[s * s * (ffff.reshape(m, m) - np.outer(F, F)), s * (ffgg.reshape(m, m) - np.outer(F, G))],
+                   [s * (ffgg.reshape(m, m).T - np.outer(G, F)), gggg.reshape(m, m) - np.outer(G, G)]])
+    quad = np.array(np.meshgrid(*[np.arange(P)] * 4, indexing="ij")).reshape(4, -1).T
+    E4 = expect4_many(act, [[g] * 4], K[quad[:, :, None], quad[:, None, :]])[0].reshape(P, P, P, P)
+    return Sl, E4
+
+
 def _theta_var(model, X):
     """N·Var(Θ_N) entrywise (P×P) for an MLP in the NTK parameterisation (docs/theory/finite_width.rst §3):
 
@@ -309,7 +337,7 @@ def _theta_var(model, X):
 
     ξ^{l+1}, ν^l the sampling noise of s φφ and φ'φ' over the N neurons of layer l (jointly Gaussian,
     per-neuron covariance under N(0, K^l)), D' = ∂E[φ'φ']/∂K (exact Price derivatives,
-    :mod:`limits.kernels.price`), G'^l = E[φ'φ']. Needs P ≤ 4 (joint quadrature)."""
+    :mod:`limits.kernels.price`), G'^l = E[φ'φ'] (:func:`_neuron_moments`)."""
     from .expectations import dgram
 
     act = model.act
@@ -328,14 +356,7 @@ def _theta_var(model, X):
     cov = np.zeros((2 * m, 2 * m))              # state (δC^l, δT̂^{l−1}) in pair coordinates
     for l in range(L + 1):
         Gp = dgram(act, K)
-        nodes = joint_nodes(act, K, K, K, True)
-        if nodes is None:
-            return None
-        x, _, W = nodes
-        f, g = act.phi(x), act.dphi(x)
-        rows = np.concatenate([s[l] * f[pa] * f[pb], g[pa] * g[pb]])
-        Sl = connected_rows(rows, rows, W)                          # per-neuron Cov(sφφ, φ'φ')
-        E4 = np.einsum("aq,bq,cq,dq,q->abcd", g, g, g, g, W)
+        Sl, E4 = _neuron_moments(act, K, s[l], pairs)
         A = np.zeros((2 * m, 2 * m))
         if l >= 1:          # D' = ∂E[φ'φ']/∂K (exact; the read-in layer l = 0 has no fluctuation to carry)
             D, Dp = price_jacobian(act, K), jacobian(pair_derivatives(act, K, 1, second=False), pairs)
@@ -401,11 +422,7 @@ def _ntk_parts(m, Z, notes):
     except ValueError as exc:                  # a user activation without φ‴
         notes.append(f"Theta1 not computed: {exc}")
         T1 = None
-    TV = _theta_var(m, Z)
-    if TV is None:
-        notes.append("Theta_var needs at most 4 distinct inputs in X1 ∪ X2 (joint quadrature), and at most 2 for relu "
-                     "(a joint rule in 3 or 4 variables would cross its kinks)")
-    return T, T1, TV
+    return T, T1, _theta_var(m, Z)
 
 
 def _inputs(m, X1, X2):

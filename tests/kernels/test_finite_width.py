@@ -148,3 +148,19 @@ def test_posterior_correction_matches_finite_networks():
     assert abs(est[1] - pc.var[0]) > 10 * se[1]
     mu = posterior_maps(C[-1], 2, y, 0.5)[0][:, 0]
     assert abs(N * mu.var(ddof=1) - pc.mean_var[0]) < 0.1 * pc.mean_var[0]      # O(1/N) remainder ~1 %
+
+
+def test_theta_var_per_quadruple_equals_the_joint_rule_and_covers_relu(monkeypatch):
+    """N·Var(Θ) from per-quadruple moments (used for relu at 3–4 inputs — no tensor rule across its kinks — and
+    beyond 4 inputs) equals the joint rule for erf at 3 inputs to 1e-7; relu at 3 inputs gets a value."""
+    import importlib
+
+    fw = importlib.import_module("limits.kernels.finite_width")
+    X3 = np.array([[1.0, 0.2, -0.5], [0.3, -0.9, 0.4], [-0.6, 0.5, 0.8]])
+    m = limits.mlp(3, depth=2, activation="erf", sigma_w2=1.5, sigma_b2=0.05)
+    joint = limits.kernels.finite_width(m, X3).Theta_var
+    monkeypatch.setattr(fw, "joint_nodes", lambda *a, **k: None)
+    np.testing.assert_allclose(limits.kernels.finite_width(m, X3).Theta_var, joint, rtol=0, atol=1e-7)
+    monkeypatch.undo()
+    r = limits.kernels.finite_width(limits.mlp(3, depth=2, activation="relu", sigma_w2=1.5, sigma_b2=0.05), X3)
+    assert r.Theta_var is not None and np.all(np.diag(r.Theta_var) > 0)
