@@ -405,34 +405,20 @@ def _erf_shifted_gram(m, C):
 
 def _relu_shifted_gram(m, C):
     """(1/N) Σ_c E[relu(m_c + e) relu(m_c + e)ᵀ], e ~ N(0, C), per network (shapes as :func:`_erf_shifted_gram`), in
-    closed form: with U = σ_u(h + X), V = σ_v(k + Y), (X, Y) standard with correlation r and a, b = −h, −k,
-    E[relu U relu V] = σ_uσ_v (hk Λ + h E[Y; A] + k E[X; A] + E[XY; A]) over A = {X > a, Y > b}, Λ = P(A)
-    (:func:`limits.kernels.relu_fourpoint.orthant`), E[X; A] = φ(a) Q(β_a) + r φ(b) Q(α_b), E[XY; A] = r Λ + r a φ(a) Q(β_a) + r b φ(b) Q(α_b)
-    + √(1 − r²) exp(−(a² − 2rab + b²)/(2(1 − r²)))/(2π), β_a = (b − ra)/√(1 − r²), α_b = (a − rb)/√(1 − r²)
-    (truncated bivariate normal moments); the diagonal σ²((h² + 1)Φ(h) + hφ(h))."""
-    from scipy.special import ndtr
+    closed form: the truncated normal moments of :mod:`limits.kernels.relu_fourpoint` (``moment1`` with p = 2 on the
+    diagonal, ``moment2`` off it; the orthant by Owen's T)."""
+    from ..kernels.relu_fourpoint import moment1, moment2
 
-    from ..kernels.relu_fourpoint import orthant
-
-    pdf = lambda t: np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)     # noqa: E731
     d = np.sqrt(np.maximum(np.diagonal(C, axis1=1, axis2=2), 1e-300))
-    H = m / d[:, :, None]                                              # (S, n, N) standardised means
     n = m.shape[1]
     out = np.empty(C.shape)
     for a in range(n):
-        h = H[:, a]
-        out[:, a, a] = (d[:, a, None] ** 2 * ((h * h + 1) * ndtr(h) + h * pdf(h))).mean(axis=1)
+        sa = d[:, a, None]
+        out[:, a, a] = moment1(m[:, a], sa, 2).mean(axis=1)
         for b in range(a + 1, n):
-            k = H[:, b]
-            r = np.clip(C[:, a, b] / (d[:, a] * d[:, b]), -1 + 1e-12, 1 - 1e-12)[:, None]
-            s = np.sqrt(1.0 - r * r)
-            lam = orthant(h, k, r)
-            qb, qa = ndtr(-(-k + r * h) / s), ndtr(-(-h + r * k) / s)
-            ex, ey = pdf(h) * qb + r * pdf(k) * qa, pdf(k) * qa + r * pdf(h) * qb
-            exy = (r * lam - r * h * pdf(h) * qb - r * k * pdf(k) * qa
-                   + s * np.exp(-0.5 * (h * h - 2 * r * h * k + k * k) / (s * s)) / (2 * np.pi))
-            g = (h * k * lam + h * ey + k * ex + exy).mean(axis=1) * d[:, a] * d[:, b]
-            out[:, a, b] = out[:, b, a] = g
+            sb = d[:, b, None]
+            r = np.clip(C[:, a, b, None] / (sa * sb), -1 + 1e-12, 1 - 1e-12)
+            out[:, a, b] = out[:, b, a] = moment2(m[:, a], m[:, b], sa, sb, r, 1, 1).mean(axis=1)
     return out
 
 

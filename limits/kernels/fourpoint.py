@@ -292,9 +292,9 @@ def _relu_powers(act, fns_list):
 
 
 def _relu_exact(powers_list, pat, r, S, mem, out):
-    """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_fourpoint.expect` (no
+    """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_fourpoint.expect_many` (no
     quadrature across relu's kinks); False (nothing written) when a covariance is degenerate there."""
-    from .relu_fourpoint import expect
+    from .relu_fourpoint import expect_many
 
     if r not in (3, 4):
         return False
@@ -308,11 +308,10 @@ def _relu_exact(powers_list, pat, r, S, mem, out):
         per_var.append(pw)
     vals = np.empty((len(powers_list), len(mem)))
     for t in range(len(mem)):
-        for k, pw in enumerate(per_var):
-            e = expect(S[t], pw)
-            if e is None:
-                return False
-            vals[k, t] = e
+        e = expect_many(S[t], per_var)
+        if e is None:
+            return False
+        vals[:, t] = e
     out[:, mem] = vals
     return True
 

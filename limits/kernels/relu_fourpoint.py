@@ -44,15 +44,17 @@ def orthant(h, k, r):
     return 0.5 * (ndtr(h) + ndtr(k)) - owens_t(h, arg(h, k)) - owens_t(k, arg(k, h)) - beta
 
 
-def _one(mu, sd, p):
-    """E[U^p 1{U > 0}] (p = 0, 1) or 1 (p = None) for U ~ N(mu, sd²)."""
+def moment1(mu, sd, p):
+    """E[U^p 1{U > 0}] (p = 0, 1, 2) or 1 (p = None) for U ~ N(mu, sd²)."""
     if p is None:
         return np.ones_like(mu)
     h = mu / sd
+    if p == 2:
+        return sd * sd * ((h * h + 1) * ndtr(h) + h * _pdf(h))
     return ndtr(h) if p == 0 else sd * (h * ndtr(h) + _pdf(h))
 
 
-def _two(mu, mv, su, sv, r, p, q):
+def moment2(mu, mv, su, sv, r, p, q):
     """E[U^p 1{U > 0} V^q 1{V > 0}] for p, q ∈ {0, 1}, (U, V) with means mu, mv, SDs su, sv, correlation r."""
     h, k = mu / su, mv / sv
     s = np.sqrt(1.0 - r * r)
@@ -74,23 +76,18 @@ def _two(mu, mv, su, sv, r, p, q):
 def _inner(mean, Sc, powers):
     """E[Π_inner g | outer] at the outer nodes: ``mean`` (n_inner, Q), conditional covariance Sc, powers (None = 1)."""
     if len(powers) == 1:
-        return _one(mean[0], np.sqrt(Sc[0, 0]), powers[0])
+        return moment1(mean[0], np.sqrt(Sc[0, 0]), powers[0])
     p, q = powers
     su, sv = np.sqrt(Sc[0, 0]), np.sqrt(Sc[1, 1])
     if p is None or q is None:
-        return _one(mean[0], su, p) * _one(mean[1], sv, q)
+        return moment1(mean[0], su, p) * moment1(mean[1], sv, q)
     r = float(np.clip(Sc[0, 1] / (su * sv), -1.0, 1.0))
-    return _two(mean[0], mean[1], su, sv, r, p, q)
+    return moment2(mean[0], mean[1], su, sv, r, p, q)
 
 
-def expect(S, powers):
-    """E[Π_v x_v^{p_v} 1{x_v > 0}] (p_v = None: the factor 1) for x ~ N(0, S), S r×r with r = 3 or 4 and at most one
-    p_v = 2, or None when the inner conditional covariance is degenerate (callers then keep their general rule)."""
-    r = S.shape[0]
-    order = sorted(range(r), key=lambda v: -1 if powers[v] == 2 else (0 if powers[v] is not None else 1))
-    outer, inner = order[:2], order[2:]
-    if any(powers[v] == 2 for v in inner):
-        return None
+def _conditional(S, outer):
+    """(B, Sc, outer nodes, weights) of the inner variables given the ``outer`` pair, or None when Sc is degenerate."""
+    inner = [v for v in range(S.shape[0]) if v not in outer]
     Soo, Soi, Sii = S[np.ix_(outer, outer)], S[np.ix_(outer, inner)], S[np.ix_(inner, inner)]
     B = np.linalg.solve(Soo, Soi).T                                     # E[inner | outer] = B outer
     Sc = Sii - B @ Soi
@@ -98,10 +95,33 @@ def expect(S, powers):
     ev = np.linalg.eigvalsh(0.5 * (Sc + Sc.T)) if Sc.shape[0] > 1 else np.diag(Sc)
     if np.min(ev) <= 1e-8 * sc_scale:
         return None
-    x, W = polar_rule(Soo, RADIAL, ANGULAR)                             # (2, Q) exact across the outer kinks
-    g = np.ones(x.shape[1])
-    for j, v in enumerate(outer):
-        if powers[v] is not None:
-            g = g * np.where(x[j] > 0, x[j] ** powers[v], 0.0)
-    return float((g * _inner(B @ x, Sc, [powers[v] for v in inner])) @ W)
+    return (B, Sc) + polar_rule(Soo, RADIAL, ANGULAR)                   # nodes (2, Q): exact across the outer kinks
 
+
+def expect(S, powers):
+    """E[Π_v x_v^{p_v} 1{x_v > 0}] for one list of powers (:func:`expect_many`), or None."""
+    out = expect_many(S, [powers])
+    return None if out is None else out[0]
+
+
+def expect_many(S, powers_list):
+    """E[Π_v x_v^{p_v} 1{x_v > 0}] (p_v = None: the factor 1) for x ~ N(0, S), S r×r with r = 3 or 4, per list of
+    powers (at most one p_v = 2 each); None when an inner conditional covariance is degenerate (callers then keep
+    their general rule). Lists with the same outer pair share its conditional and its nodes."""
+    r = S.shape[0]
+    cache, out = {}, []
+    for powers in powers_list:
+        order = sorted(range(r), key=lambda v: -1 if powers[v] == 2 else (0 if powers[v] is not None else 1))
+        outer = tuple(order[:2])
+        inner = [v for v in range(r) if v not in outer]                 # the order of _conditional's rows
+        if outer not in cache:
+            cache[outer] = _conditional(S, list(outer))
+        if cache[outer] is None:
+            return None
+        B, Sc, x, W = cache[outer]
+        g = np.ones(x.shape[1])
+        for j, v in enumerate(outer):
+            if powers[v] is not None:
+                g = g * np.where(x[j] > 0, x[j] ** powers[v], 0.0)
+        out.append(float((g * _inner(B @ x, Sc, [powers[v] for v in inner])) @ W))
+    return out

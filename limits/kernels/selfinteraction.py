@@ -12,16 +12,16 @@ JOINT_MAX = 4        # joint tensor rule (fourpoint.rule) up to this many Gaussi
 JOINT_ORDER = {1: 128, 2: 128, 3: 48, 4: 24}
 
 
-def joint_nodes(act, Kx, Ky, Kxy, same, kinks_exact=True):
+def joint_nodes(act, Kx, Ky, Kxy, same):
     """Nodes of the joint Gaussian of (x, y) (one block when ``same``): x (P, Q), y (P, Q), weights (Q,);
     None when the joint dimension exceeds ``JOINT_MAX`` (callers then use per-quadruple rules). relu and
     linear in at most two dimensions: the exact polar rule (:func:`fourpoint.polar_rule`); relu in three or four
-    (a tensor rule would cross its kinks) also None with ``kinks_exact``: the per-quadruple rules integrate it
+    (a tensor rule would cross its kinks) also None: the per-quadruple rules integrate it
     exactly (:mod:`limits.kernels.relu_fourpoint`)."""
     P = Kx.shape[0]
     Kj = Kx if same else np.block([[Kx, Kxy], [Kxy.T, Ky]])
     n = Kj.shape[0]
-    if n > JOINT_MAX or (kinks_exact and n > 2 and is_relu(act)):
+    if n > JOINT_MAX or (n > 2 and is_relu(act)):
         return None
     pts, W = gaussian_rule(act, Kj, JOINT_ORDER[n])
     return (pts, pts, W) if same else (pts[:P], pts[P:], W)
