@@ -203,6 +203,21 @@ class Dask:
                 pass
 
 
+MAX_CHUNK = 1_000_000               # points per task (a task of more would hold the whole grid anyway)
+
+
+def check_chunk(chunk, name="chunk"):
+    """``chunk``: ``"auto"`` or a whole number of points per task, 1 … :data:`MAX_CHUNK`."""
+    from ..errors import shown
+
+    if chunk == "auto":
+        return chunk
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or not 1 <= chunk <= MAX_CHUNK:
+        raise ValueError(f"{name} must be 'auto' or a whole number of points per task from 1 to {MAX_CHUNK:,}, "
+                         f"got {shown(chunk, 60)}")
+    return int(chunk)
+
+
 BACKENDS = {"serial": Serial, "loky": Loky, "dask": Dask}
 
 

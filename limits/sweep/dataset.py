@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import elide
 from ..results import atomic_write_bytes
 from .grid import SEED_DIM, Grid
 
@@ -135,17 +137,67 @@ def reduce_seeds(ds):
 
 
 def to_bytes(ds) -> bytes:
-    """netCDF-3 bytes (scipy engine); attributes that are not str/number become JSON strings."""
+    """netCDF-3 bytes (scipy engine); attributes that are not str/number become JSON strings, integers beyond
+    netCDF-3's 32 bits floats."""
     ds = ds.copy()
     for k, v in list(ds.attrs.items()):
         if not isinstance(v, (str, int, float, np.integer, np.floating)) or isinstance(v, bool):
             ds.attrs[k] = json.dumps(v, default=str)
+        elif isinstance(v, (int, np.integer)) and not -2**31 <= int(v) < 2**31:
+            ds.attrs[k] = float(v)
     for name in list(ds.variables):
         if ds[name].dtype.kind == "i" and ds[name].dtype.itemsize > 4:
             vals = ds[name].values
             if vals.size and (vals.min() < np.iinfo(np.int32).min or vals.max() > np.iinfo(np.int32).max):
                 ds[name] = ds[name].astype(np.float64)
     return bytes(ds.to_netcdf(engine="scipy"))
+
+
+def header(path) -> dict | None:
+    """The global attributes of the netCDF-3 file ``path`` (its header only, read without loading the data), or
+    None when ``path`` is not a readable netCDF-3 file."""
+    import warnings
+
+    from scipy.io import netcdf_file
+
+    from ..readfile import opened
+
+    try:
+        with opened(path, "sweep dataset") as (fh, _):
+            if fh.read(3) != b"CDF":
+                return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f = netcdf_file(str(path), "r", mmap=True)
+            try:
+                attrs = dict(f._attributes)
+            finally:
+                f.close()
+    except Exception:  # noqa: BLE001 — whatever a damaged or foreign file makes scipy raise: not a dataset
+        return None
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in attrs.items()}
+
+
+def check_replaceable(path, n_points, option):
+    """Refuse (``ValueError`` naming ``option``) to replace ``path`` unless it is missing or a sweep dataset of at
+    most ``n_points`` points: a file of another kind (a text file, a result, someone's data) is never overwritten,
+    nor a dataset computed over a larger grid."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    attrs = header(path)
+    if not attrs or "function" not in attrs or "n_points" not in attrs or "grid" not in attrs:
+        raise ValueError(f"{option}: {path} exists and is not a sweep dataset; a sweep never overwrites another "
+                         "kind of file — choose another path or remove it")
+    try:
+        had = int(float(np.asarray(attrs["n_points"]).ravel()[0]))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        had = None
+    if had is None or had > n_points:
+        raise ValueError(f"{option}: {path} holds a sweep dataset of {had if had is not None else 'an unknown number'}"
+                         f" of points ({elide(str(attrs['function']), 80)}), more than this run's {n_points}; a result "
+                         "computed over a larger grid is never replaced by a smaller one — choose another path "
+                         "(--out) or remove it")
 
 
 def save(ds, path) -> Path:

@@ -36,8 +36,8 @@ def test_cg_equals_cholesky(kernel, tmp_path):
         assert d["estimated"] == ["log_marginal_likelihood"]
     else:
         assert np.isnan(r.log_marginal_likelihood)
-    assert sorted(os.listdir(tmp_path / "K")) == ["lock"] + (["nngp", "ntk", "store.json"] if kernel == "ntk" else
-                                                             ["nngp", "store.json"])
+    assert sorted(os.listdir(tmp_path / "K")) == ["lock", "lock.pid"] + (["nngp", "ntk", "store.json"]
+                                                                         if kernel == "ntk" else ["nngp", "store.json"])
 
 
 def test_variance_subset_and_no_variance():

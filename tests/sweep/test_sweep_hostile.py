@@ -3,6 +3,7 @@ outputs checked before computing, huge grids and Ctrl-C under dask."""
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -217,7 +218,8 @@ def test_full_disk_messages_name_the_store_and_out(tmp_path, monkeypatch, capsys
 
 
 def test_outputs_are_checked_before_any_point_runs(tmp_path, monkeypatch, capsys):
-    """Item 15: `[run] out`/`store` that cannot be written are refused before computing."""
+    """Item 15: `--out`/`--store` that cannot be written are refused before computing (a sweep file may not name
+    them: issue 42, tests/sweep/test_sweep_caller_only.py)."""
     marks = tmp_path / "marks"
     marks.mkdir()
     (tmp_path / "afile").write_text("x")
@@ -231,13 +233,13 @@ def test_outputs_are_checked_before_any_point_runs(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("LIMITS_PROGRESS", "0")
     head = ('function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = ' + json.dumps(str(marks))
             + '\ndelay = 0.0\n[product]\nx = [0, 1]\n[run]\nbackend = "serial"\n')
-    for run_line, key in ((f'out = "{ro}/y.nc"', "out"), ('out = "afile/y.nc"', "out"), (f'store = "{ro}/st"', "store"),
-                          ('store = "afile"', "store"), ('out = "marks"', "out"), ('out = "fifo.nc"', "out"),
-                          ('out = "/dev/null"', "out")):
-        (tmp_path / "s.toml").write_text(head + run_line + "\n")
-        assert main(["sweep", "run", "s.toml", "--allow", "sweep_points"]) == 2, run_line
+    (tmp_path / "s.toml").write_text(head)
+    for run_line, key in ((("--out", f"{ro}/y.nc"), "out"), (("--out", "afile/y.nc"), "out"),
+                          (("--store", f"{ro}/st"), "store"), (("--store", "afile"), "store"),
+                          (("--out", "marks"), "out"), (("--out", "fifo.nc"), "out"), (("--out", "/dev/null"), "out")):
+        assert main(["sweep", "run", "s.toml", "--allow", "sweep_points", *run_line]) == 2, run_line
         err = capsys.readouterr().err
-        assert err.startswith(f"limits: error: {key}") and len(err.strip().splitlines()) == 1, err
+        assert re.match(f"limits: error: (--)?{key}: ", err) and len(err.strip().splitlines()) == 1, err
         assert not list(marks.glob("start-*")), f"{run_line}: points ran before the output was checked"
         assert ".limits-write" not in err
 
@@ -281,9 +283,9 @@ def test_ctrl_c_under_dask_prints_one_line(tmp_path):
     marks.mkdir()
     (tmp_path / "s.toml").write_text(
         'function = "sweep_points.touch_then_sleep"\n[fixed]\nmarker_dir = ' + json.dumps(str(marks))
-        + '\ndelay = 2.0\n[product]\nx = [0, 1, 2, 3, 4, 5]\n[run]\nbackend = "dask"\nn_jobs = 2\n')
+        + '\ndelay = 2.0\n[product]\nx = [0, 1, 2, 3, 4, 5]\n[run]\nbackend = "dask"\n')
     proc = subprocess.Popen([sys.executable, "-m", "limits", "sweep", "run", "s.toml", "--allow", "sweep_points",
-                             "--quiet"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--n-jobs", "2", "--quiet"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
         t0 = time.time()
@@ -311,13 +313,12 @@ def test_a_module_of_the_current_folder_sweeps_without_pythonpath(tmp_path, back
     bin_.mkdir()
     (work / "mytheory.py").write_text("import os\n\n\ndef f(x):\n    return {'y': 2.0 * x, 'pid': os.getpid()}\n")
     (work / "sibling.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w')\n")
-    (work / "s.toml").write_text(f'function = "mytheory.f"\n[product]\nx = [0, 1, 2, 3]\n[run]\nbackend = "{backend}"\n'
-                                 'n_jobs = 2\n')
+    (work / "s.toml").write_text(f'function = "mytheory.f"\n[product]\nx = [0, 1, 2, 3]\n[run]\nbackend = "{backend}"\n')
     (bin_ / "limits_cmd.py").write_text("import os, sys\nfrom limits.cli import main\nprint('PID', os.getpid(), file=sys.stderr)\n"
                                         "sys.exit(main(sys.argv[1:]))\n")
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", ""), "LIMITS_PROGRESS": "0"}
     p = subprocess.run([sys.executable, str(bin_ / "limits_cmd.py"), "sweep", "run", "s.toml", "--allow", "mytheory",
-                        "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+                        "--n-jobs", "2", "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
     assert info["n_points"] == 4 and info["n_failed"] == 0, info
