@@ -83,17 +83,20 @@ def read_holder(path) -> list:
 
 def write_holder(path) -> bool:
     """Record this process (``"PID HOST"``) in the holder file ``path`` — a new file renamed into place, so a link
-    there is replaced, never written through; False where the directory is read-only."""
+    there is replaced, never written through. The record is informational (the lock is the ``flock``): where it
+    cannot be written (a read-only store, a full disk — which the store's own writes then report) the old record
+    is removed if possible and False returned."""
+    import contextlib
     import socket
 
     from .results import atomic_write_text
 
     try:
         atomic_write_text(path, f"{os.getpid()} {socket.gethostname()}\n")
-    except OSError as exc:
-        if exc.errno in _READ_ONLY:
-            return False
-        raise
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return False
     return True
 
 
