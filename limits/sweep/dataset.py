@@ -194,8 +194,9 @@ def check_replaceable(path, n_points, option):
     except (TypeError, ValueError, IndexError, OverflowError):
         had = None
     if had is None or had > n_points:
-        raise ValueError(f"{option}: {path} holds a sweep dataset of {had if had is not None else 'an unknown number'}"
-                         f" of points ({elide(str(attrs['function']), 80)}), more than this run's {n_points}; a result "
+        size = f"{had} points" if had is not None else "an unknown number of points"
+        raise ValueError(f"{option}: {path} holds a sweep dataset of {size} ({elide(str(attrs['function']), 80)}), "
+                         f"more than this run's {n_points}; a result "
                          "computed over a larger grid is never replaced by a smaller one — choose another path "
                          "(--out) or remove it")
 
