@@ -50,7 +50,7 @@ def as_serial(obj):
         return serial(obj)
     if isinstance(obj, dict):
         d = obj.get("model", obj) if isinstance(obj.get("model"), dict) else obj
-        return Serial.from_dict(d) if "serial" in d else None
+        return Serial.from_dict(obj) if "serial" in d else None      # the whole mapping: no key ignored
     if isinstance(obj, (str, Path)) and Path(obj).suffix.lower() in (".json", ".toml") and Path(obj).is_file():
         try:
             return Serial.load(obj)
