@@ -206,20 +206,35 @@ def save(ds, path) -> Path:
     return atomic_write_bytes(path, to_bytes(ds))
 
 
+LOAD_FACTOR = 2.0      # memory to load a dataset, × its file size (arrays decoded, int → float where masked)
+
+
 def load(path):
-    """Read a sweep dataset written by :func:`save` (fully into memory; the file is closed)."""
+    """Read a sweep dataset written by :func:`save` into memory (the file is closed). The file is checked first — a
+    regular netCDF-3 file — and its memory estimated from its size before a byte of data is read
+    (:data:`LOAD_FACTOR` × the size against the available memory: a ``ValueError`` with the sizes instead of
+    reading half the memory and failing); it is then memory-mapped from the checked descriptor (Linux; a copy
+    elsewhere), so the data are read once."""
     import xarray as xr
 
-    from ..readfile import array_limit, opened
+    from ..memory import available_memory
+    from ..readfile import array_limit, human, opened
 
     path = Path(path)
     with opened(path, "sweep dataset", limit=array_limit()) as (fh, size):
         if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
             raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
-        data = b"CDF" + fh.read(size)
-    try:
-        with xr.open_dataset(io.BytesIO(data), engine="scipy") as ds:
-            return ds.load()
-    except (ValueError, TypeError, OSError, EOFError, IndexError, KeyError, OverflowError, MemoryError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(f"sweep dataset {path} is damaged or truncated ({msg[:120]})") from None
+        avail = available_memory()
+        if avail is not None and LOAD_FACTOR * size > avail:
+            raise ValueError(f"sweep dataset {path} is {human(size)}: loading it takes ≈ {human(LOAD_FACTOR * size)} "
+                             f"of memory, more than the {human(avail)} available; open it lazily "
+                             f"(xarray.open_dataset(path, engine='scipy') memory-maps it) and select what you need, "
+                             "or free memory")
+        fh.seek(0)
+        by_fd = f"/proc/self/fd/{fh.fileno()}"
+        try:
+            with xr.open_dataset(by_fd if os.path.exists(by_fd) else fh, engine="scipy") as ds:
+                return ds.load()
+        except (ValueError, TypeError, OSError, EOFError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"sweep dataset {path} is damaged or truncated ({msg[:120]})") from None
