@@ -352,6 +352,206 @@ def test_a_complete_store_on_a_read_only_file_system_is_read_without_a_lock(with
         assert _listing(tmp_path / "ro") == before                  # nothing written into the read-only store
 
 
+# ------------------------------------------------------------------------ item 6: the smaller ones (non-torch)
+def _layer_table():
+    from limits.layers import Activation, Dense
+    from limits.params.layer_table import layer_table
+
+    return layer_table(limits.serial(Dense(), Activation("relu"), Dense()), "muP")
+
+
+LAYER_TABLE_DAMAGE = [("rows", 5), ("rows", []), ("rows", [5]), ("notes", 5), ("logits", {"__dict__": {"0": "x"}}),
+                      ("name", 7), ("parameterisation", [1])]
+
+
+@pytest.mark.parametrize("field,value", LAYER_TABLE_DAMAGE, ids=[f"{f}={v!r}" for f, v in LAYER_TABLE_DAMAGE])
+def test_load_result_refuses_a_layer_table_with_wrong_fields(field, value, tmp_path):
+    """`rows = 5` used to load (and fail later, in to_markdown); every field is now checked on load."""
+    from limits.results import load_result
+
+    t = _layer_table()
+    t.save(tmp_path / "t")
+    assert load_result(tmp_path / "t").equals(t)
+    d = json.loads((tmp_path / "t.json").read_text())
+    d["fields"][field] = value
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    FUZZ_COUNT.add(("i42", "LayerTable", field, repr(value)))
+    with pytest.raises(ValueError, match=rf"does not describe a .*LayerTable .*{field}"):
+        load_result(tmp_path / "t")
+
+
+def _attention(tmp_path, T=64, P=6):
+    from limits.layers import Activation, Attention, Dense, GlobalAvgPool
+
+    net = limits.serial(Dense(), Attention(n_heads=2), Activation("relu"), GlobalAvgPool(), Dense())
+    net.save(tmp_path / "attn.json")
+    np.save(tmp_path / "XT.npy", np.random.default_rng(0).standard_normal((P, T, 4)))
+    return net
+
+
+def test_check_of_a_composition_estimates_the_finite_networks_memory_first(tmp_path, monkeypatch):
+    """`limits check` on a large attention composition had no up-front estimate (`limits kernel` had): now one
+    finite network that does not fit in half the available memory is refused by name before anything is
+    allocated, and the chunk of inits shrinks to what fits."""
+    import time
+
+    import limits.memory
+    from limits.finite import serial as fs
+
+    net = _attention(tmp_path)
+    per, layer, why = fs.init_bytes(net, (64, 4), 6, 512)
+    assert layer == "1 (Attention)" and "64² attention weights" in why
+    monkeypatch.setattr(limits.memory, "available_memory", lambda: int(2.5 * per))
+    assert fs.check_memory(net, (64, 4), 6, (64, 128, 512)) == 1          # half of it holds one init at once
+    monkeypatch.setattr(limits.memory, "available_memory", lambda: int(100 * per))
+    assert fs.check_memory(net, (64, 4), 6, (64, 128, 512)) == 8          # at most the default chunk
+    monkeypatch.setattr(limits.memory, "available_memory", lambda: int(per))
+    FUZZ_COUNT.add(("i42", "check", "attention composition memory"))
+    t0 = time.process_time()
+    rc, out, err = run_cli(["check", "--model", tmp_path / "attn.json", "--x", tmp_path / "XT.npy"])
+    _one_error(rc, err, "one finite network of this composition at width 512", "Attention", "--widths")
+    assert time.process_time() - t0 < 5
+
+
+def test_the_finite_memory_estimate_is_calibrated():
+    """benchmarks/finite_memory.py: the estimate is never below the measured peak (18 compositions, widths 64 and
+    256) and at most 2× it; one small case recomputed here."""
+    import tracemalloc
+
+    from limits.finite.serial import SerialNetwork, init_bytes
+    from limits.layers import Activation, Attention, Dense, GlobalAvgPool
+
+    data = json.loads((ROOT / "benchmarks" / "results" / "finite_memory.json").read_text())
+    ratios = [r["ratio"] for r in data["rows"]]
+    assert len(ratios) >= 18 and 1.0 <= min(ratios) and max(ratios) <= 2.0
+    net = limits.serial(Dense(), Attention(n_heads=2), Activation("relu"), GlobalAvgPool(), Dense())
+    X = np.random.default_rng(0).standard_normal((6, 32, 4))
+    SerialNetwork(net, 64).kernels(X, 1, seed=0, chunk=1)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    SerialNetwork(net, 64).kernels(X, 1, seed=1, chunk=1)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    assert 1.0 <= init_bytes(net, (32, 4), 6, 64)[0] / peak <= 2.0
+
+
+def test_plot_paths_are_checked_before_any_computation(tmp_path):
+    """Every command's --plot (limits check, limits coord-check) is checked — suffix and a writable place — right
+    after parsing: coord-check reaches it before torch is imported, so this runs without torch."""
+    import time
+
+    for argv in (["coord-check", "--factory", "limits.torch.demos:mlp", "--param", "muP"],
+                 ["check", "--model", tmp_path / "m.toml", "--x", tmp_path / "X.npy"]):
+        limits.mlp(4, 2).save(tmp_path / "m.toml")
+        np.save(tmp_path / "X.npy", np.ones((3, 4)))
+        for plot, words in (("/proc/no/x.png", "cannot write"), ("/sys/x.png", "cannot write"),
+                            (str(tmp_path / "x.bogus"), "suffix"), (str(tmp_path), "suffix")):
+            FUZZ_COUNT.add(("i42", "--plot", argv[0], plot[-10:]))
+            t0 = time.process_time()
+            rc, out, err = run_cli([*argv, "--plot", plot])
+            _one_error(rc, err, "--plot", words)
+            assert time.process_time() - t0 < 2
+
+
+SEEDS = ["18446744073709551616", "4294967296", "-1", str(10 ** 40)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_seed_is_checked_at_parse_time(seed, tmp_path):
+    """`--seed 2^64` ended in an overflow naming no option after 14.6 s; every command checks it first."""
+    import time
+
+    limits.mlp(4, 2).save(tmp_path / "m.toml")
+    np.save(tmp_path / "X.npy", np.ones((3, 4)))
+    for argv in (["check", "--model", tmp_path / "m.toml", "--x", tmp_path / "X.npy"],
+                 ["nngp", "--depth", "2", "--random", "3", "4"], ["finite", "train", "--width", "8"],
+                 ["coord-check", "--factory", "limits.torch.demos:mlp", "--param", "muP"],
+                 ["transfer", "--factory", "limits.torch.demos:mlp", "--param", "muP", "--lrs", "0.1", "0.2"]):
+        FUZZ_COUNT.add(("i42", "--seed", argv[0], seed))
+        t0 = time.process_time()
+        rc, out, err = run_cli([*argv, "--seed", seed])
+        line = _one_error(rc, err, "--seed", "2^32")
+        assert len(line) < 200 and time.process_time() - t0 < 2
+    assert run_cli(["nngp", "--depth", "2", "--random", "3", "4", "--seed", str(2 ** 32 - 1)])[0] == 0
+
+
+def test_a_large_sweep_dataset_is_estimated_before_it_is_read(tmp_path, monkeypatch):
+    """A 3 GB dataset used to be read to half the memory before "not enough memory": its size is now weighed
+    against the available memory first (and reading it maps the file once instead of copying it three times)."""
+    import limits.memory
+    from limits.sweep import dataset as D
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(GOOD)
+    assert run_cli(["sweep", "run", "s.toml", "--quiet"])[0] == 0
+    size = (tmp_path / "sweeps/s/sweep.nc").stat().st_size
+    monkeypatch.setattr(limits.memory, "available_memory", lambda: int(1.5 * size))
+    FUZZ_COUNT.add(("i42", "sweep dataset", "larger than the available memory"))
+    for argv in (["sweep", "show", "sweeps/s"], ["sweep", "plot", "sweeps/s", "--x", "sigma_b2", "--y", "sigma_w2"]):
+        rc, out, err = run_cli(argv)
+        _one_error(rc, err, "loading it takes", "available", "xarray.open_dataset")
+    monkeypatch.setattr(limits.memory, "available_memory", lambda: int(3 * size))
+    assert D.load(tmp_path / "sweeps/s/sweep.nc").attrs["n_points"] == 2
+
+
+@pytest.mark.parametrize("which", ["y", "x"])
+def test_all_zero_training_data_is_refused_up_front(which, tmp_path):
+    """`limits check --what dmft` with all-zero targets (or inputs) ran the DMFT solve and the finite networks for
+    tens of seconds before failing; it is refused first, naming the file."""
+    import time
+
+    limits.mlp(4, 2, parameterisation="MF").save(tmp_path / "mf.toml")
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "X.npy", np.zeros((3, 4)) if which == "x" else rng.standard_normal((3, 4)))
+    np.save(tmp_path / "y.npy", np.zeros(3) if which == "y" else rng.standard_normal(3))
+    FUZZ_COUNT.add(("i42", "check dmft", f"all-zero {which}"))
+    t0 = time.process_time()
+    rc, out, err = run_cli(["check", "--model", tmp_path / "mf.toml", "--x", tmp_path / "X.npy", "--what", "dmft",
+                            "--y", tmp_path / "y.npy"])
+    _one_error(rc, err, f"--{which}", f"{which.upper() if which == 'x' else which}.npy", "only zeros")
+    assert time.process_time() - t0 < 3
+
+
+def test_a_degenerate_deep_composition_says_what_is_wrong(tmp_path):
+    """A 16 000-layer relu composition ended in "K is not a valid covariance matrix": the message now names the
+    layer, how far the kernel decayed and why (depth: a constant factor per layer), and what to do."""
+    from limits.layers import Activation, Dense
+
+    X = np.random.default_rng(0).standard_normal((3, 4))
+    net = limits.serial(*([Dense(), Activation("relu")] * 1100), Dense())
+    net.save(tmp_path / "deep.json")
+    np.save(tmp_path / "X.npy", X)
+    FUZZ_COUNT.add(("i42", "composition", "1100 relu layers"))
+    with pytest.raises(ValueError, match=r"layer 10\d\d \(Activation.*decayed to .* after 10\d\d of 2201 layers.*"
+                                         r"critical line"):
+        limits.kernels.kernel(net, X)
+    rc, out, err = run_cli(["kernel", "--model", tmp_path / "deep.json", "--x1", tmp_path / "X.npy"])
+    _one_error(rc, err, "decayed", "fewer layers")
+
+
+EXTRA_KEYS = [{"model": {"serial": [{"layer": "Dense"}]}, "depth": 7},
+              {"model": {"serial": [{"layer": "Dense"}]}, "activation": "relu", "comment": "x"},
+              {"serial": [{"layer": "Dense"}], "depth": 7}]
+
+
+@pytest.mark.parametrize("i", range(len(EXTRA_KEYS)))
+def test_keys_beside_the_model_of_a_composition_file_are_refused(i, tmp_path):
+    """Extra keys beside {"model": …} in a composition file were ignored; they are refused by name (as a model
+    file's already were)."""
+    from limits.layers import Serial, as_serial
+
+    d = EXTRA_KEYS[i]
+    extra = sorted(k for k in d if k not in ("model", "serial"))
+    (tmp_path / "c.json").write_text(json.dumps(d))
+    np.save(tmp_path / "X.npy", np.ones((2, 3)))
+    FUZZ_COUNT.add(("i42", "composition file keys", json.dumps(d)))
+    for call in (lambda: Serial.load(tmp_path / "c.json"), lambda: as_serial(d), lambda: Serial.from_dict(d)):
+        with pytest.raises(ValueError, match=repr(extra[0])):
+            call()
+    rc, out, err = run_cli(["kernel", "--model", tmp_path / "c.json", "--x1", tmp_path / "X.npy"])
+    _one_error(rc, err, repr(extra[0]))
+
+
 def test_zz_i42_report_count(capsys):
     """Prints how many distinct bad inputs the fuzz suite tried, this file's included (run with -s)."""
     mine = sum(1 for k in FUZZ_COUNT if k and k[0] == "i42")

@@ -315,6 +315,11 @@ def _accept_negative_fractions(parser):
                 _accept_negative_fractions(sub)
 
 
+# every command's --seed: numpy's SeedSequence takes any size, but torch.manual_seed, legacy numpy seeding and the
+# per-init seeds derived from it (seed · 1 000 003 + s) do not — one range for every command, checked first
+MAX_SEED = 2 ** 32 - 1
+
+
 # output options of component commands, checked before the command runs:
 # ``--save PATH`` writes PATH.npz + PATH.json, ``--out FILE`` one file
 _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
@@ -373,8 +378,15 @@ def _check_files(args):
     from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
     seed = getattr(args, "seed", None)
-    if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
-        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:     # checked before anything runs
+        raise ValueError(f"--seed must be an integer from 0 to 2^32 − 1 = {MAX_SEED}, got "
+                         f"{seed if abs(seed) < 10 ** 30 else f'a {len(str(abs(seed)))}-digit number'}")
+    plot = getattr(args, "plot", None)
+    if isinstance(plot, str) and plot and args.command not in ("run", "figure", "validate"):
+        from ..style import figure_path
+
+        figure_path(plot, "--plot")             # a suffix matplotlib writes, and a writable place: before computing
+        ensure_writable_file(plot, "--plot")
     for attr, flag in _INPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if isinstance(value, str):
