@@ -36,8 +36,12 @@ the matrix–vector products of the solver read tiles as fast as before.
 
 One writer per store: the lock is taken before the store is examined and held until the caller is done
 (:func:`store_lock`, re-entrant in one process); a second process gets a ``ValueError`` naming the store and the
-holder's pid. The OS drops the lock when its process dies however it dies, so a stale lock file of a dead
-process is simply taken over (and reported in ``diagnostics["stale_lock_pid"]``).
+holder's pid. The OS drops the lock when its process dies however it dies, so a stale lock of a dead process is
+simply taken over (and reported in ``diagnostics["stale_lock_pid"]``). The lock file is opened read-only and never
+written; a hard link (``st_nlink > 1``) as ``lock`` or ``store.json`` is refused, as are symbolic links, and the
+holder's "PID HOST" goes to ``lock.pid``, a new file renamed into place (:mod:`limits.stores`). A store is made
+only in a new or empty directory or an existing tile store. A complete store on a read-only file system is read as
+it is, without a lock (``diagnostics["read_only"]``); a missing tile there is refused with the count.
 
 Each tile is one file written by one task to a temporary name and renamed into place
 (:func:`limits.results.atomic_write_bytes`), so a killed worker or driver leaves only whole tiles and a rerun
