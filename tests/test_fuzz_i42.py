@@ -552,6 +552,28 @@ def test_keys_beside_the_model_of_a_composition_file_are_refused(i, tmp_path):
     _one_error(rc, err, repr(extra[0]))
 
 
+@pytest.mark.parametrize("what", ["text json", "npz data", "json of another tool", "both foreign"])
+def test_save_never_overwrites_another_kind_of_file(what, tmp_path, monkeypatch):
+    """`--save PATH` writes PATH.npz + PATH.json: a file already there that is not a saved limits result (someone's
+    data or notes) is refused before anything runs, and left as it was; a saved result is replaced."""
+    monkeypatch.chdir(tmp_path)
+    limits.mlp(4, 2).save("m.toml")
+    np.save("X.npy", np.ones((3, 4)))
+    files = {"text json": {"k.json": b"my notes\n"}, "npz data": {"k.npz": b"PK\x03\x04 not really"},
+             "json of another tool": {"k.json": b'{"type": 5}', "k.npz": b"PK"},
+             "both foreign": {"k.json": b"[]", "k.npz": b"x"}}[what]
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    FUZZ_COUNT.add(("i42", "--save", what))
+    rc, out, err = run_cli(["kernel", "--model", "m.toml", "--x1", "X.npy", "--save", "k"])
+    _one_error(rc, err, "--save", "not a saved limits result")
+    assert all((tmp_path / n).read_bytes() == d for n, d in files.items())
+    for name in files:
+        (tmp_path / name).unlink()
+    assert run_cli(["kernel", "--model", "m.toml", "--x1", "X.npy", "--save", "k"])[0] == 0
+    assert run_cli(["kernel", "--model", "m.toml", "--x1", "X.npy", "--save", "k"])[0] == 0      # a result: replaced
+
+
 def test_zz_i42_report_count(capsys):
     """Prints how many distinct bad inputs the fuzz suite tried, this file's included (run with -s)."""
     mine = sum(1 for k in FUZZ_COUNT if k and k[0] == "i42")
