@@ -17,7 +17,6 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,19 +24,11 @@ import pytest
 
 import limits
 import limits.sweep as S
-from test_fuzz import FUZZ_COUNT, check, run_cli
+from test_fuzz import FUZZ_COUNT, _one_error, check, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = ('function = "limits.kernels.critical_line"\n[product]\nactivation = ["erf"]\nsigma_b2 = [0.0, 0.1]\n'
         '[run]\nbackend = "serial"\n')
-
-
-def _one_error(rc, err, *words):
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("limits: error: "), (rc, err)
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
 
 
 def _listing(d: Path):

@@ -14,7 +14,6 @@ atomically. The file is written with :func:`limits.results.atomic_write_bytes`.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
