@@ -1,7 +1,7 @@
 """Calibrates limits.finite.serial.init_bytes: the estimated bytes of one initialisation of a composition's finite
 network against the peak that tracemalloc measures in SerialNetwork.kernels (chunk of 1 init, NNGP + NTK).
 
-    python benchmarks/finite_memory.py        → benchmarks/results/finite_memory.json (+ a table on stdout)
+    python benchmarks/finite_memory.py        → benchmarks/results/memory/finite_memory.json (+ a table on stdout)
 
 The estimate decides how many inits `limits check` runs at once and refuses a composition one init of which does
 not fit in half the available memory; it must never be below the measured peak (ratio ≥ 1) and not far above it.
@@ -20,7 +20,7 @@ from limits.finite.serial import SerialNetwork, init_bytes
 from limits.layers import (Activation, Attention, AvgPool, Conv, Dense, Flatten, GlobalAvgPool, LayerNorm,
                            Residual)
 
-OUT = Path(__file__).resolve().parent / "results" / "finite_memory.json"
+OUT = Path(__file__).resolve().parent / "results" / "memory" / "finite_memory.json"
 
 
 def cases():

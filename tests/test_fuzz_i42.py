@@ -412,7 +412,7 @@ def test_the_finite_memory_estimate_is_calibrated():
     from limits.finite.serial import SerialNetwork, init_bytes
     from limits.layers import Activation, Attention, Dense, GlobalAvgPool
 
-    data = json.loads((ROOT / "benchmarks" / "results" / "finite_memory.json").read_text())
+    data = json.loads((ROOT / "benchmarks" / "results" / "memory" / "finite_memory.json").read_text())
     ratios = [r["ratio"] for r in data["rows"]]
     assert len(ratios) >= 18 and 1.0 <= min(ratios) and max(ratios) <= 2.0
     net = limits.serial(Dense(), Attention(n_heads=2), Activation("relu"), GlobalAvgPool(), Dense())

@@ -99,7 +99,7 @@ def test_documented_sweep_files_name_nothing_only_the_caller_chooses(tmp_path):
 
     from limits.sweep.sweepfile import CALLER_ONLY, parse
 
-    text = (DOCS.parent / "sweep.md").read_text()
+    text = (DOCS.parents[1] / "docs/sweep.md").read_text()
     blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "function =" in b]
     assert len(blocks) >= 2
     files = sorted(DOCS.glob("*.toml"))
