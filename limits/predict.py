@@ -41,6 +41,18 @@ When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_t�
 W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
 One eigendecomposition of Θ_XX serves every t.
 
+**t = ∞** (``t=np.inf``, alone or among finite times): g_∞(λ) = 1/λ on the eigenvalues λ > P ε λ_max(Θ_XX)
+and 0 on the others, i.e. A_∞ = Θ_*X Θ_XX⁺ with Θ⁺ the spectral pseudo-inverse taken from the same
+eigendecomposition (no inverse is formed)::
+
+    μ_∞ = Θ_*X Θ_XX⁺ Y,     Σ_∞ = K_** + A_∞ K_XX A_∞ᵀ − A_∞ K_X* − K_*X A_∞ᵀ
+
+This is the limit of finite t, for the flow and for GD (0 < ηcλ < 2, enforced): on a null direction v of
+Θ_XX, Θ_*X v = 0 (the joint NTK Gram is PSD), so g_t(0) = ηt multiplies nothing at any t, and every other
+direction has converged once ηcλt ≫ 1. With Θ_XX positive definite, μ_∞ = Θ_*X Θ_XX⁻¹ Y is NTK kernel
+regression (:func:`kernel_regression` with ``kernel="ntk"``). Repeated or collinear training inputs make
+Θ_XX singular: the pseudo-inverse then fits the targets in the least-squares sense, as the flow does.
+
 **Outputs.** ``Y_train`` may have any number k of columns ((P,) is k = 1) whatever the model's
 ``d_out``: the outputs are independent and share the read-out kernel, so mean is P_test×k and cov one
 P_test×P_test matrix for all of them; the result records the model with d_out = k.
@@ -150,10 +162,11 @@ class GDResult(Result):
     def __str__(self):
         rms = np.sqrt(np.mean((self.mean_train[-1] - self.Y_train) ** 2))
         sd = np.sqrt(np.clip(self.var[-1], 0.0, None))
+        t0, t1 = time_text(self.t[0]), time_text(self.t[-1])
         return (f"NTK ensemble of {model_label(self.model)} trained by {'gradient flow' if self.flow else 'discrete GD'} "
                 f"(η = {self.learning_rate:g}, reduction {self.reduction}): {self.X_train.shape[0]} training, "
                 f"{self.X_test.shape[0]} test points, {self.mean.shape[2]} output(s); {self.t.size} time(s) "
-                f"t = {self.t[0]:g}…{self.t[-1]:g}; at t = {self.t[-1]:g}: RMS training residual {rms:.4g}, "
+                f"t = {t0}…{t1}; at t = {t1}: RMS training residual {rms:.4g}, "
                 f"test sd {sd.min():.3g}–{sd.max():.3g}")
 
     def plot(self, target=None, output=0, points=4):
@@ -163,13 +176,20 @@ class GDResult(Result):
 
         pt = plot_target(target, 1, figsize=(5.0, 3.2), what="GDResult.plot")
         ax = pt.axes[0]
+        fin, inf = np.isfinite(self.t), np.isposinf(self.t)
+        t = self.t[fin]
         for i in range(min(int(points), self.mean.shape[1])):
             c = PALETTE[i % len(PALETTE)]
             m, sd = self.mean[:, i, output], np.sqrt(np.clip(self.var[:, i], 0.0, None))
-            ax.plot(self.t, m, color=c, label=f"test point {i}")
-            ax.fill_between(self.t, m - 2 * sd, m + 2 * sd, color=c, alpha=0.2, lw=0)
-        if self.t.size > 2 and self.t[1] > 0 and self.t[-1] / self.t[1] >= 100:
-            ax.set_xscale("symlog", linthresh=float(self.t[1]))
+            if fin.any():
+                ax.plot(t, m[fin], color=c, label=f"test point {i}")
+                ax.fill_between(t, m[fin] - 2 * sd[fin], m[fin] + 2 * sd[fin], color=c, alpha=0.2, lw=0)
+            if inf.any():                 # t = ∞: the converged mean ± 2 sd as dashed lines across the plot
+                k = int(np.flatnonzero(inf)[0])
+                for y, ls in ((m[k], "--"), (m[k] - 2 * sd[k], ":"), (m[k] + 2 * sd[k], ":")):
+                    ax.axhline(y, color=c, ls=ls, lw=1.0, label=f"test point {i}, t = ∞" if ls == "--" else None)
+        if t.size > 2 and t[1] > 0 and t[-1] / t[1] >= 100:
+            ax.set_xscale("symlog", linthresh=float(t[1]))
         ax.set_xlabel("training time t" if self.flow else "GD steps")
         ax.set_ylabel(f"output {output}: mean ± 2 sd")
         ax.legend(fontsize=7)
@@ -180,6 +200,11 @@ class GDResult(Result):
         Y = _targets(Y_test, self.X_test.shape[0], self.mean.shape[2], "Y_test")
         r = self.mean - Y[None]
         return 0.5 * (np.einsum("tpo,tpo->t", r, r) + Y.shape[1] * self.var.sum(1)) / Y.shape[0]
+
+
+def time_text(t) -> str:
+    """A training time for people: ``10``, ``1e+06``, ``∞``."""
+    return "∞" if np.isposinf(t) else f"{float(t):g}"
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -508,7 +533,16 @@ def _model_dict(m):
 
 # ---------------------------------------------------------------------------------------------- gradient descent
 def _times(t, flow):
-    t = finite_array(np.atleast_1d(t), "t")
+    """``t`` as a 1-d float array of times ≥ 0 (integer step counts for discrete GD); ``np.inf`` is the
+    converged ensemble, t → ∞."""
+    raw = np.atleast_1d(t)
+    if raw.dtype.kind == "f" and np.any(np.isnan(raw)):
+        raise ValueError("t contains NaN (times are numbers >= 0, or np.inf for t → ∞)")
+    if raw.dtype.kind == "f" and np.any(np.isneginf(raw)):
+        raise ValueError("t must be >= 0 (got -inf)")
+    inf = np.isposinf(raw) if raw.dtype.kind == "f" else np.zeros(raw.shape, bool)
+    t = finite_array(np.where(inf, 0.0, raw) if inf.any() else raw, "t")
+    t[inf] = np.inf
     if t.ndim != 1 or t.size == 0:
         raise ValueError(f"t must be a non-empty 1-d array of times, got shape {t.shape}")
     if np.any(t < 0):
@@ -519,7 +553,9 @@ def _times(t, flow):
 
 
 def _gfun(lam, t, eta, flow):
-    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0.
+    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0; at t = ∞,
+    1/λ (λ > 0; for GD 0 < ηλ < 2, which :class:`_GDCore` enforces) and ∞ at λ = 0 (a null direction,
+    which carries nothing: :meth:`_GDCore._G` sets it to 0).
 
     Flow: with z = ηλt, g = −expm1(−z)/λ for z > 1 and g = ηt·(−expm1(−z)/z) for z ≤ 1 (ηt ≤ 1/λ is
     finite there), so an overflowing ηλ or ηλt (η = 1e308) gives the converged 1/λ, never inf·0."""
@@ -543,6 +579,9 @@ def _gfun(lam, t, eta, flow):
             v1 = -np.expm1(t * lg) / xs
             v2 = (1.0 - (1.0 - xs) ** t) / xs
             val = np.where(tiny, eta_t, eta * np.where(xs < 1.0, v1, v2))
+        inf = np.isposinf(t[:, 0])
+        if inf.any():                                             # t = ∞: the converged 1/λ (any ηλ > 0)
+            val[inf] = 1.0 / lam_s[None, :]
     return np.where(pos[None, :], val, eta_t)
 
 
@@ -562,7 +601,8 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``. Sizes needing
     more than ``memory_limit`` bytes (default half the available memory, :func:`predict_memory`) are
     refused before anything is allocated. A learning rate so large that ηλt overflows is the converged
-    flow (kernel regression, g_t(λ) = 1/λ), computed without overflow.
+    flow (kernel regression, g_t(λ) = 1/λ), computed without overflow. ``t`` may contain ``np.inf``: the
+    converged ensemble (t → ∞), Θ_XX pseudo-inverted on its eigenvalues above P ε λ_max (module docstring).
     """
     what = "limits.predict.gradient_descent"
     m = _model(model, what, ntk=True)

@@ -1,12 +1,14 @@
 """`limits predict`: infinite-width predictions of a model on the user's own data (and their check).
 
-    limits predict --model m.toml --x-train X.npy --y-train Y.npy --x-test Xs.npy --method posterior --y-test Ys.npy
-    limits predict --model m.toml --x-train X.npy --y-train Y.npy --x-test Xs.npy --method flow --t 1 10 100
+    limits predict --model m.toml --x-train X.npy --y-train Y.npy --x-test Xs.npy --y-test Ys.npy
+    limits predict --model m.toml --x-train X.npy --y-train Y.npy --x-test Xs.npy --method flow --t 1 10 100 inf
     limits predict ... --method gd --t 10 100 --lr 0.1 --reduction mean --check --widths 64 128 256 --inits 64
 
-``--method posterior``: NNGP posterior (``limits.predict.nngp_posterior``); ``flow`` / ``gd``: the
-NTK ensemble of networks trained by gradient flow / discrete GD (``limits.predict.gradient_descent``;
-``--t`` times, integer step counts for gd). The posterior's noise σ² defaults to ``auto``: output scale s²
+``--method posterior`` (the default, needing no other option; ``flow`` when ``--t``/``--lr``/``--reduction``/
+``--no-cov`` is given without ``--method``): NNGP posterior
+(``limits.predict.nngp_posterior``); ``flow`` / ``gd``: the NTK ensemble of networks trained by gradient flow /
+discrete GD (``limits.predict.gradient_descent``; ``--t`` times, integer step counts for gd, ``inf`` the
+converged ensemble — the default). The posterior's noise σ² defaults to ``auto``: output scale s²
 and noise σ² fitted together by maximum marginal likelihood (``--noise 0`` interpolates; a given noise keeps
 s² = 1). ``--y-test`` prints the test MSE (and the accuracy
 when the targets are class labels ±1, 0/1 or one-hot). ``--save PATH`` writes PATH.npz + PATH.json
@@ -81,6 +83,11 @@ def scores(mean, Y_test, Y_train):
     return out
 
 
+def _json_times(ts):
+    """Times for ``--json`` (strict JSON has no infinity): numbers, and ``"inf"`` for t → ∞."""
+    return [float(t) if np.isfinite(t) else "inf" for t in ts]
+
+
 def _score_line(sc):
     acc = "" if sc["accuracy"] is None else f", accuracy {sc['accuracy']:.2%}"
     return f"test MSE {sc['mse']:.6g} (predicting the training mean: {sc['mse_train_mean']:.6g}){acc}"
@@ -88,6 +95,7 @@ def _score_line(sc):
 
 def cmd_predict(args):
     import limits
+    from limits.predict import time_text
 
     from ..cliutil import emit
     from .model import is_matrix_input, load_network
@@ -98,9 +106,13 @@ def cmd_predict(args):
     Xs = _load(args.x_test, "x_test", is_matrix_input(m))
     Yt = None if args.y_test is None else _load(args.y_test, "y_test", False)
     Ytr = Y[:, None] if Y.ndim == 1 else Y
-    if args.method == "posterior":
-        if args.t is not None or args.lr is not None:
-            raise ValueError("--t/--lr are for --method flow|gd, not posterior")
+    given = [o for o, v in (("--t", args.t is not None), ("--lr", args.lr is not None),
+                            ("--reduction", args.reduction is not None), ("--no-cov", args.no_cov)) if v]
+    method = args.method or ("flow" if given else "posterior")
+    if method == "posterior":
+        if given:
+            raise ValueError(f"{'/'.join(given)}: for the NTK ensemble of trained networks (--method flow or gd), "
+                             "not the NNGP posterior")
         noise = _noise(args.noise)
         r = with_option_names(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
         how = " (both fitted by maximum marginal likelihood)" if noise == "auto" else ""
@@ -115,21 +127,20 @@ def cmd_predict(args):
             lines += ["", _score_line(obj["test"])]
     else:
         if args.noise is not None:
-            raise ValueError("--noise is for --method posterior")
-        if args.t is None:
-            raise ValueError("--t is required for --method flow|gd (times, or GD step counts)")
-        r = with_option_names(limits.predict.gradient_descent, m, X, Y, Xs, t=np.asarray(args.t, float), learning_rate=args.lr,
-                 flow=args.method == "flow", reduction=args.reduction, cov=not args.no_cov)
+            raise ValueError("--noise is for --method posterior (the NTK ensemble has no observation noise)")
+        ts = np.asarray([np.inf] if args.t is None else args.t, float)
+        r = with_option_names(limits.predict.gradient_descent, m, X, Y, Xs, t=ts, learning_rate=args.lr,
+                              flow=method == "flow", reduction=args.reduction or "sum", cov=not args.no_cov)
         lines = [m.describe(), f"NTK ensemble, {'gradient flow' if r.flow else 'discrete GD'}, η = "
                  f"{r.learning_rate:g}, reduction {r.reduction}", "", "t | mean test output (first 3) | mean sd"]
         for k, t in enumerate(r.t):
-            lines.append(f"{t:g} | {np.array2string(r.mean[k, :3, 0], precision=5)} | "
+            lines.append(f"{time_text(t)} | {np.array2string(r.mean[k, :3, 0], precision=5)} | "
                          f"{np.mean(np.sqrt(np.maximum(r.var[k], 0))):.5g}")
-        obj = {"t": r.t, "mean": r.mean, "var": r.var, "learning_rate": r.learning_rate, "reduction": r.reduction,
+        obj = {"t": _json_times(r.t), "mean": r.mean, "var": r.var, "learning_rate": r.learning_rate, "reduction": r.reduction,
                "flow": r.flow}
         if Yt is not None:
-            obj["test"] = [{"t": float(t), **scores(r.mean[k], Yt, Ytr)} for k, t in enumerate(r.t)]
-            lines += [""] + [f"t = {sc['t']:g}: " + _score_line(sc) for sc in obj["test"]]
+            obj["test"] = [{"t": jt, **scores(r.mean[k], Yt, Ytr)} for k, jt in enumerate(_json_times(r.t))]
+            lines += [""] + [f"t = {time_text(float(sc['t']))}: " + _score_line(sc) for sc in obj["test"]]
     if args.save:
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
@@ -155,21 +166,29 @@ def register(subparsers):
     s = subparsers.add_parser("predict", help="infinite-width predictions on your data: NNGP posterior or the "
                                               "NTK ensemble of GD-trained networks (and their check)")
     add_data_options(s)
-    s.add_argument("--method", choices=("posterior", "flow", "gd"), default="flow")
+    s.add_argument("--method", choices=("posterior", "flow", "gd"), default=None,
+                   help="posterior: the NNGP posterior, Bayesian inference with the network prior; flow / gd: the "
+                        "NTK ensemble of networks trained by gradient flow / discrete gradient descent on the MSE "
+                        "loss (default: posterior; flow when --t, --lr, --reduction or --no-cov is given)")
     s.add_argument("--noise", default=None, metavar="auto|SIGMA2",
                    help="posterior: observation noise variance σ², or 'auto' (default: the output scale s² "
                         "and σ² fitted together by maximum marginal likelihood; 0 interpolates the training data)")
     s.add_argument("--y-test", default=None, metavar="FILE",
-                   help="test targets: print the test MSE (and accuracy for ±1, 0/1 or one-hot labels)")
-    s.add_argument("--t", type=float, nargs="+", default=None, help="flow: times; gd: integer step counts")
-    s.add_argument("--lr", type=float, default=None, help="learning rate η (default: the model's lr)")
-    s.add_argument("--reduction", choices=("sum", "mean"), default="sum",
-                   help="loss ½Σ_μ‖f−y‖² (sum) or its mean over the P samples")
-    s.add_argument("--no-cov", action="store_true", help="skip the P_test×P_test covariance per time")
-    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
+                   help="test targets: print the test MSE (and accuracy for ±1, 0/1 or one-hot labels) "
+                        "(default: none)")
+    s.add_argument("--t", type=float, nargs="+", default=None, metavar="T",
+                   help="flow: training times; gd: integer step counts; inf: the converged ensemble, t → ∞ "
+                        "(default: inf)")
+    s.add_argument("--lr", type=float, default=None,
+                   help="flow/gd: learning rate η (default: the model's lr; 1 for a composition)")
+    s.add_argument("--reduction", choices=("sum", "mean"), default=None,
+                   help="flow/gd: loss ½Σ_μ‖f−y‖² (sum) or its mean over the P samples (default: sum)")
+    s.add_argument("--no-cov", action="store_true",
+                   help="flow/gd: skip the P_test×P_test covariance per time (the variances are kept)")
+    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json (default: not saved)")
     s.add_argument("--check", action="store_true", help="also check against finite networks (limits.check)")
     add_check_options(s, "three widths inside the asymptotic regime of the problem, 64 inits")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--seed", type=int, default=0, help="seed of the finite networks of --check (default: 0)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_predict)
     return s

@@ -48,8 +48,10 @@ def test_cli_posterior_and_gd_match_the_api(files, capsys):
 
 def test_cli_bad_arguments(files, capsys):
     m, X, Y, Xs, base, tmp = files
-    with pytest.raises(ValueError, match="--t"):
-        _run(base + ["--method", "flow"], capsys)
+    with pytest.raises(ValueError, match="--t: for the NTK ensemble.*not the NNGP posterior"):
+        _run(base + ["--method", "posterior", "--t", "1"], capsys)
+    with pytest.raises(ValueError, match="--lr/--reduction: for the NTK ensemble"):
+        _run(base + ["--method", "posterior", "--lr", "0.1", "--reduction", "mean"], capsys)
     with pytest.raises(ValueError, match="--noise"):
         _run(base + ["--method", "flow", "--t", "1", "--noise", "0.1"], capsys)
     np.save(tmp / "Yb.npy", np.ones(7))
@@ -57,3 +59,22 @@ def test_cli_bad_arguments(files, capsys):
     bad[bad.index(str(tmp / "Y.npy"))] = str(tmp / "Yb.npy")
     with pytest.raises(ValueError, match="--y-train"):
         _run(bad + ["--method", "posterior", "--noise", "0.1"], capsys)
+
+
+def test_defaults_need_no_other_option(files, capsys):
+    """No --method: the NNGP posterior with noise 'auto'; --method flow without --t: t → ∞."""
+    m, X, Y, Xs, base, tmp = files
+    rc, out = _run(base + ["--json"], capsys)
+    d = json.loads(out)
+    p = limits.predict.nngp_posterior(m, X, Y, Xs, noise="auto")
+    assert rc == 0 and d["noise"] == p.noise and np.allclose(d["mean"], p.mean, rtol=0, atol=1e-12)
+    rc, out = _run(base + ["--noise", "0.01"], capsys)
+    assert rc == 0 and "NNGP posterior, noise σ² = 0.01" in out
+    rc, out = _run(base + ["--method", "flow", "--json"], capsys)
+    d = json.loads(out)
+    g = limits.predict.gradient_descent(m, X, Y, Xs, t=np.inf)
+    assert rc == 0 and d["t"] == ["inf"] and np.allclose(d["mean"], g.mean, rtol=0, atol=1e-12)
+    rc, out = _run(base + ["--method", "gd", "--t", "5", "inf", "--lr", "0.1"], capsys)
+    assert rc == 0 and "\n∞ | " in out and "\n5 | " in out
+    rc, out = _run(base + ["--t", "2", "--json"], capsys)            # times without --method: gradient flow
+    assert rc == 0 and json.loads(out)["flow"] is True and json.loads(out)["t"] == [2.0]
