@@ -93,6 +93,39 @@ def _score_line(sc):
     return f"test MSE {sc['mse']:.6g} (predicting the training mean: {sc['mse_train_mean']:.6g}){acc}"
 
 
+def reusable_kernel(path, m, X, Xs, ntk):
+    """``--kernel PATH``: (kernel, line) — the kernel saved at PATH (.npz + .json), verified to be this model's
+    on these inputs, or, when PATH holds nothing yet, the kernel of the stacked training and test inputs
+    computed now and saved there (NNGP and, where the model has one, the NTK, so every method reuses it)."""
+    from ..precomputed import KernelMismatch, check_kernel, load_kernel, row_indices
+    from ..predict import model_dict
+    from ..results import result_paths
+
+    npz, js = result_paths(path)
+    if not (npz.exists() or js.exists()):
+        import limits
+
+        from ..cliutil import ensure_writable_result
+
+        ensure_writable_result(path, "--kernel")
+
+        get = ("nngp", "ntk") if getattr(m, "param_name", "NTK") == "NTK" else ("nngp",)
+        k = limits.kernels.kernel(m, np.concatenate([X, Xs]), None, get)
+        k.save(path)
+        return k, (f"kernel: computed on the {X.shape[0]} training and {Xs.shape[0]} test inputs, saved to "
+                   f"{path}.npz/.json (the next --kernel {path} reuses it)")
+    k = load_kernel(path, "--kernel")
+    what = "limits predict"
+    try:
+        check_kernel(k, model_dict(m), what, ntk)
+        row_indices(np.asarray(k.X1), X, "--x-train", what)
+        row_indices(np.asarray(k.X1), Xs, "--x-test", what)
+    except KernelMismatch as exc:
+        raise ValueError(f"--kernel {path}: the saved kernel {exc.reason}; give another --kernel path (the kernel "
+                         f"is then computed and saved there) or remove {npz.name} and {js.name}") from None
+    return k, f"kernel: read from {path}.npz/.json ({k.X1.shape[0]} inputs; this model, every input among them)"
+
+
 def cmd_predict(args):
     import limits
     from limits.predict import time_text
@@ -109,12 +142,15 @@ def cmd_predict(args):
     given = [o for o, v in (("--t", args.t is not None), ("--lr", args.lr is not None),
                             ("--reduction", args.reduction is not None), ("--no-cov", args.no_cov)) if v]
     method = args.method or ("flow" if given else "posterior")
+    kernel, kernel_line = None, None
+    if args.kernel_path:
+        kernel, kernel_line = with_option_names(reusable_kernel, args.kernel_path, m, X, Xs, method != "posterior")
     if method == "posterior":
         if given:
             raise ValueError(f"{'/'.join(given)}: for the NTK ensemble of trained networks (--method flow or gd), "
                              "not the NNGP posterior")
         noise = _noise(args.noise)
-        r = with_option_names(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise)
+        r = with_option_names(limits.predict.nngp_posterior, m, X, Y, Xs, noise=noise, kernel=kernel)
         how = " (both fitted by maximum marginal likelihood)" if noise == "auto" else ""
         lines = [m.describe(), f"NNGP posterior, noise σ² = {r.noise:.6g}, output scale s² = {r.output_scale:.6g}{how}, "
                  f"log marginal likelihood {r.log_marginal_likelihood:.6g}", "", "test point | mean | sd"]
@@ -130,7 +166,8 @@ def cmd_predict(args):
             raise ValueError("--noise is for --method posterior (the NTK ensemble has no observation noise)")
         ts = np.asarray([np.inf] if args.t is None else args.t, float)
         r = with_option_names(limits.predict.gradient_descent, m, X, Y, Xs, t=ts, learning_rate=args.lr,
-                              flow=method == "flow", reduction=args.reduction or "sum", cov=not args.no_cov)
+                              flow=method == "flow", reduction=args.reduction or "sum", cov=not args.no_cov,
+                              kernel=kernel)
         lines = [m.describe(), f"NTK ensemble, {'gradient flow' if r.flow else 'discrete GD'}, η = "
                  f"{r.learning_rate:g}, reduction {r.reduction}", "", "t | mean test output (first 3) | mean sd"]
         for k, t in enumerate(r.t):
@@ -141,6 +178,9 @@ def cmd_predict(args):
         if Yt is not None:
             obj["test"] = [{"t": jt, **scores(r.mean[k], Yt, Ytr)} for k, jt in enumerate(_json_times(r.t))]
             lines += [""] + [f"t = {time_text(float(sc['t']))}: " + _score_line(sc) for sc in obj["test"]]
+    if kernel_line:
+        lines.append(kernel_line)
+        obj["kernel"] = {"path": args.kernel_path, "reused": kernel_line.startswith("kernel: read")}
     if args.save:
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
@@ -186,6 +226,11 @@ def register(subparsers):
     s.add_argument("--no-cov", action="store_true",
                    help="flow/gd: skip the P_test×P_test covariance per time (the variances are kept)")
     s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json (default: not saved)")
+    s.add_argument("--kernel", dest="kernel_path", default=None, metavar="PATH",
+                   help="reuse the kernels saved at PATH.npz + PATH.json (by `limits kernel ... --save PATH` on "
+                        "inputs holding every training and test row, or by an earlier --kernel PATH), verified "
+                        "to be this model's on these inputs; when PATH holds nothing yet they are computed and "
+                        "saved there (default: computed, not saved)")
     s.add_argument("--check", action="store_true", help="also check against finite networks (limits.check)")
     add_check_options(s, "three widths inside the asymptotic regime of the problem, 64 inits")
     s.add_argument("--seed", type=int, default=0, help="seed of the finite networks of --check (default: 0)")
