@@ -494,7 +494,11 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
     if not isinstance(result, (PosteriorResult, GDResult)):
         raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover
     m = _result_model(result, model) if kind == "posterior" else as_model(model if model is not None else result.model)
-    d_eff = effective_dimension(result, m)
+    from ..progress import stage
+
+    with stage(f"check: kernels of the {result.X_train.shape[0]} + {result.X_test.shape[0]} inputs (the problem's "
+               "effective dimension)", disable=None if progress is None else not progress):
+        d_eff = effective_dimension(result, m)
     chosen = widths is None
     widths = normalise_widths(default_widths(d_eff, kind, target_power) if chosen else widths)
     inits = positive_int(inits, "inits", minimum=2)

@@ -102,9 +102,12 @@ def cmd_run(args):
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     lines = []
+    from ..progress import stage
+
     for mod in _component_clis():
         if hasattr(mod, "default_job"):
-            lines += mod.default_job(outdir)
+            with stage(f"limits run: {mod.__name__.rsplit('.', 1)[-1]}"):
+                lines += mod.default_job(outdir)
     from .. import gallery
 
     committed = gallery.committed_dir()
@@ -113,7 +116,8 @@ def cmd_run(args):
         made = None if source is None else gallery.reuse(name, not args.full, source, figdir)
         how = "copied from the committed gallery" if made is not None else None
         if made is None:
-            made = gallery.make(name, quick=not args.full, outdir=figdir)
+            with stage(f"limits run: figure {name}"):
+                made = gallery.make(name, quick=not args.full, outdir=figdir)
             how = "cached" if made.cached else f"{made.wall_time_s:.1f}s"
         lines.append(f"figure {name}: {made.paths['png']} ({how})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
@@ -144,7 +148,10 @@ def cmd_figure(args):
             if not args.json:
                 print(f"{name}: {paths['png']}  (replotted from {paths['npz']})")
             continue
-        made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
+        from ..progress import stage
+
+        with stage(f"figure {name}{' (quick)' if args.quick else ''}"):
+            made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
         summary.append({"name": name, "wall_time_s": made.wall_time_s, "cached": made.cached, **made.paths})
         if not args.json:
             print(f"{name}: {made.paths['png']}  ({'cached data' if made.cached else f'computed in {made.wall_time_s:.1f}s'})")
@@ -419,7 +426,16 @@ def _dispatch(argv):
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
     _remember_paths(args)
     _check_files(args)
-    return int(args.func(args) or 0)
+    from ..progress import stage
+
+    with stage(command_name(args)):          # a line within seconds when the command works longer
+        return int(args.func(args) or 0)
+
+
+def command_name(args) -> str:
+    """``limits sweep run``: the command (and subcommand) being run, for its progress lines."""
+    sub = getattr(args, f"{str(args.command).replace('-', '_')}_command", None)
+    return f"limits {args.command}" + (f" {sub}" if isinstance(sub, str) else "")
 
 
 def _write_crash_report(exc, argv) -> str | None:

@@ -148,9 +148,13 @@ def cmd_kernel(args):
         from ..cliutil import ensure_writable_result
 
         ensure_writable_result(args.save, "--save")
+    from ..progress import stage
+
     X1 = _array(args.x1, "x1")
     X2 = None if args.x2 is None else _array(args.x2, "x2")
-    k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
+    with stage(f"kernel: {' and '.join(g.upper() for g in args.get)} of {X1.shape[0]}×"
+               f"{(X1 if X2 is None else X2).shape[0]} inputs"):
+        k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
     if args.save:
         k.save(args.save)
     lines = [m.describe(), f"inputs: X1 {X1.shape}" + ("" if X2 is None else f", X2 {X2.shape}")]
@@ -207,9 +211,11 @@ def cmd_check(args):
             raise ValueError("--prediction records its model and inputs: do not give --model/--x/--x2/--y/--layers")
         res = load_prediction(args.prediction)
         return _report_check(args, check(res, widths=args.widths, inits=args.inits, seed=args.seed,
-                                         target_power=args.target_power, progress=False), check_summary, emit)
+                                         target_power=args.target_power), check_summary, emit)
     if args.model is None or args.x is None:
         raise ValueError("give --model and --x (or --prediction PATH of a saved prediction)")
+    from ..progress import stage
+
     m = load_network(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
@@ -217,14 +223,17 @@ def cmd_check(args):
 
         get = ("nngp", "ntk") if args.what == "kernel" else (args.what,)
         X2 = None if args.x2 is None else _array(args.x2, "x2")
-        res = kernel(m, X, X2, get=get, layers=args.layers)
+        with stage(f"check: theory ({' and '.join(g.upper() for g in get)} of {X.shape[0]}"
+                   f"{'' if X2 is None else '×' + str(X2.shape[0])} inputs)"):
+            res = kernel(m, X, X2, get=get, layers=args.layers)
     else:
         from .. import dmft
 
         if args.y is None:
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
-        res = dmft.solve(X, y, model=m, steps=args.steps)
+        with stage(f"check: theory (DMFT of {X.shape[0]} inputs, {args.steps} steps)"):
+            res = dmft.solve(X, y, model=m, steps=args.steps)
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers,
               target_power=args.target_power)
     return _report_check(args, c, check_summary, emit)

@@ -126,25 +126,11 @@ def reusable_kernel(path, m, X, Xs, ntk):
     return k, f"kernel: read from {path}.npz/.json ({k.X1.shape[0]} inputs; this model, every input among them)"
 
 
-def cmd_predict(args):
+def _predict(args, method, given, m, X, Y, Xs, Yt, Ytr, kernel):
+    """(result, JSON object, text lines) of the prediction ``method``."""
     import limits
     from limits.predict import time_text
 
-    from ..cliutil import emit
-    from .model import is_matrix_input, load_network
-
-    m = load_network(args.model)
-    X = _load(args.x_train, "x_train", is_matrix_input(m))
-    Y = _load(args.y_train, "y_train", False)
-    Xs = _load(args.x_test, "x_test", is_matrix_input(m))
-    Yt = None if args.y_test is None else _load(args.y_test, "y_test", False)
-    Ytr = Y[:, None] if Y.ndim == 1 else Y
-    given = [o for o, v in (("--t", args.t is not None), ("--lr", args.lr is not None),
-                            ("--reduction", args.reduction is not None), ("--no-cov", args.no_cov)) if v]
-    method = args.method or ("flow" if given else "posterior")
-    kernel, kernel_line = None, None
-    if args.kernel_path:
-        kernel, kernel_line = with_option_names(reusable_kernel, args.kernel_path, m, X, Xs, method != "posterior")
     if method == "posterior":
         if given:
             raise ValueError(f"{'/'.join(given)}: for the NTK ensemble of trained networks (--method flow or gd), "
@@ -178,6 +164,33 @@ def cmd_predict(args):
         if Yt is not None:
             obj["test"] = [{"t": jt, **scores(r.mean[k], Yt, Ytr)} for k, jt in enumerate(_json_times(r.t))]
             lines += [""] + [f"t = {time_text(float(sc['t']))}: " + _score_line(sc) for sc in obj["test"]]
+    return r, obj, lines
+
+
+def cmd_predict(args):
+    import limits
+
+    from ..cliutil import emit
+    from ..progress import stage
+    from .model import is_matrix_input, load_network
+
+    m = load_network(args.model)
+    X = _load(args.x_train, "x_train", is_matrix_input(m))
+    Y = _load(args.y_train, "y_train", False)
+    Xs = _load(args.x_test, "x_test", is_matrix_input(m))
+    Yt = None if args.y_test is None else _load(args.y_test, "y_test", False)
+    Ytr = Y[:, None] if Y.ndim == 1 else Y
+    given = [o for o, v in (("--t", args.t is not None), ("--lr", args.lr is not None),
+                            ("--reduction", args.reduction is not None), ("--no-cov", args.no_cov)) if v]
+    method = args.method or ("flow" if given else "posterior")
+    kernel, kernel_line = None, None
+    if args.kernel_path:
+        with stage(f"predict: kernels of {X.shape[0]} + {Xs.shape[0]} inputs ({args.kernel_path})"):
+            kernel, kernel_line = with_option_names(reusable_kernel, args.kernel_path, m, X, Xs,
+                                                    method != "posterior")
+    with stage(f"predict: {'NNGP posterior' if method == 'posterior' else 'NTK ensemble'} of {X.shape[0]} training "
+               f"and {Xs.shape[0]} test inputs"):
+        r, obj, lines = _predict(args, method, given, m, X, Y, Xs, Yt, Ytr, kernel)
     if kernel_line:
         lines.append(kernel_line)
         obj["kernel"] = {"path": args.kernel_path, "reused": kernel_line.startswith("kernel: read")}
@@ -185,8 +198,8 @@ def cmd_predict(args):
         r.save(args.save)
         lines.append(f"saved {args.save}.npz/.json")
     if args.check:
-        c = with_option_names(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed, progress=False,
-                 target_power=args.target_power)
+        c = with_option_names(limits.check, r, widths=args.widths, inits=args.inits, seed=args.seed,
+                              target_power=args.target_power)
         lines += ["", c.to_markdown()]
         obj["check"] = check_summary(c)
     emit(obj, args, "\n".join(lines))
