@@ -254,38 +254,42 @@ def build_parser():
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/full/NAME.npz/.json → .png/.pdf)")
-    s.add_argument("names", nargs="*", metavar="NAME")
+    s.add_argument("names", nargs="*", metavar="NAME", help="registered figure names (`limits figure --list`)")
     s.add_argument("--all", action="store_true", help="every registered figure")
     s.add_argument("--list", action="store_true", help="list the registered figures")
     s.add_argument("--quick", action="store_true",
                    help="reduced sizes for a fast run (CI), into OUTDIR/ instead of OUTDIR/full/")
     s.add_argument("--force", action="store_true", help="recompute even if cached data match")
     s.add_argument("--replot", action="store_true", help="redraw from the stored data only")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the gallery: quick variants in OUTDIR/, paper-size ones in OUTDIR/full/ "
+                        "(default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_figure)
 
     s = sub.add_parser("validate", help="theory vs finite networks; writes a Markdown verdict table")
-    s.add_argument("components", nargs="*", metavar="COMPONENT")
+    s.add_argument("components", nargs="*", metavar="COMPONENT",
+                   help=f"components to validate: {', '.join(COMPONENTS[:-1])} (default: all)")
     s.add_argument("--all", action="store_true", help="every component (report: figures/validation.md)")
     s.add_argument("--full", action="store_true", help="full sizes instead of the quick defaults")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of every finite network and sample (default: 0)")
     s.add_argument("--out", default=None, help="report path (default figures/validation[_COMP].md)")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the report when --out is not given (default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("activations", help="list registered activations and their closed forms")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_activations)
 
     s = sub.add_parser("expect", help="E[f(u) g(v)] for (u,v) ~ N(0, [[k11,k12],[k12,k22]])")
     s.add_argument("f", help="activation name")
     s.add_argument("--g", default=None, help="second activation (default: same as f)")
-    s.add_argument("--k11", type=float, default=1.0)
-    s.add_argument("--k12", type=float, default=0.5)
-    s.add_argument("--k22", type=float, default=1.0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--k11", type=float, default=1.0, help="variance of u (default: 1)")
+    s.add_argument("--k12", type=float, default=0.5, help="covariance of u and v, |k12| ≤ √(k11 k22) (default: 0.5)")
+    s.add_argument("--k22", type=float, default=1.0, help="variance of v (default: 1)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_expect)
 
     for mod in _component_clis():

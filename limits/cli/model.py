@@ -115,26 +115,31 @@ def _model_parser(sub):
     s.add_argument("--d-in", type=int, default=None, help="input dimension")
     s.add_argument("--depth", type=int, default=1,
                    help="hidden N×N blocks between read-in and read-out (the one meaning of depth "
-                        "in every limits command; weight layers = depth·block_layers + 2)")
-    s.add_argument("--d-out", type=int, default=1)
-    s.add_argument("--activation", default="erf")
-    s.add_argument("--sigma-w2", type=float, default=1.0)
-    s.add_argument("--sigma-b2", type=float, default=0.0)
-    for end in ("in", "out"):
-        s.add_argument(f"--sigma-w2-{end}", type=float, default=None, help=f"default: --sigma-w2")
-        s.add_argument(f"--sigma-b2-{end}", type=float, default=None, help=f"default: --sigma-b2")
-    s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier")
+                        "in every limits command; weight layers = depth·block_layers + 2) (default: 1)")
+    s.add_argument("--d-out", type=int, default=1, help="output dimension (default: 1)")
+    s.add_argument("--activation", default="erf", help="activation φ (`limits activations` lists them) (default: erf)")
+    s.add_argument("--sigma-w2", type=float, default=1.0, help="weight variance σ_w² of the hidden layers (default: 1)")
+    s.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance σ_b² of the hidden layers (default: 0)")
+    for end, where in (("in", "read-in"), ("out", "read-out")):
+        s.add_argument(f"--sigma-w2-{end}", type=float, default=None,
+                       help=f"weight variance of the {where} layer (default: --sigma-w2)")
+        s.add_argument(f"--sigma-b2-{end}", type=float, default=None,
+                       help=f"bias variance of the {where} layer (default: --sigma-b2)")
+    s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier ρ (default: 1)")
     s.add_argument("--depth-scaling", default="none", choices=("none", "sqrt", "linear", "alpha"),
-                   help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha")
-    s.add_argument("--alpha", type=float, default=0.5)
-    s.add_argument("--block-layers", type=int, default=1)
-    s.add_argument("--post-activation", action="store_true")
+                   help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha (default: none)")
+    s.add_argument("--alpha", type=float, default=0.5,
+                   help="exponent of --depth-scaling alpha, ρ_eff = ρ·depth^-alpha (default: 0.5)")
+    s.add_argument("--block-layers", type=int, default=1, help="weight layers per residual block (default: 1)")
+    s.add_argument("--post-activation", action="store_true",
+                   help="post-activation blocks x^l = φ(x^(l−1) + ρ F(x^(l−1))) instead of pre-activation "
+                        "h^l = h^(l−1) + ρ F(h^(l−1)) (finite networks only; the theories treat pre-activation)")
     s.add_argument("--parameterisation", "--param", default="NTK",
-                   help="SP, NTK (default), MF, muP, depth-muP, muPC")
-    s.add_argument("--gamma0", type=float, default=1.0)
-    s.add_argument("--lr", type=float, default=1.0, help="base learning rate η0")
-    s.add_argument("--out", default=None, help="write the model file (.toml or .json)")
-    s.add_argument("--json", action="store_true")
+                   help="SP, NTK, MF, muP, depth-muP, muPC (default: NTK)")
+    s.add_argument("--gamma0", type=float, default=1.0, help="feature-learning strength γ0 (default: 1)")
+    s.add_argument("--lr", type=float, default=1.0, help="base learning rate η0 (default: 1)")
+    s.add_argument("--out", default=None, help="write the model file (.toml or .json) (default: print it)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_model)
 
 
@@ -175,10 +180,13 @@ def _kernel_parser(sub):
     model_arguments(s, required=True)
     s.add_argument("--x1", required=True, help="inputs P1×d_in (.npy/.npz/.csv), samples are rows")
     s.add_argument("--x2", default=None, help="second input set P2×d_in (default: X1 against itself)")
-    s.add_argument("--get", nargs="+", default=["nngp", "ntk"], choices=("nngp", "ntk"))
+    s.add_argument("--get", nargs="+", default=["nngp", "ntk"], choices=("nngp", "ntk"),
+                   help="which kernels (default: nngp ntk)")
     s.add_argument("--layers", action="store_true", help="also keep every layer's block")
-    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--save", default=None, metavar="PATH",
+                   help="write PATH.npz + PATH.json (`limits predict --kernel PATH` reuses a kernel of inputs "
+                        "holding every training and test row) (default: not saved)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_kernel)
 
 
@@ -263,19 +271,23 @@ def _check_parser(sub):
     s.add_argument("--prediction", default=None, metavar="PATH",
                    help="check a prediction saved by `limits predict ... --save PATH` (PATH.npz + PATH.json) "
                         "instead of --model/--x")
-    s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"))
+    s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"),
+                   help="the prediction checked: the NNGP, the NTK, both (kernel), or the DMFT of training "
+                        "with --y (default: nngp)")
     s.add_argument("--x", default=None, help="inputs P×d_in (.npy/.npz/.csv); required with --model")
     s.add_argument("--x2", default=None, help="second input set for kernel checks")
     s.add_argument("--y", default=None, help="targets for --what dmft")
-    s.add_argument("--steps", type=int, default=10, help="GD steps for --what dmft (step = the model's lr)")
+    s.add_argument("--steps", type=int, default=10,
+                   help="GD steps for --what dmft (step = the model's lr) (default: 10)")
     from .checkopts import add_check_options
 
     add_check_options(s, "64 128 256 512 and 256 inits; for a --prediction three widths inside the asymptotic "
                          "regime of the problem and 64 inits")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the finite networks (default: 0)")
     s.add_argument("--layers", action="store_true", help="kernel checks: every layer, not just the read-out")
-    s.add_argument("--plot", default=None, metavar="FILE", help="save the check's figure (.png/.pdf)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--plot", default=None, metavar="FILE",
+                   help="save the check's figure (.png/.pdf) (default: no figure)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_check)
 
 
