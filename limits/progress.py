@@ -1,9 +1,10 @@
 """Progress reports for long work: a tqdm bar on a terminal, otherwise plain lines on stderr with the count,
 elapsed time and ETA — so logs of batch jobs and CI runs show that work is moving.
 
-When the first line comes: any report still open ``LIMITS_PROGRESS_FIRST`` seconds (default 2) after it
-started prints one — also while a single step takes minutes — and then one every ``LIMITS_PROGRESS_INTERVAL``
-seconds (default 30), and a final line if it printed any. A terminal bar shows at once and its elapsed time
+When the first line comes: ``LIMITS_PROGRESS_FIRST`` seconds (default 2) after a report opened — however many
+reports opened and closed inside it since, and also while a single step takes minutes — the innermost open one
+prints a line; then one comes every ``LIMITS_PROGRESS_INTERVAL`` seconds (default 30), and a final line from a
+report that printed any. A terminal bar shows at once and its elapsed time
 keeps ticking. A long step without a count is a :func:`stage` (``"check: finite networks: 12s elapsed"``); the
 command line runs every command inside one, so each says within seconds that it is working. Of reports opened
 inside one another only the innermost speaks on time (the others still print when they advance).
@@ -37,13 +38,25 @@ def first_line_seconds() -> float:
 
 class _Heartbeat:
     """The open reports (weakly: one dropped without ``close`` goes quiet when it is collected), in the order
-    they were opened; a daemon thread calls ``beat(now)`` of the innermost — the last opened that is still
+    they were opened; a daemon thread calls ``beat(now, due)`` of the innermost — the last opened that is still
     open — every :data:`TICK` seconds, and ends when none is open."""
 
     def __init__(self):
         self._open = []
         self._lock = threading.RLock()      # a report collected while it is held closes itself: re-entered
         self._thread = None
+        self.last_line = float("-inf")      # when any report last printed a line
+
+    def note_line(self):
+        self.last_line = time.perf_counter()
+
+    def due(self, root, top, now) -> bool:
+        """Whether the innermost report ``top`` should speak now: the first line ``first`` seconds after the
+        outermost open report ``root`` started (however many reports opened and closed inside it since), then
+        ``interval`` seconds after the last line any report printed."""
+        if self.last_line < root.t0:
+            return now - root.t0 >= root.first
+        return now - self.last_line >= top.interval
 
     def add(self, report):
         with self._lock:
@@ -69,13 +82,14 @@ class _Heartbeat:
                 if not self._open:
                     self._thread = None
                     return
-                top = self._open[-1]()
+                root, top = self._open[0](), self._open[-1]()
             try:
-                if top is not None:
-                    top.beat(time.perf_counter())
+                if root is not None and top is not None:
+                    now = time.perf_counter()
+                    top.beat(now, self.due(root, top, now))
             except Exception:           # a report must never take the work down (a closed stream, …)
                 pass
-            del top
+            del root, top
 
 
 HEARTBEAT = _Heartbeat()
@@ -142,16 +156,17 @@ class LineProgress:
     def _line(self):
         self.printed, self.n_printed = True, self.n
         self.t_last = now = time.perf_counter()
+        HEARTBEAT.note_line()
         try:
             print(self.message(now - self.t0), file=self.stream, flush=True)
         except (OSError, ValueError):          # closed or broken stream: stay quiet
             pass
 
-    def beat(self, now):
-        """From the heartbeat: the first line once ``first`` seconds have passed, then one per ``interval``."""
+    def beat(self, now, due):
+        """From the heartbeat, while this is the innermost open report: a line when ``due``
+        (:meth:`_Heartbeat.due`)."""
         with self._lock:
-            if not self.closed and now - (self.t_last if self.printed else self.t0) >= \
-                    (self.interval if self.printed else self.first):
+            if due and not self.closed:
                 self._line()
 
     def update(self, n=1):
@@ -191,7 +206,8 @@ def _tqdm_class():
     class CheckedTqdm(tqdm):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self._redrawn = time.perf_counter()
+            self.t0 = self._redrawn = time.perf_counter()
+            self.first = first_line_seconds()
             if not self.disable:
                 HEARTBEAT.add(self)
 
@@ -199,7 +215,8 @@ def _tqdm_class():
             raise_if_interrupted()
             return super().update(n)
 
-        def beat(self, now):
+        def beat(self, now, due):
+            """The bar is on the screen from the start: only its elapsed time is redrawn, once a second."""
             if now - self._redrawn >= 1.0 and not self.disable:
                 self._redrawn = now
                 self.refresh()

@@ -118,14 +118,18 @@ def test_only_the_innermost_report_speaks_on_time(monkeypatch):
 
     buf = io.StringIO()
     monkeypatch.setenv("LIMITS_PROGRESS_FIRST", "0.2")
+    monkeypatch.setenv("LIMITS_PROGRESS_INTERVAL", "0.5")
     monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
     with stage("outer") as outer:
         outer.stream = buf
-        inner = LineProgress(total=2, desc="inner", interval=3600.0, stream=buf)
+        for i in range(3):                    # short reports opening and closing inside do not delay the first line
+            LineProgress(total=1, desc=f"quick{i}", stream=buf).close()
+        # its own first-line delay is an hour: the line comes from the outermost report's schedule
+        inner = LineProgress(total=2, desc="inner", interval=3600.0, stream=buf, first=3600.0)
         assert HEARTBEAT.innermost() is inner
         assert _wait_for(lambda: "inner: 0/2" in buf.getvalue())
         inner.close()
-        assert "outer" not in buf.getvalue()
+        assert "outer" not in buf.getvalue() and "quick" not in buf.getvalue()
         assert _wait_for(lambda: "outer: " in buf.getvalue())               # the outer one once inner is done
 
 

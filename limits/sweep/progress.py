@@ -63,14 +63,16 @@ class SweepProgress:
             elif self.lines and time.perf_counter() - self.t_last >= self.interval:
                 self._line()
 
-    def beat(self, now):
-        """From :data:`limits.progress.HEARTBEAT`: the first line after ``first`` seconds, then every ``interval``."""
+    def beat(self, now, due):
+        """From :data:`limits.progress.HEARTBEAT` while this is the innermost open report: a line when ``due``."""
         with self._lock:
-            if not self._closed and now - (self.t_last if self.printed else self.t0) >= \
-                    (self.interval if self.printed else self.first):
+            if due and not self._closed:
                 self._line()
 
     def _line(self):
+        from ..progress import HEARTBEAT
+
+        HEARTBEAT.note_line()
         self.printed = True
         self.t_last = now = time.perf_counter()
         el = now - self.t0
