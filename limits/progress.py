@@ -95,6 +95,15 @@ class _Heartbeat:
 HEARTBEAT = _Heartbeat()
 
 
+def _forget_in_child():
+    """A forked child starts with no heartbeat (its thread was not copied; its lock might have been held)."""
+    HEARTBEAT.__init__()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def format_seconds(s):
     """A duration for people: ``42s``, ``3.5min``, ``2.1h``."""
     s = max(0.0, float(s))

@@ -145,3 +145,39 @@ def test_the_heartbeat_ends_and_dropped_reports_go_quiet():
     assert HEARTBEAT.innermost() is None
     assert _wait_for(lambda: not any(t.name == "limits-progress" for t in threading.enumerate()))
     assert "dropped" not in buf.getvalue()
+
+
+def test_a_forked_child_starts_without_the_parents_heartbeat():
+    """A process forked while another thread holds the heartbeat's lock (as the heartbeat thread may) reports
+    normally: the child starts with a heartbeat of its own (os.register_at_fork)."""
+    import os
+    import signal
+    import threading
+
+    from limits.progress import HEARTBEAT
+
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with HEARTBEAT._lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(30)
+    pid = os.fork()
+    if pid == 0:                                       # the child: a new report must not wait on the copied lock
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(5))
+        signal.alarm(20)
+        try:
+            child = LineProgress(total=1, desc="child", stream=io.StringIO())
+            child.update(1)
+            child.close()
+            os._exit(0 if HEARTBEAT.innermost() is None else 3)
+        except BaseException:
+            os._exit(4)
+    release.set()
+    t.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0      # 5: the child hung on the parent's lock
