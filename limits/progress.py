@@ -4,10 +4,10 @@ elapsed time and ETA — so logs of batch jobs and CI runs show that work is mov
 When the first line comes: ``LIMITS_PROGRESS_FIRST`` seconds (default 2) after a report opened — however many
 reports opened and closed inside it since, and also while a single step takes minutes — the innermost open one
 prints a line; then one comes every ``LIMITS_PROGRESS_INTERVAL`` seconds (default 30), and a final line from a
-report that printed any. A terminal bar shows at once and its elapsed time
-keeps ticking. A long step without a count is a :func:`stage` (``"check: finite networks: 12s elapsed"``); the
-command line runs every command inside one, so each says within seconds that it is working. Of reports opened
-inside one another only the innermost speaks on time (the others still print when they advance).
+report that printed any. A terminal bar shows at once and its elapsed time keeps ticking. A long step without
+a count is a :func:`stage` (``"check: theory (NNGP of 6 inputs): 12s elapsed"``); the command line runs every
+command inside one, so each says within seconds that it is working. Of reports opened inside one another
+only the innermost speaks on time (the others still print when they advance).
 ``LIMITS_PROGRESS=0`` (or ``disable=True``) silences all of it; ``LIMITS_PROGRESS=1`` forces the bar.
 
 One daemon thread (:class:`_Heartbeat`) wakes every quarter second while reports are open, and ends when
@@ -112,9 +112,10 @@ def format_seconds(s):
 
 class LineProgress:
     """tqdm-like object (``update``, ``close``, iteration, context manager) printing a line on ``stream``:
-    the first ``first`` seconds after it opened (default :func:`first_line_seconds`; from the heartbeat, so
-    also while a step is running), then at most every ``interval`` seconds, and a final line if it printed
-    any. Without a ``total`` it is a stage: ``desc: 12s elapsed``."""
+    from the heartbeat while it is the innermost open report (the first ``first`` seconds — default
+    :func:`first_line_seconds` — after the outermost open report started, also while a step is running),
+    at most every ``interval`` seconds as it advances, and a final line if it printed any. Without a
+    ``total`` it is a stage: ``desc: 12s elapsed``."""
 
     def __init__(self, iterable=None, total=None, desc=None, interval=None, stream=None, initial=0, first=None,
                  **_):

@@ -269,7 +269,7 @@ def build_parser():
 
     s = sub.add_parser("validate", help="theory vs finite networks; writes a Markdown verdict table")
     s.add_argument("components", nargs="*", metavar="COMPONENT",
-                   help=f"components to validate: {', '.join(COMPONENTS[:-1])} (default: all)")
+                   help=f"components to validate: {', '.join(c for c in COMPONENTS if c != 'sweep')} (default: all)")
     s.add_argument("--all", action="store_true", help="every component (report: figures/validation.md)")
     s.add_argument("--full", action="store_true", help="full sizes instead of the quick defaults")
     s.add_argument("--seed", type=int, default=0, help="seed of every finite network and sample (default: 0)")
