@@ -306,8 +306,13 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
     chunk_used = 1
     be = None
     try:
+        if todo and backend != "serial":
+            report.set_phase(f"starting the {backend} workers")
         be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
         if todo:
+            n = be.n_workers
+            report.set_phase("running the first point" if be.name == "serial" else
+                             f"waiting for the first points from {n} worker{'s' if n > 1 else ''}")
             chunk_used = _compute(be, fn, todo, chunk, kwargs_of, record, target_seconds)
         if be is not None:
             be.close()
