@@ -248,6 +248,9 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
 
     be = None
     try:
+        if todo:
+            report.start(backend if backend == "serial" else
+                         f"{backend} ({'a scheduler' if scheduler is not None else f'{n_jobs or os.cpu_count()} workers'})")
         be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
         if todo:
             if isinstance(chunk, int):

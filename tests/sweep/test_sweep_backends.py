@@ -184,3 +184,27 @@ def test_sigint_of_driver_keeps_the_store(tmp_path):
         meta, arrays = st.load(js.stem)
         assert meta["status"] == "ok" and list(arrays) == ["y"]
     assert not [p for p in (store / "points").rglob(".*.tmp")]     # Python cleans up on SIGINT
+
+
+def test_a_function_the_workers_cannot_import_is_a_prompt_clear_error(client, tmp_path, monkeypatch):
+    """Issue 41: a point function whose module only the driver can import (here: a folder put on the driver's
+    sys.path after the workers started) stops the sweep with a ValueError naming the function and the workers'
+    ImportError — dask used to log the failure to read the task and wait for ever."""
+    (tmp_path / "driver_only_theory.py").write_text("def f(x):\n    return {'y': 2.0 * x}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import driver_only_theory
+
+    def hung(*_):
+        raise TimeoutError("the sweep hung: no error after 600 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(600)                 # a few seconds of work; a hang (the bug) fails here instead of blocking
+    try:
+        with pytest.raises(ValueError, match=r"function driver_only_theory\.f: the dask workers cannot load it "
+                                             r"\(ModuleNotFoundError: No module named 'driver_only_theory'\)"):
+            S.run(driver_only_theory.f, {"x": [0.0, 1.0, 2.0]}, backend="dask", scheduler=client, progress=False,
+                  store=tmp_path / "st", name="driver_only_theory.f")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert json.loads((tmp_path / "st" / "sweep.json").read_text())["status"] == "interrupted"

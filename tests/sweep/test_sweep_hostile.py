@@ -301,11 +301,14 @@ def test_ctrl_c_under_dask_prints_one_line(tmp_path):
     assert json.loads((tmp_path / "sweeps" / "s" / "sweep.json").read_text())["status"] == "interrupted"
 
 
-@pytest.mark.parametrize("backend", ["serial", "loky"])
+@pytest.mark.parametrize("backend", ["serial", "loky", "dask"])
 def test_a_module_of_the_current_folder_sweeps_without_pythonpath(tmp_path, backend):
     """Issue 31 item 2: `--allow mytheory` finds ./mytheory.py with PYTHONPATH naming only limits (run as the
     `limits` console script is: the current folder is not on sys.path), loads nothing else from the folder, and
-    the loky workers — which could not import it by name — receive its code with each task."""
+    the loky and dask workers — which could not import it by name — receive its code with each task (issue 41:
+    dask sent it by reference, its workers failed to read the task and the sweep hung at 0 points)."""
+    if backend == "dask":
+        pytest.importorskip("distributed")
     work, bin_ = tmp_path / "work", tmp_path / "bin"
     work.mkdir()
     bin_.mkdir()
@@ -313,8 +316,9 @@ def test_a_module_of_the_current_folder_sweeps_without_pythonpath(tmp_path, back
     (work / "sibling.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w')\n")
     (work / "s.toml").write_text(f'function = "mytheory.f"\n[product]\nx = [0, 1, 2, 3]\n[run]\nbackend = "{backend}"\n'
                                  'n_jobs = 2\n')
-    (bin_ / "limits_cmd.py").write_text("import os, sys\nfrom limits.cli import main\nprint('PID', os.getpid(), file=sys.stderr)\n"
-                                        "sys.exit(main(sys.argv[1:]))\n")
+    (bin_ / "limits_cmd.py").write_text("import os, sys\nfrom limits.cli import main\nif __name__ == '__main__':\n"
+                                        "    print('PID', os.getpid(), file=sys.stderr)\n"
+                                        "    sys.exit(main(sys.argv[1:]))\n")     # guarded, as a console script is
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", ""), "LIMITS_PROGRESS": "0"}
     p = subprocess.run([sys.executable, str(bin_ / "limits_cmd.py"), "sweep", "run", "s.toml", "--allow", "mytheory",
                         "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
