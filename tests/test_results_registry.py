@@ -41,7 +41,7 @@ def test_a_stored_check_result_loads_in_a_fresh_process():
     code = ("from limits.gallery.measurements import load_data, DEFAULT_OUTDIR\n"
             "p = load_data('layers_cnn_digits_check', DEFAULT_OUTDIR)\n"
             "print(type(p['data']['check']).__name__ if 'check' in p['data'] else sorted(p['data']))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
