@@ -222,11 +222,11 @@ def test_progress_steps_are_interruption_points(monkeypatch):
 
 def test_python_dash_m_limits():
     proc = subprocess.run([sys.executable, "-m", "limits", "expect", "erf", "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["f"] == "erf"
     proc = subprocess.run([sys.executable, "-m", "limits", "expect", "nope"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=900)
     assert proc.returncode == 2 and one_error_line(proc.stderr).startswith("limits: error: ")
 
 
