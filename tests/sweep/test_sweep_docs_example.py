@@ -13,7 +13,7 @@ import pytest
 import limits.sweep as S
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "sweep.md"
+DOC = ROOT / "docs/sweep.md"
 COMMAND = "limits sweep run finite.toml --allow my_theory"
 
 
