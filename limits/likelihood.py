@@ -11,14 +11,10 @@ likelihood::
 
     ℓ(λ) = −(dP/2) log ŝ²(λ) − (d/2) Σ_i log(λ_i + λ) − (dP/2)(1 + log 2π)
 
-is maximised over log λ: a grid, then the root of its slope between the neighbours of the best grid point
-(O(P) per λ), with u = log λ, B = Σ_i q_i/(λ_i + λ)², C = Σ_i 1/(λ_i + λ)::
-
-    dℓ/du = (dλ/2) (P B/A − C)        (A = Σ_i q_i/(λ_i + λ); noise only: dℓ/du = (λ/2) (B − d C))
-
-A root of the slope is located to ~1e-13 in log λ; a search on ℓ itself could not do better than
-√(rounding of ℓ / ℓ'') ≈ 1e-8, and a change of K in its last bit moved that optimum by 6e-8.
-The joint maximum is (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)), with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
+is maximised over log λ (a grid, then the root of dℓ/d log λ between the neighbours of the best grid point;
+O(P) per λ). The root of the derivative is well conditioned where the maximum itself is flat (a search on
+ℓ's values locates it only to √ε ≈ 1e-8, and the last digits then depend on the rounding of K), so the
+joint maximum (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)) is reproducible to ~1e-13, with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
 covariance. ``noise_only`` fixes s² (the noise-only fit, :func:`ml_noise`).
 
 Why the scale matters: the NNGP of deep or convolutional networks has a large constant part (a CNN-GP with
@@ -33,7 +29,7 @@ import math
 import numpy as np
 
 GRID = 81                       # points of the log-λ grid before the root search
-XATOL = 1e-14                   # tolerance of the root of the slope in log λ (resp. log σ²)
+XTOL = 1e-14                    # tolerance of the root of dℓ/d log λ (resp. log σ²)
 
 
 def spectrum(K, Y):
@@ -52,16 +48,16 @@ def _terms(lam, q, s2):
     return np.sum(q[None, :] / den, axis=1), np.sum(np.log(den), axis=1)
 
 
-def _slope_terms(lam, q, s):
-    """(A, B, C) = Σ_i (q_i/(λ_i + s), q_i/(λ_i + s)², 1/(λ_i + s)) at one s."""
-    r = 1.0 / (lam + s)
-    return float(np.sum(q * r)), float(np.sum(q * r * r)), float(np.sum(r))
+def _moments(lam, q, s):
+    """(Σ q_i/(λ_i+s), Σ q_i/(λ_i+s)², Σ 1/(λ_i+s)) at one s: the pieces of dℓ/ds."""
+    den = lam + s
+    return float(np.sum(q / den)), float(np.sum(q / den**2)), float(np.sum(1.0 / den))
 
 
-def _maximise(f, slope, lo, hi):
-    """argmax of f(log x) over [lo, hi]: a log grid of :data:`GRID` points, then the root of ``slope`` (the
-    derivative of f in log x) between the neighbours of the best grid point; a maximum at an end of the grid is
-    that end."""
+def _maximise(f, lo, hi, slope):
+    """argmax of f(log x) over [lo, hi]: a log grid of :data:`GRID` points, then the root of ``slope``
+    (df/d log x, one float per float) between the neighbours of the best grid point, where it changes sign;
+    otherwise (the maximum on the edge of the range) the best grid point."""
     from scipy.optimize import brentq
 
     grid = np.linspace(math.log(lo), math.log(hi), GRID)
@@ -69,9 +65,12 @@ def _maximise(f, slope, lo, hi):
     i = int(np.argmax(vals))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     ga, gb = slope(a), slope(b)
-    if not (ga > 0 > gb):                      # no sign change: the grid's best point (an end of the range)
+    if not (ga > 0.0 > gb):
+        for u, g in ((a, ga), (b, gb)):           # a root exactly on a grid point
+            if g == 0.0:
+                return float(math.exp(u))
         return float(math.exp(grid[i]))
-    return float(math.exp(brentq(slope, a, b, xtol=XATOL, rtol=4 * np.finfo(float).eps, maxiter=200)))
+    return float(math.exp(brentq(slope, a, b, xtol=XTOL, rtol=4 * np.finfo(float).eps, maxiter=200)))
 
 
 def _range(lam, q, P, d):
@@ -90,11 +89,12 @@ def ml_noise(K, Y, output_scale=1.0):
         a, ld = _terms(lam, q, np.exp(u))
         return -0.5 * a - 0.5 * d * ld
 
-    def slope(u):
-        _, B, C = _slope_terms(lam, q, math.exp(u))
-        return B - d * C                       # dℓ/du over λ/2 > 0: the same sign and root
+    def slope(u):                 # dℓ/du = s (Σ q/(λ+s)² − d Σ 1/(λ+s)) / 2,  s = e^u
+        s = math.exp(u)
+        _, a2, r = _moments(lam, q, s)
+        return 0.5 * s * (a2 - d * r)
 
-    return _maximise(ell, slope, lo, 10.0 * (float(lam[-1]) + float(np.mean(Y * Y))))
+    return _maximise(ell, lo, 10.0 * (float(lam[-1]) + float(np.mean(Y * Y))), slope)
 
 
 def ml_scale_noise(K, Y):
@@ -107,11 +107,12 @@ def ml_scale_noise(K, Y):
         a, ld = _terms(lam, q, np.exp(u))
         return -0.5 * d * P * np.log(a / (d * P)) - 0.5 * d * ld
 
-    def slope(u):
-        A, B, C = _slope_terms(lam, q, math.exp(u))
-        return P * B / A - C                   # dℓ/du over dλ/2 > 0
+    def slope(u):                 # dℓ/du = s (dP/2 · Σq/(λ+s)² / Σq/(λ+s) − d/2 · Σ 1/(λ+s)),  s = e^u
+        s = math.exp(u)
+        a, a2, r = _moments(lam, q, s)
+        return 0.5 * d * s * (P * a2 / a - r)
 
-    ratio = _maximise(ell, slope, lo, 1e4 * top)
+    ratio = _maximise(ell, lo, 1e4 * top, slope)
     a, _ = _terms(lam, q, [ratio])
     s2 = float(a[0]) / (d * P)
     return s2, ratio * s2

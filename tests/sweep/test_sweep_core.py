@@ -204,30 +204,3 @@ def test_progress_lines_when_not_a_terminal(monkeypatch):
     assert quiet.getvalue() == ""
     monkeypatch.setenv("LIMITS_PROGRESS", "0")
     assert not SweepProgress(3, stream=buf).lines
-
-
-def test_progress_line_before_the_first_point_and_while_none_finishes(monkeypatch):
-    """Issue 41: a line when computing starts (where), then one per interval although no point has finished
-    (a dask sweep whose workers could not start showed nothing at all)."""
-    import io
-    import time
-
-    from limits.sweep.progress import SweepProgress
-
-    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
-    buf = io.StringIO()
-    p = SweepProgress(80, desc="sweep f", interval=0.05, stream=buf)
-    p.start("dask (2 workers)")
-    assert buf.getvalue() == "sweep f: 0/80 points (0 reused, 0 failed), 0s elapsed, starting on dask (2 workers)\n"
-    deadline = time.monotonic() + 120
-    while buf.getvalue().count("\n") < 3 and time.monotonic() < deadline:     # the ticker's lines, no update
-        time.sleep(0.01)
-    p.close()
-    lines = buf.getvalue().splitlines()
-    assert len(lines) >= 3 and all(ln.startswith("sweep f: 0/80 points") for ln in lines)
-    n = len(lines)
-    time.sleep(0.2)
-    assert len(buf.getvalue().splitlines()) == n                  # closed: the ticker has stopped
-    quiet = io.StringIO()
-    SweepProgress(3, stream=quiet, enabled=False).start("serial")
-    assert quiet.getvalue() == ""
