@@ -173,8 +173,11 @@ class Dask:
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
             with children_ignore_sigint():
+                # CRITICAL, as the tile store's cluster: a point's error comes back with its task, and what the
+                # workers log at ERROR while the cluster closes (a heartbeat to a scheduler already gone, after a
+                # Ctrl-C on a loaded machine) would break the one-line report of an interruption
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
+                                       silence_logs=logging.CRITICAL)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
         elif isinstance(scheduler, str):
