@@ -51,7 +51,7 @@ def _concrete_cli_examples():
 def test_cli_examples_in_readme_work(cmd, tmp_path):
     argv = shlex.split(cmd)
     proc = subprocess.run([sys.executable, "-m", "limits.cli", *argv[1:]], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (cmd, proc.stderr[-2000:])
     assert proc.stdout.strip()
     assert EXPECTED_OUTPUT.get(cmd, "") in proc.stdout

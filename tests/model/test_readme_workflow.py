@@ -33,6 +33,6 @@ def test_shell_workflow_runs(tmp_path):
             argv = [sys.executable, "-m", "limits.cli", *argv[1:]]
         elif argv[0] == "python":
             argv = [sys.executable, *argv[1:]]
-        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=1800)  # a hang bound
         assert proc.returncode == 0, (line, proc.stderr[-2000:])
     assert (tmp_path / "check.png").stat().st_size > 1000

@@ -26,7 +26,7 @@ NO_TORCH = ("import sys\n"                                   # `import torch` ra
 
 def _run(code, cwd):
     return subprocess.run([sys.executable, "-c", NO_TORCH + code], cwd=cwd, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"}, timeout=300)
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"}, timeout=900)
 
 
 def test_committed_data_show_sp_and_mup_as_predicted_and_the_broken_readout_flagged():
