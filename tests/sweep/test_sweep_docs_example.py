@@ -1,6 +1,6 @@
 """The dask example of docs/sweep.md ("A theory curve with its finite-network check") as a newcomer runs it: its
 `my_theory.py` and `finite.toml` copied from the page into an empty folder, then `limits sweep run finite.toml
---allow my_theory` through the `limits` console script (the current folder is not on sys.path). Issue 41: the dask
+--allow my_theory --n-jobs 2` through the `limits` console script (the current folder is not on sys.path). Issue 41: the dask
 workers could not import `my_theory`, and the sweep hung at 0/80 points without a progress line."""
 import os
 import re
@@ -14,7 +14,7 @@ import limits.sweep as S
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs/sweep.md"
-COMMAND = "limits sweep run finite.toml --allow my_theory"
+COMMAND = "limits sweep run finite.toml --allow my_theory --n-jobs 2"
 
 
 def _example():
