@@ -146,6 +146,12 @@ def test_runner_compares_outputs_and_exit_statuses(tmp_path):
           ".. code-block:: text\n\n   hi\n"
     f, sh = D.blocks("p.rst", rst)
     assert (f.file, f.code, sh.output.strip()) == ("m.py", "X = 1\n", "hi")
+    import matplotlib.image as mpimg                      # the image comparison sees a changed panel
+    png = ROOT / "figures" / "layers_cnn_digits_check.png"
+    img = mpimg.imread(str(png))
+    img[: img.shape[0] // 3, : img.shape[1] // 3, :3] = 1.0 - img[: img.shape[0] // 3, : img.shape[1] // 3, :3]
+    mpimg.imsave(str(tmp_path / "changed.png"), img)
+    assert images_match(png, png) and not images_match(tmp_path / "changed.png", png)
 
 
 # ------------------------------------------------------------------------------------- the README's figures
@@ -162,23 +168,48 @@ def images_match(new, committed, tol=0.02):
     return a.shape == b.shape and float(np.mean(np.abs(a - b))) < tol
 
 
-def test_readme_gallery_figures_are_drawn_from_their_committed_data(tmp_path):
-    """Each gallery figure the README shows: `limits figure NAME --quick`, the command the README gives, run in a
-    folder holding only the committed data, reuses those data (nothing recomputed) and draws the committed image."""
-    names = re.findall(r"!\[[^\]]*\]\(figures/([A-Za-z0-9_]+)\.png\)", (ROOT / "README.md").read_text())
-    assert {"layers_cnn_digits_check", "torch_transfer_digits"} <= set(names)
+def _shown_figures():
+    """(page, figure name, paper size?) of every gallery figure README.md and the docs pages show (the gallery page
+    itself is generated from the figures' data when the site is built)."""
+    out = []
+    for page in ["README.md", *D.pages()[1:]]:
+        if page == "docs/gallery.rst":
+            continue
+        for m in re.finditer(r"figures/(full/)?([A-Za-z0-9_]+)\.png", (ROOT / page).read_text()):
+            out.append((page, m.group(2), bool(m.group(1))))
+    return sorted(set(out))
+
+
+def test_shown_gallery_figures_are_drawn_from_their_committed_data(tmp_path):
+    """Each gallery figure the README or a docs page shows: `limits figure NAME` (`--quick` for the small variant), run in
+    a folder holding only its committed data, reuses those data (nothing recomputed) and draws the committed image."""
+    shown = _shown_figures()
+    names = {n for _, n, _ in shown}
+    assert {"layers_cnn_digits_check", "torch_transfer_digits", "layers_cnn_digits_full_set"} <= names
     readme = (ROOT / "README.md").read_text()
-    for name in names:
-        assert f"`limits figure {name} --quick`" in readme, name
-        figs = tmp_path / name / "figures"
-        figs.mkdir(parents=True)
+    for page, name, full in shown:
+        if page == "README.md":
+            assert f"`limits figure {name} --quick`" in readme, name
+        sub = "full" if full else ""
+        figs = tmp_path / f"{name}{'-full' if full else ''}" / "figures" / sub
+        figs.mkdir(parents=True, exist_ok=True)
         for ext in ("npz", "json"):
-            shutil.copy(ROOT / "figures" / f"{name}.{ext}", figs)
+            shutil.copy(ROOT / "figures" / sub / f"{name}.{ext}", figs)
         before = (figs / f"{name}.npz").read_bytes()
-        out = D.run_shell(f"limits figure {name} --quick", tmp_path / name)
-        assert "computed in" not in out or "(cached" in out or (figs / f"{name}.npz").read_bytes() == before, out
+        D.run_shell(f"limits figure {name}" + ("" if full else " --quick"), figs.parent.parent if full else figs.parent)
         assert (figs / f"{name}.npz").read_bytes() == before, f"{name}: the data were recomputed"
-        assert images_match(figs / f"{name}.png", ROOT / "figures" / f"{name}.png"), name
+        assert images_match(figs / f"{name}.png", ROOT / "figures" / sub / f"{name}.png"), name
+
+
+def test_the_validation_figure_of_finite_width_rst_is_its_record(tmp_path):
+    """docs/theory/finite_width.rst's figure, drawn again from the committed record by the command the page names."""
+    rst = (ROOT / "docs/theory/finite_width.rst").read_text()
+    assert "``--figure docs/_static/finite_width_residual.png``" in rst
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks/finite_width_residual_validation.py"), "--figure",
+                           str(tmp_path / "f.png")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=D._shims(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert images_match(tmp_path / "f.png", ROOT / "docs/_static/finite_width_residual.png")
 
 
 def test_readme_links_resolve():
