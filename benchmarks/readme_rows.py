@@ -568,6 +568,42 @@ def write(folder=DATA.parent):
     atomic_write_text(FIGURE.with_suffix(".json"), json.dumps(data, indent=1) + "\n")
     ratio_figure(data)
     atomic_write_text(TABLE, table_md())
+    for begin, end, lines in bench_tables(folder):
+        replace_marked_block(BENCH_README, begin, end, lines)
+
+
+BENCH_README = ROOT / "benchmarks" / "README.md"
+
+
+def bench_tables(folder=DATA.parent):
+    """The tables of benchmarks/README.md generated from the data: (begin marker, end marker, lines)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_compositions
+    import bench_layers
+
+    rows_ = all_rows(folder)
+    comp = [r for r in rows_ if r["module"] == "compositions"]
+    lay = [r for r in rows_ if r["module"] == "layers"]
+    mark = "(python benchmarks/readme_rows.py --write) -->"
+    return [(f"<!-- compositions-table:begin {mark}", "<!-- compositions-table:end -->",
+             bench_compositions.table(comp).splitlines() + [""] + machine_note(comp)),
+            (f"<!-- layers-table:begin {mark}", "<!-- layers-table:end -->",
+             bench_layers.table(lay).splitlines() + [""] + machine_note(lay))]
+
+
+def machine_note(rows_) -> list[str]:
+    """Where and under which load ``rows_`` ran, and by which protocol (rows without a record: the earlier one)."""
+    ms = [r["machine"] for r in rows_ if "machine" in r]
+    old = [r["name"] for r in rows_ if "machine" not in r and r.get("P")]
+    out = []
+    if ms:
+        loads = [x for m in ms for x in (m["load"][0], m.get("load_after", m["load"])[0])]
+        out.append(f"Measured {min(m['date'] for m in ms)} on {ms[0]['cores']} cores ({ms[0]['cpu']}) shared with other "
+                   f"jobs, 1-minute load average {min(loads):.1f}–{max(loads):.1f}.")
+    if old:
+        out.append(f"Not re-measured with this protocol (timed before 2026-12-07: one or two calls, the peer "
+                   f"concurrently, ours under tracemalloc): {'; '.join(old)}.")
+    return out
 
 
 def main(argv=None):

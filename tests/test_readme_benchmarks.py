@@ -111,3 +111,12 @@ def test_mup_coordcheck_rows_are_generated_from_the_data():
     m = load("mup_coordcheck")
     assert marked_block(m, ROOT / "benchmarks" / "README.md") == m.readout_rows(load_data(m)), \
         "benchmarks/README.md is stale: python benchmarks/mup_coordcheck.py --write"
+
+
+def test_benchmark_readme_tables_are_generated_from_the_data():
+    """benchmarks/README.md's layers and compositions tables, with their machine and protocol notes, are the data's."""
+    m = _mod()
+    text = m.BENCH_README.read_text()
+    for begin, end, lines in m.bench_tables():
+        assert text.split(begin, 1)[1].split(end, 1)[0].strip().splitlines() == lines, \
+            "benchmarks/README.md is stale: python benchmarks/readme_rows.py --write"
