@@ -25,7 +25,7 @@ source_suffix = {".rst": "restructuredtext"}
 root_doc = "index"
 html_theme = "alabaster"
 # wide enough for the code blocks (100 columns) and the generated tables
-html_theme_options = {"page_width": "1240px", "sidebar_width": "230px", "body_max_width": "none"}
+html_theme_options = {"page_width": "1240px", "sidebar_width": "230px", "body_max_width": "none", "code_font_size": "0.8em"}
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "undoc-members": False}
 numpydoc_show_class_members = False
