@@ -520,14 +520,21 @@ def _secs(t):
 
 def machine_lines(folder=DATA.parent) -> list[str]:
     """One sentence: the machine and the load under which the compact table's rows were measured (from the rows)."""
-    ms = [r["machine"] for d in compact_data(folder) for r in all_rows(folder) if r["name"] == d["row"] and "machine" in r]
-    if not ms:
-        return ["The machine and its load were not recorded for these rows."]
-    loads = [x for m in ms for x in (m["load"][0], m.get("load_after", m["load"])[0])]
-    dates = sorted({m["date"] for m in ms})
-    return [f"Measured {dates[0]}{' – ' + dates[-1] if len(dates) > 1 else ''} on {ms[0]['cores']} cores "
-            f"({ms[0]['cpu']}) shared with other jobs: 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
-            f"while the rows of the README's table ran."]
+    rows_ = all_rows(folder)
+    data = compact_data(folder)
+    ms = [r["machine"] for d in data for r in rows_ if r["name"] == d["row"] and "machine" in r]
+    old = [d["workload"] for d in data for r in rows_ if r["name"] == d["row"] and "timing" not in r]
+    out = []
+    if ms:
+        loads = [x for m in ms for x in (m["load"][0], m.get("load_after", m["load"])[0])]
+        dates = sorted({m["date"] for m in ms})
+        out.append(f"Measured {dates[0]}{' – ' + dates[-1] if len(dates) > 1 else ''} on {ms[0]['cores']} cores "
+                   f"({ms[0]['cpu']}) shared with other jobs: 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
+                   f"while these rows ran.")
+    if old:
+        out.append(f"Not yet re-measured with this protocol (the earlier run: one or two calls per side, some peers "
+                   f"concurrently): {'; '.join(old)}.")
+    return out or ["The machine and its load were not recorded for these rows."]
 
 
 def ratio_figure(data, path=FIGURE):
