@@ -5,8 +5,8 @@ A validation report, not a timing::
     python benchmarks/check_calibration.py --runs 200 --power-runs 40 --json benchmarks/results/calibration/check.json
     python benchmarks/check_calibration.py --only "kernel: erf MLP" --runs 200 --json part.json   # one case
     python benchmarks/check_calibration.py --merge a.json b.json --json benchmarks/results/calibration/check.json
-    python benchmarks/check_calibration.py --rows      # the README rows from that file
-    python benchmarks/check_calibration.py --write     # put them into README.md
+    python benchmarks/check_calibration.py --rows      # the rows of docs/workflow.rst from that file
+    python benchmarks/check_calibration.py --write     # put them into docs/workflow.rst
 
 The committed data's parts and their commands: benchmarks/README.md ("Calibration of limits.check").
 
@@ -264,7 +264,7 @@ def _fa(runs, key, alpha=ALPHA, pvalue=True):
 
 
 def rows(data) -> list:
-    """README lines (markdown table rows) from the calibration data."""
+    """The rows (Markdown table lines) of docs/workflow.rst from the calibration data."""
     a = data["alpha"]
     data = dict(data, cases={k: v for k, v in data["cases"].items() if v["runs"]})
     lines = [f"| correct prediction (widths; inits) | false alarms now: k/n = rate [exact 95 % CI], one-sided p vs "
@@ -297,7 +297,10 @@ def rows(data) -> list:
     return lines
 
 
-def write_readme(data, path=ROOT / "README.md"):
+PAGE = ROOT / "docs/workflow.rst"          # the page whose marked block holds the rows
+
+
+def write_readme(data, path=PAGE):
     from limits.results import replace_marked_block
 
     replace_marked_block(path, BEGIN, END, rows(data))
@@ -310,8 +313,8 @@ def main(argv=None):
     ap.add_argument("--only", help="a substring of one case's name (partial runs, merged with --merge)")
     ap.add_argument("--json", help="write the data here")
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
-    ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
-    ap.add_argument("--write", action="store_true", help="write the README rows")
+    ap.add_argument("--rows", action="store_true", help="print the rows of docs/workflow.rst from the data")
+    ap.add_argument("--write", action="store_true", help="write the rows into docs/workflow.rst")
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
 

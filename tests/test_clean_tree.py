@@ -4,7 +4,7 @@ stay empty after ``python -m pip install -e . && limits``).
 The main job runs in a copy of this checkout (tracked files plus new, not ignored ones, committed
 into a fresh repository under ``tmp_path``), then ``git status --porcelain`` of the copy must be
 empty: the job writes only into its git-ignored ``results/`` folder and copies the committed
-figures instead of re-rendering them. The stores that docs/sweep.md creates are ignored too.
+figures instead of re-rendering them. The stores that docs/sweep.rst creates are ignored too.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_main_job_leaves_a_clean_tree(clone):
 
 
 def test_sweep_stores_are_ignored(clone):
-    """`limits sweep run docs/sweeps/X.toml` writes sweeps/X/ (docs/sweep.md): ignored, not untracked."""
+    """`limits sweep run docs/sweeps/X.toml` writes sweeps/X/ (docs/sweep.rst): ignored, not untracked."""
     store = clone / "sweeps" / "critical_line"
     store.mkdir(parents=True)
     (store / "sweep.nc").write_bytes(b"\0")

@@ -1,4 +1,4 @@
-"""The README's calibration table of ``limits.check`` is generated from benchmarks/results/calibration/check.json
+"""The calibration table of ``limits.check`` in docs/workflow.rst is generated from benchmarks/results/calibration/check.json
 (``python benchmarks/check_calibration.py --write``) and says what the data say: on every correct prediction the
 false-alarm rate is not significantly above the nominal family-wise level (one-sided binomial test at 1 %: a
 calibrated check fails it with probability ≤ 1 % per case), the posterior case has ≥ 200 checks, and every grossly
@@ -18,7 +18,8 @@ def _module():
 
 def test_readme_rows_are_generated_from_the_data():
     m = _module()
-    assert marked_block(m) == m.rows(load_data(m)), "README is stale: python benchmarks/check_calibration.py --write"
+    assert marked_block(m, m.PAGE) == m.rows(load_data(m)), \
+        "docs/workflow.rst is stale: python benchmarks/check_calibration.py --write"
 
 
 def test_the_data_meet_the_stated_level():

@@ -162,7 +162,7 @@ def register(sub):
     ss = s.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND", required=True)
 
     r = ss.add_parser("run", help="run a TOML sweep file (only points missing from the store are computed)")
-    r.add_argument("file", help="sweep file (.toml), see docs/sweep.md")
+    r.add_argument("file", help="sweep file (.toml), see docs/sweep.rst")
     r.add_argument("--backend", choices=("serial", "loky", "dask"), default=None,
                    help="default: the file's [run] backend, else loky (dask: a LocalCluster of --n-jobs "
                         "workers unless --scheduler)")

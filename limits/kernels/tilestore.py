@@ -57,7 +57,7 @@ disk the missing tiles need (exact) is compared with the file system's free spac
 (:func:`task_memory`: for a composition the packed kernel's outputs, recorded per-input quantities and one chunk,
 :func:`limits.kernels.composed.packed_bytes`) with the workers' ``memory_limit`` (half the available memory on the
 serial backend); either too large is refused with the estimate. Measured (benchmarks/bench_tiles.py,
-benchmarks/tilestore_attacks.py ``--compositions``): see the README row "images beyond one machine"; the three
+benchmarks/tilestore_attacks.py ``--compositions``): see the row "images beyond one machine" of docs/performance.rst; the three
 attacks above on two CNN compositions give the Cholesky answer to the CG tolerance (1e-10; tiles recomputed:
 6 foreign, 1 damaged) or exit 2 (the second writer).
 

@@ -1,4 +1,4 @@
-"""The dask example of docs/sweep.md ("A theory curve with its finite-network check") as a newcomer runs it: its
+"""The dask example of docs/sweep.rst ("A theory curve with its finite-network check") as a newcomer runs it: its
 `my_theory.py` and `finite.toml` copied from the page into an empty folder, then `limits sweep run finite.toml
 --allow my_theory --n-jobs 2` through the `limits` console script (the current folder is not on sys.path). Issue 41: the dask
 workers could not import `my_theory`, and the sweep hung at 0/80 points without a progress line."""
@@ -13,16 +13,17 @@ import pytest
 import limits.sweep as S
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs/sweep.md"
 COMMAND = "limits sweep run finite.toml --allow my_theory --n-jobs 2"
 
 
 def _example():
-    """(my_theory.py, finite.toml, the command line) of the docs' section, as written."""
-    section = DOC.read_text().split("## A theory curve with its finite-network check", 1)[1].split("\n## ", 1)[0]
-    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    toml = re.findall(r"```toml\n(.*?)```", section, re.S)[0]
-    cmds = [ln.split("#")[0].strip() for b in re.findall(r"```bash\n(.*?)```", section, re.S) for ln in b.splitlines()]
+    """(my_theory.py, finite.toml, the command lines) of the docs' section, as written."""
+    import doc_examples as D
+
+    section = [b for b in D.blocks("docs/sweep.rst") if b.section == "A theory curve with its finite-network check"]
+    code = next(b.code for b in section if b.lang == "python")
+    toml = next(b.code for b in section if b.lang == "toml")
+    cmds = [ln.split("#")[0].strip() for b in section if b.lang == "bash" for ln in b.code.splitlines()]
     return code, toml, cmds
 
 

@@ -68,7 +68,7 @@ def test_without_torch_the_figure_is_listed_replotted_and_refused_with_one_line(
 def test_readme_sentences_on_the_demo_transformer_are_generated_from_the_committed_data():
     from limits.gallery import torchbridge
 
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(torchbridge.BEGIN, 1)[1].split(torchbridge.END, 1)[0]
+    page = (ROOT / torchbridge.PAGE).read_text()
+    block = page.split(torchbridge.BEGIN, 1)[1].split(torchbridge.END, 1)[0]
     assert block.strip() == torchbridge.readme_paragraph(gallery.load_data("torch_coordcheck", FIGS)), \
-        "README is stale: python -m limits.gallery.torchbridge --write"
+        f"{torchbridge.PAGE} is stale: python -m limits.gallery.torchbridge --write"
