@@ -58,6 +58,9 @@ NOT_RUN = {
     "docs/performance.rst § Performance targets and benchmarks: python benchmarks/run.py --quick      # small sizes":
         "the benchmarks themselves (minutes to hours, a peer environment); their committed data are checked by "
         "tests/test_readme_benchmarks.py",
+    "docs/testing.rst § CI runs as a newcomer: .ci/run                 # every stage, then the summary":
+        "CI itself (fresh virtual environments, the whole suite); its stages and --dry-run are tested by "
+        "tests/test_ci_run.py",
 }
 CI_COMMANDS = {k for k, v in NOT_RUN.items() if v.startswith("CI's")}
 # blocks that read the checkout itself (nothing is written): run from the repository root
