@@ -81,6 +81,7 @@ class _Tile:
         self.cw, self.cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
         self.buf = np.empty((7 if want_ntk else 5, block * block))
         self.ids = None                                              # (ids of X rows, ids of X2 rows): row_ids
+        self.delicate = None                                         # (K⁰ tile, q1, q2, ids) of the last run
 
     def _views(self, shape):
         n = int(np.prod(shape))
@@ -205,7 +206,21 @@ class _Tile:
         K = self.gram0(XI, XJ, c_in, b_in, views[4])
         if self.ids is not None:                                     # identical inputs: correlation exactly 1
             snap_identical(K, self.ids[0][I], self.ids[1][J], QI[0, I])
+        self.delicate = self._delicate(K, QI[0, I], QJ[0, J], I, J)
         return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
+
+    def _delicate(self, K0, q1, q2, I, J):
+        """(K⁰ tile, its variances, identical-row ids) for the delicate-pair patch, or None (linear; none)."""
+        if self.name not in ("relu", "erf"):
+            return None
+        from .halfangle import find_pairs
+
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            i, _ = find_pairs((self.name,), K0, q1, q2, symmetric=False)
+        if not i.size:
+            return None
+        ids = None if self.ids is None else (self.ids[0][I], self.ids[1][J])
+        return K0.copy(), q1.copy(), q2.copy(), ids
 
 
 def _outputs(out, get, shape, dtype):
@@ -601,8 +616,14 @@ class _Engine:
     def tile(self, XI, XJ, QI, I, QJ, J):
         """({name: tile}, first layer where the tile's NTK overflowed or −1)."""
         if self.fused:
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 Ko, To = self._tile.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
+            if self._tile.delicate is not None:           # nearly collinear inputs, large norms: from the rows
+                from . import halfangle
+
+                K0, q1, q2, ids = self._tile.delicate
+                halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1, q2,
+                                      Ko, To, ids=ids)
             if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
                 return {"nngp": Ko, "ntk": To}, -1
         with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it

@@ -148,12 +148,15 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
     snap_variances(q1, ids1)
     snap_variances(q2, ids2, q1, ids1)
     snap_identical(K, ids1, ids2, q1)
+    K0 = K.copy() if _fused.kind(act) in ("relu", "erf", "gelu") else None     # for the delicate pairs
     fused = _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2)
     if fused is not None:
         K_out, T_out, Ks, Ts = fused
+        _edges(act, kw, L, X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts, (ids1, ids2))
         diag = {"nngp_exploded_at": -1, "ntk_exploded_at": -1, "warnings": []}
         return KernelResult(K_out if "nngp" in get else None, T_out, Ks, Ts, model_record(m), diag, False, X1, X2)
     T = K.copy() if want_ntk else None
+    q1_0, q2_0 = q1.copy(), q2.copy()
     Ks = [K.copy()] if layers else None
     Ts = [T.copy()] if layers and want_ntk else None
     from .. import gaussian
@@ -196,6 +199,8 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
         else:
             K_out = np.full((P1, P2), np.inf)
             T_out = None
+    if nngp_bad < 0 and ntk_bad < 0:
+        _edges(act, kw, L, X1, X2, K0, q1_0, q2_0, K_out, T_out, Ks, Ts, (ids1, ids2))
     if want_ntk and ntk_bad >= 0:
         T_out = np.full((P1, P2), np.inf)
     diag = {"nngp_exploded_at": nngp_bad, "ntk_exploded_at": ntk_bad if want_ntk else -1, "warnings": []}
@@ -234,9 +239,21 @@ def _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2):
     if ids1.size and ids2.size and ids1.max() >= 0 and ids2.max() >= 0:   # identical inputs (row_ids)
         i, j = np.nonzero((ids1[:, None] == ids2[None, :]) & (ids1[:, None] >= 0))
         same = (i, j, v1)
-    K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
-                                same=same)
+    with np.errstate(divide="ignore", invalid="ignore"):     # delicate entries are recomputed (halfangle)
+        K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
+                                    same=same)
     return K_out, T_out, Ks, Ts
+
+
+def _edges(act, kw, L, X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts, ids):
+    """Recompute the delicate entries (nearly collinear inputs, large norms) from the rows
+    (:func:`limits.kernels.halfangle.patch_block`); closed-form activations only."""
+    if K0 is None:
+        return
+    from . import halfangle
+
+    halfangle.patch_block(_fused.kind(act), halfangle.arch_of(kw, L), X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts,
+                          ids)
 
 
 def _is_serial(model):

@@ -504,8 +504,11 @@ class MLPPairs:
         self.T = self.k12.copy() if ntk else None
 
     def _moments(self, w, b):
+        return self._moments_g(w, b, self.ntk)
+
+    def _moments_g(self, w, b, derivative=True):
         """(C12 = w E12 + b, its variances and half-angle, G12) at the current state."""
-        E12, shE, chE, G = pair_rule(self.kind, self.q1, self.q2, self.sh, self.ch, self.ntk)
+        E12, shE, chE, G = pair_rule(self.kind, self.q1, self.q2, self.sh, self.ch, derivative)
         E1, _ = diag_rule(self.kind, self.q1, False)
         E2, _ = diag_rule(self.kind, self.q2, False)
         c1, c2, csh, cch = affine(E1, E2, shE, chE, w, b)
@@ -544,3 +547,230 @@ def mlp_pairs(kind, arch, A, B, ntk=True):
         layers.append((K.copy(), C.copy(), None if T is None else T.copy()))
     K_out, T_out = rec.readout(arch.sigma_w2_out, arch.sigma_b2_out)
     return K_out, T_out, layers
+
+
+# ------------------------------------------------------------------ finding and patching delicate pairs
+CHUNK_ROWS = 1 << 20        # entries per chunk of the delicate-pair search
+
+
+def _thresholds(kinds, q, tau):
+    """Per-input factors r with |k12| > r_α r_β ⟺ the pair is delicate (:func:`delicate`): relu / gelu
+    √((1−τ) q); erf √((1−τ)(1+2q)/2) — larger, so relu's criterion covers erf's when both are present."""
+    q = np.maximum(np.asarray(q, dtype=np.float64), 0.0)
+    if any(k in ("relu", "gelu") for k in kinds):
+        return np.sqrt((1.0 - tau) * q)
+    return np.sqrt((1.0 - tau) * (0.5 + q))
+
+
+def find_pairs(kinds, K, q1=None, q2=None, symmetric=True, tau=TAU):
+    """(i, j) of the delicate entries of a kernel block K (:func:`delicate`); ``q1``/``q2`` the row/column
+    variances (default: K's diagonal); symmetric: only i < j (and only the upper triangle is read). Row chunks
+    of ~1e6 entries, three passes each (no P×P mask)."""
+    P1, P2 = K.shape
+    if q1 is None:
+        q1 = np.diag(K)
+    if q2 is None:
+        q2 = q1 if symmetric else np.diag(K)
+    kinds = tuple(k for k in kinds if k in ("relu", "gelu", "erf"))
+    if not kinds or P1 == 0 or P2 == 0:
+        return np.empty(0, np.intp), np.empty(0, np.intp)
+    r1, r2 = _thresholds(kinds, q1, tau), _thresholds(kinds, q2, tau)
+    h = max(1, CHUNK_ROWS // max(P2, 1))
+    I, J = [], []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for a in range(0, P1, h):
+            b = min(P1, a + h)
+            c0 = a if symmetric else 0                 # symmetric: columns from the chunk's first row on
+            thr = np.multiply(r1[a:b, None], r2[None, c0:])
+            m = np.abs(K[a:b, c0:]) > thr
+            i, j = np.nonzero(m)
+            i, j = i + a, j + c0
+            if symmetric:
+                keep = i < j
+                i, j = i[keep], j[keep]
+            I.append(i)
+            J.append(j)
+    return np.concatenate(I), np.concatenate(J)
+
+
+def initial(i, j, arch, X1=None, X2=None, K0=None):
+    """(q1, q2, sh, ch) of the read-in kernel at the pairs (i, j): from the rows (:func:`read_in`, then the
+    read-in weights and bias) or, without rows, from the given K0 entries (:func:`from_gram`)."""
+    if X1 is not None:
+        X2 = X1 if X2 is None else X2
+        na, nb, sh, ch = read_in(X1[i], X2[j])
+        d = X1.shape[1]
+        return affine(na, nb, sh, ch, arch.sigma_w2_in / d, arch.sigma_b2_in)
+    q1, q2 = np.diag(K0)[i], np.diag(K0)[j]
+    sh, ch = from_gram(q1, K0[i, j], q2)
+    return q1, q2, sh, ch
+
+
+class Slots:
+    """Where the pairs (i ≤ j) live in a symmetric kernel stored either as a P×P array (both triangles) or as
+    the packed upper triangle of :class:`limits.kernels._fused.Packed` (whose blocks also hold a few entries
+    below the diagonal, (j, i) for i and j in one block's rows: written too, so that no stale entry remains)."""
+
+    def __init__(self, i, j, pk=None):
+        self.i, self.j, self.pk = i, j, pk
+        self.pos = self.mpos = self.mk = None
+        if pk is not None and i.size:
+            starts = np.array([s[0] for s in pk.segments])
+            ends = np.array([s[1] for s in pk.segments])
+            offs = np.array([s[2] for s in pk.segments])
+            k = np.searchsorted(starts, i, side="right") - 1
+            a = starts[k]
+            self.pos = offs[k] + (i - a) * (pk.P - a) + (j - a)
+            self.mk = np.flatnonzero((j < ends[k]) & (j != i))           # (j, i) stored in the same block
+            am = a[self.mk]
+            self.mpos = offs[k][self.mk] + (j[self.mk] - am) * (pk.P - am) + (i[self.mk] - am)
+
+    def get(self, A):
+        return A[self.pos] if A.ndim == 1 else A[self.i, self.j]
+
+    def put(self, A, v):
+        if A.ndim == 1:
+            A[self.pos] = v
+            if self.mk.size:
+                A[self.mpos] = np.broadcast_to(v, self.i.shape)[self.mk]
+        else:
+            A[self.i, self.j] = v
+            A[self.j, self.i] = v
+
+
+class SymmetricPatch:
+    """The delicate pairs of a symmetric MLP/ResNet recursion (:func:`limits.kernels.nngp.run_recursion`),
+    recomputed layer by layer and written over the fast path's entries before that layer is checked or used:
+    pairs of identical inputs (K⁰_ij = K⁰_ii = K⁰_jj, snapped so by the caller) copy their row's diagonal
+    entry (the fast path's diagonal formulas are exact at c = 1: equal inputs keep equal entries bit for
+    bit); the other delicate i < j of K⁰ run through :class:`MLPPairs`. ``state`` (:meth:`snapshot`) resumes a
+    checkpointed recursion."""
+
+    def __init__(self, kind, arch, K0, X=None, ntk=True, state=None):
+        self.kind, self.ntk = kind, ntk
+        r2 = arch.rho ** 2
+        self.c_w, self.residual = r2 * arch.sigma_w2, arch.residual
+        self.w_out, self.b_out = arch.sigma_w2_out, arch.sigma_b2_out
+        if state is not None:
+            i, j, di, dj, (q1, q2, sh, ch, k12) = state
+        else:
+            i, j = find_pairs((kind,), K0)
+            if X is not None:                          # identical rows (bitwise), whose K⁰ entries were snapped
+                from ._args import row_ids
+
+                ids, _ = row_ids(X)
+                dup = (ids[i] == ids[j]) & (ids[i] >= 0)
+            else:                                      # a given K⁰: equal entries are all there is to know
+                d = np.diag(K0)
+                dup = (K0[i, j] == d[i]) & (d[i] == d[j])
+            di, dj, i, j = i[dup], j[dup], i[~dup], j[~dup]
+            q1, q2, sh, ch = initial(i, j, arch, X, None, K0)
+            k12 = None
+        self.i, self.j, self.di, self.dj = i, j, di, dj
+        self.active = (i.size + di.size) > 0
+        self.rec = MLPPairs(kind, self.c_w, r2 * arch.sigma_b2, arch.residual, q1, q2, sh, ch, ntk=False)
+        if k12 is not None:
+            self.rec.k12 = k12
+        self.slots = {}
+        self.G = None
+
+    def snapshot(self):
+        r = self.rec
+        return self.i, self.j, self.di, self.dj, (r.q1.copy(), r.q2.copy(), r.sh.copy(), r.ch.copy(), r.k12.copy())
+
+    def _slots(self, pk, which="pairs"):
+        key = (None if pk is None else id(pk), which)
+        if key not in self.slots:
+            i, j = {"pairs": (self.i, self.j), "dup": (self.di, self.dj), "diag": (self.di, self.di)}[which]
+            self.slots[key] = Slots(i, j, pk)
+        return self.slots[key]
+
+    def _copy_diag(self, A, pk):
+        if self.di.size:
+            self._slots(pk, "dup").put(A, self._slots(pk, "diag").get(A))
+
+    def layer(self, K, C, pk=None):
+        """Advance one layer; write K^l and C^l at the pairs (K, C: this layer's arrays, packed with ``pk``)."""
+        self._copy_diag(C, pk)
+        if K is not C:
+            self._copy_diag(K, pk)
+        if not self.i.size:
+            return
+        r = self.rec
+        C12, cst, G = r._moments_g(r.c_w, r.c_b)
+        if r.residual:
+            r.q1, r.q2, r.sh, r.ch = add(r.q1, r.q2, r.sh, r.ch, *cst)
+            r.k12 = r.k12 + C12
+        else:
+            r.q1, r.q2, r.sh, r.ch = cst
+            r.k12 = C12
+        s = self._slots(pk)
+        s.put(C, C12)
+        if K is not C:
+            s.put(K, r.k12)
+        self.G, self.C12 = G, C12
+
+    def ntk_layer(self, T, T_prev, t_scale, pk_new=None, pk_prev=None):
+        """Θ̃^l at the pairs: ρ²σ_w² G Θ̃^{l−1} + t_scale·C (+ Θ̃^{l−1} for a residual block)."""
+        self._copy_diag(T, pk_new)
+        if not self.i.size:
+            return
+        tp = self._slots(pk_prev).get(T_prev)
+        t = self.c_w * self.G * tp + (self.C12 if t_scale is None else t_scale * self.C12)
+        if self.residual:
+            t = t + tp
+        self._slots(pk_new).put(T, t)
+
+    def readout(self, K_out, T_out, T_last, t_scale, pk_last=None):
+        """The read-out at the pairs (full P×P K_out / Θ̃_out; Θ̃^L in ``T_last``, packed with ``pk_last``)."""
+        self._copy_diag(K_out, None)
+        if T_out is not None:
+            self._copy_diag(T_out, None)
+        if not self.i.size:
+            return
+        r = self.rec
+        E12, _, G = r._moments_g(self.w_out, self.b_out)
+        s = self._slots(None)
+        s.put(K_out, E12)
+        if T_out is not None:
+            tl = self._slots(pk_last).get(T_last)
+            s.put(T_out, (E12 if t_scale is None else t_scale * E12) + self.w_out * G * tl)
+
+
+def arch_of(kw, depth):
+    """The resolved-arguments view :class:`MLPPairs` needs, from a model's kernel keyword arguments."""
+    from types import SimpleNamespace
+
+    keys = ("sigma_w2", "sigma_b2", "sigma_w2_in", "sigma_b2_in", "sigma_w2_out", "sigma_b2_out", "residual", "rho")
+    return SimpleNamespace(depth=depth, **{k: kw[k] for k in keys})
+
+
+def patch_block(kind, arch, X1, X2, K0, q1, q2, K_out, T_out, Ks=None, Ts=None, ids=None):
+    """Overwrite the delicate entries of a cross block between the rows X1 and X2 (read-in block K0 with row /
+    column variances q1 / q2) in K_out, Θ_out and, when given, the per-layer stacks Ks, Ts ((L+1)×P1×P2), by
+    :class:`MLPPairs` from the rows. ``ids`` = (ids1, ids2) of identical rows (:func:`limits.kernels._args.row_ids`):
+    those entries are left alone (the caller's diagonal values are exact). Returns the number of entries."""
+    if kind not in ("relu", "erf", "gelu"):
+        return 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        i, j = find_pairs((kind,), K0, q1, q2, symmetric=False)
+        if ids is not None and i.size:
+            keep = ~((ids[0][i] == ids[1][j]) & (ids[0][i] >= 0))
+            i, j = i[keep], j[keep]
+        if not i.size:
+            return 0
+        ntk = T_out is not None
+        r2 = arch.rho ** 2
+        q1p, q2p, sh, ch = initial(i, j, arch, X1, X2)
+        rec = MLPPairs(kind, r2 * arch.sigma_w2, r2 * arch.sigma_b2, arch.residual, q1p, q2p, sh, ch, ntk=ntk)
+        for l in range(1, arch.depth + 1):
+            K, _, _, T = rec.layer()
+            if Ks is not None:
+                Ks[l][i, j] = K
+            if Ts is not None and ntk:
+                Ts[l][i, j] = T
+        K, T = rec.readout(arch.sigma_w2_out, arch.sigma_b2_out)
+        K_out[i, j] = K
+        if ntk:
+            T_out[i, j] = T
+    return int(i.size)
