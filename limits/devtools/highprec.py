@@ -33,9 +33,9 @@ def _pair(name, k11, k12, k22):
         g = mp.sqrt(k11 * k22)
         if g == 0:
             return mp.mpf(0), mp.mpf(1) / 4
-        c = max(min(k12 / g, mp.mpf(1)), mp.mpf(-1))
-        th = mp.acos(c)
-        return g / (2 * mp.pi) * (mp.sin(th) + (mp.pi - th) * c), (mp.pi - th) / (2 * mp.pi)
+        root = mp.sqrt(max(k11 * k22 - k12 * k12, mp.mpf(0)))      # g sin θ (exactly 0 for collinear rows)
+        pmt = mp.atan2(root, -k12)                                 # π − θ
+        return (root + pmt * k12) / (2 * mp.pi), pmt / (2 * mp.pi)
     if name == "erf":
         a1, a2 = 1 + 2 * k11, 1 + 2 * k22
         E = 2 / mp.pi * mp.asin(2 * k12 / mp.sqrt(a1 * a2))

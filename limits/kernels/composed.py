@@ -259,6 +259,17 @@ def _tiled(m, X1, X2, get, b):
     return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
 
 
+def _probe(m, k0, symmetric):
+    """A :class:`limits.kernels.halfangle.Probe` for a composition of position-free layers with closed-form
+    activations (the delicate pairs are then recomputed from the rows), else None."""
+    from .halfangle import Probe, SerialPairs
+
+    if k0.spatial or not SerialPairs.supports(m) or not any(k in ("relu", "erf", "gelu")
+                                                             for k in SerialPairs.kinds(m)):
+        return None
+    return Probe(symmetric)
+
+
 def kernel_once(m, X1, X2, get):
     """The kernel of X1 (× X2) in one piece, every pair at once (no tiles, no packing): inputs without positions."""
     from ..layers.state import initial
@@ -267,11 +278,18 @@ def kernel_once(m, X1, X2, get):
     k0 = initial(X1, X2, full, "ntk" in get)
     trace = [{"layer": -1, "name": "input", "representation": k0.representation, "spatial": list(k0.spatial),
               "bytes": int(k0.nbytes)}]
-    with np.errstate(over="ignore", invalid="ignore"):
+    probe = _probe(m, k0, X2 is None)
+    if probe is not None:
+        k0 = k0.replace(probe=probe)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         k = m.kernel(k0, False, "", trace)
     if k.spatial:
         raise ValueError(f"the composition ends with spatial axes {k.spatial}; end it with Flatten() or "
                          "GlobalAvgPool() (and a Dense read-out) for P1×P2 kernels")
+    if probe is not None:                   # nearly collinear inputs, large norms: from the rows (halfangle)
+        from .halfangle import patch_composition
+
+        patch_composition(m, X1, X2, probe, k.nngp, k.ntk)
     nngp = k.nngp if "nngp" in get else None
     ntk = k.ntk if "ntk" in get else None
     for name, a in (("NNGP", nngp), ("NTK", ntk)):

@@ -333,33 +333,42 @@ def _erf_collinear_gap(q1, q2, a1, a2, bc, x, wc):
 
 
 # --- gelu: closed forms in (q1, q2, θ) and the Price-integral angle part
+def _gelu_B1(k12, D):
+    """E[Φ(u)Φ(v)] = 1/4 + atan2(k12, √D)/2π, for k12 < 0 as atan2(√D, −k12)/2π (no cancellation as it → 0)."""
+    r = np.sqrt(D)
+    return np.where(k12 >= 0, 0.25 + np.arctan2(k12, r) / _TWO_PI, np.arctan2(r, -k12) / _TWO_PI)
+
+
 def _gelu_E(q1, q2, g, cos, sin):
     k12 = g * cos
     det = (g * sin) ** 2
     D = 1.0 + q1 + q2 + det
     B4 = 1.0 / (_TWO_PI * np.sqrt(D))
-    B1 = 0.25 + np.arctan2(k12, np.sqrt(D)) / _TWO_PI
-    return q1 * B4 * (q2 + det) / (1.0 + q1) + k12 * B1 + k12 * k12 * B4 / (1.0 + q2)
+    return q1 * B4 * (q2 + det) / (1.0 + q1) + k12 * _gelu_B1(k12, D) + k12 * k12 * B4 / (1.0 + q2)
 
 
 def _gelu_G(q1, q2, g, cos, sin):
     k12 = g * cos
     D = 1.0 + q1 + q2 + (g * sin) ** 2
     B4 = 1.0 / (_TWO_PI * np.sqrt(D))
-    B1 = 0.25 + np.arctan2(k12, np.sqrt(D)) / _TWO_PI
-    return B1 + k12 * B4 * (1.0 / (1.0 + q1) + 1.0 / (1.0 + q2) + 1.0 / D)
+    return _gelu_B1(k12, D) + k12 * B4 * (1.0 / (1.0 + q1) + 1.0 / (1.0 + q2) + 1.0 / D)
 
 
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(10)
+_GL_EDGES = (np.arange(17) / 16.0) ** 4        # panels graded towards 0, where E[φ'φ'] has its knee (θ ≈ 1/√q)
 _GELU_QUAD = 0.25           # below this angle (or its supplement) the Price integral replaces the difference
 
 
-def _gelu_integral(q1, q2, g, lo, hi):
-    """g ∫_lo^hi E[φ'φ'](θ') sin θ' dθ' (20-point Gauss–Legendre, vectorised over pairs)."""
-    mid, half = 0.5 * (hi + lo), 0.5 * (hi - lo)
-    t = mid[..., None] + half[..., None] * _GL_X
-    val = _gelu_G(q1[..., None], q2[..., None], g[..., None], np.cos(t), np.sin(t)) * np.sin(t)
-    return g * half * (val @ _GL_W)
+def _gelu_integral(q1, q2, g, hi, anti=False):
+    """g ∫₀^hi E[φ'φ'](θ') sin θ' dθ' — or, ``anti``, the same over θ' ∈ [π − hi, π] in ψ' = π − θ'
+    (cos θ' = −cos ψ', no rounding of π) — composite 10-point Gauss–Legendre on 16 panels graded as (k/16)⁴
+    towards 0 (the knee of E[φ'φ'] at θ' ≈ √(1 + q1 + q2)/√(q1q2) is resolved wherever it falls), vectorised."""
+    a, b = _GL_EDGES[:-1], _GL_EDGES[1:]
+    mid, half = 0.5 * (a + b), 0.5 * (b - a)
+    t = hi[:, None, None] * (mid[:, None] + half[:, None] * _GL_X)          # pairs × panels × nodes
+    c = -np.cos(t) if anti else np.cos(t)
+    val = _gelu_G(q1[:, None, None], q2[:, None, None], g[:, None, None], c, np.sin(t)) * np.sin(t)
+    return g * hi * np.einsum("pkn,n,k->p", val, _GL_W, half)
 
 
 def _gelu_m(a, b):
@@ -444,6 +453,35 @@ def _gelu_collinear_gap(q1, q2):
     return out
 
 
+def _gelu_anti(q1, q2):
+    """(E12 at c = −1, √(E11E22) + E12(c = −1) ≥ 0) for gelu: E[gelu(aZ)gelu(−bZ)] = −ab m(a, b)/2π
+    (:func:`_gelu_m`, a = √q1, b = √q2) — O(1/√q) for large variances, where the closed form's O(q) terms
+    cancel — and the anti-collinear gap from M = 1/2 − m/2π (large variances: no cancellation) or
+    M = 1/4 + μ/2π (small: ab[(M_aaM_bb − 1/16)/(√(M_aaM_bb) + 1/4) + μ_ab/2π], all terms ≥ 0)."""
+    a, b = np.sqrt(q1), np.sqrt(q2)
+    al, be = 1.0 / q1, 1.0 / q2
+    large = np.sqrt(al * be + al + be) < 1.0
+    E = np.empty_like(q1)
+    gap = np.empty_like(q1)
+    if np.any(large):
+        x, y = a[large], b[large]
+        maa, mbb, mab = _gelu_m(x, x), _gelu_m(y, y), _gelu_m(x, y)
+        E[large] = -x * y * mab / _TWO_PI
+        gap[large] = x * y * (np.sqrt(0.5 - maa / _TWO_PI) * np.sqrt(0.5 - mbb / _TWO_PI) - mab / _TWO_PI)
+    sm = ~large
+    if np.any(sm):
+        x, y = a[sm], b[sm]
+        uaa, ubb, uab = _gelu_mu(x, x), _gelu_mu(y, y), _gelu_mu(x, y)
+        Maa, Mbb = 0.25 + uaa / _TWO_PI, 0.25 + ubb / _TWO_PI
+        E[sm] = x * y * (uab / _TWO_PI - 0.25)
+        num = (uaa + ubb) / (8.0 * np.pi) + uaa * ubb / (4.0 * np.pi ** 2)
+        gap[sm] = x * y * (num / (np.sqrt(Maa) * np.sqrt(Mbb) + 0.25) + uab / _TWO_PI)
+    return E, np.maximum(gap, 0.0)
+
+
+_GELU_ANTI = 1.0            # within this of θ = π the value comes from c = −1 plus the Price integral
+
+
 def _gelu(q1, q2, sh, ch, derivative):
     th, psi, sin, cos = angles(sh, ch)
     g = np.sqrt(q1) * np.sqrt(q2)
@@ -453,15 +491,19 @@ def _gelu(q1, q2, sh, ch, derivative):
     E12 = _gelu_E(q1, q2, g, cos, sin)
     root = np.sqrt(E1) * np.sqrt(E2)
     minus, plus = root - E12, root + E12
-    near0, nearpi = th < _GELU_QUAD, psi < _GELU_QUAD
+    near0 = th < _GELU_QUAD
+    nearpi = (psi < _GELU_ANTI) & (q1 > 0) & (q2 > 0)
     if np.any(near0):
         i = np.flatnonzero(near0)
         gap = _gelu_collinear_gap(q1[i], q2[i])
-        minus[i] = gap + _gelu_integral(q1[i], q2[i], g[i], zero[i], th[i])
+        minus[i] = gap + _gelu_integral(q1[i], q2[i], g[i], th[i])
     if np.any(nearpi):
         i = np.flatnonzero(nearpi)
-        cm = _gelu_E(q1[i], q2[i], g[i], -one[i], zero[i])        # E12 at c = −1
-        plus[i] = (root[i] + cm) + _gelu_integral(q1[i], q2[i], g[i], th[i], np.full(i.size, np.pi))
+        em, agap = _gelu_anti(q1[i], q2[i])
+        part = _gelu_integral(q1[i], q2[i], g[i], psi[i], anti=True)       # E12(c) − E12(−1)
+        E12[i] = em + part
+        plus[i] = agap + part
+        minus[i] = root[i] - E12[i]
     shE, chE = _normalise(np.sqrt(np.maximum(minus, 0.0)), np.sqrt(np.maximum(plus, 0.0)))
     return E12, shE, chE, (_gelu_G(q1, q2, g, cos, sin) if derivative else None)
 
@@ -773,4 +815,157 @@ def patch_block(kind, arch, X1, X2, K0, q1, q2, K_out, T_out, Ks=None, Ts=None, 
         K_out[i, j] = K
         if ntk:
             T_out[i, j] = T
+    return int(i.size)
+
+
+# ------------------------------------------------------------------ compositions of position-free layers
+class SerialPairs:
+    """:func:`limits.serial` of Dense / Activation (closed forms) / LayerNorm / Residual / Identity / Flatten
+    layers on pairs of inputs without positions, in half-angle form (the rules of :mod:`limits.layers`:
+    K⁰ = ⟨x, y⟩/C, Θ⁰ = 0; Dense K' = σ_w²K + σ_b², Θ' = σ_w²Θ + K'; Activation K' = E[φφ], Θ' = E[φ'φ']Θ;
+    LayerNorm K'/Θ' = K/Θ · r₁r₂ with r = 1/√(q + ε); Residual K + ρ²·branch). :meth:`supports` says
+    whether a composition is made of these only."""
+
+    SIMPLE = ("Dense", "Activation", "LayerNorm", "Identity", "Flatten")
+
+    @classmethod
+    def supports(cls, m) -> bool:
+        for l in m.layers:
+            kind = type(l).__name__
+            if kind == "Residual":
+                if not cls.supports(l.branch):
+                    return False
+            elif kind == "Serial":
+                if not cls.supports(l):
+                    return False
+            elif kind not in cls.SIMPLE:
+                return False
+            elif kind == "Activation" and _closed_kind(l) is None:
+                return False
+        return True
+
+    @staticmethod
+    def kinds(m) -> tuple:
+        out = []
+        for l in m.layers:
+            kind = type(l).__name__
+            if kind == "Residual":
+                out += SerialPairs.kinds(l.branch)
+            elif kind == "Serial":
+                out += SerialPairs.kinds(l)
+            elif kind == "Activation":
+                out.append(_closed_kind(l))
+        return tuple(out)
+
+    @staticmethod
+    def run(m, state, ntk=True):
+        """state = (q1, q2, sh, ch, k12, t12) → the same after the composition ``m``."""
+        for l in m.layers:
+            state = SerialPairs._layer(l, state, ntk)
+        return state
+
+    @staticmethod
+    def _layer(l, st, ntk):
+        q1, q2, sh, ch, k12, t12 = st
+        kind = type(l).__name__
+        if kind in ("Identity", "Flatten"):
+            return st
+        if kind == "Serial":
+            return SerialPairs.run(l, st, ntk)
+        if kind == "Dense":
+            w, b = l.sigma_w2, l.sigma_b2
+            q1, q2, sh, ch = affine(q1, q2, sh, ch, w, b)
+            k12 = w * k12 + b
+            return q1, q2, sh, ch, k12, (w * t12 + k12 if ntk else None)
+        if kind == "Activation":
+            a = _closed_kind(l)
+            E12, shE, chE, G = pair_rule(a, q1, q2, sh, ch, ntk)
+            E1, _ = diag_rule(a, q1, False)
+            E2, _ = diag_rule(a, q2, False)
+            return E1, E2, shE, chE, E12, (G * t12 if ntk else None)
+        if kind == "LayerNorm":
+            r1, r2 = 1.0 / np.sqrt(q1 + l.eps), 1.0 / np.sqrt(q2 + l.eps)
+            return q1 * r1 * r1, q2 * r2 * r2, sh, ch, k12 * (r1 * r2), (t12 * (r1 * r2) if ntk else None)
+        if kind == "Residual":
+            b1, b2, bsh, bch, bk, bt = SerialPairs.run(l.branch, st, ntk)
+            r2 = l.rho ** 2
+            n1, n2, sh, ch = add(q1, q2, sh, ch, r2 * b1, r2 * b2, bsh, bch)
+            return n1, n2, sh, ch, k12 + r2 * bk, (t12 + r2 * bt if ntk else None)
+        raise ValueError(f"no half-angle rule for layer {kind}")
+
+
+def _closed_kind(layer):
+    from ..activations import BUILTIN
+
+    act = layer.act
+    return act.name if act.name in KINDS and BUILTIN.get(act.name) is act else None
+
+
+def composition_pairs(m, A, B, ntk=True):
+    """(K, Θ) of the composition ``m`` (:class:`SerialPairs`) for the pairs of rows (A_k, B_k)."""
+    na, nb, sh, ch = read_in(A, B)
+    C = A.shape[1]
+    q1, q2 = na / C, nb / C
+    k12 = cov(q1, q2, sh, ch)
+    st = SerialPairs.run(m, (q1, q2, sh, ch, k12, np.zeros_like(k12) if ntk else None), ntk)
+    return st[4], st[5]
+
+
+class Probe:
+    """Collects, at the input of every Activation of a composition (``Kernel.probe``), the delicate pairs of
+    inputs (:func:`find_pairs`) — those the layer's closed forms would lose accuracy on."""
+
+    def __init__(self, symmetric):
+        self.symmetric = symmetric
+        self.found = []
+
+    def __call__(self, layer, k):
+        if k.spatial or k.pairs is not None:
+            return
+        kind = _closed_kind(layer)
+        if kind is None or kind == "linear":
+            return
+        q1, q2 = k.variances()
+        q1 = np.asarray(q1).reshape(-1)
+        q2 = np.asarray(q2).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            self.found.append(find_pairs((kind,), k.nngp, q1, q2, symmetric=self.symmetric))
+
+    def pairs(self):
+        if not self.found:
+            return np.empty(0, np.intp), np.empty(0, np.intp)
+        i = np.concatenate([f[0] for f in self.found])
+        j = np.concatenate([f[1] for f in self.found])
+        if not i.size:
+            return i, j
+        u = np.unique(np.stack([i, j], 1), axis=0)
+        return u[:, 0], u[:, 1]
+
+
+def patch_composition(m, X1, X2, probe, nngp, ntk):
+    """Overwrite the delicate entries the probe found (and, symmetric, their mirror images) by
+    :func:`composition_pairs`; identical inputs copy their diagonal entry. Returns the number of entries."""
+    i, j = probe.pairs()
+    if not i.size:
+        return 0
+    from ._args import row_ids
+
+    sym = X2 is None
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if sym:
+            ids, _ = row_ids(X1)
+            dup = (ids[i] == ids[j]) & (ids[i] >= 0)
+            for a in (nngp, ntk):
+                if a is not None and dup.any():
+                    a[i[dup], j[dup]] = a[i[dup], i[dup]]
+                    a[j[dup], i[dup]] = a[i[dup], i[dup]]
+            i, j = i[~dup], j[~dup]
+        if not i.size:
+            return 0
+        K, T = composition_pairs(m, X1[i], (X1 if sym else X2)[j], ntk is not None)
+        for a, v in ((nngp, K), (ntk, T)):
+            if a is not None:
+                a[i, j] = v
+                if sym:
+                    a[j, i] = v
     return int(i.size)
