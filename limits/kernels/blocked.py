@@ -136,8 +136,9 @@ class _Tile:
             if G is not None:
                 np.multiply(at, 0.5 * _INV_PI, out=G)                # (π − θ)/(2π)
 
-    def _layers(self, K, A_of, B_of, views):
-        """All L layers and the read-out on K (overwritten); A_of(l)/B_of(l) the variances at layer l."""
+    def _layers(self, K, A_of, B_of, views, watch=None):
+        """All L layers and the read-out on K (overwritten); A_of(l)/B_of(l) the variances at layer l; ``watch``
+        (:class:`limits.kernels.halfangle.Watch`) sees K^l for l = 0..L."""
         kw, cw, cb = self.kw, self.cw, self.cb
         E, w1, w2, w3 = views[:4]
         G = views[5] if self.want_ntk else None
@@ -145,6 +146,8 @@ class _Tile:
         if T is not None:
             np.copyto(T, K)
         res = kw["residual"]
+        if watch is not None:
+            watch(0, 0, K)
         for l in range(1, kw["depth"] + 1):
             self._expect(K, A_of(l - 1), B_of(l - 1), E, G, w1, w2, w3)
             E *= cw
@@ -162,6 +165,8 @@ class _Tile:
                 K += E
             else:
                 np.copyto(K, E)
+            if watch is not None:
+                watch(l, 0, K)
         L = kw["depth"]
         self._expect(K, A_of(L), B_of(L), E, G, w1, w2, w3)
         E *= kw["sigma_w2_out"]
@@ -206,21 +211,15 @@ class _Tile:
         K = self.gram0(XI, XJ, c_in, b_in, views[4])
         if self.ids is not None:                                     # identical inputs: correlation exactly 1
             snap_identical(K, self.ids[0][I], self.ids[1][J], QI[0, I])
-        self.delicate = self._delicate(K, QI[0, I], QJ[0, J], I, J)
-        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
+        self.delicate = None
+        watch = None
+        if self.name in ("relu", "erf"):                            # delicate entries at any layer (halfangle)
+            from .halfangle import Watch
 
-    def _delicate(self, K0, q1, q2, I, J):
-        """(K⁰ tile, its variances, identical-row ids) for the delicate-pair patch, or None (linear; none)."""
-        if self.name not in ("relu", "erf"):
-            return None
-        from .halfangle import find_pairs
-
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            i, _ = find_pairs((self.name,), K0, q1, q2, symmetric=False)
-        if not i.size:
-            return None
-        ids = None if self.ids is None else (self.ids[0][I], self.ids[1][J])
-        return K0.copy(), q1.copy(), q2.copy(), ids
+            watch = Watch(self.name, QI[:, I], QJ[:, J])
+            self.delicate = (watch, K.copy(), QI[0, I].copy(), QJ[0, J].copy(),
+                             None if self.ids is None else (self.ids[0][I], self.ids[1][J]))
+        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
 
 
 def _outputs(out, get, shape, dtype):
@@ -621,9 +620,11 @@ class _Engine:
             if self._tile.delicate is not None:           # nearly collinear inputs, large norms: from the rows
                 from . import halfangle
 
-                K0, q1, q2, ids = self._tile.delicate
-                halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1, q2,
-                                      Ko, To, ids=ids)
+                watch, K0, q1, q2, ids = self._tile.delicate
+                pairs = watch.pairs()
+                if pairs[0].size:
+                    halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1,
+                                          q2, Ko, To, ids=ids, pairs=pairs)
             if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
                 return {"nngp": Ko, "ntk": To}, -1
         with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it

@@ -635,6 +635,26 @@ def find_pairs(kinds, K, q1=None, q2=None, symmetric=True, tau=TAU):
     return np.concatenate(I), np.concatenate(J)
 
 
+def find_pairs_packed(kinds, pk, Kv, d, tau=TAU):
+    """(i, j), i < j, of the delicate entries of a symmetric kernel stored as packed upper triangles
+    (:class:`limits.kernels._fused.Packed`) with diagonal ``d`` (:func:`find_pairs`)."""
+    kinds = tuple(k for k in kinds if k in ("relu", "gelu", "erf"))
+    if not kinds:
+        return np.empty(0, np.intp), np.empty(0, np.intp)
+    r = _thresholds(kinds, d, tau)
+    I, J = [], []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for seg in pk.segments:
+            a, b = seg[0], seg[1]
+            m = np.abs(pk.rect(Kv, seg)) > np.multiply(r[a:b, None], r[None, a:])
+            i, j = np.nonzero(m)
+            i, j = i + a, j + a
+            keep = i < j
+            I.append(i[keep])
+            J.append(j[keep])
+    return np.concatenate(I), np.concatenate(J)
+
+
 def initial(i, j, arch, X1=None, X2=None, K0=None):
     """(q1, q2, sh, ch) of the read-in kernel at the pairs (i, j): from the rows (:func:`read_in`, then the
     read-in weights and bias) or, without rows, from the given K0 entries (:func:`from_gram`)."""
@@ -709,12 +729,41 @@ class SymmetricPatch:
             q1, q2, sh, ch = initial(i, j, arch, X, None, K0)
             k12 = None
         self.i, self.j, self.di, self.dj = i, j, di, dj
-        self.active = (i.size + di.size) > 0
+        self.P = K0.shape[0]
         self.rec = MLPPairs(kind, self.c_w, r2 * arch.sigma_b2, arch.residual, q1, q2, sh, ch, ntk=False)
         if k12 is not None:
             self.rec.k12 = k12
         self.slots = {}
         self.G = None
+
+    @property
+    def active(self):
+        return (self.i.size + self.di.size) > 0
+
+    def extend(self, K, pk=None):
+        """Take on the pairs that became delicate at this layer (correlations move towards ±1 with depth, e.g.
+        relu in the ordered phase): found on K^l (packed with ``pk``), their state from K^l's entries — accurate
+        to ε/τ, as they were not delicate a layer before. Returns how many were added."""
+        d = np.asarray(pk.diag(K) if pk is not None else np.diag(K)).copy()
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            i, j = (find_pairs_packed((self.kind,), pk, K, d) if pk is not None
+                    else find_pairs((self.kind,), K, d, d))
+            if not i.size:
+                return 0
+            known = np.concatenate([self.i * self.P + self.j, self.di * self.P + self.dj])
+            new = ~np.isin(i * self.P + j, known)
+            i, j = i[new], j[new]
+            if not i.size:
+                return 0
+            k12 = Slots(i, j, pk).get(K)
+            sh, ch = from_gram(d[i], k12, d[j])
+        r = self.rec
+        self.i, self.j = np.concatenate([self.i, i]), np.concatenate([self.j, j])
+        r.q1, r.q2 = np.concatenate([r.q1, d[i]]), np.concatenate([r.q2, d[j]])
+        r.sh, r.ch = np.concatenate([r.sh, sh]), np.concatenate([r.ch, ch])
+        r.k12 = np.concatenate([r.k12, k12])
+        self.slots = {}
+        return int(i.size)
 
     def snapshot(self):
         r = self.rec
@@ -787,15 +836,38 @@ def arch_of(kw, depth):
     return SimpleNamespace(depth=depth, **{k: kw[k] for k in keys})
 
 
-def patch_block(kind, arch, X1, X2, K0, q1, q2, K_out, T_out, Ks=None, Ts=None, ids=None):
+class Watch:
+    """Collects the delicate entries of a cross block layer by layer (``watch(l, a, block)``: rows a.. of
+    K^l, with the rows' and columns' variances ``Q1[l]``, ``Q2[l]``): correlations move towards ±1 with depth."""
+
+    def __init__(self, kind, Q1, Q2):
+        self.kind, self.Q1, self.Q2 = kind, Q1, Q2
+        self.found = []
+
+    def __call__(self, l, a, block):
+        n = block.shape[0]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            i, j = find_pairs((self.kind,), block, self.Q1[l][a:a + n], self.Q2[l], symmetric=False)
+        if i.size:
+            self.found.append((i + a, j))
+
+    def pairs(self):
+        if not self.found:
+            return np.empty(0, np.intp), np.empty(0, np.intp)
+        u = np.unique(np.concatenate([np.stack(f, 1) for f in self.found]), axis=0)
+        return u[:, 0], u[:, 1]
+
+
+def patch_block(kind, arch, X1, X2, K0, q1, q2, K_out, T_out, Ks=None, Ts=None, ids=None, pairs=None):
     """Overwrite the delicate entries of a cross block between the rows X1 and X2 (read-in block K0 with row /
     column variances q1 / q2) in K_out, Θ_out and, when given, the per-layer stacks Ks, Ts ((L+1)×P1×P2), by
     :class:`MLPPairs` from the rows. ``ids`` = (ids1, ids2) of identical rows (:func:`limits.kernels._args.row_ids`):
-    those entries are left alone (the caller's diagonal values are exact). Returns the number of entries."""
+    those entries are left alone (the caller's diagonal values are exact). ``pairs``: the (i, j) to recompute
+    (default: the delicate entries of K0; a :class:`Watch` finds those of every layer). Returns the number."""
     if kind not in ("relu", "erf", "gelu"):
         return 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        i, j = find_pairs((kind,), K0, q1, q2, symmetric=False)
+        i, j = find_pairs((kind,), K0, q1, q2, symmetric=False) if pairs is None else pairs
         if ids is not None and i.size:
             keep = ~((ids[0][i] == ids[1][j]) & (ids[0][i] >= 0))
             i, j = i[keep], j[keep]

@@ -269,8 +269,7 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         Cv = np.empty(pk.n)
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
-    if not segment or edge is not None:                 # nearly collinear inputs, large norms (halfangle)
-        edge = _edge_patch(act, arch, K0m, rows, ntk, edge)
+    edge = _edge_patch(act, arch, K0m, rows, ntk, edge)  # nearly collinear inputs, large norms (halfangle)
     edge_states = {0: edge.snapshot()} if (ckpt and edge is not None) else {}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for l in layer_range(L, "NNGP/NTK layers"):
@@ -354,6 +353,8 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     d = pk.diag(T) if Kv is not None else np.diag(T)
                 if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(d))), 1e-300)) > log_large:
                     ntk_exploded = l
+            if edge is not None:                       # pairs that became delicate at this layer
+                edge.extend(Kv if Kv is not None else Ks[i], pk if Kv is not None else None)
             if last:                                   # running max |K^l| (no P² temporary)
                 max_abs = max(max_abs, hi, -lo)
             if Kv is not None and not lazy and (not last or l == L):  # hand out the kept layers in full
@@ -387,15 +388,14 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
 
 def _edge_patch(act, arch, K0m, rows, ntk, state):
     """The delicate pairs' recursion (:class:`limits.kernels.halfangle.SymmetricPatch`) for the closed-form
-    activations, or None (linear: exact as it is; no delicate pair; other activations)."""
+    activations, or None (linear: exact as it is; other activations). ``state``: resume a checkpoint."""
     from . import halfangle
 
     kind = _fused.kind(act)
     if kind not in ("relu", "erf", "gelu") or K0m.shape[0] < 1:
         return None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        patch = halfangle.SymmetricPatch(kind, arch, K0m, rows, ntk, state)
-    return patch if patch.active else None
+        return halfangle.SymmetricPatch(kind, arch, K0m, rows, ntk, state)
 
 
 def _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded, last, ntk, packed, log_large, edge=None):
