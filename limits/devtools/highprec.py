@@ -107,7 +107,13 @@ def _layer(name, K, T, w, b):
 
 
 def composition(X, layers, dps=50):
-    """(K, Θ) of ``limits.serial`` of Dense / Activation / LayerNorm layers (module docstring) on rows X."""
+    """(K, Θ) of ``limits.serial`` of Dense / Activation / LayerNorm layers (module docstring) on rows X
+    (P×d), or — inputs (P, n, C) — of 1-D Conv (stride 1, padding "SAME"), Activation, Dense, GlobalAvgPool and
+    Flatten layers, with every pair of positions kept (:func:`_spatial_composition`)."""
+    import numpy as np
+
+    if np.ndim(X) == 3:
+        return _spatial_composition(X, layers, dps)
     with mpmath.workdps(_dps_for(X, dps)):
         K = gram(X)
         P = len(K)
@@ -115,6 +121,91 @@ def composition(X, layers, dps=50):
         for layer in layers:
             K, T = _composition_layer(layer, K, T)
         return _round(K), _round(T)
+
+
+def _spatial_composition(X, layers, dps):
+    """Neural-tangents' rules on position-pair blocks K[a][b][p][p'] (inputs a, b; positions p, p'):
+    K⁰ = ⟨x_a,p, x_b,p'⟩/C; Conv K'[p][p'] = σ_w²/k Σ_f K[p+f−lo][p'+f−lo] (zero outside) + σ_b², Θ likewise
+    plus K'; Activation per position pair with the variances K[a][a][p][p], K[b][b][p'][p']; Dense per entry;
+    GlobalAvgPool the mean over all (p, p'); Flatten the mean over p = p'."""
+    import numpy as np
+
+    flat = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+    with mpmath.workdps(_dps_for(flat, dps)):
+        P, n, C = np.shape(X)
+        xs = [[[_mp(v) for v in X[a][p]] for p in range(n)] for a in range(P)]
+        K = [[[[mpmath.fsum(u * w for u, w in zip(xs[a][p], xs[b][q])) / C for q in range(n)] for p in range(n)]
+              for b in range(P)] for a in range(P)]
+        T = [[[[mpmath.mpf(0)] * n for _ in range(n)] for _ in range(P)] for _ in range(P)]
+        spatial = True
+        for layer in layers:
+            kind = type(layer).__name__
+            if kind in ("GlobalAvgPool", "Flatten"):
+                f = ((lambda M: mpmath.fsum(v for row in M for v in row) / (n * n)) if kind == "GlobalAvgPool"
+                     else (lambda M: mpmath.fsum(M[p][p] for p in range(n)) / n))
+                K = [[f(K[a][b]) for b in range(P)] for a in range(P)]
+                T = [[f(T[a][b]) for b in range(P)] for a in range(P)]
+                spatial = False
+            elif not spatial:
+                K, T = _composition_layer(layer, K, T)
+            elif kind == "Conv":
+                K, T = _conv(layer, K, T, n)
+            elif kind in ("Dense", "Activation"):
+                K, T = _pointwise(layer, K, T, n)
+            else:
+                raise ValueError(f"no spatial reference for layer {kind}")
+        return _round(K), _round(T)
+
+
+def _conv(layer, K, T, n):
+    k = int(layer.filter_shape[0])
+    if tuple(layer.strides or (1,)) not in ((1,),) or layer.padding != "SAME":
+        raise ValueError("the reference covers stride-1 'SAME' 1-D convolutions only")
+    lo = (k - 1) // 2
+    w, b = _mp(layer.sigma_w2), _mp(layer.sigma_b2)
+
+    def patch(M):
+        out = [[None] * n for _ in range(n)]
+        for p in range(n):
+            for q in range(n):
+                acc = []
+                for f in range(k):
+                    i, j = p + f - lo, q + f - lo
+                    if 0 <= i < n and 0 <= j < n:
+                        acc.append(M[i][j])
+                out[p][q] = mpmath.fsum(acc) / k
+        return out
+
+    P = len(K)
+    Kn = [[None] * P for _ in range(P)]
+    Tn = [[None] * P for _ in range(P)]
+    for a in range(P):
+        for c in range(P):
+            pk, pt = patch(K[a][c]), patch(T[a][c])
+            Kn[a][c] = [[w * pk[p][q] + b for q in range(n)] for p in range(n)]
+            Tn[a][c] = [[w * pt[p][q] + Kn[a][c][p][q] for q in range(n)] for p in range(n)]
+    return Kn, Tn
+
+
+def _pointwise(layer, K, T, n):
+    P = len(K)
+    kind = type(layer).__name__
+    Kn = [[None] * P for _ in range(P)]
+    Tn = [[None] * P for _ in range(P)]
+    for a in range(P):
+        for c in range(P):
+            if kind == "Dense":
+                w, b = _mp(layer.sigma_w2), _mp(layer.sigma_b2)
+                Kn[a][c] = [[w * K[a][c][p][q] + b for q in range(n)] for p in range(n)]
+                Tn[a][c] = [[w * T[a][c][p][q] + Kn[a][c][p][q] for q in range(n)] for p in range(n)]
+            else:
+                rk, rt = [[None] * n for _ in range(n)], [[None] * n for _ in range(n)]
+                for p in range(n):
+                    for q in range(n):
+                        E, G = _pair(layer.name_, K[a][a][p][p], K[a][c][p][q], K[c][c][q][q])
+                        rk[p][q], rt[p][q] = E, G * T[a][c][p][q]
+                Kn[a][c], Tn[a][c] = rk, rt
+    return Kn, Tn
 
 
 def _composition_layer(layer, K, T):
