@@ -1,4 +1,4 @@
-"""Cancellation-free kernel recursions for nearly collinear inputs and large norms (docs/theory/kernels.rst §9).
+"""Cancellation-free kernel recursions for nearly collinear inputs and large norms (docs/theory/kernels.rst §5).
 
 A pair of jointly Gaussian pre-activations is described by its variances (q₁, q₂) and the half-angle
 (sh, ch) = (sin θ/2, cos θ/2) of its correlation c = cos θ, both components to full *relative* accuracy::
@@ -29,7 +29,7 @@ maps (q₁, q₂, sh, ch) to the next layer's without forming such a difference:
 Accuracy: every step is a sum of non-negative terms or an arctangent of relative-accurate arguments, so
 (sh, ch) keep ~1e-15 relative accuracy through the layers; where two inputs' variances differ by about as
 much as their angle (|q₁/q₂ − 1| ≈ θ ≪ 1) the rounding of the variances themselves bounds it by ε/θ — the
-conditioning of that input (tabulated in docs/theory/kernels.rst §9). The kernel paths use this engine for
+conditioning of that input (tabulated in docs/theory/kernels.rst §5). The kernel paths use this engine for
 the pairs where their fast closed forms would lose accuracy (:func:`delicate`) and overwrite those entries.
 """
 from __future__ import annotations
