@@ -2,7 +2,7 @@
 against Monte Carlo (and, where the covariance has rank ≤ 2, an mpmath reference). A validation report, not a timing::
 
     nice python benchmarks/relu_singular_moments.py --draws 10000000       # ≈ 3 CPU-min; writes the JSON below
-    python benchmarks/relu_singular_moments.py --table                     # the table of docs/theory/finite_width.rst §9
+    python benchmarks/relu_singular_moments.py --write                     # the table of docs/theory/finite_width.rst §9
 
 writes ``benchmarks/results/calibration/relu_singular_moments.json``. Per case and function list: the value of
 ``limits.kernels.fourpoint.expect4`` (the production path; :mod:`limits.kernels.relu_lowrank` for these
@@ -145,15 +145,29 @@ def table(data) -> list:
     return lines
 
 
+BEGIN = ".. relu-singular-moments:begin (python benchmarks/relu_singular_moments.py --write)"
+END = ".. relu-singular-moments:end"
+DOC = ROOT / "docs" / "theory" / "finite_width.rst"
+
+
+def rst_table(data) -> list:
+    """The table as an RST literal block (docs/theory/finite_width.rst §9, between its markers)."""
+    return ["", "::", ""] + ["    " + line for line in table(data)] + [""]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--draws", type=int, default=10_000_000)
     ap.add_argument("--table", action="store_true", help="print the docs table from the committed data")
+    ap.add_argument("--write", action="store_true", help="write it into docs/theory/finite_width.rst §9")
     a = ap.parse_args(argv)
-    from limits.results import atomic_write_text
+    from limits.results import atomic_write_text, replace_marked_block
 
-    if a.table:
-        print("\n".join(table(json.loads(OUT.read_text()))))
+    if a.table or a.write:
+        data = json.loads(OUT.read_text())
+        if a.write:
+            replace_marked_block(DOC, BEGIN, END, rst_table(data))
+        print("\n".join(table(data)))
         return 0
     data = run(a.draws)
     atomic_write_text(OUT, json.dumps(data, indent=1, ensure_ascii=False) + "\n")

@@ -45,8 +45,9 @@ def mlp_error(act, depth, sb, norm, case, route="sym"):
     X = rows(norm, case)
     sw = 2.0 if act == "relu" else 1.0
     m = limits.mlp(3, depth, activation=act, sigma_w2=sw, sigma_b2=sb)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")                 # no false "overflowed" warning, no RuntimeWarning
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", RuntimeWarning)  # no division by zero, no overflow on the way
         if route == "sym":
             k = limits.kernels.kernel(m, X)
             kn, kt = k.nngp, k.ntk
@@ -59,6 +60,7 @@ def mlp_error(act, depth, sb, norm, case, route="sym"):
         else:
             r = limits.kernels.nngp(X, model=m, keep=route)
             kn, kt = r.K_out, r.Theta_out
+    assert not [w for w in seen if "overflow" in str(w.message)], [str(w.message) for w in seen]   # no false alarm
     Kr, Tr, _ = hp.mlp(X, act, depth, sigma_w2=sw, sigma_b2=sb)
     return worst(kn, kt, Kr, Tr)
 
