@@ -85,8 +85,8 @@ def _line_angle(alpha, beta):
 def polar_nodes(cuts, layers=None, radial=None, angular=None):
     """Nodes (2, Q) and weights (Q,) for z ~ N(0, I₂) in polar coordinates, Gauss–Legendre in the radius
     (against ρe^{−ρ²/2} on [0, 12]) and per arc between the cut angles (each cut a line: ϑ and ϑ + π).
-    ``layers``: {cut angle: angular width} — arcs are refined geometrically towards that cut down to a tenth of
-    the width (a boundary layer of the integrand along it)."""
+    ``layers``: {cut angle: angular width} — arcs are refined geometrically towards that cut down to half the
+    width (a boundary layer of the integrand along it)."""
     cuts = sorted({round(c % math.pi, 15) for c in cuts})
     layers = layers or {}
     radial = RADIAL if radial is None else radial
@@ -122,13 +122,13 @@ def _radial(n, layer=None):
     """Radial nodes and weights against ρe^{−ρ²/2} on [0, 12]: one Gauss–Legendre rule of ``n`` nodes when n is
     an int (exact for ρ^p, the rank-2 rule); ``n = ("panels", k)``: k nodes on each of :data:`RADIAL_PANELS`
     (the rank-3 inner moments vary on the scale of |d_v|/|(a_v1, a_v2)| near the origin), and — ``layer``, the
-    thinnest boundary layer — geometric panels (ratio 2) from 0.25 down to a tenth of it."""
+    thinnest boundary layer, when below 0.05 — geometric panels (ratio 2) from 0.25 down to it."""
     if isinstance(n, tuple):
         k = n[1]
         x, w = np.polynomial.legendre.leggauss(k)
         edges = list(RADIAL_PANELS)
-        if layer is not None and layer < 2.5:
-            lev = int(min(60, math.ceil(math.log2(2.5 / max(layer, 1e-300)))))
+        if layer is not None and layer < 0.05:
+            lev = int(min(60, math.ceil(math.log2(0.25 / max(layer, 1e-300)))))
             edges = [0.0] + [0.25 * 2.0 ** (-j) for j in range(lev, 0, -1)] + edges[1:]
         rho, wr = [], []
         for a, b in zip(edges[:-1], edges[1:]):
@@ -143,12 +143,13 @@ def _radial(n, layer=None):
 
 def _graded(lo, hi, wlo, whi):
     """Panels of [lo, hi]: halves graded geometrically (ratio 2) towards an end with a boundary layer of width w,
-    the smallest panel ≈ w/10."""
+    the smallest panel ≈ w/2 (the integrand is analytic across the layer: Gauss–Legendre resolves it on panels of
+    its width)."""
     mid = 0.5 * (lo + hi)
     half = mid - lo
     out = []
     for end, w, sign in ((lo, wlo, 1.0), (hi, whi, -1.0)):
-        levels = 0 if not math.isfinite(w) or w <= 0 else int(min(60, max(0, math.ceil(math.log2(10 * half / w)))))
+        levels = 0 if not math.isfinite(w) or w <= 0 else int(min(60, max(0, math.ceil(math.log2(2 * half / w)))))
         pts = [end + sign * half * 2.0 ** (-k) for k in range(levels, -1, -1)]
         pts = [end] + pts
         segs = [(min(a, b), max(a, b)) for a, b in zip(pts[:-1], pts[1:]) if a != b]
@@ -227,6 +228,18 @@ def _rank2(A, powers_list):
     return out
 
 
+FLAT = 1e-10       # |d_v| below this fraction of |(a_v1, a_v2)|: the factor is taken as independent of t (its kink
+                   # smoothed at that scale moves a moment by O(1e-10) relative — no boundary layer to resolve)
+
+
+def _flatten(A):
+    """A with d_v = A[v, 2] set to 0 where |d_v| < FLAT·|(a_v1, a_v2)|."""
+    A = A.copy()
+    nrm = np.hypot(A[:, 0], A[:, 1])
+    A[np.abs(A[:, 2]) < FLAT * nrm, 2] = 0.0
+    return A
+
+
 def _rank3_nodes(A):
     """Outer nodes and weights for the rank-3 rule: cuts where a factor's interval end crosses zero (c_v = 0) or
     two ends meet (c_v d_w = c_w d_v), boundary layers along c_v = 0 of width |d_v|/|(a_v1, a_v2)|."""
@@ -239,7 +252,7 @@ def _rank3_nodes(A):
         cuts.append(c)
         nrm = math.hypot(A[v, 0], A[v, 1])
         w = abs(A[v, 2]) / nrm
-        if w < 0.1:
+        if 0.0 < w < 0.1:
             layers[c] = min(layers.get(c, math.inf), w)
     for v in range(r):
         for w_ in range(v + 1, r):
@@ -250,6 +263,7 @@ def _rank3_nodes(A):
 
 
 def _rank3(A, powers_list):
+    A = _flatten(A)
     z, W = _rank3_nodes(A)
     c = A[:, :2] @ z
     d = A[:, 2]
@@ -258,8 +272,10 @@ def _rank3(A, powers_list):
 
 def expect_many(S, powers_list):
     """E[Π_v x_v^{p_v} 1{x_v > 0}] (p_v = None: the factor 1) for x ~ N(0, S), S r×r PSD with r ≤ 4, per list
-    of powers (module docstring). Full-rank four-variable covariances: :func:`limits.kernels.relu_fourpoint.expect_many`
-    above :data:`BAND`, :func:`_band` below it."""
+    of powers (module docstring). Full-rank covariances above :data:`BAND` (λ_min/λ_max): the conditional rule
+    :func:`limits.kernels.relu_fourpoint.expect_many` (cheaper; the rank rules cost ~0.2 CPU-s per covariance); full-rank
+    four-variable ones below it :func:`_band`."""
+    S = np.asarray(S, dtype=np.float64)
     A, lam = factor(S)
     m = A.shape[1]
     if m == 0:
@@ -268,9 +284,9 @@ def expect_many(S, powers_list):
         return [_rank1(A[:, 0], p) for p in powers_list]
     if m == 2:
         return _rank2(A, powers_list)
-    if m == 3:
+    if m == 3 and (S.shape[0] == 4 or lam[2] <= BAND * lam[0]):
         return _rank3(A, powers_list)
-    if lam[3] > BAND * lam[0]:
+    if lam[m - 1] > BAND * lam[0]:
         from .relu_fourpoint import expect_many as conditional
 
         out = conditional(S, powers_list)
