@@ -195,7 +195,7 @@ def rst_table(data) -> list:
 
 BEGIN = ".. edge-numerics:begin (python benchmarks/edge_numerics.py --write)"
 END = ".. edge-numerics:end"
-DOC = ROOT / "docs" / "theory" / "kernels.rst"
+DOC = ROOT / "docs/theory/kernels.rst"
 
 
 def main(argv=None):

@@ -147,7 +147,7 @@ def table(data) -> list:
 
 BEGIN = ".. relu-singular-moments:begin (python benchmarks/relu_singular_moments.py --write)"
 END = ".. relu-singular-moments:end"
-DOC = ROOT / "docs" / "theory" / "finite_width.rst"
+DOC = ROOT / "docs/theory/finite_width.rst"
 
 
 def rst_table(data) -> list:
