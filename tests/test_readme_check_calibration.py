@@ -1,4 +1,4 @@
-"""The calibration table of ``limits.check`` in docs/workflow.rst is generated from benchmarks/results/calibration/check.json
+"""The README's calibration table of ``limits.check`` is generated from benchmarks/results/calibration/check.json
 (``python benchmarks/check_calibration.py --write``) and says what the data say: on every correct prediction the
 false-alarm rate is not significantly above the nominal family-wise level (one-sided binomial test at 1 %: a
 calibrated check fails it with probability ≤ 1 % per case), the posterior case has ≥ 200 checks, and every grossly
@@ -17,6 +17,7 @@ def _module():
 
 
 def test_readme_rows_are_generated_from_the_data():
+    """The table lives in docs/workflow.rst ("How far to trust a verdict"), rendered by docs/_ext."""
     m = _module()
     assert marked_block(m, m.PAGE) == m.rows(load_data(m)), \
         "docs/workflow.rst is stale: python benchmarks/check_calibration.py --write"

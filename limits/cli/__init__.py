@@ -34,16 +34,20 @@ import sys
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
 EXIT_POINTS_FAILED = 3      # `limits sweep run`: finished, but some grid points raised (listed)
+EXIT_INCONCLUSIVE = 4       # `limits check` / `predict --check`: nothing failed, but a required test was not decided
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130
 # every exit status a command returns, for `limits --help` (tests/test_cli_exit_status.py scans the commands'
 # return statements and the constants above against it)
 EXIT_STATUSES = {
     0: "ok (also --help, --version, and output cut short by a closed pipe such as `| head`)",
-    1: "a check did not pass (a failed or inconclusive check, not converged, a validation case failed, a "
+    1: "a check did not pass (a failed check, not converged, a validation case failed, a "
        "coordinate check not as predicted, `sweep run --fail-fast` stopped at a failing point)",
     EXIT_USAGE: "bad input: arguments, values, files (one line on stderr)",
     EXIT_POINTS_FAILED: "`limits sweep run` finished but some grid points failed (listed; the rest is stored)",
+    EXIT_INCONCLUSIVE: "`limits check` / `limits predict --check` inconclusive: nothing failed, but a required test "
+                       "was too wide to decide (the inits/widths that would decide it are printed) or, for predictions, "
+                       "a failure lies outside the asymptotic regime",
     EXIT_INTERNAL: "internal error, a bug (the traceback is saved to a file in the temp dir, named on stderr)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }

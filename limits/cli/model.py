@@ -10,6 +10,7 @@ two input sets, and check a prediction against finite networks of the same model
 from __future__ import annotations
 
 import numpy as np
+from . import EXIT_INCONCLUSIVE
 
 
 def model_arguments(s, required=False):
@@ -265,7 +266,7 @@ def _report_check(args, c, check_summary, emit):
         c.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
     emit(check_summary(c), args, text)
-    return 0 if c.passed else 1
+    return 0 if c.passed else (EXIT_INCONCLUSIVE if c.verdict == "inconclusive" else 1)
 
 
 def _check_plot_path(path):
