@@ -107,12 +107,15 @@ def cmd_coord_check(args):
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
     from .coordcheck import trace_inputs, coord_check, synthetic_data
+    from .data_checks import check_factory_data
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
         data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
+    data = check_factory_data(factory, widths[0], data, what=f"--data {elide(args.data)}" if args.data else
+                              "the synthetic data", inputs_only=True)          # before tracing or training
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,

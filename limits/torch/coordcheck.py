@@ -46,6 +46,7 @@ from torch import nn
 from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
+from .data_checks import check_factory_data
 from .exponents import exponent_test
 from .network import torch_threads
 from .graph import find_attention, find_ties, plain_key, width_scaling
@@ -449,6 +450,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
     t_cpu = time.process_time()
     widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
+    data = check_factory_data(module_factory, widths[0], data, loss=loss, inputs_only=True)   # before any training
     factory, p, rules, fl, optimizer, title = _target(module_factory, expect, optimizer, parameterisation, widths,
                                                       roles, name, data[0])
     rule_of = {plain_key(q.name): q for q in rules}

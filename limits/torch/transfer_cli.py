@@ -136,13 +136,19 @@ def _check_args(args):
 
 def _split_data(got):
     """(train pair, held-out pair or None) from what a --data function returned."""
+    from ..errors import elide
+
     if isinstance(got, dict):
         if set(got) - {"train", "test"} or "train" not in got:
-            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test'")
+            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test', got "
+                             f"{elide(str(sorted(map(str, got))), 80)}")
+        if "test" in got and got["test"] is None:
+            raise ValueError("--data: 'test' is None; give the held-out pair (X, Y) or leave the key out")
         return got["train"], got.get("test")
     if isinstance(got, (tuple, list)) and len(got) == 2:
         return tuple(got), None
-    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}")
+    n = f" of {len(got)} items" if isinstance(got, (tuple, list)) else ""
+    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}{n}")
 
 
 def _default_data(factory, args):
@@ -185,7 +191,13 @@ def cmd_transfer(args):
         train, held = _split_data(call(data_fn, what=f"--data {elide(args.data)}"))
     else:
         train, held = _default_data(factory, args), None
-    from .transfer_study import transfer
+    from .transfer_study import checked_data, transfer
+
+    what = f"--data {elide(args.data)}" if args.data else "the synthetic data"
+    train_x, train_y, held, _ = checked_data(factory, sorted(set(args.widths)), sorted(set(args.depths or [])) or None,
+                                             train, held, args.batch_size,
+                                             what=(what, f"{what} 'test'", "--batch-size"))  # before any run
+    train = (train_x, train_y)
 
     r = transfer(factory, args.param, widths=args.widths, lrs=lrs, data=train, steps=args.steps, seeds=args.seeds,
                  optimizer=args.optimizer, depths=args.depths, held_out=held, batch_size=args.batch_size,

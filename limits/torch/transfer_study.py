@@ -163,24 +163,36 @@ def _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size
     return widths, depths, np.log2(lrs)
 
 
-def _pair(data, what):
-    if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError(f"{what} must be a pair (X, Y) of arrays or tensors")
-    X, Y = data
-    if len(X) != len(Y) or len(X) == 0:
-        raise ValueError(f"{what}: X and Y need the same positive number of rows, got {len(X)} and {len(Y)}")
-    return X, Y
+def checked_data(factory, widths, depths, data, held_out, batch_size, loss=None, what=("data", "held_out",
+                                                                                      "batch_size")):
+    """(X, Y, held-out pair or None, batch size) checked against the smallest module before any run
+    (:func:`limits.torch.data_checks.check_data`); ``what``: the names used in errors."""
+    from .data_checks import check_batch_size, check_factory_data
+
+    if data is None:
+        raise ValueError(f"{what[0]}: give the training pair (X, Y)")
+    d0 = None if depths is None else depths[0]
+    X, Y = check_factory_data(factory, widths[0], data, depth=d0, what=what[0], loss=loss)
+    held = None if held_out is None else check_factory_data(factory, widths[0], held_out, depth=d0, what=what[1],
+                                                            loss=loss)
+    return X, Y, held, check_batch_size(batch_size, X.shape[0], what[2])
 
 
-def _parameterised(factory, param, widths, depths, optimizer, roles, X):
-    """The parameterised factory (width study: factory(width); with depths: factory(width, depth)); its forward
-    is traced on the first rows of the study's inputs ``X`` (to find the attention)."""
+def _check_kind(factory, param, depths):
+    """A parameterised factory matches ``param`` and the kind of study (depth or width)."""
     if isinstance(factory, (Parameterised, DepthParameterised)):
         if param is not None and param != factory.name:
             raise ValueError(f"param {param!r}: the factory is already parameterised as {factory.name!r}; pass "
                              "param=None or the plain factory")
         if isinstance(factory, DepthParameterised) != (depths is not None):
             raise ValueError("a DepthParameterised factory needs depths=, a Parameterised one none")
+
+
+def _parameterised(factory, param, widths, depths, optimizer, roles, X):
+    """The parameterised factory (width study: factory(width); with depths: factory(width, depth)); its forward
+    is traced on the first rows of the study's inputs ``X`` (to find the attention)."""
+    if isinstance(factory, (Parameterised, DepthParameterised)):
+        _check_kind(factory, param, depths)
         return factory
     pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
     x = (_as_tensor(X[:8], torch.get_default_dtype()),)
@@ -212,11 +224,10 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
         raise ValueError("criterion must be 'train', or 'test' with held_out data")
     if isinstance(fit_window, bool) or not isinstance(fit_window, (int, np.integer)) or fit_window < 1:
         raise ValueError(f"fit_window must be a positive integer (rates on each side of the minimum), got {fit_window!r}")
-    X, Y = _pair(data, "data")
-    held = None if held_out is None else _pair(held_out, "held_out")
+    _check_kind(factory, param, depths)
+    X, Y, held, batch = checked_data(factory, widths, depths, data, held_out, batch_size, loss)
     P = _parameterised(factory, param, widths, depths, optimizer, roles, X)
     axis = "depth" if depths is not None and len(depths) > 1 else "width"
-    batch = None if batch_size is None else int(batch_size)
     run = TrainRun(P, (X, Y), held, steps, batch, loss or default_loss, diverge, threads)
     product = {"width": widths} if depths is None else {"width": widths, "depth": depths}
     product["log2_lr"] = [float(v) for v in log2_lrs]
@@ -225,12 +236,25 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
     ds = sweep.run(run, grid, backend=backend, n_jobs=n_jobs, scheduler=scheduler, store=store,
                    name=f"limits.torch.transfer.{_study_id(P, factory, run, loss)}", progress=progress,
                    label=f"transfer {P.name}")
+    _refuse_if_every_run_failed(ds)
     settings = {"backend": backend, "batch_size": batch, "diverge": float(diverge), "wall_s": time.perf_counter() - t0,
                 "factory": _code_id(getattr(P, "factory", factory)), "reused": int(ds.attrs.get("reused", 0)),
                 "store": None if store is None else str(store)}
     return analyse(ds, P, axis, widths, depths, log2_lrs, int(seeds), int(steps), held is not None, criterion,
                    margin=margin, level=level, n_boot=n_boot, target=target, calibrate=calibrate, n_sim=n_sim,
                    seed=seed, name=name, fit_window=int(fit_window), settings=settings)
+
+
+def _refuse_if_every_run_failed(ds):
+    """A ValueError quoting the first failure when no run finished (nothing to analyse)."""
+    import json
+
+    if "train_loss" in ds:
+        return
+    errors = json.loads(ds.attrs.get("error", "[]") or "[]")
+    first = errors[0] if errors else {}
+    raise ValueError(f"transfer: every run failed ({len(errors)} of {ds.attrs.get('n_points', len(errors))}); the "
+                     f"first, at {first.get('params', '?')}: {first.get('error', 'no message')}")
 
 
 def _study_id(P, factory, run, loss) -> str:

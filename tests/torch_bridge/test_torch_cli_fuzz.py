@@ -62,3 +62,177 @@ def test_hostile_option_value(flag, dest, value, capsys, tmp_path, monkeypatch):
             names.add(value.strip()[:50])
         assert any(n.lower() in errors[0].lower() for n in names) or "required" in errors[0], errors[0]
         assert lines
+
+
+# ------------------------------------------------------------------ bad data (issue 42 item 5) and measurements (item 4)
+# Every data error of `coord-check --data` / `transfer --data` exits 2 with one line naming --data (or the option) and
+# what was expected, before the first training step (training is patched to fail the test if it starts).
+FUZZ_COUNT: set = set()          # distinct bad inputs tried by this file (printed by test_zz_report_count)
+FUZZ_COUNT.update(("coord-check", f, v) for f, _, v in CASES)
+
+USER = '''
+import numpy as np
+import torch
+from torch import nn
+g = torch.Generator().manual_seed(0)
+X8, Y2 = torch.randn(8, 8, generator=g), torch.randn(8, 2, generator=g)
+
+def none(): return None
+def text(): return "hello", "world"
+def text_y(): return X8, "labels"
+def raw_bytes(): return b"abc"
+def three(): return X8, Y2, 3
+def one(): return (X8,)
+def keys(): return {"x": X8, "y": Y2}
+def features(): return torch.randn(8, 5), Y2
+def int_x(): return torch.randint(0, 4, (8, 8)), Y2
+def int_both(): return torch.randint(0, 4, (8, 8)), torch.randint(0, 4, (8, 2))
+def y_shape(): return X8, torch.randn(8, 3)
+def y_rows(): return X8, torch.randn(7, 2)
+def y_int_count(): return X8, torch.randint(0, 2, (8, 2))
+def y_int_range(): return X8, torch.randint(5, 9, (8,))
+def y_negative_class(): return X8, -torch.ones(8, dtype=torch.int64)
+def x_nan(): return torch.full((8, 8), float("nan")), Y2
+def y_inf(): return X8, torch.full((8, 2), float("inf"))
+def y_huge(): return X8, torch.full((8, 2), 1e30)
+def x_huge(): return torch.full((8, 8), 1e300, dtype=torch.float64), Y2
+def objects(): return np.array([object()] * 8), Y2
+def ragged(): return [[1.0, 2.0], [3.0]], Y2
+def complex_x(): return X8.to(torch.complex64), Y2
+def bool_x(): return X8 > 0, Y2
+def no_rows(): return torch.zeros(0, 8), torch.zeros(0, 2)
+def scalar(): return torch.tensor(1.0), torch.tensor(2.0)
+def generator(): return (x for x in range(2))
+def float_ids(): return torch.randn(4, 8), torch.randn(4, 16)
+def ids_range(): return torch.randint(16, 40, (4, 8)), torch.randn(4, 16)
+def ids_negative(): return -torch.ones(4, 8, dtype=torch.int64), torch.randn(4, 16)
+def numpy_strings(): return np.array(["a"] * 8), Y2
+def test_wrong(): return {"train": (X8, Y2), "test": (torch.randn(8, 3), Y2)}
+def test_y_wrong(): return {"train": (X8, Y2), "test": (X8, torch.randn(8, 5))}
+def test_none(): return {"train": (X8, Y2), "test": None}
+def train_missing(): return {"test": (X8, Y2)}
+def extra_key(): return {"train": (X8, Y2), "valid": (X8, Y2)}
+
+def nan_mlp(width):
+    m = nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 2))
+    with torch.no_grad():
+        m[2].weight[0, 0] = float("nan")
+    return m
+'''
+
+MLP = "limits.torch.demos:mlp"
+TRANSFORMER = "limits.torch.demos:transformer"
+DATA_CASES = [(MLP, f) for f in ("none", "text", "text_y", "raw_bytes", "three", "one", "keys", "features", "int_x",
+                                 "int_both", "y_shape", "y_rows", "y_int_count", "y_int_range", "y_negative_class",
+                                 "x_nan", "y_inf", "y_huge", "x_huge", "objects", "ragged", "complex_x", "bool_x",
+                                 "no_rows", "scalar", "generator", "numpy_strings")]
+DATA_CASES += [(TRANSFORMER, f) for f in ("float_ids", "ids_range", "ids_negative")]
+DATA_CASES += [(MLP, "limits.torch.demos:transformer_data"), (TRANSFORMER, "limits.torch.demos:mlp_data"),
+               ("limits.torch.transfer_demos:digits_mlp", "limits.torch.demos:mlp_data"),
+               (MLP, "limits.torch.transfer_demos:digits_data")]              # two of limits' own demos combined
+TRANSFER_ONLY = ["test_wrong", "test_y_wrong", "test_none", "train_missing", "extra_key"]
+
+
+@pytest.fixture
+def user_folder(tmp_path, monkeypatch):
+    """The current folder holds the user's module ``baddata``; training fails the test if it starts."""
+    import limits.torch.coordcheck as cc
+    import limits.torch.transfer_study as ts
+
+    (tmp_path / "baddata.py").write_text(USER)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def no_training(*a, **k):
+        raise AssertionError("training started although the data are bad")
+
+    monkeypatch.setattr(cc, "run_one", no_training)
+    monkeypatch.setattr(ts.TrainRun, "__call__", no_training)
+    yield tmp_path
+
+
+def _cli(argv, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_error(rc, err, *names):
+    assert rc == 2, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("limits: error: "), err
+    assert any(n in lines[0] for n in names), lines[0]
+    return lines[0]
+
+
+def _data_opt(name):
+    return name if ":" in name else f"baddata:{name}"
+
+
+@pytest.mark.parametrize("factory,data", DATA_CASES, ids=[f"{f.split(':')[1]}-{d}" for f, d in DATA_CASES])
+def test_bad_data_coord_check_exits_2_before_training(factory, data, user_folder, capsys):
+    FUZZ_COUNT.add(("coord-check --data", factory, data))
+    rc, out, err = _cli(["coord-check", "--factory", factory, "--param", "muP", "--widths", "4", "8", "16", "--seeds",
+                         "2", "--steps", "1", "--data", _data_opt(data), "--allow", "baddata"], capsys)
+    _one_error(rc, err, "--data", "factory(")
+
+
+TRANSFER_CASES = [(f, d) for f, d in DATA_CASES if f == MLP or ":" in d] + [(MLP, d) for d in TRANSFER_ONLY]
+
+
+@pytest.mark.parametrize("factory,data", TRANSFER_CASES, ids=[f"{f.split(':')[1]}-{d}" for f, d in TRANSFER_CASES])
+def test_bad_data_transfer_exits_2_before_training(factory, data, user_folder, capsys):
+    FUZZ_COUNT.add(("transfer --data", factory, data))
+    rc, out, err = _cli(["transfer", "--factory", factory, "--param", "muP", "--widths", "4", "8", "16", "--seeds", "2",
+                         "--steps", "1", "--lrs", "1e-3", "1e-2", "1e-1", "--no-calibrate", "--data", _data_opt(data),
+                         "--allow", "baddata"], capsys)
+    _one_error(rc, err, "--data")
+
+
+@pytest.mark.parametrize("size", ["33", "100000000000"])
+def test_batch_size_beyond_the_rows_exits_2(size, user_folder, capsys):
+    FUZZ_COUNT.add(("transfer --batch-size", size))
+    rc, out, err = _cli(["transfer", "--factory", MLP, "--param", "muP", "--widths", "4", "8", "16", "--seeds", "2",
+                         "--steps", "1", "--lrs", "1e-3", "1e-2", "1e-1", "--no-calibrate", "--data",
+                         "limits.torch.demos:mlp_data", "--batch-size", size], capsys)
+    assert "--batch-size" in _one_error(rc, err, "--batch-size") and "32 training rows" in err
+
+
+@pytest.mark.parametrize("command", ["coord-check", "transfer"])
+def test_nan_parameter_is_named_not_called_dropout(command, user_folder, capsys):
+    FUZZ_COUNT.add((command, "--factory", "NaN parameter"))
+    extra = (["--as-is", "--expect", "muP"] if command == "coord-check" else
+             ["--param", "muP", "--lrs", "1e-3", "1e-2", "1e-1", "--no-calibrate"])
+    rc, out, err = _cli([command, "--factory", "baddata:nan_mlp", "--allow", "baddata", "--widths", "4", "8", "16",
+                         "--seeds", "2", "--steps", "1", *extra], capsys)
+    line = _one_error(rc, err, "'2.weight'")
+    assert "NaN" in line and "dropout" not in line
+
+
+def test_api_names_its_argument(user_folder):
+    """The Python API runs the same validation, naming its own arguments."""
+    import limits.torch as lt
+    from limits.torch import demos
+
+    FUZZ_COUNT.update({("api", "coord_check", "data str"), ("api", "transfer", "held_out"),
+                       ("api", "transfer", "batch_size")})
+    X, Y = demos.mlp_data()
+    with pytest.raises(ValueError, match=r"^data: X is text"):
+        lt.coord_check(demos.mlp, (4, 8, 16), ("a", "b"), expect="muP", seeds=2, steps=1)
+    with pytest.raises(ValueError, match=r"^held_out: factory\(4\) fails on X of shape \(32, 3\)"):
+        lt.transfer(demos.mlp, "muP", widths=(4, 8, 16), lrs=(1e-3, 1e-2, 1e-1), data=(X, Y), held_out=(X[:, :3], Y),
+                    steps=1, seeds=2, calibrate=False)
+    with pytest.raises(ValueError, match=r"^batch_size 33 exceeds the 32 training rows"):
+        lt.transfer(demos.mlp, "muP", widths=(4, 8, 16), lrs=(1e-3, 1e-2, 1e-1), data=(X, Y), batch_size=33, steps=1,
+                    seeds=2, calibrate=False)
+
+
+def test_zz_report_count(capsys):
+    """Prints how many distinct bad inputs this file tried (run with -s; it runs last in the file)."""
+    with capsys.disabled():
+        print(f"\ntorch fuzz: {len(FUZZ_COUNT)} distinct bad inputs tried")
+    assert len(FUZZ_COUNT) >= len(CASES)
