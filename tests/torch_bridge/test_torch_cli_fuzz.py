@@ -231,6 +231,27 @@ def test_api_names_its_argument(user_folder):
                     seeds=2, calibrate=False)
 
 
+def test_nan_parameter_at_a_larger_width_is_named():
+    """NaN only beyond the smallest width (after the data check): the run names the tensor, not dropout."""
+    import limits.torch as lt
+    from torch import nn
+
+    FUZZ_COUNT.add(("api", "coord_check", "NaN parameter at width 16"))
+
+    def f(width):
+        m = nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, 2))
+        if width > 8:
+            with torch.no_grad():
+                m[2].weight[0, 0] = float("nan")
+        return m
+
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match=r"parameter '2.weight' \(1 NaN, 0 ±inf\) not finite") as e:
+        lt.coord_check(f, (8, 16, 32), (torch.randn(16, 8, generator=g), torch.randn(16, 2, generator=g)),
+                       expect="muP", seeds=2, steps=1)
+    assert "dropout" not in str(e.value)
+
+
 def test_zz_report_count(capsys):
     """Prints how many distinct bad inputs this file tried (run with -s; it runs last in the file)."""
     with capsys.disabled():
