@@ -1,6 +1,7 @@
 """`limits coord-check` under hostile option values (the core fuzz suite skips this torch command): every
 run ends with exit 0/1 or one `limits: error:` line naming the option, never a traceback or internal error."""
 import argparse
+import sys
 
 import pytest
 
@@ -250,6 +251,107 @@ def test_nan_parameter_at_a_larger_width_is_named():
         lt.coord_check(f, (8, 16, 32), (torch.randn(16, 8, generator=g), torch.randn(16, 2, generator=g)),
                        expect="muP", seeds=2, steps=1)
     assert "dropout" not in str(e.value)
+
+
+def zero_mlp(width):
+    """Every weight and bias 0: only the read-out's bias gets a gradient (issue 42: passed with every row "—")."""
+    from torch import nn
+
+    m = nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 2))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+    return m
+
+
+def test_no_verdict_without_a_measurement_coord_check(monkeypatch, capsys):
+    """Rows that never change, or runs that diverge, give no pass: exit 1 with the reason."""
+    import limits.torch as lt
+    from limits.torch import demos
+
+    FUZZ_COUNT.update({("coord-check", "measurement", "all-zero weights"), ("coord-check", "measurement", "diverged")})
+    r = lt.coord_check(zero_mlp, (4, 8, 16), demos.mlp_data(), expect="muP", seeds=2, steps=1)
+    names = [n.split(" (")[0] for n, _ in r.unmeasured()]
+    assert not r.passed and not r.failures() and names == ["0.weight", "0.bias", "0", "2.weight", "2.bias", "2",
+                                                           "4.weight"]
+    assert r.summary().startswith("No verdict without a measurement: 7 judged rows") and "**no change**" in r.to_markdown()
+    r = lt.coord_check(demos.mlp, (4, 8, 16), demos.mlp_data(), expect="SP", optimizer="sgd", lr=1e30, seeds=2,
+                       steps=2)
+    assert not r.passed and "training diverged (non-finite loss) at width 4 in 2 of 2 seeds, from step 2" in r.summary()
+    monkeypatch.setattr(sys.modules[__name__], "zero_mlp", zero_mlp, raising=False)
+    rc = main(["coord-check", "--factory", "limits.torch.demos:mlp", "--as-is", "--expect", "SP", "--optimizer",
+               "sgd", "--lr", "1e30", "--widths", "4", "8", "16", "--seeds", "2", "--steps", "2"])
+    assert rc == 1 and "No verdict without a measurement" in capsys.readouterr().out
+
+
+def test_untrained_tensors_are_exempt_and_a_correct_module_is_measured():
+    import limits.torch as lt
+    from limits.torch import demos
+
+    def frozen_first(width):
+        m = demos.mlp(width)
+        m[0].weight.requires_grad_(False)
+        return m
+
+    r = lt.coord_check(frozen_first, (4, 8, 16), demos.mlp_data(), expect="muP", seeds=2, steps=1)
+    assert r.unmeasured() == [] and r.settings["untrained_rows"]
+    assert lt.coord_check(demos.mlp, (4, 8, 16), demos.mlp_data(), expect="muP", seeds=2, steps=1).unmeasured() == []
+
+
+def test_no_verdict_without_a_measurement_transfer():
+    import limits.torch as lt
+    from limits.torch import demos
+
+    FUZZ_COUNT.update({("transfer", "measurement", "all-zero weights"), ("transfer", "measurement", "all diverged")})
+    kw = dict(widths=(4, 8, 16), data=demos.mlp_data(), steps=2, seeds=2, calibrate=False, progress=False)
+    r = lt.transfer(zero_mlp, "muP", lrs=(1e-3, 1e-2, 1e-1), **kw)
+    assert r.verdict == "inconclusive" and not r.passed and r.verdict_reason.startswith(
+        "no measurement: at widths 4, 8, 16 every run left 5 or more trained tensors unchanged (e.g. '0.weight'")
+    r = lt.transfer(demos.mlp, "SP", optimizer="sgd", lrs=(1e30, 1e31, 1e32), **kw)
+    assert r.verdict == "inconclusive" and "every run diverged at widths 4, 8, 16" in r.verdict_reason
+    from limits.torch.transfer_study import reanalyse
+
+    assert reanalyse(r).verdict_reason == r.verdict_reason
+
+
+def test_import_state_dict_never_loads_part_of_a_bad_checkpoint(monkeypatch):
+    """A bad last value (issue 42: 5 of 6 tensors were overwritten before the error) leaves every tensor as it was;
+    so does a load that fails half-way for any other reason."""
+    import numpy as np
+
+    from limits.torch import demos, parameterise
+
+    P = parameterise(demos.mlp, "muP", widths=(32, 64))
+    sd = P.export_state_dict(P(64, seed=1))
+    last = list(sd)[-1]
+    bad = {"ndarray": sd[last].numpy(), "complex": sd[last].to(torch.complex64), "str": "abc",
+           "NaN": sd[last] * float("nan"), "int64": sd[last].long(), "bool": sd[last] > 0, "list": [0.0, 0.0],
+           "ndarray object": np.array([object(), object()])}
+    for kind, value in bad.items():
+        FUZZ_COUNT.add(("api", "import_state_dict", kind))
+        net = P(64, seed=0)
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        with pytest.raises(ValueError, match=rf"^import_state_dict: nothing loaded — {last}: "):
+            P.import_state_dict(net, {**sd, last: value})
+        assert all(torch.equal(before[k], v) for k, v in net.state_dict().items()), kind
+    FUZZ_COUNT.add(("api", "import_state_dict", "fails half-way"))
+    net = P(64, seed=0)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    real = type(net).load_state_dict
+    calls = []
+
+    def half(self, state, strict=True):
+        calls.append(1)
+        if len(calls) == 1:                     # write the first tensor, then fail
+            with torch.no_grad():
+                next(iter(self.parameters())).add_(1.0)
+            raise RuntimeError("disk went away")
+        return real(self, state, strict=strict)
+
+    monkeypatch.setattr(type(net), "load_state_dict", half)
+    with pytest.raises(RuntimeError, match="disk went away"):
+        P.import_state_dict(net, sd)
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
 
 def test_zz_report_count(capsys):
