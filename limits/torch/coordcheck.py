@@ -47,6 +47,7 @@ from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .data_checks import check_factory_data
+from .measured import untrained_rows
 from .exponents import exponent_test
 from .network import torch_threads
 from .graph import find_attention, find_ties, plain_key, width_scaling
@@ -86,8 +87,15 @@ class TorchCoordCheck(Result):
 
     @property
     def passed(self) -> bool:
-        """Every judged fit consistent with its prediction (and no divergence)."""
-        return not self.failures()
+        """Every judged fit consistent with its prediction, every judged row measured, no run diverged."""
+        return not self.failures() and not self.unmeasured()
+
+    def unmeasured(self) -> list:
+        """[(row, reason)] of judged rows training never moved measurably, and ("training", reason) per width
+        where a run diverged (:mod:`limits.torch.measured`): no verdict without a measurement."""
+        from .measured import unmeasured_rows
+
+        return unmeasured_rows(self)
 
     @property
     def tests(self) -> int:
@@ -133,6 +141,8 @@ class TorchCoordCheck(Result):
 
     def summary(self) -> str:
         """"All … as predicted." or the line "Not as predicted: …" naming failing rows, culprit first."""
+        from .measured import unmeasured_text
+
         if self.passed:
             return "All tensors behave as predicted."
         seen, parts = set(), []
@@ -140,10 +150,12 @@ class TorchCoordCheck(Result):
             if n in seen:
                 continue
             seen.add(n)
+            fit = f"∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}]" if np.isfinite(s) else "not finite at some widths"
             parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
-                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
+                         f"at step {t} {fit}, predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
-        return "Not as predicted: " + "; ".join(parts[:12]) + more
+        failed = ("Not as predicted: " + "; ".join(parts[:12]) + more) if parts else ""
+        return " ".join(x for x in (failed, unmeasured_text(self.unmeasured())) if x)
 
     def to_markdown(self) -> str:
         ws = ", ".join(str(int(w)) for w in self.widths)
@@ -157,6 +169,7 @@ class TorchCoordCheck(Result):
                 "|---|---|---|---|---|---|---|---|---|")
         rows = []
         fails = set(self.failing_tensors())
+        unmeasured = dict(self.unmeasured())
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
@@ -165,7 +178,8 @@ class TorchCoordCheck(Result):
             a, pa = cell(0, 0)
             b, pb = cell(T, 1)
             c, pc = cell(T, 2)
-            verdict = "**NO**" if name in fails else ("ok" if np.any(self.consistent[i] == 1) else "—")
+            verdict = "**NO**" if name in fails else ("**no change**" if name in unmeasured else
+                                                       ("ok" if np.any(self.consistent[i] == 1) else "—"))
             rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {c} | {pc} | {verdict} |")
         miss = self.settings.get("attention_not_measured") or {}
         note = ("\n\nAttention whose logits are not measured (not recognised in the traced forward): "
@@ -471,6 +485,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                 order = rows
                 if not any(k != "tensor" for _, k, _ in order):
                     raise ValueError("coord_check: no input/hidden/output module to record")
+                untrained = untrained_rows(model, groups, order, rule_of)      # exempt from "no measurement"
                 samples = np.full((len(widths), seeds, len(order), steps + 1, 3), np.nan)
             idx = {r[0]: i for i, r in enumerate(rows)}
             for j, (key, kind, extra) in enumerate(order):
@@ -484,7 +499,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     labels, kinds, rl = _labels(order, rule_of, descs, na, nb)
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
-                "head_dim_scales": {k: bool(v) for k, v in head_scales.items()},
+                "head_dim_scales": {k: bool(v) for k, v in head_scales.items()}, "untrained_rows": untrained,
                 "attention_not_measured": {s.name: s.reason or "unrecognised" for s in sites[na]
                                            if s.kind == "unrecognised"}}
     return TorchCoordCheck(title, np.asarray(widths, float), labels, kinds, rl, steps, seeds, samples, slope, sse,

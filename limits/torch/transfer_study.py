@@ -30,6 +30,7 @@ from ..params.lr_drift import lr_drift
 from .apply_params import Parameterised
 from .depth import DepthParameterised, parameterise
 from .coordcheck import default_loss
+from .measured import fingerprints, transfer_unmeasured, unchanged_tensors
 from .network import torch_threads
 from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
 from .transfer_result import TransferResult
@@ -98,6 +99,8 @@ class TrainRun:
             dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
             X, Y = (_as_tensor(a, dtype) for a in self.data)
             loss0 = self._full_loss(model, X, Y)
+            trained = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+            before = fingerprints(trained)
             gen = torch.Generator().manual_seed(seed)
             keep = set(np.linspace(0, self.steps - 1, min(N_TRAJECTORY, self.steps)).round().astype(int).tolist())
             traj, bad_step = [], -1
@@ -120,6 +123,7 @@ class TrainRun:
                 loss.backward()
                 opt.step()
             train = self._full_loss(model, X, Y) if bad_step < 0 else math.inf
+            unchanged, first = unchanged_tensors(before, trained)
             test = math.nan
             if self.held_out is not None:
                 Xt, Yt = (_as_tensor(a, dtype) for a in self.held_out)
@@ -127,7 +131,8 @@ class TrainRun:
         diverged = bad_step >= 0 or not math.isfinite(train) or train > self.diverge * loss0
         traj = np.asarray(traj + [np.nan] * (len(keep) - len(traj)), float)
         return {"train_loss": train, "test_loss": test, "loss0": loss0, "diverged": bool(diverged),
-                "diverged_step": bad_step, "cpu_s": time.process_time() - t0, "trajectory": traj}
+                "diverged_step": bad_step, "cpu_s": time.process_time() - t0, "trajectory": traj,
+                "unchanged": unchanged, "unchanged_first": first}
 
 
 def _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size):
@@ -280,6 +285,9 @@ def _raw(ds, axis) -> dict:
     out["failed"] = take("failed") > 0
     out["diverged"] = (take("diverged") > 0) & ~out["failed"]
     out["trajectory"] = take("trajectory", ("trajectory_dim_0",))
+    for v in ("unchanged", "unchanged_first"):          # absent from runs stored by an older version
+        if v in ds:
+            out[v] = take(v)
     return out
 
 
@@ -311,6 +319,9 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
     other = fit_drift(y_train if criterion == "test" else y_test, sizes, lx, rng, n_boot=n_boot, level=level,
                       target=target, half_window=fit_window) if has_test else None
     v, why = verdict(fit.drift, fit.drift_ci, margin, fit.at_edge)
+    nothing = meta["settings"].get("unmeasured") or transfer_unmeasured(raw, sizes, meta["axis"])
+    if nothing:                                          # no verdict without a measurement
+        v, why = "inconclusive", nothing
     kind, pd = meta["prediction_kind"], float(meta["predicted_drift"])
     cal = None
     if calibrate:
@@ -339,14 +350,28 @@ def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, crite
             fit_window=2) -> TransferResult:
     """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
     pred = lr_drift(P.table, axis)
+    raw = _raw(ds, axis)
+    sizes = depths if axis == "depth" else widths
+    settings = dict(settings or {}, unmeasured=transfer_unmeasured(
+        raw, sizes, axis, names=lambda n: _trained_names(P, n if axis == "width" else widths[0],
+                                                         n if axis == "depth" else (depths or [None])[0])))
     meta = {"name": name or f"{P.name} ({P.optimizer_name})", "parameterisation": str(P.name),
             "optimizer": P.optimizer_name, "axis": axis, "sizes": depths if axis == "depth" else widths,
             "fixed_size": ((None if depths is None else int(depths[0])) if axis == "width" else int(widths[0])),
             "log2_lrs": log2_lrs, "seeds": seeds, "steps": steps, "has_test": has_test,
             "predicted_drift": pred.drift, "prediction_kind": pred.kind, "prediction": pred.derivation or pred.reason,
             "settings": dict(settings or {})}
-    return _result(_raw(ds, axis), meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
+    return _result(raw, meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
                    target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window)
+
+
+def _trained_names(P, width, depth) -> list:
+    """Names of the trained tensors of ``P(width[, depth])`` in its optimizer's order (a run's tensor index)."""
+    from .data_checks import build_at
+
+    m = build_at(P, width, depth)
+    name_of = {id(p): n for n, p in m.named_parameters()}
+    return [name_of.get(id(p), "?") for g in P.optimizer(m, 1.0).param_groups for p in g["params"] if p.requires_grad]
 
 
 _META = ("name", "parameterisation", "optimizer", "axis", "sizes", "fixed_size", "log2_lrs", "seeds", "steps",
