@@ -354,6 +354,23 @@ def test_import_state_dict_never_loads_part_of_a_bad_checkpoint(monkeypatch):
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
 
+def test_equivalent_at_64_draws_accepts_the_correct_modules_it_refused():
+    """Issue 42: equivalent(max_draws=64) refused 2 of 20 correct modules (seeds 0 and 8: the fourth moment's
+    z with a sample SE, ~28× its nominal size at n ≈ 450). The calibrated statistics accept them and still refuse
+    a uniform init at the same draws (tests/torch_bridge/test_torch_equivalence.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    from limits.torch import equivalent
+
+    spec = importlib.util.spec_from_file_location("_teq", Path(__file__).with_name("test_torch_equivalence.py"))
+    t = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t)
+    for seed in (0, 8):
+        FUZZ_COUNT.add(("api", "equivalent max_draws=64", seed))
+        equivalent(t.UserMLP, t.MODEL, widths=(16, 32, 64), seed=seed, max_draws=64)
+
+
 def test_zz_report_count(capsys):
     """Prints how many distinct bad inputs this file tried (run with -s; it runs last in the file)."""
     with capsys.disabled():
