@@ -95,11 +95,17 @@ def _check_args(args):
 
 def cmd_coord_check(args):
     _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    ws = sorted(set(args.widths))
+    how = f"under {args.param}" if args.param else f"as built, expected to follow {args.expect}"
+    announce(f"coord-check: {elide(args.factory, 80)} {how}: widths {sizes_text(ws)}, {args.seeds} seeds × "
+             f"{args.steps} step(s) = {len(ws) * args.seeds} training runs (the widest take most of the time)")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
@@ -111,6 +117,7 @@ def cmd_coord_check(args):
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
+        announce(f"coord-check: calling --data {elide(args.data, 80)}")
         data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
@@ -118,6 +125,7 @@ def cmd_coord_check(args):
                               "the synthetic data", inputs_only=True)          # before tracing or training
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
+        announce(f"coord-check: applying {args.param} (tracing factory({widths[0]}) and factory({widths[1]}))")
         target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
                               gauge=None if args.gauge == "derived" else "a0",
                               example_inputs=trace_inputs(factory, x, widths[0]), check_init=args.check_init)

@@ -48,6 +48,7 @@ from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .data_checks import check_factory_data
 from .measured import untrained_rows
+from .progress_lines import each_seed, runs as progress_runs
 from .exponents import exponent_test
 from .network import torch_threads
 from .graph import find_attention, find_ties, plain_key, width_scaling
@@ -452,7 +453,7 @@ def _build_run(factory, N, lr, data, seed):
 
 def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
                 loss=None, alpha=0.05, roles=None, seed=0, name=None, threads=None,
-                parameterisation=None) -> TorchCoordCheck:
+                parameterisation=None, progress=None) -> TorchCoordCheck:
     """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
@@ -461,7 +462,8 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     (traced on the check's own inputs). ``alpha``: the
     family-wise false-alarm level of the verdict. ``threads``: torch threads during the runs (default
     ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X
-    alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
+    alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count.
+    ``progress``: None (a bar on a terminal, else a line every 10 s), True, False."""
     t_cpu = time.process_time()
     widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
     data = check_factory_data(module_factory, widths[0], data, loss=loss, inputs_only=True)   # before any training
@@ -471,8 +473,9 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     loss_fn = loss or default_loss
     samples = order = None
     descs, sites, tied = {}, {}, {}
+    bar = progress_runs(len(widths) * seeds, "coord-check", progress)   # a bar, or a line every 10 s
     for wi, N in enumerate(widths):
-        for s in range(seeds):
+        for s in each_seed(bar, N, seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
                 torch.manual_seed(int(seed) * 1_000_003 + s)
                 model, groups, X, Y, data = _build_run(factory, N, lr, data, seed)
@@ -491,6 +494,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
             for j, (key, kind, extra) in enumerate(order):
                 if key in idx:
                     samples[wi, s, j] = res[idx[key]]
+    bar.close()
     na, nb = widths[0], widths[1]
     head_scales = {site_key(a.site): a.head_dim == "scales"
                    for a in width_scaling(_known(sites[na]), _known(sites[nb]), na, nb)}

@@ -177,17 +177,25 @@ def _write(r, out_dir):
 
 def cmd_transfer(args):
     lrs = _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    sizes = sorted(set(args.depths)) if args.depths and len(set(args.depths)) > 1 else sorted(set(args.widths))
+    runs = len(sizes) * len(lrs) * args.seeds
+    announce(f"transfer: {elide(args.factory, 80)} under {args.param}: {'depths' if len(sizes) > 1 and args.depths else 'widths'} "
+             f"{sizes_text(sizes)}, {len(lrs)} learning rates × {args.seeds} seeds × {args.steps} steps = {runs} "
+             f"training runs{'' if args.no_calibrate else ', then the calibration of the verdict'}")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("transfer needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
     factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     if data_fn is not None:
+        announce(f"transfer: calling --data {elide(args.data, 80)}")
         train, held = _split_data(call(data_fn, what=f"--data {elide(args.data)}"))
     else:
         train, held = _default_data(factory, args), None

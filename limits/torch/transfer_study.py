@@ -32,6 +32,7 @@ from .depth import DepthParameterised, parameterise
 from .coordcheck import default_loss
 from .measured import fingerprints, transfer_unmeasured, unchanged_tensors
 from .network import torch_threads
+from .progress_lines import announce, sizes_text
 from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
 from .transfer_result import TransferResult
 
@@ -231,6 +232,8 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
         raise ValueError(f"fit_window must be a positive integer (rates on each side of the minimum), got {fit_window!r}")
     _check_kind(factory, param, depths)
     X, Y, held, batch = checked_data(factory, widths, depths, data, held_out, batch_size, loss)
+    if not isinstance(factory, (Parameterised, DepthParameterised)):
+        announce(f"transfer: applying {param} (tracing the factory's forward)", progress)
     P = _parameterised(factory, param, widths, depths, optimizer, roles, X)
     axis = "depth" if depths is not None and len(depths) > 1 else "width"
     run = TrainRun(P, (X, Y), held, steps, batch, loss or default_loss, diverge, threads)
@@ -238,6 +241,9 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
     product["log2_lr"] = [float(v) for v in log2_lrs]
     grid = sweep.Grid(product=product, seeds=int(seeds), root=int(seed), seed_by="replicate")
     t0 = time.perf_counter()
+    announce(f"transfer {P.name}: {grid.n_points} training runs of {int(steps)} steps started ({axis}s "
+             f"{sizes_text(depths if axis == 'depth' else widths)}, {len(log2_lrs)} learning rates, {int(seeds)} "
+             f"seeds; backend {backend})", progress)
     ds = sweep.run(run, grid, backend=backend, n_jobs=n_jobs, scheduler=scheduler, store=store,
                    name=f"limits.torch.transfer.{_study_id(P, factory, run, loss)}", progress=progress,
                    label=f"transfer {P.name}")
@@ -247,7 +253,7 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
                 "store": None if store is None else str(store)}
     return analyse(ds, P, axis, widths, depths, log2_lrs, int(seeds), int(steps), held is not None, criterion,
                    margin=margin, level=level, n_boot=n_boot, target=target, calibrate=calibrate, n_sim=n_sim,
-                   seed=seed, name=name, fit_window=int(fit_window), settings=settings)
+                   seed=seed, name=name, fit_window=int(fit_window), settings=settings, progress=progress)
 
 
 def _refuse_if_every_run_failed(ds):
@@ -302,7 +308,7 @@ def _as_predicted(kind, v, drift) -> int:
 
 
 def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n_sim, seed,
-            fit_window=2) -> TransferResult:
+            fit_window=2, progress=False) -> TransferResult:
     """Statistics (:mod:`limits.torch.transfer_fit`) of the raw runs ``raw`` described by ``meta``."""
     sizes, lx = np.asarray(meta["sizes"], float), np.asarray(meta["log2_lrs"], float)
     has_test = bool(meta["has_test"])
@@ -325,6 +331,7 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
     kind, pd = meta["prediction_kind"], float(meta["predicted_drift"])
     cal = None
     if calibrate:
+        announce(f"transfer: calibrating the verdict ({n_sim} simulated studies of this design)", progress)
         alt = (-2 * float(margin),) + ((pd,) if kind == "bound" and pd != -2 * float(margin) else ())
         c = _calibrate(y, sizes, lx, margin, rng, drifts=(0.0,) + alt, n_sim=n_sim, level=level,
                        n_boot=max(200, n_boot // 4), half_window=fit_window)
@@ -347,7 +354,7 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
 
 def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
             level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None, settings=None,
-            fit_window=2) -> TransferResult:
+            fit_window=2, progress=None) -> TransferResult:
     """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
     pred = lr_drift(P.table, axis)
     raw = _raw(ds, axis)
@@ -362,7 +369,8 @@ def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, crite
             "predicted_drift": pred.drift, "prediction_kind": pred.kind, "prediction": pred.derivation or pred.reason,
             "settings": dict(settings or {})}
     return _result(raw, meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
-                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window)
+                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window,
+                   progress=progress)
 
 
 def _trained_names(P, width, depth) -> list:

@@ -161,10 +161,15 @@ def _cli(argv, capsys):
     return rc, out, err
 
 
+def progress_line(ln):
+    """A line of the commands' progress reports (limits.torch.progress_lines), printed before any error."""
+    return ln.startswith(("coord-check", "transfer"))
+
+
 def _one_error(rc, err, *names):
     assert rc == 2, err
     assert "Traceback" not in err and "internal error" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = [ln for ln in err.splitlines() if ln.strip() and not progress_line(ln)]
     assert len(lines) == 1 and lines[0].startswith("limits: error: "), err
     assert any(n in lines[0] for n in names), lines[0]
     return lines[0]
@@ -376,3 +381,38 @@ def test_zz_report_count(capsys):
     with capsys.disabled():
         print(f"\ntorch fuzz: {len(FUZZ_COUNT)} distinct bad inputs tried")
     assert len(FUZZ_COUNT) >= len(CASES)
+
+
+# ------------------------------------------------------------------ progress lines (issue 41 item 5)
+def test_coord_check_says_what_starts_before_importing_anything_then_reports_runs(monkeypatch, capsys):
+    """The first stderr line is printed before the factory is resolved (so before torch or the user's module is
+    imported: within a second or two); then a start line and periodic lines over the training runs."""
+    import limits.torch.resolve as res
+
+    seen = []
+    real = res.resolve_factory
+    monkeypatch.setattr(res, "resolve_factory", lambda *a, **k: (seen.append(capsys.readouterr().err), real(*a, **k))[1])
+    monkeypatch.setenv("LIMITS_PROGRESS_INTERVAL", "0")
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    rc = main(["coord-check", "--factory", MLP, "--param", "muP", "--widths", "4", "8", "16", "--seeds", "2",
+               "--steps", "1"])
+    err = capsys.readouterr().err
+    assert rc in (0, 1) and seen[0].startswith("coord-check: limits.torch.demos:mlp under muP: widths 4…16, 2 seeds × 1 "
+                                          "step(s) = 6 training runs")
+    assert "coord-check: applying muP" in err and "coord-check: 6 training runs started" in err
+    assert "coord-check width 16: 6/6 (100%)" in err
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    main(["coord-check", "--factory", MLP, "--param", "muP", "--widths", "4", "8", "16", "--seeds", "2", "--steps", "1"])
+    assert capsys.readouterr().err == ""
+
+
+def test_transfer_reports_its_stages(monkeypatch, capsys):
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    rc = main(["transfer", "--factory", MLP, "--data", "limits.torch.demos:mlp_data", "--param", "muP", "--widths",
+               "4", "8", "16", "--lrs", "1e-3", "1e-2", "1e-1", "--seeds", "2", "--steps", "1"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc in (0, 1)
+    assert err[0] == ("transfer: limits.torch.demos:mlp under muP: widths 4…16, 3 learning rates × 2 seeds × 1 steps = "
+                      "18 training runs, then the calibration of the verdict")
+    assert any(ln.startswith("transfer muP: 18 training runs of 1 steps started") for ln in err)
+    assert any(ln.startswith("transfer: calibrating the verdict (200 simulated studies") for ln in err)
