@@ -190,6 +190,11 @@ class TorchCoordCheck(Result):
     def __str__(self):
         return self.to_markdown()
 
+    def __repr__(self):
+        from .reprs import coordcheck_repr          # one line, not the arrays (limits.torch.reprs)
+
+        return coordcheck_repr(self)
+
     def plot(self, target=None, quantity="change", step=None):
         """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
         path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
