@@ -196,28 +196,12 @@ class TorchCoordCheck(Result):
         return coordcheck_repr(self)
 
     def plot(self, target=None, quantity="change", step=None):
-        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
-        path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
-        from ..style import plot_target
+        """Fitted exponents ± 95 % CI of every row against the predictions: the scale at init and the change
+        after every step (or ``step``), failing rows marked (:mod:`limits.torch.coordcheck_plot`). ``target``:
+        a path, an Axes, two Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from .coordcheck_plot import plot_coord_check
 
-        t = self.steps if step is None else int(step)
-        q = QUANTITIES.index(quantity)
-        pt = plot_target(target, 1, figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6), what="TorchCoordCheck.plot")
-        ax = pt.axes[0]
-        x = np.arange(len(self.tensors))
-        s = self.slope[:, t, q]
-        ax.errorbar(x, s, yerr=[s - self.ci_low[:, t, q], self.ci_high[:, t, q] - s], fmt="o", ms=4,
-                    label="fitted (95 % CI)")
-        ax.plot(x, self.predicted[:, t, q], "x", color="C3", ms=7, label="predicted")
-        bad = self.consistent[:, t, q] == 0
-        if np.any(bad):
-            ax.plot(x[bad], s[bad], "o", mfc="none", mec="C3", ms=10, label="not as predicted")
-        ax.set_xticks(x)
-        ax.set_xticklabels(self.tensors, rotation=70, ha="right", fontsize=6)
-        ax.set_ylabel(f"width exponent of {quantity} (step {t})")
-        ax.set_title(self.name, fontsize=9)
-        ax.legend(fontsize=7)
-        return pt.finish()
+        return plot_coord_check(self, target, quantity, step)
 
 
 # ---------------------------------------------------------------------- predictions
