@@ -47,7 +47,7 @@ from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .data_checks import check_factory_data
-from .measured import untrained_rows
+from .measured import Unchanged, unrecorded_tensors, untrained_rows
 from .progress_lines import each_seed, runs as progress_runs
 from .exponents import exponent_test
 from .network import torch_threads
@@ -463,6 +463,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     samples = order = None
     descs, sites, tied = {}, {}, {}
     bar = progress_runs(len(widths) * seeds, "coord-check", progress)   # a bar, or a line every 10 s
+    watch = Unchanged()                                                  # trained tensors no run changed
     for wi, N in enumerate(widths):
         for s in each_seed(bar, N, seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
@@ -472,12 +473,15 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                     descs[N] = {n: describe(m) for n, m in model.named_modules()}
                     sites[N] = _sites(model, X)
                     tied[N] = _tied_readouts(factory, model)
+                watch.before(model, groups)
                 rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn, tied[N])
+                watch.after()
             if order is None:
                 order = rows
                 if not any(k != "tensor" for _, k, _ in order):
                     raise ValueError("coord_check: no input/hidden/output module to record")
                 untrained = untrained_rows(model, groups, order, rule_of)      # exempt from "no measurement"
+                unrecorded = unrecorded_tensors(model, groups, order)        # trained, never measured
                 samples = np.full((len(widths), seeds, len(order), steps + 1, 3), np.nan)
             idx = {r[0]: i for i, r in enumerate(rows)}
             for j, (key, kind, extra) in enumerate(order):
@@ -493,6 +497,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
                 "head_dim_scales": {k: bool(v) for k, v in head_scales.items()}, "untrained_rows": untrained,
+                "unrecorded_tensors": [n for n in unrecorded if n in watch.never],
                 "attention_not_measured": {s.name: s.reason or "unrecognised" for s in sites[na]
                                            if s.kind == "unrecognised"}}
     return TorchCoordCheck(title, np.asarray(widths, float), labels, kinds, rl, steps, seeds, samples, slope, sse,

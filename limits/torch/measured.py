@@ -7,7 +7,8 @@ change is 0 at every step (zero gradients: all-zero weights, a read-out initiali
 a detached use) or positive at some widths only is reported by name with the reason. A run (width, seed) whose
 rows are all NaN from some step on stopped on a non-finite loss: it *diverged*. Rows of tensors that are not
 trained (``requires_grad=False`` or in no optimizer group), and module rows whose own tensors are all untrained,
-are exempt: nothing of theirs was meant to move.
+are exempt: nothing of theirs was meant to move. A trained tensor that is no row at all (its module is never
+called: a weight used through ``torch.nn.functional``) and that no run changed is reported too.
 
 A transfer study's run records how many of its trained tensors never changed (:func:`unchanged_tensors`); a size
 at which every run left a tensor unchanged, or at which every run diverged, measures nothing about those
@@ -34,6 +35,33 @@ def untrained_rows(model, groups, order, rule_of) -> list:
         elif kind == "module" and own.get(key) and not any(n in names for n in own[key]):
             out.append(i)
     return out
+
+
+class Unchanged:
+    """The trained tensors (plain names) that no run changed: ``before(model, groups)`` and ``after()`` around each
+    run compare float64 fingerprints (:func:`fingerprints`); ``never`` is the set unchanged in every run."""
+
+    def __init__(self):
+        self.never = None
+
+    def before(self, model, groups):
+        trained = {id(p) for g in groups for p in g["params"] if getattr(p, "requires_grad", False)}
+        self._named = [(plain_key(n), p) for n, p in model.named_parameters() if id(p) in trained]
+        self._fp = fingerprints([p for _, p in self._named])
+
+    def after(self):
+        now = fingerprints([p for _, p in self._named])
+        same = {n for (n, _), a, b in zip(self._named, self._fp, now) if a == b}
+        self.never = same if self.never is None else self.never & same
+
+
+def unrecorded_tensors(model, groups, order) -> list:
+    """Plain names of the trained tensors that are no row of ``order``: no module owning them is called in the
+    forward (nn.MultiheadAttention's ``out_proj``; a weight used through ``torch.nn.functional``). One that
+    changes moves a row downstream; one that no run changes (:class:`Unchanged`) was never measured."""
+    trained = {id(p) for g in groups for p in g["params"] if getattr(p, "requires_grad", False)}
+    rows = {plain_key(k) for k, kind, _ in order if kind == "tensor"}
+    return [plain_key(n) for n, p in model.named_parameters() if id(p) in trained and plain_key(n) not in rows]
 
 
 def diverged_runs(samples) -> list:
@@ -83,6 +111,9 @@ def unmeasured_rows(r) -> list:
         why = _row_status(samples[:, :, i, :, 1], r.widths, live)
         if why:
             out.append((r.tensors[i], why))
+    for name in r.settings.get("unrecorded_tensors", ()):
+        out.append((name, "trained, never changed, and no row of its own: its module is never called (a detached "
+                          "weight used through torch.nn.functional?)"))
     by_width = {}
     for w, s, t in dead:
         by_width.setdefault(w, []).append((s, t))
@@ -104,7 +135,8 @@ def unmeasured_text(items) -> str:
         other = [f"{n} ({why})" for n, why in rows if why != "did not change"]
         shown = still[:8] + other[:4]
         more = len(rows) - len(shown)
-        parts.append(f"{len(rows)} judged row{'s' if len(rows) > 1 else ''} without a measured change: "
+        parts.append(f"{len(rows)} judged row{'s' if len(rows) > 1 else ''} or tensor{'s' if len(rows) > 1 else ''} "
+                     "without a measured change: "
                      + ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
                      + (" — they did not change in training (zero gradients: all-zero weights, a detached use, or "
                         "a read-out initialised to zero needs ≥ 2 steps)" if still else ""))
@@ -164,5 +196,5 @@ def transfer_unmeasured(raw, sizes, axis, names=None) -> str:
     return ("no measurement: " + "; ".join(parts)) if parts else ""
 
 
-__all__ = ["untrained_rows", "diverged_runs", "unmeasured_rows", "unmeasured_text", "fingerprints",
+__all__ = ["Unchanged", "untrained_rows", "unrecorded_tensors", "diverged_runs", "unmeasured_rows", "unmeasured_text", "fingerprints",
            "unchanged_tensors", "transfer_unmeasured"]
