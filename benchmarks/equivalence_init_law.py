@@ -2,7 +2,7 @@
 report, not a timing::
 
     nice -n 10 python benchmarks/equivalence_init_law.py --json benchmarks/results/calibration/equivalence_init_law.json
-    python benchmarks/equivalence_init_law.py --rows        # the docs table from that file
+    python benchmarks/equivalence_init_law.py --rows        # its tables (--rst: as in docs/torch_checks.rst)
 
 1. **Size of each statistic** under the null (v i.i.d. N(0, 1), n pooled entries; Monte Carlo, ``--reps`` samples
    per n): the rate of |z| > z_crit = 3.53 (the Bonferroni threshold of 8 tensors × 3 moments at α = 0.01; nominal
@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))          # _tables
+BEGIN = ".. equivalence-init-law:begin (python benchmarks/equivalence_init_law.py --rst)"
+END = ".. equivalence-init-law:end"
 DATA = ROOT / "benchmarks" / "results" / "calibration" / "equivalence_init_law.json"
 Z_CRIT = 3.53
 NS = (112, 448, 1000, 3000, 10000)
@@ -102,21 +105,31 @@ def refusals(calls, progress=print):
     return out
 
 
-def rows(data) -> list:
+def tables(data) -> list:
+    """[(caption, header, rows)] of the docs from the committed data."""
     from scipy.stats import norm
 
     nominal = 2 * norm.sf(Z_CRIT)
-    lines = [f"| pooled entries n | mean: previous / now | variance: previous / now | fourth moment: previous / now "
-             f"(nominal {nominal:.1e}) |", "|---:|---|---|---|"]
-    for n, d in data["size"].items():
-        cells = [f"{o:.1e} / {w:.1e}" for o, w in zip(d["old"], d["new"])]
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    lines += ["", "| module | refused at max_draws 64 | at 2048 |", "|---|---:|---:|"]
-    for group in ("correct", "wrong"):
-        for name, d in data["modules"][group].items():
-            lines.append(f"| {'correct: ' if group == 'correct' else 'wrong: '}{name} | "
-                         + " | ".join(f"{d[k]['refused']}/{d[k]['calls']}" for k in ("64", "2048")) + " |")
-    return lines
+    size = [[str(n)] + [f"{o:.1e} / {w:.1e}" for o, w in zip(d["old"], d["new"])] for n, d in data["size"].items()]
+    mods = [[("correct: " if g == "correct" else "wrong: ") + name] + [f"{d[k]['refused']}/{d[k]['calls']}"
+                                                                        for k in ("64", "2048")]
+            for g in ("correct", "wrong") for name, d in data["modules"][g].items()]
+    return [(f"Rate of |z| > {Z_CRIT} under the model's law (nominal {nominal:.1e}), previous / calibrated statistic",
+             ["pooled entries n", "mean", "variance", "fourth moment (kurtosis)"], size),
+            ("equivalent() on correct and wrong modules, widths 16–64", ["module", "refused at max_draws 64",
+                                                                         "at max_draws 2048"], mods)]
+
+
+def rows(data) -> list:
+    from _tables import markdown
+
+    return [ln for _, h, r in tables(data) for ln in markdown(h, r) + [""]]
+
+
+def rst(data) -> list:
+    from _tables import rst as _rst
+
+    return [ln for cap, h, r in tables(data) for ln in _rst(h, r, cap)]
 
 
 def main(argv=None):
@@ -125,10 +138,11 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--rows", action="store_true")
+    ap.add_argument("--rows", action="store_true", help="print the tables from the committed data")
+    ap.add_argument("--rst", action="store_true", help="print the docs' reST tables from the committed data")
     a = ap.parse_args(argv)
-    if a.rows:
-        print("\n".join(rows(json.loads(DATA.read_text()))))
+    if a.rows or a.rst:
+        print("\n".join((rst if a.rst else rows)(json.loads(DATA.read_text()))))
         return 0
     c = time.process_time()
     out = {"z_crit": Z_CRIT, "seed": a.seed, "size": size(a.reps, np.random.default_rng(a.seed)),

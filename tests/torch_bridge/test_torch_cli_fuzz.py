@@ -289,6 +289,27 @@ def test_no_verdict_without_a_measurement_coord_check(monkeypatch, capsys):
     assert rc == 1 and "No verdict without a measurement" in capsys.readouterr().out
 
 
+def test_a_detached_weight_without_a_row_is_reported():
+    """A weight used through F.linear, detached: its Linear is never called (no row) and it never changes."""
+    import limits.torch as lt
+    from limits.torch import demos
+    from torch import nn
+
+    class Detached(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.a, self.h, self.o = nn.Linear(8, width), nn.Linear(width, width), nn.Linear(width, 2)
+
+        def forward(self, x):
+            z = torch.tanh(nn.functional.linear(torch.tanh(self.a(x)), self.h.weight.detach(), self.h.bias))
+            return self.o(z)
+
+    FUZZ_COUNT.add(("coord-check", "measurement", "detached weight, module never called"))
+    r = lt.coord_check(Detached, (4, 8, 16), demos.mlp_data(), expect="muP", seeds=2, steps=1, progress=False)
+    assert not r.passed and [n for n, _ in r.unmeasured()] == ["h.weight"]       # h.bias changes: not reported
+    assert "never changed, and no row of its own" in r.summary()
+
+
 def test_untrained_tensors_are_exempt_and_a_correct_module_is_measured():
     import limits.torch as lt
     from limits.torch import demos
