@@ -121,15 +121,17 @@ def tables(data) -> list:
 
 
 def rows(data) -> list:
-    from _tables import markdown
+    """Markdown lines (console) of :func:`tables`."""
+    from _tables import markdown_lines
 
-    return [ln for _, h, r in tables(data) for ln in markdown(h, r) + [""]]
+    return markdown_lines(tables(data))
 
 
 def rst(data) -> list:
-    from _tables import rst as _rst
+    """reST lines (docs/torch_checks.rst) of :func:`tables`."""
+    from _tables import rst_lines
 
-    return [ln for cap, h, r in tables(data) for ln in _rst(h, r, cap)]
+    return rst_lines(tables(data))
 
 
 def main(argv=None):

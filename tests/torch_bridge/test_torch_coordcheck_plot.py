@@ -61,3 +61,18 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="step must lie in"):
         r.plot(step=5)
     assert np.isfinite(r.slope).any()
+
+
+def test_the_docs_example_is_drawn_from_its_committed_check(tmp_path):
+    """docs/_static/torch_coordcheck_plot.png: the broken μP transformer (SP read-out) at widths 64–512, drawn from
+    the committed check (benchmarks/coordcheck_plot_example.py --replot); the culprit row is marked."""
+    from pathlib import Path
+
+    from limits.torch.coordcheck import TorchCoordCheck
+
+    root = Path(__file__).resolve().parents[2]
+    r = TorchCoordCheck.load(root / "benchmarks" / "results" / "calibration" / "coordcheck_plot_example")
+    assert r.failing_tensors()[0] == "out.weight" and [int(w) for w in r.widths] == [64, 128, 256, 512]
+    fig = r.plot(tmp_path / "example.png")
+    assert ("✗ out.weight", RED) in _labels(fig)
+    assert (root / "docs" / "_static" / "torch_coordcheck_plot.png").stat().st_size > 50_000
