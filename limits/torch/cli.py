@@ -58,6 +58,7 @@ def register(sub):
 MAX_WIDTH = 2 ** 15          # an N×N float32 weight at 2^15 is 4 GB
 MAX_SEEDS = 256
 MAX_STEPS = 1000
+MAX_SEED = (2 ** 63 - 1) // 1_000_003 - 1024    # = limits.torch.data_checks.MAX_SEED (torch not imported here)
 
 
 def _check_args(args):
@@ -91,6 +92,8 @@ def _check_args(args):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must lie in [0, {MAX_SEED}] (torch seeds are 64-bit), got {args.seed}")
 
 
 def cmd_coord_check(args):

@@ -46,7 +46,7 @@ from torch import nn
 from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
-from .data_checks import check_factory_data
+from .data_checks import check_factory_data, check_seed
 from .measured import Unchanged, unrecorded_tensors, untrained_rows
 from .progress_lines import each_seed, runs as progress_runs
 from .exponents import exponent_test
@@ -455,6 +455,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     ``progress``: None (a bar on a terminal, else a line every 10 s), True, False."""
     t_cpu = time.process_time()
     widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
+    check_seed(seed)
     data = check_factory_data(module_factory, widths[0], data, loss=loss, inputs_only=True)   # before any training
     factory, p, rules, fl, optimizer, title = _target(module_factory, expect, optimizer, parameterisation, widths,
                                                       roles, name, data[0])

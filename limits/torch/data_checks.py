@@ -227,6 +227,16 @@ def check_batch_size(batch_size, rows, what="batch_size"):
     return int(batch_size)
 
 
+MAX_SEED = (2 ** 63 - 1) // 1_000_003 - 1024      # coord_check seeds torch with seed · 1 000 003 + s (int64)
+
+
+def check_seed(seed, what="seed"):
+    """``seed`` as an int in [0, MAX_SEED] (torch's generators take int64)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"{what} must be an integer in [0, {MAX_SEED}], got {elide(repr(seed), 40)}")
+    return int(seed)
+
+
 def build_at(factory, width, depth=None):
     """``factory(width)`` (``factory(width, depth)`` with a depth) as a module, torch's RNG untouched; a
     factory returning (module, groups) gives its module."""
@@ -247,5 +257,5 @@ def check_factory_data(factory, width, data, *, depth=None, what="data", loss=No
     return check_data(data, build_at(factory, width, depth), what=what, who=who, loss=loss, inputs_only=inputs_only)
 
 
-__all__ = ["check_data", "check_factory_data", "check_batch_size", "check_parameters", "nonfinite_parameters", "pair",
+__all__ = ["check_data", "check_factory_data", "check_batch_size", "check_seed", "MAX_SEED", "check_parameters", "nonfinite_parameters", "pair",
            "as_tensor", "expected_inputs", "build_at"]

@@ -397,6 +397,20 @@ def test_equivalent_at_64_draws_accepts_the_correct_modules_it_refused():
         equivalent(t.UserMLP, t.MODEL, widths=(16, 32, 64), seed=seed, max_draws=64)
 
 
+@pytest.mark.parametrize("seed", ["18446744073709551616", "9223372036854775807"])
+def test_a_seed_beyond_64_bits_names_the_option(seed, capsys):
+    """--seed 2^64 was "Overflow when unpacking long long" (no option named)."""
+    FUZZ_COUNT.add(("coord-check", "--seed", seed))
+    rc, out, err = _cli(["coord-check", "--factory", MLP, "--param", "muP", "--widths", "4", "8", "16", "--seeds", "2",
+                         "--steps", "1", "--seed", seed], capsys)
+    assert "must lie in [0, " in _one_error(rc, err, "--seed")
+    import limits.torch as lt
+    from limits.torch import demos
+
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, "):
+        lt.coord_check(demos.mlp, (4, 8, 16), demos.mlp_data(), expect="muP", seed=int(seed), seeds=2, steps=1)
+
+
 def test_zz_report_count(capsys):
     """Prints how many distinct bad inputs this file tried (run with -s; it runs last in the file)."""
     with capsys.disabled():
