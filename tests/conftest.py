@@ -3,7 +3,13 @@ path — ``python -m pytest tests/torch_bridge`` (README "PyTorch networks"), th
 so the README's test command tests the core alone, whether or not torch happens to be installed."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Progress lines (stderr) come on the clock: the first once a report has been open LIMITS_PROGRESS_FIRST seconds
+# (limits.progress; 2 by default). Tests asserting on stderr must not see one by chance on a loaded machine, so the
+# session waits ten minutes for a first line; the tests of progress lines set their own (tests/test_progress*.py).
+os.environ.setdefault("LIMITS_PROGRESS_FIRST", "600")
 
 TORCH_TESTS = Path(__file__).resolve().parent / "torch_bridge"
 

@@ -617,11 +617,17 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     max_inits = positive_int(max_inits, "max_inits", minimum=2)
     kw = dict(model=model, X=X, alpha=alpha, layers=layers, progress=progress, target_power=target_power,
               backend=backend, network=None if network is None else [network])   # a box: verified once
-    c = _check_once(result, widths, inits, seed, **kw)
+    from ..progress import stage
+
+    quiet = None if progress is None else not progress
+    with stage(f"check of {type(result).__name__}", disable=quiet):      # a line within seconds (limits.progress)
+        c = _check_once(result, widths, inits, seed, **kw)
     if target_power is not None and c.power > target_power and c.inits < max_inits:
         ratio = c.power / target_power
         more = max_inits if ratio * ratio > max_inits / c.inits else min(max_inits, int(math.ceil(1.1 * c.inits * ratio * ratio)))
-        c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
+        with stage(f"check of {type(result).__name__} with {more} inits (target power {target_power:g})",
+                   disable=quiet):
+            c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
     if target_power is not None:
         c = replace(c, details={**c.details, "target_power": target_power, "max_inits": max_inits})
     return c
@@ -672,7 +678,7 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0], **_network_details(eq)})
     if type(result).__name__ == "SerialKernelResult":       # a composition of limits.layers
-        return _serial_check(result, widths, inits, seed, alpha)
+        return _serial_check(result, widths, inits, seed, alpha, progress)
     if isinstance(result, NNGPResult):
         m = _model_and_inputs(result, model, X)
         Xr = result.params.get("X") if X is None else np.asarray(X, dtype=float)
@@ -720,15 +726,19 @@ def _network_details(eq) -> dict:
             "equivalence": eq.to_markdown(), "observable": "read-out kernels of the user's module (declared equivalent)"}
 
 
-def _serial_check(result, widths, inits, seed, alpha):
+def _serial_check(result, widths, inits, seed, alpha, progress=None):
     """Read-out NNGP/NTK of a composition against ``limits.finite.serial`` networks (its module docstring)."""
     from ..finite.serial import kernel_samples
     from ..layers import Serial
+    from ..progress import progress as _progress
 
     m = Serial.from_dict(result.model)
     kinds = [k for k in ("nngp", "ntk") if getattr(result, k) is not None]
     t0 = time.perf_counter()
-    (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed, kinds)
+    bar = _progress(total=len(widths), desc="check composition", disable=None if progress is None else not progress)
+    with bar:
+        (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed,
+                                         kinds, progress=bar)
     tag = {"nngp": "K_out", "ntk": "Θ_out"}
     parts = {k: (getattr(result, k)[i, j], samples[k], [f"{tag[k]}[{a},{b}]" for a, b in zip(i, j)]) for k in kinds}
     return _combine(parts, widths, m, seed, time.perf_counter() - t0, alpha,

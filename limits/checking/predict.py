@@ -65,8 +65,20 @@ def effective_dimension(result, m) -> float:
         ratio = float(result.noise) / float(getattr(result, "output_scale", 1.0))      # σ²/s²: tr s²K(s²K + σ²I)⁻¹
         return float(np.sum(lam / (lam + ratio))) if ratio > 0 else float(np.sum(lam > lam[-1] * 1e-12))
     core, eta = _core(result, m)
-    ts = np.asarray(result.t, float)
+    ts = checked_times(result)
     return float(np.max(np.sum(core.lam[None] * flow_filter(core.lam, ts, eta, bool(result.flow)), axis=1)))
+
+
+def checked_times(result):
+    """The times of a GD prediction a check compares: t > 0 and finite (finite networks cannot be trained for
+    ever; t = ∞ is the limit of the finite times, from the same factorisation). ValueError when none."""
+    ts = np.asarray(result.t, dtype=float)
+    ts = ts[(ts > 0) & np.isfinite(ts)]
+    if ts.size == 0:
+        raise ValueError("check: the prediction has no finite time t > 0 to compare (finite networks are trained "
+                         "for finite times; t = ∞ is their limit): predict at finite times too, e.g. "
+                         "t=[10, 100, np.inf] (command line: --t 10 100 inf)")
+    return ts
 
 
 def regime_residual(d_eff, widths) -> float:
@@ -316,11 +328,8 @@ def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=No
     from ..model import as_model
 
     m = as_model(model if model is not None else result.model)
-    ts = np.asarray(result.t, dtype=float)
-    keep = ts > 0
-    if not np.any(keep):
-        raise ValueError("check: the prediction has no time t > 0 to compare")
-    ts = ts[keep]
+    ts = checked_times(result)
+    keep = np.isin(np.asarray(result.t, dtype=float), ts)
     core, eta = _core(result, m)
     if result.flow:
         dt, ks, gap = _flow_step(result, core, eta, ts)
@@ -485,7 +494,11 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
     if not isinstance(result, (PosteriorResult, GDResult)):
         raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover
     m = _result_model(result, model) if kind == "posterior" else as_model(model if model is not None else result.model)
-    d_eff = effective_dimension(result, m)
+    from ..progress import stage
+
+    with stage(f"check: kernels of the {result.X_train.shape[0]} + {result.X_test.shape[0]} inputs (the problem's "
+               "effective dimension)", disable=None if progress is None else not progress):
+        d_eff = effective_dimension(result, m)
     chosen = widths is None
     widths = normalise_widths(default_widths(d_eff, kind, target_power) if chosen else widths)
     inits = positive_int(inits, "inits", minimum=2)
@@ -510,10 +523,9 @@ def check_gd_serial(result, widths, inits, seed, *, alpha=0.01):
     if not isinstance(result, GDResult):
         raise ValueError(f"check: unsupported result {type(result).__name__} for a composition")  # pragma: no cover
     m = Serial.from_dict(result.model)
+    checked_times(result)
     ts = np.asarray(result.t, dtype=float)
-    keep = ts > 0
-    if not np.any(keep):
-        raise ValueError("check: the prediction has no time t > 0 to compare")
+    keep = (ts > 0) & np.isfinite(ts)
     core, eta = _core(result, m)
     if result.flow:
         dt, ks, gap = _flow_step(result, core, eta, ts[keep])

@@ -102,9 +102,12 @@ def cmd_run(args):
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     lines = []
+    from ..progress import stage
+
     for mod in _component_clis():
         if hasattr(mod, "default_job"):
-            lines += mod.default_job(outdir)
+            with stage(f"limits run: {mod.__name__.rsplit('.', 1)[-1]}"):
+                lines += mod.default_job(outdir)
     from .. import gallery
 
     committed = gallery.committed_dir()
@@ -113,7 +116,8 @@ def cmd_run(args):
         made = None if source is None else gallery.reuse(name, not args.full, source, figdir)
         how = "copied from the committed gallery" if made is not None else None
         if made is None:
-            made = gallery.make(name, quick=not args.full, outdir=figdir)
+            with stage(f"limits run: figure {name}"):
+                made = gallery.make(name, quick=not args.full, outdir=figdir)
             how = "cached" if made.cached else f"{made.wall_time_s:.1f}s"
         lines.append(f"figure {name}: {made.paths['png']} ({how})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
@@ -144,7 +148,10 @@ def cmd_figure(args):
             if not args.json:
                 print(f"{name}: {paths['png']}  (replotted from {paths['npz']})")
             continue
-        made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
+        from ..progress import stage
+
+        with stage(f"figure {name}{' (quick)' if args.quick else ''}"):
+            made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
         summary.append({"name": name, "wall_time_s": made.wall_time_s, "cached": made.cached, **made.paths})
         if not args.json:
             print(f"{name}: {made.paths['png']}  ({'cached data' if made.cached else f'computed in {made.wall_time_s:.1f}s'})")
@@ -247,38 +254,42 @@ def build_parser():
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/full/NAME.npz/.json → .png/.pdf)")
-    s.add_argument("names", nargs="*", metavar="NAME")
+    s.add_argument("names", nargs="*", metavar="NAME", help="registered figure names (`limits figure --list`)")
     s.add_argument("--all", action="store_true", help="every registered figure")
     s.add_argument("--list", action="store_true", help="list the registered figures")
     s.add_argument("--quick", action="store_true",
                    help="reduced sizes for a fast run (CI), into OUTDIR/ instead of OUTDIR/full/")
     s.add_argument("--force", action="store_true", help="recompute even if cached data match")
     s.add_argument("--replot", action="store_true", help="redraw from the stored data only")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the gallery: quick variants in OUTDIR/, paper-size ones in OUTDIR/full/ "
+                        "(default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_figure)
 
     s = sub.add_parser("validate", help="theory vs finite networks; writes a Markdown verdict table")
-    s.add_argument("components", nargs="*", metavar="COMPONENT")
+    s.add_argument("components", nargs="*", metavar="COMPONENT",
+                   help=f"components to validate: {', '.join(c for c in COMPONENTS if c != 'sweep')} (default: all)")
     s.add_argument("--all", action="store_true", help="every component (report: figures/validation.md)")
     s.add_argument("--full", action="store_true", help="full sizes instead of the quick defaults")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of every finite network and sample (default: 0)")
     s.add_argument("--out", default=None, help="report path (default figures/validation[_COMP].md)")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the report when --out is not given (default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("activations", help="list registered activations and their closed forms")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_activations)
 
     s = sub.add_parser("expect", help="E[f(u) g(v)] for (u,v) ~ N(0, [[k11,k12],[k12,k22]])")
     s.add_argument("f", help="activation name")
     s.add_argument("--g", default=None, help="second activation (default: same as f)")
-    s.add_argument("--k11", type=float, default=1.0)
-    s.add_argument("--k12", type=float, default=0.5)
-    s.add_argument("--k22", type=float, default=1.0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--k11", type=float, default=1.0, help="variance of u (default: 1)")
+    s.add_argument("--k12", type=float, default=0.5, help="covariance of u and v, |k12| ≤ √(k11 k22) (default: 0.5)")
+    s.add_argument("--k22", type=float, default=1.0, help="variance of v (default: 1)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_expect)
 
     for mod in _component_clis():
@@ -329,7 +340,8 @@ _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 # large, a permission) — _classify
 _PATH_OPTIONS = {**_OUTPUT_OPTIONS, **_INPUT_OPTIONS, "outdir": "--outdir", "store": "--store", "plot": "--plot",
                  "model": "--model", "x1": "--x1", "x2": "--x2", "x": "--x", "y": "--y", "x_train": "--x-train",
-                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction"}
+                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction",
+                 "kernel_path": "--kernel"}
 _GIVEN_PATHS: list = []          # (absolute path, option) of the command line being run
 
 
@@ -418,7 +430,16 @@ def _dispatch(argv):
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
     _remember_paths(args)
     _check_files(args)
-    return int(args.func(args) or 0)
+    from ..progress import stage
+
+    with stage(command_name(args)):          # a line within seconds when the command works longer
+        return int(args.func(args) or 0)
+
+
+def command_name(args) -> str:
+    """``limits sweep run``: the command (and subcommand) being run, for its progress lines."""
+    sub = getattr(args, f"{str(args.command).replace('-', '_')}_command", None)
+    return f"limits {args.command}" + (f" {sub}" if isinstance(sub, str) else "")
 
 
 def _write_crash_report(exc, argv) -> str | None:

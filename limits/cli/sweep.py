@@ -178,20 +178,22 @@ def register(sub):
                         "(not the standard library, limits or a library limits runs on; importing it runs its code "
                         "— a sweep file's own `allow` list is not enough); repeatable")
     r.add_argument("--quiet", action="store_true", help="no progress output")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_run)
 
     r = ss.add_parser("functions", help="list the sweep computations of limits a sweep file may name")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_functions)
 
     r = ss.add_parser("show", help="summary of a sweep dataset (a .nc, a store directory or a sweep file)")
-    r.add_argument("target", metavar="STORE_OR_FILE")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("target", metavar="STORE_OR_FILE",
+                   help="a dataset (.nc), a store directory, or a sweep file (its store)")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_show)
 
     r = ss.add_parser("plot", help="theory curves with finite-network bands (mean ± 2 SE over seeds)")
-    r.add_argument("target", metavar="STORE_OR_FILE")
+    r.add_argument("target", metavar="STORE_OR_FILE",
+                   help="a dataset (.nc), a store directory, or a sweep file (its store)")
     r.add_argument("--x", required=True, help="dim on the x axis")
     r.add_argument("--y", required=True, action="append", help="variable(s) to draw; repeatable")
     r.add_argument("--hue", default=None, help="one curve per value of this dim")
@@ -200,8 +202,9 @@ def register(sub):
                    help="log x axis (default: log where the values span two decades or more)")
     r.add_argument("--logy", action="store_true", default=None,
                    help="log y axis (default: log where the values span two decades or more)")
-    r.add_argument("--title", default=None)
+    r.add_argument("--title", default=None, help="figure title (default: none)")
     r.add_argument("--out", default=None, help="figure path stem (default next to the dataset)")
-    r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"))
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"),
+                   help="figure formats written (default: png pdf)")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_plot)

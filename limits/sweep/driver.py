@@ -248,8 +248,13 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
 
     be = None
     try:
+        if todo and backend != "serial":
+            report.set_phase(f"starting the {backend} workers")
         be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
         if todo:
+            n = be.n_workers
+            report.set_phase("running the first point" if be.name == "serial" else
+                             f"waiting for the first points from {n} worker{'s' if n > 1 else ''}")
             if isinstance(chunk, int):
                 chunk_used = chunk
                 for recs in be.map(fn, _batches(todo, chunk, kwargs_of)):

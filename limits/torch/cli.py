@@ -31,15 +31,21 @@ def register(sub):
     how = s.add_mutually_exclusive_group(required=True)
     how.add_argument("--param", metavar="NAME", help="apply this parameterisation (SP, NTK, MF, muP, …)")
     how.add_argument("--as-is", action="store_true", help="check the modules as the factory builds them")
-    s.add_argument("--expect", metavar="NAME", help="with --as-is: the parameterisation they should follow")
-    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
-    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    s.add_argument("--expect", metavar="NAME",
+                   help="with --as-is: the parameterisation they should follow (required with --as-is)")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512],
+                   help="widths N the module is built at, at least three for the exponent fit (default: 64 128 "
+                        "256 512)")
+    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam",
+                   help="optimizer of the training steps; the predicted exponents are its own (default: adam)")
     s.add_argument("--lr", type=float, default=1e-4,
                    help="learning rate (default 1e-4: the predicted exponents are those of small updates; an "
                         "unstable parameterisation such as SP leaves that regime at large widths)")
-    s.add_argument("--steps", type=int, default=3)
-    s.add_argument("--seeds", type=int, default=4)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--steps", type=int, default=3,
+                   help="full-batch training steps; every tensor is measured after each (default: 3)")
+    s.add_argument("--seeds", type=int, default=4,
+                   help="independent initialisations per width, ≥ 2 for the confidence intervals (default: 4)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the initialisations and the data (default: 0)")
     s.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise false-alarm level of the verdict on a correct module (default 0.05)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
@@ -50,8 +56,8 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
                         ":transformer_data (default: a tiny synthetic task)")
-    s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json")
-    s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf)")
+    s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json (default: not saved)")
+    s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf) (default: no plot)")
     s.set_defaults(func=cmd_coord_check)
 
 

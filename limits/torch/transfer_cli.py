@@ -37,8 +37,10 @@ def register(sub):
                         "(not the standard library, limits or a library limits runs on); importing it runs its "
                         "code; repeatable")
     s.add_argument("--param", required=True, metavar="NAME", help="parameterisation applied: SP, muP, depth-muP, …")
-    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
-    s.add_argument("--depths", type=int, nargs="+", help="a depth study (one width): factory(width, depth)")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512],
+                   help="widths the learning rates are scanned at (default: 64 128 256 512)")
+    s.add_argument("--depths", type=int, nargs="+",
+                   help="a depth study (one width): factory(width, depth) (default: a width study)")
     lr = s.add_mutually_exclusive_group(required=True)
     lr.add_argument("--lrs", type=float, nargs="+", metavar="LR", help="learning rates to scan")
     lr.add_argument("--log2-lrs", type=float, nargs=3, metavar=("START", "STOP", "STEP"),
@@ -46,25 +48,29 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) or {'train': (X, Y), 'test': (X, Y)} in an allowed module "
                         "(default: a tiny synthetic regression task)")
-    s.add_argument("--steps", type=int, default=100)
-    s.add_argument("--seeds", type=int, default=4)
+    s.add_argument("--steps", type=int, default=100, help="training steps per run (default: 100)")
+    s.add_argument("--seeds", type=int, default=4,
+                   help="independent runs per (width, learning rate), ≥ 2 for the confidence intervals "
+                        "(default: 4)")
     s.add_argument("--batch-size", type=int, help="rows per step, drawn with replacement (default: full batch)")
-    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam",
+                   help="optimizer of the runs (default: adam)")
     s.add_argument("--criterion", choices=("train", "test"), default="train",
-                   help="which loss the verdict reads (test needs held-out data)")
+                   help="which loss the verdict reads (test needs held-out data) (default: train)")
     s.add_argument("--margin", type=float, default=0.25,
                    help="|drift| below this (log2 units per doubling) counts as transfer (default 0.25)")
     s.add_argument("--diverge", type=float, default=3.0,
                    help="a run whose final loss exceeds this × its initial loss is diverged (default 3)")
     s.add_argument("--target", type=int, help="size at which to predict the optimum (default 4 × the largest)")
     s.add_argument("--no-calibrate", action="store_true", help="skip the simulated false-verdict rate and power")
-    s.add_argument("--backend", choices=("serial", "loky", "dask"), default="serial")
-    s.add_argument("--n-jobs", type=int, help="workers of the loky / local dask backend")
+    s.add_argument("--backend", choices=("serial", "loky", "dask"), default="serial",
+                   help="where the runs are computed (limits.sweep backends) (default: serial)")
+    s.add_argument("--n-jobs", type=int, help="workers of the loky / local dask backend (default: one per core)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="a running dask scheduler (tcp://host:8786)")
     s.add_argument("--store", metavar="DIR", help="store finished runs here; a rerun resumes (limits.sweep)")
     s.add_argument("--out", dest="out_dir", metavar="DIR",
                    help="write the result DIR/transfer.npz + .json, its Markdown (.md) and its figure (.png)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the initialisations and the data (default: 0)")
     s.set_defaults(func=cmd_transfer)
 
 
