@@ -58,3 +58,17 @@ def test_the_init_law_statistics_recomputed_on_a_small_sample():
     assert abs(new.mean()) < 0.1 and abs(new.std() - 1) < 0.1
     assert np.mean(old < -2.576) > 3 * 0.005                 # its lower 0.5 % tail holds > 1.5 % of the samples
     assert json.loads(json.dumps(float(new.std())))          # plain float
+
+
+def test_the_torch_commands_say_what_they_do_within_seconds():
+    """benchmarks/results/cliedges/torch_first_line.json (python benchmarks/torch_first_line.py --before …): the
+    first stderr line of coord-check and transfer comes before torch is imported — sooner than the old first
+    output, which was the result itself — and no silence is as long as the old one."""
+    d = json.loads((ROOT / "benchmarks" / "results" / "cliedges" / "torch_first_line.json").read_text())
+    for name, row in d["commands"].items():
+        now, before = row["now"], row["before"]
+        assert now["exit"] in (0, 1) and before["exit"] in (0, 1), name
+        assert now["first_line"].startswith(("coord-check: ", "transfer: ")), name
+        assert now["first_s"] < 0.5 * before["longest_silence_s"], name
+        assert now["longest_silence_s"] < before["longest_silence_s"], name
+        assert now["lines"] >= 4, name
