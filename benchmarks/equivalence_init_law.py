@@ -141,10 +141,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--rows", action="store_true", help="print the tables from the committed data")
-    ap.add_argument("--rst", action="store_true", help="print the docs' reST tables from the committed data")
+    ap.add_argument("--rst", dest="as_rst", action="store_true",
+                    help="print the docs' reST tables from the committed data")
     a = ap.parse_args(argv)
-    if a.rows or a.rst:
-        print("\n".join((rst if a.rst else rows)(json.loads(DATA.read_text()))))
+    if a.rows or a.as_rst:
+        print("\n".join((rst if a.as_rst else rows)(json.loads(DATA.read_text()))))
         return 0
     c = time.process_time()
     out = {"z_crit": Z_CRIT, "seed": a.seed, "size": size(a.reps, np.random.default_rng(a.seed)),

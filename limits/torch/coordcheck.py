@@ -47,6 +47,7 @@ from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .data_checks import check_factory_data, check_seed
+from .losses import default_loss
 from .measured import Unchanged, unrecorded_tensors, untrained_rows
 from .progress_lines import each_seed, runs as progress_runs
 from .exponents import exponent_test
@@ -318,13 +319,6 @@ def _as_tensor(a, dtype):
     if t.is_floating_point():
         return t.to(dtype)
     return t
-
-
-def default_loss(out, y):
-    """Integer targets: cross-entropy over the last axis; real targets: (1/B) Σ ½ (out − y)²."""
-    if not y.is_floating_point():
-        return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    return 0.5 * ((out - y.reshape(out.shape)) ** 2).sum() / out.shape[0]
 
 
 def _groups(model, groups, lr, width):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 RED, ORANGE, GREY = "#c0392b", "#d35400", "#7f8c8d"
+QUANTITIES = ("scale", "change", "update")          # the last axis of a check's arrays (coordcheck.QUANTITIES)
 
 
 def _xlim(values):
@@ -84,7 +85,6 @@ def plot_coord_check(r, target=None, quantity="change", step=None):
     "scale" or "update"; ``step``: one step instead of every step. ``target``: a path, an Axes (split in two),
     two Axes, or None (:func:`limits.style.plot_target`); returns the Figure."""
     from ..style import plot_target
-    from .coordcheck import QUANTITIES
 
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ..errors import elide
+from .losses import default_loss
 
 _INPUT_LAYERS = (nn.Embedding, nn.Linear, nn.modules.conv._ConvNd)
 
@@ -184,7 +185,7 @@ def check_data(data, module, *, what="data", who=None, loss=None, inputs_only=Fa
     """(X, Y) validated against ``module`` (module docstring), as tensors (integers int64, floats as given);
     Y is None when ``inputs_only`` allows inputs alone and none are given. ``what``: the option or argument
     named in errors (``--data``), ``who``: the module's origin (``factory(64)``); ``loss``: the training loss
-    (None: :func:`limits.torch.coordcheck.default_loss`)."""
+    (None: :func:`limits.torch.losses.default_loss`)."""
     who = who or "the module"
     Xa, Ya = pair(data, what, inputs_only)
     X = as_tensor(Xa, "X", what)
@@ -205,8 +206,6 @@ def check_data(data, module, *, what="data", who=None, loss=None, inputs_only=Fa
                          f"entries; the largest |X| is {float(Xm.abs().max()) if X.is_floating_point() else 'ids'}): "
                          "no change could be measured")
     if Y is not None:
-        from .coordcheck import default_loss
-
         if loss is None:
             _check_targets(out, Y, what)
         Yl = Y.to(out.dtype) if Y.is_floating_point() else Y
