@@ -254,6 +254,11 @@ class Parameterised:
     readouts: tuple = ()
     traced: str = ""
 
+    def __repr__(self):
+        from .reprs import parameterised_repr          # a few lines, not every rule (limits.torch.reprs)
+
+        return parameterised_repr(self)
+
     def __call__(self, width, seed=None):
         width = int(width)
         if seed is not None:
