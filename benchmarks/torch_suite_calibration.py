@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "calibration" / "torch_suite.json"
-DOC = ROOT / "docs" / "torch_calibration.rst"
+DOC = ROOT / "docs/torch_calibration.rst"
 SETTINGS = dict(lr=1e-2, steps=3, seeds=4)
 ALPHA = 0.05
 BEGIN = ".. torch-suite-table:begin (python benchmarks/torch_suite_calibration.py --write)"

@@ -67,7 +67,7 @@ from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
 from .exponents import bound_test, exponent_test
 from .network import torch_threads
-from .graph import _sites as _graph_sites, find_ties, plain_key, trace, width_scaling
+from .graph import sites_of as _graph_sites, find_ties, plain_key, trace, width_scaling
 from .recording import describe, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
