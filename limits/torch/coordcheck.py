@@ -196,6 +196,9 @@ class TorchCoordCheck(Result):
         miss = self.settings.get("attention_not_measured") or {}
         note = ("\n\nAttention whose logits are not measured (not recognised in the traced forward): "
                 + "; ".join(f"{k} ({v})" for k, v in miss.items())) if miss else ""
+        plan = self.settings.get("plan") or []
+        if plan:
+            note += "\n\nFrom the plan (offsets through the traced forward): " + "; ".join(plan[:12]) + "."
         return head + "\n" + "\n".join(rows) + note + "\n\n" + self.summary() + "\n"
 
     def __str__(self):

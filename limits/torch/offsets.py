@@ -624,6 +624,7 @@ class Gauges:
     graph: dict
     mult: dict = field(default_factory=dict)
     shift: dict = field(default_factory=dict)     # var -> init exponent of its canonical above its role's (a tie)
+    tensor_update: dict = field(default_factory=dict)   # tensor -> update offset for its own row (biases too)
 
     def value(self, var) -> float:
         return self.gauge.get(var, 0.0) - self.graph.get(var, 0.0)
