@@ -576,6 +576,129 @@ def _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss_fn, se
             "untrained": untrained, "unrecorded": [n for n in unrecorded if n in watch.never]}
 
 
+def _trace(model, X):
+    """The traced forward of ``model`` on ``X`` (:func:`limits.torch.graph.trace`)."""
+    with torch.random.fork_rng(devices=[]):
+        return trace(model, (X,))
+
+
+def _rates(model, groups, lr) -> dict:
+    """{plain tensor name: its learning rate} of the optimizer groups."""
+    names = {id(q): plain_key(n) for n, q in model.named_parameters()}
+    out = {}
+    for g in groups:
+        for q in g["params"]:
+            if id(q) in names:
+                out[names[id(q)]] = float(g.get("lr", lr))
+    return out
+
+
+def _plan_offsets(factory, p, rules, fl, optimizer, order, runs, widths) -> tuple:
+    """({row: :class:`limits.torch.plan.RowOffset`}, module rows with a width-independent output, settings) from
+    the plan of a Parameterised — or, for a module checked as built, its measured init and rates — propagated
+    through the traced graph (:mod:`limits.torch.offsets`)."""
+    from .offsets import build, role_of_use
+    from .plan import RowOffset, fitted_exponent, measured_gauges, plan_gauges, row_offsets
+
+    na, nb = _aligned_pair(runs["probes"], widths)
+    (ma, ta), (mb, tb) = runs["probes"][na], runs["probes"][nb]
+    try:
+        graph = build(ma, mb, na, nb, None, role_of_use(rules), fl, traces=(ta, tb))
+    except Exception as exc:               # noqa: BLE001 — the check runs on, with the rows' own predictions
+        return {}, set(), {"plan": [f"offsets not computed ({type(exc).__name__}: {str(exc)[:200]})"]}
+    if isinstance(factory, Parameterised):
+        gauges = plan_gauges(factory, graph)
+    else:
+        samples = runs["samples"]
+        init_exp = {plain_key(k): fitted_exponent(widths, samples[:, :, i, 0, 0])
+                    for i, (k, kind, _) in enumerate(order) if kind == "tensor"}
+        lr_exp = {}
+        for n in runs["lrs"][na]:
+            v = [runs["lrs"][N].get(n) for N in widths]
+            if all(x is not None and x > 0 for x in v):
+                lr_exp[n] = float(np.polyfit(np.log(widths), np.log(v), 1)[0])
+        gauges = measured_gauges(rules, p, optimizer, graph, init_exp, lr_exp)
+    called = _called(ta)
+    rule_of = {plain_key(q.name): q for q in rules}
+    offs, req, notes = row_offsets(order, graph, gauges, rule_of, lambda key: _owner(key, called), p, optimizer)
+    for key in _softmax_invariant(runs["sites"][widths[0]], order):
+        offs[key] = dataclasses.replace(offs.get(key, RowOffset()), judge_effect=False)
+        notes.append(f"{plain_key(key)}: the key's bias gets no gradient (softmax over the keys is invariant to it): "
+                     "its effect is not judged")
+    fixed = set()
+    for key, kind, _ in order:
+        node = graph.module_node(key) if kind == "module" else None
+        other = _same_node(ta, tb, node)
+        if node is not None and other is not None and _shape(ta, node) is not None and \
+                _shape(ta, node) == _shape(tb, other):
+            fixed.add(key)
+    info = {"plan": notes, "trace": graph.method,
+            "indirect": [plain_key(k) for k, o in offs.items() if not o.direct],
+            "offsets": {k: float(o.offset) for k, o in offs.items() if abs(o.offset) > 1e-9},
+            "plan_notes": list(graph.notes[:8])}
+    return offs, fixed, info
+
+
+def _softmax_invariant(sites, order) -> list:
+    """Row keys of key-projection biases of their own (not shared with the query's rows): q·(k + b) adds q·b to
+    every key's logit alike, which the softmax removes, so they get no gradient."""
+    keys = {s.key.bias for s in sites if s.kind != "unrecognised" and s.key is not None and s.key.bias
+            and (s.query is None or s.key.bias != s.query.bias)}
+    return [k for k, kind, _ in order if kind == "tensor" and plain_key(k) in keys]
+
+
+def _aligned_pair(probes, widths) -> tuple:
+    """The first two consecutive widths whose traced forwards have the same ops (a forward may branch on the width,
+    e.g. skip a multiplier that is 1 at the base width), else the two smallest."""
+    for a, b in zip(widths, widths[1:]):
+        ta, tb = probes[a][1], probes[b][1]
+        if len(ta.nodes) == len(tb.nodes) and all((x.kind, x.name) == (y.kind, y.name)
+                                                  for x, y in zip(ta.nodes, tb.nodes)):
+            return a, b
+    return widths[0], widths[1]
+
+
+def _same_node(ta, tb, node):
+    """The node of ``tb`` that is ``ta``'s node ``node``: the same leaf module's last call, else the same index
+    when the two forwards have the same ops."""
+    if node is None:
+        return None
+    n = ta.nodes[node]
+    if n.kind == "module":
+        hits = [m.index for m in tb.nodes if m.kind == "module" and m.name == n.name]
+        return hits[-1] if hits else None
+    same = len(ta.nodes) == len(tb.nodes) and all(x.name == y.name for x, y in zip(ta.nodes, tb.nodes))
+    return node if same else None
+
+
+def _shape(t, node):
+    if node >= len(t.nodes):
+        return None
+    v = t.nodes[node].value
+    v = v[0] if isinstance(v, (tuple, list)) and v else v
+    return tuple(v.shape) if isinstance(v, torch.Tensor) else None
+
+
+def _called(t) -> set:
+    """Module paths the traced forward calls: leaf modules, enclosing scopes and their ancestors, the root."""
+    out = {""}
+    for n in t.nodes:
+        for path in ((n.name,) if n.kind == "module" else ()) + (n.scope,):
+            parts = path.split(".") if path else []
+            out.update(".".join(parts[:k]) for k in range(len(parts) + 1))
+    return out
+
+
+def _owner(key, called) -> str:
+    """The nearest called module owning tensor ``key`` (whose output its effect is measured on)."""
+    parts = plain_key(key).split(".")[:-1]
+    for k in range(len(parts), -1, -1):
+        path = ".".join(parts[:k])
+        if path in called:
+            return path
+    return ""
+
+
 def rejudge(r, alpha=None) -> TorchCoordCheck:
     """``r`` with its verdicts recomputed from its samples and predictions by this version's exponent test
     (at ``alpha``, default r's own): a saved check judged again without training anything."""
