@@ -223,6 +223,14 @@ def cmd_check(args):
 
         if args.y is None:
             raise ValueError("--what dmft needs --y (targets, P values)")
+        from ..layers import as_serial
+
+        if as_serial(m) is not None:
+            from ..errors import ModelError
+
+            raise ModelError("limits check --what dmft cannot treat a composition from the command line (its DMFT "
+                             "needs gamma0 and the GD step dt): use limits.dmft.solve(X, y, model=composition, "
+                             "gamma0=..., dt=..., T=...) and limits.check(result) in Python")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         res = dmft.solve(X, y, model=m, steps=args.steps)
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers,
