@@ -95,6 +95,7 @@ class SerialDMFTResult(Result):
     ntk_se: np.ndarray
     Phi_pool: np.ndarray
     Phi_pool_se: np.ndarray
+    Phi_change_se: np.ndarray       # standard error of Φ̄_k(t) − Φ̄_k(0) (the same paths: smaller than Φ̄'s own)
     G_pool: np.ndarray
     G_pool_se: np.ndarray
     ntk_lazy: np.ndarray

@@ -114,6 +114,7 @@ def _result(X, y, Xs, comp, chain, grid, gamma0, M, replicas, runs, diags, lazy,
     loss_r = np.stack([0.5 * np.sum((r["f"][:, :P] - y) ** 2, axis=1) for r in runs])
     loss_se = loss_r.std(axis=0, ddof=1) / np.sqrt(replicas) if replicas > 1 else np.zeros(grid.n_t)
     Phi_pool, Phi_pool_se = _combine(runs, "Phi_pool")
+    _, change_se = _combine([{"d": r["Phi_pool"] - r["Phi_pool"][:, :1]} for r in runs], "d")
     G_pool, G_pool_se = _combine(runs, "G_pool")
     check_stable(ntk[-1][:P, :P], grid.dt, grid.n_t - 1)
     spatial = {}
@@ -132,7 +133,7 @@ def _result(X, y, Xs, comp, chain, grid, gamma0, M, replicas, runs, diags, lazy,
     return SerialDMFTResult(
         t=grid.t, f=f_all[:, :P], f_se=f_se_all[:, :P], loss=0.5 * np.sum((f_all[:, :P] - y) ** 2, axis=1),
         loss_se=loss_se, y=y, ntk=ntk[:, :P, :P], ntk_se=ntk_se[:, :P, :P], Phi_pool=Phi_pool[:, :, :P, :P],
-        Phi_pool_se=Phi_pool_se[:, :, :P, :P], G_pool=G_pool[:, :, :P, :P], G_pool_se=G_pool_se[:, :, :P, :P],
+        Phi_pool_se=Phi_pool_se[:, :, :P, :P], Phi_change_se=change_se[:, :, :P, :P], G_pool=G_pool[:, :, :P, :P], G_pool_se=G_pool_se[:, :, :P, :P],
         ntk_lazy=lazy[:P, :P], gamma0=gamma0, dt=grid.dt, replicas=replicas, mc_samples=M, composition=comp.to_dict(),
         chain=chain.describe(), positions=tuple((s.S_out, mp.S_x) for s, mp in zip(chain.stages, chain.maps)),
         residual=float(dropped), message=msg, wall_time_s=wall, cost=cost,

@@ -1,0 +1,95 @@
+"""``limits.check`` of the DMFT of a composition (``limits.dmft.solve(X, y, model=limits.serial(...), ...)``, docs/theory
+/dmft.rst §6) against finite compositions in the same mean-field parameterisation trained by the same GD
+(:mod:`limits.finite.serial_meanfield`: the MF table's multipliers and learning rates, read-out / γ0, step dt on
+½Σ(f − y)², outputs centred, ``len(t) − 1`` steps, all weights N(0, 1)).
+
+Compared, per init (one row of samples), in four blocks each normalised by its RMS (so that they weigh alike in the
+relative statistics): the outputs f(t_k, x_μ) at every step k ≥ 1 on the training inputs (and the test inputs when
+the DMFT was solved with ``X_test``); the loss ½Σ_μ(f_μ − y_μ)² at every step; and per hidden stage the change of
+its position-averaged feature kernel Φ̄(t) − Φ̄(0) (upper triangle over training inputs) at three times (a third,
+two thirds and all of the run). The DMFT's Monte Carlo standard errors (over its replicas) enter every comparison.
+Expected: one network's RMS deviation from the DMFT ∝ N^{-1/2}; the ensemble mean's bias O(1/N), extrapolated
+(:func:`limits.checking.core.analyse`).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .core import analyse, register, spawn_seeds
+
+
+def kernel_steps(n_steps):
+    """The steps at which feature kernels are compared: a third, two thirds and all of the run (distinct, ≥ 1)."""
+    return sorted({max(1, round(n_steps * q)) for q in (1 / 3, 2 / 3, 1.0)})
+
+
+def _theory(r, ks, iu):
+    """(blocks, names, labels): per block (theory, theory SE)."""
+    blocks = [("f", r.f[1:].ravel(), r.f_se[1:].ravel(),
+               [f"f(t={r.t[k]:.4g}, x{m})" for k in range(1, r.t.size) for m in range(r.P)])]
+    if r.f_test is not None:
+        blocks.append(("f_test", r.f_test[1:].ravel(), r.f_test_se[1:].ravel(),
+                       [f"f(t={r.t[k]:.4g}, x*{m})" for k in range(1, r.t.size) for m in range(r.f_test.shape[1])]))
+    blocks.append(("loss", r.loss[1:], r.loss_se[1:], [f"loss(t={r.t[k]:.4g})" for k in range(1, r.t.size)]))
+    d = (r.Phi_pool[:, ks] - r.Phi_pool[:, :1])[..., iu[0], iu[1]]          # (stages, times, pairs)
+    dse = r.Phi_change_se[:, ks][..., iu[0], iu[1]]
+    labels = [f"ΔΦ̄{s}(t={r.t[k]:.4g})[{a},{b}]" for s in range(d.shape[0]) for k in ks for a, b in zip(*iu)]
+    blocks.append(("dPhi", d.ravel(), dse.ravel(), labels))
+    return blocks
+
+
+def _samples(o, y, ks, iu):
+    """Per init the observables of one width (the blocks of :func:`_theory`), concatenated."""
+    f = np.transpose(o["f"][1:], (1, 0, 2))                                    # (S, steps, P)
+    parts = [f.reshape(f.shape[0], -1)]
+    if o["f_test"] is not None:
+        ft = np.transpose(o["f_test"][1:], (1, 0, 2))
+        parts.append(ft.reshape(ft.shape[0], -1))
+    parts.append(0.5 * np.sum((f - y) ** 2, axis=2))
+    Phi = o["Phi"]                                                              # (1 + len(ks), stages, S, P, P)
+    d = (Phi[1:] - Phi[:1])[..., iu[0], iu[1]]                                  # (times, stages, S, pairs)
+    parts.append(np.transpose(d, (2, 1, 0, 3)).reshape(d.shape[2], -1))
+    return np.concatenate(parts, axis=1)
+
+
+@register(lambda r: type(r).__name__ == "SerialDMFTResult")
+def check_dmft_serial(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
+    from ..finite.serial_meanfield import train_meanfield
+    from ..layers import Serial
+    from ..progress import progress as _progress
+
+    if model is not None or X is not None:
+        raise ValueError("check: a composition's DMFT result records its composition and inputs; do not pass "
+                         "model= or X=")
+    comp = Serial.from_dict(result.composition)
+    X = np.asarray(result.inputs["X"], dtype=float)
+    steps = int(result.t.size - 1)
+    if steps < 1:
+        raise ValueError("check: the DMFT trajectory has no steps to compare")
+    ks = kernel_steps(steps)
+    iu = np.triu_indices(result.P)
+    blocks = _theory(result, ks, iu)
+    theory = np.concatenate([b[1] for b in blocks])
+    tse = np.concatenate([b[2] for b in blocks])
+    scales = np.concatenate([np.full(b[1].size, np.sqrt(np.mean(b[1] ** 2)) or 1.0) for b in blocks])
+    labels = [lab for b in blocks for lab in b[3]]
+    t0 = time.perf_counter()
+    bar = _progress(total=len(widths), desc="check dmft (composition)", disable=None if progress is None else not progress)
+    samples = []
+    for N, s in zip(widths, spawn_seeds(seed, len(widths))):
+        o = train_meanfield(comp, int(N), X, result.y, steps, result.dt, result.gamma0, inits, seed=s,
+                            X_test=result.X_test, kernel_steps=[0] + ks)
+        if not np.all(np.isfinite(o["f"])):
+            raise ValueError(f"check: finite compositions of width {N} diverged during training")
+        samples.append(_samples(o, result.y, ks, iu))
+        bar.update(1)
+    bar.close()
+    return analyse("dmft of a composition: f(t), loss, ΔΦ̄(t)", widths, theory, samples, labels=labels,
+                   model=comp.to_dict(), seed=seed, seconds=time.perf_counter() - t0, alpha=alpha, theory_se=tse,
+                   scales=scales,
+                   details={"model_text": comp.describe(), "gamma0": result.gamma0, "dt": result.dt, "steps": steps,
+                            "kernel_steps": ks, "blocks": None, "block_sizes": {b[0]: int(b[1].size) for b in blocks},
+                            "observable": "centred outputs, loss and position-averaged feature-kernel changes of "
+                                          "GD-trained mean-field compositions (MF table, read-out/γ0, lr dt·γ0²·N)"})
