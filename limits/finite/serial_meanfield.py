@@ -20,6 +20,7 @@ import numpy as np
 
 from ..checks import positive_float, positive_int
 from ._blas import limit_blas
+from .serial import _leaves
 from .serial_coordcheck import _forward, _map, _step, _tree, tensor_factors
 
 CHUNK_BYTES = 256 * 2**20       # weights of the inits trained together stay below this
@@ -91,7 +92,7 @@ def train_meanfield(comp, width, X, y, steps, dt, gamma0, n_inits, seed=0, X_tes
 
 def _train_chunk(comp, w, mult, lr, Xa, y, P, steps, eta, N, kernel_steps):
     """Centred outputs (steps+1, S, P_all) and pooled kernels (len(kernel_steps), stages, S, P, P) of one chunk."""
-    S = next(iter(w[0].values())).shape[0]
+    S = next(_leaves(w)).shape[0]
     x = np.ascontiguousarray(np.broadcast_to(Xa[None], (S,) + Xa.shape))
     f_rec, K_rec, f0 = [], [], None
     for k in range(steps + 1):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..linear import check_stable
 from . import spatial
 from .fields import Psi
 from .march import Stage, backward_step, forward_step, static_source
@@ -77,12 +78,19 @@ def run_two_layer(chain, y, mask, gamma0, dt, n_t, M, rng, keep, ablate=False, t
         z = r + acc_z
         g = psi.backward(z, a)
         rec.record(t, [x], [g], [K0], z, gamma0)
+        _stable(rec, mask, dt, t)
         Delta[t] = (y - rec.f[t]) * mask
         acc_h += g0dt * (g * np.repeat(Delta[t], Sh)[None, :]) @ Kf
         acc_z += g0dt * (x * np.repeat(Delta[t], Sx)[None, :]) @ Gf
         if tick is not None:
             tick()
     return rec.result(), {"dropped": 0.0}
+
+
+def _stable(rec, mask, dt, t):
+    """StepTooLarge as soon as dt·λ_max(NTK(t)) ≥ 2 on the training inputs (GD diverges; stop before the rest)."""
+    tr = np.flatnonzero(mask)
+    check_stable(rec.ntk[t][np.ix_(tr, tr)], dt, t)
 
 
 def _pool_all(K, P, S):
@@ -106,6 +114,7 @@ def run_deep(chain, y, mask, gamma0, dt, n_t, M, rng, keep, ablate=False, tick=N
         backward_step(chain, stages, t, Delta, gamma0 * dt, ablate)
         rec.record(t, [s.x[:, t] for s in stages], [s.g[:, t] for s in stages], [s.Kt[t] for s in stages],
                    stages[-1].z[:, t], gamma0)
+        _stable(rec, mask, dt, t)
         Delta[t] = (y - rec.f[t]) * mask
         if tick is not None:
             tick()

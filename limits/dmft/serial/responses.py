@@ -38,26 +38,27 @@ def response_row(st, t, kind):
 
 
 def _adjoint(st, t, kind, sl):
-    """Adjoints h̄ (m, o, (t+1)·b_h) and z̄ (m, o, (t+1)·b_x) of the paths ``sl`` (module docstring)."""
+    """Adjoints h̄ (m, o, (t+1)·b_h) and z̄ (m, o, (t+1)·b_x) of the paths ``sl`` (module docstring); stored as
+    (m·o) × columns so that every sum over later times is one matrix product."""
     bh, bx, psi = st.bh, st.bx, st.psi
     a = st.a[sl, :t + 1]                          # (m, t+1, P, S_a)
     m = a.shape[0]
     bo = bx if kind == "A" else bh
     d1 = psi.dphi(a)
     d2w = psi.curvature(st.z[sl, :t + 1], a)
-    Hb = np.zeros((m, bo, (t + 1) * bh))
-    Zb = np.zeros((m, bo, (t + 1) * bx))
+    Hb = np.zeros((m * bo, (t + 1) * bh))
+    Zb = np.zeros((m * bo, (t + 1) * bx))
     C, D = st.C, st.D
     eye = np.eye(bo)
     for s in range(t, -1, -1):
         hs, xs = slice(s * bh, (s + 1) * bh), slice(s * bx, (s + 1) * bx)
         if s < t:
-            gb = Hb[:, :, (s + 1) * bh:] @ C[(s + 1) * bh:(t + 1) * bh, hs]
+            gb = (Hb[:, (s + 1) * bh:] @ C[(s + 1) * bh:(t + 1) * bh, hs]).reshape(m, bo, bh)
         else:
             gb = np.broadcast_to(eye, (m, bo, bo)).copy() if kind == "B" else np.zeros((m, bo, bh))
-        Zb[:, :, xs] = psi.bar_z_from_g(gb, d1[:, s])
-        xb = Zb[:, :, s * bx:] @ D[s * bx:(t + 1) * bx, xs]
+        Zb[:, xs] = psi.bar_z_from_g(gb, d1[:, s]).reshape(m * bo, bx)
+        xb = (Zb[:, s * bx:] @ D[s * bx:(t + 1) * bx, xs]).reshape(m, bo, bx)
         if kind == "A" and s == t:
             xb += eye
-        Hb[:, :, hs] = psi.bar_h_from_x(xb, d1[:, s]) + psi.bar_h_from_g(gb, d2w[:, s])
-    return Hb, Zb
+        Hb[:, hs] = (psi.bar_h_from_x(xb, d1[:, s]) + psi.bar_h_from_g(gb, d2w[:, s])).reshape(m * bo, bh)
+    return Hb.reshape(m, bo, -1), Zb.reshape(m, bo, -1)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...checks import finite_array, positive_float, positive_int
 from ..grid import make_grid
+from .._threads import blas_limited
 from ..linear import StepTooLarge, check_stable
 from . import cost as _cost
 from .chain import build_chain, refuse_kinks
@@ -51,6 +52,7 @@ def _progress(on, total):
     return bar, (lambda: bar.update(1))
 
 
+@blas_limited
 def solve_serial(X, y, comp, gamma0=1.0, T=None, dt=None, steps=None, method="gd", X_test=None, M=1000,
                  replicas=8, seed=0, progress=False, keep_spatial="auto", max_memory=None,
                  max_seconds=None, ablate=None):
