@@ -54,28 +54,18 @@ def _samples(o, y, ks, iu):
     return np.concatenate(parts, axis=1)
 
 
-@register(lambda r: type(r).__name__ == "SerialDMFTResult")
-def check_dmft_serial(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
+def finite_samples(result, widths, inits, seed, progress=None):
+    """Per width the (inits × entries) samples of finite mean-field compositions for ``result`` (module docstring)."""
     from ..finite.serial_meanfield import train_meanfield
     from ..layers import Serial
     from ..progress import progress as _progress
 
-    if model is not None or X is not None:
-        raise ValueError("check: a composition's DMFT result records its composition and inputs; do not pass "
-                         "model= or X=")
     comp = Serial.from_dict(result.composition)
     X = np.asarray(result.inputs["X"], dtype=float)
     steps = int(result.t.size - 1)
     if steps < 1:
         raise ValueError("check: the DMFT trajectory has no steps to compare")
-    ks = kernel_steps(steps)
-    iu = np.triu_indices(result.P)
-    blocks = _theory(result, ks, iu)
-    theory = np.concatenate([b[1] for b in blocks])
-    tse = np.concatenate([b[2] for b in blocks])
-    scales = np.concatenate([np.full(b[1].size, np.sqrt(np.mean(b[1] ** 2)) or 1.0) for b in blocks])
-    labels = [lab for b in blocks for lab in b[3]]
-    t0 = time.perf_counter()
+    ks, iu = kernel_steps(steps), np.triu_indices(result.P)
     bar = _progress(total=len(widths), desc="check dmft (composition)", disable=None if progress is None else not progress)
     samples = []
     for N, s in zip(widths, spawn_seeds(seed, len(widths))):
@@ -86,10 +76,44 @@ def check_dmft_serial(result, widths, inits, seed, *, model=None, X=None, alpha=
         samples.append(_samples(o, result.y, ks, iu))
         bar.update(1)
     bar.close()
+    return samples
+
+
+def theory_blocks(result):
+    """[(name, theory, theory SE, labels)] of the compared blocks (module docstring)."""
+    return _theory(result, kernel_steps(int(result.t.size - 1)), np.triu_indices(result.P))
+
+
+def analyse_samples(result, widths, samples, seed=0, alpha=0.01, seconds=0.0, columns=None):
+    """The check's statistics of ``samples`` (:func:`finite_samples`) against ``result``; ``columns``: a subset of
+    the entries (one row of the validation table)."""
+    from ..layers import Serial
+
+    comp = Serial.from_dict(result.composition)
+    blocks = theory_blocks(result)
+    theory = np.concatenate([b[1] for b in blocks])
+    tse = np.concatenate([b[2] for b in blocks])
+    scales = np.concatenate([np.full(b[1].size, np.sqrt(np.mean(b[1] ** 2)) or 1.0) for b in blocks])
+    labels = [lab for b in blocks for lab in b[3]]
+    if columns is not None:
+        columns = np.asarray(columns)
+        theory, tse, scales = theory[columns], tse[columns], scales[columns]
+        labels = [labels[i] for i in columns]
+        samples = [S[:, columns] for S in samples]
     return analyse("dmft of a composition: f(t), loss, ΔΦ̄(t)", widths, theory, samples, labels=labels,
-                   model=comp.to_dict(), seed=seed, seconds=time.perf_counter() - t0, alpha=alpha, theory_se=tse,
-                   scales=scales,
-                   details={"model_text": comp.describe(), "gamma0": result.gamma0, "dt": result.dt, "steps": steps,
-                            "kernel_steps": ks, "blocks": None, "block_sizes": {b[0]: int(b[1].size) for b in blocks},
+                   model=comp.to_dict(), seed=seed, seconds=seconds, alpha=alpha, theory_se=tse, scales=scales,
+                   details={"model_text": comp.describe(), "gamma0": result.gamma0, "dt": result.dt,
+                            "steps": int(result.t.size - 1), "kernel_steps": kernel_steps(int(result.t.size - 1)),
+                            "block_sizes": {b[0]: int(b[1].size) for b in blocks},
                             "observable": "centred outputs, loss and position-averaged feature-kernel changes of "
                                           "GD-trained mean-field compositions (MF table, read-out/γ0, lr dt·γ0²·N)"})
+
+
+@register(lambda r: type(r).__name__ == "SerialDMFTResult")
+def check_dmft_serial(result, widths, inits, seed, *, model=None, X=None, alpha=0.01, progress=None):
+    if model is not None or X is not None:
+        raise ValueError("check: a composition's DMFT result records its composition and inputs; do not pass "
+                         "model= or X=")
+    t0 = time.perf_counter()
+    samples = finite_samples(result, widths, inits, seed, progress)
+    return analyse_samples(result, widths, samples, seed, alpha, time.perf_counter() - t0)

@@ -1,0 +1,241 @@
+"""Validation of the DMFT of compositions (``limits.dmft.solve(X, y, model=limits.serial(...))``, docs/theory/dmft.rst
+§6) against finite mean-field compositions trained by the same GD at widths 64–1024 — the statistics of
+``limits.check`` (:mod:`limits.checking.dmft_serial`: f(t), the loss and the position-averaged feature-kernel changes,
+N → ∞ extrapolation, z, finite-size rate, power) — per case:
+
+* ``main``: the check of the DMFT (seed 0) and, per quantity and time, the same statistics on that row alone;
+* ``wrong``: the same finite samples against wrong DMFTs — γ0 scaled by 1.1 (solved at 1.1·γ0, labelled γ0) and a
+  dropped spatial index (the feature-learning terms with position-averaged kernels, ``ablate="spatial"``);
+* ``calibration``: ``--repeats`` independent repetitions (new DMFT replicas and new finite networks): the false-alarm
+  rate of the check on the correct DMFT and its rejection rate (power) of the wrong ones;
+* ``lazy``: the DMFT at γ0 = 1e-4 against ``limits.predict.gradient_descent`` on the composition's NTK (max |z|).
+
+A validation report, not a timing (CPU seconds are recorded)::
+
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case A C --repeats 20     # ≈ 10 CPU-min
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case B --repeats 6        # ≈ 25 CPU-min
+    nice -n 10 python benchmarks/dmft_serial_validation.py --cost                      # estimate vs measured
+    python benchmarks/dmft_serial_validation.py --table                                # the docs' tables
+
+writes ``benchmarks/results/dmft_serial_validation.json`` (cases are replaced one by one).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "dmft_serial_validation.json"
+WIDTHS = (64, 128, 256, 512, 1024)
+
+
+def digits(a=3, b=8, n=8):
+    """The first ``n`` images of digits a and b of scikit-learn's bundled 8×8 digits (pixels/16 − 0.3), y = ±1."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    idx = np.flatnonzero(np.isin(d.target, [a, b]))[:n]
+    return (d.images[idx] / 16.0 - 0.3)[..., None], np.where(d.target[idx] == a, 1.0, -1.0)
+
+
+def cases():
+    """{name: settings}: digits 3 vs 8 pooled to 4×4 by the composition's first layer."""
+    import limits
+
+    L = limits.layers
+    X, y = digits()
+    pool = L.AvgPool((2, 2))
+    return {
+        "A": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → relu → GlobalAvgPool → Dense; 6 + 2 test images",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("relu"),
+                                     L.GlobalAvgPool(), L.Dense()),
+                  X=X[:6], y=y[:6], X_test=X[6:8], gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=8, inits=256),
+        "B": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_b² 0.05) → tanh → Conv 2×2 VALID stride 2 → tanh → "
+                       "GlobalAvgPool → Dense; 4 images",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("tanh"),
+                                     L.Conv((2, 2), "VALID", strides=(2, 2), sigma_w2=2.0), L.Activation("tanh"),
+                                     L.GlobalAvgPool(), L.Dense()),
+                  X=X[:4], y=y[:4], X_test=None, gamma0=1.0, dt=0.5, steps=5, M=300, replicas=8, inits=128),
+        "C": dict(text="AvgPool 2×2 → Conv 3×3 stride 2 SAME → erf → Flatten → Dense (σ_b² 0.1) → erf → Dense; "
+                       "5 images",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", strides=(2, 2), sigma_w2=2.0), L.Activation("erf"),
+                                     L.Flatten(), L.Dense(sigma_w2=1.5, sigma_b2=0.1), L.Activation("erf"), L.Dense()),
+                  X=X[:5], y=y[:5], X_test=None, gamma0=1.0, dt=0.3, steps=6, M=1000, replicas=8, inits=256),
+    }
+
+
+def _solve(c, seed, gamma0=None, ablate=None):
+    from limits.dmft.serial import solve_serial
+
+    return solve_serial(c["X"], c["y"], comp=c["comp"], gamma0=gamma0 or c["gamma0"], dt=c["dt"], steps=c["steps"],
+                        M=c["M"], replicas=c["replicas"], seed=seed, X_test=c["X_test"], ablate=ablate)
+
+
+def wrong_variants(c, seed):
+    """{name: DMFT result}: γ0 × 1.1 (relabelled γ0) and a dropped spatial index."""
+    g = _solve(c, seed, gamma0=1.1 * c["gamma0"])
+    return {"gamma0 x 1.1": dataclasses.replace(g, gamma0=c["gamma0"]), "no spatial index": _solve(c, seed, ablate="spatial")}
+
+
+def _summary(chk):
+    return {"passed": bool(chk.passed), "worst_z": chk.worst_z, "power": chk.power, "scale_bias": chk.scale_bias,
+            "scale_bias_se": chk.scale_bias_se, "rate": chk.rate, "rate_ci": list(chk.rate_ci), "z_crit": chk.z_crit,
+            "reasons": list(chk.reasons)}
+
+
+def rows(res, widths, samples):
+    """Per (quantity, time): the check's statistics on that row's entries alone."""
+    from limits.checking.dmft_serial import analyse_samples, theory_blocks
+
+    from limits.checking.dmft_serial import kernel_steps
+
+    keep = {round(float(res.t[k]), 9) for k in kernel_steps(int(res.t.size - 1))}
+    out, start = [], 0
+    for name, th, se, labels in theory_blocks(res):
+        groups = {}
+        for j, lab in enumerate(labels):
+            q = lab.split("(t=")[0]
+            t = float(lab.split("(t=")[1].split(",")[0].split(")")[0])
+            groups.setdefault((q if name != "f_test" else "f (test)", t), []).append(start + j)
+        for (q, t), cols in groups.items():
+            if round(t, 9) not in keep:
+                continue
+            chk = analyse_samples(res, widths, samples, columns=cols)
+            w = int(np.argmax(np.abs(chk.z_inf)))
+            out.append({"quantity": q, "t": t, "entries": len(cols), "theory": float(chk.theory[w]),
+                        "theory_se": float(se[cols[w] - start]), "extrapolated": float(chk.extrapolated[w]),
+                        "extrapolated_se": float(chk.extrapolated_se[w]), "worst_entry": chk.labels[w],
+                        "z": float(chk.z_inf[w]), "scale_bias": chk.scale_bias, "scale_bias_se": chk.scale_bias_se,
+                        "power": chk.power, "rate": chk.rate, "passed": bool(chk.passed)})
+        start += th.size
+    return out
+
+
+def lazy_agreement(c):
+    import limits
+    from limits.dmft.serial import solve_serial
+
+    d = solve_serial(c["X"], c["y"], comp=c["comp"], gamma0=1e-4, dt=c["dt"], steps=c["steps"], M=c["M"],
+                     replicas=c["replicas"], seed=11)
+    g = limits.predict.gradient_descent(c["comp"], c["X"], c["y"], c["X"], t=np.arange(c["steps"] + 1),
+                                        learning_rate=c["dt"], flow=False).mean_train[..., 0]
+    z = np.abs(d.f[1:] - g[1:]) / d.f_se[1:]
+    zk = np.abs(d.ntk[0] - d.ntk_lazy) / np.maximum(d.ntk_se[0], 1e-300)
+    return {"max_z_f": float(z.max()), "max_z_ntk0": float(zk.max()), "entries": int(z.size),
+            "rel_se_f": float(np.sqrt(np.mean(d.f_se[1:] ** 2) / np.mean(g[1:] ** 2)))}
+
+
+def run_case(name, c, repeats, widths):
+    from limits.checking.dmft_serial import analyse_samples, finite_samples
+
+    t0 = time.process_time()
+    res = _solve(c, 0)
+    samples = finite_samples(res, widths, c["inits"], seed=1000)
+    main = analyse_samples(res, widths, samples)
+    out = {"text": c["text"], "composition": c["comp"].to_dict(), "chain": res.chain, "widths": list(widths),
+           "inits": c["inits"], "gamma0": c["gamma0"], "dt": c["dt"], "steps": c["steps"], "M": c["M"],
+           "replicas": c["replicas"], "P": res.P, "P_test": 0 if c["X_test"] is None else len(c["X_test"]),
+           "main": _summary(main), "rows": rows(res, widths, samples),
+           "wrong": {k: _summary(analyse_samples(w, widths, samples)) for k, w in wrong_variants(c, 0).items()},
+           "dmft_cpu_seconds": float(res.cost["cpu_seconds"]), "estimate_seconds": float(res.cost["estimate_seconds"])}
+    cal = {"repeats": 0, "false_alarms": 0, "rejected": {k: 0 for k in out["wrong"]}}
+    for r in range(1, repeats + 1):
+        res_r = _solve(c, 100 + r)
+        s_r = finite_samples(res_r, widths, c["inits"], seed=1000 + r)
+        cal["repeats"] += 1
+        cal["false_alarms"] += int(not analyse_samples(res_r, widths, s_r).passed)
+        for k, w in wrong_variants(c, 100 + r).items():
+            cal["rejected"][k] += int(not analyse_samples(w, widths, s_r).passed)
+        print(f"  {name}: repeat {r}/{repeats}: false alarms {cal['false_alarms']}, rejected {cal['rejected']}",
+              file=sys.stderr, flush=True)
+    out["calibration"] = cal
+    out["lazy"] = lazy_agreement(c)
+    out["cpu_seconds"] = time.process_time() - t0
+    return out
+
+
+def cost_study():
+    """Estimated vs measured CPU seconds of a few solves (one and two hidden stages)."""
+    from limits.dmft.serial import build_chain, estimate
+
+    out = []
+    cs = cases()
+    for name, n_t, M in (("A", 9, 4000), ("C", 7, 1000), ("B", 6, 300)):
+        c = cs[name]
+        Xa = c["X"] if c["X_test"] is None else np.concatenate([c["X"], c["X_test"]])
+        est = estimate(build_chain(c["comp"], Xa), n_t, M, c["replicas"])
+        t0 = time.process_time()
+        _solve(c, 0)
+        out.append({"case": name, "n_t": n_t, "M": M, "replicas": c["replicas"], "estimate_flops": est["flops"],
+                    "estimate_bytes": est["bytes"], "cpu_seconds": time.process_time() - t0})
+    return out
+
+
+def _load():
+    return json.loads(OUT.read_text()) if OUT.exists() else {"cases": {}}
+
+
+def _save(data):
+    from limits.results import atomic_write_text
+
+    atomic_write_text(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def table(data):
+    """Markdown tables of docs/theory/dmft.rst §6.4."""
+    lines = ["| case | quantity | t | N → ∞ extrapolation (worst entry) | theory | z | relative bias δ∞ | power |",
+             "|---|---|---:|---|---:|---:|---|---:|"]
+    for name, c in sorted(data["cases"].items()):
+        for r in c["rows"]:
+            lines.append(f"| {name} | {r['quantity']} | {r['t']:g} | {r['extrapolated']:.4g} ± {r['extrapolated_se']:.2g} "
+                         f"| {r['theory']:.4g} ± {r['theory_se']:.1g} | {r['z']:+.2f} | {r['scale_bias']:+.2%} ± "
+                         f"{r['scale_bias_se']:.2%} | {r['power']:.1%} |")
+    lines += ["", "| case | check (all rows) | worst z (threshold) | rate [CI] | power | false alarms | γ0 × 1.1 "
+              "rejected | no spatial index rejected | γ0 → 0 vs NTK prediction: max z | CPU |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, c in sorted(data["cases"].items()):
+        m, cal = c["main"], c["calibration"]
+        wr = " / ".join(f"{'rejected' if not w['passed'] else 'PASSED'} (z {max(abs(w['worst_z']), abs(w['scale_bias'] / w['scale_bias_se'])):.0f})"
+                        for w in c["wrong"].values())
+        rej = [f"{cal['rejected'][k]}/{cal['repeats']}" for k in c["wrong"]]
+        lines.append(f"| {name} | {'pass' if m['passed'] else 'FAIL'}; wrong: {wr} | {m['worst_z']:.2f} ({m['z_crit']:.2f}) "
+                     f"| {m['rate']:+.2f} [{m['rate_ci'][0]:+.2f}, {m['rate_ci'][1]:+.2f}] | {m['power']:.1%} | "
+                     f"{cal['false_alarms']}/{cal['repeats']} | {rej[0]} | {rej[1]} | {c['lazy']['max_z_f']:.2f} | "
+                     f"{c['cpu_seconds'] / 60:.0f} min |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--case", nargs="*", default=["A", "B", "C"])
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
+    ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--table", action="store_true")
+    a = ap.parse_args(argv)
+    data = _load()
+    if a.table:
+        print(table(data))
+        return 0
+    if a.cost:
+        data["cost"] = cost_study()
+        _save(data)
+        print(json.dumps(data["cost"], indent=1))
+        return 0
+    cs = cases()
+    for name in a.case:
+        print(f"case {name}: {cs[name]['text']}", file=sys.stderr, flush=True)
+        data["cases"][name] = run_case(name, cs[name], a.repeats, tuple(a.widths))
+        _save(data)
+        print(json.dumps({k: v for k, v in data["cases"][name].items() if k != "rows"}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
