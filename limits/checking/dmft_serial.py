@@ -7,7 +7,9 @@ Compared, per init (one row of samples), in four blocks each normalised by its R
 relative statistics): the outputs f(t_k, x_μ) at every step k ≥ 1 on the training inputs (and the test inputs when
 the DMFT was solved with ``X_test``); the loss ½Σ_μ(f_μ − y_μ)² at every step; and per hidden stage the change of
 its position-averaged feature kernel Φ̄(t) − Φ̄(0) (upper triangle over training inputs) at three times (a third,
-two thirds and all of the run). The DMFT's Monte Carlo standard errors (over its replicas) enter every comparison.
+two thirds and all of the run). The DMFT's Monte Carlo standard errors (over its R replicas) enter every comparison,
+scaled by t_{R−1}/z at the entries' level (:func:`replica_factor`: 16 replicas ×1.4, 32 ×1.2 — many replicas of
+fewer paths cost the same and keep the check's power).
 Expected: one network's RMS deviation from the DMFT ∝ N^{-1/2}; the ensemble mean's bias O(1/N), extrapolated
 (:func:`limits.checking.core.analyse`).
 """
@@ -84,6 +86,21 @@ def theory_blocks(result):
     return _theory(result, kernel_steps(int(result.t.size - 1)), np.triu_indices(result.P))
 
 
+def replica_factor(replicas, n_entries, alpha=0.01):
+    """The DMFT's standard errors come from R replicas (R − 1 degrees of freedom): scaled by t_{R−1}/z at the
+    per-entry level of the verdict (Bonferroni over the entries), so that an entry whose error is mostly the
+    DMFT's keeps the nominal false-alarm rate (conservative elsewhere). ValueError for R < 2 (no error bar)."""
+    from scipy.stats import norm, t
+
+    from .core import verdict_levels
+
+    if replicas < 2:
+        raise ValueError("check: the DMFT was solved with one replica (no Monte Carlo error bar); solve it with "
+                         "replicas >= 2 (default 16)")
+    p = verdict_levels(alpha)["entries"] / max(n_entries, 1)
+    return float(t.isf(p / 2, replicas - 1) / norm.isf(p / 2))
+
+
 def analyse_samples(result, widths, samples, seed=0, alpha=0.01, seconds=0.0, columns=None):
     """The check's statistics of ``samples`` (:func:`finite_samples`) against ``result``; ``columns``: a subset of
     the entries (one row of the validation table)."""
@@ -100,6 +117,7 @@ def analyse_samples(result, widths, samples, seed=0, alpha=0.01, seconds=0.0, co
         theory, tse, scales = theory[columns], tse[columns], scales[columns]
         labels = [labels[i] for i in columns]
         samples = [S[:, columns] for S in samples]
+    tse = tse * replica_factor(result.replicas, theory.size, alpha)
     return analyse("dmft of a composition: f(t), loss, ΔΦ̄(t)", widths, theory, samples, labels=labels,
                    model=comp.to_dict(), seed=seed, seconds=seconds, alpha=alpha, theory_se=tse, scales=scales,
                    details={"model_text": comp.describe(), "gamma0": result.gamma0, "dt": result.dt,

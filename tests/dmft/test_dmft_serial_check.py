@@ -19,7 +19,7 @@ def case():
     X, y = rng.standard_normal((3, 3, 3, 1)), np.array([1.0, -1.0, 1.0])
     comp = limits.serial(L.Conv((2, 2), "SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"), L.GlobalAvgPool(),
                          L.Dense())
-    kw = dict(gamma0=1.0, dt=0.5, steps=4, M=1500, replicas=8, seed=0)
+    kw = dict(gamma0=1.0, dt=0.5, steps=4, M=800, replicas=16, seed=0)
     return X, y, comp, kw, limits.dmft.solve(X, y, model=comp, **kw)
 
 

@@ -53,8 +53,8 @@ def _progress(on, total):
 
 
 @blas_limited
-def solve_serial(X, y, comp, gamma0=1.0, T=None, dt=None, steps=None, method="gd", X_test=None, M=1000,
-                 replicas=8, seed=0, progress=False, keep_spatial="auto", max_memory=None,
+def solve_serial(X, y, comp, gamma0=1.0, T=None, dt=None, steps=None, method="gd", X_test=None, M=500,
+                 replicas=16, seed=0, progress=False, keep_spatial="auto", max_memory=None,
                  max_seconds=None, ablate=None):
     """DMFT of composition ``comp`` (module docstring; the public entry is :func:`limits.dmft.solve`)."""
     t_start, c_start = time.perf_counter(), time.process_time()
