@@ -55,7 +55,7 @@ def cases():
         "A": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → relu → GlobalAvgPool → Dense; 6 + 2 test images",
                   comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("relu"),
                                      L.GlobalAvgPool(), L.Dense()),
-                  X=X[:6], y=y[:6], X_test=X[6:8], gamma0=1.0, dt=0.5, steps=8, M=1000, replicas=32, inits=256),
+                  X=X[:6], y=y[:6], X_test=X[6:8], gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=32, inits=256),
         "B": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_b² 0.05) → tanh → Conv 2×2 VALID stride 2 → tanh → "
                        "GlobalAvgPool → Dense; 4 images",
                   comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("tanh"),
@@ -66,7 +66,7 @@ def cases():
                        "5 images",
                   comp=limits.serial(pool, L.Conv((3, 3), "SAME", strides=(2, 2), sigma_w2=2.0), L.Activation("erf"),
                                      L.Flatten(), L.Dense(sigma_w2=1.5, sigma_b2=0.1), L.Activation("erf"), L.Dense()),
-                  X=X[:5], y=y[:5], X_test=None, gamma0=1.0, dt=0.3, steps=6, M=500, replicas=32, inits=256),
+                  X=X[:5], y=y[:5], X_test=None, gamma0=1.0, dt=0.3, steps=6, M=2000, replicas=32, inits=256),
     }
 
 
@@ -166,7 +166,7 @@ def cost_study():
 
     out = []
     cs = cases()
-    for name, n_t, M in (("A", 9, 1000), ("C", 7, 500), ("B", 6, 150)):
+    for name, n_t, M in (("A", 9, 4000), ("C", 7, 2000), ("B", 6, 150)):
         c = cs[name]
         Xa = c["X"] if c["X_test"] is None else np.concatenate([c["X"], c["X_test"]])
         est = estimate(build_chain(c["comp"], Xa), n_t, M, c["replicas"])

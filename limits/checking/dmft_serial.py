@@ -81,6 +81,40 @@ def finite_samples(result, widths, inits, seed, progress=None):
     return samples
 
 
+def _scale_var(result, theory, scales, columns, alpha):
+    """The DMFT's own variance of the relative bias along the prediction, from its replicas (its errors are
+    correlated across times and quantities: a replica that is high is high everywhere), scaled by t_{R−1}/z at the
+    bias test's level; None when the result has no replica values."""
+    from scipy.stats import norm, t
+
+    from .core import verdict_levels
+
+    rv = result.replica_values
+    if not rv:
+        return None
+    ks, iu = kernel_steps(int(result.t.size - 1)), np.triu_indices(result.P)
+    R = rv["f"].shape[0]
+    T = np.stack([np.concatenate(_vectors(rv["f"][r], rv["f_test"][r] if "f_test" in rv else None, rv["loss"][r],
+                                          rv["Phi_pool"][r], ks, iu)) for r in range(R)])
+    if columns is not None:
+        T = T[:, columns]
+    tn = theory / scales
+    d = ((T - theory) / scales) @ tn / float(tn @ tn)
+    p = verdict_levels(alpha)["scale"]
+    fac = t.isf(p / 2, R - 1) / norm.isf(p / 2)
+    return float(np.var(d, ddof=1) / R * fac ** 2)
+
+
+def _vectors(f, f_test, loss, Phi_pool, ks, iu):
+    """The compared entries of one trajectory (blocks f, f_test, loss, ΔΦ̄), as a list of vectors."""
+    out = [f[1:].ravel()]
+    if f_test is not None:
+        out.append(f_test[1:].ravel())
+    out.append(np.asarray(loss[1:]).ravel())
+    out.append((Phi_pool[:, ks] - Phi_pool[:, :1])[..., iu[0], iu[1]].ravel())
+    return out
+
+
 def theory_blocks(result):
     """[(name, theory, theory SE, labels)] of the compared blocks (module docstring)."""
     return _theory(result, kernel_steps(int(result.t.size - 1)), np.triu_indices(result.P))
@@ -118,8 +152,10 @@ def analyse_samples(result, widths, samples, seed=0, alpha=0.01, seconds=0.0, co
         labels = [labels[i] for i in columns]
         samples = [S[:, columns] for S in samples]
     tse = tse * replica_factor(result.replicas, theory.size, alpha)
+    scale_var = _scale_var(result, theory, scales, columns, alpha)
     return analyse("dmft of a composition: f(t), loss, ΔΦ̄(t)", widths, theory, samples, labels=labels,
                    model=comp.to_dict(), seed=seed, seconds=seconds, alpha=alpha, theory_se=tse, scales=scales,
+                   theory_scale_var=scale_var,
                    details={"model_text": comp.describe(), "gamma0": result.gamma0, "dt": result.dt,
                             "steps": int(result.t.size - 1), "kernel_steps": kernel_steps(int(result.t.size - 1)),
                             "block_sizes": {b[0]: int(b[1].size) for b in blocks},

@@ -124,6 +124,7 @@ class SerialDMFTResult(Result):
     f_test_se: np.ndarray | None = None
     ntk_test: np.ndarray | None = None
     ntk_test_se: np.ndarray | None = None
+    replica_values: dict | None = None    # per replica: "f", "f_test", "loss", "Phi_pool" (the check's correlations)
 
     @property
     def P(self) -> int:

@@ -128,6 +128,10 @@ def _result(X, y, Xs, comp, chain, grid, gamma0, M, replicas, runs, diags, lazy,
     if Xs is not None:
         test = dict(X_test=Xs, f_test=f_all[:, P:], f_test_se=f_se_all[:, P:], ntk_test=ntk[:, P:, :P],
                     ntk_test_se=ntk_se[:, P:, :P])
+    reps = {"f": np.stack([r["f"][:, :P] for r in runs]), "loss": loss_r,
+            "Phi_pool": np.stack([r["Phi_pool"][:, :, :P, :P] for r in runs])}
+    if Xs is not None:
+        reps["f_test"] = np.stack([r["f"][:, P:] for r in runs])
     msg = (f"one-pass causal march (no fixed-point iteration), {replicas} replicas × M = {M} paths; source factors "
            f"dropped eigenvalues ≤ {dropped:.1e} of the kernel scale; chain {chain.describe()}")
     cost = {"estimate_bytes": est["bytes"], "estimate_seconds": est["seconds"], "estimate_flops": est["flops"],
@@ -139,4 +143,4 @@ def _result(X, y, Xs, comp, chain, grid, gamma0, M, replicas, runs, diags, lazy,
         ntk_lazy=lazy[:P, :P], gamma0=gamma0, dt=grid.dt, replicas=replicas, mc_samples=M, composition=comp.to_dict(),
         chain=chain.describe(), positions=tuple((s.S_out, mp.S_x) for s, mp in zip(chain.stages, chain.maps)),
         residual=float(dropped), message=msg, wall_time_s=wall, cost=cost,
-        inputs={"model": comp.to_dict(), "X": X}, **spatial, **test)
+        inputs={"model": comp.to_dict(), "X": X}, replica_values=reps, **spatial, **test)
