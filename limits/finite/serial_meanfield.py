@@ -20,8 +20,8 @@ import numpy as np
 
 from ..checks import positive_float, positive_int
 from ._blas import limit_blas
-from .serial import _leaves
-from .serial_coordcheck import _forward, _map, _step, _tree, tensor_factors
+from .serial import leaves
+from .serial_coordcheck import forward_recording, map_weights, sgd_step, factor_tree, tensor_factors
 
 CHUNK_BYTES = 256 * 2**20       # weights of the inits trained together stay below this
 
@@ -69,7 +69,7 @@ def train_meanfield(comp, width, X, y, steps, dt, gamma0, n_inits, seed=0, X_tes
     dt, gamma0 = positive_float(dt, "dt"), positive_float(gamma0, "gamma0")
     table = layer_table(comp, "MF", convention="std")
     fac = meanfield_factors(table, width, gamma0)
-    init, mult, lr = (_tree(comp, fac, k) for k in range(3))
+    init, mult, lr = (factor_tree(comp, fac, k) for k in range(3))
     P = X.shape[0]
     Xa = X if X_test is None else np.concatenate([X, np.asarray(X_test, dtype=np.float64)])
     kernel_steps = sorted(set(int(k) for k in kernel_steps))
@@ -80,7 +80,7 @@ def train_meanfield(comp, width, X, y, steps, dt, gamma0, n_inits, seed=0, X_tes
     fs, Phis = [], []
     for c0 in range(0, n_inits, chunk):
         w = net.init_weights(X.shape[1:], None, streams=gens[c0:c0 + chunk])
-        w = _map(w, init, lambda v, f: v * f)
+        w = map_weights(w, init, lambda v, f: v * f)
         f, Phi = _train_chunk(comp, w, mult, lr, Xa, y, P, steps, dt * gamma0 ** 2, width, kernel_steps)
         fs.append(f)
         Phis.append(Phi)
@@ -92,13 +92,13 @@ def train_meanfield(comp, width, X, y, steps, dt, gamma0, n_inits, seed=0, X_tes
 
 def _train_chunk(comp, w, mult, lr, Xa, y, P, steps, eta, N, kernel_steps):
     """Centred outputs (steps+1, S, P_all) and pooled kernels (len(kernel_steps), stages, S, P, P) of one chunk."""
-    S = next(_leaves(w)).shape[0]
+    S = next(leaves(w)).shape[0]
     x = np.ascontiguousarray(np.broadcast_to(Xa[None], (S,) + Xa.shape))
     f_rec, K_rec, f0 = [], [], None
     for k in range(steps + 1):
-        eff = _map(w, mult, lambda v, m: v * m)
+        eff = map_weights(w, mult, lambda v, m: v * m)
         ins = {}
-        f, caches, _ = _forward(comp, eff, x, ins)
+        f, caches, _ = forward_recording(comp, eff, x, ins)
         f = f[..., 0]
         f0 = f.copy() if f0 is None else f0
         f_rec.append(f - f0)
@@ -110,6 +110,6 @@ def _train_chunk(comp, w, mult, lr, Xa, y, P, steps, eta, N, kernel_steps):
         gy = np.zeros(f.shape + (1,))
         gy[:, :P, 0] = f[:, :P] - f0[:, :P] - y[None]
         _, g = comp.vjp(eff, caches, gy)
-        g = _map(g, mult, lambda v, m: v * m)
-        _step(w, g, lr, eta)
+        g = map_weights(g, mult, lambda v, m: v * m)
+        sgd_step(w, g, lr, eta)
     return np.stack(f_rec), (np.stack(K_rec) if K_rec else None)

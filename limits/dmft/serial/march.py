@@ -81,7 +81,7 @@ def _delta_cols(Delta, t, S, upto):
     return np.repeat(Delta[:upto], S, axis=1).ravel()
 
 
-def _pooled(K, P, S):
+def pooled_positions(K, P, S):
     """Each (μ, ν) block replaced by its mean over position pairs (the 'no spatial index' ablation)."""
     B1, B2 = K.shape[0] // S, K.shape[1] // S
     mean = K.reshape(B1, S, B2, S).mean(axis=(1, 3))
@@ -107,7 +107,7 @@ def forward_step(chain, stages, t, Delta, g0dt, A_rows, ablate):
         if t > 0:
             Kfl = Krow[:, :t * st.bh]
             if ablate:
-                Kfl = _pooled(Kfl, st.P, stage.S_out)
+                Kfl = pooled_positions(Kfl, st.P, stage.S_out)
             row = g0dt * Kfl * _delta_cols(Delta, t, stage.S_out, t)[None, :]
             if k > 0:
                 row = row + spatial.forward(stage, A_rows[k - 1], stage.sigma_w2)
@@ -139,7 +139,7 @@ def backward_step(chain, stages, t, Delta, g0dt, ablate):
         if t > 0:
             Gfl = Grow[:, :t * st.bx]
             if ablate:
-                Gfl = _pooled(Gfl, st.P, chain.maps[k].S_x)
+                Gfl = pooled_positions(Gfl, st.P, chain.maps[k].S_x)
             row[:, :t * st.bx] = g0dt * Gfl * _delta_cols(Delta, t, chain.maps[k].S_x, t)[None, :]
         if B_row is not None:
             row += spatial.adjoint(nxt, B_row, nxt.sigma_w2)

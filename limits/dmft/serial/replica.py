@@ -94,9 +94,9 @@ def _stable(rec, mask, dt, t):
 
 
 def _pool_all(K, P, S):
-    from .march import _pooled
+    from .march import pooled_positions
 
-    return _pooled(K, P, S)
+    return pooled_positions(K, P, S)
 
 
 def run_deep(chain, y, mask, gamma0, dt, n_t, M, rng, keep, ablate=False, tick=None, rcond=1e-10):
