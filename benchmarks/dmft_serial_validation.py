@@ -177,14 +177,51 @@ def cost_study():
     return out
 
 
-def _load():
-    return json.loads(OUT.read_text()) if OUT.exists() else {"cases": {}}
+def fits_table():
+    """Markdown: estimated memory and CPU time (limits.dmft.serial.estimate) of typical sizes, paths M·R = 8000."""
+    import limits
+    from limits.dmft.serial import build_chain, estimate
+    from limits.progress import format_seconds
+    from limits.readfile import human
+
+    L = limits.layers
+    one = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    two = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("tanh"), L.GlobalAvgPool(), L.Dense(), L.Activation("tanh"),
+                        L.Dense())
+    convs = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("tanh"), L.Conv((2, 2), "VALID", strides=(2, 2)),
+                          L.Activation("tanh"), L.GlobalAvgPool(), L.Dense())
+    rows = ["| network | image | P (train + test) | steps | memory | estimated CPU |", "|---|---|---:|---:|---:|---:|"]
+    for label, comp, side, Ps, steps in (("Conv → relu → GAP → Dense (one stage)", one, 8, (20, 50, 100), (20, 50)),
+                                         ("Conv → relu → GAP → Dense (one stage)", one, 4, (100, 300), (50,)),
+                                         ("Conv → tanh → GAP → Dense → tanh → Dense", two, 4, (12, 24), (12, 24)),
+                                         ("Conv → tanh → Conv 2×2/2 → tanh → GAP → Dense", convs, 4, (4, 8), (6, 12))):
+        for P in Ps:
+            for n in steps:
+                ch = build_chain(comp, np.zeros((P, side, side, 1)))
+                e = estimate(ch, n + 1, 500, 16)
+                rows.append(f"| {label} | {side}×{side} | {P} | {n} | {human(e['bytes'])} | "
+                            f"{format_seconds(e['seconds'])} |")
+    return "\n".join(rows)
 
 
-def _save(data):
+def _load(path=None):
+    path = Path(path or OUT)
+    return json.loads(path.read_text()) if path.exists() else {"cases": {}}
+
+
+def _save_case(name, value, path=None):
+    """Store one case (re-reading the file first: runs of other cases may have written it meanwhile)."""
     from limits.results import atomic_write_text
 
-    atomic_write_text(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    data = _load(path)
+    data["cases"][name] = value
+    atomic_write_text(Path(path or OUT), json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def merge(path):
+    """Copy the cases of another result file (a run with --out) into the committed one."""
+    for name, value in _load(path)["cases"].items():
+        _save_case(name, value)
 
 
 def table(data):
@@ -218,22 +255,34 @@ def main(argv=None):
     ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--fits", action="store_true", help="print the table of sizes that fit (estimates)")
+    ap.add_argument("--out", default=None, help="write the cases to this file instead (merge later with --merge)")
+    ap.add_argument("--merge", default=None, help="copy the cases of this file into the committed one")
     a = ap.parse_args(argv)
+    if a.merge:
+        merge(a.merge)
+        return 0
     data = _load()
     if a.table:
         print(table(data))
         return 0
+    if a.fits:
+        print(fits_table())
+        return 0
     if a.cost:
+        from limits.results import atomic_write_text
+
+        data = _load()
         data["cost"] = cost_study()
-        _save(data)
+        atomic_write_text(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
         print(json.dumps(data["cost"], indent=1))
         return 0
     cs = cases()
     for name in a.case:
         print(f"case {name}: {cs[name]['text']}", file=sys.stderr, flush=True)
-        data["cases"][name] = run_case(name, cs[name], a.repeats, tuple(a.widths))
-        _save(data)
-        print(json.dumps({k: v for k, v in data["cases"][name].items() if k != "rows"}, indent=1, default=str))
+        value = run_case(name, cs[name], a.repeats, tuple(a.widths))
+        _save_case(name, value, a.out)
+        print(json.dumps({k: v for k, v in value.items() if k != "rows"}, indent=1, default=str))
     return 0
 
 

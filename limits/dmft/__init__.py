@@ -14,7 +14,8 @@ Mean-field network with ``depth`` = L hidden layers (seed 000's "L" counts weigh
 order with ``richardson=True``. Linear networks use the exact causal solver
 (:mod:`limits.dmft.linear`), nonlinear ones the alternating Monte Carlo scheme
 (:mod:`limits.dmft.nonlinear`). ``lazy`` is the γ0 → 0 (kernel regression) limit; ``beta0=``
-solves the residual network of docs/theory/dmft.rst §5 (:mod:`limits.dmft.residual`).
+solves the residual network of docs/theory/dmft.rst §5 (:mod:`limits.dmft.residual`);
+``model=limits.serial(...)`` a composition (CNNs; docs/theory/dmft.rst §6, :mod:`limits.dmft.serial`).
 
 Cost. Linear: O(L P³ n_t³) time, ≈ 32 (L−1) (n_t P)² bytes (P = 20, L = 5, 100 steps: ~6 s on one idle
 core, ~50 s on the loaded 2-core box).
@@ -308,6 +309,12 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     (``limits.predict.gradient_descent`` of the lazy NTK). Not available for residual nets (``beta0``).
     Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
     ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
+
+    ``model=limits.serial(...)`` (a composition of Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation): the
+    DMFT of the composition in the mean-field parameterisation (docs/theory/dmft.rst §6, :mod:`limits.dmft.serial`)
+    with options ``gamma0``, ``dt`` with ``T`` or ``steps`` (exact GD), ``X_test``, ``M`` paths × ``replicas``
+    (error bars), ``seed``, ``progress``, ``keep_spatial``, ``max_memory``, ``max_seconds``; returns a
+    :class:`SerialDMFTResult`. Layers it does not treat are refused by name with the reason.
     """
     t_start = time.perf_counter()
     X, y, Kx, depth, gamma0 = _inputs(X, y, depth, gamma0)

@@ -144,22 +144,24 @@ def plot(data, params):
     b.plot([], [], color="0.3", ls="-", label="conv features (pooled)")
     b.plot([], [], color="0.3", ls=":", label="dense features")
     b.legend(fontsize=6.5)
+    from ..progress import format_seconds
+
     fig.suptitle(f"CNN on digits 3 vs 8 ({params['P']} train / {params['P_test']} test): DMFT lines (±2 MC SE), "
-                 f"finite μP CNNs as points (±2 SE, {params['inits']} inits); {data['cpu_seconds'] / 60:.0f} CPU-min",
+                 f"finite μP CNNs as points (±2 SE, {params['inits']} inits); {format_seconds(data['cpu_seconds'])} CPU",
                  fontsize=8)
     fig.tight_layout()
     return fig
 
 
-PARAMS = dict(P=6, P_test=6, gammas=[0.5, 1.0, 2.0], dt=2.0, steps=10, M=125, replicas=16, seed=0,
+PARAMS = dict(P=6, P_test=6, gammas=[0.5, 1.0, 1.5], dt=0.25, steps=12, M=250, replicas=16, seed=0,
               widths=[128, 1024], inits=32)
 register(NAME, component="dmft", compute=compute, plot=plot, params=PARAMS,
-         quick=dict(P=4, P_test=4, gammas=[0.5, 2.0], steps=5, M=60, replicas=4, widths=[64, 256], inits=8),
+         quick=dict(P=4, P_test=4, gammas=[0.5, 1.5], steps=6, M=40, replicas=4, widths=[64, 256], inits=8),
          caption="A CNN learning features on digits (scikit-learn's 8×8 digits, 3 vs 8, standardised images): AvgPool 2×2 → Conv 3×3 SAME → "
                  "tanh → GlobalAvgPool → Dense → tanh → Dense (no biases) in the mean-field (μP) parameterisation, full-batch GD "
                  "with step dt on ½Σ(f − y)². Left: test loss against training time — the γ0 → 0 limit (dashed: GD on "
                  "the composition's NTK, limits.predict.gradient_descent) and the DMFT of the composition "
-                 "(limits.dmft.solve(X, y, model=...), docs/theory/dmft.rst §6) at γ0 = 0.5, 1, 2 with ±2 Monte Carlo "
+                 "(limits.dmft.solve(X, y, model=...), docs/theory/dmft.rst §6) at γ0 = 0.5, 1, 1.5 with ±2 Monte Carlo "
                  "SE bands; points: finite μP CNNs of two widths trained identically (mean ± 2 SE over inits). Right: "
                  "kernel–target alignment of the position-averaged feature kernels of both hidden stages over time "
                  "(lines DMFT, points finite CNNs). Regenerate: limits figure dmft_cnn_digits (CPU time in the title).",

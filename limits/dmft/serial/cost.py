@@ -3,19 +3,19 @@
 
 With b = P·S entries per time block of a stage (P samples, S positions) and n = n_t·b:
 
-* one hidden stage (L = 1): fields of the current time only, M·(4 b_h + 4 b_x) floats; flops ≈ 6 M n_t (b_h² + b_x²)
+* one hidden stage (L = 1): fields of the current time only, M·(4 b_h + 4 b_x) floats; flops ≈ 4 M n_t (b_h² + b_x²)
   per replica (the march and the equal-time kernels);
 * L ≥ 2: per stage the paths' histories M·n_t·(2 b_h + 3 b_x) floats, the causal operators C, D and the source
   factors 2 (n_h² + n_x²) floats; flops ≈ 3 M (n_h² + n_x²) (march and two-time rows) + (n_h³ + n_x³)/3 (factors)
-  + (2/3) M n_t³ b_o (b_h² + b_x²) per response (b_o = b_x for ⟨∂x/∂r⟩, b_h for ⟨∂g/∂u⟩; the dominant term);
+  + (1/3) M n_t³ b_o (b_h² + b_x²) per response (b_o = b_x for ⟨∂x/∂r⟩, b_h for ⟨∂g/∂u⟩; the dominant term);
 
-plus the kept equal-time kernels n_t (b_x² + b_h²) per stage and replica. ``FLOPS_PER_SECOND`` is the rate measured
-on the 2-core reference machine (under load; ``benchmarks/dmft_serial_validation.py --cost``): seconds are an
-estimate, not a bound.
+plus the kept equal-time kernels n_t (b_x² + b_h²) per stage and replica. ``FLOPS_PER_SECOND`` is half the rate
+measured on the 2-core reference machine with one BLAS thread (``benchmarks/dmft_serial_validation.py --cost``: 2–3·10¹⁰
+flop per CPU-second for these matrix products): seconds are an estimate, not a bound.
 """
 from __future__ import annotations
 
-FLOPS_PER_SECOND = 2e9
+FLOPS_PER_SECOND = 1e10
 MAX_SECONDS = 3600.0
 KEEP_SPATIAL_BYTES = 64 * 2**20       # equal-time spatial kernels are kept (keep_spatial="auto") below this size
 
@@ -30,14 +30,14 @@ def estimate(chain, n_t, M, replicas) -> dict:
         kept += 8.0 * n_t * (bh * bh + bx * bx) * replicas
         if L == 1:
             mem += 8.0 * (M * (4 * bh + 4 * bx) + 3 * (bh * bh + bx * bx))
-            f = 6.0 * M * n_t * (bh * bh + bx * bx)
+            f = 4.0 * M * n_t * (bh * bh + bx * bx)
         else:
             nh, nx = n_t * bh, n_t * bx
             mem += 8.0 * (M * n_t * (2 * bh + 3 * bx) + 2 * (nh * nh + nx * nx))
             f = 3.0 * M * (nh * nh + nx * nx) + (nh ** 3 + nx ** 3) / 3.0
             for bo, want in ((bx, k + 1 < L), (bh, k > 0)):
                 if want:
-                    f += (2.0 / 3.0) * M * n_t ** 3 * bo * (bh * bh + bx * bx)
+                    f += (1.0 / 3.0) * M * n_t ** 3 * bo * (bh * bh + bx * bx)
         flops += f
         if f > worst[0]:
             worst = (f, f"{chain.stages[k].name} ({chain.stages[k].S_out} positions × {P} samples × {n_t} times)")

@@ -15,6 +15,9 @@ from .chain import build_chain, refuse_kinks
 from .replica import run_deep, run_two_layer
 
 
+LONG_SECONDS = 30.0         # estimated time from which a solve reports progress by default (progress=None)
+
+
 def _inputs(X, y, X_test):
     from ...kernels.composed import composition_inputs
 
@@ -54,7 +57,7 @@ def _progress(on, total):
 
 @blas_limited
 def solve_serial(X, y, comp, gamma0=1.0, T=None, dt=None, steps=None, method="gd", X_test=None, M=500,
-                 replicas=16, seed=0, progress=False, keep_spatial="auto", max_memory=None,
+                 replicas=16, seed=0, progress=None, keep_spatial="auto", max_memory=None,
                  max_seconds=None, ablate=None):
     """DMFT of composition ``comp`` (module docstring; the public entry is :func:`limits.dmft.solve`)."""
     t_start, c_start = time.perf_counter(), time.process_time()
@@ -84,6 +87,8 @@ def solve_serial(X, y, comp, gamma0=1.0, T=None, dt=None, steps=None, method="gd
     mask = np.concatenate([np.ones(P), np.zeros(Xa.shape[0] - P)])
     yy = np.concatenate([y, np.zeros(Xa.shape[0] - P)])
     run = run_two_layer if chain.L == 1 else run_deep
+    if progress is None:                     # a line every LIMITS_PROGRESS_INTERVAL s once a solve is long
+        progress = est["seconds"] > LONG_SECONDS
     bar, tick = _progress(progress, grid.n_t * replicas)
     runs, diags = [], []
     for child in np.random.SeedSequence(int(seed)).spawn(replicas):
