@@ -44,18 +44,25 @@ def digits(a=3, b=8, n=8):
     return (d.images[idx] / 16.0 - 0.3)[..., None], np.where(d.target[idx] == a, 1.0, -1.0)
 
 
+def standardised(X):
+    """Each image with zero mean and unit variance over its pixels."""
+    return (X - X.mean(axis=(1, 2), keepdims=True)) / X.std(axis=(1, 2), keepdims=True)
+
+
 def cases():
-    """{name: settings}: digits 3 vs 8 pooled to 4×4 by the composition's first layer."""
+    """{name: settings}: digits 3 vs 8 pooled to 4×4 by the composition's first layer (case A: standardised images)."""
     import limits
 
     L = limits.layers
     X, y = digits()
+    Z = standardised(X)
     pool = L.AvgPool((2, 2))
     return {
-        "A": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → relu → GlobalAvgPool → Dense; 6 + 2 test images",
+        "A": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → relu → GlobalAvgPool → Dense; 6 + 2 test "
+                       "images (standardised)",
                   comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("relu"),
                                      L.GlobalAvgPool(), L.Dense()),
-                  X=X[:6], y=y[:6], X_test=X[6:8], gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=32, inits=256),
+                  X=Z[:6], y=y[:6], X_test=Z[6:8], gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=32, inits=256),
         "B": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_b² 0.05) → tanh → Conv 2×2 VALID stride 2 → tanh → "
                        "GlobalAvgPool → Dense; 4 images",
                   comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("tanh"),
@@ -177,6 +184,14 @@ def cost_study():
     return out
 
 
+def _rst(header, rows):
+    """An RST csv-table (docs) from a header and rows of cells."""
+    q = lambda c: '"' + str(c).replace('"', '""') + '"'  # noqa: E731
+    out = [".. csv-table::", "   :header: " + ", ".join(q(h) for h in header), ""]
+    out += ["   " + ", ".join(q(c) for c in r) for r in rows]
+    return "\n".join(out) + "\n"
+
+
 def fits_table():
     """Markdown: estimated memory and CPU time (limits.dmft.serial.estimate) of typical sizes, paths M·R = 8000."""
     import limits
@@ -190,7 +205,7 @@ def fits_table():
                         L.Dense())
     convs = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("tanh"), L.Conv((2, 2), "VALID", strides=(2, 2)),
                           L.Activation("tanh"), L.GlobalAvgPool(), L.Dense())
-    rows = ["| network | image | P (train + test) | steps | memory | estimated CPU |", "|---|---|---:|---:|---:|---:|"]
+    rows = []
     for label, comp, side, Ps, steps in (("Conv → relu → GAP → Dense (one stage)", one, 8, (20, 50, 100), (20, 50)),
                                          ("Conv → relu → GAP → Dense (one stage)", one, 4, (100, 300), (50,)),
                                          ("Conv → tanh → GAP → Dense → tanh → Dense", two, 4, (12, 24), (12, 24)),
@@ -199,9 +214,8 @@ def fits_table():
             for n in steps:
                 ch = build_chain(comp, np.zeros((P, side, side, 1)))
                 e = estimate(ch, n + 1, 500, 16)
-                rows.append(f"| {label} | {side}×{side} | {P} | {n} | {human(e['bytes'])} | "
-                            f"{format_seconds(e['seconds'])} |")
-    return "\n".join(rows)
+                rows.append((label, f"{side}×{side}", P, n, human(e["bytes"]), format_seconds(e["seconds"])))
+    return _rst(("network", "image", "P (train + test)", "steps", "memory", "estimated CPU"), rows)
 
 
 def _load(path=None):
@@ -225,27 +239,30 @@ def merge(path):
 
 
 def table(data):
-    """Markdown tables of docs/theory/dmft.rst §6.4."""
-    lines = ["| case | quantity | t | N → ∞ extrapolation (worst entry) | theory | z | relative bias δ∞ | power |",
-             "|---|---|---:|---|---:|---:|---|---:|"]
+    """RST tables of docs/theory/dmft.rst §6.5: per case, quantity and time; then per case the verdicts."""
+    rows = []
     for name, c in sorted(data["cases"].items()):
         for r in c["rows"]:
-            lines.append(f"| {name} | {r['quantity']} | {r['t']:g} | {r['extrapolated']:.4g} ± {r['extrapolated_se']:.2g} "
-                         f"| {r['theory']:.4g} ± {r['theory_se']:.1g} | {r['z']:+.2f} | {r['scale_bias']:+.2%} ± "
-                         f"{r['scale_bias_se']:.2%} | {r['power']:.1%} |")
-    lines += ["", "| case | check (all rows) | worst z (threshold) | rate [CI] | power | false alarms | γ0 × 1.1 "
-              "rejected | no spatial index rejected | γ0 → 0 vs NTK prediction: max z | CPU |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+            rows.append((name, r["quantity"], f"{r['t']:g}", f"{r['extrapolated']:.4g} ± {r['extrapolated_se']:.2g}",
+                         f"{r['theory']:.4g} ± {r['theory_se']:.1g}", f"{r['z']:+.2f}",
+                         f"{r['scale_bias']:+.2%} ± {r['scale_bias_se']:.2%}", f"{r['power']:.1%}"))
+    first = _rst(("case", "quantity", "t", "N → ∞ extrapolation (worst entry)", "DMFT", "z", "relative bias δ∞",
+                  "power"), rows)
+    rows = []
     for name, c in sorted(data["cases"].items()):
         m, cal = c["main"], c["calibration"]
-        wr = " / ".join(f"{'rejected' if not w['passed'] else 'PASSED'} (z {max(abs(w['worst_z']), abs(w['scale_bias'] / w['scale_bias_se'])):.0f})"
-                        for w in c["wrong"].values())
+        wrong = [f"{'rejected' if not w['passed'] else 'PASSED'} (|z| {max(abs(w['worst_z']), abs(w['scale_bias'] / w['scale_bias_se'])):.0f})"
+                 for w in c["wrong"].values()]
         rej = [f"{cal['rejected'][k]}/{cal['repeats']}" for k in c["wrong"]]
-        lines.append(f"| {name} | {'pass' if m['passed'] else 'FAIL'}; wrong: {wr} | {m['worst_z']:.2f} ({m['z_crit']:.2f}) "
-                     f"| {m['rate']:+.2f} [{m['rate_ci'][0]:+.2f}, {m['rate_ci'][1]:+.2f}] | {m['power']:.1%} | "
-                     f"{cal['false_alarms']}/{cal['repeats']} | {rej[0]} | {rej[1]} | {c['lazy']['max_z_f']:.2f} | "
-                     f"{c['cpu_seconds'] / 60:.0f} min |")
-    return "\n".join(lines)
+        rows.append((name, f"{'pass' if m['passed'] else 'FAIL'}: worst |z| {m['worst_z']:.2f} (< {m['z_crit']:.2f}), "
+                           f"δ∞ {m['scale_bias']:+.2%} ± {m['scale_bias_se']:.2%}",
+                     f"{m['rate']:+.2f} [{m['rate_ci'][0]:+.2f}, {m['rate_ci'][1]:+.2f}]", f"{m['power']:.1%}",
+                     *wrong, f"{cal['false_alarms']}/{cal['repeats']}", *rej, f"{c['lazy']['max_z_f']:.2f}",
+                     f"{c['cpu_seconds'] / 60:.0f} min"))
+    second = _rst(("case", "check (seed 0)", "rate [CI]", "power", "γ0 × 1.1", "no spatial index",
+                   "false alarms", "γ0 × 1.1 rejected", "no spatial index rejected", "γ0 → 0 vs NTK: max |z|", "CPU"),
+                  rows)
+    return first + "\n" + second
 
 
 def main(argv=None):
