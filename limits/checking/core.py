@@ -577,7 +577,8 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     composition ``limits.serial(...)`` against :mod:`limits.finite.serial` networks),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
-    outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs),
+    outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs; with
+    ``model=limits.serial(...)`` mean-field compositions: :mod:`limits.checking.dmft_serial`),
     :func:`limits.kernels.response` computed with ``model=`` (finite differences;
     :mod:`limits.checking.response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
     (variance across inits; :mod:`limits.checking.fluctuations`), :func:`limits.predict.nngp_posterior`
@@ -712,7 +713,8 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                      "KernelFluctuations (limits.kernels.kernel_fluctuations with model=), "
                      "PosteriorResult / GDResult (limits.predict), "
                      "GIAFirstOrder (limits.nfd.gia_first_order), "
-                     "DMFTResult (limits.dmft.solve with model=)")
+                     "DMFTResult (limits.dmft.solve with model=), "
+                     "SerialDMFTResult (limits.dmft.solve with model=limits.serial(...))")
 
 
 def _network_details(eq) -> dict:
