@@ -310,7 +310,8 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
     ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
 
-    ``model=limits.serial(...)`` (a composition of Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation): the
+    ``model=limits.serial(...)`` (a composition of Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation,
+    LayerNorm after a Dense/Conv): the
     DMFT of the composition in the mean-field parameterisation (docs/theory/dmft.rst §6, :mod:`limits.dmft.serial`)
     with options ``gamma0``, ``dt`` with ``T`` or ``steps`` (exact GD), ``X_test``, ``M`` paths × ``replicas``
     (error bars), ``seed``, ``progress``, ``keep_spatial``, ``max_memory``, ``max_seconds``; returns a

@@ -64,7 +64,7 @@ def test_lazy_limit_is_the_ntk_prediction_of_the_composition(kind):
     rng = np.random.default_rng(2)
     if kind == "relu-gap":
         X = rng.standard_normal((3, 4, 4, 1))
-        comp = limits.serial(L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.1), L.Activation("relu"),
+        comp = limits.serial(L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.1), L.LayerNorm(), L.Activation("relu"),
                              L.GlobalAvgPool(), L.Dense())
     else:
         X = rng.standard_normal((2, 4, 3, 2))
@@ -96,12 +96,13 @@ def test_dense_composition_is_the_mlp_dmft(depth):
     assert np.max(np.abs(d.f[-1] - lazy.f[-1]) / np.hypot(d.f_se[-1], lazy.f_se[-1])) > 4     # γ0 = 1.5 is not lazy
 
 
-@pytest.mark.parametrize("layer, name", [(L.LayerNorm(), "LayerNorm"), (L.Attention(n_heads=2), "Attention"),
-                                         (L.Residual(L.Dense()), "Residual")])
-def test_untreated_layers_are_refused_by_name(layer, name):
+@pytest.mark.parametrize("layer, reason", [(L.LayerNorm(), "LayerNorm.*treated directly after a Dense/Conv"),
+                                           (L.Attention(n_heads=2), "Attention: .*no such DMFT"),
+                                           (L.Residual(L.Dense()), "Residual: .*not implemented")])
+def test_untreated_layers_are_refused_by_name(layer, reason):
     X = np.random.default_rng(0).standard_normal((2, 4, 3))
     comp = limits.serial(L.Dense(), L.Activation("tanh"), layer, L.GlobalAvgPool(), L.Dense())
-    with pytest.raises(ModelError, match=f"{name}: .*(not derived|not implemented|no such DMFT)"):
+    with pytest.raises(ModelError, match=reason):
         limits.dmft.solve(X, np.ones(2), model=comp, dt=0.1, steps=2)
 
 
@@ -148,25 +149,29 @@ def test_result_roundtrip_test_inputs_and_progress_line(tmp_path, monkeypatch, c
 
 
 def _remarch(st, u, r, n_t):
-    """The stage's single-site march at fixed operators C, D: (x, g) per path and time from sources (u, r)."""
+    """The stage's single-site march at fixed operators C, D (and LayerNorm statistics): (x, g) per path and time
+    from sources (u, r)."""
     M, bh, bx = u.shape[0], st.bh, st.bx
     x, g = np.zeros((M, n_t, bx)), np.zeros((M, n_t, bh))
     for t in range(n_t):
         h = u[:, t] + g[:, :t].reshape(M, -1) @ st.C[t * bh:(t + 1) * bh, :t * bh].T
-        a, x[:, t] = st.psi.forward(h)
+        a, x[:, t] = st.psi.forward(h, t, frozen=True)
         z = r[:, t] + x[:, :t + 1].reshape(M, -1) @ st.D[t * bx:(t + 1) * bx, :(t + 1) * bx].T
-        g[:, t] = st.psi.backward(z, a)
+        g[:, t] = st.psi.backward(z, a, t, frozen=True)
     return x, g
 
 
-def test_responses_by_reverse_mode_equal_finite_differences_of_the_march():
+@pytest.mark.parametrize("norm", [False, True])
+def test_responses_by_reverse_mode_equal_finite_differences_of_the_march(norm):
     from limits.dmft.serial.march import Stage, backward_step, forward_step
     from limits.dmft.serial.responses import response_row
 
     rng = np.random.default_rng(5)
     X = rng.standard_normal((2, 3, 3, 1))
-    comp = limits.serial(L.Conv((2, 2), "SAME", sigma_b2=0.1), L.Activation("tanh"), L.AvgPool((2, 1), strides=(1, 1)),
-                         L.Conv((2, 2), "VALID", sigma_w2=1.5), L.Activation("erf"), L.GlobalAvgPool(), L.Dense())
+    ln = [L.LayerNorm()] if norm else []
+    comp = limits.serial(L.Conv((2, 2), "SAME", sigma_b2=0.1), *ln, L.Activation("tanh"),
+                         L.AvgPool((2, 1), strides=(1, 1)), L.Conv((2, 2), "VALID", sigma_w2=1.5), *ln,
+                         L.Activation("erf"), L.GlobalAvgPool(), L.Dense())
     ch = build_chain(comp, X)
     n_t, M = 3, 6
     K0, Gt = spatial.input_kernel(ch), spatial.readout_kernel(ch)

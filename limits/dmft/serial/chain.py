@@ -25,10 +25,9 @@ from ...errors import ModelError
 
 WHAT = "limits.dmft.solve"
 LINEAR_MAPS = ("AvgPool", "GlobalAvgPool", "Flatten", "Identity")
+LAYERNORM_PLACE = ("a LayerNorm is treated directly after a Dense/Conv, on its field (where the kernel rule puts it); "
+                   "after an activation or a pooling its input is not the field of one layer")
 REFUSED = {
-    "LayerNorm": "its mean-field limit divides each channel by the layer's norm over channels, an extra order "
-                 "parameter per sample, position and time whose backward pass adds a projection onto the layer's own "
-                 "output; not derived here",
     "Attention": "its feature-learning limit (heads → ∞ at fixed head dimension, or head dimension → ∞: Bordelon, "
                  "Chaudhry & Pehlevan 2024) trains query and key weights whose attention matrix is a random functional "
                  "of the fields per head; the tied-key infinite-width layer of limits.layers.Attention has no such "
@@ -69,6 +68,7 @@ class Between:
     S_a: int
     S_x: int
     flat: bool               # a Flatten: the next layer is a Dense over every position
+    ln_eps: float | None = None    # a LayerNorm right after the parametric layer (its ε), else None
 
     def smooth(self) -> bool:
         return self.act is None or bool(getattr(self.act, "smooth", True))
@@ -98,7 +98,8 @@ class Chain:
         for k, st in enumerate(self.stages):
             parts.append(f"{st.name}[{st.S_in}→{st.S_out} positions]")
             if k < self.L:
-                parts.append(self.maps[k].act_name or "linear")
+                mp = self.maps[k]
+                parts.append(("LayerNorm → " if mp.ln_eps is not None else "") + (mp.act_name or "linear"))
         return " → ".join(parts)
 
 
@@ -116,8 +117,8 @@ def _refuse(i, layer):
     name = type(layer).__name__
     reason = REFUSED.get(name, "not a layer of this toolkit's compositions")
     raise ModelError(f"{WHAT} cannot treat layer {i} ({layer.describe()}) of this composition: {name}: {reason}. "
-                     "The DMFT of compositions treats Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation "
-                     "(docs/theory/dmft.rst §6)")
+                     "The DMFT of compositions treats Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation and "
+                     "LayerNorm after a Dense/Conv (docs/theory/dmft.rst §6)")
 
 
 def _selection(layer, spatial, flat, S_in):
@@ -165,7 +166,7 @@ def _preprocess(layers, X):
     i = 0
     while i < len(layers) and not layers[i].parametric:
         name = type(layers[i]).__name__
-        if name not in LINEAR_MAPS + ("Activation",):
+        if name not in LINEAR_MAPS + ("Activation", "LayerNorm"):
             _refuse(i, layers[i])
         if name != "Identity":
             x, _ = layers[i].apply({}, x)
@@ -179,10 +180,15 @@ def _preprocess(layers, X):
 
 def _between(layers, i0, i1, spatial, S_h):
     """ψ from layers[i0:i1] (no parametric layer among them) on a field with ``spatial`` positions."""
-    Ma, Mb, act, act_name, flat = None, None, None, "", False
+    Ma, Mb, act, act_name, flat, ln = None, None, None, "", False, None
     for i in range(i0, i1):
         l = layers[i]
         name = type(l).__name__
+        if name == "LayerNorm":
+            if i != i0:
+                raise ModelError(f"{WHAT} cannot treat layer {i} ({l.describe()}): {LAYERNORM_PLACE}")
+            ln = float(l.eps)
+            continue
         if name == "Activation":
             if act is not None:
                 raise ModelError(f"{WHAT} cannot treat layer {i} ({l.describe()}): two Activation layers without a "
@@ -207,7 +213,7 @@ def _between(layers, i0, i1, spatial, S_h):
             Mb = M if Mb is None else M @ Mb
     S_a = S_h if Ma is None else Ma.shape[0]
     S_x = S_a if Mb is None else Mb.shape[0]
-    return Between(Ma, act, act_name, Mb, S_h, S_a, S_x, flat), spatial
+    return Between(Ma, act, act_name, Mb, S_h, S_a, S_x, flat, ln), spatial
 
 
 def _readout(layers, i0, spatial, S):
@@ -217,8 +223,8 @@ def _readout(layers, i0, spatial, S):
     for i in range(i0, len(layers)):
         l = layers[i]
         name = type(l).__name__
-        if name == "Activation":
-            raise ModelError(f"{WHAT} cannot treat layer {i} ({l.describe()}): an Activation after the read-out "
+        if name in ("Activation", "LayerNorm"):
+            raise ModelError(f"{WHAT} cannot treat layer {i} ({l.describe()}): a nonlinear layer after the read-out "
                              "(the mean-field output f = O(1) is linear in the read-out weights)")
         if name not in LINEAR_MAPS:
             _refuse(i, l)

@@ -114,7 +114,7 @@ def forward_step(chain, stages, t, Delta, g0dt, A_rows, ablate):
             st.C[t * st.bh:(t + 1) * st.bh, :t * st.bh] = row
             h += st.g[:, :t].reshape(M, -1) @ row.T
         st.h[:, t] = h
-        st.a[:, t], st.x[:, t] = st.psi.forward(h)
+        st.a[:, t], st.x[:, t] = st.psi.forward(h, t)
         if k + 1 < len(stages):
             A_rows[k] = response_row(st, t, "A") if t > 0 else None
 
@@ -146,5 +146,5 @@ def backward_step(chain, stages, t, Delta, g0dt, ablate):
         st.D[t * st.bx:(t + 1) * st.bx, :(t + 1) * st.bx] = row
         z = r + st.x[:, :t + 1].reshape(M, -1) @ row.T
         st.z[:, t] = z
-        st.g[:, t] = st.psi.backward(z, st.a[:, t])
+        st.g[:, t] = st.psi.backward(z, st.a[:, t], t)
         B_row = response_row(st, t, "B") if k > 0 else None

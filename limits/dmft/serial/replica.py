@@ -74,9 +74,9 @@ def run_two_layer(chain, y, mask, gamma0, dt, n_t, M, rng, keep, ablate=False, t
     Sh, Sx = chain.stages[0].S_out, chain.maps[0].S_x
     g0dt = gamma0 * dt
     for t in range(n_t):
-        a, x = psi.forward(u + acc_h)
+        a, x = psi.forward(u + acc_h, t)
         z = r + acc_z
-        g = psi.backward(z, a)
+        g = psi.backward(z, a, t)
         rec.record(t, [x], [g], [K0], z, gamma0)
         _stable(rec, mask, dt, t)
         Delta[t] = (y - rec.f[t]) * mask

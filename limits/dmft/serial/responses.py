@@ -44,8 +44,7 @@ def _adjoint(st, t, kind, sl):
     a = st.a[sl, :t + 1]                          # (m, t+1, P, S_a)
     m = a.shape[0]
     bo = bx if kind == "A" else bh
-    d1 = psi.dphi(a)
-    d2w = psi.curvature(st.z[sl, :t + 1], a)
+    d1, d2w = psi.jacobian_factors(a, st.z[sl, :t + 1])
     Hb = np.zeros((m * bo, (t + 1) * bh))
     Zb = np.zeros((m * bo, (t + 1) * bx))
     C, D = st.C, st.D
