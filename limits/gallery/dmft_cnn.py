@@ -157,9 +157,9 @@ PARAMS = dict(P=6, P_test=6, gammas=[0.5, 1.0, 1.5], dt=0.25, steps=12, M=250, r
               widths=[128, 1024], inits=32)
 register(NAME, component="dmft", compute=compute, plot=plot, params=PARAMS,
          quick=dict(P=4, P_test=4, gammas=[0.5, 1.5], steps=6, M=40, replicas=4, widths=[64, 256], inits=8),
-         caption="A CNN learning features on digits (scikit-learn's 8×8 digits, 3 vs 8, standardised images): AvgPool 2×2 → Conv 3×3 SAME → "
-                 "tanh → GlobalAvgPool → Dense → tanh → Dense (no biases) in the mean-field (μP) parameterisation, full-batch GD "
-                 "with step dt on ½Σ(f − y)². Left: test loss against training time — the γ0 → 0 limit (dashed: GD on "
+         caption="A CNN learning features on digits (scikit-learn's 8×8 digits, 3 vs 8, standardised images): "
+                 "AvgPool 2×2 → Conv 3×3 SAME → tanh → GlobalAvgPool → Dense → tanh → Dense (no biases) in the "
+                 "mean-field (μP) parameterisation, full-batch GD with step dt on ½Σ(f − y)². Left: test loss against training time — the γ0 → 0 limit (dashed: GD on "
                  "the composition's NTK, limits.predict.gradient_descent) and the DMFT of the composition "
                  "(limits.dmft.solve(X, y, model=...), docs/theory/dmft.rst §6) at γ0 = 0.5, 1, 1.5 with ±2 Monte Carlo "
                  "SE bands; points: finite μP CNNs of two widths trained identically (mean ± 2 SE over inits). Right: "

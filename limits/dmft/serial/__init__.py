@@ -1,6 +1,5 @@
-"""The DMFT of layer compositions (``limits.serial``: Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation, LayerNorm after a
-Dense/Conv) in the
-mean-field / μP parameterisation (docs/theory/dmft.rst §6)::
+"""The DMFT of layer compositions (``limits.serial``: Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation,
+LayerNorm after a Dense/Conv) in the mean-field / μP parameterisation (docs/theory/dmft.rst §6)::
 
     d = limits.dmft.solve(X, y, model=limits.serial(...), gamma0=1.0, T=..., dt=..., seed=0)
     d.f (n_t×P), d.f_se, d.loss, d.ntk, d.Phi_pool / d.G_pool (per stage, position-averaged), d.Phi / d.G (spatial)
