@@ -9,13 +9,14 @@ With b = P·S entries per time block of a stage (P samples, S positions) and n =
   factors 2 (n_h² + n_x²) floats; flops ≈ 3 M (n_h² + n_x²) (march and two-time rows) + (n_h³ + n_x³)/3 (factors)
   + (1/3) M n_t³ b_o (b_h² + b_x²) per response (b_o = b_x for ⟨∂x/∂r⟩, b_h for ⟨∂g/∂u⟩; the dominant term);
 
-plus the kept equal-time kernels n_t (b_x² + b_h²) per stage and replica. ``FLOPS_PER_SECOND`` is half the rate
-measured on the 2-core reference machine with one BLAS thread (``benchmarks/dmft_serial_validation.py --cost``: 2–3·10¹⁰
-flop per CPU-second for these matrix products): seconds are an estimate, not a bound.
+plus the kept equal-time kernels n_t (b_x² + b_h²) per stage and replica. ``FLOPS_PER_SECOND`` is the lowest rate
+measured on the 2-core reference machine with one BLAS thread (``benchmarks/dmft_serial_validation.py --cost``: these
+counts per CPU-second were 2·10¹⁰ for a one-stage CNN, 10¹⁰ for two conv stages, 4·10⁹ for small blocks, where
+element-wise passes dominate): seconds are an estimate, usually above the time taken.
 """
 from __future__ import annotations
 
-FLOPS_PER_SECOND = 1e10
+FLOPS_PER_SECOND = 4e9
 MAX_SECONDS = 3600.0
 KEEP_SPATIAL_BYTES = 64 * 2**20       # equal-time spatial kernels are kept (keep_spatial="auto") below this size
 
