@@ -1,0 +1,168 @@
+"""μP / Depth-μP on Hugging Face transformers models built from configs (``limits.torch.zoo``): the survey, the
+calibrated coordinate checks, the μTransfer studies and the Depth-μP check behind ``docs/zoo.rst``. Needs the
+``zoo`` extra; every piece is stored as JSON under ``benchmarks/results/zoo/`` as soon as it is done, and a run
+skips the pieces already stored (delete a file to redo it)::
+
+    nice -n 10 python benchmarks/zoo_study.py survey --label main       # parameterise + a small check, both head layouts
+    nice -n 10 python benchmarks/zoo_study.py check [FAMILY …]          # false alarms (K checks × 10 seeds) + injected bugs
+    nice -n 10 python benchmarks/zoo_study.py transfer [FAMILY …]       # SP and μP learning-rate transfer
+    nice -n 10 python benchmarks/zoo_study.py depth                     # Depth-μP on Llama's decoder layers
+    python benchmarks/zoo_study.py scaling                              # the HF pull request's `scaling` criterion, measured
+    python benchmarks/zoo_study.py table --write                        # docs/zoo.rst's tables from the stored results
+
+CPU time (``time.process_time``) is stored with every piece.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+RESULTS = ROOT / "benchmarks" / "results" / "zoo"
+WIDTHS = (32, 64, 128, 256)
+CHECK = dict(lr=1e-2, steps=2, batch=8)
+
+
+def _write(path, obj):
+    from limits.results import atomic_write_text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=_jsonable) + "\n")
+
+
+def _jsonable(v):
+    if hasattr(v, "item"):
+        return v.item()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return str(v)
+
+
+def _git_head():
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------------- data
+def check_data(key, batch=CHECK["batch"]):
+    """The coordinate check's batch of family ``key``'s task (the first ``batch`` training rows)."""
+    from limits.torch.zoo import families as F
+
+    X, Y = F.data(key)["train"]
+    return X[:batch], Y[:batch]
+
+
+# ---------------------------------------------------------------------- survey
+def describe_parameterised(P):
+    """Roles, attention and tied read-outs of a Parameterised, as JSON."""
+    roles = {}
+    for q in P.rules:
+        roles[q.role] = roles.get(q.role, 0) + 1
+    att = []
+    for a in P.attention:
+        s = a.site
+        att.append({"site": s.name, "kind": s.kind, "head_dim": a.head_dim, "heads": a.heads,
+                    "scale_exponent": a.scale_exponent, "query_exponent": a.query_exponent(),
+                    "scale_expr": s.scale_expr, "query": None if s.query is None else
+                    [s.query.param, s.query.start, s.query.stop], "reason": s.reason})
+    ties = [{"readout": t.name, "storage": t.storage, "exponent": t.exponent, "fold": t.fold} for t in P.readouts]
+    return {"roles": roles, "tensors": len(P.rules), "attention": att, "readouts": ties, "traced": P.traced}
+
+
+def failures_json(r, limit=10):
+    return [list(f) for f in r.failures()[:limit]]
+
+
+def survey_one(key, layout, seeds=4):
+    """parameterise(…, "muP") and a small coordinate check of one family in one head layout."""
+    import torch
+
+    import limits.torch as lt
+    from limits.torch.zoo import families as F
+
+    fam = F.family(key)
+    rec = {"family": key, "layout": layout, "class": fam.class_name, "note": fam.note}
+    t0 = time.process_time()
+    if fam.refused:
+        return dict(rec, status="refused by name", stage="family", message=fam.refused, cpu_s=0.0)
+    stage = "build"
+    try:
+        f = F.factory(key, layout=layout)
+        X, Y = check_data(key)
+        with torch.no_grad():
+            f(WIDTHS[0])(X[:2])
+        stage = "parameterise"
+        P = lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key))
+        rec.update(describe_parameterised(P))
+        stage = "check"
+        r = lt.coord_check(P, WIDTHS, (X, Y), lr=CHECK["lr"], steps=CHECK["steps"], seeds=seeds, seed=0)
+        rec.update(status="passed" if r.passed else "check fails", stage="check", message=r.summary(),
+                   check={"passed": r.passed, "tests": r.tests, "failures": failures_json(r),
+                          "cpu_s": r.cpu_seconds, "seeds": seeds, "not_measured": r.settings.get(
+                              "attention_not_measured", {})})
+    except Exception as exc:     # noqa: BLE001 — recorded: the survey is of what happens
+        kind = "refused" if isinstance(exc, ValueError) and stage == "parameterise" else "crash"
+        rec.update(status=kind, stage=stage, message=f"{type(exc).__name__}: {exc}",
+                   traceback=traceback.format_exc(limit=-4) if kind == "crash" else None)
+    rec["cpu_s"] = time.process_time() - t0
+    return rec
+
+
+def fam_roles(key):
+    """Roles passed to parameterise for a family (none: the bridge must decide them from the graph)."""
+    return ROLES.get(key)
+
+
+ROLES = {}
+
+
+def survey(label, keys, seeds=4, layouts=None):
+    from limits.torch.zoo import families as F
+
+    out = RESULTS / "survey" / f"{label}.json"
+    done = json.loads(out.read_text()) if out.exists() else {"label": label, "commit": _git_head(), "rows": []}
+    have = {(r["family"], r["layout"]) for r in done["rows"]}
+    for key in keys:
+        fam = F.family(key)
+        for layout in (layouts or fam.layouts()):
+            if (key, layout) in have or layout not in fam.layouts():
+                continue
+            rec = survey_one(key, layout, seeds)
+            print(f"[{label}] {key:9s} {layout:13s} {rec['status']:16s} {rec['cpu_s']:6.1f} CPU-s  "
+                  f"{rec.get('message', '')[:220]}", flush=True)
+            done["rows"].append(rec)
+            _write(out, done)
+    return done
+
+
+# ---------------------------------------------------------------------- command line
+def main(argv=None):
+    from limits.torch.zoo import families as F
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("survey",))
+    ap.add_argument("families", nargs="*", help="family keys (default: all)")
+    ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
+    ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
+    a = ap.parse_args(argv)
+    keys = a.families or [f.key for f in F.FAMILIES]
+    import torch
+
+    torch.set_num_threads(1)
+    if a.what == "survey":
+        survey(a.label, keys, a.seeds)
+
+
+if __name__ == "__main__":
+    main()
