@@ -146,15 +146,173 @@ def survey(label, keys, seeds=4, layouts=None):
     return done
 
 
+# ---------------------------------------------------------------------- injected bugs
+BUG_TEXT = {
+    "attention 1/sqrt(d)": "the logits left at 1/√d_head (query rows × √r back): the HF PR's inlined-scale case",
+    "read-out x sqrt(r)": "the read-out's output × √r (its multiplier left at SP's scale)",
+    "embedding lr / r": "input-like tensors (embeddings, patch convolution) at lr/r",
+    "hidden lr x r": "hidden tensors at SP's Adam rate (lr not divided by r)",
+}
+
+
+def _bug_targets(P, bug):
+    """(modules or tensors the bug touches, culprit row-name prefixes)."""
+    if bug == "attention 1/sqrt(d)":
+        qs = [a.site.query for a in P.attention if a.head_dim == "scales" and a.site.query is not None]
+        mods = sorted({q.module for q in qs})
+        return qs, mods + [a.site.module + ":logits" for a in P.attention]
+    if bug == "read-out x sqrt(r)":
+        mods = sorted({q.module for q in P.rules if q.role == "output"} | {t.module for t in P.readouts})
+        return mods, mods
+    role = "input" if bug == "embedding lr / r" else "hidden"
+    names = [q.name for q in P.rules if q.role == role]
+    return names, names + sorted({q.module for q in P.rules if q.role == role})
+
+
+def applicable_bugs(P):
+    return [b for b in BUG_TEXT if _bug_targets(P, b)[0]]
+
+
+def _scale_rows(start, stop, c):
+    def hook(mod, args, out):
+        f = torch_ones_like_rows(out, start, stop, c)
+        return out * f
+    return hook
+
+
+def torch_ones_like_rows(out, start, stop, c):
+    import torch
+
+    f = torch.ones(out.shape[-1], dtype=out.dtype)
+    f[start:stop] = c
+    return f
+
+
+def _scale_out(c):
+    def hook(mod, args, out):
+        return out * c
+    return hook
+
+
+def apply_bug(P, bug, m, width):
+    """Inject ``bug`` into the module ``m = P(width)`` (forward hooks, lr multipliers)."""
+    r = width / P.base_width
+    targets, _ = _bug_targets(P, bug)
+    if bug == "attention 1/sqrt(d)":
+        for q in targets:
+            m.get_submodule(q.module).register_forward_hook(_scale_rows(q.start * int(r), q.stop * int(r), r ** 0.5))
+    elif bug == "read-out x sqrt(r)":
+        for mod in targets:
+            m.get_submodule(mod).register_forward_hook(_scale_out(r ** 0.5))
+    else:
+        f = 1 / r if bug == "embedding lr / r" else r
+        names = set(targets)
+        mults = tuple((n, p, k * f if n in names else k) for n, p, k in m.limits_lr_multipliers)
+        object.__setattr__(m, "limits_lr_multipliers", mults)
+    return m
+
+
+def bugged(P, bug):
+    """A Parameterised that builds P's modules with ``bug`` injected (the check still predicts P's table)."""
+    import dataclasses
+
+    from limits.torch.apply_params import Parameterised
+
+    @dataclasses.dataclass(frozen=True)
+    class Bugged(Parameterised):
+        bug: str = ""
+
+        def __call__(self, width, seed=None):
+            return apply_bug(self, self.bug, super().__call__(width, seed), int(width))
+
+    return Bugged(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, bug=bug)
+
+
+def culprit_first(failing, culprits):
+    """Whether the first failing row is one of the bug's culprits (row labels before " (")."""
+    if not failing:
+        return False
+    first = failing[0].split(" (")[0]
+    return any(first == c or first.startswith(c + ".") or first == c.split(":")[0] + ":logits" for c in culprits)
+
+
+# ---------------------------------------------------------------------- calibrated checks
+def _one_check(P, key, seed, seeds):
+    import limits.torch as lt
+
+    X, Y = check_data(key)
+    r = lt.coord_check(P, WIDTHS, (X, Y), lr=CHECK["lr"], steps=CHECK["steps"], seeds=seeds, seed=seed)
+    return {"seed": seed, "passed": bool(r.passed), "failing": r.failing_tensors()[:5], "cpu_s": r.cpu_seconds,
+            "tests": r.tests}
+
+
+def parameterised(key, layout=None, depth=False):
+    import limits.torch as lt
+    from limits.torch.zoo import families as F
+
+    f = F.factory(key, layout=layout)
+    X, _ = check_data(key)
+    return f, lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key))
+
+
+def check(key, checks=20, bug_checks=5, seeds=10, label="study"):
+    """False-alarm rate over ``checks`` independent checks of the parameterised family and the rate each bug is
+    flagged (and named first) over ``bug_checks`` checks; stored incrementally."""
+    from limits.torch.zoo import families as F
+
+    out = RESULTS / label / f"{key}.check.json"
+    rec = json.loads(out.read_text()) if out.exists() else None
+    fam = F.family(key)
+    if rec is None:
+        rec = {"family": key, "layout": fam.layout, "class": fam.class_name, "widths": WIDTHS, "seeds": seeds,
+               "settings": CHECK, "commit": _git_head(), "false_alarm": [], "bugs": {}}
+        if fam.refused:
+            rec.update(status="refused by name", message=fam.refused)
+            _write(out, rec)
+            return rec
+        try:
+            _, P = parameterised(key)
+        except ValueError as exc:
+            rec.update(status="refused", message=f"{exc}")
+            _write(out, rec)
+            return rec
+        rec.update(status="parameterised", **describe_parameterised(P))
+        _write(out, rec)
+    if rec["status"] != "parameterised":
+        return rec
+    _, P = parameterised(key)
+    while len(rec["false_alarm"]) < checks:
+        k = len(rec["false_alarm"])
+        rec["false_alarm"].append(_one_check(P, key, k, seeds))
+        _write(out, rec)
+        fa = rec["false_alarm"]
+        print(f"[check] {key}: correct {k + 1}/{checks}: {'pass' if fa[-1]['passed'] else 'FAIL ' + str(fa[-1]['failing'][:2])}"
+              f" ({fa[-1]['cpu_s']:.1f} CPU-s); flagged so far {sum(not x['passed'] for x in fa)}", flush=True)
+    for bug in applicable_bugs(P):
+        runs = rec["bugs"].setdefault(bug, {"what": BUG_TEXT[bug], "culprits": _bug_targets(P, bug)[1], "runs": []})
+        while len(runs["runs"]) < bug_checks:
+            k = len(runs["runs"])
+            x = _one_check(bugged(P, bug), key, 1000 + k, seeds)
+            x["culprit_first"] = culprit_first(x["failing"], runs["culprits"])
+            runs["runs"].append(x)
+            _write(out, rec)
+            print(f"[check] {key}: bug {bug!r} {k + 1}/{bug_checks}: {'flagged' if not x['passed'] else 'missed'}"
+                  f", culprit first {x['culprit_first']} {x['failing'][:2]}", flush=True)
+    return rec
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey",))
+    ap.add_argument("what", choices=("survey", "check"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
+    ap.add_argument("--checks", type=int, default=20, help="check: independent checks of the correct module (10 seeds each)")
+    ap.add_argument("--bug-checks", type=int, default=5, help="check: checks per injected bug")
+    ap.add_argument("--study", default="study", help="check/transfer/depth: the results folder under benchmarks/results/zoo")
     a = ap.parse_args(argv)
     keys = a.families or [f.key for f in F.FAMILIES]
     import torch
@@ -162,6 +320,9 @@ def main(argv=None):
     torch.set_num_threads(1)
     if a.what == "survey":
         survey(a.label, keys, a.seeds)
+    elif a.what == "check":
+        for k in keys:
+            check(k, a.checks, a.bug_checks, label=a.study)
 
 
 if __name__ == "__main__":
