@@ -301,12 +301,88 @@ def check(key, checks=20, bug_checks=5, seeds=10, label="study"):
     return rec
 
 
+# ---------------------------------------------------------------------- the HF pull request's criterion
+EXTRA_CAUSAL = {        # causal LMs the pull request names as inlined-scale, measured here too (scaling survey only)
+    "mpt": ("MptForCausalLM", dict(vocab_size=256, d_model=32, n_heads=2, n_layers=2, max_seq_len=16,
+                                   attn_config={"softmax_scale": None})),
+    "codegen": ("CodeGenForCausalLM", dict(vocab_size=256, n_embd=32, n_head=2, n_layer=2, n_positions=16,
+                                           rotary_dim=8, bos_token_id=0, eos_token_id=0)),
+    "mistral": ("MistralForCausalLM", dict(vocab_size=256, hidden_size=32, intermediate_size=96,
+                                           num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                           head_dim=16, max_position_embeddings=16)),
+}
+
+
+def scaling_one(name, f, X):
+    """Whether every attention module (as the graph finds them) has a ``scaling`` attribute its forward uses: the
+    module's traced logit scale with ``scaling`` doubled must double (measured, not read from the code)."""
+    import torch
+
+    from limits.torch import graph
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    m = f(32)
+    causal = f.class_name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    sites = [s for s in graph.find_attention(m, (X,)) if s.kind != "unrecognised"]
+    mods = sorted({s.module for s in sites})
+    rows = []
+    for path in mods:
+        mod = m.get_submodule(path)
+        has = isinstance(getattr(mod, "scaling", None), (int, float))
+        used = None
+        if has:              # the traced logit scale of this module's sites with `scaling` doubled
+            old = mod.scaling
+            mod.scaling = 2.0 * old
+            try:
+                again = {s.name: s.scale for s in graph.find_attention(m, (X,)) if s.module == path}
+            finally:
+                mod.scaling = old
+            used = all(math.isclose(again.get(s.name, math.nan), 2 * s.scale, rel_tol=1e-9)
+                       for s in sites if s.module == path)
+        rows.append({"module": path, "type": type(mod).__name__, "has_scaling": has, "used": used,
+                     "scale_expr": next(s.scale_expr for s in sites if s.module == path)})
+    covered = causal and bool(rows) and all(r["has_scaling"] and r["used"] for r in rows)
+    why = ("not a causal LM (out of the pull request's scope)" if not causal else
+           "no attention found" if not rows else
+           "covered: every attention module's `scaling` sets its logit scale" if covered else
+           "left at 1/√d_head: " + ", ".join(sorted({r["type"] + (" has no `scaling`" if not r["has_scaling"]
+                                                                  else " ignores its `scaling`")
+                                                     for r in rows if not (r["has_scaling"] and r["used"])})))
+    return {"family": name, "class": f.class_name, "causal_lm": causal, "attention": rows, "covered": covered,
+            "verdict": why}
+
+
+def scaling_survey():
+    """The pull request's criterion on every family (and MPT, CodeGen, Mistral), from transformers 5.25's modules."""
+    import transformers
+
+    from limits.torch.zoo import factory as zoo_factory, families as F
+
+    out = {"transformers": transformers.__version__, "commit": _git_head(), "rows": []}
+    t0 = time.process_time()
+    for fam in F.FAMILIES:
+        if fam.refused:
+            out["rows"].append({"family": fam.key, "class": fam.class_name, "verdict": "refused by name here",
+                                "covered": None})
+            continue
+        out["rows"].append(scaling_one(fam.key, F.factory(fam.key), check_data(fam.key)[0][:2]))
+    for key, (cls, base) in EXTRA_CAUSAL.items():
+        first = next(k for k in ("hidden_size", "d_model", "n_embd") if k in base)
+        out["rows"].append(scaling_one(key, zoo_factory("transformers", cls, base, {first: 1}),
+                                       check_data("llama")[0][:2]))
+    out["cpu_s"] = time.process_time() - t0
+    for r in out["rows"]:
+        print(f"[scaling] {r['family']:9s} {r['class']:32s} {r['verdict']}")
+    _write(RESULTS / "scaling.json", out)
+    return out
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check"))
+    ap.add_argument("what", choices=("survey", "check", "scaling"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
@@ -320,6 +396,8 @@ def main(argv=None):
     torch.set_num_threads(1)
     if a.what == "survey":
         survey(a.label, keys, a.seeds)
+    elif a.what == "scaling":
+        scaling_survey()
     elif a.what == "check":
         for k in keys:
             check(k, a.checks, a.bug_checks, label=a.study)
