@@ -56,6 +56,9 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
                         ":transformer_data (default: a tiny synthetic task)")
+    s.add_argument("--role", action="append", default=[], metavar="NAME=ROLE",
+                   help="the role of a tensor the traced forward cannot decide (input, hidden, output, vector, "
+                        "constant), e.g. --role cls_token=input; repeatable (default: none)")
     s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json (default: not saved)")
     s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf) (default: no plot)")
     s.set_defaults(func=cmd_coord_check)
@@ -97,6 +100,9 @@ def _check_args(args):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
+    from .roles import parse_roles
+
+    args.roles = parse_roles(args.role)
 
 
 def cmd_coord_check(args):
@@ -121,14 +127,14 @@ def cmd_coord_check(args):
         data = synthetic_data(factory, widths[0], seed=args.seed)
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
-        target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0",
+        target = parameterise(factory, args.param, widths=widths, optimizer=args.optimizer,
+                              gauge=None if args.gauge == "derived" else "a0", roles=args.roles,
                               example_inputs=trace_inputs(factory, x, widths[0]), check_init=args.check_init)
         r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:
         r = coord_check(factory, widths, data, optimizer=args.optimizer, lr=args.lr, steps=args.steps,
-                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed)
+                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed, roles=args.roles)
     print(r.to_markdown())
     if args.save:
         r.save(args.save)

@@ -162,6 +162,7 @@ class Recorder:
     def init_tensors(self):
         """Init copies of every parameter and each owner's output at init (after the first forward)."""
         self.p0 = {n: p.detach().clone() for n, p in self.params.items()}
+        self.name_of = {id(p): n for n, p in self.params.items()}      # a shared tensor under any of its names
         self.y0 = {}
         self.own = {}
         with torch.no_grad():
@@ -178,7 +179,6 @@ class Recorder:
         name), which stays at its current value. Values are swapped in place (``copy_``), so parameters keep
         attributes their module's forward reads (e.g. mup's ``infshape``), then restored."""
         mod = self.mods[mname]
-        pre = mname + "." if mname else ""
         saved = []
         self.on = False
         try:
@@ -186,7 +186,7 @@ class Recorder:
                 for rel, p in mod.named_parameters():
                     if rel != keep:
                         saved.append((p, p.detach().clone()))
-                        p.copy_(self.p0[pre + rel])
+                        p.copy_(self.p0[self.name_of[id(p)]])
                 args, kwargs = self.inputs0[mname]
                 return _first(mod(*args, **kwargs)).detach().clone()
         finally:

@@ -48,6 +48,9 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) or {'train': (X, Y), 'test': (X, Y)} in an allowed module "
                         "(default: a tiny synthetic regression task)")
+    s.add_argument("--role", action="append", default=[], metavar="NAME=ROLE",
+                   help="the role of a tensor the traced forward cannot decide (input, hidden, output, vector, "
+                        "constant), e.g. --role cls_token=input; repeatable (default: none)")
     s.add_argument("--steps", type=int, default=100, help="training steps per run (default: 100)")
     s.add_argument("--seeds", type=int, default=4,
                    help="independent runs per (width, learning rate), ≥ 2 for the confidence intervals "
@@ -134,6 +137,9 @@ def _check_args(args):
         from pathlib import Path
 
         ensure_writable_dir(Path(args.out_dir), "--out")
+    from .roles import parse_roles
+
+    args.roles = parse_roles(args.role)
     lrs = _lrs(args)
     if len(set(lrs.tolist())) < 3:
         raise ValueError("need at least 3 distinct learning rates (--lrs or --log2-lrs)")
@@ -197,7 +203,7 @@ def cmd_transfer(args):
                  optimizer=args.optimizer, depths=args.depths, held_out=held, batch_size=args.batch_size,
                  diverge=args.diverge, margin=args.margin, target=args.target, calibrate=not args.no_calibrate,
                  criterion=args.criterion, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
-                 store=args.store, seed=args.seed)
+                 store=args.store, seed=args.seed, roles=args.roles or None)
     print(r.to_markdown())
     if args.out_dir:
         _write(r, args.out_dir)

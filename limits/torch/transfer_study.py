@@ -31,7 +31,8 @@ from .apply_params import Parameterised
 from .depth import DepthParameterised, parameterise
 from .coordcheck import default_loss
 from .network import torch_threads
-from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
+from .transfer_fit import (calibrate as _calibrate, capped, fit_drift, quiet as _quiet, resolving_seeds, verdict,
+                           within_power)
 from .transfer_result import TransferResult
 
 HOPELESS = 1e4           # a run whose minibatch loss exceeds this × its initial loss stops early (still diverged)
@@ -184,7 +185,7 @@ def _parameterised(factory, param, widths, depths, optimizer, roles, X):
         return factory
     pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
     x = (_as_tensor(X[:8], torch.get_default_dtype()),)
-    return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles, example_inputs=x,
+    return parameterise(factory, param, widths=pw, optimizer=optimizer, roles=roles, example_inputs=x,
                         depths=depths)
 
 
@@ -294,6 +295,15 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
         c = _calibrate(y, sizes, lx, margin, rng, drifts=(0.0,) + alt, n_sim=n_sim, level=level,
                        n_boot=max(200, n_boot // 4), half_window=fit_window)
         cal = {"drifts": c.drifts, "rates": c.rates, "se": c.se, "n_sim": c.n_sim}
+        S = int(np.asarray(y).shape[-1])
+
+        def resolve():
+            drift = 0.0 if v == "drifts" else -2.0 * float(margin)
+            return resolving_seeds(y, sizes, lx, margin, rng, drift, v, 1 - level, S, level=level,
+                                   half_window=fit_window)
+
+        v, why, need = within_power(v, why, c, margin, 1 - level, resolve)
+        cal["resolving_seeds"] = need
     return TransferResult(
         name=meta["name"], parameterisation=meta["parameterisation"], optimizer=meta["optimizer"], axis=meta["axis"],
         sizes=sizes, fixed_size=meta["fixed_size"], log2_lrs=lx, seeds=int(meta["seeds"]), steps=int(meta["steps"]),
