@@ -103,7 +103,7 @@ def survey_one(key, layout, seeds=4):
         with torch.no_grad():
             f(WIDTHS[0])(X[:2])
         stage = "parameterise"
-        P = lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key))
+        P = lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key, f))
         rec.update(describe_parameterised(P))
         stage = "check"
         r = lt.coord_check(P, WIDTHS, (X, Y), lr=CHECK["lr"], steps=CHECK["steps"], seeds=seeds, seed=0)
@@ -119,12 +119,12 @@ def survey_one(key, layout, seeds=4):
     return rec
 
 
-def fam_roles(key):
-    """Roles passed to parameterise for a family (none: the bridge must decide them from the graph)."""
-    return ROLES.get(key)
+def fam_roles(key, f=None):
+    """Roles passed to parameterise: the zoo factory's for transformers' Conv1D (GPT-2), nothing else — every
+    other role is the bridge's to decide from the graph."""
+    from limits.torch.zoo import families as F
 
-
-ROLES = {}
+    return (f or F.factory(key)).roles() or None
 
 
 def survey(label, keys, seeds=4, layouts=None):
@@ -252,7 +252,7 @@ def parameterised(key, layout=None, depth=False):
 
     f = F.factory(key, layout=layout)
     X, _ = check_data(key)
-    return f, lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key))
+    return f, lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key, f))
 
 
 def check(key, checks=20, bug_checks=5, seeds=10, label="study"):
@@ -377,12 +377,77 @@ def scaling_survey():
     return out
 
 
+# ---------------------------------------------------------------------- μTransfer
+TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-12, -3)), steps=80, seeds=3, batch_size=32,
+                n_train=256, n_test=64)
+
+
+def transfer_data(key):
+    """(train, test) of the family's task for the transfer study (text: 256 + 64 windows; digits: the split)."""
+    from limits.torch.zoo import families as F
+
+    fam = F.family(key)
+    d = F.data(key) if fam.task == "digit_images" else F.data(key, n_train=TRANSFER["n_train"],
+                                                               n_test=TRANSFER["n_test"])
+    return d["train"], d["test"]
+
+
+def transfer_summary(r):
+    return {"param": r.parameterisation, "drift": r.drift, "drift_ci": list(r.drift_ci), "verdict": r.verdict,
+            "verdict_reason": r.verdict_reason, "predicted_drift": r.predicted_drift,
+            "prediction_kind": r.prediction_kind, "as_predicted": r.as_predicted,
+            "optimum": list(r.optimum), "optimum_ci": [list(x) for x in r.optimum_ci],
+            "at_edge": [bool(x) for x in r.at_edge], "cpu_s": float(r.cpu_s.sum()),
+            "calibration": None if r.calibration is None else {
+                "drifts": list(r.calibration["drifts"]), "rates": [list(x) for x in r.calibration["rates"]]}}
+
+
+def transfer_family(key, label="study", params=("SP", "muP")):
+    """SP and μP learning-rate transfer of one family (its primary head layout), resumable (sweep stores)."""
+    import numpy as np
+
+    import limits.torch as lt
+    from limits.results import save_result
+    from limits.torch.zoo import families as F
+
+    fam = F.family(key)
+    out = RESULTS / label / f"{key}.transfer.json"
+    rec = json.loads(out.read_text()) if out.exists() else {
+        "family": key, "layout": fam.layout, "class": fam.class_name, "design": TRANSFER, "commit": _git_head(),
+        "studies": {}}
+    if fam.refused:
+        rec.update(status="refused by name", message=fam.refused)
+        _write(out, rec)
+        return rec
+    f = F.factory(key)
+    train, test = transfer_data(key)
+    lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
+    for param in params:
+        if param in rec["studies"]:
+            continue
+        try:
+            r = lt.transfer(f, param, widths=TRANSFER["widths"], lrs=lrs, data=train, held_out=test,
+                            steps=TRANSFER["steps"], seeds=TRANSFER["seeds"], batch_size=TRANSFER["batch_size"],
+                            roles=fam_roles(key, f), store=RESULTS / label / "stores" / f"{key}.{param}",
+                            progress=True, threads=1, name=f"{fam.title} {param}")
+        except ValueError as exc:
+            rec["studies"][param] = {"param": param, "refused": str(exc)}
+            _write(out, rec)
+            continue
+        save_result(r, RESULTS / label / f"{key}.transfer.{param}")
+        rec["studies"][param] = transfer_summary(r)
+        _write(out, rec)
+        print(f"[transfer] {key} {param}: drift {r.drift:+.2f} [{r.drift_ci[0]:+.2f}, {r.drift_ci[1]:+.2f}] per "
+              f"doubling, predicted {r.predicted_drift:+.2f} → {r.verdict} ({r.cpu_s.sum():.0f} CPU-s)", flush=True)
+    return rec
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check", "scaling"))
+    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
@@ -396,6 +461,9 @@ def main(argv=None):
     torch.set_num_threads(1)
     if a.what == "survey":
         survey(a.label, keys, a.seeds)
+    elif a.what == "transfer":
+        for k in keys:
+            transfer_family(k, label=a.study)
     elif a.what == "scaling":
         scaling_survey()
     elif a.what == "check":

@@ -9,7 +9,7 @@ from limits.torch.zoo import families as F, model_class
 def _trained(key, layout=None, width=64):
     f = F.factory(key, layout=layout)
     X, Y = F.data(key, n_train=8)["train"]
-    P = lt.parameterise(f, "muP", widths=(32, 64), example_inputs=(X[:4],))
+    P = lt.parameterise(f, "muP", widths=(32, 64), example_inputs=(X[:4],), roles=f.roles() or None)
     m = P(width, seed=1)
     opt = P.optimizer(m, 1e-2)
     for _ in range(2):
@@ -46,9 +46,10 @@ def test_untied_llama_round_trips(tmp_path, one_thread):
     _roundtrip(f, P, m, X, 64, tmp_path)
 
 
-def test_tied_falcon_round_trips_with_the_readout_multiplier_folded_into_ln_f(tmp_path, one_thread):
-    """Falcon's read-out is the word embedding (μP: a 1/r multiplier on the read-out use); the export moves it
-    into ln_f (read through transformers' logits_to_keep slice), so the tied checkpoint stays tied."""
-    f, P, m, X = _trained("falcon")
-    assert [t.fold for t in P.readouts] == ["transformer.ln_f"]
+def test_tied_gpt2_round_trips_with_the_readout_multiplier_folded_into_ln_f(tmp_path, one_thread):
+    """GPT-2's read-out is the token embedding wte (μP: a 1/r multiplier on the read-out use) and its projections
+    are Conv1D (roles from the zoo factory); the export moves the multiplier into ln_f (read through
+    transformers' logits_to_keep slice), so the checkpoint stays tied and loads into GPT2LMHeadModel."""
+    f, P, m, X = _trained("gpt2")
+    assert [(t.module, t.fold) for t in P.readouts] == [("lm_head", "transformer.ln_f")]
     _roundtrip(f, P, m, X, 64, tmp_path)

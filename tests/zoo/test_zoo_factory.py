@@ -113,3 +113,10 @@ def test_output_none_keeps_the_model_output_and_t5_is_refused_by_name():
     assert hasattr(out, "logits") and not isinstance(out, torch.Tensor)
     with pytest.raises(ValueError, match="decoder_input_ids"):
         F.factory("t5")
+
+
+def test_conv1d_roles_from_the_stored_orientation():
+    """transformers' Conv1D stores (in, out): its roles come from the zoo factory (the bridge leaves them open)."""
+    roles = F.factory("gpt2").roles()
+    assert roles["transformer.h.0.attn.c_attn.weight"] == "hidden" and len(roles) == 8
+    assert set(roles.values()) == {"hidden"} and F.factory("llama").roles() == {}

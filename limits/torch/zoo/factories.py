@@ -166,11 +166,12 @@ class ZooFactory:
             if not self.depth_fields:
                 raise ValueError("this factory has no depth field: zoo.factory(..., depth='num_hidden_layers')")
             kw.update({f: int(depth) for f in self.depth_fields})
-        for f in _DROPOUT_FIELDS:
-            if isinstance(kw.get(f), float) and kw[f] > 0:
-                kw[f] = 0.0
         kw.update(use_cache=False, attn_implementation=self.attn_implementation)
-        return cls.config_class(**kw)
+        cfg = cls.config_class(**kw)
+        for f in _DROPOUT_FIELDS:          # the config class's own defaults too (GPT-2's 0.1)
+            if isinstance(getattr(cfg, f, None), float) and getattr(cfg, f) > 0:
+                setattr(cfg, f, 0.0)
+        return cfg
 
     def __call__(self, width, depth=None):
         import torch
@@ -198,6 +199,31 @@ class ZooFactory:
                 m = cls(self.config(self.base_width, d))
             self._base_fan_in = {n: fi for n, fi in _fan_ins(m)}
         return self._base_fan_in
+
+    def roles(self, widths=(32, 64)) -> dict:
+        """{parameter: role} for the weights of transformers' ``Conv1D`` (GPT-2's projections, stored (in, out):
+        fan-in is dimension 0), which the bridge does not classify itself: pass ``roles=f.roles()`` to
+        :func:`limits.torch.parameterise` (from the shapes at two widths, built on the meta device)."""
+        import torch
+
+        na, nb = sorted({int(w) for w in widths})[:2]
+        shapes = []
+        for n in (na, nb):
+            with torch.device("meta"):
+                m = self._build_plain(n)
+            shapes.append({name: tuple(mod.weight.shape) for name, mod in m.named_modules() if _is_conv1d(mod)})
+        out = {}
+        for name, sa in shapes[0].items():
+            sb = shapes[1][name]
+            s_in, s_out = sa[0] != sb[0], sa[1] != sb[1]
+            role = {(False, True): "input", (True, True): "hidden", (True, False): "output"}.get((s_in, s_out))
+            if role:
+                out[(f"{name}." if name else "") + "weight"] = role
+        return out
+
+    def _build_plain(self, width):
+        cls = model_class(self.library, self.class_name)
+        return cls(self.config(width, 1 if self.depth_fields else None))
 
     def __getstate__(self):
         s = dict(self.__dict__)
@@ -257,9 +283,16 @@ def _fan_ins(model):
         elif isinstance(mod, nn.modules.conv._ConvNd):
             out.append((pre + "weight", int(w[0].numel()) if not isinstance(mod, nn.modules.conv._ConvTransposeNd)
                         else int(w.shape[0]) * math.prod(mod.kernel_size) // mod.groups))
-        elif type(mod).__name__ == "Conv1D" and type(mod).__module__.startswith("transformers.") and w.dim() == 2:
+        elif _is_conv1d(mod):
             out.append((pre + "weight", int(w.shape[0])))
     return out
+
+
+def _is_conv1d(mod):
+    """transformers' ``Conv1D`` (a Linear whose weight is stored (in, out))."""
+    w = getattr(mod, "weight", None)
+    return (type(mod).__name__ == "Conv1D" and type(mod).__module__.startswith("transformers.")
+            and w is not None and w.dim() == 2)
 
 
 def _sp_init(model, base_fan_in):

@@ -4,8 +4,9 @@ small base config at width n₀ = 32 (2 layers), the config fields that grow wit
 
     f = zoo.families.factory("llama")        # == zoo.factory("transformers", "LlamaForCausalLM", …)
 
-Head layouts: head dimension ∝ width with fixed heads (GPT-2, Llama, GPT-J, BLOOM, Falcon, BERT, BART, ViT) or
-heads ∝ width with a fixed head dimension (Qwen2, with grouped-query attention: 2 query heads per key/value head).
+Head layouts: every attention family is built both ways — heads ∝ width with a fixed head dimension 16 (how the
+field grows models; the family's own layout for GPT-2, Llama, Qwen2, GPT-J, BLOOM, BERT) and head dimension ∝
+width with fixed heads (Falcon, BART, ViT); ``Family.layouts()``.
 """
 from __future__ import annotations
 
@@ -66,10 +67,9 @@ FAMILIES = (
     Family("llama", "Llama", "LlamaForCausalLM",
            dict(_TEXT, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
                 num_key_value_heads=2, head_dim=16, max_position_embeddings=SEQ),
-           {"hidden_size": 1, "intermediate_size": 3, "head_dim": 0.5}, "next_bytes", ("num_hidden_layers",),
-           "RoPE, RMSNorm, SwiGLU, untied read-out",
-           other={"hidden_size": 1, "intermediate_size": 3, "num_attention_heads": 1 / 16,
-                  "num_key_value_heads": 1 / 16}),
+           {"hidden_size": 1, "intermediate_size": 3, "num_attention_heads": 1 / 16, "num_key_value_heads": 1 / 16},
+           "next_bytes", ("num_hidden_layers",), "RoPE, RMSNorm, SwiGLU, untied read-out",
+           other={"hidden_size": 1, "intermediate_size": 3, "head_dim": 0.5}, layout=HEADS),
     Family("qwen2", "Qwen2 (GQA)", "Qwen2ForCausalLM",
            dict(_TEXT, hidden_size=32, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=8, max_position_embeddings=SEQ),
@@ -80,9 +80,9 @@ FAMILIES = (
     Family("gptj", "GPT-J", "GPTJForCausalLM",
            dict(_TEXT, n_embd=32, n_inner=128, n_head=2, n_layer=2, rotary_dim=8, n_positions=SEQ,
                 bos_token_id=0, eos_token_id=0),
-           {"n_embd": 1, "n_inner": 4}, "next_bytes", ("n_layer",),
+           {"n_embd": 1, "n_inner": 4, "n_head": 1 / 16}, "next_bytes", ("n_layer",),
            "parallel attention/MLP, partial rotary; an inlined-scale family of the HF μP pull request",
-           other={"n_embd": 1, "n_inner": 4, "n_head": 1 / 16}),
+           other={"n_embd": 1, "n_inner": 4}, layout=HEADS),
     Family("bloom", "BLOOM", "BloomForCausalLM",
            dict(_TEXT, hidden_size=32, n_head=2, n_layer=2, bos_token_id=0, eos_token_id=0),
            {"hidden_size": 1, "n_head": 1 / 16}, "next_bytes", ("n_layer",),
