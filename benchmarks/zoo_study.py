@@ -378,7 +378,7 @@ def scaling_survey():
 
 
 # ---------------------------------------------------------------------- μTransfer
-TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-12, -3)), steps=80, seeds=3, batch_size=32,
+TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, seeds=3, batch_size=32,
                 n_train=256, n_test=64)
 
 
@@ -442,20 +442,107 @@ def transfer_family(key, label="study", params=("SP", "muP")):
     return rec
 
 
+# ---------------------------------------------------------------------- Depth-μP
+DEPTH = dict(family="llama", depths=(2, 4, 8, 16), width=64, seeds=10, checks=10, steps=2, lr=1e-2,
+             transfer_depths=(2, 4, 8), transfer_width=64)
+
+
+def _depth_rows(r):
+    from limits.torch.depth_result import QUANTITIES
+
+    out = []
+    for q, name in enumerate(QUANTITIES):
+        pred = r.predicted[q]
+        out.append({"quantity": name, "fitted": f"{r.slope[q]:+.2f} [{r.ci_low[q]:+.2f}, {r.ci_high[q]:+.2f}]",
+                    "predicted": "—" if pred != pred else f"{pred:+.2f}",
+                    "verdict": {1: "ok", 0: "NO", -1: "—"}[int(r.consistent[q])]})
+    return out
+
+
+def depth(label="study"):
+    """Depth-μP on Llama's decoder layers: K depth coordinate checks (10 seeds each) under depth-muP (false alarms)
+    and width-only muP (power), and learning-rate transfer across depth for both."""
+    import numpy as np
+
+    import limits.torch as lt
+    from limits.results import save_result
+    from limits.torch.zoo import families as F
+
+    key = DEPTH["family"]
+    out = RESULTS / label / "depth.json"
+    rec = json.loads(out.read_text()) if out.exists() else {"family": key, "design": DEPTH, "commit": _git_head(),
+                                                             "runs": {}, "checks": {}, "transfer": {}}
+    f = F.factory(key, depth=True)
+    X, Y = check_data(key)
+    for name in ("depth-muP", "muP"):
+        P = lt.parameterise(f, name, widths=WIDTHS[:2], depths=DEPTH["depths"][:2], example_inputs=(X[:4],))
+        rec.update(blocks=P.layout.prefix, branches=list(P.branches))
+        runs = rec["runs"].setdefault(name, [])
+        while len(runs) < DEPTH["checks"]:
+            r = lt.depth_coord_check(P, DEPTH["depths"], (X, Y), width=DEPTH["width"], lr=DEPTH["lr"],
+                                     steps=DEPTH["steps"], seeds=DEPTH["seeds"], seed=len(runs))
+            runs.append({"seed": len(runs), "passed": bool(r.passed), "rows": _depth_rows(r), "cpu_s": r.cpu_seconds})
+            if len(runs) == 1:
+                rec["checks"][name] = {"rows": _depth_rows(r), "passed": bool(r.passed), "cpu_s": r.cpu_seconds}
+            _write(out, rec)
+            print(f"[depth] {name} check {len(runs)}/{DEPTH['checks']}: {'pass' if r.passed else 'flagged'} "
+                  f"({r.cpu_seconds:.1f} CPU-s)", flush=True)
+    train, test = transfer_data(key)
+    lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
+    for name in ("depth-muP", "muP"):
+        if name in rec["transfer"]:
+            continue
+        r = lt.transfer(f, name, widths=(DEPTH["transfer_width"],), depths=DEPTH["transfer_depths"], lrs=lrs,
+                        data=train, held_out=test, steps=TRANSFER["steps"], seeds=TRANSFER["seeds"],
+                        batch_size=TRANSFER["batch_size"], store=RESULTS / label / "stores" / f"depth.{name}",
+                        progress=True, threads=1, name=f"Llama {name} across depth")
+        save_result(r, RESULTS / label / f"depth.transfer.{name}")
+        rec["transfer"][name] = transfer_summary(r)
+        _write(out, rec)
+        print(f"[depth] transfer {name}: drift {r.drift:+.2f} per doubling of depth → {r.verdict}", flush=True)
+    return rec
+
+
+# ---------------------------------------------------------------------- the docs tables
+DOCS = ROOT / "docs" / "zoo.rst"
+
+
+def markers(name):
+    """The docs page's marker comments around the generated table ``name``."""
+    return (f".. generated: {name} (python benchmarks/zoo_study.py table --write)", f".. end generated: {name}")
+
+
+def table(write=False):
+    from limits.results import replace_marked_block
+    from limits.torch.zoo import coverage
+
+    out = coverage.tables(RESULTS, coverage.SURVEY_LABEL)
+    for name, text in out.items():
+        if write:
+            b, e = markers(name)
+            replace_marked_block(DOCS, b, e, ["", text, ""])
+        else:
+            print(f"--- {name}\n{text}\n")
+    return out
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer"))
+    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "table"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
     ap.add_argument("--checks", type=int, default=20, help="check: independent checks of the correct module (10 seeds each)")
     ap.add_argument("--bug-checks", type=int, default=5, help="check: checks per injected bug")
+    ap.add_argument("--write", action="store_true", help="table: write the tables into docs/zoo.rst")
     ap.add_argument("--study", default="study", help="check/transfer/depth: the results folder under benchmarks/results/zoo")
     a = ap.parse_args(argv)
     keys = a.families or [f.key for f in F.FAMILIES]
+    if a.what == "table":
+        return table(a.write)
     import torch
 
     torch.set_num_threads(1)
@@ -464,6 +551,8 @@ def main(argv=None):
     elif a.what == "transfer":
         for k in keys:
             transfer_family(k, label=a.study)
+    elif a.what == "depth":
+        depth(label=a.study)
     elif a.what == "scaling":
         scaling_survey()
     elif a.what == "check":
