@@ -377,6 +377,51 @@ def scaling_survey():
     return out
 
 
+# ---------------------------------------------------------------------- Adam's ε (ConvNeXt)
+def with_eps(P, eps):
+    """A Parameterised whose optimizer groups carry Adam's ``eps`` (torch honours a group's own eps)."""
+    import dataclasses
+
+    from limits.torch.apply_params import Parameterised
+
+    @dataclasses.dataclass(frozen=True)
+    class WithEps(Parameterised):
+        eps: float = 1e-8
+
+        def param_groups(self, module, lr, *a, **kw):
+            return [dict(g, eps=self.eps) for g in super().param_groups(module, lr, *a, **kw)]
+
+    return WithEps(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, eps=eps)
+
+
+def eps_study(label="study", checks=5, seeds=10):
+    """ConvNeXt's check failure explained: the library's layer scale (1e-6) puts the block weights' gradients near
+    Adam's ε = 1e-8, where its update is not the sign-like step μP's Adam rates assume. The same check with ε = 1e-20,
+    and with layer scale 1 at ε = 1e-8."""
+    import limits.torch as lt
+    from limits.torch.zoo import factory as zoo_factory, families as F
+
+    fam = F.family("convnext")
+    out = RESULTS / label / "convnext.eps.json"
+    rec = json.loads(out.read_text()) if out.exists() else {"commit": _git_head(), "variants": {}}
+    X, Y = check_data("convnext")
+    variants = {"layer scale 1e-6 (library), Adam eps 1e-8": (fam.base, 1e-8),
+                "layer scale 1e-6 (library), Adam eps 1e-20": (fam.base, 1e-20),
+                "layer scale 1, Adam eps 1e-8": (dict(fam.base, layer_scale_init_value=1.0), 1e-8)}
+    for name, (base, eps) in variants.items():
+        runs = rec["variants"].setdefault(name, [])
+        if len(runs) >= checks:
+            continue
+        f = zoo_factory("transformers", fam.class_name, base, fam.scale)
+        P = with_eps(lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],)), eps)
+        while len(runs) < checks:
+            runs.append(_one_check(P, "convnext", len(runs), seeds))
+            _write(out, rec)
+            print(f"[eps] {name}: {len(runs)}/{checks} {'pass' if runs[-1]['passed'] else runs[-1]['failing'][:2]}",
+                  flush=True)
+    return rec
+
+
 # ---------------------------------------------------------------------- μTransfer
 TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, seeds=3, batch_size=32,
                 n_train=256, n_test=64)
@@ -531,7 +576,7 @@ def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "table"))
+    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "eps", "table"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
@@ -551,6 +596,8 @@ def main(argv=None):
     elif a.what == "transfer":
         for k in keys:
             transfer_family(k, label=a.study)
+    elif a.what == "eps":
+        eps_study(label=a.study)
     elif a.what == "depth":
         depth(label=a.study)
     elif a.what == "scaling":

@@ -229,10 +229,23 @@ def depth_table(results) -> str:
                         "verdict", "checks flagged", "lr drift per doubling of depth"], body)
 
 
+def eps_table(results) -> str:
+    """ConvNeXt's check under Adam's ε and the layer scale (``zoo_study.py eps``)."""
+    d = _load(Path(results) / "study" / "convnext.eps.json")
+    if not d:
+        return "(not measured yet)"
+    body = []
+    for name, runs in d["variants"].items():
+        k = sum(not r["passed"] for r in runs)
+        first = [r["failing"][0] for r in runs if r["failing"]]
+        body.append([name, f"{k}/{len(runs)}", max(set(first), key=first.count) if first else "—"])
+    return _list_table(["ConvNeXt variant", "checks flagged (10 seeds each)", "tensor named first most often"], body)
+
+
 def tables(results, survey_label) -> dict:
     """{marker name: reST table} for the docs page."""
     return {"coverage": coverage_table(results), "layouts": layouts_table(results, survey_label),
-            "scaling": scaling_table(results), "depth": depth_table(results)}
+            "scaling": scaling_table(results), "depth": depth_table(results), "eps": eps_table(results)}
 
 
 __all__ = ["rows", "tables", "coverage_table", "layouts_table", "scaling_table", "depth_table", "upper95",
