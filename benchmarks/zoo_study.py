@@ -423,7 +423,7 @@ def eps_study(label="study", checks=5, seeds=10):
 
 
 # ---------------------------------------------------------------------- μTransfer
-TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, seeds=3, batch_size=32,
+TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, seeds=6, batch_size=32,
                 n_train=256, n_test=64)
 
 

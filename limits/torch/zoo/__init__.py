@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {"factory": "factories", "ZooFactory": "factories", "model_class": "factories"}
-_SUBMODULES = ("factories", "tasks", "families", "coverage", "scaling_survey")
+_SUBMODULES = ("factories", "tasks", "families", "coverage")
 __all__ = sorted(_EXPORTS)
 
 

@@ -112,9 +112,9 @@ def _drift(tr, param):
     return f"{s['drift']:+.2f} [{lo:+.2f}, {hi:+.2f}] {s['verdict']}"
 
 
-def _status(rec, fa):
+def _status(rec, fa, surveyed=None):
     if rec is None:
-        return "not measured"
+        return "not measured" if surveyed is None else "survey only: " + _survey_cell(surveyed)
     if rec.get("status") in ("refused", "refused by name"):
         return "refused: " + _first_sentence(rec.get("message", ""))
     if fa is None:
@@ -130,18 +130,25 @@ def _status(rec, fa):
     return f"check fails ({k}/{n}; most often {worst})"
 
 
-def rows(results) -> list:
-    """One dict per family of :data:`limits.torch.zoo.families.FAMILIES` (module docstring)."""
+def rows(results, survey_label=SURVEY_LABEL) -> list:
+    """One dict per family of :data:`limits.torch.zoo.families.FAMILIES` (module docstring); a family without a
+    calibrated study yet shows its verdict in the survey ``survey_label`` (4 seeds, its own head layout)."""
     from .families import FAMILIES
 
     study = Path(results) / "study"
+    s = _load(Path(results) / "survey" / f"{survey_label}.json") or {"rows": []}
+    surveyed = {}
+    for r in s["rows"]:
+        surveyed.setdefault(r["family"], {})[r["layout"]] = r
     out = []
     for fam in FAMILIES:
+        sv = surveyed.get(fam.key, {})
+        sv = sv.get(fam.layout) or (next(iter(sv.values())) if len(sv) == 1 else None)
         rec = _load(study / f"{fam.key}.check.json")
         tr = _load(study / f"{fam.key}.transfer.json")
         fa, fa_text = _false_alarm(rec or {})
         out.append({"family": fam.title, "key": fam.key, "class": fam.class_name,
-                    "layout": (rec or {}).get("layout", fam.layout), "status": _status(rec, fa),
+                    "layout": (rec or {}).get("layout", fam.layout), "status": _status(rec, fa, sv),
                     "attention": _attention(rec or {}), "ties": _ties(rec or {}), "tensors": _tensors(rec or {}),
                     "false_alarm": fa_text, "bugs": _bugs(rec or {}), "sp": _drift(tr, "SP"),
                     "mup": _drift(tr, "muP"), "note": fam.note})
