@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "calibration" / "torch_property.json"
-DOC = ROOT / "docs" / "torch_calibration.rst"
+DOC = ROOT / "docs/torch_calibration.rst"
 BEGIN = ".. torch-property:begin (python benchmarks/torch_property.py --table)"
 END = ".. torch-property:end"
 WIDTHS = (32, 64, 128, 256)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "calibration" / "torch_suite.json"
-DOC = ROOT / "docs" / "torch_calibration.rst"
+DOC = ROOT / "docs/torch_calibration.rst"
 SETTINGS = dict(lr=1e-2, steps=3, seeds=4)
 ALPHA = 0.05
 BEGIN = ".. torch-suite-table:begin (python benchmarks/torch_suite_calibration.py --write)"
@@ -140,7 +140,7 @@ def table(data) -> list:
     lines = [".. list-table::", "   :header-rows: 1", "",
              "   * - module", "     - ``parameterise(…, \"muP\")``",
              f"     - false alarms of its own check (nominal ≤ {a:g}) ± SE",
-             "     - injected bugs: flagged / culprit named first (checks)", "     - CPU per check (total)"]
+             "     - three injected bugs: flagged, and with the culprit named first", "     - CPU per check (all checks)"]
     for name, v in s.items():
         acc = "accepted" if v["accepted"] else f"refused: {v['refused'][:120]}"
         if v["checks"]:
@@ -149,7 +149,7 @@ def table(data) -> list:
                  f"{v['p_at_alpha']:.2f})"
         else:
             fa = "—"
-        bugs = "; ".join(f"{w}: {f}/{n} / {c}/{n}" for f, c, n, w in v["bugs"].values()) or "—"
+        bugs = "; ".join(f"{w}: flagged {f}/{n}, culprit first {c}/{n}" for f, c, n, w in v["bugs"].values()) or "—"
         lines += [f"   * - {v['title']} (``{name}``)", f"     - {acc}", f"     - {fa}", f"     - {bugs}",
                   f"     - {v['cpu_median']:.1f} s ({v['cpu_total'] / 60:.0f} min)"]
     return lines

@@ -549,7 +549,7 @@ def depth(label="study"):
 
 
 # ---------------------------------------------------------------------- the docs tables
-DOCS = ROOT / "docs" / "zoo.rst"
+DOCS = ROOT / "docs/zoo.rst"
 
 
 def markers(name):

@@ -237,8 +237,10 @@ def load_result(path, what="result file"):
     """Load a result saved by :func:`save_result` (no pickle is ever loaded; every file read bounded)."""
     npz_path, json_path = result_paths(path)
     payload = read_payload(path, what)
-    arrays = read_npz(npz_path, what)
+    # the type first: a file naming anything but a listed Result type is refused before its arrays are read
+    # (reading the zip imports a codec on first use: a refused file must import nothing)
     cls = result_class(payload.get("type") if isinstance(payload, dict) else None, str(json_path))
+    arrays = read_npz(npz_path, what)
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})

@@ -11,7 +11,7 @@ from limits.torch.zoo.families import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "zoo"
-DOCS = ROOT / "docs" / "zoo.rst"
+DOCS = ROOT / "docs/zoo.rst"
 
 
 def _block(name):

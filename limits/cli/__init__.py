@@ -34,16 +34,20 @@ import sys
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
 EXIT_POINTS_FAILED = 3      # `limits sweep run`: finished, but some grid points raised (listed)
+EXIT_INCONCLUSIVE = 4       # `limits check` / `predict --check`: nothing failed, but a required test was not decided
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130
 # every exit status a command returns, for `limits --help` (tests/test_cli_exit_status.py scans the commands'
 # return statements and the constants above against it)
 EXIT_STATUSES = {
     0: "ok (also --help, --version, and output cut short by a closed pipe such as `| head`)",
-    1: "a check did not pass (a failed or inconclusive check, not converged, a validation case failed, a "
+    1: "a check did not pass (a failed check, not converged, a validation case failed, a "
        "coordinate check not as predicted, `sweep run --fail-fast` stopped at a failing point)",
     EXIT_USAGE: "bad input: arguments, values, files (one line on stderr)",
     EXIT_POINTS_FAILED: "`limits sweep run` finished but some grid points failed (listed; the rest is stored)",
+    EXIT_INCONCLUSIVE: "`limits check` / `limits predict --check` inconclusive: nothing failed, but a required test "
+                       "was too wide to decide (the inits/widths that would decide it are printed) or, for predictions, "
+                       "a failure lies outside the asymptotic regime",
     EXIT_INTERNAL: "internal error, a bug (the traceback is saved to a file in the temp dir, named on stderr)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -326,6 +330,11 @@ def _accept_negative_fractions(parser):
                 _accept_negative_fractions(sub)
 
 
+# every command's --seed: numpy's SeedSequence takes any size, but torch.manual_seed, legacy numpy seeding and the
+# per-init seeds derived from it (seed · 1 000 003 + s) do not — one range for every command, checked first
+MAX_SEED = 2 ** 32 - 1
+
+
 # output options of component commands, checked before the command runs:
 # ``--save PATH`` writes PATH.npz + PATH.json, ``--out FILE`` one file
 _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
@@ -385,8 +394,15 @@ def _check_files(args):
     from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
     seed = getattr(args, "seed", None)
-    if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
-        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:     # checked before anything runs
+        raise ValueError(f"--seed must be an integer from 0 to 2^32 − 1 = {MAX_SEED}, got "
+                         f"{seed if abs(seed) < 10 ** 30 else f'a {len(str(abs(seed)))}-digit number'}")
+    plot = getattr(args, "plot", None)
+    if isinstance(plot, str) and plot and args.command not in ("run", "figure", "validate"):
+        from ..style import figure_path
+
+        figure_path(plot, "--plot")             # a suffix matplotlib writes, and a writable place: before computing
+        ensure_writable_file(plot, "--plot")
     for attr, flag in _INPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if isinstance(value, str):

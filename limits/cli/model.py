@@ -10,6 +10,7 @@ two input sets, and check a prediction against finite networks of the same model
 from __future__ import annotations
 
 import numpy as np
+from . import EXIT_INCONCLUSIVE
 
 
 def model_arguments(s, required=False):
@@ -240,6 +241,7 @@ def cmd_check(args):
         if args.y is None:
             raise ValueError("--what dmft needs --y (targets, P values)")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
+        _refuse_trivial_training_data(X, y, args)
         with stage(f"check: theory (DMFT of {X.shape[0]} inputs, {args.steps} steps)"):
             res = dmft.solve(X, y, model=m, steps=args.steps)
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers,
@@ -247,12 +249,24 @@ def cmd_check(args):
     return _report_check(args, c, check_summary, emit)
 
 
+def _refuse_trivial_training_data(X, y, args):
+    """All-zero targets or inputs give the trained mean-field network nothing to learn (its infinite-width output
+    stays 0, or every input is the same point): refused before the DMFT solve and the finite networks run, naming
+    the file — the check would end, after both, in a prediction that is identically zero."""
+    if y.size and not np.any(y):
+        raise ValueError(f"--y: {args.y} holds only zeros: with zero targets the mean-field network's output stays at "
+                         "its infinite-width start, 0, and the check has nothing to compare; give nonzero targets")
+    if X.size and not np.any(X):
+        raise ValueError(f"--x: {args.x} holds only zeros: every input is the same point (the origin), so the "
+                         "features carry no signal and the trained output is degenerate; give distinct inputs")
+
+
 def _report_check(args, c, check_summary, emit):
     if args.plot:
         c.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
     emit(check_summary(c), args, text)
-    return 0 if c.passed else 1
+    return 0 if c.passed else (EXIT_INCONCLUSIVE if c.verdict == "inconclusive" else 1)
 
 
 def _check_plot_path(path):

@@ -18,6 +18,7 @@ finite networks of the same model, with the defaults of ``limits.check``.
 from __future__ import annotations
 
 import numpy as np
+from . import EXIT_INCONCLUSIVE
 
 
 from .checkopts import add_check_options, check_summary  # noqa: F401  (check_summary: the shared JSON summary)
@@ -203,7 +204,9 @@ def cmd_predict(args):
         lines += ["", c.to_markdown()]
         obj["check"] = check_summary(c)
     emit(obj, args, "\n".join(lines))
-    return 0 if not args.check or obj["check"]["passed"] else 1
+    if not args.check or obj["check"]["passed"]:
+        return 0
+    return EXIT_INCONCLUSIVE if obj["check"]["verdict"] == "inconclusive" else 1
 
 
 def add_data_options(s):

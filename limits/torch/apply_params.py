@@ -98,17 +98,10 @@ class TensorRule:
 
 
 def _module_kind(mod, pname):
-    """(fan_in dims, fan_out dims) of a parameter of a known module, or None."""
-    if isinstance(mod, (nn.modules.conv._ConvTransposeNd,)):
-        return ((0,), (1,)) if pname == "weight" else None
-    if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)):
-        return ((1,), (0,)) if pname == "weight" else None
-    if isinstance(mod, nn.Embedding):
-        return ((0,), (1,)) if pname == "weight" else None
-    if isinstance(mod, nn.MultiheadAttention) and pname in ("in_proj_weight", "q_proj_weight", "k_proj_weight",
-                                                            "v_proj_weight"):
-        return ((1,), (0,))
-    return None
+    """(fan_in dims, fan_out dims) of a parameter of a known module, or None (:func:`limits.torch.graph.module_kind`)."""
+    from .graph import module_kind
+
+    return module_kind(mod, pname)
 
 
 ROUNDING = 0.25          # a size ∝ width "up to rounding": within ±25 % of k·N at every width probed
@@ -220,7 +213,7 @@ def graph_role(traces, name, ndim, scaled) -> tuple:
     contraction (matmul, linear, einsum) — hidden when two dimensions scale, else input-like when the product
     is width-sized and output-like when it is not; elementwise (added, multiplied, concatenated: a token, a
     position embedding, a gain) — input-like (2-D or more) or vector-like (1-D); anything else undecided."""
-    from .graph import _SHAPE_OPS, plain_key
+    from .graph import SHAPE_OPS as _SHAPE_OPS, plain_key
 
     if traces is None:
         return None, "the forward could not be traced"
@@ -262,9 +255,9 @@ def graph_role(traces, name, ndim, scaled) -> tuple:
 
 
 def _flat_refs(x):
-    from .graph import Ref, _flat
+    from .graph import Ref, flat
 
-    return [r.index for r in _flat(x) if isinstance(r, Ref)]
+    return [r.index for r in flat(x) if isinstance(r, Ref)]
 
 
 def _classify(ma, mb, na, nb, roles, sizes, traces=None):
@@ -404,6 +397,11 @@ class Parameterised:
     attention: tuple = ()
     readouts: tuple = ()
     traced: str = ""
+
+    def __repr__(self):
+        from .reprs import parameterised_repr          # a few lines, not every rule (limits.torch.reprs)
+
+        return parameterised_repr(self)
 
     def __call__(self, width, seed=None):
         width = int(width)

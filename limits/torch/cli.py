@@ -67,6 +67,7 @@ def register(sub):
 MAX_WIDTH = 2 ** 15          # an N×N float32 weight at 2^15 is 4 GB
 MAX_SEEDS = 256
 MAX_STEPS = 1000
+MAX_SEED = (2 ** 63 - 1) // 1_000_003 - 1024    # = limits.torch.data_checks.MAX_SEED (torch not imported here)
 
 
 def _check_args(args):
@@ -100,6 +101,8 @@ def _check_args(args):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must lie in [0, {MAX_SEED}] (torch seeds are 64-bit), got {args.seed}")
     from .roles import parse_roles
 
     args.roles = parse_roles(args.role)
@@ -107,11 +110,17 @@ def _check_args(args):
 
 def cmd_coord_check(args):
     _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    ws = sorted(set(args.widths))
+    how = f"under {args.param}" if args.param else f"as built, expected to follow {args.expect}"
+    announce(f"coord-check: {elide(args.factory, 80)} {how}: widths {sizes_text(ws)}, {args.seeds} seeds × "
+             f"{args.steps} step(s) = {len(ws) * args.seeds} training runs (the widest take most of the time)")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
@@ -119,14 +128,19 @@ def cmd_coord_check(args):
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
     from .coordcheck import trace_inputs, coord_check, synthetic_data
+    from .data_checks import check_factory_data
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
+        announce(f"coord-check: calling --data {elide(args.data, 80)}")
         data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
+    data = check_factory_data(factory, widths[0], data, what=f"--data {elide(args.data)}" if args.data else
+                              "the synthetic data", inputs_only=True)          # before tracing or training
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
+        announce(f"coord-check: applying {args.param} (tracing the factory at widths {', '.join(map(str, widths))})")
         target = parameterise(factory, args.param, widths=widths, optimizer=args.optimizer,
                               gauge=None if args.gauge == "derived" else "a0", roles=args.roles,
                               example_inputs=trace_inputs(factory, x, widths[0]), check_init=args.check_init)

@@ -65,9 +65,13 @@ from torch import nn
 from ..results import Result
 from ..stats import loglog_fit, mean_se, signed
 from .apply_params import Parameterised, build_module as _build, classify, resolve_table
+from .data_checks import check_factory_data, check_seed
 from .exponents import bound_test, exponent_test
+from .losses import default_loss
+from .measured import Unchanged, unrecorded_tensors, untrained_rows
+from .progress_lines import each_seed, runs as progress_runs
 from .network import torch_threads
-from .graph import _sites as _graph_sites, find_ties, plain_key, trace, width_scaling
+from .graph import sites_of as _graph_sites, find_ties, plain_key, trace, width_scaling
 from .recording import describe, label, run_one, site_key
 
 QUANTITIES = ("scale", "change", "update")
@@ -104,8 +108,15 @@ class TorchCoordCheck(Result):
 
     @property
     def passed(self) -> bool:
-        """Every judged fit consistent with its prediction (and no divergence)."""
-        return not self.failures()
+        """Every judged fit consistent with its prediction, every judged row measured, no run diverged."""
+        return not self.failures() and not self.unmeasured()
+
+    def unmeasured(self) -> list:
+        """[(row, reason)] of judged rows training never moved measurably, and ("training", reason) per width
+        where a run diverged (:mod:`limits.torch.measured`): no verdict without a measurement."""
+        from .measured import unmeasured_rows
+
+        return unmeasured_rows(self)
 
     @property
     def tests(self) -> int:
@@ -159,6 +170,8 @@ class TorchCoordCheck(Result):
 
     def summary(self) -> str:
         """"All … as predicted." or the line "Not as predicted: …" naming failing rows, culprit first."""
+        from .measured import unmeasured_text
+
         if self.passed:
             return "All tensors behave as predicted."
         seen, parts = set(), []
@@ -166,10 +179,12 @@ class TorchCoordCheck(Result):
             if n in seen:
                 continue
             seen.add(n)
+            fit = f"∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}]" if np.isfinite(s) else "not finite at some widths"
             parts.append(f"{n}: {'effect of its update' if q == 'change' and self.kinds[self.tensors.index(n)] == 'tensor' else q} "
-                         f"at step {t} ∝ N^{signed(s)} [{signed(lo)}, {signed(hi)}], predicted {p}")
+                         f"at step {t} {fit}, predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
-        return "Not as predicted: " + "; ".join(parts[:12]) + more
+        failed = ("Not as predicted: " + "; ".join(parts[:12]) + more) if parts else ""
+        return " ".join(x for x in (failed, unmeasured_text(self.unmeasured())) if x)
 
     def to_markdown(self) -> str:
         ws = ", ".join(str(int(w)) for w in self.widths)
@@ -183,6 +198,7 @@ class TorchCoordCheck(Result):
                 "|---|---|---|---|---|---|---|---|---|")
         rows = []
         fails = set(self.failing_tensors())
+        unmeasured = dict(self.unmeasured())
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
@@ -191,39 +207,32 @@ class TorchCoordCheck(Result):
             a, pa = cell(0, 0)
             b, pb = cell(T, 1)
             c, pc = cell(T, 2)
-            verdict = "**NO**" if name in fails else ("ok" if np.any(self.consistent[i] == 1) else "—")
+            verdict = "**NO**" if name in fails else ("**no change**" if name in unmeasured else
+                                                       ("ok" if np.any(self.consistent[i] == 1) else "—"))
             rows.append(f"| {name} | {self.roles[i]} | {a} | {pa} | {b} | {pb} | {c} | {pc} | {verdict} |")
         miss = self.settings.get("attention_not_measured") or {}
         note = ("\n\nAttention whose logits are not measured (not recognised in the traced forward): "
                 + "; ".join(f"{k} ({v})" for k, v in miss.items())) if miss else ""
+        plan = self.settings.get("plan") or []
+        if plan:
+            note += "\n\nFrom the plan (offsets through the traced forward): " + "; ".join(plan[:12]) + "."
         return head + "\n" + "\n".join(rows) + note + "\n\n" + self.summary() + "\n"
 
     def __str__(self):
         return self.to_markdown()
 
-    def plot(self, target=None, quantity="change", step=None):
-        """Fitted exponent ± 95 % CI of every tensor (dots) against its prediction (crosses). ``target``: a
-        path, an Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
-        from ..style import plot_target
+    def __repr__(self):
+        from .reprs import coordcheck_repr          # one line, not the arrays (limits.torch.reprs)
 
-        t = self.steps if step is None else int(step)
-        q = QUANTITIES.index(quantity)
-        pt = plot_target(target, 1, figsize=(max(5.0, 0.35 * len(self.tensors)), 3.6), what="TorchCoordCheck.plot")
-        ax = pt.axes[0]
-        x = np.arange(len(self.tensors))
-        s = self.slope[:, t, q]
-        ax.errorbar(x, s, yerr=[s - self.ci_low[:, t, q], self.ci_high[:, t, q] - s], fmt="o", ms=4,
-                    label="fitted (95 % CI)")
-        ax.plot(x, self.predicted[:, t, q], "x", color="C3", ms=7, label="predicted")
-        bad = self.consistent[:, t, q] == 0
-        if np.any(bad):
-            ax.plot(x[bad], s[bad], "o", mfc="none", mec="C3", ms=10, label="not as predicted")
-        ax.set_xticks(x)
-        ax.set_xticklabels(self.tensors, rotation=70, ha="right", fontsize=6)
-        ax.set_ylabel(f"width exponent of {quantity} (step {t})")
-        ax.set_title(self.name, fontsize=9)
-        ax.legend(fontsize=7)
-        return pt.finish()
+        return coordcheck_repr(self)
+
+    def plot(self, target=None, quantity="change", step=None):
+        """Fitted exponents ± 95 % CI of every row against the predictions: the scale at init and the change
+        after every step (or ``step``), failing rows marked (:mod:`limits.torch.coordcheck_plot`). ``target``:
+        a path, an Axes, two Axes or None (:func:`limits.style.plot_target`); returns the Figure."""
+        from .coordcheck_plot import plot_coord_check
+
+        return plot_coord_check(self, target, quantity, step)
 
 
 # ---------------------------------------------------------------------- predictions
@@ -369,13 +378,6 @@ def _as_tensor(a, dtype):
     return t
 
 
-def default_loss(out, y):
-    """Integer targets: cross-entropy over the last axis; real targets: (1/B) Σ ½ (out − y)²."""
-    if not y.is_floating_point():
-        return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    return 0.5 * ((out - y.reshape(out.shape)) ** 2).sum() / out.shape[0]
-
-
 def _groups(model, groups, lr, width):
     """A factory's own optimizer groups, validated; a group's ``lr_mult`` sets its rate to lr · lr_mult. Refused:
     no trainable tensor in any group, a tensor that is not the module's, a rate ≤ 0 or not finite."""
@@ -491,7 +493,7 @@ def _build_run(factory, N, lr, data, seed):
 
 def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, seeds=4, expect=None,
                 loss=None, alpha=0.05, roles=None, seed=0, name=None, threads=None,
-                parameterisation=None) -> TorchCoordCheck:
+                parameterisation=None, progress=None) -> TorchCoordCheck:
     """Coordinate check (module docstring). ``module_factory``: a :class:`Parameterised` (predictions from its
     table; ``optimizer`` defaults to its own) or a plain ``factory(width)`` checked as-is against the
     parameterisation ``expect`` (the factory may return ``(module, param_groups)`` for its own per-tensor
@@ -500,13 +502,17 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     (traced on the check's own inputs). ``alpha``: the
     family-wise false-alarm level of the verdict. ``threads``: torch threads during the runs (default
     ``$LIMITS_BLAS_THREADS``, 1). ``data``: ``(X, Y)`` (arrays or tensors; integer Y → cross-entropy) or inputs X
-    alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count."""
+    alone (then fixed N(0, 1) regression targets of the output's shape, drawn from ``seed``). ``seeds``: a count.
+    ``progress``: None (a bar on a terminal, else a line every 10 s), True, False."""
     t_cpu = time.process_time()
     widths, steps, seeds, data = _check_args(widths, steps, seeds, data, lr, alpha)
+    check_seed(seed)
+    data = check_factory_data(module_factory, widths[0], data, loss=loss, inputs_only=True)   # before any training
     factory, p, rules, fl, optimizer, title = _target(module_factory, expect, optimizer, parameterisation, widths,
                                                       roles, name, data[0])
     rule_of = {plain_key(q.name): q for q in rules}
-    runs = _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss or default_loss, seed, threads)
+    runs = _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss or default_loss, seed, threads,
+                 progress)
     order, samples, descs, sites = runs["order"], runs["samples"], runs["descs"], runs["sites"]
     na, nb = widths[0], widths[1]
     head_scales = {site_key(a.site): a.head_dim == "scales"
@@ -520,6 +526,7 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
     settings = {"optimizer": optimizer, "lr": float(lr), "seed": int(seed),
                 "parameterisation": str(getattr(p, "name", "")), "feature_learning": bool(fl),
                 "head_dim_scales": {k: bool(v) for k, v in head_scales.items()},
+                "untrained_rows": runs["untrained"], "unrecorded_tensors": runs["unrecorded"],
                 "attention_not_measured": {s.name: s.reason or "unrecognised" for s in sites[na]
                                            if s.kind == "unrecognised"}, **plan_info}
     return TorchCoordCheck(title, np.asarray(widths, float), labels, kinds, rl, steps, seeds, samples, slope, sse,
@@ -527,14 +534,18 @@ def coord_check(module_factory, widths, data, optimizer=None, lr=1e-2, steps=3, 
                            float(alpha), time.process_time() - t_cpu, settings)
 
 
-def _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss_fn, seed, threads) -> dict:
+def _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss_fn, seed, threads, progress=None) -> dict:
     """Every training run of a check: ``order`` (rows), ``samples`` (widths, seeds, rows, steps+1, 3), per width
     ``descs`` (module labels), ``sites`` (attention), ``lrs`` ({tensor: rate}); ``probes``: (untrained copy,
-    trace) of the first seed's module at each width (the plan's offsets are read from two of them)."""
+    trace) of the first seed's module at each width (the plan's offsets are read from two of them);
+    ``untrained`` (rows exempt from "no measurement") and ``unrecorded`` (trained tensors no row measures and no
+    run changed). ``progress``: a bar, or a line every 10 s (:func:`limits.torch.progress_lines.runs`)."""
     samples = order = None
     descs, sites, tied, lrs, probes = {}, {}, {}, {}, {}
+    bar = progress_runs(len(widths) * seeds, "coord-check", progress)
+    watch = Unchanged()                                                  # trained tensors no run changed
     for wi, N in enumerate(widths):
-        for s in range(seeds):
+        for s in each_seed(bar, N, seeds):
             with torch.random.fork_rng(devices=[]), torch_threads(threads):
                 torch.manual_seed(int(seed) * 1_000_003 + s)
                 model, groups, X, Y, data = _build_run(factory, N, lr, data, seed)
@@ -545,17 +556,24 @@ def _runs(factory, rules, widths, seeds, steps, data, lr, optimizer, loss_fn, se
                     tied[N] = _tied_readouts(factory, model)
                     lrs[N] = _rates(model, groups, lr)
                     probes[N] = (copy.deepcopy(model), tr)
+                watch.before(model, groups)
                 rows, res = run_one(model, rules, sites[N], groups, X, Y, optimizer, lr, steps, loss_fn, tied[N])
+                watch.after()
             if order is None:
                 order = rows
                 if not any(k != "tensor" for _, k, _ in order):
                     raise ValueError("coord_check: no input/hidden/output module to record")
+                rule_of = {plain_key(q.name): q for q in rules}
+                untrained = untrained_rows(model, groups, order, rule_of)      # exempt from "no measurement"
+                unrecorded = unrecorded_tensors(model, groups, order)        # trained, never measured
                 samples = np.full((len(widths), seeds, len(order), steps + 1, 3), np.nan)
             idx = {r[0]: i for i, r in enumerate(rows)}
             for j, (key, kind, extra) in enumerate(order):
                 if key in idx:
                     samples[wi, s, j] = res[idx[key]]
-    return {"order": order, "samples": samples, "descs": descs, "sites": sites, "lrs": lrs, "probes": probes}
+    bar.close()
+    return {"order": order, "samples": samples, "descs": descs, "sites": sites, "lrs": lrs, "probes": probes,
+            "untrained": untrained, "unrecorded": [n for n in unrecorded if n in watch.never]}
 
 
 def _trace(model, X):

@@ -1016,5 +1016,39 @@ def capture_logits(module, sites):
         yield store
 
 
-__all__ = ["find_attention", "find_ties", "analyse", "Analysis", "unwrap", "plain_key", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
+# helpers shared within limits.torch (the offsets of limits.torch.offsets read the same trace)
+SHAPE_OPS = _SHAPE_OPS
+
+
+def flat(x):
+    """Every leaf of nested tuples/lists/dicts/slices (a node's arguments)."""
+    return _flat(x)
+
+
+def mm_operands(t, mm):
+    """The two activation operands (query first) of a matmul-like node of trace ``t``."""
+    return _mm_operands(t, mm)
+
+
+def sites_of(t, root) -> tuple:
+    """The attention sites of trace ``t`` of module ``root`` (:func:`find_attention` on a made trace)."""
+    return _sites(t, root)
+
+
+def module_kind(mod, pname):
+    """(fan-in dims, fan-out dims) of parameter ``pname`` of a known module (Linear, Conv*d, ConvTranspose*d,
+    Embedding, MultiheadAttention projections), or None."""
+    if isinstance(mod, nn.modules.conv._ConvTransposeNd):
+        return ((0,), (1,)) if pname == "weight" else None
+    if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)):
+        return ((1,), (0,)) if pname == "weight" else None
+    if isinstance(mod, nn.Embedding):
+        return ((0,), (1,)) if pname == "weight" else None
+    if isinstance(mod, nn.MultiheadAttention) and pname in ("in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                                            "v_proj_weight"):
+        return ((1,), (0,))
+    return None
+
+
+__all__ = ["SHAPE_OPS", "flat", "mm_operands", "sites_of", "module_kind", "find_attention", "find_ties", "analyse", "Analysis", "unwrap", "plain_key", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
            "AttentionSite", "AttentionScaling", "Projection", "Tie", "Trace", "KINDS"]

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .graph import Ref, _flat, _mm_operands, _sites, _SHAPE_OPS, plain_key, trace
+from .graph import SHAPE_OPS as _SHAPE_OPS, Ref, flat as _flat, mm_operands as _mm_operands, plain_key, \
+    sites_of as _sites, trace
 
 PASS = frozenset(_SHAPE_OPS | {
     "contiguous", "dropout", "relu", "relu_", "leaky_relu", "hardtanh", "relu6", "max_pool1d", "max_pool2d",
@@ -563,7 +564,7 @@ def role_of_use(rules):
     """``use_role`` for :func:`build` from a factory's :class:`limits.torch.apply_params.TensorRule` s: a raw
     parameter's rule role; a module's weight by that module's fan-in/fan-out (a tied read-out reading the
     embedding's tensor has the read-out's role)."""
-    from .apply_params import _module_kind
+    from .graph import module_kind as _module_kind
 
     by = {plain_key(q.name): q for q in rules}
 
@@ -623,6 +624,7 @@ class Gauges:
     graph: dict
     mult: dict = field(default_factory=dict)
     shift: dict = field(default_factory=dict)     # var -> init exponent of its canonical above its role's (a tie)
+    tensor_update: dict = field(default_factory=dict)   # tensor -> update offset for its own row (biases too)
 
     def value(self, var) -> float:
         return self.gauge.get(var, 0.0) - self.graph.get(var, 0.0)

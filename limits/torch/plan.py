@@ -33,6 +33,11 @@ def _base_init(q):
     return b if b is not None else -_SP_B.get(q.role, 0.0)
 
 
+def _own_mult(q):
+    """The forward multiplier's exponent of a rule's tensor: r^−a, and the query block's r^q when it is all of it."""
+    return -q.a + (q.query_exponent if q.query_rows == (0, q.shape[0]) else 0.0)
+
+
 def plan_gauges(P, graph) -> Gauges:
     """:class:`limits.torch.offsets.Gauges` of every use in ``graph`` under the plan of ``P`` (a Parameterised)."""
     rules = {plain_key(q.name): q for q in P.rules}
@@ -59,7 +64,9 @@ def plan_gauges(P, graph) -> Gauges:
         gauge[u.var] = choose(o_i, o_u, u.role)
         if not u.in_leaf:
             in_graph[u.var] = -q.a              # a raw parameter's parametrization is a node of the graph
-    return Gauges(init, upd, gauge, in_graph, mults, shift)
+    tensor_update = {plain_key(q.name): use_gauge(_base_init(q) + q.init_exponent, -q.c, _own_mult(q), q.role, P.table,
+                                                  P.optimizer_name)[1] for q in P.rules if q.role != "constant"}
+    return Gauges(init, upd, gauge, in_graph, mults, shift, tensor_update)
 
 
 def measured_gauges(rules, table, optimizer, graph, init_exp, lr_exp) -> Gauges:
@@ -72,7 +79,9 @@ def measured_gauges(rules, table, optimizer, graph, init_exp, lr_exp) -> Gauges:
         o_i, o_u = use_gauge(init_exp[u.param], lr_exp[u.param], 0.0, u.role, table, optimizer)
         init[u.var], upd[u.var] = o_i, o_u
         gauge[u.var] = choose(o_i, o_u, u.role)
-    return Gauges(init, upd, gauge, {}, {v: 0.0 for v in gauge})
+    tensor_update = {n: use_gauge(init_exp.get(n, 0.0), lr_exp[n], 0.0, by[n].role, table, optimizer)[1]
+                     for n in lr_exp if n in by and by[n].role != "constant"}
+    return Gauges(init, upd, gauge, {}, {v: 0.0 for v in gauge}, {}, tensor_update)
 
 
 def fitted_exponent(widths, values, quarter=True) -> float:
@@ -116,79 +125,83 @@ class RowOffset:
     judge_effect: bool = True
 
 
-def row_offsets(order, graph, gauges, rule_of, owner_of, table, optimizer="adam") -> tuple:
-    """({row key: :class:`RowOffset`}, required gauges, notes) for the recorded rows ``order`` [(key, kind,
-    extra)]; ``owner_of(param) -> module path`` of the module whose output a tensor's effect is measured on."""
-    from .offsets import table_row
+class _Rows:
+    """The offsets of one check's rows (:func:`row_offsets`): the graph evaluated at the required gauges."""
 
-    req = attribute(graph, gauges)
-    value = lambda v: req[v] if v in req else gauges.value(v)          # noqa: E731
-    final = {v: (req[v] + gauges.graph.get(v, 0.0)) if v in req else g for v, g in gauges.gauge.items()}
-    off, sym = graph.evaluate(value)
-    forced = graph.forced_nodes()
-    below = {v for v in final if v.split("|")[1] in ("output", "vector")
-             and gauges.init[v] < final[v] - 0.05}
-    short = {v: gauges.init[v] - final[v] for v in below if v.split("|")[1] == "output"}
-    sgd_low = min(short.values(), default=0.0) if optimizer == "sgd" else 0.0
-    first_input_use, uses_of = {}, {}
-    for u in graph.uses:
-        uses_of.setdefault(u.param, []).append(u)
-        if u.role == "input":
-            first_input_use.setdefault(u.param, u.node)
-    self_read = {u.var for u in graph.uses                   # read-outs of a tensor the stream carries (a tie)
-                 if u.role == "output" and first_input_use.get(u.param, 1 << 60) < u.node}
-    out = {}
+    def __init__(self, graph, gauges, table, optimizer):
+        self.graph, self.gauges, self.table = graph, gauges, table
+        self.req = attribute(graph, gauges)
+        self.final = {v: (self.req[v] + gauges.graph.get(v, 0.0)) if v in self.req else g
+                      for v, g in gauges.gauge.items()}
+        self.off, self.sym = graph.evaluate(self.value)
+        self.forced = graph.forced_nodes()
+        self.below = {v for v in self.final if v.split("|")[1] in ("output", "vector")
+                      and gauges.init[v] < self.final[v] - 0.05}
+        self.short = {v: gauges.init[v] - self.final[v] for v in self.below if v.split("|")[1] == "output"}
+        self.sgd_low = min(self.short.values(), default=0.0) if optimizer == "sgd" else 0.0
+        first_input, self.uses_of = {}, {}
+        for u in graph.uses:
+            self.uses_of.setdefault(u.param, []).append(u)
+            if u.role == "input":
+                first_input.setdefault(u.param, u.node)
+        self.self_read = {u.var for u in graph.uses          # read-outs of a tensor the stream carries (a tie)
+                          if u.role == "output" and first_input.get(u.param, 1 << 60) < u.node}
 
-    def at(node):
-        if node is None or node in forced or not math.isfinite(off[node]):
+    def value(self, v):
+        return self.req[v] if v in self.req else self.gauges.value(v)
+
+    def at(self, node) -> float:
+        """A node's offset (0 at a forced point); a packed projection's at the larger of its row blocks."""
+        g = self.graph
+        if node is None or node in self.forced or not math.isfinite(self.off[node]):
             return 0.0
-        extra = 0.0
-        blocks = graph.row_blocks.get(graph.names[node]) if graph.kinds[node] == "module" else None
-        if blocks and blocks[1]:
-            extra = max(0.0, value(blocks[1]) - value(blocks[0]))
-        return off[node] + extra
+        blocks = g.row_blocks.get(g.names[node]) if g.kinds[node] == "module" else None
+        extra = max(0.0, self.value(blocks[1]) - self.value(blocks[0])) if blocks and blocks[1] else 0.0
+        return self.off[node] + extra
 
-    for key, kind, extra in order:
-        if kind == "logits":
-            continue
-        if kind == "module":
-            node = graph.module_node(key)
-            tie = node is not None and sym[node] is not None and any(v in self_read for v in sym[node])
-            upper = node is not None and sym[node] is not None and any(v in below for v in sym[node])
-            sh = max((gauges.shift.get(u.var, 0.0) for u in graph.uses if u.node == node), default=0.0)
-            low = min([short[v] for v in (sym[node] or {}) if v in short] + [sgd_low]) if node is not None else sgd_low
-            out[key] = RowOffset(at(node), tie, upper, init_shift=sh, change_low=low)
-            continue
-        name = plain_key(key)
-        q = rule_of.get(name)
-        owner = owner_of(key)
-        node = graph.module_node(owner)
-        leaf = node is not None and graph.kinds[node] == "module" and graph.names[node] == owner
+    def module(self, key) -> RowOffset:
+        node = self.graph.module_node(key)
+        vs = set(self.sym[node] or {}) if node is not None else set()
+        shift = max((self.gauges.shift.get(u.var, 0.0) for u in self.graph.uses if u.node == node), default=0.0)
+        low = min([self.short[v] for v in vs if v in self.short] + [self.sgd_low])
+        return RowOffset(self.at(node), bool(vs & self.self_read), bool(vs & self.below), init_shift=shift,
+                         change_low=low)
+
+    def tensor(self, key, q, owner) -> RowOffset:
+        g, name = self.graph, plain_key(key)
+        node = g.module_node(owner)
+        leaf = node is not None and g.kinds[node] == "module" and g.names[node] == owner
         direct = node is not None and (leaf or not any(
-            graph.kinds[i] == "module" and (s == owner or s.startswith(owner + ".") or owner == "")
-            for i, s in enumerate(graph.scopes)))
-        mine = uses_of.get(name, [])
+            g.kinds[i] == "module" and (s == owner or s.startswith(owner + ".") or owner == "")
+            for i, s in enumerate(g.scopes)))
+        mine = self.uses_of.get(name, [])
         init = math.nan
         if mine:
             v = mine[0].var
-            a, b, _ = table_row(table, mine[0].role)
-            init = final[v] - gauges.mult.get(v, 0.0) - (a + b) + gauges.shift.get(v, 0.0)
-        if q is not None and q.role == "vector" and not mine and leaf:
-            o = at(node)                        # a bias: its module's scale, or below it (dominated)
-            upd = _bias_update(gauges, name)
-            out[key] = RowOffset(o, upper_effect=bool(math.isfinite(upd) and upd < o - 0.05), init=init,
-                                 direct=direct)
-            continue
-        out[key] = RowOffset(at(node), upper_init=bool(mine) and mine[0].var in below, init=init, direct=direct,
-                             change_low=sgd_low)
-    return out, req, _notes(graph, gauges, req, value, final, below)
+            a, b, _ = table_row(self.table, mine[0].role)
+            init = self.final[v] - self.gauges.mult.get(v, 0.0) - (a + b) + self.gauges.shift.get(v, 0.0)
+        o = self.at(node)
+        if q is not None and q.role in ("vector", "constant") and not mine and leaf:   # a bias: at its module's
+            upd = self.gauges.tensor_update.get(name, math.nan)                        # scale, or below (dominated)
+            return RowOffset(o, upper_effect=bool(math.isfinite(upd) and upd < o - 0.05), init=init, direct=direct)
+        return RowOffset(o, upper_init=bool(mine) and mine[0].var in self.below, init=init, direct=direct,
+                         change_low=self.sgd_low)
 
 
-def _bias_update(gauges, name) -> float:
-    return gauges.update.get(f"{name}|vector", math.nan)
+def row_offsets(order, graph, gauges, rule_of, owner_of, table, optimizer="adam") -> tuple:
+    """({row key: :class:`RowOffset`}, required gauges, notes) for the recorded rows ``order`` [(key, kind,
+    extra)]; ``owner_of(param) -> module path`` of the module whose output a tensor's effect is measured on."""
+    rows = _Rows(graph, gauges, table, optimizer)
+    out = {}
+    for key, kind, _ in order:
+        if kind == "module":
+            out[key] = rows.module(key)
+        elif kind == "tensor":
+            out[key] = rows.tensor(key, rule_of.get(plain_key(key)), owner_of(key))
+    return out, rows.req, _notes(graph, gauges, rows.req, rows.final, rows.below)
 
 
-def _notes(graph, gauges, req, value, final, below) -> list:
+def _notes(graph, gauges, req, final, below) -> list:
     """Human-readable lines: constants found, tensors whose plan differs from the table, read-outs below it."""
     notes = []
     for node, op, e, scope in graph.constants[:12]:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .data_checks import check_parameters
 from .graph import capture_logits, plain_key
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
@@ -210,6 +211,7 @@ def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn, re
     """(rows, values (n_rows, steps+1, 3)) of one training run (module docstring); ``readouts``: module paths of
     read-outs tied to an embedding (output rows)."""
     model.train()
+    check_parameters(model, "coord_check")           # NaN parameters are named (two NaN forwards also differ)
     check_deterministic(model)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         a, b = _first(model(X)), _first(model(X))

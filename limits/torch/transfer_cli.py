@@ -148,13 +148,19 @@ def _check_args(args):
 
 def _split_data(got):
     """(train pair, held-out pair or None) from what a --data function returned."""
+    from ..errors import elide
+
     if isinstance(got, dict):
         if set(got) - {"train", "test"} or "train" not in got:
-            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test'")
+            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test', got "
+                             f"{elide(str(sorted(map(str, got))), 80)}")
+        if "test" in got and got["test"] is None:
+            raise ValueError("--data: 'test' is None; give the held-out pair (X, Y) or leave the key out")
         return got["train"], got.get("test")
     if isinstance(got, (tuple, list)) and len(got) == 2:
         return tuple(got), None
-    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}")
+    n = f" of {len(got)} items" if isinstance(got, (tuple, list)) else ""
+    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}{n}")
 
 
 def _default_data(factory, args):
@@ -183,21 +189,35 @@ def _write(r, out_dir):
 
 def cmd_transfer(args):
     lrs = _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    sizes = sorted(set(args.depths)) if args.depths and len(set(args.depths)) > 1 else sorted(set(args.widths))
+    runs = len(sizes) * len(lrs) * args.seeds
+    announce(f"transfer: {elide(args.factory, 80)} under {args.param}: {'depths' if len(sizes) > 1 and args.depths else 'widths'} "
+             f"{sizes_text(sizes)}, {len(lrs)} learning rates × {args.seeds} seeds × {args.steps} steps = {runs} "
+             f"training runs{'' if args.no_calibrate else ', then the calibration of the verdict'}")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("transfer needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
     factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     if data_fn is not None:
+        announce(f"transfer: calling --data {elide(args.data, 80)}")
         train, held = _split_data(call(data_fn, what=f"--data {elide(args.data)}"))
     else:
         train, held = _default_data(factory, args), None
-    from .transfer_study import transfer
+    from .transfer_study import checked_data, transfer
+
+    what = f"--data {elide(args.data)}" if args.data else "the synthetic data"
+    train_x, train_y, held, _ = checked_data(factory, sorted(set(args.widths)), sorted(set(args.depths or [])) or None,
+                                             train, held, args.batch_size,
+                                             what=(what, f"{what} 'test'", "--batch-size"))  # before any run
+    train = (train_x, train_y)
 
     r = transfer(factory, args.param, widths=args.widths, lrs=lrs, data=train, steps=args.steps, seeds=args.seeds,
                  optimizer=args.optimizer, depths=args.depths, held_out=held, batch_size=args.batch_size,

@@ -109,11 +109,11 @@ def test_result_round_trip_and_plot(tf_results, tmp_path):
 
     matplotlib.use("Agg")
     fig = mup.plot()
-    assert len(fig.axes[0].get_xticklabels()) == len(mup.tensors)
+    assert len(fig.axes[0].get_yticklabels()) == len(mup.tensors)        # one row per tensor, names horizontal
     fig = mup.plot(tmp_path / "cc.png")                     # a path, as every result's plot takes
     assert (tmp_path / "cc.png").stat().st_size > 1000 and fig.axes
     host, ax = matplotlib.pyplot.subplots()
-    assert mup.plot(ax) is host and ax.has_data()
+    assert mup.plot(ax) is host and all(a.has_data() for a in host.axes)   # the Axes split into the two panels
 
 
 def test_coord_check_arguments():
