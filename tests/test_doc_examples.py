@@ -51,6 +51,8 @@ NOT_RUN = {
         "CI's command, run verbatim by .ci/run",
     'docs/install.rst § Optional extras: python -m pip install -e ".[test,torch]" && python -m pytest tests/torch_bridge':
         "CI's second stage, run by .ci/run (tests/test_doc_examples.py checks that it is CI's)",
+    'docs/install.rst § Optional extras: python -m pip install -e ".[test,zoo]" && python -m pytest tests/zoo':
+        "CI's third stage, run by .ci/run (tests/test_doc_examples.py checks that it is CI's)",
     'docs/torch.rst § PyTorch networks: μP, coordinate checks, μTransfer: python -m pip install -e ".[test,torch]" && '
     'python -m pytest tests/torch_bridge': "CI's second stage, run by .ci/run",
     'docs/install.rst § Building this site: python -m pip install -e ".[docs]" && python -m sphinx -W -b html docs '
