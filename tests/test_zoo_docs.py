@@ -42,6 +42,24 @@ def test_every_family_is_measured_and_passes_or_says_why_not():
             assert int(n) >= 10 and "≤" in r["false_alarm"], (key, r["false_alarm"])
 
 
+def _named(label):
+    """The families the page names in its bullet ``label`` (their titles, up to the first full stop)."""
+    text = " ".join(DOCS.read_text().split(".. end generated: coverage", 1)[1].split("\n\n")[1:6])
+    line = text.split(f"**{label}:**", 1)[1].split(".", 1)[0]
+    return {t.strip() for t in line.replace("\n", " ").split(",")}
+
+
+def test_the_pass_refused_fail_summary_is_the_data_s():
+    titles = {r["family"]: r["status"].removeprefix("survey only: ") for r in coverage.rows(RESULTS)}
+    groups = {"Pass": "passes", "Refused, with the reason": "refused", "Check fails": "check fails"}
+    for label, prefix in groups.items():
+        want = {t for t, s in titles.items() if s.startswith(prefix)}
+        got = _named(label)
+        if label == "Check fails":
+            got = {g.split(" — ")[0] for g in got}
+        assert got == want, (label, got, want)
+
+
 def test_rate_bounds():
     for n in (5, 20, 37):
         assert math.isclose(coverage.upper95(0, n), 1 - 0.05 ** (1 / n), rel_tol=1e-10)
