@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 ALPHA = 0.05
-SURVEY_LABEL = "bridge-ef334c6"        # the survey the layouts table shows (taken after the last bridge merge)
+SURVEY_LABEL = "merged-8ac3264"        # the survey the layouts table shows (after merging main: ci, torchux, bridge)
 SHORT_BUG = {"attention 1/sqrt(d)": "attn", "read-out x sqrt(r)": "read-out", "embedding lr / r": "emb lr",
              "hidden lr x r": "hidden lr"}
 
