@@ -73,3 +73,26 @@ def test_vit_mup_passes_its_own_check_and_the_class_token_row_is_exact_and_its_z
     bug = next(b for b in suite.CASES["vit"].bugs if b.name == "cls_hidden_lr")
     bad = _vit_check(suite.inject(P, bug))
     assert not bad.passed and bad.failing_tensors()[0] == "cls_token", bad.summary()
+
+
+def test_the_committed_class_token_study_plateaus_at_the_output_and_is_exact_where_it_enters():
+    """benchmarks/vit_class_token_effect.py: at the output Θ(1) only from N ≈ 1024 (the crossover the old row
+    judged); where the token enters, η/√17 at every width. One committed value recomputed."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "benchmarks" / "results" / "calibration" / "vit_class_token_effect.json"
+    data = json.loads(path.read_text())
+    out = {r["width"]: np.mean(r["output"]) for r in data["rows"]}
+    assert out[64] > 1.4 * out[1024] and abs(out[2048] / out[1024] - 1) < 0.05      # falls, then flat
+    for r in data["rows"]:
+        np.testing.assert_allclose(r["entry"], data["lr"] / math.sqrt(17), rtol=1e-4)
+    sys.path.insert(0, str(root / "benchmarks"))
+    import vit_class_token_effect as study
+
+    X, Y = suite.image_data()
+    P = parameterise(suite.vit, "muP", widths=(32, 64, 128, 256), example_inputs=(X,))
+    again = study.one(P, 64, 0, X, Y)
+    np.testing.assert_allclose(again, (data["rows"][0]["output"][0], data["rows"][0]["entry"][0]), rtol=1e-5)
