@@ -70,6 +70,9 @@ def test_vit_mup_passes_its_own_check_and_the_class_token_row_is_exact_and_its_z
     assert r.consistent[i, 0, 0] == -1 and r.judged[i, 0, 0] == 1      # judged, but nothing to fit: no verdict
     assert "Not measurable (not judged): the scale at init of cls_token" in r.summary()
     assert "| cls_token | input | 0 (zero init) | not measurable |" in r.to_markdown()
+    from limits.torch.coordcheck_plot import _row_styles
+
+    assert _row_styles(r)[i][0] == "cls_token (zero init: scale not measurable)"
     bug = next(b for b in suite.CASES["vit"].bugs if b.name == "cls_hidden_lr")
     bad = _vit_check(suite.inject(P, bug))
     assert not bad.passed and bad.failing_tensors()[0] == "cls_token", bad.summary()
