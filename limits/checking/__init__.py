@@ -6,7 +6,8 @@ Modules: :mod:`.core` — the analysis (per-width z-scores, N → ∞ extrapolat
 rate; :class:`CheckResult`), the read-out kernel observables, and the dispatcher :func:`check`; one
 module per further observable, each registering its check with :func:`limits.checking.core.register`
 (the dispatcher discovers them; no module imports another's private names):
-:mod:`.dmft` (trained networks' outputs), :mod:`.fluctuations` (kernel variance across inits),
+:mod:`.dmft` (trained networks' outputs), :mod:`.dmft_serial` (trained mean-field compositions: outputs, loss,
+feature kernels), :mod:`.fluctuations` (kernel variance across inits),
 :mod:`.nfd` (the first-order GIA gap), :mod:`.predict` (posterior / gradient-descent predictions),
 :mod:`.response` (response functions by finite differences).
 """

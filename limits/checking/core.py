@@ -346,10 +346,13 @@ def _extrapolate(widths, means, ses, rv, known_var):
 
 
 def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, labels=None, model=None,
-            seed=0, seconds=0.0, details=None, theory_se=None, scales=None, levels=None) -> CheckResult:
+            seed=0, seconds=0.0, details=None, theory_se=None, scales=None, levels=None,
+            theory_scale_var=None) -> CheckResult:
     """Statistics of a check from per-width sample matrices ``samples[i]`` (inits × entries).
     ``theory_se``: Monte Carlo standard error of the prediction itself (e.g. nonlinear DMFT); it is
     added in quadrature to every comparison and its mean square is removed from the RMS deviation.
+    ``theory_scale_var``: the prediction's own variance of the relative bias along it (δ∞, in the units of
+    ``scales``), when its errors are correlated across entries (default: from ``theory_se`` as independent).
     ``scales`` (per entry): the relative statistics (δ∞, RMS deviation, power) are computed on
     entry/scale, so blocks of different size weigh alike; every entry-wise number (theory,
     estimates, extrapolation, the reasons) stays in the user's units (z does not depend on it).
@@ -381,7 +384,8 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     z = (means - t) / np.sqrt(ses ** 2 + tse ** 2)
     a, sa, nu = _extrapolate(widths, means, ses, pw["rv"], tse ** 2)
     dinf, dse, dnu = _extrapolate(widths, pw["deltas"][:, None], np.maximum(pw["delta_se"], 1e-300)[:, None],
-                                  pw["delta_rv"][:, None], float(np.sum((t * tse) ** 2)) / tt ** 2)
+                                  pw["delta_rv"][:, None], float(np.sum((t * tse) ** 2)) / tt ** 2
+                                  if theory_scale_var is None else float(theory_scale_var))
     dinf, dse, dnu = float(dinf[0]), float(dse[0]), float(dnu[0])
     z_inf = normal_equivalent((a - t) / np.maximum(sa, 1e-300), nu)
     t, means, ses, a, sa = t_user, means * sc, ses * sc, a * sc, sa * sc      # back to the user's units
@@ -682,7 +686,8 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     composition ``limits.serial(...)`` against :mod:`limits.finite.serial` networks),
     :func:`limits.kernels.nngp` computed with ``model=`` (read-out NNGP and NTK; every layer's
     K^l with ``layers=True``), :func:`limits.dmft.solve` computed with ``model=`` (trained networks'
-    outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs),
+    outputs; see :mod:`limits.checking.dmft`; with ``X_test`` also the test outputs; with
+    ``model=limits.serial(...)`` mean-field compositions: :mod:`limits.checking.dmft_serial`),
     :func:`limits.kernels.response` computed with ``model=`` (finite differences;
     :mod:`limits.checking.response`), :func:`limits.kernels.kernel_fluctuations` with ``model=``
     (variance across inits; :mod:`limits.checking.fluctuations`), :func:`limits.predict.nngp_posterior`
@@ -823,7 +828,8 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                      "KernelFluctuations (limits.kernels.kernel_fluctuations with model=), "
                      "PosteriorResult / GDResult (limits.predict), "
                      "GIAFirstOrder (limits.nfd.gia_first_order), "
-                     "DMFTResult (limits.dmft.solve with model=)")
+                     "DMFTResult (limits.dmft.solve with model=), "
+                     "SerialDMFTResult (limits.dmft.solve with model=limits.serial(...))")
 
 
 def _network_details(eq) -> dict:

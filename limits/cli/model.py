@@ -240,6 +240,14 @@ def cmd_check(args):
 
         if args.y is None:
             raise ValueError("--what dmft needs --y (targets, P values)")
+        from ..layers import as_serial
+
+        if as_serial(m) is not None:
+            from ..errors import ModelError
+
+            raise ModelError("limits check --what dmft cannot treat a composition from the command line (its DMFT "
+                             "needs gamma0 and the GD step dt): use limits.dmft.solve(X, y, model=composition, "
+                             "gamma0=..., dt=..., T=...) and limits.check(result) in Python")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
         _refuse_trivial_training_data(X, y, args)
         with stage(f"check: theory (DMFT of {X.shape[0]} inputs, {args.steps} steps)"):

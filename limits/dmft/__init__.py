@@ -14,7 +14,8 @@ Mean-field network with ``depth`` = L hidden layers (seed 000's "L" counts weigh
 order with ``richardson=True``. Linear networks use the exact causal solver
 (:mod:`limits.dmft.linear`), nonlinear ones the alternating Monte Carlo scheme
 (:mod:`limits.dmft.nonlinear`). ``lazy`` is the γ0 → 0 (kernel regression) limit; ``beta0=``
-solves the residual network of docs/theory/dmft.rst §5 (:mod:`limits.dmft.residual`).
+solves the residual network of docs/theory/dmft.rst §5 (:mod:`limits.dmft.residual`);
+``model=limits.serial(...)`` a composition (CNNs; docs/theory/dmft.rst §6, :mod:`limits.dmft.serial`).
 
 Cost. Linear: O(L P³ n_t³) time, ≈ 32 (L−1) (n_t P)² bytes (P = 20, L = 5, 100 steps: ~6 s on one idle
 core, ~50 s on the loaded 2-core box).
@@ -34,11 +35,11 @@ from ..checks import finite_array, generator, positive_float, positive_int
 from .grid import DMFTParams, TimeGrid, from_abcd, gd_time_step, make_grid
 from .linear import StepTooLarge, check_stable, march, march_lowrank, ntk_equal_time, picard
 from .nonlinear import DMFTNotConverged, lazy_kernels, solve_mc
-from .result import DMFTResult
+from .result import DMFTResult, SerialDMFTResult
 from ._threads import blas_limited
 from ..registry import sweep_computation
 
-__all__ = ["solve", "lazy", "DMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
+__all__ = ["solve", "lazy", "DMFTResult", "SerialDMFTResult", "from_abcd", "gd_time_step", "make_grid", "TimeGrid",
            "DMFTParams", "StepTooLarge", "DMFTNotConverged", "toy_task", "lazy_ntk", "seed000"]
 
 MEMORY_LIMIT_BYTES = 6e9
@@ -308,6 +309,13 @@ def solve(X, y, depth, activation="linear", gamma0=1.0, T=None, dt=None, steps=N
     (``limits.predict.gradient_descent`` of the lazy NTK). Not available for residual nets (``beta0``).
     Raises ``ValueError`` naming the argument on bad input and :class:`StepTooLarge` (a
     ``ValueError``) when dt·λ_max(K(t)) ≥ 2.
+
+    ``model=limits.serial(...)`` (a composition of Dense, Conv, AvgPool, GlobalAvgPool, Flatten, Activation,
+    LayerNorm after a Dense/Conv): the
+    DMFT of the composition in the mean-field parameterisation (docs/theory/dmft.rst §6, :mod:`limits.dmft.serial`)
+    with options ``gamma0``, ``dt`` with ``T`` or ``steps`` (exact GD), ``X_test``, ``M`` paths × ``replicas``
+    (error bars), ``seed``, ``progress``, ``keep_spatial``, ``max_memory``, ``max_seconds``; returns a
+    :class:`SerialDMFTResult`. Layers it does not treat are refused by name with the reason.
     """
     t_start = time.perf_counter()
     X, y, Kx, depth, gamma0 = _inputs(X, y, depth, gamma0)
@@ -428,10 +436,51 @@ def _split_test(out, P, keep_two_time):
     return o
 
 
+SERIAL_OPTIONS = ("gamma0", "T", "dt", "steps", "method", "X_test", "M", "replicas", "seed", "rng", "progress",
+                  "keep_spatial", "max_memory", "max_seconds")
+
+
+def _composition(model):
+    """The composition ``model`` describes (a ``limits.serial``, a layer, its dict or file), or None (a Model)."""
+    if model is None:
+        return None
+    from ..layers import as_serial
+
+    return as_serial(model)
+
+
+def _with_compositions(fn):
+    """``solve(X, y, model=limits.serial(...), ...)``: the DMFT of a composition (:mod:`limits.dmft.serial`,
+    docs/theory/dmft.rst §6); every other call goes to ``fn`` (MLPs, ResNets, the keyword signature)."""
+    import functools
+
+    @functools.wraps(fn)
+    def solve(*args, model=None, **kw):
+        comp = _composition(model)
+        if comp is None:
+            return fn(*args, model=model, **kw) if model is not None else fn(*args, **kw)
+        from .serial import solve_serial
+
+        if len(args) > 2:
+            raise ValueError("limits.dmft.solve(X, y, model=composition, ...): pass the options by keyword")
+        extra = sorted(set(kw) - set(SERIAL_OPTIONS))
+        if extra:
+            raise ValueError(f"limits.dmft.solve: {extra} do not apply to a composition (it fixes depth and "
+                             f"activations); options: {', '.join(SERIAL_OPTIONS)}")
+        rng = kw.pop("rng", None)
+        if rng is not None:
+            kw["seed"] = int(generator(rng).integers(2**63))
+        names = ("X", "y")
+        kw.update({names[i]: a for i, a in enumerate(args)})
+        return solve_serial(comp=comp, **kw)
+
+    return solve
+
+
 def _model_entry_points():
     from ..model import dmft_view, with_model
 
-    return with_model(solve, dmft_view, "limits.dmft.solve")
+    return _with_compositions(with_model(solve, dmft_view, "limits.dmft.solve"))
 
 
 solve = _model_entry_points()

@@ -46,7 +46,7 @@ class SerialNetwork:
 
     def forward(self, params, X):
         """f (S, P, d_out) and the per-layer caches."""
-        S = next(iter(_leaves(params)), np.zeros((1,))).shape[0]
+        S = next(iter(leaves(params)), np.zeros((1,))).shape[0]
         x = np.broadcast_to(np.asarray(X, dtype=np.float64)[None], (S,) + np.shape(X))
         return self.model.apply(params, np.ascontiguousarray(x))
 
@@ -123,12 +123,13 @@ def _sgd(params, grads, lr):
             _sgd(p, g, lr)
 
 
-def _leaves(params):
+def leaves(params):
+    """Every weight array of a nested parameter list (dicts, Residual lists), in order."""
     for p in params:
         if isinstance(p, dict):
             yield from p.values()
         else:
-            yield from _leaves(p)
+            yield from leaves(p)
 
 
 def _layer_floats(layer, in_shape, out_shape, n, P):

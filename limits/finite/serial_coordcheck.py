@@ -85,32 +85,32 @@ def tensor_factors(table, width, lr_offsets=None) -> dict:
     return out
 
 
-def _tree(comp, factors, k, prefix=""):
+def factor_tree(comp, factors, k, prefix=""):
     """Per layer of ``comp`` (Residual: a nested list) {tensor: factor k of :func:`tensor_factors`}."""
     out = []
     for i, l in enumerate(comp.layers):
         path = f"{prefix}{i}"
         if type(l).__name__ == "Residual":
-            out.append(_tree(l.branch, factors, k, f"{path}.branch."))
+            out.append(factor_tree(l.branch, factors, k, f"{path}.branch."))
         else:
             out.append({t: f[k] for (p, t), f in factors.items() if p == path})
     return out
 
 
-def _map(params, fac, fn):
+def map_weights(params, fac, fn):
     """``fn(array, factor)`` over the weights; an array whose factor is 1 is passed through unchanged."""
     if isinstance(params, dict):
         return {k: (v if fac.get(k, 1.0) == 1.0 else fn(v, fac[k])) for k, v in params.items()}
-    return [_map(p, f, fn) for p, f in zip(params, fac)]
+    return [map_weights(p, f, fn) for p, f in zip(params, fac)]
 
 
-def _forward(comp, params, x, ins=None, prefix=""):
+def forward_recording(comp, params, x, ins=None, prefix=""):
     """f, caches (as ``Serial.apply``) and the output of every top-level layer; ``ins`` (a dict) receives
     {layer path: (layer, its input)} of every Dense/Conv, residual branches included."""
     caches, outs = [], []
     for i, (l, p) in enumerate(zip(comp.layers, params)):
         if type(l).__name__ == "Residual":
-            y, c, _ = _forward(l.branch, p, x, ins, f"{prefix}{i}.branch.")
+            y, c, _ = forward_recording(l.branch, p, x, ins, f"{prefix}{i}.branch.")
             x = x + l.rho * y
         else:
             if ins is not None and type(l).__name__ in TRAINED:
@@ -135,7 +135,7 @@ def _weights(params, prefix=""):
 def own_updates(ins, W0, W1) -> dict:
     """{"dWh:<path>": the layer's own update applied to its input}, i.e. the layer with effective weights
     W_t − W_0 and no bias (its own ``apply``: x ΔW for Dense, the convolution of x with ΔW for Conv) on its input
-    x_t; ``ins`` as filled by :func:`_forward`, ``W0``/``W1`` {path: effective W} at init and at step t."""
+    x_t; ``ins`` as filled by :func:`forward_recording`, ``W0``/``W1`` {path: effective W} at init and at step t."""
     out = {}
     for path, (layer, x) in ins.items():
         dW = W1[path] - W0[path]
@@ -158,15 +158,15 @@ def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, 
     Y = Y[:, None] if Y.ndim == 1 else Y
     net = SerialNetwork(comp, width, Y.shape[1])
     fac = tensor_factors(table, width, lr_offsets)
-    init, mult, lr = (_tree(comp, fac, k) for k in range(3))
+    init, mult, lr = (factor_tree(comp, fac, k) for k in range(3))
     w = net.init_weights(X.shape[1:], n_inits, seed=seed)
-    w = _map(w, init, lambda v, f: v * f)
+    w = map_weights(w, init, lambda v, f: v * f)
     x = np.ascontiguousarray(np.broadcast_to(X[None], (n_inits,) + X.shape))
     snaps, W0 = [], None
     for k in range(steps + 1):
-        eff = _map(w, mult, lambda v, f: v * f)
+        eff = map_weights(w, mult, lambda v, f: v * f)
         ins = {} if updates and k == steps else None
-        f, caches, outs = _forward(comp, eff, x, ins)
+        f, caches, outs = forward_recording(comp, eff, x, ins)
         if k == 0 and updates:
             W0 = {q: v.copy() for q, v in _weights(eff).items()}     # w is updated in place
         if k in (0, steps):
@@ -176,18 +176,18 @@ def train_parameterised(comp, table, width, X, Y, steps, eta0, n_inits, seed=0, 
                 snaps[-1].update(own_updates(ins, W0, _weights(eff)))
             break
         _, g = comp.vjp(eff, caches, (f - Y[None]) / X.shape[0])
-        g = _map(g, mult, lambda v, m: v * m)                  # ∂ℓ/∂w = m ∂ℓ/∂W
-        _step(w, g, lr, eta0)
+        g = map_weights(g, mult, lambda v, m: v * m)                  # ∂ℓ/∂w = m ∂ℓ/∂W
+        sgd_step(w, g, lr, eta0)
     return snaps[0], snaps[-1]
 
 
-def _step(w, g, lr, eta0):
+def sgd_step(w, g, lr, eta0):
     for p, q, f in zip(w, g, lr):
         if isinstance(p, dict):
             for key, v in q.items():
                 p[key] -= (eta0 * f.get(key, 1.0)) * v
         else:
-            _step(p, q, f, eta0)
+            sgd_step(p, q, f, eta0)
 
 
 def _rms(d):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ..errors import elide, shown
+from ..interrupts import recorded
 from . import backends as _backends
 from . import dataset as _dataset
 from .grid import DIM_NAME as _DIM_NAME, RESERVED, as_grid
@@ -183,7 +184,8 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"store: {store} is on a read-only file system (or not writable): its points can be read, "
                          "but the dataset cannot be written there — give out=… (--out PATH) elsewhere")
     _check_outputs(store, out, reduce_seeds, grid.n_points, read_only)
-    with (st.lock() if st is not None else contextlib.nullcontext()):
+    # recorded(): a Ctrl-C swallowed in a callback (a __del__, a gc hook) still stops the sweep at its next point
+    with (st.lock() if st is not None else contextlib.nullcontext()), recorded():
         ds = _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
                   progress, label, target_seconds, t_start, read_only)
         if not reduce_seeds:

@@ -51,6 +51,9 @@ class SweepProgress:
             self.bar.set_postfix_str(text or "", refresh=True)
 
     def update(self, n=1, failed=0):
+        from ..interrupts import raise_if_interrupted
+
+        raise_if_interrupted()           # a Ctrl-C swallowed in a callback stops the sweep at its next point
         with self._lock:
             self.done += n
             self.failed += failed

@@ -52,7 +52,6 @@ def test_model_and_its_composition_predict_alike():
 
 
 @pytest.mark.parametrize("call, name", [
-    (lambda m, X: limits.dmft.solve(X, X[:, 0], model=m, T=1.0, dt=0.1), "DMFT"),
     (lambda m, X: limits.nfd.kernel_ode(X, model=m), "NFD"),
     (lambda m, X: limits.nfd.particles(X, model=m), "NFD"),
     (lambda m, X: limits.kernels.response(X, model=m, width=16), "response functions"),

@@ -71,8 +71,11 @@ def returns(x, name="failed"):
 
 def _wait_for_gate(gate, limit=1800.0):
     """Block until the file ``gate`` exists (a test creates it; or interrupts the sweep while points wait)."""
+    from limits.interrupts import raise_if_interrupted
+
     deadline = time.monotonic() + limit
     while not gate.exists():
+        raise_if_interrupted()          # as a limits computation does at each step: a swallowed Ctrl-C still stops it
         if time.monotonic() > deadline:
             raise TimeoutError(f"{gate} was not created within {limit:.0f} s")
         time.sleep(0.01)

@@ -1,0 +1,343 @@
+"""Validation of the DMFT of compositions (``limits.dmft.solve(X, y, model=limits.serial(...))``, docs/theory/dmft.rst
+§6) against finite mean-field compositions trained by the same GD at widths 64–1024 — the statistics of
+``limits.check`` (:mod:`limits.checking.dmft_serial`: f(t), the loss and the position-averaged feature-kernel changes,
+N → ∞ extrapolation, z, finite-size rate, power) — per case:
+
+* ``main``: the check of the DMFT (seed 0) and, per quantity and time, the same statistics on that row alone;
+* ``wrong``: the same finite samples against wrong DMFTs — γ0 scaled by 1.1 (solved at 1.1·γ0, labelled γ0), a
+  dropped spatial index (the feature-learning terms with position-averaged kernels, ``ablate="spatial"``) and, with a
+  LayerNorm, its backward without the projection;
+* ``calibration``: ``--repeats`` independent repetitions (new DMFT replicas and new finite networks): the false-alarm
+  rate of the check on the correct DMFT and its rejection rate (power) of the wrong ones;
+* ``lazy``: the DMFT at γ0 = 1e-4 against ``limits.predict.gradient_descent`` on the composition's NTK (max |z|).
+
+A validation report, not a timing (CPU seconds are recorded)::
+
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case A C --repeats 20     # ≈ 10 CPU-min
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case B --repeats 4        # ≈ 25 CPU-min
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case D --repeats 10       # ≈ 5 CPU-min
+    nice -n 10 python benchmarks/dmft_serial_validation.py --cost                      # estimate vs measured
+    python benchmarks/dmft_serial_validation.py --table                                # the docs' tables
+
+writes ``benchmarks/results/dmft_serial_validation.json`` (cases are replaced one by one).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "dmft_serial_validation.json"
+WIDTHS = (64, 128, 256, 512, 1024)
+
+
+def digits(a=3, b=8, n=8):
+    """The first ``n`` images of digits a and b of scikit-learn's bundled 8×8 digits (pixels/16 − 0.3), y = ±1."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    idx = np.flatnonzero(np.isin(d.target, [a, b]))[:n]
+    return (d.images[idx] / 16.0 - 0.3)[..., None], np.where(d.target[idx] == a, 1.0, -1.0)
+
+
+def standardised(X):
+    """Each image with zero mean and unit variance over its pixels."""
+    return (X - X.mean(axis=(1, 2), keepdims=True)) / X.std(axis=(1, 2), keepdims=True)
+
+
+def cases():
+    """{name: settings}: digits 3 vs 8 pooled to 4×4 by the composition's first layer (case A: standardised images)."""
+    import limits
+
+    L = limits.layers
+    X, y = digits()
+    Z = standardised(X)
+    pool = L.AvgPool((2, 2))
+    return {
+        "A": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → relu → GlobalAvgPool → Dense; 6 + 2 test "
+                       "images (standardised)",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("relu"),
+                                     L.GlobalAvgPool(), L.Dense()),
+                  X=Z[:6], y=y[:6], X_test=Z[6:8], gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=32, inits=256),
+        "B": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_b² 0.05) → tanh → Conv 2×2 VALID stride 2 → tanh → "
+                       "GlobalAvgPool → Dense; 4 images",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.Activation("tanh"),
+                                     L.Conv((2, 2), "VALID", strides=(2, 2), sigma_w2=2.0), L.Activation("tanh"),
+                                     L.GlobalAvgPool(), L.Dense()),
+                  X=X[:4], y=y[:4], X_test=None, gamma0=1.0, dt=0.5, steps=5, M=150, replicas=32, inits=128),
+        "C": dict(text="AvgPool 2×2 → Conv 3×3 stride 2 SAME → erf → Flatten → Dense (σ_b² 0.1) → erf → Dense; "
+                       "5 images",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", strides=(2, 2), sigma_w2=2.0), L.Activation("erf"),
+                                     L.Flatten(), L.Dense(sigma_w2=1.5, sigma_b2=0.1), L.Activation("erf"), L.Dense()),
+                  X=X[:5], y=y[:5], X_test=None, gamma0=1.0, dt=0.3, steps=6, M=2000, replicas=32, inits=256),
+        "D": dict(text="AvgPool 2×2 → Conv 3×3 SAME (σ_w² 2, σ_b² 0.05) → LayerNorm → relu → GlobalAvgPool → Dense; 6 "
+                       "images (standardised)",
+                  comp=limits.serial(pool, L.Conv((3, 3), "SAME", sigma_w2=2.0, sigma_b2=0.05), L.LayerNorm(),
+                                     L.Activation("relu"), L.GlobalAvgPool(), L.Dense()),
+                  X=Z[:6], y=y[:6], X_test=None, gamma0=1.0, dt=0.5, steps=8, M=4000, replicas=32, inits=256),
+    }
+
+
+def _solve(c, seed, gamma0=None, ablate=None):
+    from limits.dmft.serial import solve_serial
+
+    return solve_serial(c["X"], c["y"], comp=c["comp"], gamma0=gamma0 or c["gamma0"], dt=c["dt"], steps=c["steps"],
+                        M=c["M"], replicas=c["replicas"], seed=seed, X_test=c["X_test"], ablate=ablate)
+
+
+def wrong_variants(c, seed):
+    """{name: DMFT result}: γ0 × 1.1 (relabelled γ0), a dropped spatial index and, with a LayerNorm, its backward
+    without the projection onto the normalised field (s⁻¹w instead of s⁻¹(w − ⟨w⟩ − a⟨a w⟩))."""
+    g = _solve(c, seed, gamma0=1.1 * c["gamma0"])
+    out = {"gamma0 x 1.1": dataclasses.replace(g, gamma0=c["gamma0"]),
+           "no spatial index": _solve(c, seed, ablate="spatial")}
+    if any(type(l).__name__ == "LayerNorm" for l in c["comp"].layers):
+        out["LayerNorm without projection"] = _without_projection(c, seed)
+    return out
+
+
+def _without_projection(c, seed):
+    import limits.dmft.serial.fields as F
+
+    keep = F.Psi.backward
+
+    def backward(self, z, a, t=None, frozen=False):
+        lead = z.shape[:-1]
+        w = self.dphi(a) * F._mat(z.reshape(lead + (self.P, self.b.S_x)), self.b.Mb, transpose=True)
+        if self.ln is not None:
+            w = w * self.stats[t]["inv"]
+        return F._mat(w, self.b.Ma, transpose=True).reshape(lead + (-1,))
+
+    F.Psi.backward = backward
+    try:
+        return _solve(c, seed)
+    finally:
+        F.Psi.backward = keep
+
+
+def _summary(chk):
+    return {"passed": bool(chk.passed), "worst_z": chk.worst_z, "power": chk.power, "scale_bias": chk.scale_bias,
+            "scale_bias_se": chk.scale_bias_se, "rate": chk.rate, "rate_ci": list(chk.rate_ci), "z_crit": chk.z_crit,
+            "reasons": list(chk.reasons)}
+
+
+def rows(res, widths, samples):
+    """Per (quantity, time): the check's statistics on that row's entries alone."""
+    from limits.checking.dmft_serial import analyse_samples, theory_blocks
+
+    from limits.checking.dmft_serial import kernel_steps
+
+    keep = {round(float(res.t[k]), 9) for k in kernel_steps(int(res.t.size - 1))}
+    out, start = [], 0
+    for name, th, se, labels in theory_blocks(res):
+        groups = {}
+        for j, lab in enumerate(labels):
+            q = lab.split("(t=")[0]
+            t = float(lab.split("(t=")[1].split(",")[0].split(")")[0])
+            groups.setdefault((q if name != "f_test" else "f (test)", t), []).append(start + j)
+        for (q, t), cols in groups.items():
+            if round(t, 9) not in keep:
+                continue
+            chk = analyse_samples(res, widths, samples, columns=cols)
+            w = int(np.argmax(np.abs(chk.z_inf)))
+            out.append({"quantity": q, "t": t, "entries": len(cols), "theory": float(chk.theory[w]),
+                        "theory_se": float(se[cols[w] - start]), "extrapolated": float(chk.extrapolated[w]),
+                        "extrapolated_se": float(chk.extrapolated_se[w]), "worst_entry": chk.labels[w],
+                        "z": float(chk.z_inf[w]), "scale_bias": chk.scale_bias, "scale_bias_se": chk.scale_bias_se,
+                        "power": chk.power, "rate": chk.rate, "passed": bool(chk.passed)})
+        start += th.size
+    return out
+
+
+def lazy_agreement(c):
+    import limits
+    from limits.dmft.serial import solve_serial
+
+    d = solve_serial(c["X"], c["y"], comp=c["comp"], gamma0=1e-4, dt=c["dt"], steps=c["steps"], M=c["M"],
+                     replicas=c["replicas"], seed=11)
+    g = limits.predict.gradient_descent(c["comp"], c["X"], c["y"], c["X"], t=np.arange(c["steps"] + 1),
+                                        learning_rate=c["dt"], flow=False).mean_train[..., 0]
+    z = np.abs(d.f[1:] - g[1:]) / d.f_se[1:]
+    zk = np.abs(d.ntk[0] - d.ntk_lazy) / np.maximum(d.ntk_se[0], 1e-300)
+    return {"max_z_f": float(z.max()), "max_z_ntk0": float(zk.max()), "entries": int(z.size),
+            "rel_se_f": float(np.sqrt(np.mean(d.f_se[1:] ** 2) / np.mean(g[1:] ** 2)))}
+
+
+def run_case(name, c, repeats, widths, save=None):
+    from limits.checking.dmft_serial import analyse_samples, finite_samples
+
+    t0 = time.process_time()
+    res = _solve(c, 0)
+    samples = finite_samples(res, widths, c["inits"], seed=1000)
+    main = analyse_samples(res, widths, samples)
+    out = {"text": c["text"], "composition": c["comp"].to_dict(), "chain": res.chain, "widths": list(widths),
+           "inits": c["inits"], "gamma0": c["gamma0"], "dt": c["dt"], "steps": c["steps"], "M": c["M"],
+           "replicas": c["replicas"], "P": res.P, "P_test": 0 if c["X_test"] is None else len(c["X_test"]),
+           "main": _summary(main), "rows": rows(res, widths, samples),
+           "wrong": {k: _summary(analyse_samples(w, widths, samples)) for k, w in wrong_variants(c, 0).items()},
+           "dmft_cpu_seconds": float(res.cost["cpu_seconds"]), "estimate_seconds": float(res.cost["estimate_seconds"])}
+    cal = {"repeats": 0, "false_alarms": 0, "rejected": {k: 0 for k in out["wrong"]}}
+    out["calibration"] = cal
+    out["lazy"] = lazy_agreement(c)
+    out["cpu_seconds"] = time.process_time() - t0
+    if save is not None:                          # partial results survive an interrupted run
+        save(out)
+    for r in range(1, repeats + 1):
+        res_r = _solve(c, 100 + r)
+        s_r = finite_samples(res_r, widths, c["inits"], seed=1000 + r)
+        cal["repeats"] += 1
+        cal["false_alarms"] += int(not analyse_samples(res_r, widths, s_r).passed)
+        for k, w in wrong_variants(c, 100 + r).items():
+            cal["rejected"][k] += int(not analyse_samples(w, widths, s_r).passed)
+        print(f"  {name}: repeat {r}/{repeats}: false alarms {cal['false_alarms']}, rejected {cal['rejected']}",
+              file=sys.stderr, flush=True)
+        out["cpu_seconds"] = time.process_time() - t0
+        if save is not None:
+            save(out)
+    return out
+
+
+def cost_study():
+    """Estimated vs measured CPU seconds of a few solves (one and two hidden stages)."""
+    from limits.dmft.serial import build_chain, estimate
+
+    out = []
+    cs = cases()
+    for name, n_t, M in (("A", 9, 4000), ("C", 7, 2000), ("B", 6, 150)):
+        c = cs[name]
+        Xa = c["X"] if c["X_test"] is None else np.concatenate([c["X"], c["X_test"]])
+        est = estimate(build_chain(c["comp"], Xa), n_t, M, c["replicas"])
+        t0 = time.process_time()
+        _solve(c, 0)
+        out.append({"case": name, "n_t": n_t, "M": M, "replicas": c["replicas"], "estimate_flops": est["flops"],
+                    "estimate_bytes": est["bytes"], "cpu_seconds": time.process_time() - t0})
+    return out
+
+
+def _rst(header, rows):
+    """An RST csv-table (docs) from a header and rows of cells."""
+    q = lambda c: '"' + str(c).replace('"', '""') + '"'  # noqa: E731
+    out = [".. csv-table::", "   :header: " + ", ".join(q(h) for h in header), ""]
+    out += ["   " + ", ".join(q(c) for c in r) for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def fits_table():
+    """Markdown: estimated memory and CPU time (limits.dmft.serial.estimate) of typical sizes, paths M·R = 8000."""
+    import limits
+    from limits.dmft.serial import build_chain, estimate
+    from limits.progress import format_seconds
+    from limits.readfile import human
+
+    L = limits.layers
+    one = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("relu"), L.GlobalAvgPool(), L.Dense())
+    two = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("tanh"), L.GlobalAvgPool(), L.Dense(), L.Activation("tanh"),
+                        L.Dense())
+    convs = limits.serial(L.Conv((3, 3), "SAME"), L.Activation("tanh"), L.Conv((2, 2), "VALID", strides=(2, 2)),
+                          L.Activation("tanh"), L.GlobalAvgPool(), L.Dense())
+    rows = []
+    for label, comp, side, Ps, steps in (("Conv → relu → GAP → Dense (one stage)", one, 8, (20, 50, 100), (20, 50)),
+                                         ("Conv → relu → GAP → Dense (one stage)", one, 4, (100, 300), (50,)),
+                                         ("Conv → tanh → GAP → Dense → tanh → Dense", two, 4, (12, 24), (12, 24)),
+                                         ("Conv → tanh → Conv 2×2/2 → tanh → GAP → Dense", convs, 4, (4, 8), (6, 12))):
+        for P in Ps:
+            for n in steps:
+                ch = build_chain(comp, np.zeros((P, side, side, 1)))
+                e = estimate(ch, n + 1, 500, 16)
+                rows.append((label, f"{side}×{side}", P, n, human(e["bytes"]), format_seconds(e["seconds"])))
+    return _rst(("network", "image", "P (train + test)", "steps", "memory", "estimated CPU"), rows)
+
+
+def _load(path=None):
+    path = Path(path or OUT)
+    return json.loads(path.read_text()) if path.exists() else {"cases": {}}
+
+
+def _save_case(name, value, path=None):
+    """Store one case (re-reading the file first: runs of other cases may have written it meanwhile)."""
+    from limits.results import atomic_write_text
+
+    data = _load(path)
+    data["cases"][name] = value
+    atomic_write_text(Path(path or OUT), json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def merge(path):
+    """Copy the cases of another result file (a run with --out) into the committed one."""
+    for name, value in _load(path)["cases"].items():
+        _save_case(name, value)
+
+
+def table(data):
+    """RST tables of docs/theory/dmft.rst §6.5: per case, quantity and time; then per case the verdicts."""
+    rows = []
+    for name, c in sorted(data["cases"].items()):
+        for r in c["rows"]:
+            rows.append((name, r["quantity"], f"{r['t']:g}", f"{r['extrapolated']:.4g} ± {r['extrapolated_se']:.2g}",
+                         f"{r['theory']:.4g} ± {r['theory_se']:.1g}", f"{r['z']:+.2f}",
+                         f"{r['scale_bias']:+.2%} ± {r['scale_bias_se']:.2%}", f"{r['power']:.1%}"))
+    first = _rst(("case", "quantity", "t", "N → ∞ extrapolation (worst entry)", "DMFT", "z", "relative bias δ∞",
+                  "power"), rows)
+    rows = []
+    for name, c in sorted(data["cases"].items()):
+        m, cal = c["main"], c["calibration"]
+        wrong = "; ".join(f"{k}: {'rejected' if not w['passed'] else 'PASSED'} (|z| "
+                          f"{max(abs(w['worst_z']), abs(w['scale_bias'] / w['scale_bias_se'])):.0f})"
+                          for k, w in c["wrong"].items())
+        rej = "; ".join(f"{k}: {cal['rejected'][k]}/{cal['repeats']}" for k in c["wrong"])
+        rows.append((name, f"{'pass' if m['passed'] else 'FAIL'}: worst |z| {m['worst_z']:.2f} (< {m['z_crit']:.2f}), "
+                           f"δ∞ {m['scale_bias']:+.2%} ± {m['scale_bias_se']:.2%}",
+                     f"{m['rate']:+.2f} [{m['rate_ci'][0]:+.2f}, {m['rate_ci'][1]:+.2f}]", f"{m['power']:.1%}", wrong,
+                     f"{cal['false_alarms']}/{cal['repeats']}", rej, f"{c['lazy']['max_z_f']:.2f}",
+                     f"{c['cpu_seconds'] / 60:.0f} min"))
+    second = _rst(("case", "check (seed 0)", "rate [CI]", "power", "wrong variants (seed 0)", "false alarms",
+                   "wrong variants rejected", "γ0 → 0 vs NTK: max |z|", "CPU"), rows)
+    return first + "\n" + second
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--case", nargs="*", default=["A", "B", "C"])
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
+    ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--fits", action="store_true", help="print the table of sizes that fit (estimates)")
+    ap.add_argument("--out", default=None, help="write the cases to this file instead (merge later with --merge)")
+    ap.add_argument("--merge", default=None, help="copy the cases of this file into the committed one")
+    a = ap.parse_args(argv)
+    if a.merge:
+        merge(a.merge)
+        return 0
+    data = _load()
+    if a.table:
+        print(table(data))
+        return 0
+    if a.fits:
+        print(fits_table())
+        return 0
+    if a.cost:
+        from limits.results import atomic_write_text
+
+        data = _load()
+        data["cost"] = cost_study()
+        atomic_write_text(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(json.dumps(data["cost"], indent=1))
+        return 0
+    cs = cases()
+    for name in a.case:
+        print(f"case {name}: {cs[name]['text']}", file=sys.stderr, flush=True)
+        value = run_case(name, cs[name], a.repeats, tuple(a.widths),
+                         save=lambda v, name=name: _save_case(name, v, a.out))
+        print(json.dumps({k: v for k, v in value.items() if k != "rows"}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
