@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .data_checks import check_parameters
-from .graph import SHAPE_OPS, _func_name, capture_logits, flat, plain_key
+from .graph import SHAPE_OPS, capture_logits, flat, op_name, plain_key
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
 
@@ -242,7 +242,7 @@ def first_use(param):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             if self.out is None and any(isinstance(a, torch.Tensor) and id(a) in self.ids for a in flat((args, kwargs))):
-                if _func_name(func) in SHAPE_OPS and isinstance(out, torch.Tensor):
+                if op_name(func) in SHAPE_OPS and isinstance(out, torch.Tensor):
                     self.ids.add(id(out))
                     self.held.append(out)              # held, so its id is not reused by another tensor
                 elif isinstance(_first(out), torch.Tensor):
