@@ -1025,6 +1025,11 @@ def flat(x):
     return _flat(x)
 
 
+def op_name(func) -> str:
+    """The canonical name of a torch function or tensor method, as the traced nodes name it."""
+    return _func_name(func)
+
+
 def mm_operands(t, mm):
     """The two activation operands (query first) of a matmul-like node of trace ``t``."""
     return _mm_operands(t, mm)
