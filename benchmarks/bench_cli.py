@@ -84,7 +84,7 @@ def cold_rows(quick: bool) -> list[dict]:
 
     py = [sys.executable]
     rows = []
-    n = 3
+    n = 5
     small, base = [], []
     for _ in range(n):
         small.append(child_cpu(py + ["-m", "limits", "nngp", "--random", "20", "5", "--depth", "3"], ONE_THREAD))

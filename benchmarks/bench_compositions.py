@@ -1,7 +1,8 @@
 """Issue 36's composition rows: ``limits.kernels.kernel`` (packed pairs of inputs) against a plain vectorised numpy
-implementation of the same rules (timed interleaved with ours, CPU and wall) and neural-tangents 0.6.5's jitted
-steady state (peer interpreter, ``nt.batch`` of 50, float64, one XLA thread; its own process per case, run
-concurrently with ours, so that its max RSS is that case's), NNGP and NTK, peak memory per row.
+implementation of the same rules and neural-tangents 0.6.5's jitted steady state (peer interpreter, ``nt.batch`` of
+50, float64, one XLA thread; one process per case, so that its max RSS is that case's), NNGP and NTK, all three timed
+alike (``_timing.interleaved``: one warm-up call each, then 5 rounds interleaved, each call timed by its own
+process's CPU clock, best of 5), peak memory per row in a separate untimed pass.
 
     nice python benchmarks/bench_compositions.py --merge benchmarks/results/compositions.json
     nice python benchmarks/bench_compositions.py --case cnn-gap --P 100 200 --merge …    # a subset
@@ -27,18 +28,17 @@ The floor of each case (:func:`floor`), timed in the same run as numpy passes ov
 import json
 import sys
 import tempfile
-import threading
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _plain_kernels import relu_from  # noqa: E402
-from _timing import PEER_TIMED, cpu_wall, cpu_wall_interleaved, run_peer  # noqa: E402
+from _timing import (REPEAT, Local, Peer, PeerError, cpu_wall, interleaved, machine,  # noqa: E402
+                     traced_peak)
 from bench_layers import digits, merge, plain_kernel  # noqa: E402
-from nt_layers import TRANSLATE  # noqa: E402
+from nt_layers import NT_SETUP  # noqa: E402
 
 import limits  # noqa: E402
 
@@ -169,67 +169,31 @@ SIZES = {"cnn-gap": (100, 200), "cnn-flatten": (100, 400, 1000), "attn-ln-16": (
          "attn-ln-32": (100, 200)}    # what fitted the shared machine's load (≈ 12 on 2 cores) on 2026-11-27
 
 
-def _repeat(P):
-    """Calls per size (interleaved): ours and numpy compile nothing, so one call is their steady state above P = 100."""
-    return 2 if P <= 100 else 1
-
-
-# ------------------------------------------------------------------------------------------ neural-tangents
-PEER = TRANSLATE + PEER_TIMED + r"""
-import resource
-spec = json.load(open(sys.argv[1]))
-_, _, kfn = stax.serial(*[layer(d) for d in spec["model"]["serial"]])
-res, nngp, ntk = nt_timed(kfn, np.load(spec["X"]), spec["calls"])
-np.save(spec["out"], np.stack([nngp, ntk]))
-res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps(res))
-"""
-
-
-def _nt_calls(P):
-    """Two calls (first = jit + run, then the steady state) up to P = 200; above, one call, its steady state
-    being that call minus the compile share of the same case at its smallest P (the same 50 × 50 batch shapes,
-    so the same jit)."""
-    return 2 if P <= 200 else 1
-
-
-def run_nt(jobs, tmp, out):
-    """neural-tangents on ``jobs`` [(key, model, X path)], one process each, in order; results into ``out``."""
-    for key, m, xpath in jobs:
-        o = Path(tmp) / f"nt_{key[0]}_{key[1]}.npy"
-        spec = Path(tmp) / f"spec_{key[0]}_{key[1]}.json"
-        spec.write_text(json.dumps({"model": m.to_dict(), "X": str(xpath), "calls": _nt_calls(key[1]), "out": str(o)}))
-        r, why = run_peer(PEER, spec, timeout=3 * 3600)
-        if r is not None:
-            r["nngp"], r["ntk"] = np.load(o)
-        out[key] = (r, why)
-
-
 # ---------------------------------------------------------------------------------------------- measurement
-def _traced(fn, peaks, name):
-    """``fn`` with the tracemalloc peak of its numpy allocations folded into ``peaks[name]`` (max over calls)."""
-    def call():
-        tracemalloc.start()
-        try:
-            return fn()
-        finally:
-            peaks[name] = max(peaks.get(name, 0), tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
-    return call
-
-
 def _rel(a, b, off):
     return float(np.max(np.abs(a - b)[off]) / np.max(np.abs(b)))
 
 
-def measure(case, P, repeat):
-    """Ours and plain numpy on ``case`` at ``P``, interleaved (CPU, wall: first and best), with their peaks."""
+def measure(case, P, peer, tmp, repeat=REPEAT):
+    """Ours, plain numpy and (when ``peer`` runs) neural-tangents on ``case`` at ``P``: one warm-up call each, then
+    ``repeat`` rounds interleaved (benchmarks/README.md, "How each side is timed"); then the memory pass (ours and
+    numpy under tracemalloc, untimed; neural-tangents' process max RSS). Returns (timings, results, peaks, nt info)."""
     build, inputs, plain, _ = CASES[case]
     m, X = build(), inputs(P)
-    peaks = {}
-    res = cpu_wall_interleaved({"ours": _traced(lambda: limits.kernels.kernel(m, X), peaks, "ours"),
-                                "numpy": _traced(lambda: plain(X), peaks, "numpy")}, repeat=repeat)
-    return res, peaks
+    sides = {"ours": Local(lambda: limits.kernels.kernel(m, X)), "numpy": Local(lambda: plain(X))}
+    key = f"{case}-{P}"
+    if peer is not None:
+        xpath = Path(tmp) / f"X_{key}.npy"
+        np.save(xpath, X)
+        peer.prepare(key, {"model": m.to_dict(), "X": str(xpath)})
+        sides["nt"] = peer.side(key)
+    res = interleaved(sides, repeat=repeat)
+    peaks = {"ours": traced_peak(lambda: limits.kernels.kernel(m, X)), "numpy": traced_peak(lambda: plain(X))}
+    nt = None
+    if peer is not None:
+        nt = {**res["nt"][0], "maxrss": peer.maxrss()}
+        nt["nngp"], nt["ntk"] = peer.result(key)
+    return res, peaks, nt
 
 
 def _best(f, per, reps=20):
@@ -263,14 +227,14 @@ def floor(case, P, S=64, convs=3, reps=20):
             "arctans": 1, "matmuls": 4}
 
 
-def packing(P=100, case="cnn-gap", repeat=3):
+def packing(P=100, case="cnn-gap", repeat=REPEAT):
     """Goal 4: the symmetric kernel K(X, X) (packed: P(P+1)/2 pairs of inputs) against the cross kernel K(X, X')
     with X' a copy of X (P² pairs), interleaved; the ideal ratio is P² / (P(P+1)/2) = 2P/(P + 1)."""
     build, inputs = CASES[case][:2]
     m, X = build(), inputs(P)
     Y = X.copy()
-    res = cpu_wall_interleaved({"sym": lambda: limits.kernels.kernel(m, X),
-                                "cross": lambda: limits.kernels.kernel(m, X, Y)}, repeat=repeat)
+    res = interleaved({"sym": Local(lambda: limits.kernels.kernel(m, X)),
+                       "cross": Local(lambda: limits.kernels.kernel(m, X, Y))}, repeat=repeat)
     (ts, ks), (tc, kc) = res["sym"], res["cross"]
     ideal = 2.0 * P / (P + 1)
     got = tc["cpu"] / ts["cpu"]
@@ -280,6 +244,28 @@ def packing(P=100, case="cnn-gap", repeat=3):
                                 float(np.max(np.abs(ks.ntk - kc.ntk)) / np.max(np.abs(kc.ntk)))),
             "note": f"symmetric {ts['cpu']:.2f} s CPU, cross kernel with a copy {tc['cpu']:.2f} s: {got:.2f}× "
                     f"(ideal {ideal:.2f}×: {100 * (1.0 - got / ideal):.0f} % left)"}
+
+
+def tracemalloc_cost(runs=(("cnn-gap", 100), ("attn-ln-16", 400), ("cnn-flatten", 400))):
+    """What tracemalloc around a timed call costs: ours with and without it, interleaved, best of 5 (the rows of
+    compositions.json before 2026-11-29 timed ours under tracemalloc and neural-tangents without)."""
+    import tracemalloc
+
+    out = []
+    for case, P in runs:
+        build, inputs = CASES[case][:2]
+        m, X = build(), inputs(P)
+
+        def traced():
+            tracemalloc.start()
+            try:
+                return limits.kernels.kernel(m, X)
+            finally:
+                tracemalloc.stop()
+        r = interleaved({"plain": Local(lambda: limits.kernels.kernel(m, X)), "traced": Local(traced)})
+        out.append({"case": case, "P": P, "cpu": r["plain"][0]["cpu"], "traced_cpu": r["traced"][0]["cpu"],
+                    "inflation": r["traced"][0]["cpu"] / r["plain"][0]["cpu"]})
+    return out
 
 
 def estimate_check(P=60):
@@ -305,66 +291,58 @@ def estimate_check(P=60):
     return sorted(out, key=lambda r: r["ratio"])
 
 
-def run(quick=False, cases=None, Ps=None):
+def run(quick=False, cases=None, Ps=None, repeat=REPEAT):
+    """Rows per case and P. neural-tangents runs in one peer process per case (so that its max RSS is that case's),
+    its calls interleaved with ours and numpy's (:func:`measure`)."""
     cases = list(cases or CASES)
     sizes = {c: tuple(Ps) if Ps else ((50,) if quick else SIZES[c]) for c in cases}
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs = []
-        for c in cases:
-            build, inputs = CASES[c][:2]
-            for P in sizes[c]:
-                p = Path(tmp) / f"X_{c}_{P}.npy"
-                np.save(p, inputs(P))
-                jobs.append(((c, P), build(), p))
-        nt = {}
-        th = threading.Thread(target=run_nt, args=(jobs, tmp, nt))
-        th.start()                                         # the peer works while ours and numpy are timed
-        ours = {}
-        for c in cases:
-            for P in sizes[c]:
-                ours[(c, P)] = measure(c, P, _repeat(P))
-                print(f"  {c} P={P}: ours {ours[(c, P)][0]['ours'][0]['cpu']:.2f} s, numpy "
-                      f"{ours[(c, P)][0]['numpy'][0]['cpu']:.2f} s", flush=True)
-        fl = {(c, P): floor(c, P) for c in cases for P in sizes[c]}
-        th.join()
     for c in cases:
-        for P in sizes[c]:
-            rows.append(_row(c, P, ours[(c, P)], nt.get((c, P), (None, "not run")), nt, sizes[c][0],
-                             fl.get((c, P))))
+        peer, why = Peer.start(NT_SETUP, timeout=3 * 3600)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for P in sizes[c]:
+                    load = machine()
+                    try:
+                        res, peaks, nt = measure(c, P, peer, tmp, repeat)
+                    except PeerError as exc:               # the peer failed at this size: ours without it
+                        peer.close(kill=True)
+                        peer, why = None, str(exc)
+                        res, peaks, nt = measure(c, P, None, tmp, repeat)
+                    rows.append(_row(c, P, res, peaks, nt, why, floor(c, P), load, machine()["load"]))
+                    print(f"  {rows[-1]['note']}", flush=True)
+        finally:
+            if peer is not None:
+                peer.close()
     return rows
 
 
-def _row(case, P, measured, nt_res, nt_all, P0, fl):
-    (res, peaks) = measured
+def _row(case, P, res, peaks, nt, why, fl, before, after):
     (t, k), (tn, (Kn, Tn)) = res["ours"], res["numpy"]
     off = ~np.eye(P, dtype=bool)
     row = {"name": f"composition {case} P={P}", "case": case, "description": CASES[case][3], "P": P,
-           "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"], "peak_bytes": peaks["ours"],
+           "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"], "cpu_median": t["cpu_median"],
+           "repeat": t["repeat"], "peak_bytes": peaks["ours"],
            "numpy_seconds": tn["cpu"], "numpy_wall": tn["wall"], "numpy_peak_bytes": peaks["numpy"],
-           "numpy_ratio": tn["cpu"] / t["cpu"], "numpy_wall_ratio": tn["wall"] / t["wall"],
-           "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off))}
-    r, why = nt_res
-    if r is not None:
-        cpu, wall, how = r["cpu"], r["wall"], "measured (best of 2 calls)"
-        if _nt_calls(P) == 1:
-            r0 = nt_all.get((case, P0), (None, ""))[0]
-            if r0 is not None and _nt_calls(P0) == 2:
-                cpu = r["first_cpu"] - (r0["first_cpu"] - r0["cpu"])
-                wall = r["first_wall"] - (r0["first_wall"] - r0["wall"])
-                how = (f"one call {r['first_cpu']:.1f} s minus its compile share at P={P0} "
-                       f"({r0['first_cpu'] - r0['cpu']:.1f} s)")
-            else:
-                how = "one call including jit (no compile share known): an upper bound"
-        row.update(baseline_seconds=cpu, baseline_wall=wall, nt_first_seconds=r["first_cpu"], nt_how=how,
-                   ratio=cpu / t["cpu"], nt_wall_ratio=wall / t["wall"], nt_maxrss=r["maxrss"],
-                   max_rel_diff=max(_rel(k.nngp, r["nngp"], np.ones_like(off)), _rel(k.ntk, r["ntk"], off)))
+           "numpy_median": tn["cpu_median"], "numpy_ratio": tn["cpu"] / t["cpu"], "numpy_wall_ratio": tn["wall"] / t["wall"],
+           "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off)),
+           "machine": {**before, "load_after": after}, "timing": TIMING}
+    if nt is not None:
+        row.update(baseline_seconds=nt["cpu"], baseline_wall=nt["wall"], nt_first_seconds=nt["first_cpu"],
+                   nt_median=nt["cpu_median"], nt_how=f"best of {nt['repeat']} calls after its first (jit)",
+                   ratio=nt["cpu"] / t["cpu"], nt_wall_ratio=nt["wall"] / t["wall"], nt_maxrss=nt["maxrss"],
+                   max_rel_diff=max(_rel(k.nngp, nt["nngp"], np.ones_like(off)), _rel(k.ntk, nt["ntk"], off)))
     else:
         row["nt_skipped"] = why
     if fl is not None:
         row.update(fl, floor_ratio=t["cpu"] / fl["floor_seconds"])
     row["note"] = note(row)
     return row
+
+
+TIMING = ("CPU = time.process_time of the process running each side (one BLAS/XLA thread each); one warm-up call "
+          f"per side, then {REPEAT} rounds of ours, plain numpy, neural-tangents interleaved; best of the {REPEAT}; "
+          "memory in a separate untimed pass (tracemalloc) and NT's process max RSS")
 
 
 def note(r):
@@ -409,7 +387,14 @@ if __name__ == "__main__":
     ap.add_argument("--merge", default=None, help="write the rows into this results JSON in place of the same rows")
     ap.add_argument("--packing", action="store_true", help="only goal 4's row: symmetric vs cross kernel")
     ap.add_argument("--estimate", action="store_true", help="only: measured CPU / the cost estimate's lower bound")
+    ap.add_argument("--tracemalloc-cost", action="store_true",
+                    help="only: ours timed with and without tracemalloc around the call (best of 5, interleaved)")
     a = ap.parse_args()
+    if a.tracemalloc_cost:
+        for r in tracemalloc_cost():
+            print(f"{r['case']} P={r['P']}: {r['cpu']:.3f} s CPU, under tracemalloc {r['traced_cpu']:.3f} s "
+                  f"({r['inflation']:.2f}×)")
+        sys.exit(0)
     if a.estimate:
         rs = estimate_check()
         for r in rs:

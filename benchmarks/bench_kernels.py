@@ -9,9 +9,10 @@ Every row is measured in ONE run against
   creates it) — run in a subprocess, never imported here; skipped cleanly otherwise.
 
 Times: CPU (``time.process_time``, all threads) and wall (``perf_counter``), first call and steady state
-(best of 5, limits and numpy calls interleaved; NT best of 5 after its first call) separately — the
-first NT call includes its jit compilation. One BLAS thread for us and the baseline
-(``limits.blas.blas_threads``), one XLA thread for NT. Ratios are CPU(peer)/CPU(limits), steady state. Each row also checks that the three agree (max relative difference of K_out and Θ_out).
+(``_timing.interleaved``: one warm-up call per side, then 5 rounds of limits, numpy and NT interleaved, each call
+timed by the CPU clock of the process that runs it; best of 5, median kept) — the first NT call includes its jit
+compilation. One BLAS thread for us and the baseline (``limits.blas.blas_threads``), one XLA thread for NT (its own
+interpreter, kept alive between calls: ``_timing.Peer``). Ratios are CPU(peer)/CPU(limits), steady state. Each row also checks that the three agree (max relative difference of K_out and Θ_out).
 
 Cost laws: the fitted exponent of the limits CPU time in P (P = 250, 500, 1000 at fixed L) and in L
 (L = 50, 100, 200 at fixed P) next to the theoretical O(L P²).
@@ -39,22 +40,19 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from _plain_kernels import plain_cross, plain_nngp, plain_nngp_layers  # noqa: E402
-from _timing import cpu_wall, cpu_wall_pair, fit_exponent, run_peer  # noqa: E402
+from _timing import REPEAT, Local, Peer, cpu_wall, fit_exponent, interleaved, machine  # noqa: E402
 
-_NT_SCRIPT = r"""
-import json, sys, time
-import numpy as np
+NT_SETUP = r"""
 import jax
 jax.config.update("jax_enable_x64", True)
 import neural_tangents as nt
 from neural_tangents import stax
-data = np.load(sys.argv[1], allow_pickle=False)
-cases = json.loads(sys.argv[2])
-out = {"version": nt.__version__, "jax": jax.__version__, "cases": []}
-save = {}
-for j, c in enumerate(cases):
-    X = data[c["X"]]
-    X2 = data[c["X2"]] if c.get("X2") else None
+INFO = {"version": nt.__version__, "jax": jax.__version__}
+def make(c):
+    # neural-tangents' jitted kernel_fn of the case's MLP / ResNet on X (and X2), NNGP + NTK, results to the host
+    with np.load(c["data"], allow_pickle=False) as data:
+        X = data[c["X"]]
+        X2 = data[c["X2"]] if c.get("X2") else None
     act = {"erf": stax.Erf, "relu": stax.Relu, "gelu": lambda: stax.Gelu(approximate=False)}[c["act"]]
     sw, sb, rho = c["sw"], c["sb"], c["rho"]
     layers = [stax.Dense(1, W_std=sw, b_std=sb)]
@@ -65,22 +63,11 @@ for j, c in enumerate(cases):
         else:
             layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
     layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
-    _, _, kernel_fn = stax.serial(*layers)
-    kf = jax.jit(kernel_fn, static_argnames=("get",))
-    res = {}
-    for k in range(6):
-        w, cpu = time.perf_counter(), time.process_time()
+    kf = jax.jit(stax.serial(*layers)[2], static_argnames=("get",))
+    def call():
         K, T = kf(X, X2, get=("nngp", "ntk"))
-        K.block_until_ready(); T.block_until_ready()
-        w, cpu = time.perf_counter() - w, time.process_time() - cpu
-        if k == 0:
-            res.update(first_wall=w, first_cpu=cpu, wall=np.inf, cpu=np.inf)
-        else:
-            res["wall"] = min(res["wall"], w); res["cpu"] = min(res["cpu"], cpu)
-    save[f"K{j}"], save[f"T{j}"] = np.asarray(K), np.asarray(T)
-    out["cases"].append(res)
-np.savez(sys.argv[3], **save)
-print(json.dumps(out))
+        return np.asarray(K.block_until_ready()), np.asarray(T.block_until_ready())
+    return call
 """
 
 
@@ -101,21 +88,23 @@ def _reldiff(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
 
 
-def _nt_all(cases, Xs):
-    """NT timings and kernels for every case (one subprocess, one jax import)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        data, out = Path(tmp) / "x.npz", Path(tmp) / "k.npz"
-        np.savez(data, **Xs)
-        cfg = [{"X": c["X"], "X2": c.get("X2"), "act": c["act"], "depth": c["depth"], "residual": c["residual"],
-                "sw": float(np.sqrt(c["sw2"])), "sb": float(np.sqrt(c["sb2"])), "rho": float(c["rho"])}
-               for c in cases]
-        info, why = run_peer(_NT_SCRIPT, str(data), json.dumps(cfg), str(out))
-        if info is None:
-            return None, why.replace("peer skipped", "neural-tangents skipped")
-        with np.load(out, allow_pickle=False) as z:
-            for j, r in enumerate(info["cases"]):
-                r["K"], r["T"] = z[f"K{j}"], z[f"T{j}"]
-        return info, ""
+def _timed(ours, numpy_fn, peer, c):
+    """Ours, the plain numpy recursion and (when ``peer`` runs) neural-tangents on case ``c``, timed alike
+    (``_timing.interleaved``: a warm-up call each — NT's jit compilation —, then 5 rounds interleaved, each call
+    timed by its own process's CPU clock, best of 5). Returns (ours stats, result), (numpy stats, result), NT stats
+    with its kernels ``K``, ``T`` (or None)."""
+    sides = {"ours": Local(ours), "numpy": Local(numpy_fn)}
+    if peer is not None:
+        peer.prepare(c["name"], {"data": c["data"], "X": c["X"], "X2": c.get("X2"), "act": c["act"],
+                                 "depth": c["depth"], "residual": c["residual"], "sw": float(np.sqrt(c["sw2"])),
+                                 "sb": float(np.sqrt(c["sb2"])), "rho": float(c["rho"])})
+        sides["nt"] = peer.side(c["name"])
+    res = interleaved(sides)
+    n = None
+    if peer is not None:
+        n = dict(res["nt"][0])
+        n["K"], n["T"] = peer.result(c["name"])
+    return res["ours"], res["numpy"], n
 
 
 def _arguments(act, K, full=False):
@@ -154,11 +143,11 @@ def _floor(c, K0, full=False):
     return cpu_wall(run, repeat=3)[0]["cpu"]
 
 
-def _row(c, X, nt_info, why, j, quick):
+def _row(c, X, peer, why, quick):
     K0 = _limits(X, {**c, "depth": 1}).K[0]
-    (tl, r), (tp, p) = cpu_wall_pair(lambda: _limits(X, c),
-                                     lambda: plain_nngp(K0, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
-                                                        c["rho"]))
+    (tl, r), (tp, p), n = _timed(lambda: _limits(X, c),
+                                 lambda: plain_nngp(K0, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
+                                                    c["rho"]), peer, c)
     agree = max(_reldiff(r.K_out, p[2]), _reldiff(r.Theta_out, p[3]))
     row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
            "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],
@@ -169,26 +158,18 @@ def _row(c, X, nt_info, why, j, quick):
     note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s "
             f"(transcendental floor {row['floor_cpu']:.3f} s); "
             f"numpy CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
-    if nt_info is not None:
-        n = nt_info["cases"][j]
-        row.update(nt_cpu=n["cpu"], nt_wall=n["wall"], nt_first_cpu=n["first_cpu"], nt_first_wall=n["first_wall"],
-                   nt_ratio=n["cpu"] / tl["cpu"])
-        d_nt = max(_reldiff(n["K"], r.K_out), _reldiff(n["T"], r.Theta_out))
-        row.update(agree_nt=d_nt, nt_version=f"neural-tangents {nt_info['version']} (jax {nt_info['jax']})")
-        note += (f"; NT {nt_info['version']}/jax {nt_info['jax']} steady CPU {n['cpu']:.3f} s wall {n['wall']:.3f} s, "
-                 f"first call (jit compile) CPU {n['first_cpu']:.2f} s wall {n['first_wall']:.2f} s; "
-                 f"max rel. diff vs NT {d_nt:.1e}")
-    else:
-        note += f"; {why}"
+    note += _nt_note(row, n, peer, why, r.K_out, r.Theta_out, tl)
     row["note"] = note + (" (quick sizes)" if quick else "")
     return row
 
 
-def _nt_note(row, nt_info, why, j, K, T, tl):
-    """Fill the NT columns of a row from case ``j`` of the peer run (agreement against our K_out, Θ_out)."""
-    if nt_info is None:
+def _nt_note(row, n, peer, why, K, T, tl):
+    """Fill the timing and NT columns of a row from the peer's stats ``n`` (agreement against our K_out, Θ_out)."""
+    row.update(cpu_median=tl["cpu_median"], repeat=tl["repeat"], machine=machine(), timing=TIMING)
+    if n is None:
         return f"; {why}"
-    n = nt_info["cases"][j]
+    nt_info = peer.info
+    row.update(nt_median=n["cpu_median"])
     row.update(nt_cpu=n["cpu"], nt_wall=n["wall"], nt_first_cpu=n["first_cpu"], nt_first_wall=n["first_wall"],
                nt_ratio=n["cpu"] / tl["cpu"])
     d_nt = max(_reldiff(n["K"], K), _reldiff(n["T"], T))
@@ -206,15 +187,15 @@ def _model(c):
                  **({"rho": c["rho"]} if c["residual"] else {}))
 
 
-def _cross_row(c, X1, X2, nt_info, why, j, quick):
+def _cross_row(c, X1, X2, peer, why, quick):
     """``limits.kernels.kernel(m, X1, X2)`` (P1×P2 block, NNGP + NTK read-out) against the plain numpy cross
     recursion (benchmarks/_plain_kernels.py ``plain_cross``) and NT's ``kernel_fn(x1, x2)``."""
     from limits.kernels import kernel
 
     m = _model(c)
-    (tl, r), (tp, p) = cpu_wall_pair(lambda: kernel(m, X1, X2),
-                                     lambda: plain_cross(X1, X2, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
-                                                         c["rho"]))
+    (tl, r), (tp, p), n = _timed(lambda: kernel(m, X1, X2),
+                                 lambda: plain_cross(X1, X2, c["depth"], c["act"], c["sw2"], c["sb2"], c["residual"],
+                                                     c["rho"]), peer, c)
     agree = max(_reldiff(r.nngp, p[0]), _reldiff(r.ntk, p[1]))
     d = X1.shape[1]
     K0 = (c["sw2"] * (X1 @ X2.T) / d + c["sb2"], c["sw2"] * np.sum(X1 * X1, 1) / d + c["sb2"],
@@ -228,12 +209,12 @@ def _cross_row(c, X1, X2, nt_info, why, j, quick):
     note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s "
             f"(transcendental floor {row['floor_cpu']:.3f} s: one arcsin/arctan per entry and layer); "
             f"numpy CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
-    note += _nt_note(row, nt_info, why, j, r.nngp, r.ntk, tl)
+    note += _nt_note(row, n, peer, why, r.nngp, r.ntk, tl)
     row["note"] = note + (" (quick sizes)" if quick else "")
     return row
 
 
-def _keep_row(c, X, nt_info, why, j, quick):
+def _keep_row(c, X, peer, why, quick):
     """``limits.kernels.nngp(X, model=m)`` (default keep: every layer kept) against the plain numpy recursion
     that keeps every layer (``plain_nngp_layers``: the fresh arrays of each layer, no copies) and NT's read-out
     kernel (which keeps no layer)."""
@@ -241,9 +222,9 @@ def _keep_row(c, X, nt_info, why, j, quick):
 
     m = _model(c)
     K0 = _limits(X, {**c, "depth": 1}).K[0]
-    (tl, r), (tp, p) = cpu_wall_pair(lambda: nngp(X, model=m),
-                                     lambda: plain_nngp_layers(K0, c["depth"], c["act"], c["sw2"], c["sb2"],
-                                                               c["residual"], c["rho"]))
+    (tl, r), (tp, p), n = _timed(lambda: nngp(X, model=m),
+                                 lambda: plain_nngp_layers(K0, c["depth"], c["act"], c["sw2"], c["sb2"],
+                                                           c["residual"], c["rho"]), peer, c)
     agree = max(_reldiff(r.K_out, p[3]), _reldiff(r.Theta_out, p[4]), _reldiff(r.K[c["depth"] // 2], p[0][c["depth"] // 2]))
     row = {"name": c["name"], "seconds": tl["wall"], "cpu_seconds": tl["cpu"],
            "first_cpu": tl["first_cpu"], "first_wall": tl["first_wall"],
@@ -255,7 +236,7 @@ def _keep_row(c, X, nt_info, why, j, quick):
     note = (f"limits CPU {tl['cpu']:.3f} s (first {tl['first_cpu']:.3f}), wall {tl['wall']:.3f} s "
             f"(transcendental floor {row['floor_cpu']:.3f} s), layers as {row['stored']}; "
             f"numpy (all layers kept) CPU {tp['cpu']:.3f} s, wall {tp['wall']:.3f} s; max rel. diff vs numpy {agree:.1e}")
-    note += _nt_note(row, nt_info, why, j, r.K_out, r.Theta_out, tl)
+    note += _nt_note(row, n, peer, why, r.K_out, r.Theta_out, tl)
     row["note"] = note + (" (quick sizes)" if quick else "")
     return row
 
@@ -370,18 +351,34 @@ def run(quick: bool = False) -> list[dict]:
     Xs = {c["X"]: _inputs(c["P"]) for c in cs + kc}
     Xs.update({c["X"]: _inputs(c["P"], seed=1) for c in xc})
     Xs.update({c["X2"]: _inputs(c["P2"], seed=2) for c in xc})
-    nt_info, why = _nt_all(cs + xc + kc, Xs)
     rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "x.npz"
+        np.savez(data, **Xs)
+        for c in cs + xc + kc:
+            c["data"] = str(data)
+        peer, why = Peer.start(NT_SETUP)
+        why = why.replace("peer skipped", "neural-tangents skipped")
+        try:
+            with blas_threads(1):
+                for c in cs:
+                    rows.append(_row(c, Xs[c["X"]], peer, why, quick))
+                for c in xc:
+                    rows.append(_cross_row(c, Xs[c["X"]], Xs[c["X2"]], peer, why, quick))
+                for c in kc:
+                    rows.append(_keep_row(c, Xs[c["X"]], peer, why, quick))
+        finally:
+            if peer is not None:
+                peer.close()
     with blas_threads(1):
-        for j, c in enumerate(cs):
-            rows.append(_row(c, Xs[c["X"]], nt_info, why, j, quick))
-        for j, c in enumerate(xc):
-            rows.append(_cross_row(c, Xs[c["X"]], Xs[c["X2"]], nt_info, why, len(cs) + j, quick))
-        for j, c in enumerate(kc):
-            rows.append(_keep_row(c, Xs[c["X"]], nt_info, why, len(cs) + len(xc) + j, quick))
         rows += _scaling(quick)
         rows += _large_variance(quick)
     return rows
+
+
+TIMING = ("CPU = time.process_time of the process running each side (one BLAS/XLA thread each); one warm-up call "
+          f"per side (neural-tangents: its jit compilation), then {REPEAT} rounds of limits, plain numpy, "
+          f"neural-tangents interleaved; best of the {REPEAT}")
 
 
 def table(rows) -> str:

@@ -14,23 +14,22 @@ version, a plain numpy implementation of the strided rule and neural-tangents, C
 Global pooling needs every pair of positions: P²·S² floats per block (S = 64), so ours runs in tiles
 (``limits.kernels.composed``: memory = output + one tile of ≤ 256 MiB) and neural-tangents in its
 ``nt.batch`` batches of 50 (it computes every batch pair; ours skips the tiles below the diagonal of
-a symmetric kernel). The peer process runs concurrently with ours (both under the same machine load;
-CPU time is per process). Reported per size: CPU seconds (first call and steady state; for
-neural-tangents the first call includes jit compilation), peak memory (ours: tracemalloc peak of numpy
-allocations; theirs: the peer process's max RSS), max relative difference of the kernels, and the fitted
-cost exponents in P and in the image side.
+a symmetric kernel). Both sides are timed alike (``_timing.interleaved``; benchmarks/README.md, "How each side is
+timed"): a warm-up call each (for neural-tangents its jit compilation), then 5 rounds of one call of each side in
+turn, each timed by its own process's CPU clock, best of 5. Reported per size: CPU seconds (first call and steady
+state), peak memory (ours: tracemalloc peak of numpy allocations, in a separate untimed pass; theirs: the peer
+process's max RSS), max relative difference of the kernels, and the fitted cost exponents in P and in the image side.
 """
 import os
 import sys
 import tempfile
-import threading
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import PEER_TIMED, cpu_wall, cpu_wall_interleaved, fit_exponent, run_peer  # noqa: E402
+from _timing import REPEAT, Local, Peer, PeerError, fit_exponent, interleaved, machine, traced_peak  # noqa: E402
+from nt_layers import NT_SETUP  # noqa: E402
 
 import limits  # noqa: E402
 
@@ -58,128 +57,85 @@ def digits(P, side=8):
     return X[..., None]
 
 
-PEER = PEER_TIMED + r'''
-import json, resource, sys
-import numpy as np
-import jax
-jax.config.update("jax_enable_x64", True)
-from neural_tangents import stax
-strides = [int(s) for s in sys.argv[1].split(",")]          # one stride per convolution
-conv = lambda s: stax.Conv(8, (3, 3), strides=(s, s), padding="SAME", W_std=2.0 ** 0.5, b_std=0.01 ** 0.5)
-layers = [x for s in strides for x in (conv(s), stax.Relu())]
-_, _, kfn = stax.serial(*layers, stax.GlobalAvgPool(), stax.Dense(8, W_std=1.0, b_std=0.0))
-out = []
-for arg in sys.argv[2:]:
-    path, calls = arg.split("::")
-    res, nngp, ntk = nt_timed(kfn, np.load(path), int(calls))
-    res["nngp"], res["ntk"] = nngp.tolist(), ntk.tolist()
-    res["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    out.append(res)
-print(json.dumps(out))
-'''
-
-
 BIG = 1000
+REPEAT_BIG = int(os.environ.get("LIMITS_BENCH_LAYERS_REPEAT", REPEAT))    # timed rounds at P = 1000
 
 
-def _calls(P):
-    """Calls per size: the first and the best of the others; one at the issue's size P = 1000 (ours has no
-    compile step, so its first call is its steady state)."""
-    return 1 if P >= 500 else 3
-
-
-def _ours(X):
-    m = model()
-    tracemalloc.start()
-    t, k = cpu_wall(lambda: limits.kernels.kernel(m, X), repeat=_calls(X.shape[0]))
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return t, k, peak
-
-
-def _peers(small, big, budget):
-    """neural-tangents on the small cases, then (own process, ``budget`` seconds) on the big one."""
-    out = {"small": run_peer(PEER, "1,1,1", *small, timeout=6 * 3600)}
-    if big:
-        out["big"] = run_peer(PEER, "1,1,1", *big, timeout=budget)
-    return out
+def _measure(m, X, peer, key, tmp, repeat):
+    """Ours and (when ``peer`` runs) neural-tangents on ``m`` at ``X``: a warm-up call each, then ``repeat`` rounds
+    interleaved, each timed by its own process's CPU clock (``_timing.interleaved``); then ours under tracemalloc in
+    an untimed pass. Returns (ours stats, our kernel, our peak, NT stats or None)."""
+    sides = {"ours": Local(lambda: limits.kernels.kernel(m, X))}
+    if peer is not None:
+        xpath = Path(tmp) / f"X_{key}.npy"
+        np.save(xpath, X)
+        peer.prepare(key, {"model": m.to_dict(), "X": str(xpath)})
+        sides["nt"] = peer.side(key)
+    res = interleaved(sides, repeat=repeat)
+    peak = traced_peak(lambda: limits.kernels.kernel(m, X))
+    nt = None
+    if peer is not None:
+        nt = {**res["nt"][0], "maxrss": peer.maxrss()}
+        nt["nngp"], nt["ntk"] = peer.result(key)
+    return res["ours"][0], res["ours"][1], peak, nt
 
 
 def run(quick=False, Ps=None, full=None):
-    """Rows per (P, side); ``full`` (default: ``$LIMITS_BENCH_LAYERS == "full"``) adds P = 1000 at 8×8.
-
-    At P = 1000 neural-tangents is called once (its first call, jit included; at 2 cores shared by other
-    jobs two calls take hours): its steady state is that call minus its compile share measured at the
-    largest small P (first − steady there: its batches have the same 50×50 shapes, so the same jit), or,
-    if it does not finish within ``$LIMITS_BENCH_LAYERS_BUDGET`` seconds, its steady state at that P
-    scaled by (1000/P)² (nt.batch evaluates (P/50)² identical batch pairs) — the row says which."""
+    """Rows per (P, side); ``full`` (default: ``$LIMITS_BENCH_LAYERS == "full"``) adds P = 1000 at 8×8, timed in
+    ``$LIMITS_BENCH_LAYERS_REPEAT`` rounds (default 5; each neural-tangents call there takes ~20 CPU-minutes)."""
     full = os.environ.get("LIMITS_BENCH_LAYERS", "") == "full" if full is None else full
-    budget = float(os.environ.get("LIMITS_BENCH_LAYERS_BUDGET", 6 * 3600))
     Ps = tuple(Ps or ((50, 100) if quick else (100, 200)))
     sides = (4, 6, 8)
     small = [(P, 8) for P in Ps] + [(Ps[0], s) for s in sides if s != 8]
     big = [(BIG, 8)] if full and BIG not in Ps else []
     cases = small + big
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = {}
-        for c in cases:
-            p = Path(tmp) / f"X_{c[0]}_{c[1]}.npy"
-            np.save(p, digits(*c))
-            paths[c] = f"{p}::{_calls(c[0])}"
-        peer = {}
-        th = threading.Thread(target=lambda: peer.update(_peers([paths[c] for c in small], [paths[c] for c in big],
-                                                                budget)))
-        th.start()                                        # the peer works while ours is timed
-        ours = {c: _ours(digits(*c)) for c in cases}
-        th.join()
-    nt_small, why = peer["small"]
-    nt = {c: (None if nt_small is None else nt_small[i]) for i, c in enumerate(small)}
-    ref = max((c for c in small if c[1] == 8), key=lambda c: c[0])
-    for c in big:
-        r, why_big = peer["big"]
-        if r is not None:
-            r = r[0]
-            if nt[ref] is not None:
-                r["cpu"] = r["first_cpu"] - (nt[ref]["first_cpu"] - nt[ref]["cpu"])
-                r["how"] = (f"neural-tangents steady state = its one first call {r['first_cpu']:.1f} s minus its "
-                            f"compile share at P={ref[0]} ({nt[ref]['first_cpu'] - nt[ref]['cpu']:.1f} s)")
-        elif nt[ref] is not None:
-            f = (c[0] / ref[0]) ** 2
-            r = {"cpu": nt[ref]["cpu"] * f, "first_cpu": float("nan"), "maxrss": float("nan"),
-                 "how": f"neural-tangents did not finish within {budget:.0f} s "
-                        f"({'timed out' if 'timed out' in why_big else why_big[:80]}); its steady state at "
-                        f"P={ref[0]} × {f:.0f} (nt.batch: (P/50)² identical batch pairs) — an extrapolation"}
-        nt[c] = r
+    ours, nt, why, loads = {}, {}, "", {}
+    peer, why = Peer.start(NT_SETUP)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for c in cases:
+                loads[c] = machine()
+                key = f"{c[0]}-{c[1]}"
+                try:
+                    t, k, peak, nt[c] = _measure(model(), digits(*c), peer, key, tmp, REPEAT_BIG if c in big else REPEAT)
+                except PeerError as exc:
+                    peer.close(kill=True)
+                    peer, why = None, str(exc)
+                    t, k, peak, nt[c] = _measure(model(), digits(*c), None, key, tmp, REPEAT)
+                ours[c] = (t, k, peak)
+                loads[c]["load_after"] = machine()["load"]
+    finally:
+        if peer is not None:
+            peer.close()
     rows = []
     for c in cases:
         t, k, peak = ours[c]
         row = {"name": f"CNN-GP+CNTK digits P={c[0]} {c[1]}x{c[1]} (3 conv + GAP)", "seconds": t["cpu"],
-               "first_seconds": t["first_cpu"], "peak_bytes": peak, "P": c[0], "side": c[1]}
+               "first_seconds": t["first_cpu"], "cpu_median": t["cpu_median"], "repeat": t["repeat"],
+               "peak_bytes": peak, "P": c[0], "side": c[1], "machine": loads[c], "timing": TIMING}
         r = nt[c]
         if r is not None:
             rel = diag = float("nan")
-            if "nngp" in r:
-                off = ~np.eye(c[0], dtype=bool)
-                dn = np.abs(k.nngp - np.array(r["nngp"])) / np.max(np.abs(r["nngp"]))
-                dt = np.abs(k.ntk - np.array(r["ntk"])) / np.max(np.abs(r["ntk"]))
-                rel = max(float(dn.max()), float(dt[off].max()))      # NNGP and off-diagonal NTK
-                diag = float(np.diag(dt).max())                       # see nt_layers.py: NT's c = 1 rounding
+            off = ~np.eye(c[0], dtype=bool)
+            dn = np.abs(k.nngp - r["nngp"]) / np.max(np.abs(r["nngp"]))
+            dt = np.abs(k.ntk - r["ntk"]) / np.max(np.abs(r["ntk"]))
+            rel = max(float(dn.max()), float(dt[off].max()))      # NNGP and off-diagonal NTK
+            diag = float(np.diag(dt).max())                       # see nt_layers.py: NT's c = 1 rounding
             row["ntk_diag_rel_diff"] = diag
-            row.update(baseline_seconds=r["cpu"], nt_first_seconds=r["first_cpu"], ratio=r["cpu"] / t["cpu"],
-                       nt_maxrss=r["maxrss"], max_rel_diff=rel,
-                       note=f"neural-tangents steady {r['cpu']:.2f} s (first call {r['first_cpu']:.2f} s), "
-                            f"ours first call {t['first_cpu']:.2f} s; peak memory ours {peak / 2**20:.0f} MiB, "
+            row.update(baseline_seconds=r["cpu"], nt_first_seconds=r["first_cpu"], nt_median=r["cpu_median"],
+                       ratio=r["cpu"] / t["cpu"], nt_maxrss=r["maxrss"], max_rel_diff=rel,
+                       note=f"neural-tangents steady {r['cpu']:.2f} s (best of {r['repeat']}; first call incl. jit "
+                            f"{r['first_cpu']:.2f} s), ours {t['cpu']:.2f} s (best of {t['repeat']}; first call "
+                            f"{t['first_cpu']:.2f} s); peak memory ours {peak / 2**20:.0f} MiB (separate pass), "
                             f"NT process max RSS {r['maxrss'] / 2**20:.0f} MiB; max rel. diff {rel:.1e} "
-                            f"(NTK diagonal {diag:.1e})" + (f"; {r['how']}" if "how" in r else ""))
-            if "how" in r:
-                row.update(nt_steady_estimated=True, nt_how=r["how"])
+                            f"(NTK diagonal {diag:.1e})")
         else:
             row["note"] = why
         rows.append(row)
     byP = [r for r in rows if r["side"] == 8]
     bys = sorted([r for r in rows if r["P"] == Ps[0]], key=lambda r: r["side"])
     law = f"a = {fit_exponent([r['P'] for r in byP], [r['seconds'] for r in byP]):.2f} (theory 2"
-    measured = [r for r in byP if "baseline_seconds" in r and not r.get("nt_steady_estimated")]
+    measured = [r for r in byP if "baseline_seconds" in r]
     if len(measured) >= 2:
         law += (f"; neural-tangents {fit_exponent([r['P'] for r in measured], [r['baseline_seconds'] for r in measured]):.2f}"
                 f" at P = {', '.join(str(r['P']) for r in measured)}")
@@ -218,55 +174,65 @@ def _rel(a, b, off):
 
 def run_strided(quick=False, Ps=None):
     """Rows: the down-sampling CNN (strides 1, 2, 2: 8×8 → 8×8 → 4×4 → 2×2, global pooling) on digits — ours,
-    its stride-1 version (ours), the plain numpy baseline (same strided rule, tiles) timed interleaved (CPU and
-    wall, best of 3) while neural-tangents (peer process, jit, ``nt.batch`` of 50, one XLA thread) runs the same
-    strided network concurrently; ratios of one run, kernels compared (NNGP and NTK off the diagonal)."""
+    its stride-1 version (ours), the plain numpy baseline (same strided rule, tiles) and neural-tangents (peer
+    process, jit, ``nt.batch`` of 50, one XLA thread) on the same strided network, all four timed alike
+    (``_timing.interleaved``: a warm-up call each, then 5 rounds interleaved, best of 5); ratios of one run, kernels
+    compared (NNGP and NTK off the diagonal)."""
     Ps = tuple(Ps or ((50,) if quick else (100, 200)))
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for P in Ps:
-            p = Path(tmp) / f"X_{P}.npy"
-            np.save(p, digits(P))
-            paths.append(f"{p}::3")
-        peer = {}
-        th = threading.Thread(target=lambda: peer.update(nt=run_peer(PEER, ",".join(map(str, STRIDES)), *paths,
-                                                                      timeout=6 * 3600)))
-        th.start()
-        ours = {}
-        for P in Ps:
-            X = digits(P)
-            ms, m1 = model(STRIDES), model()
-            ours[P] = cpu_wall_interleaved({"strided": lambda: limits.kernels.kernel(ms, X),
-                                            "stride1": lambda: limits.kernels.kernel(m1, X),
-                                            "numpy": lambda: plain_kernel(X)}, repeat=3)
-        th.join()
-    nt, why = peer["nt"]
-    for i, P in enumerate(Ps):
-        (t, k), (t1, _), (tn, (Kn, Tn)) = ours[P]["strided"], ours[P]["stride1"], ours[P]["numpy"]
-        off = ~np.eye(P, dtype=bool)
-        row = {"name": f"down-sampling CNN-GP+CNTK digits P={P} 8x8 (conv strides 1,2,2 + GAP)", "P": P, "side": 8,
-               "strided": True, "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"],
-               "stride1_seconds": t1["cpu"], "stride1_wall": t1["wall"], "stride1_ratio": t1["cpu"] / t["cpu"],
-               "numpy_seconds": tn["cpu"], "numpy_wall": tn["wall"], "numpy_ratio": tn["cpu"] / t["cpu"],
-               "numpy_wall_ratio": tn["wall"] / t["wall"],
-               "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off))}
-        note = (f"ours {t['cpu']:.2f} s CPU ({t['wall']:.2f} s wall); its stride-1 version {t1['cpu']:.2f} s "
-                f"({row['stride1_ratio']:.1f}× the strided cost); plain numpy {tn['cpu']:.2f} s ({row['numpy_ratio']:.2f}×)")
-        if nt is not None:
-            r = nt[i]
-            rel = max(_rel(k.nngp, np.array(r["nngp"]), off), _rel(k.ntk, np.array(r["ntk"]), off))
-            row.update(baseline_seconds=r["cpu"], baseline_wall=r["wall"], nt_first_seconds=r["first_cpu"],
-                       ratio=r["cpu"] / t["cpu"], nt_wall_ratio=r["wall"] / t["wall"], nt_maxrss=r["maxrss"],
-                       max_rel_diff=rel)
-            note += (f"; neural-tangents steady {r['cpu']:.2f} s CPU ({r['wall']:.2f} s wall; first call incl. jit "
-                     f"{r['first_cpu']:.2f} s) = {row['ratio']:.2f}×; max rel. diff vs NT {rel:.1e}, vs numpy "
-                     f"{row['numpy_max_rel_diff']:.1e}")
-        else:
-            note += f"; {why}"
-        row["note"] = note
-        rows.append(row)
+    peer, why = Peer.start(NT_SETUP)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for P in Ps:
+                X, ms, m1 = digits(P), model(STRIDES), model()
+                before = machine()
+                sides = {"strided": Local(lambda: limits.kernels.kernel(ms, X)),
+                         "stride1": Local(lambda: limits.kernels.kernel(m1, X)), "numpy": Local(lambda: plain_kernel(X))}
+                if peer is not None:
+                    np.save(Path(tmp) / f"X_{P}.npy", X)
+                    peer.prepare(f"s{P}", {"model": ms.to_dict(), "X": str(Path(tmp) / f"X_{P}.npy")})
+                    sides["nt"] = peer.side(f"s{P}")
+                res = interleaved(sides)
+                nt = None
+                if peer is not None:
+                    nt = {**res["nt"][0], "maxrss": peer.maxrss()}
+                    nt["nngp"], nt["ntk"] = peer.result(f"s{P}")
+                rows.append(_strided_row(P, res, nt, why, {**before, "load_after": machine()["load"]}))
+    finally:
+        if peer is not None:
+            peer.close()
     return rows
+
+
+def _strided_row(P, res, r, why, load):
+    (t, k), (t1, _), (tn, (Kn, Tn)) = res["strided"], res["stride1"], res["numpy"]
+    off = ~np.eye(P, dtype=bool)
+    row = {"name": f"down-sampling CNN-GP+CNTK digits P={P} 8x8 (conv strides 1,2,2 + GAP)", "P": P, "side": 8,
+           "strided": True, "seconds": t["cpu"], "wall": t["wall"], "first_seconds": t["first_cpu"],
+           "cpu_median": t["cpu_median"], "repeat": t["repeat"],
+           "stride1_seconds": t1["cpu"], "stride1_wall": t1["wall"], "stride1_ratio": t1["cpu"] / t["cpu"],
+           "numpy_seconds": tn["cpu"], "numpy_wall": tn["wall"], "numpy_ratio": tn["cpu"] / t["cpu"],
+           "numpy_wall_ratio": tn["wall"] / t["wall"],
+           "numpy_max_rel_diff": max(_rel(k.nngp, Kn, off), _rel(k.ntk, Tn, off)), "machine": load, "timing": TIMING}
+    note = (f"ours {t['cpu']:.2f} s CPU ({t['wall']:.2f} s wall); its stride-1 version {t1['cpu']:.2f} s "
+            f"({row['stride1_ratio']:.1f}× the strided cost); plain numpy {tn['cpu']:.2f} s ({row['numpy_ratio']:.2f}×)")
+    if r is not None:
+        rel = max(_rel(k.nngp, r["nngp"], off), _rel(k.ntk, r["ntk"], off))
+        row.update(baseline_seconds=r["cpu"], baseline_wall=r["wall"], nt_first_seconds=r["first_cpu"],
+                   nt_median=r["cpu_median"], ratio=r["cpu"] / t["cpu"], nt_wall_ratio=r["wall"] / t["wall"],
+                   nt_maxrss=r["maxrss"], max_rel_diff=rel)
+        note += (f"; neural-tangents steady {r['cpu']:.2f} s CPU ({r['wall']:.2f} s wall; first call incl. jit "
+                 f"{r['first_cpu']:.2f} s) = {row['ratio']:.2f}×; max rel. diff vs NT {rel:.1e}, vs numpy "
+                 f"{row['numpy_max_rel_diff']:.1e}")
+    else:
+        note += f"; {why}"
+    row["note"] = note
+    return row
+
+
+TIMING = ("CPU = time.process_time of the process running each side (one BLAS/XLA thread each); one warm-up call "
+          f"per side, then {REPEAT} rounds interleaved (ours, neural-tangents, …), best of the {REPEAT}; memory in a "
+          "separate untimed pass (tracemalloc) and NT's process max RSS")
 
 
 def merge(path, new, module="layers"):

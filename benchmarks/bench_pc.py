@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import resource
 import time
-import tracemalloc
 
 import os
 import sys
@@ -63,78 +62,55 @@ def plain_numpy_energy(W, X, Y):
 # layout as limits' weights[l], so W[l] goes into layer l unchanged; x: (B, d_in), y: (B, d_out) as ours;
 # param_type "sp" has all layer scalings 1 (= our multipliers a_l = 1), output precision 1 (S = I + Σ …),
 # and the result is the batch mean of ½ rᵀS⁻¹r, as limits.pc.equilibrium_energy.
-_JPC_SCRIPT = r"""
-import json, os, sys, time
-# one core for the whole process (before jax starts its thread pools): with the thunk runtime of jax ≥ 0.4.36
+JPC_SETUP = r"""
+import os
+# one core for the whole process (before jax starts its thread pools): with the thunk runtime of jax >= 0.4.36
 # XLA runs independent ops concurrently on its pool even with --xla_cpu_multi_thread_eigen=false (PEER_ENV);
 # the pools are sized from the affinity mask, so this is one XLA thread as for the NT peer and for us.
 os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-import numpy as np
 import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-d = np.load(sys.argv[1], allow_pickle=False)
-L = int(d["L"]); W = [d[f"W{i}"] for i in range(L)]; repeat = int(sys.argv[2])
-X, Y = jnp.asarray(d["X"]), jnp.asarray(d["Y"])
-def timing(f, *args):
-    w0, c0 = time.perf_counter(), time.process_time()
-    v = float(f(*args).block_until_ready())              # first call: tracing + XLA compilation + run
-    r = {"first_wall": time.perf_counter() - w0, "first_cpu": time.process_time() - c0}
-    bc = bw = float("inf")
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        v = float(f(*args).block_until_ready())
-        bc, bw = min(bc, time.process_time() - c0), min(bw, time.perf_counter() - w0)
-    r.update(cpu=bc, wall=bw, energy=v)
-    return r
-out = {"jax": jax.__version__}
+INFO = {"jax": jax.__version__}
 try:
     import equinox as eqx
     import jpc
+    INFO["jpc_version"] = jpc.__version__
 except Exception as exc:
-    out["jpc_error"] = "%s: %s" % (type(exc).__name__, exc)
-else:
-    out["jpc_version"] = jpc.__version__
-    N, d_in, d_out = W[0].shape[0], W[0].shape[1], W[-1].shape[0]
-    model = jpc.make_mlp(jax.random.PRNGKey(0), d_in, N, L, d_out, "linear", use_bias=False, param_type="sp")
-    model = eqx.tree_at(lambda m: [seq.layers[1].weight for seq in m], model, [jnp.asarray(w) for w in W])
-    for seq, w in zip(model, W):
-        lin = seq.layers[1]
-        assert lin.bias is None and lin.weight.dtype == jnp.float64 and np.array_equal(np.asarray(lin.weight), w)
-    f = eqx.filter_jit(lambda model, x, y: jpc.linear_equilib_energy((model, None), x, y, param_type="sp"))
-    out["jpc"] = timing(f, model, X, Y)
-    del model, f
-Wj = [jnp.asarray(w) for w in W]
-def single(Ws, x, y):
-    P = jnp.eye(Ws[-1].shape[0])
-    for i in range(L - 1, -1, -1):
-        P = P @ Ws[i]
-    S = jnp.eye(Ws[-1].shape[0]); C = jnp.eye(Ws[-1].shape[0])
-    for i in range(L - 1, 0, -1):
-        C = C @ Ws[i]
-        S = S + C @ C.T
-    r = y - P @ x
-    return r @ jnp.linalg.inv(S) @ r
-g = jax.jit(lambda Ws, X, Y: 0.5 * jnp.mean(jax.vmap(single, in_axes=(None, 0, 0))(Ws, X, Y)))
-out["transcription"] = timing(g, Wj, X, Y)
-print(json.dumps(out))
+    INFO["jpc_error"] = "%s: %s" % (type(exc).__name__, exc)
+def make(spec):
+    # spec["what"]: "jpc" (jpc.linear_equilib_energy under eqx.filter_jit on a jpc.make_mlp network holding our
+    # weights) or "transcription" (a JAX-jit transcription of its formula); returns the energy as an array
+    with np.load(spec["data"], allow_pickle=False) as d:
+        L = int(d["L"]); W = [d[f"W{i}"] for i in range(L)]
+        X, Y = jnp.asarray(d["X"]), jnp.asarray(d["Y"])
+    if spec["what"] == "jpc":
+        N, d_in, d_out = W[0].shape[0], W[0].shape[1], W[-1].shape[0]
+        model = jpc.make_mlp(jax.random.PRNGKey(0), d_in, N, L, d_out, "linear", use_bias=False, param_type="sp")
+        model = eqx.tree_at(lambda m: [seq.layers[1].weight for seq in m], model, [jnp.asarray(w) for w in W])
+        for seq, w in zip(model, W):
+            lin = seq.layers[1]
+            assert lin.bias is None and lin.weight.dtype == jnp.float64 and np.array_equal(np.asarray(lin.weight), w)
+        f = eqx.filter_jit(lambda model, x, y: jpc.linear_equilib_energy((model, None), x, y, param_type="sp"))
+        return lambda: (np.asarray(f(model, X, Y).block_until_ready()),)
+    Wj = [jnp.asarray(w) for w in W]
+    def single(Ws, x, y):
+        P = jnp.eye(Ws[-1].shape[0])
+        for i in range(L - 1, -1, -1):
+            P = P @ Ws[i]
+        S = jnp.eye(Ws[-1].shape[0]); C = jnp.eye(Ws[-1].shape[0])
+        for i in range(L - 1, 0, -1):
+            C = C @ Ws[i]
+            S = S + C @ C.T
+        r = y - P @ x
+        return r @ jnp.linalg.inv(S) @ r
+    g = jax.jit(lambda Ws, X, Y: 0.5 * jnp.mean(jax.vmap(single, in_axes=(None, 0, 0))(Ws, X, Y)))
+    return lambda: (np.asarray(g(Wj, X, Y).block_until_ready()),)
 """
 
 
 def jpc_python():
     return os.environ.get("LIMITS_JPC_PYTHON", "/work/venv-jpc2/bin/python")
-
-
-def jax_energy(W, X, Y, repeat=5):
-    """jpc's ``linear_equilib_energy`` (when jpc imports) and the JAX-jit transcription, timed in the
-    interpreter ``$LIMITS_JPC_PYTHON`` with one XLA thread; (dict, "") or (None, reason it was skipped)."""
-    py = jpc_python()
-    if not os.path.exists(py):
-        return None, f"skipped: no interpreter at {py} (set LIMITS_JPC_PYTHON; benchmarks/README.md)"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "net.npz")
-        np.savez(path, L=len(W), X=X, Y=Y, **{f"W{i}": w for i, w in enumerate(W)})
-        return _timing.run_peer(_JPC_SCRIPT, path, repeat, python=py, timeout=1800)
 
 
 def _fmt(label, r, ref, new_c):
@@ -162,19 +138,38 @@ def bench_energy(N, L, B=64, d_out=10, d_in=32, repeat=None, rtol=1e-10):
         res, out = _timing.cpu_wall(fn, repeat)
         return {**res, "energy": out}
 
-    with blas_threads(1):   # ours and the plain numpy formula interleaved (a load that comes and goes hits both)
-        (r_new, e_new), (r_np, e_np) = _timing.cpu_wall_pair(lambda: pc.equilibrium_energy(W, X, Y, a),
-                                                             lambda: plain_numpy_energy(W, X, Y), repeat)
+    # ours, the plain numpy formula, jpc and the transcription timed alike (_timing.interleaved: a warm-up call each —
+    # jpc's tracing and compilation —, then `repeat` rounds interleaved, each call timed by its own process's clock)
+    peer, why = _timing.Peer.start(JPC_SETUP, python=jpc_python(), timeout=1800)
+    jx = None
+    sides = {"ours": _timing.Local(lambda: pc.equilibrium_energy(W, X, Y, a)),
+             "numpy": _timing.Local(lambda: plain_numpy_energy(W, X, Y))}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "net.npz")
+        np.savez(path, L=len(W), X=X, Y=Y, **{f"W{i}": w for i, w in enumerate(W)})
+        try:
+            if peer is not None:
+                jx = dict(peer.info)
+                for what in (("jpc", "transcription") if "jpc_version" in jx else ("transcription",)):
+                    peer.prepare(what, {"data": path, "what": what})
+                    sides[what] = peer.side(what)
+            with blas_threads(1):
+                res = _timing.interleaved(sides, repeat=repeat)
+            if peer is not None:
+                for what in ("jpc", "transcription"):
+                    if what in res:
+                        jx[what] = {**res[what][0], "energy": float(peer.result(what)[0])}
+        finally:
+            if peer is not None:
+                peer.close()
+    if peer is None:
+        why = why.replace("peer skipped", "skipped")
+    (r_new, e_new), (r_np, e_np) = res["ours"], res["numpy"]
     rows["limits.pc.equilibrium_energy (1 BLAS thread)"] = {**r_new, "energy": e_new}
     rows["limits.pc.equilibrium (full, 1 BLAS thread)"] = row(lambda: pc.equilibrium(W, X, Y, a).energy)
     rows["plain numpy telescoped (1 BLAS thread)"] = {**r_np, "energy": e_np}
     rows["plain numpy telescoped (default threads)"] = row(lambda: plain_numpy_energy(W, X, Y))
-    jx, why = jax_energy(W, X, Y, repeat)
-    # ours once more after the peer: the best of both passes (load on a shared machine comes and goes)
-    again = row(lambda: pc.equilibrium_energy(W, X, Y, a))
     ours = rows["limits.pc.equilibrium_energy (1 BLAS thread)"]
-    for k in ("cpu", "wall"):
-        ours[k] = min(ours[k], again[k])
     ref = rows["limits.pc.equilibrium (full, 1 BLAS thread)"]["energy"]
     new_c = ours["cpu"]
     lines = [_fmt(k, r, ref, new_c) for k, r in rows.items()]
@@ -204,10 +199,13 @@ def bench_energy(N, L, B=64, d_out=10, d_in=32, repeat=None, rtol=1e-10):
                   if jx else "transcription n/a"))
     lines.insert(0, summary)
     return {"name": f"pc equilibrated energy N={N} L={L} B={B} d_out={d_out} d_in={d_in}", "seconds": ours["wall"],
+            "cpu_seconds": new_c, "cpu_median": ours["cpu_median"], "repeat": repeat, "machine": _timing.machine(),
+            "timing": "CPU = time.process_time of the process running each side (one BLAS/XLA thread each); one "
+                      f"warm-up call per side, then {repeat} rounds of ours, numpy, jpc, transcription interleaved; best",
             "baseline_seconds": peer["wall"] if peer else rows["limits.pc.equilibrium (full, 1 BLAS thread)"]["wall"],
             "ratio": (peer["cpu"] if peer else rows["limits.pc.equilibrium (full, 1 BLAS thread)"]["cpu"]) / new_c,
             "target": "faster than jpc (CPU)",
-            "note": f"best of {repeat}; load average {os.getloadavg()}; " + " | ".join(lines), "lines": lines}
+            "note": f"best of {repeat}, interleaved; load average {os.getloadavg()}; " + " | ".join(lines), "lines": lines}
 
 
 def _net(N, H, d_in, d_out, seed):
@@ -260,12 +258,10 @@ def bench_kappa(N, H, param="sp", skips=None, dense_N=None, dense_H=None, old_N=
     from limits import pc
 
     W, a = pc.init_weights(N, H, param, seed=4)
-    tracemalloc.start()
     t0, c0 = time.perf_counter(), time.process_time()
     s = pc.extreme_eigenvalues(W, a, skips, method="lanczos", tol=tol)
     t, cpu = time.perf_counter() - t0, time.process_time() - c0
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    peak = _timing.traced_peak(lambda: pc.extreme_eigenvalues(W, a, skips, method="lanczos", tol=tol))   # untimed pass
     base = ratio = None
     note = ""
     if dense_N:

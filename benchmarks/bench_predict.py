@@ -13,20 +13,23 @@ Rows per activation, all measured in the same run (wall and CPU seconds):
   ``E_t = V e^{−ηΛt} Vᵀ``, ``A_t = Θ_*X solve(Θ_XX, I − E_t)``, Σ_t = K_** + A K Aᵀ − A K_X* − K_*X Aᵀ.
   Run with the same BLAS thread count as limits (``$LIMITS_BLAS_THREADS``, default 1).
 * neural-tangents ``predict.gradient_descent_mse_ensemble(kernel_fn, ...)(t, x_test, get="ntk",
-  compute_cov=True)`` in float64, cold (including its jit compile) and warm, run in a separate
-  interpreter (``LIMITS_NT_PYTHON``, default /work/venv-nt/bin/python) — skipped cleanly when that
-  interpreter or neural_tangents is unavailable. The maximum relative difference of the means is
+  compute_cov=True)`` in float64, its first call (including its jit compile) and its steady state, run in a
+  separate interpreter kept alive between calls (``LIMITS_NT_PYTHON``, default /work/venv-nt/bin/python;
+  ``_timing.Peer``) — skipped cleanly when that interpreter or neural_tangents is unavailable.
+
+All three sides are timed alike (``_timing.interleaved``): a warm-up call each, then 5 rounds of limits, numpy and
+neural-tangents interleaved, each call timed by the CPU clock of the process that runs it; best of 5. The maximum relative difference of the means is
   reported (same conventions: NT's loss is ½Σ(f − y)²/(P·d_out), our ``reduction="mean"``).
 
 Digits workload (the one of issue 27): scikit-learn's 8×8 digits (``limits.gallery.predict.digits_task``,
 P = 1200 train / 400 test, 64 pixels, 10 one-hot outputs), MLP depth 3 (relu σ²_w = 2, erf σ²_w = 1.5;
-σ²_b = 0.05). Rows, CPU time (``time.process_time``) best of 3 with the calls of limits and plain numpy
-interleaved, BLAS on one thread for both:
+σ²_b = 0.05). Rows, CPU time (``time.process_time``) best of 5 with the calls of limits, plain numpy and
+neural-tangents interleaved (as above), BLAS on one thread for both:
 
 * ``nngp_posterior(noise=1e-3)`` (mean, covariance, log marginal likelihood) vs plain numpy (joint
   (P+P_test)² NNGP recursion, Cholesky, triangular solves) vs neural-tangents
   ``gradient_descent_mse_ensemble(..., diag_reg=1e-3, diag_reg_absolute_scale=True)(t=None, get="nngp",
-  compute_cov=True)`` (warm = best of 3 compiled calls; cold = its first call incl. compile).
+  compute_cov=True)`` (steady = best of 5 compiled calls; first = its first call incl. compile).
 * ``gradient_descent`` flow, ``reduction="mean"``, 20 log-spaced times, mean + covariance vs plain numpy (one
   eigendecomposition, per t M = Θ_*X V diag(g_t), Σ_t = K_** + M D Mᵀ − M C − (M C)ᵀ) vs neural-tangents
   with η_NT = 10 η (its loss divides by P·10 outputs; the note reports the agreement of the means, which
@@ -38,7 +41,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,49 +48,34 @@ from scipy.special import erf
 
 NT_PYTHON = os.environ.get("LIMITS_NT_PYTHON", "/work/venv-nt/bin/python")
 
-# the peer's network, shared by both peer scripts: read-in Dense, depth × [act, Dense], act, read-out Dense
-_NT_NET = r"""
-d = np.load(sys.argv[1], allow_pickle=False)
-cfg = json.loads(sys.argv[2])
-act = {"erf": stax.Erf, "relu": stax.Relu}[cfg["act"]]
-sw, sb = cfg["sw"], cfg["sb"]
-layers = [stax.Dense(1, W_std=sw, b_std=sb)]
-for _ in range(cfg["depth"]):
-    layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
-layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
-_, _, kernel_fn = stax.serial(*layers)
-"""
-
-_NT_SCRIPT = r"""
-import json, sys, time
-import numpy as np
-t_wall, t_cpu = time.perf_counter(), time.process_time()
+NT_SETUP = r"""
 import jax
 jax.config.update("jax_enable_x64", True)
 import neural_tangents as nt
 from neural_tangents import stax
-{net}t_import = time.perf_counter() - t_wall
-def run():
-    pred = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], learning_rate=cfg["lr"])
-    out = pred(t=d["t"], x_test=d["Xs"], get="ntk", compute_cov=True)
-    return np.asarray(out.mean), np.asarray(out.covariance)
-w0, c0 = time.perf_counter(), time.process_time()
-mean, cov = run()
-cold = (time.perf_counter() - w0, time.process_time() - c0)
-w0, c0 = time.perf_counter(), time.process_time()
-mean, cov = run()
-warm = (time.perf_counter() - w0, time.process_time() - c0)
-np.save(sys.argv[3], mean)
-print(json.dumps({"cold_wall": cold[0], "cold_cpu": cold[1], "warm_wall": warm[0], "warm_cpu": warm[1],
-                  "import_wall": t_import, "version": nt.__version__, "jax": jax.__version__,
-                  "cov_diag_mean": float(np.mean(np.diagonal(cov, axis1=1, axis2=2)))}))
-""".replace("{net}", _NT_NET.lstrip("\n"))
-
-
-def _timed(fn):
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - w, time.process_time() - c, out
+INFO = {"version": nt.__version__, "jax": jax.__version__}
+def make(c):
+    # read-in Dense, depth × [act, Dense], act, read-out Dense; the prediction c["what"] on the data file's arrays
+    with np.load(c["data"], allow_pickle=False) as z:
+        d = {k: z[k] for k in z.files}
+    act = {"erf": stax.Erf, "relu": stax.Relu}[c["act"]]
+    sw, sb = c["sw"], c["sb"]
+    layers = [stax.Dense(1, W_std=sw, b_std=sb)]
+    for _ in range(c["depth"]):
+        layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+    layers += [act(), stax.Dense(1, W_std=sw, b_std=sb)]
+    _, _, kernel_fn = stax.serial(*layers)
+    def call():
+        if c["what"] == "post":
+            f = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], diag_reg=c["noise"],
+                                                         diag_reg_absolute_scale=True)
+            o = f(t=None, x_test=d["Xs"], get="nngp", compute_cov=True)
+        else:
+            f = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], learning_rate=c["lr"])
+            o = f(t=d["t"], x_test=d["Xs"], get="ntk", compute_cov=True)
+        return np.asarray(o.mean), np.asarray(o.covariance)
+    return call
+"""
 
 
 # ---------------------------------------------------------------------------------------------- plain numpy
@@ -138,27 +125,27 @@ def plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, eta):
     return np.array(means), np.array(covs)
 
 
-# ---------------------------------------------------------------------------------------------- NT
-def _nt(X, Y, Xs, ts, act, depth, sw2, sb2, lr):
-    if str(Path(__file__).resolve().parent) not in sys.path:     # benchmarks/_timing.py, also when imported alone
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _timing import run_peer
+# ---------------------------------------------------------------------------------------------- timing
+def _three(ours, plain, peer, key, spec):
+    """limits, plain numpy and (when ``peer`` runs) neural-tangents timed alike (``_timing.interleaved``: a warm-up
+    call each — NT's jit compilation —, then 5 rounds interleaved, each call timed by the CPU clock of its own
+    process, best of 5). Returns {side: (stats, result)}; NT's result is its (mean, covariance)."""
+    from _timing import Local, interleaved
 
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data.npz"
-        np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
-        out = Path(tmp) / "mean.npy"
-        cfg = json.dumps({"act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
-                          "lr": lr})
-        info, why = run_peer(_NT_SCRIPT, str(data), cfg, str(out), python=NT_PYTHON)
-        if info is None:
-            return None, why.replace("peer skipped", "neural-tangents skipped")
-        info["mean"] = np.load(out, allow_pickle=False)
-        return info, ""
+    sides = {"ours": Local(ours), "numpy": Local(plain)}
+    if peer is not None:
+        peer.prepare(key, spec)
+        sides["nt"] = peer.side(key)
+    with __import__("limits").blas.blas_threads():   # the same BLAS thread count for limits and numpy
+        res = interleaved(sides)
+    if peer is not None:
+        res["nt"] = (res["nt"][0], peer.result(key))
+    return res
 
 
-def _case(act, P, Pt, d, depth, n_t, quick):
+def _case(act, P, Pt, d, depth, n_t, quick, peer, why, tmp):
     import limits
+    from _timing import machine
 
     sw2 = 1.5 if act == "erf" else 2.0
     sb2 = 0.05
@@ -168,61 +155,47 @@ def _case(act, P, Pt, d, depth, n_t, quick):
     Y = np.sin(X @ rng.standard_normal(d) / np.sqrt(d))[:, None]
     ts = np.logspace(-1, 3, n_t)
     m = limits.mlp(d, depth, activation=act, sigma_w2=sw2, sigma_b2=sb2, lr=1.0)
-    w, c, g = _timed(lambda: limits.predict.gradient_descent(m, X, Y, Xs, t=ts, reduction="mean"))
-    with limits.blas.blas_threads():          # the same BLAS thread count as limits (fair on a shared box)
-        bw, bc, (bm, bcov) = _timed(lambda: plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, 1.0 / P))
+    data = Path(tmp) / f"ens_{act}.npz"
+    np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
+    load = machine()
+    res = _three(lambda: limits.predict.gradient_descent(m, X, Y, Xs, t=ts, reduction="mean"),
+                 lambda: plain_predict(X, Y, Xs, ts, act, depth, sw2, sb2, 1.0 / P), peer, f"ens_{act}",
+                 {"data": str(data), "act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
+                  "what": "gd", "lr": 1.0})
+    (t, g), (tb, (bm, bcov)) = res["ours"], res["numpy"]
+    load["load_after"] = machine()["load"]
     scale = np.max(np.abs(g.mean))
     agree = max(float(np.max(np.abs(bm - g.mean)) / scale),
                 float(np.max(np.abs(bcov - g.cov)) / np.max(np.abs(g.cov))))
     name = f"{act} MLP depth {depth}, P={P}, P_test={Pt}, {n_t} times, mean+cov"
-    rows = [{"name": f"{name}: limits vs plain numpy", "seconds": w, "cpu_seconds": c, "baseline_seconds": bw,
-             "baseline_cpu_seconds": bc, "ratio": bw / w, "target": ">= 1x",
-             "note": f"CPU {c:.2f} s vs {bc:.2f} s; max relative difference of mean/cov {agree:.1e}"}]
-    info, why = _nt(X, Y, Xs, ts, act, depth, sw2, sb2, 1.0)
-    if info is None:
-        rows.append({"name": f"{name}: limits vs neural-tangents", "seconds": w, "cpu_seconds": c,
-                     "baseline_seconds": None, "ratio": None, "target": ">= 2x (incl. NT compile)", "note": why})
+    common = {"seconds": t["wall"], "cpu_seconds": t["cpu"], "cpu_median": t["cpu_median"], "repeat": t["repeat"],
+              "machine": load, "timing": TIMING}
+    rows = [{"name": f"{name}: limits vs plain numpy", **common, "baseline_seconds": tb["wall"],
+             "baseline_cpu_seconds": tb["cpu"], "ratio": tb["wall"] / t["wall"], "target": ">= 1x",
+             "note": f"CPU {t['cpu']:.2f} s vs {tb['cpu']:.2f} s (best of {t['repeat']}); max relative difference of "
+                     f"mean/cov {agree:.1e}"}]
+    if "nt" not in res:
+        rows.append({"name": f"{name}: limits vs neural-tangents", **common, "baseline_seconds": None, "ratio": None,
+                     "target": ">= 2x (steady state)", "note": why})
     else:
-        diff = float(np.max(np.abs(info["mean"].reshape(g.mean.shape) - g.mean)) / scale)
-        rows.append({"name": f"{name}: limits vs neural-tangents (cold, incl. compile)", "seconds": w,
-                     "cpu_seconds": c, "baseline_seconds": info["cold_wall"], "baseline_cpu_seconds": info["cold_cpu"],
-                     "ratio": info["cold_wall"] / w, "target": ">= 2x",
-                     "note": (f"NT {info['version']} / jax {info['jax']} float64; CPU {c:.2f} s vs {info['cold_cpu']:.2f} s; "
-                              f"NT warm (compiled) {info['warm_wall']:.2f} s wall / {info['warm_cpu']:.2f} s CPU; "
-                              f"max relative difference of the means {diff:.1e}")})
+        n, (nm, _) = res["nt"]
+        diff = float(np.max(np.abs(nm.reshape(g.mean.shape) - g.mean)) / scale)
+        rows.append({"name": f"{name}: limits vs neural-tangents (steady state)", **common,
+                     "baseline_seconds": n["wall"], "baseline_cpu_seconds": n["cpu"], "nt_median": n["cpu_median"],
+                     "nt_first_cpu": n["first_cpu"], "ratio": n["wall"] / t["wall"], "target": ">= 2x",
+                     "note": (f"NT {peer.info['version']} / jax {peer.info['jax']} float64; CPU {t['cpu']:.2f} s vs "
+                              f"{n['cpu']:.2f} s (best of {n['repeat']} after its first call, which took "
+                              f"{n['first_cpu']:.2f} s CPU incl. compile); max relative difference of the means "
+                              f"{diff:.1e}")})
     return rows
 
 
+TIMING = ("CPU = time.process_time of the process running each side (one BLAS/XLA thread each); one warm-up call "
+          "per side (neural-tangents: its jit compilation), then 5 rounds of limits, plain numpy, neural-tangents "
+          "interleaved; best of the 5")
+
+
 # ---------------------------------------------------------------------------------------------- digits (issue 27)
-_NT_DIGITS = r"""
-import json, sys, time
-import numpy as np
-import jax
-jax.config.update("jax_enable_x64", True)
-import neural_tangents as nt
-from neural_tangents import stax
-{net}def post():
-    f = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], diag_reg=cfg["noise"],
-                                                 diag_reg_absolute_scale=True)
-    o = f(t=None, x_test=d["Xs"], get="nngp", compute_cov=True)
-    return np.asarray(o.mean), np.asarray(o.covariance)
-def gd():
-    f = nt.predict.gradient_descent_mse_ensemble(kernel_fn, d["X"], d["Y"], learning_rate=cfg["lr"])
-    o = f(t=d["t"], x_test=d["Xs"], get="ntk", compute_cov=True)
-    return np.asarray(o.mean), np.asarray(o.covariance)
-out = {"version": nt.__version__, "jax": jax.__version__}
-for name, fn in (("post", post), ("gd", gd)):
-    c0 = time.process_time(); m, c = fn(); out[name + "_cold"] = time.process_time() - c0
-    best = float("inf")
-    for _ in range(3):
-        c0 = time.process_time(); m, c = fn(); best = min(best, time.process_time() - c0)
-    out[name + "_warm"] = best
-    np.save(sys.argv[3] + name + "_mean.npy", m)
-    np.save(sys.argv[3] + name + "_cov.npy", c)
-print(json.dumps(out))
-""".replace("{net}", _NT_NET.lstrip("\n"))
-
-
 def _plain_E(act, K):
     """E[φ(u)φ(v)] on a full Gram (the NNGP-only recursion, no derivative kernel)."""
     if act == "erf":
@@ -275,11 +248,11 @@ def plain_gd(X, Y, Xs, ts, act, depth, sw2, sb2, eta):
     return mean, cov
 
 
-def _digits_case(act, quick):
+def _digits_case(act, quick, peer, why, tmp):
     import limits
     from limits.gallery.predict import digits_task
 
-    from _timing import cpu_wall_pair, run_peer
+    from _timing import machine
 
     P, Pt = (300, 100) if quick else (1200, 400)
     X, Y, Xs, _ = digits_task(P, Pt, 0)
@@ -288,52 +261,49 @@ def _digits_case(act, quick):
     ts = np.logspace(0, 4, 20)
     m = limits.mlp(X.shape[1], depth, activation=act, sigma_w2=sw2, sigma_b2=sb2, lr=1.0)     # d_out 1: any k works
     name = f"digits P={P}/{Pt}, {act} MLP depth {depth}, {k} outputs"
-    with limits.blas.blas_threads():
-        (ra, post), (rb, (bm, bc, blml)) = cpu_wall_pair(
-            lambda: limits.predict.nngp_posterior(m, X, Y, Xs, noise=noise),
-            lambda: plain_posterior(X, Y, Xs, act, depth, sw2, sb2, noise), repeat=3)
-        (ga, gd), (gb, (gm, gc)) = cpu_wall_pair(
-            lambda: limits.predict.gradient_descent(m, X, Y, Xs, t=ts, reduction="mean", learning_rate=0.1),
-            lambda: plain_gd(X, Y, Xs, ts, act, depth, sw2, sb2, 0.1 / P), repeat=3)
+    data = Path(tmp) / f"digits_{act}.npz"
+    np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
+    spec = {"data": str(data), "act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
+            "noise": noise, "lr": 0.1 * k}          # NT divides by P·k: η_NT = k·η (reduction mean)
+    load = machine()
+    post_res = _three(lambda: limits.predict.nngp_posterior(m, X, Y, Xs, noise=noise),
+                      lambda: plain_posterior(X, Y, Xs, act, depth, sw2, sb2, noise), peer, f"post_{act}",
+                      {**spec, "what": "post"})
+    gd_res = _three(lambda: limits.predict.gradient_descent(m, X, Y, Xs, t=ts, reduction="mean", learning_rate=0.1),
+                    lambda: plain_gd(X, Y, Xs, ts, act, depth, sw2, sb2, 0.1 / P), peer, f"gd_{act}",
+                    {**spec, "what": "gd"})
+    load["load_after"] = machine()["load"]
+    (ra, post), (rb, (bm, bc, blml)) = post_res["ours"], post_res["numpy"]
+    (ga, gd), (gb, (gm, gc)) = gd_res["ours"], gd_res["numpy"]
     d_post = max(float(np.max(np.abs(bm - post.mean)) / np.max(np.abs(post.mean))),
                  float(np.max(np.abs(bc - post.cov)) / np.max(np.abs(post.cov))),
                  abs(blml - post.log_marginal_likelihood) / abs(blml))
     d_gd = max(float(np.max(np.abs(gm - gd.mean)) / np.max(np.abs(gd.mean))),
                float(np.max(np.abs(gc - gd.cov)) / np.max(np.abs(gd.cov))))
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data.npz"
-        np.savez(data, X=X, Y=Y, Xs=Xs, t=ts)
-        cfg = json.dumps({"act": act, "depth": depth, "sw": float(np.sqrt(sw2)), "sb": float(np.sqrt(sb2)),
-                          "noise": noise, "lr": 0.1 * k})          # NT divides by P·k: η_NT = k·η (reduction mean)
-        info, why = run_peer(_NT_DIGITS, str(data), cfg, str(Path(tmp) / "nt_"), python=NT_PYTHON)
-        if info is not None:
-            for w in ("post", "gd"):
-                info[w] = {q: np.load(Path(tmp) / f"nt_{w}_{q}.npy", allow_pickle=False) for q in ("mean", "cov")}
     rows = []
-    for what, ours, base, agree, res in (("nngp_posterior (mean, cov, log-likelihood), noise 1e-3", ra, rb, d_post, post),
-                                         (f"gradient_descent flow, {ts.size} times, mean + cov", ga, gb, d_gd, gd)):
-        key = "post" if what.startswith("nngp") else "gd"
+    for what, all_, agree, res in (("nngp_posterior (mean, cov, log-likelihood), noise 1e-3", post_res, d_post, post),
+                                   (f"gradient_descent flow, {ts.size} times, mean + cov", gd_res, d_gd, gd)):
+        ours, base = all_["ours"][0], all_["numpy"][0]
         row = {"name": f"{name}: {what}", "seconds": ours["cpu"], "cpu_seconds": ours["cpu"],
+               "cpu_median": ours["cpu_median"], "repeat": ours["repeat"],
                "baseline_seconds": base["cpu"], "baseline_cpu_seconds": base["cpu"], "ratio": base["cpu"] / ours["cpu"],
-               "target": ">= 2x plain numpy, >= 2x NT",
-               "note": f"CPU best of 3 interleaved: limits {ours['cpu']:.3f} s, plain numpy {base['cpu']:.3f} s "
-                       f"({base['cpu'] / ours['cpu']:.2f}x); max relative difference {agree:.1e}"}
-        if info is None:
+               "target": ">= 2x plain numpy, >= 2x NT", "machine": load, "timing": TIMING,
+               "note": f"CPU best of {ours['repeat']} interleaved: limits {ours['cpu']:.3f} s, plain numpy "
+                       f"{base['cpu']:.3f} s ({base['cpu'] / ours['cpu']:.2f}x); max relative difference {agree:.1e}"}
+        if "nt" not in all_:
             row["note"] += f"; {why}"
             row["nt_ratio"] = None
         else:
-            nm = info[key]["mean"].reshape(res.mean.shape)
-            ncov = info[key]["cov"].reshape(res.cov.shape)
+            n, (nm, ncov) = all_["nt"]
+            nm, ncov = nm.reshape(res.mean.shape), ncov.reshape(res.cov.shape)
             dn = max(float(np.max(np.abs(nm - res.mean)) / np.max(np.abs(res.mean))),
                      float(np.max(np.abs(ncov - res.cov)) / np.max(np.abs(res.cov))))
-            row.update(nt_cpu_seconds=info[key + "_warm"], nt_first_cpu=info[key + "_cold"],
-                       nt_ratio=info[key + "_warm"] / ours["cpu"])
-            row["note"] += (f"; neural-tangents {info['version']} / jax {info['jax']} float64 warm {info[key + '_warm']:.3f} s "
-                            f"({info[key + '_warm'] / ours['cpu']:.2f}x), first call incl. compile {info[key + '_cold']:.3f} s "
-                            f"({info[key + '_cold'] / ours['cpu']:.2f}x); max relative difference to NT {dn:.1e}")
+            row.update(nt_cpu_seconds=n["cpu"], nt_first_cpu=n["first_cpu"], nt_median=n["cpu_median"],
+                       nt_ratio=n["cpu"] / ours["cpu"])
+            row["note"] += (f"; neural-tangents {peer.info['version']} / jax {peer.info['jax']} float64 steady "
+                            f"{n['cpu']:.3f} s ({n['cpu'] / ours['cpu']:.2f}x), first call incl. compile "
+                            f"{n['first_cpu']:.3f} s ({n['first_cpu'] / ours['cpu']:.2f}x); max relative difference "
+                            f"to NT {dn:.1e}")
         rows.append(row)
     return rows
 
@@ -346,12 +316,20 @@ def run(quick: bool = False):
     rows = []
     if str(Path(__file__).resolve().parent) not in sys.path:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-    for act in ("relu", "erf"):
-        rows += _digits_case(act, quick)
-    if os.environ.get("LIMITS_BENCH_PREDICT") == "digits":       # the issue-27 rows only
-        return rows
-    for act in ("erf", "relu"):
-        rows += _case(act, P, Pt, d, depth, n_t, quick)
+    from _timing import Peer
+
+    peer, why = Peer.start(NT_SETUP, python=NT_PYTHON)
+    why = why.replace("peer skipped", "neural-tangents skipped")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for act in ("relu", "erf"):
+                rows += _digits_case(act, quick, peer, why, tmp)
+            if os.environ.get("LIMITS_BENCH_PREDICT") != "digits":       # else the issue-27 rows only
+                for act in ("erf", "relu"):
+                    rows += _case(act, P, Pt, d, depth, n_t, quick, peer, why, tmp)
+    finally:
+        if peer is not None:
+            peer.close()
     return rows
 
 

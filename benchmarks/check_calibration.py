@@ -5,8 +5,8 @@ A validation report, not a timing::
     python benchmarks/check_calibration.py --runs 200 --power-runs 40 --json benchmarks/results/calibration/check.json
     python benchmarks/check_calibration.py --only "kernel: erf MLP" --runs 200 --json part.json   # one case
     python benchmarks/check_calibration.py --merge a.json b.json --json benchmarks/results/calibration/check.json
-    python benchmarks/check_calibration.py --rows      # the README rows from that file
-    python benchmarks/check_calibration.py --write     # put them into README.md
+    python benchmarks/check_calibration.py --rows      # the table rows from that file
+    python benchmarks/check_calibration.py --write     # put them into docs/workflow.rst ("How far to trust a verdict")
 
 The committed data's parts and their commands: benchmarks/README.md ("Calibration of limits.check").
 
@@ -156,7 +156,10 @@ def _record(c, seed, cpu):
     |ratio| > 3 as estimate/SE (``tail_ratio``) and as the check's normal equivalent (``tail_z``), of ``entries``."""
     tests = previous_tests(c)
     z_raw = np.abs((c.extrapolated - c.theory) / c.extrapolated_se)
-    out = {"seed": seed, "verdict": c.verdict, "previous": previous_verdict(c, tests=tests), "previous_fired": [f"{an}: {t}" for an, ts in tests.items() for t, f in ts.items() if f],
+    untested = [f"all: {k}" for k in c.not_tested] + [f"{name}: {k}" for name, b in (c.details.get("blocks") or {}).items()
+                                                      for k in (b.get("not_tested") or {})]
+    out = {"seed": seed, "verdict": c.verdict, "not_tested": untested,
+           "previous": previous_verdict(c, tests=tests), "previous_fired": [f"{an}: {t}" for an, ts in tests.items() for t, f in ts.items() if f],
            "worst_z": round(c.worst_z, 3), "scale_z": round(c.scale_z, 3), "tail_ratio": int(np.sum(z_raw > 3)),
            "tail_z": int(np.sum(np.abs(c.z_inf) > 3)), "entries": int(z_raw.size),
            "power": round(c.power, 5), "previous_power": round(previous_power(c), 5), "cpu": round(cpu, 2)}
@@ -263,17 +266,32 @@ def _fa(runs, key, alpha=ALPHA, pvalue=True):
     return f"{k}/{len(runs)} = {_pct(p)} % [{_pct(lo)}, {_pct(hi)}]" + (f", p = {pv:.2g}" if pvalue else "")
 
 
+def _inconclusive(runs):
+    """k/n inconclusive and, per criterion not tested, in how many checks (e.g. "gd cov: bias 400"; the rate, not
+    required, is counted too)."""
+    if not any("not_tested" in r for r in runs):
+        return "not recorded (runs before the rule)"
+    k = sum(r["verdict"] == "inconclusive" for r in runs)
+    counts = {}
+    for r in runs:
+        for t in r.get("not_tested", []):
+            counts[t] = counts.get(t, 0) + 1
+    what = ", ".join(f"{t} {v}" for t, v in sorted(counts.items()))
+    return f"{k}/{len(runs)}" + (f" ({what})" if what else "")
+
+
 def rows(data) -> list:
-    """README lines (markdown table rows) from the calibration data."""
+    """The rows (Markdown table lines) of docs/workflow.rst from the calibration data."""
     a = data["alpha"]
     data = dict(data, cases={k: v for k, v in data["cases"].items() if v["runs"]})
     lines = [f"| correct prediction (widths; inits) | false alarms now: k/n = rate [exact 95 % CI], one-sided p vs "
-             f"α = {a:g} | previous rule, same checks | detectable bias now / before (median) |",
-             "|---|---|---|---|"]
+             f"α = {a:g} | inconclusive now (criteria not tested) | previous rule, same checks | detectable bias now / "
+             "before (median) |",
+             "|---|---|---|---|---|"]
     for name, d in data["cases"].items():
         runs = d["runs"]
         ws = d["widths"]
-        lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {_fa(runs, 'verdict', a)} | "
+        lines.append(f"| {name} ({ws[0]}–{ws[-1]}; {d['inits']}) | {_fa(runs, 'verdict', a)} | {_inconclusive(runs)} | "
                      f"{_fa(runs, 'previous', a)} | {np.median([r['power'] for r in runs]):.2%} / "
                      f"{np.median([r['previous_power'] for r in runs]):.2%} |")
     lines += ["", "| correct prediction: where the previous rule's false alarms came from | tests that fired (analysis: test "
@@ -290,14 +308,18 @@ def rows(data) -> list:
                      f"{tr:.4f} vs {2 * norm.sf(3):.4f} → {tz:.4f} ({n} entries) |")
     if data["wrong"]:
         lines += ["", "| wrong posterior (erf MLP task, 48 inits) | power now: flagged k/n = rate [exact 95 % CI] | "
-                      "flagged by the previous rule |", "|---|---|---|"]
+                      "inconclusive now | flagged by the previous rule |", "|---|---|---|---|"]
         for name, d in data["wrong"].items():
-            lines.append(f"| {name} | {_fa(d['runs'], 'verdict', pvalue=False)} | "
+            lines.append(f"| {name} | {_fa(d['runs'], 'verdict', pvalue=False)} | {_inconclusive(d['runs'])} | "
                          f"{_fa(d['runs'], 'previous', pvalue=False)} |")
     return lines
 
 
-def write_readme(data, path=ROOT / "README.md"):
+PAGE = ROOT / "docs/workflow.rst"          # the page whose marked block holds the rows (rendered by docs/_ext)
+
+
+def write_readme(data, path=PAGE):
+    """Write the rows between the markers of ``path`` (default the docs page; the name is kept for callers)."""
     from limits.results import replace_marked_block
 
     replace_marked_block(path, BEGIN, END, rows(data))
@@ -310,8 +332,8 @@ def main(argv=None):
     ap.add_argument("--only", help="a substring of one case's name (partial runs, merged with --merge)")
     ap.add_argument("--json", help="write the data here")
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
-    ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
-    ap.add_argument("--write", action="store_true", help="write the README rows")
+    ap.add_argument("--rows", action="store_true", help="print the table rows from the data")
+    ap.add_argument("--write", action="store_true", help="write the table rows into docs/workflow.rst")
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
 

@@ -3,8 +3,8 @@ bugs, over independent checks (each check: its own ``seed``, 4 seeds inside, wid
 at coord_check's default 64–512 — Adam lr 1e-2, 3 steps, family-wise α = 0.05). A validation report, not a timing::
 
     python benchmarks/coordcheck_calibration.py --checks 40 --bug-checks 20 --equivalence 20 --json benchmarks/results/calibration/coordcheck.json
-    python benchmarks/coordcheck_calibration.py --rows      # the README rows from that file
-    python benchmarks/coordcheck_calibration.py --write     # put them into README.md
+    python benchmarks/coordcheck_calibration.py --rows      # the rows of docs/torch.rst from that file
+    python benchmarks/coordcheck_calibration.py --write     # put them into docs/torch.rst
 
 Correct modules: the demo MLP and a GPT with ``nn.MultiheadAttention`` parameterised by ``limits.torch.parameterise``
 (limits' own μP), and the hand-written μP GPTs of :mod:`limits.torch.handwritten` checked as-is (packed qkv +
@@ -40,7 +40,7 @@ END = "<!-- coordcheck-calibration:end -->"
 def correct_modules():
     """{name: (factory or Parameterised, expect, data, widths)}. The byte-level GPT is checked at both width sets:
     at 32–256 its final LayerNorm gain is outside the asymptotic regime (``docs``: the read-out's self-interaction
-    in the gain's first gradient, relative size ∝ √tokens/N; see the README's calibration note)."""
+    in the gain's first gradient, relative size ∝ √tokens/N; see the calibration note in docs/torch.rst)."""
     from limits.torch import demos, handwritten as hw, parameterise
 
     byte = (hw.byte_gpt, "muP", hw.gpt_data(8, vocab=256, seq=32))
@@ -202,7 +202,7 @@ def merge(parts):
 
 
 def rows(data) -> list:
-    """README lines (markdown table rows) from the calibration data."""
+    """The rows (Markdown table lines) of docs/torch.rst from the calibration data."""
     from scipy.stats import binom
 
     a = data["alpha"]
@@ -241,7 +241,10 @@ def rows(data) -> list:
     return lines
 
 
-def write_readme(data, path=ROOT / "README.md"):
+PAGE = ROOT / "docs/torch.rst"             # the page whose marked block holds the rows
+
+
+def write_readme(data, path=PAGE):
     from limits.results import replace_marked_block
 
     replace_marked_block(path, BEGIN, END, rows(data))
@@ -258,8 +261,8 @@ def main(argv=None):
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
     ap.add_argument("--rejudge", metavar="FOLDER", help="with --merge: recompute every verdict from the samples saved "
                                                        "under FOLDER by --samples")
-    ap.add_argument("--rows", action="store_true", help="print the README rows from the data")
-    ap.add_argument("--write", action="store_true", help="write the README rows")
+    ap.add_argument("--rows", action="store_true", help="print the rows of docs/torch.rst from the data")
+    ap.add_argument("--write", action="store_true", help="write the rows into docs/torch.rst")
     a = ap.parse_args(argv)
     if a.merge:
         from limits.results import atomic_write_text

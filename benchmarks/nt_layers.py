@@ -196,6 +196,24 @@ print(json.dumps({"version": neural_tangents.__version__, "jax": jax.__version__
 """
 
 
+NT_SETUP = TRANSLATE + r"""
+INFO = {"version": neural_tangents.__version__, "jax": jax.__version__}
+def make(spec):
+    # neural-tangents' kernel_fn of the composition on X (jit, nt.batch of <= 50 dividing P, results to the host):
+    # the timed peer of benchmarks/bench_layers.py and bench_compositions.py (_timing.Peer)
+    _, _, kfn = stax.serial(*[layer(d) for d in spec["model"]["serial"]])
+    X = np.load(spec["X"])
+    b = min(50, X.shape[0])
+    while X.shape[0] % b:
+        b -= 1
+    fn = neural_tangents.batch(jax.jit(kfn, static_argnames="get"), batch_size=b, store_on_device=False)
+    def call():
+        r = fn(X, None, ("nngp", "ntk"))
+        return np.asarray(r.nngp), np.asarray(r.ntk)
+    return call
+"""
+
+
 def compare(k, nt):
     """Max |ours − NT| and max |ours − NT| / max |NT| of the NNGP, the NTK off the diagonal (x ≠ x') and its diagonal."""
     off = ~np.eye(k.nngp.shape[0], dtype=bool)

@@ -1,12 +1,15 @@
-"""The README's kernel benchmark rows, generated from the rows a benchmark run wrote (issue 16: "README's
-benchmark table is regenerated from it")::
+"""The benchmark tables of README.md and docs/performance.rst, generated from the rows the benchmark runs wrote::
 
-    python benchmarks/run.py kernels --json benchmarks/results/kernels.json   # measure (minutes)
-    python benchmarks/readme_rows.py                                          # print the README rows
-    python benchmarks/readme_rows.py --write       # put them into README.md, regenerate benchmarks/results/table.md
+    python benchmarks/run.py kernels --merge benchmarks/results/kernels.json  # measure (minutes)
+    python benchmarks/readme_rows.py                                          # print the rows
+    python benchmarks/readme_rows.py --write       # write them, the README's figure and benchmarks/results/table.md
 
-``benchmarks/results/table.md`` lists every row of every ``benchmarks/results/*.json`` (all modules).
-``tests/test_readme_benchmarks.py`` fails when README.md or that table disagree with the data.
+``--write`` puts the full rows (one per workload: every size, baseline, target and verdict) into
+docs/performance.rst, the compact table (workload | limits | neural-tangents | ratio, one number per cell) and
+the machine line into README.md and docs/performance.rst, draws the README's figure of the ratios
+(``benchmarks/results/readme/ratios.png``, its numbers in ``ratios.json``) and regenerates ``benchmarks/results/table.md``,
+every row of every ``benchmarks/results/*.json`` (all modules). ``tests/test_readme_benchmarks.py`` fails when a page,
+that table or the figure's numbers disagree with the data.
 """
 from __future__ import annotations
 
@@ -194,8 +197,9 @@ def _predict_row(rows_):
         nt = _find(rows_, f"{act} MLP depth 9", "neural-tangents")
         r_np = npy["baseline_cpu_seconds"] / npy["cpu_seconds"]
         r_nt = nt["baseline_cpu_seconds"] / nt["cpu_seconds"]
+        how = "steady state" if "timing" in nt else "incl. compile"
         parts.append(f"{act} {npy['cpu_seconds']:.1f} s CPU: plain numpy {r_np:.1f}× slower, "
-                     f"neural-tangents (incl. compile) {r_nt:.1f}× slower (CPU; {nt['ratio']:.1f}× wall)")
+                     f"neural-tangents ({how}) {r_nt:.1f}× slower (CPU; {nt['ratio']:.1f}× wall)")
         ok = ok and r_nt >= 2.0
     return (f"{PREDICT} | {'; '.join(parts)} — `python benchmarks/run.py predict` | ≥ 2× NT: "
             f"{'met' if ok else '**not met**'} |")
@@ -212,7 +216,7 @@ def _digits_row(rows_):
     for r in [r for r in rows_ if r["name"].startswith("digits P=1200/400")]:
         act = r["name"].split(", ")[1].split(" ")[0]
         what = "posterior" if "nngp_posterior" in r["name"] else "GD"
-        nt = "NT skipped" if r.get("nt_ratio") is None else f"NT {r['nt_ratio']:.1f}× slower warm"
+        nt = "NT skipped" if r.get("nt_ratio") is None else f"NT {r['nt_ratio']:.1f}× slower (steady state)"
         parts.append(f"{act} {what} {r['cpu_seconds']:.2f} s: plain numpy {r['ratio']:.2f}× slower, {nt}")
         if r["ratio"] < 2.0 or (r.get("nt_ratio") or 0.0) < 2.0:
             missed.append(f"{act} {what}")
@@ -304,6 +308,10 @@ def _layers_row(rows_):
     meas = (f"P = 1000: {big['seconds']:.0f} s CPU, peak {big['peak_bytes'] / 2**20:.0f} MiB (numpy allocations); "
             f"{nt}; NT / ours {big['ratio']:.2f}×; {diff} · {others} · "
             f"{law['note']} — `LIMITS_BENCH_LAYERS=full python benchmarks/run.py layers`")
+    if "timing" not in big:
+        meas = meas.replace(" — `LIMITS_BENCH", " · P = 1000 timed 2026-11-27 by the earlier protocol (one call each, "
+                            "neural-tangents concurrently, ours under tracemalloc; not re-measured: about three CPU-hours "
+                            "on this machine) — `LIMITS_BENCH", 1)
     ok = big["ratio"] > 1 and all(r["ratio"] > 1 for r in small)
     return f"{LAYERS} | {meas} | faster than neural-tangents' steady state on CPU: {'met' if ok else '**not met**'} |"
 
@@ -445,27 +453,172 @@ def rows(path=DATA):
 
 
 def replace(readme: str, new_rows) -> str:
-    """README text with the generated rows in place of the lines starting with the same first cell."""
+    """Page text with the generated rows in place of the lines starting with the same first cell."""
     lines = readme.splitlines()
     for row in new_rows:
         head = row.split(" | ")[0]
         hits = [i for i, ln in enumerate(lines) if ln.startswith(head)]
         if len(hits) != 1:
-            raise ValueError(f"README.md: expected one row starting with {head!r}, found {len(hits)}")
+            raise ValueError(f"expected one row starting with {head!r}, found {len(hits)}")
         lines[hits[0]] = row
     return "\n".join(lines) + ("\n" if readme.endswith("\n") else "")
+
+
+# ------------------------------------------------------------------------------------- the README's compact table
+PAGE = ROOT / "docs/performance.rst"               # the full rows
+README = ROOT / "README.md"                            # the compact table and its figure
+BEGIN, END = "<!-- benchmarks:begin (python benchmarks/readme_rows.py --write) -->", "<!-- benchmarks:end -->"
+MACHINE_BEGIN = "<!-- benchmark-machine:begin (python benchmarks/readme_rows.py --write) -->"
+MACHINE_END = "<!-- benchmark-machine:end -->"
+FIGURE = ROOT / "benchmarks" / "results" / "readme" / "ratios.png"     # beside its numbers, ratios.json
+
+# (workload as the README names it, module, words of the row's name, key of ours, key of neural-tangents')
+COMPACT = [
+    ("NNGP + NTK, residual erf network, P = 1000, L = 100", "kernels", ("residual erf NNGP+NTK, P=1000",),
+     "cpu_seconds", "nt_cpu"),
+    ("NNGP + NTK, relu MLP, P = 1000, L = 10", "kernels", ("relu MLP NNGP+NTK, P=1000",), "cpu_seconds", "nt_cpu"),
+    ("cross kernel, relu MLP, 2000 × 600 inputs, L = 5", "kernels", ("cross relu MLP",), "cpu_seconds", "nt_cpu"),
+    ("CNN-GP + CNTK, 8×8 digits, global pooling, P = 200", "compositions", ("composition cnn-gap P=200",),
+     "seconds", "baseline_seconds"),
+    ("CNN-GP + CNTK, down-sampling CNN, P = 200", "layers", ("down-sampling", "P=200"), "seconds", "baseline_seconds"),
+    ("CNN-GP + CNTK, 8×8 digits, Flatten, P = 1000", "compositions", ("composition cnn-flatten P=1000",),
+     "seconds", "baseline_seconds"),
+    ("attention + LayerNorm, 16 tokens, P = 1000", "compositions", ("composition attn-ln-16 P=1000",),
+     "seconds", "baseline_seconds"),
+    ("attention + LayerNorm, 32 tokens, P = 200", "compositions", ("composition attn-ln-32 P=200",),
+     "seconds", "baseline_seconds"),
+    ("NTK ensemble prediction, mean + covariance at 50 times, P = 2000", "predict",
+     ("erf MLP depth 9", "neural-tangents"), "cpu_seconds", "baseline_cpu_seconds"),
+    ("NNGP posterior on digits, P = 1200, 10 outputs", "predict", ("digits P=1200/400, relu", "nngp_posterior"),
+     "cpu_seconds", "nt_cpu_seconds"),
+]
+
+
+def compact_data(folder=DATA.parent) -> list[dict]:
+    """The README's workloads with ours and neural-tangents' steady-state CPU seconds and their ratio (NT / ours);
+    a workload whose data lack neural-tangents' time is left out."""
+    rows_, out = all_rows(folder), []
+    for label, mod, words, ours, peer in COMPACT:
+        r = _find([r for r in rows_ if r["module"] == mod], *words)
+        if r.get(peer) is None:
+            continue
+        out.append({"workload": label, "limits": float(r[ours]), "peer": float(r[peer]),
+                    "ratio": float(r[peer]) / float(r[ours]), "row": r["name"], "module": mod})
+    return out
+
+
+def compact_rows(folder=DATA.parent) -> list[str]:
+    lines = ["| workload | limits (CPU s) | neural-tangents (CPU s) | neural-tangents / limits |", "|---|---:|---:|---:|"]
+    for d in compact_data(folder):
+        lines.append(f"| {d['workload']} | {_secs(d['limits'])} | {_secs(d['peer'])} | {d['ratio']:.1f} |")
+    return lines
+
+
+def _secs(t):
+    return f"{t:.3f}" if t < 1 else f"{t:.2f}" if t < 100 else f"{t:.0f}"
+
+
+def machine_lines(folder=DATA.parent) -> list[str]:
+    """One sentence: the machine and the load under which the compact table's rows were measured (from the rows)."""
+    rows_ = all_rows(folder)
+    data = compact_data(folder)
+    ms = [r["machine"] for d in data for r in rows_ if r["name"] == d["row"] and "machine" in r]
+    old = [d["workload"] for d in data for r in rows_ if r["name"] == d["row"] and "timing" not in r]
+    out = []
+    if ms:
+        loads = [x for m in ms for x in (m["load"][0], m.get("load_after", m["load"])[0])]
+        dates = sorted({m["date"] for m in ms})
+        out.append(f"Measured {dates[0]}{' – ' + dates[-1] if len(dates) > 1 else ''} on {ms[0]['cores']} cores "
+                   f"({ms[0]['cpu']}) shared with other jobs: 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
+                   f"while these rows ran.")
+    if old:
+        out.append(f"Not yet re-measured with this protocol (the earlier run: one or two calls per side, some peers "
+                   f"concurrently): {'; '.join(old)}.")
+    return out or ["The machine and its load were not recorded for these rows."]
+
+
+def ratio_figure(data, path=FIGURE):
+    """The README's figure: neural-tangents' CPU time over ours per workload (log scale; 1 = as fast)."""
+    from limits.style import paper_style, pyplot, save_figure
+
+    plt = pyplot()
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(7.0, 0.32 * len(data) + 0.9))
+        y = list(range(len(data)))[::-1]
+        ax.barh(y, [d["ratio"] for d in data], color=["#0072B2" if d["ratio"] >= 1 else "#D55E00" for d in data])
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="0.3", lw=0.8)
+        ax.set_yticks(y, [d["workload"] for d in data], fontsize=7)
+        for yi, d in zip(y, data):
+            ax.text(d["ratio"] * 1.04, yi, f"{d['ratio']:.1f}×", va="center", fontsize=7)
+        ax.set_xlabel("neural-tangents CPU time / limits CPU time (steady state, best of 5, one thread each)", fontsize=7)
+        lo, hi = min(0.8, min(d["ratio"] for d in data) * 0.8), max(d["ratio"] for d in data) * 2.0
+        ax.set_xlim(lo, hi)
+        ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100) if lo <= t <= hi]
+        ax.set_xticks(ticks, [f"{t:g}×" for t in ticks], fontsize=7)
+        ax.minorticks_off()
+        fig.tight_layout()
+        save_figure(fig, path)
+        plt.close(fig)
+    return path
+
+
+def write(folder=DATA.parent):
+    """Write every generated table and the figure (module docstring)."""
+    from limits.results import atomic_write_text, replace_marked_block
+
+    atomic_write_text(PAGE, replace(PAGE.read_text(), rows()))
+    replace_marked_block(PAGE, MACHINE_BEGIN, MACHINE_END, machine_lines(folder))
+    replace_marked_block(README, BEGIN, END, compact_rows(folder) + [""] + machine_lines(folder))
+    data = compact_data(folder)
+    FIGURE.parent.mkdir(exist_ok=True)
+    atomic_write_text(FIGURE.with_suffix(".json"), json.dumps(data, indent=1) + "\n")
+    ratio_figure(data)
+    atomic_write_text(TABLE, table_md())
+    for begin, end, lines in bench_tables(folder):
+        replace_marked_block(BENCH_README, begin, end, lines)
+
+
+BENCH_README = ROOT / "benchmarks" / "README.md"
+
+
+def bench_tables(folder=DATA.parent):
+    """The tables of benchmarks/README.md generated from the data: (begin marker, end marker, lines)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_compositions
+    import bench_layers
+
+    rows_ = all_rows(folder)
+    comp = [r for r in rows_ if r["module"] == "compositions"]
+    lay = [r for r in rows_ if r["module"] == "layers"]
+    mark = "(python benchmarks/readme_rows.py --write) -->"
+    return [(f"<!-- compositions-table:begin {mark}", "<!-- compositions-table:end -->",
+             bench_compositions.table(comp).splitlines() + [""] + machine_note(comp)),
+            (f"<!-- layers-table:begin {mark}", "<!-- layers-table:end -->",
+             bench_layers.table(lay).splitlines() + [""] + machine_note(lay))]
+
+
+def machine_note(rows_) -> list[str]:
+    """Where and under which load ``rows_`` ran, and by which protocol (rows without a record: the earlier one)."""
+    ms = [r["machine"] for r in rows_ if "machine" in r]
+    old = [r["name"] for r in rows_ if "machine" not in r and r.get("P")]
+    out = []
+    if ms:
+        loads = [x for m in ms for x in (m["load"][0], m.get("load_after", m["load"])[0])]
+        out.append(f"Measured {min(m['date'] for m in ms)} on {ms[0]['cores']} cores ({ms[0]['cpu']}) shared with other "
+                   f"jobs, 1-minute load average {min(loads):.1f}–{max(loads):.1f}.")
+    if old:
+        out.append(f"Not re-measured with this protocol (timed before 2026-12-07: one or two calls, the peer "
+                   f"concurrently, ours under tracemalloc): {'; '.join(old)}.")
+    return out
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     new = rows()
     if "--write" in argv:
-        from limits.results import atomic_write_text
-
-        path = ROOT / "README.md"
-        atomic_write_text(path, replace(path.read_text(), new))
-        atomic_write_text(TABLE, table_md())
-    print("\n".join(new))
+        write()
+    print("\n".join(new + [""] + compact_rows()))
     return 0
 
 

@@ -24,6 +24,8 @@ def main(argv=None):
     ap.add_argument("only", nargs="*", help="benchmark module suffixes, e.g. gaussian kernels")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
+    ap.add_argument("--merge", default=None,
+                    help="write the rows into this results JSON in place of every row of the modules run (others kept)")
     args = ap.parse_args(argv)
     rows = []
     if str(HERE) not in sys.path:
@@ -53,6 +55,15 @@ def main(argv=None):
         from limits.results import atomic_write_text
 
         atomic_write_text(args.json, json.dumps(rows, indent=1, default=str) + "\n")
+    if args.merge:
+        from limits.results import atomic_write_text
+
+        path = Path(args.merge)
+        mods = {r["module"] for r in rows}
+        old = json.loads(path.read_text()) if path.is_file() else []
+        kept = [r for r in old if r.get("module") not in mods]
+        atomic_write_text(path, json.dumps(kept + rows, indent=1, default=str) + "\n")
+        print(f"wrote {path}: {len(rows)} rows of {', '.join(sorted(mods))}, {len(kept)} other rows kept")
     return 0
 
 

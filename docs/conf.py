@@ -20,10 +20,12 @@ copyright = "2026, limits developers"
 release = version = limits.__version__
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx.ext.viewcode", "numpydoc", "limits_docs"]
-exclude_patterns = ["_build", "_ext", "README_measurements.md", "sweep.md"]
+exclude_patterns = ["_build", "_ext", "README_measurements.md"]
 source_suffix = {".rst": "restructuredtext"}
 root_doc = "index"
 html_theme = "alabaster"
+# wide enough for the code blocks (100 columns) and the generated tables
+html_theme_options = {"page_width": "1240px", "sidebar_width": "230px", "body_max_width": "none", "code_font_size": "0.8em"}
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "undoc-members": False}
 numpydoc_show_class_members = False

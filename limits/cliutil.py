@@ -70,11 +70,25 @@ def ensure_writable_file(path, argname: str) -> Path:
 
 
 def ensure_writable_result(prefix, argname: str) -> Path:
-    """For ``--save PATH`` (written as ``PATH.npz`` + ``PATH.json``): check both files can be written."""
-    from .results import result_paths
+    """For ``--save PATH`` (written as ``PATH.npz`` + ``PATH.json``): check both files can be written, and that
+    whatever is there already is a saved limits result (a ``.json`` naming its type beside its ``.npz``) — never
+    another kind of file (someone's data, notes, an array file)."""
+    from .results import read_payload, result_paths
 
-    for p in result_paths(prefix):
+    paths = result_paths(prefix)
+    for p in paths:
         ensure_writable_file(p, argname)
+    if any(os.path.lexists(p) for p in paths):
+        try:
+            payload = read_payload(prefix, argname)
+            ok = isinstance(payload, dict) and isinstance(payload.get("type"), str) and "fields" in payload
+        except ValueError:
+            ok = False
+        if not ok:
+            have = [str(p) for p in paths if os.path.lexists(p)]
+            verb = "exists and is" if len(have) == 1 else "exist and are"
+            raise ValueError(f"{argname}: {' and '.join(have)} {verb} not a saved limits result; {argname} never "
+                             "overwrites another kind of file — choose another path or remove it")
     return Path(prefix)
 
 

@@ -11,9 +11,10 @@ likelihood::
 
     ℓ(λ) = −(dP/2) log ŝ²(λ) − (d/2) Σ_i log(λ_i + λ) − (dP/2)(1 + log 2π)
 
-is maximised over log λ (a grid, then a bounded Brent search around the best grid point; O(P) per λ).
-The joint maximum is (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)); it is exact up to the search tolerance (1e-10 in log λ),
-with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
+is maximised over log λ (a grid, then the root of dℓ/d log λ between the neighbours of the best grid point;
+O(P) per λ). The root of the derivative is well conditioned where the maximum itself is flat (a search on
+ℓ's values locates it only to √ε ≈ 1e-8, and the last digits then depend on the rounding of K), so the
+joint maximum (ŝ²(λ̂), σ̂² = λ̂ ŝ²(λ̂)) is reproducible to ~1e-13, with no gradient steps over s². Only λ changes the posterior mean K_*X (K + λI)⁻¹ Y; s² scales the
 covariance. ``noise_only`` fixes s² (the noise-only fit, :func:`ml_noise`).
 
 Why the scale matters: the NNGP of deep or convolutional networks has a large constant part (a CNN-GP with
@@ -27,8 +28,8 @@ import math
 
 import numpy as np
 
-GRID = 81                       # points of the log-λ grid before the bounded search
-XATOL = 1e-10                   # tolerance of the bounded search in log λ (resp. log σ²)
+GRID = 81                       # points of the log-λ grid before the root search
+XTOL = 1e-14                    # tolerance of the root of dℓ/d log λ (resp. log σ²)
 
 
 def spectrum(K, Y):
@@ -47,18 +48,29 @@ def _terms(lam, q, s2):
     return np.sum(q[None, :] / den, axis=1), np.sum(np.log(den), axis=1)
 
 
-def _maximise(f, lo, hi):
-    """argmax of f(log x) over [lo, hi]: a log grid of :data:`GRID` points, then a bounded Brent search
-    between the neighbours of the best grid point (kept only if it improves on the grid)."""
-    from scipy.optimize import minimize_scalar
+def _moments(lam, q, s):
+    """(Σ q_i/(λ_i+s), Σ q_i/(λ_i+s)², Σ 1/(λ_i+s)) at one s: the pieces of dℓ/ds."""
+    den = lam + s
+    return float(np.sum(q / den)), float(np.sum(q / den**2)), float(np.sum(1.0 / den))
+
+
+def _maximise(f, lo, hi, slope):
+    """argmax of f(log x) over [lo, hi]: a log grid of :data:`GRID` points, then the root of ``slope``
+    (df/d log x, one float per float) between the neighbours of the best grid point, where it changes sign;
+    otherwise (the maximum on the edge of the range) the best grid point."""
+    from scipy.optimize import brentq
 
     grid = np.linspace(math.log(lo), math.log(hi), GRID)
     vals = f(grid)
     i = int(np.argmax(vals))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    res = minimize_scalar(lambda u: -float(f(np.array([u]))[0]), bounds=(a, b), method="bounded",
-                          options={"xatol": XATOL})
-    return float(math.exp(res.x if -res.fun >= vals[i] else grid[i]))
+    ga, gb = slope(a), slope(b)
+    if not (ga > 0.0 > gb):
+        for u, g in ((a, ga), (b, gb)):           # a root exactly on a grid point
+            if g == 0.0:
+                return float(math.exp(u))
+        return float(math.exp(grid[i]))
+    return float(math.exp(brentq(slope, a, b, xtol=XTOL, rtol=4 * np.finfo(float).eps, maxiter=200)))
 
 
 def _range(lam, q, P, d):
@@ -77,7 +89,12 @@ def ml_noise(K, Y, output_scale=1.0):
         a, ld = _terms(lam, q, np.exp(u))
         return -0.5 * a - 0.5 * d * ld
 
-    return _maximise(ell, lo, 10.0 * (float(lam[-1]) + float(np.mean(Y * Y))))
+    def slope(u):                 # dℓ/du = s (Σ q/(λ+s)² − d Σ 1/(λ+s)) / 2,  s = e^u
+        s = math.exp(u)
+        _, a2, r = _moments(lam, q, s)
+        return 0.5 * s * (a2 - d * r)
+
+    return _maximise(ell, lo, 10.0 * (float(lam[-1]) + float(np.mean(Y * Y))), slope)
 
 
 def ml_scale_noise(K, Y):
@@ -90,7 +107,12 @@ def ml_scale_noise(K, Y):
         a, ld = _terms(lam, q, np.exp(u))
         return -0.5 * d * P * np.log(a / (d * P)) - 0.5 * d * ld
 
-    ratio = _maximise(ell, lo, 1e4 * top)
+    def slope(u):                 # dℓ/du = s (dP/2 · Σq/(λ+s)² / Σq/(λ+s) − d/2 · Σ 1/(λ+s)),  s = e^u
+        s = math.exp(u)
+        a, a2, r = _moments(lam, q, s)
+        return 0.5 * d * s * (P * a2 / a - r)
+
+    ratio = _maximise(ell, lo, 1e4 * top, slope)
     a, _ = _terms(lam, q, [ratio])
     s2 = float(a[0]) / (d * P)
     return s2, ratio * s2

@@ -1,8 +1,10 @@
 """Predictions of infinite-width networks on the user's own data.
 
     p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, noise="auto")   # p.output_scale, p.noise
-    g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100])
+    g = limits.predict.gradient_descent(m, X_train, Y_train, X_test, t=[0, 10, 100, np.inf])
     r = limits.predict.kernel_regression(m, X_train, Y_train, X_test, kernel="nngp")   # large P, in place
+    k = limits.kernels.kernel(m, np.concatenate([X_train, X_test]))       # the kernels once, then reused:
+    p = limits.predict.nngp_posterior(m, X_train, Y_train, X_test, kernel=k)      # (limits.precomputed)
 
 **NNGP posterior** (Bayesian inference with the network prior f ~ GP(0, s²K), K the read-out NNGP
 of ``m``, s² = ``output_scale`` (1 unless fitted); observations y = f(X) + ε, ε ~ N(0, σ² I) with
@@ -40,6 +42,18 @@ reduction=...)``) or flow time (``optimizer="flow"``, t = steps·dt); η is the 
 When K_XX is positive definite (R Rᵀ = Vᵀ K_XX V), Σ_t = Σ_NNGP + W_t W_tᵀ with
 W_t = Θ_*X V diag(g_t) R − K_*X V R⁻ᵀ (PSD by construction; Σ_NNGP the noise-free posterior).
 One eigendecomposition of Θ_XX serves every t.
+
+**t = ∞** (``t=np.inf``, alone or among finite times): g_∞(λ) = 1/λ on the eigenvalues λ > P ε λ_max(Θ_XX)
+and 0 on the others, i.e. A_∞ = Θ_*X Θ_XX⁺ with Θ⁺ the spectral pseudo-inverse taken from the same
+eigendecomposition (no inverse is formed)::
+
+    μ_∞ = Θ_*X Θ_XX⁺ Y,     Σ_∞ = K_** + A_∞ K_XX A_∞ᵀ − A_∞ K_X* − K_*X A_∞ᵀ
+
+This is the limit of finite t, for the flow and for GD (0 < ηcλ < 2, enforced): on a null direction v of
+Θ_XX, Θ_*X v = 0 (the joint NTK Gram is PSD), so g_t(0) = ηt multiplies nothing at any t, and every other
+direction has converged once ηcλt ≫ 1. With Θ_XX positive definite, μ_∞ = Θ_*X Θ_XX⁻¹ Y is NTK kernel
+regression (:func:`kernel_regression` with ``kernel="ntk"``). Repeated or collinear training inputs make
+Θ_XX singular: the pseudo-inverse then fits the targets in the least-squares sense, as the flow does.
 
 **Outputs.** ``Y_train`` may have any number k of columns ((P,) is k = 1) whatever the model's
 ``d_out``: the outputs are independent and share the read-out kernel, so mean is P_test×k and cov one
@@ -150,10 +164,11 @@ class GDResult(Result):
     def __str__(self):
         rms = np.sqrt(np.mean((self.mean_train[-1] - self.Y_train) ** 2))
         sd = np.sqrt(np.clip(self.var[-1], 0.0, None))
+        t0, t1 = time_text(self.t[0]), time_text(self.t[-1])
         return (f"NTK ensemble of {model_label(self.model)} trained by {'gradient flow' if self.flow else 'discrete GD'} "
                 f"(η = {self.learning_rate:g}, reduction {self.reduction}): {self.X_train.shape[0]} training, "
                 f"{self.X_test.shape[0]} test points, {self.mean.shape[2]} output(s); {self.t.size} time(s) "
-                f"t = {self.t[0]:g}…{self.t[-1]:g}; at t = {self.t[-1]:g}: RMS training residual {rms:.4g}, "
+                f"t = {t0}…{t1}; at t = {t1}: RMS training residual {rms:.4g}, "
                 f"test sd {sd.min():.3g}–{sd.max():.3g}")
 
     def plot(self, target=None, output=0, points=4):
@@ -163,13 +178,20 @@ class GDResult(Result):
 
         pt = plot_target(target, 1, figsize=(5.0, 3.2), what="GDResult.plot")
         ax = pt.axes[0]
+        fin, inf = np.isfinite(self.t), np.isposinf(self.t)
+        t = self.t[fin]
         for i in range(min(int(points), self.mean.shape[1])):
             c = PALETTE[i % len(PALETTE)]
             m, sd = self.mean[:, i, output], np.sqrt(np.clip(self.var[:, i], 0.0, None))
-            ax.plot(self.t, m, color=c, label=f"test point {i}")
-            ax.fill_between(self.t, m - 2 * sd, m + 2 * sd, color=c, alpha=0.2, lw=0)
-        if self.t.size > 2 and self.t[1] > 0 and self.t[-1] / self.t[1] >= 100:
-            ax.set_xscale("symlog", linthresh=float(self.t[1]))
+            if fin.any():
+                ax.plot(t, m[fin], color=c, label=f"test point {i}")
+                ax.fill_between(t, m[fin] - 2 * sd[fin], m[fin] + 2 * sd[fin], color=c, alpha=0.2, lw=0)
+            if inf.any():                 # t = ∞: the converged mean ± 2 sd as dashed lines across the plot
+                k = int(np.flatnonzero(inf)[0])
+                for y, ls in ((m[k], "--"), (m[k] - 2 * sd[k], ":"), (m[k] + 2 * sd[k], ":")):
+                    ax.axhline(y, color=c, ls=ls, lw=1.0, label=f"test point {i}, t = ∞" if ls == "--" else None)
+        if t.size > 2 and t[1] > 0 and t[-1] / t[1] >= 100:
+            ax.set_xscale("symlog", linthresh=float(t[1]))
         ax.set_xlabel("training time t" if self.flow else "GD steps")
         ax.set_ylabel(f"output {output}: mean ± 2 sd")
         ax.legend(fontsize=7)
@@ -180,6 +202,11 @@ class GDResult(Result):
         Y = _targets(Y_test, self.X_test.shape[0], self.mean.shape[2], "Y_test")
         r = self.mean - Y[None]
         return 0.5 * (np.einsum("tpo,tpo->t", r, r) + Y.shape[1] * self.var.sum(1)) / Y.shape[0]
+
+
+def time_text(t) -> str:
+    """A training time for people: ``10``, ``1e+06``, ``∞``."""
+    return "∞" if np.isposinf(t) else f"{float(t):g}"
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -389,28 +416,52 @@ def check_memory(what, P, P_test, method, n_times=0, memory_limit=None):
 
 
 # ---------------------------------------------------------------------------------------------- posterior
+def _train_kernel(m, X, kernel, what):
+    """K_XX of the training inputs: computed, or read from a reusable ``kernel`` (:mod:`limits.precomputed`)."""
+    if kernel is None:
+        return _kernels(m, X, X[:1], ntk=False, test_cov=False)["K"]
+    from .precomputed import split_kernel
+
+    return split_kernel(kernel, _model_dict(m), X, None, what, ntk=False, test_cov=False)["K"]
+
+
+def kernels_for(m, X, Xs, ntk, kernel, what, test_cov=True, memory_limit=None):
+    """:func:`_kernels` of validated inputs, or the same blocks read from a reusable ``kernel``
+    (``limits.kernels.kernel(model, X_all)``, verified to belong to ``m`` and to hold every row of ``X`` and
+    ``Xs``: :mod:`limits.precomputed`)."""
+    if kernel is None:
+        return _kernels(m, X, Xs, ntk=ntk, test_cov=test_cov, memory_limit=memory_limit)
+    from .precomputed import split_kernel
+
+    return split_kernel(kernel, _model_dict(m), X, Xs, what, ntk=ntk, test_cov=test_cov)
+
+
 @limit_blas
-def max_likelihood_noise(model, X_train, Y_train) -> float:
+def max_likelihood_noise(model, X_train, Y_train, *, kernel=None) -> float:
     """The observation noise σ² that maximises the NNGP log marginal likelihood of ``Y_train`` at output
-    scale s² = 1 (the noise alone; :func:`max_likelihood` fits both — what ``noise="auto"`` uses)."""
+    scale s² = 1 (the noise alone; :func:`max_likelihood` fits both — what ``noise="auto"`` uses).
+    ``kernel``: a reusable kernel, as for :func:`nngp_posterior`."""
     from .likelihood import ml_noise
 
-    m = _model(model, "limits.predict.max_likelihood_noise", ntk=False)
+    what = "limits.predict.max_likelihood_noise"
+    m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Y, m = _train_targets(Y_train, X.shape[0], m)
-    return ml_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
+    return ml_noise(_train_kernel(m, X, kernel, what), Y)
 
 
 @limit_blas
-def max_likelihood(model, X_train, Y_train) -> tuple:
+def max_likelihood(model, X_train, Y_train, *, kernel=None) -> tuple:
     """``(output_scale, noise)``: the s² and σ² that maximise the NNGP log marginal likelihood of ``Y_train``
-    under the prior s²K and noise σ² (type-II maximum likelihood, :mod:`limits.likelihood`)."""
+    under the prior s²K and noise σ² (type-II maximum likelihood, :mod:`limits.likelihood`). ``kernel``: a
+    reusable kernel, as for :func:`nngp_posterior`."""
     from .likelihood import ml_scale_noise
 
-    m = _model(model, "limits.predict.max_likelihood", ntk=False)
+    what = "limits.predict.max_likelihood"
+    m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
     Y, m = _train_targets(Y_train, X.shape[0], m)
-    return ml_scale_noise(_kernels(m, X, X[:1], ntk=False, test_cov=False)["K"], Y)
+    return ml_scale_noise(_train_kernel(m, X, kernel, what), Y)
 
 
 def _hyperparameters(K, Y, noise, output_scale):
@@ -432,7 +483,7 @@ def _hyperparameters(K, Y, noise, output_scale):
 
 @limit_blas
 def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=None,
-                   memory_limit=None) -> PosteriorResult:
+                   memory_limit=None, kernel=None) -> PosteriorResult:
     """GP posterior of the read-out NNGP of ``model`` (module docstring): mean, covariance, variance
     and log marginal likelihood by one Cholesky of K_XX + λI, λ = σ²/s².
 
@@ -443,7 +494,10 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=N
     outputs sharing the kernel (module docstring). Raises :class:`SingularKernelError` (a ValueError)
     with the suggested ``noise`` when the factorisation fails. Sizes needing more than ``memory_limit``
     bytes (default half the available memory, :func:`predict_memory`) are refused before anything is
-    allocated (large P: :func:`kernel_regression`)."""
+    allocated (large P: :func:`kernel_regression`). ``kernel``: the kernel computed once,
+    ``limits.kernels.kernel(model, X_all)`` with every training and test row in ``X_all`` (e.g. the two
+    stacked), verified to belong to this model and these inputs and then read instead of recomputed
+    (:mod:`limits.precomputed`)."""
     what = "limits.predict.nngp_posterior"
     m = _model(model, what, ntk=False)
     X = _X(X_train, "X_train", _dim(m, "d_in"))
@@ -452,7 +506,7 @@ def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=N
     if not (isinstance(noise, str) and noise == "auto"):
         noise = real_number(noise, "noise")
     check_memory(what, X.shape[0], Xs.shape[0], "posterior", memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=False, memory_limit=memory_limit)
+    k = kernels_for(m, X, Xs, False, kernel, what, memory_limit=memory_limit)
     return _posterior(k, m, X, Y, Xs, noise, output_scale, what)
 
 
@@ -508,7 +562,16 @@ def _model_dict(m):
 
 # ---------------------------------------------------------------------------------------------- gradient descent
 def _times(t, flow):
-    t = finite_array(np.atleast_1d(t), "t")
+    """``t`` as a 1-d float array of times ≥ 0 (integer step counts for discrete GD); ``np.inf`` is the
+    converged ensemble, t → ∞."""
+    raw = np.atleast_1d(t)
+    if raw.dtype.kind == "f" and np.any(np.isnan(raw)):
+        raise ValueError("t contains NaN (times are numbers >= 0, or np.inf for t → ∞)")
+    if raw.dtype.kind == "f" and np.any(np.isneginf(raw)):
+        raise ValueError("t must be >= 0 (got -inf)")
+    inf = np.isposinf(raw) if raw.dtype.kind == "f" else np.zeros(raw.shape, bool)
+    t = finite_array(np.where(inf, 0.0, raw) if inf.any() else raw, "t")
+    t[inf] = np.inf
     if t.ndim != 1 or t.size == 0:
         raise ValueError(f"t must be a non-empty 1-d array of times, got shape {t.shape}")
     if np.any(t < 0):
@@ -519,7 +582,9 @@ def _times(t, flow):
 
 
 def _gfun(lam, t, eta, flow):
-    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0.
+    """(T, P) g_t(λ) = (1 − e^{−ηλt})/λ (flow) or (1 − (1 − ηλ)^t)/λ (GD), exact ηt at λ = 0; at t = ∞,
+    1/λ (λ > 0; for GD 0 < ηλ < 2, which :class:`_GDCore` enforces) and ∞ at λ = 0 (a null direction,
+    which carries nothing: :meth:`_GDCore._G` sets it to 0).
 
     Flow: with z = ηλt, g = −expm1(−z)/λ for z > 1 and g = ηt·(−expm1(−z)/z) for z ≤ 1 (ηt ≤ 1/λ is
     finite there), so an overflowing ηλ or ηλt (η = 1e308) gives the converged 1/λ, never inf·0."""
@@ -543,12 +608,15 @@ def _gfun(lam, t, eta, flow):
             v1 = -np.expm1(t * lg) / xs
             v2 = (1.0 - (1.0 - xs) ** t) / xs
             val = np.where(tiny, eta_t, eta * np.where(xs < 1.0, v1, v2))
+        inf = np.isposinf(t[:, 0])
+        if inf.any():                                             # t = ∞: the converged 1/λ (any ηλ > 0)
+            val[inf] = 1.0 / lam_s[None, :]
     return np.where(pos[None, :], val, eta_t)
 
 
 @limit_blas
 def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flow=True, reduction="sum",
-                     cov=True, *, memory_limit=None) -> GDResult:
+                     cov=True, *, memory_limit=None, kernel=None) -> GDResult:
     """Infinite-width ensemble (mean and covariance over initialisations) of the outputs of the NTK-
     parameterised ``model`` trained on (X_train, Y_train) by gradient flow (``flow=True``, times ``t``)
     or discrete GD (``flow=False``, ``t`` = integer step counts), equations in the module docstring.
@@ -562,7 +630,10 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     (divergent). MF/μP models learn features: use ``limits.dmft.solve(..., X_test=...)``. Sizes needing
     more than ``memory_limit`` bytes (default half the available memory, :func:`predict_memory`) are
     refused before anything is allocated. A learning rate so large that ηλt overflows is the converged
-    flow (kernel regression, g_t(λ) = 1/λ), computed without overflow.
+    flow (kernel regression, g_t(λ) = 1/λ), computed without overflow. ``t`` may contain ``np.inf``: the
+    converged ensemble (t → ∞), Θ_XX pseudo-inverted on its eigenvalues above P ε λ_max (module docstring).
+    ``kernel``: the NNGP and NTK computed once, ``limits.kernels.kernel(model, X_all)`` (as for
+    :func:`nngp_posterior`; it must hold the NTK).
     """
     what = "limits.predict.gradient_descent"
     m = _model(model, what, ntk=True)
@@ -587,7 +658,7 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     P = X.shape[0]
     c = 1.0 / P if reduction == "mean" else 1.0          # ℓ = c Σ ½‖f − y‖²
     check_memory(what, P, Xs.shape[0], "gd", n_times=ts.size if cov else 0, memory_limit=memory_limit)
-    k = _kernels(m, X, Xs, ntk=True, test_cov=True, memory_limit=memory_limit)
+    k = kernels_for(m, X, Xs, True, kernel, what, memory_limit=memory_limit)
     core = _GDCore(k, eta * c, flow, what, c=c)
     mean, mean_train = core.means(ts, Y)
     C, var = core.covariance(ts, want_cov=bool(cov))
@@ -722,6 +793,7 @@ class _GDCore:
 train_test_kernels = _kernels
 GDCore = _GDCore
 posterior_from_kernels = _posterior          # many training subsets of one precomputed kernel (limits.gallery)
+model_dict = _model_dict                     # what a prediction records of its model (limits.cli.predict --kernel)
 flow_filter = _gfun
 
 
@@ -773,7 +845,7 @@ def _test_chunk(P):
 def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0, *, var=True, block=256,
                       memory_limit=None, progress=None, solver="cholesky", backend="serial", scheduler=None,
                       store=None, tol=1e-10, rank=None, maxiter=1000, n_workers=None, worker_memory="2GiB",
-                      probes=16, seed=0) -> RegressionResult:
+                      probes=16, seed=0, precomputed=None) -> RegressionResult:
     """Kernel-regression predictor for large training sets without P×P copies.
 
     ``kernel="nngp"``: the NNGP posterior mean K_*X (K_XX + σ²I)⁻¹ Y and latent variance
@@ -811,10 +883,20 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     made before anything was allocated (driver memory, disk for the tiles, tile CPU time): a driver needing more
     than ``memory_limit`` (default half the available memory), or tiles needing more disk than the store's file
     system has free, is refused with the estimate.
+
+    ``precomputed`` (Cholesky solver): the kernels computed once, ``limits.kernels.kernel(model, X_all)`` with
+    every training and test row in ``X_all``, verified to belong to this model and these inputs
+    (:mod:`limits.precomputed`) and read instead of recomputed (``kernel`` still names which one to regress
+    with). The cg solver reuses its tiles instead (``store``).
     """
     if solver not in ("cholesky", "cg"):
         raise ValueError(f"solver must be 'cholesky' or 'cg', got {solver!r}")
+    if not isinstance(kernel, str):
+        raise ValueError("kernel names the kernel to regress with, 'nngp' or 'ntk'; a kernel computed once "
+                         "(limits.kernels.kernel(model, X_all)) goes to precomputed=")
     if solver == "cg":
+        if precomputed is not None:
+            raise ValueError("precomputed= is for solver='cholesky'; the cg solver reuses the tiles in store=")
         return _cg_regression(model, X_train, Y_train, X_test, kernel, noise, var=var, block=block, progress=progress,
                               backend=backend, scheduler=scheduler, store=store, tol=tol, rank=rank, maxiter=maxiter,
                               n_workers=n_workers, worker_memory=worker_memory, probes=probes, seed=seed,
@@ -823,11 +905,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
         raise ValueError("backend, scheduler and store belong to solver='cg' (the Cholesky path runs in this process)")
     import time
 
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
-    from scipy.linalg.blas import dsymm
-
-    from .checks import positive_float, positive_int
-    from .kernels.blocked import kernel_blocked, kernel_diag
+    from .checks import positive_int
 
     what = "limits.predict.kernel_regression"
     if kernel not in ("nngp", "ntk"):
@@ -843,6 +921,33 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
         raise ValueError(f"var must be True or False, got {var!r}")
     P, Pt = X.shape[0], Xs.shape[0]
     need = regression_memory(P, Pt, kernel, bool(var), block, Y.shape[1])
+    _regression_memory_check(what, need, memory_limit, P, ntk and var)
+    pre = None if precomputed is None else \
+        kernels_for(m, X, Xs, ntk, precomputed, what, test_cov="diag" if var else False)
+    sec = {}
+    t0 = time.perf_counter()
+    A, K = _regression_train_kernels(m, X, kernel, var, block, progress, pre)
+    sec["kernel"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    c = _factor_in_place(A, noise, kernel, what)
+    alpha = _cho_solve(c, Y)
+    sec["cholesky"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mean, vs, tb = _regression_test(m, X, Xs, c, alpha, K, ntk, var, block, pre)
+    sec["predict"] = time.perf_counter() - t0
+    lml = float("nan")
+    if not ntk:
+        lml = float(-0.5 * np.einsum("po,po->", Y, alpha) - Y.shape[1] * np.sum(np.log(np.diag(c)))
+                    - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
+    diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb), "precomputed": pre is not None}
+    return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
+
+
+def _regression_memory_check(what, need, memory_limit, P, two):
+    """Refuse (ValueError) before allocating when :func:`regression_memory` exceeds ``memory_limit`` (default
+    half the available memory)."""
+    from .checks import positive_float
+
     if memory_limit is None:
         from .memory import available_memory
 
@@ -852,31 +957,48 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
         limit, src = positive_float(memory_limit, "memory_limit"), f"memory_limit = {memory_limit:.6g} bytes"
     if limit is not None and need > limit:
         raise ValueError(f"{what}: P = {P} training points need about {need / 2**30:.3g} GiB "
-                         f"({2 if ntk and var else 1} P×P float64 kernel(s) of {8.0 * P * P / 2**30:.3g} GiB each, "
+                         f"({2 if two else 1} P×P float64 kernel(s) of {8.0 * P * P / 2**30:.3g} GiB each, "
                          f"factored in place), more than {src}; use fewer training points or raise memory_limit")
-    sec = {}
-    t0 = time.perf_counter()
-    get = ("nngp", "ntk") if (ntk and var) else ((kernel,))
-    if _dim(m, "d_in") is None:           # a composition: its kernel in one piece (no tiled engine)
-        from .kernels.composed import kernel as _composed
 
-        from types import SimpleNamespace
 
-        r = _composed(m, X, None, get)
-        kb = SimpleNamespace(**{g: None if getattr(r, g) is None else np.asfortranarray(getattr(r, g).T)
-                                for g in ("nngp", "ntk")})
-        del r
+def _regression_train_kernels(m, X, kernel, var, block, progress, pre):
+    """(A, K): the regressed training kernel, F-ordered with its lower triangle filled (factored in place next),
+    and K_XX for the NTK variance (else None) — tile by tile, a composition's in one piece, or copied from the
+    precomputed blocks ``pre``."""
+    ntk = kernel == "ntk"
+    if pre is not None:
+        A = np.array(pre["T"] if ntk else pre["K"], dtype=float, order="F")      # a copy: factored in place
+        K = np.asfortranarray(pre["K"]) if (ntk and var) else None
     else:
-        kb = kernel_blocked(m, X, block=block, get=get, fill="upper", progress=progress)
-    A = (kb.ntk if ntk else kb.nngp).T               # F-ordered, lower triangle filled
-    K = kb.nngp.T if (ntk and var) else None         # K_XX, lower triangle (NTK variance only)
-    del kb
+        get = ("nngp", "ntk") if (ntk and var) else ((kernel,))
+        if _dim(m, "d_in") is None:           # a composition: its kernel in one piece (no tiled engine)
+            from types import SimpleNamespace
+
+            from .kernels.composed import kernel as _composed
+
+            r = _composed(m, X, None, get)
+            kb = SimpleNamespace(**{g: None if getattr(r, g) is None else np.asfortranarray(getattr(r, g).T)
+                                    for g in ("nngp", "ntk")})
+            del r
+        else:
+            from .kernels.blocked import kernel_blocked
+
+            kb = kernel_blocked(m, X, block=block, get=get, fill="upper", progress=progress)
+        A = (kb.ntk if ntk else kb.nngp).T               # F-ordered, lower triangle filled
+        K = kb.nngp.T if (ntk and var) else None         # K_XX, lower triangle (NTK variance only)
+        del kb
     for a in (A, K):
         if a is not None and not np.all(np.isfinite(np.diag(a))):
             raise ValueError(f"the {kernel.upper()} of this model overflows on these inputs (chaotic/deep regime); "
                              "use smaller sigma_w2 or depth")
-    sec["kernel"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    return A, K
+
+
+def _factor_in_place(A, noise, kernel, what):
+    """Lower Cholesky factor of A + σ²I, overwriting A; :class:`SingularKernelError` with a suggested noise."""
+    from scipy.linalg import LinAlgError, cho_factor
+
+    P = A.shape[0]
     dA = np.diag(A).copy()
     A.flat[:: P + 1] += noise
     s_hint = max(10.0 * noise, 10.0 * P * np.finfo(float).eps * float(dA.max()))
@@ -890,23 +1012,44 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     piv = np.diag(c) ** 2
     if not (np.all(np.isfinite(piv)) and piv.min() > P * np.finfo(float).eps * (dA.max() + noise)):
         raise SingularKernelError(msg, s_hint)
-    alpha = cho_solve((c, True), Y, check_finite=False)
-    sec["cholesky"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    mean = np.empty((Pt, Y.shape[1]))
-    vs = np.empty(Pt) if var else None
-    if _dim(m, "d_in") is None:
+    return c
+
+
+def _cho_solve(c, Y):
+    from scipy.linalg import cho_solve
+
+    return cho_solve((c, True), Y, check_finite=False)
+
+
+def _regression_test(m, X, Xs, c, alpha, K, ntk, var, block, pre):
+    """(mean, var or None, test chunk): the test points in chunks of :func:`_test_chunk` rows, their cross
+    kernels computed (or read from ``pre``) chunk by chunk."""
+    from scipy.linalg import cho_solve, solve_triangular
+    from scipy.linalg.blas import dsymm
+
+    P, Pt = X.shape[0], Xs.shape[0]
+    get = ("nngp", "ntk") if (ntk and var) else (("ntk",) if ntk else ("nngp",))
+    if pre is not None:
+        from types import SimpleNamespace
+
+        kss = pre["K_ss"] if var else None
+        _tiles = lambda S: SimpleNamespace(nngp=pre["K_sx"][S], ntk=None if pre["T_sx"] is None else pre["T_sx"][S])  # noqa: E731
+    elif _dim(m, "d_in") is None:
         from .kernels.composed import kernel as _composed
 
         kss = (np.array([_composed(m, Xs[i:i + 1], None, ("nngp",)).nngp[0, 0] for i in range(Pt)]) if var else None)
-        _tiles = lambda A, get, X2: _composed(m, A, X2, get)  # noqa: E731
+        _tiles = lambda S: _composed(m, Xs[S], X, get)  # noqa: E731
     else:
+        from .kernels.blocked import kernel_blocked, kernel_diag
+
         kss = kernel_diag(m, Xs, ("nngp",))["nngp"] if var else None
-        _tiles = lambda A, get, X2: kernel_blocked(m, A, block=block, get=get, X2=X2, progress=False)  # noqa: E731
+        _tiles = lambda S: kernel_blocked(m, Xs[S], block=block, get=get, X2=X, progress=False)  # noqa: E731
+    mean = np.empty((Pt, alpha.shape[1]))
+    vs = np.empty(Pt) if var else None
     tb = _test_chunk(P)
     for s in range(0, Pt, tb):
         S = slice(s, min(s + tb, Pt))
-        kc = _tiles(Xs[S], get, X)
+        kc = _tiles(S)
         Bsx = kc.ntk if ntk else kc.nngp                  # (chunk × P) Θ_*X or K_*X
         mean[S] = Bsx @ alpha
         if not var:
@@ -919,13 +1062,7 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
             KAt = dsymm(1.0, K, At, side=0, lower=1)                           # K_XX Aᵀ (lower triangle)
             vs[S] = kss[S] + np.einsum("pi,pi->i", At, KAt) - 2.0 * np.einsum("pi,ip->i", At, kc.nngp)
         del kc, Bsx
-    sec["predict"] = time.perf_counter() - t0
-    lml = float("nan")
-    if not ntk:
-        lml = float(-0.5 * np.einsum("po,po->", Y, alpha) - Y.shape[1] * np.sum(np.log(np.diag(c)))
-                    - 0.5 * Y.shape[1] * P * math.log(2 * math.pi))
-    diag = {"block": int(block), "seconds": sec, "test_chunk": int(tb)}
-    return RegressionResult(mean, vs, kernel, noise, lml, float(need), diag, _model_dict(m), X, Y, Xs)
+    return mean, vs, tb
 
 
 def _cg_regression(model, X_train, Y_train, X_test, kernel, noise, *, var, block, progress, backend, scheduler, store,

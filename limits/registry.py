@@ -36,8 +36,8 @@ MODULES = {
               "limits.kernels.optimal", "limits.kernels.response", "limits.kernels.signal", "limits.nfd.gia",
               "limits.nfd.kernel_ode", "limits.nfd.sde", "limits.nfd.training", "limits.params.depth",
               "limits.params.named", "limits.pc.equilibrium", "limits.pc.inference", "limits.pc.spectra"),
-    "factory": ("limits.torch.demos", "limits.torch.handwritten", "limits.torch.transfer_demos"),
-    "data": ("limits.torch.demos", "limits.torch.handwritten", "limits.torch.transfer_demos"),
+    "factory": ("limits.torch.demos", "limits.torch.handwritten", "limits.torch.suite", "limits.torch.transfer_demos"),
+    "data": ("limits.torch.demos", "limits.torch.handwritten", "limits.torch.suite", "limits.torch.transfer_demos"),
 }
 
 # parameter names that take a path, a file or a directory (``model`` too: a Model argument also accepts a

@@ -237,8 +237,10 @@ def load_result(path, what="result file"):
     """Load a result saved by :func:`save_result` (no pickle is ever loaded; every file read bounded)."""
     npz_path, json_path = result_paths(path)
     payload = read_payload(path, what)
-    arrays = read_npz(npz_path, what)
+    # the type first: a file naming anything but a listed Result type is refused before its arrays are read
+    # (reading the zip imports a codec on first use: a refused file must import nothing)
     cls = result_class(payload.get("type") if isinstance(payload, dict) else None, str(json_path))
+    arrays = read_npz(npz_path, what)
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         return cls(**{k: decode_value(v, arrays) for k, v in payload["fields"].items()})
@@ -280,11 +282,11 @@ class Result:
             cls.__repr__ = Result.__repr__
 
     def __repr__(self):
-        """``Name(field=value, …)`` with numbers shown, arrays as their shape, dicts as their size, long
-        strings and sequences shortened: one readable line (``str(result)`` may say more)."""
-        parts = [f"{f.name}={short_value(getattr(self, f.name, None))}" for f in dataclasses.fields(self)
-                 if f.repr]
-        return f"{type(self).__name__}({', '.join(parts)})"
+        """One line, :func:`summary_repr`: the numbers, flags and short strings first (settings and diagnostics
+        such as ``converged``, ``iterations``, ``residual``), the scalar entries of a ``diagnostics`` dict,
+        then every array as its shape — never array contents, at most :data:`REPR_LIMIT` characters
+        (``str(result)`` may say more)."""
+        return summary_repr(self)
 
     @classmethod
     def _registry_name(cls) -> str:
@@ -335,6 +337,61 @@ def kernel_summary(r) -> str:
         else:
             parts.append(f"{name}: entries {K.min():.4g}–{K.max():.4g}")
     return "; ".join(parts)
+
+
+REPR_LIMIT = 400            # characters of a result's repr
+_DIAGNOSTIC_FIELDS = ("diagnostics", "details", "info")
+
+
+def _is_array(v) -> bool:
+    if getattr(v, "lazy_array", False):
+        return True
+    return isinstance(v, np.ndarray) and not (v.ndim == 0 or v.size == 1 and v.dtype.kind in "biuf")
+
+
+def _is_scalar(v) -> bool:
+    if isinstance(v, (bool, int, float, np.generic)) or v is None:
+        return True
+    if isinstance(v, np.ndarray):
+        return not _is_array(v)
+    if isinstance(v, str):
+        return len(v) <= 40
+    return isinstance(v, (list, tuple)) and len(v) <= 4 and all(isinstance(x, (int, float, str, bool, np.generic))
+                                                                for x in v)
+
+
+def summary_repr(obj, limit=REPR_LIMIT) -> str:
+    """``Name(a=1, converged=True, …; diagnostics: iterations=12, …; arrays: mean 500×10, cov 500×500; model
+    {12 keys})`` of a result dataclass ``obj``: scalars, a diagnostics dict's scalar entries (those computed:
+    a lazily filled dict stays unfilled), array shapes, the other fields shortened (:func:`short_value`); None
+    fields left out; cut at ``limit`` characters with the count left out."""
+    scalars, diag, arrays, other = [], [], [], []
+    for f in dataclasses.fields(obj):
+        if not f.repr:
+            continue
+        v = getattr(obj, f.name, None)
+        if _is_array(v):
+            shape = np.shape(v)
+            arrays.append(f"{f.name} {'×'.join(map(str, shape)) or 'scalar'}")
+        elif v is None:
+            continue
+        elif _is_scalar(v):
+            scalars.append(f"{f.name}={short_value(v)}")
+        elif f.name in _DIAGNOSTIC_FIELDS and isinstance(v, dict):
+            entries = dict.items(v)            # the entries there now: a lazily filled dict is not filled by a repr
+            items = [f"{k}={short_value(x)}" for k, x in entries if isinstance(k, str) and _is_scalar(x)]
+            rest = dict.__len__(v) - len(items)
+            diag.append(f"{f.name}: " + ", ".join(items) + (f" (+{rest} more)" if rest and items else
+                                                            (f"{{{rest} keys}}" if not items else "")))
+        else:
+            other.append(f"{f.name} {short_value(v)}")
+    groups = [", ".join(scalars), "; ".join(diag), ("arrays: " + ", ".join(arrays)) if arrays else "",
+              ", ".join(other)]
+    text = "; ".join(g for g in groups if g)
+    if len(text) > limit:
+        cut = text[:limit].rsplit(", ", 1)[0]
+        text = f"{cut}, … (+{text[len(cut):].count(', ') + text[len(cut):].count('; ')} more)"
+    return f"{type(obj).__name__}({text})"
 
 
 def short_value(v) -> str:

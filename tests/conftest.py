@@ -3,7 +3,16 @@ path — ``python -m pytest tests/torch_bridge`` (README "PyTorch networks"), th
 so the README's test command tests the core alone, whether or not torch happens to be installed."""
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
+
+import pytest
+
+# Progress lines (stderr) come on the clock: the first once a report has been open LIMITS_PROGRESS_FIRST seconds
+# (limits.progress; 2 by default). Tests asserting on stderr must not see one by chance on a loaded machine, so the
+# session waits ten minutes for a first line; the tests of progress lines set their own (tests/test_progress*.py).
+os.environ.setdefault("LIMITS_PROGRESS_FIRST", "600")
 
 TORCH_TESTS = Path(__file__).resolve().parent / "torch_bridge"
 
@@ -21,3 +30,23 @@ def pytest_ignore_collect(collection_path, config):
     if collection_path == TORCH_TESTS and not _asks_for_torch_tests(config):
         return True
     return None
+
+
+def _wait_until(condition, what, proc=None, limit=900.0, poll=0.02):
+    """Wait for a state (a file, a count), not for a time: poll ``condition()`` until it is true. Fails naming
+    ``what`` when the subprocess ``proc`` ended first (with its stderr, when piped) or after ``limit`` seconds —
+    a bound for a machine loaded many times over, never reached when the state comes."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr is not None else ""
+            pytest.fail(f"waiting for {what}: the process ended first (exit {proc.returncode}) {err[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"waiting for {what}: not reached within {limit:.0f} s")
+        time.sleep(poll)
+
+
+@pytest.fixture
+def wait_until():
+    """:func:`_wait_until`: tests of Ctrl-C, kills and locks wait on states, so they hold on a loaded machine."""
+    return _wait_until

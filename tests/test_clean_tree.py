@@ -4,7 +4,7 @@ stay empty after ``python -m pip install -e . && limits``).
 The main job runs in a copy of this checkout (tracked files plus new, not ignored ones, committed
 into a fresh repository under ``tmp_path``), then ``git status --porcelain`` of the copy must be
 empty: the job writes only into its git-ignored ``results/`` folder and copies the committed
-figures instead of re-rendering them. The stores that docs/sweep.md creates are ignored too.
+figures instead of re-rendering them. The stores that docs/sweep.rst creates are ignored too.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def clone(tmp_path_factory):
 def test_main_job_leaves_a_clean_tree(clone):
     env = {**os.environ, "PYTHONPATH": str(clone), "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-m", "limits"], cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=1800)          # ~15 s at normal load; a bound for a hang
     assert proc.returncode == 0, proc.stderr
     assert "outputs in results/" in proc.stdout
     assert (clone / "results" / "tables").is_dir() and (clone / "results" / "seed004_fig2.png").is_file()
@@ -61,7 +61,7 @@ def test_main_job_leaves_a_clean_tree(clone):
 
 
 def test_sweep_stores_are_ignored(clone):
-    """`limits sweep run docs/sweeps/X.toml` writes sweeps/X/ (docs/sweep.md): ignored, not untracked."""
+    """`limits sweep run docs/sweeps/X.toml` writes sweeps/X/ (docs/sweep.rst): ignored, not untracked."""
     store = clone / "sweeps" / "critical_line"
     store.mkdir(parents=True)
     (store / "sweep.nc").write_bytes(b"\0")

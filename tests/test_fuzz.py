@@ -174,6 +174,23 @@ def _alarm(*_):
     raise _Timeout()
 
 
+@contextlib.contextmanager
+def _time_limit(seconds):
+    """Raise :class:`_Timeout` inside the block after ``2 × seconds`` of this process's CPU time (SIGPROF; twice
+    the old wall-clock limit, which allowed both cores of an idle machine) — a budget a loaded machine does not eat
+    — or, for a hang that burns no CPU, after a wall-clock backstop of ``max(300, 30 × seconds)``."""
+    old = {sig: signal.signal(sig, _alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, 2 * seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(300.0, 30.0 * seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 OVERFLOW = "overflow encountered|invalid value encountered"   # numpy's reports on hostile magnitudes
 _THIRD_PARTY = tuple(p for p in {__import__("sysconfig").get_paths()["purelib"],
                                  __import__("sysconfig").get_paths()["platlib"]} if p)
@@ -182,10 +199,8 @@ _THIRD_PARTY = tuple(p for p in {__import__("sysconfig").get_paths()["purelib"],
 def run_cli(argv, timeout=30):
     """``limits ARGV`` in-process: (exit status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+        with _time_limit(timeout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -194,9 +209,6 @@ def run_cli(argv, timeout=30):
                 rc = exc.code if isinstance(exc.code, int) else 2
     except _Timeout:
         rc = "timeout"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     # hostile values may overflow: a RuntimeWarning (numpy's, or limits' own report such as
     # "activations overflowed") is an expected part of the answer; any other warning is not
     unexpected = [w for w in caught if not issubclass(w.category, RuntimeWarning)
@@ -678,7 +690,7 @@ def _fuzz_cli(case, tmp):
         FUZZ_COUNT.add((cmd, flag, value))
     rc, out, err = run_cli(argv, timeout=8)
     if rc == "timeout" and not any(_hostile_number(v) for _, _, v in muts):
-        assume(False)               # an ordinary size that is merely slow on a loaded machine: inconclusive
+        assume(False)               # an ordinary size that is merely slow (over its CPU budget): inconclusive
     names = {n for f, d, v in muts for n in _names(f, d, v)}
     p = check(cmd, argv, rc, out, err, None, None, None, tmp)
     if p is None and rc == 2:
@@ -912,7 +924,7 @@ def test_i21_check_rate_not_estimable_with_two_widths():
 
     plt.close(c.plot())                                       # the figure's title too
     rc, out, err = run_cli(["check", "--model", files[0], "--x", files[1], "--widths", "16", "32", "--inits", "4"])
-    assert rc in (0, 1) and "not estimable" in out and not _NONFINITE.search(out), out
+    assert rc in (0, 1, 4) and "not estimable" in out and not _NONFINITE.search(out), out
 
 
 def test_i21_model_file_keys_and_explicit_options(tmp_path):
@@ -1017,10 +1029,10 @@ def test_i21_huge_depth_refused_from_a_cost_estimate(tmp_path):
                  _i21_predict_argv(files, "--method", "posterior", model=deep),
                  ["check", "--model", deep, "--x", files[1], "--widths", "8", "16", "32", "--inits", "4"]):
         FUZZ_COUNT.add(("i21", "depth 1e8", argv[0]))
-        t0 = time.perf_counter()
+        t0 = time.process_time()      # refused from a cost estimate: CPU time, which load does not inflate
         rc, out, err = run_cli(argv, timeout=60)
         _one_error(rc, err, "depth = 100000000", "would take at least")
-        assert time.perf_counter() - t0 < 30
+        assert time.process_time() - t0 < 30
     with pytest.raises(limits.ModelError, match="depth"):
         limits.kernels.kernel(limits.Model.load(deep), X)
     with pytest.raises(limits.ModelError, match="depth = 100000000"):     # the finite network: not built
@@ -1088,7 +1100,9 @@ def test_i21_messages_name_the_option(tmp_path):
     m, X, Y, Xs, files = _i21_task()
     garbage = tmp_path / "g.npz"
     garbage.write_bytes(bytes(range(256)) * 4)
-    (tmp_path / "g.json").write_text(json.dumps({"format": 1, "type": "x", "fields": {}}))
+    # a listed type: the loader reaches the arrays (a type it does not list is refused before they are read)
+    (tmp_path / "g.json").write_text(json.dumps({"format": 1, "type": "limits.predict.RegressionResult",
+                                                 "fields": {}}))
     for argv, opt in ((_i21_predict_argv([files[0], str(garbage), files[2], files[3]], "--t", "1"), "--x-train"),
                       (["check", "--model", files[0], "--x", str(garbage)], "--x"),
                       (["nngp", "--X", str(garbage)], "--X"),
@@ -1222,15 +1236,11 @@ def _api_params():
 def test_api_hostile_argument(cid, call, bad):
     """Each public entry point × each hostile value: a finite result or ValueError/TypeError."""
     FUZZ_COUNT.add((cid, repr(bad)[:40]))
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, 10)
     try:
-        _api_ok(call, bad)
+        with _time_limit(10):
+            _api_ok(call, bad)
     except _Timeout:
-        pytest.fail(f"{cid} with {bad!r}: no answer within 10 s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        pytest.fail(f"{cid} with {bad!r}: no answer within 20 CPU-seconds")
 
 
 def test_api_named_with_foreign_symbol():
@@ -2096,11 +2106,11 @@ def test_a_folder_named_limits_shadowing_the_package(tmp_path):
             (tmp_path / "limits" / "__init__.py").write_text("")
         FUZZ_COUNT.add(("resolver31", "shadowing folder", init))
         p = subprocess.run([sys.executable, "-c", finder], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=120)
+                           timeout=600)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and str(tmp_path / "limits") in lines[0], p.stderr
         assert "internal error" not in p.stderr and "Traceback" not in p.stderr
-    p = subprocess.run([sys.executable, "-c", finder], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", finder], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and p.stdout.startswith("limits "), p.stderr        # control: not shadowed
 
 
@@ -2125,13 +2135,13 @@ def test_long_user_text_is_never_echoed_whole(cmd, flag, dest, tmp_path, monkeyp
 
 # --- issue 31, items 4 and 7: every reader bounded; messages that name the option and the file ---
 def _fast(fn, *a, budget=1.0, **kw):
-    """``fn(*a, **kw)`` must raise ValueError within ``budget`` seconds; returns the message."""
+    """``fn(*a, **kw)`` must raise ValueError within ``budget`` CPU-seconds of this process; returns the message."""
     import time
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(ValueError) as e:
         fn(*a, **kw)
-    assert time.perf_counter() - t0 < budget, (fn, time.perf_counter() - t0)
+    assert time.process_time() - t0 < budget, (fn, time.process_time() - t0)
     return str(e.value)
 
 
@@ -2217,6 +2227,7 @@ def test_i31_npz_members_are_sized_before_anything_is_allocated(tmp_path):
     import tracemalloc
     import zipfile
 
+    import limits.predict  # noqa: F401  (the bomb's result type: its import is not the allocation measured)
     from limits.readfile import load_arrays
     from limits.results import load_result
 
@@ -2370,7 +2381,7 @@ def test_i31_disk_full_and_file_too_large_name_the_option_and_the_file(tmp_path,
     np.save(tmp_path / "X60.npy", np.random.default_rng(0).standard_normal((60, 4)))
     proc = subprocess.run([sys.executable, "-m", "limits", "kernel", "--model", files[0], "--x1",
                            str(tmp_path / "X60.npy"), "--save", str(tmp_path / "big")], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)))
     _one_error(proc.returncode, proc.stderr, "--save", "big.npz", "File too large", "ulimit")
 
@@ -2411,6 +2422,68 @@ def test_i31_no_negative_zero_in_printed_exponents():
         assert signed(loglog_slope(ws, [c] * len(ws))) == "+0.00"
     assert abs(loglog_slope([16, 32, 64], [1.0, 2.0, 4.0]) - 1.0) < 1e-12
     assert "-0.000" not in str(RateFit(-1e-17, 0.0, 0.01, -2e-4, 0.02, 0.95))
+
+
+# ---------------------------------------------------------------------------------------------- issue 42: numerics
+def test_i42_kernels_at_the_edges_of_the_input_range():
+    """Item 3: identical rows of norm 1e7 get equal erf NTK entries (were 5 % apart); rows like Unix times a finite
+    NTK without an 'overflowed' warning (was +inf); opposite rows of norm 1e19 through a gelu composition the exact
+    tiny NNGP entry (was 8e37 times it); a deep ordered-phase relu net the exact NTK (was 3e-10 off)."""
+    from limits.devtools import highprec as hp
+
+    X = np.ones((2, 3)) * 1e7 / np.sqrt(3)
+    k = limits.kernels.kernel(limits.mlp(3, 1, activation="erf"), X)
+    assert k.ntk[0, 1] == k.ntk[0, 0] == k.ntk[1, 1]
+    for X in (np.array([[1.7e9], [1.7e9]]), np.array([[1.7e9], [1.7e9 + 60.0]]), np.array([[1.7e9, 3.0], [1.7e9, 4.0]])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            k = limits.kernels.kernel(limits.mlp(X.shape[1], 2, activation="erf"), X)
+        _, T, _ = hp.mlp(X, "erf", 2)
+        assert np.allclose(k.ntk, T, rtol=1e-13, atol=0)
+    L = limits.layers
+    X = np.array([[1e19, 0.0, 2e18], [-1e19, 0.0, -2e18]])
+    layers = [L.Dense(2.0), L.Activation("gelu"), L.Dense(1.5)]
+    k = limits.kernels.kernel(limits.serial(*layers), X)
+    K, _ = hp.composition(X, layers)
+    assert k.nngp[0, 1] == pytest.approx(K[0][1], rel=1e-12) and k.nngp[0, 1] < 0
+    FUZZ_COUNT.update({("i42", "kernel", "identical rows 1e7"), ("i42", "kernel", "Unix times"),
+                       ("i42", "kernel", "Unix times + feature"), ("i42", "serial gelu", "opposite rows 1e19")})
+
+
+def test_i42_read_in_overflow_and_singular_relu_moments():
+    """Item 3: a composition on inputs of scale 1e155 is refused naming X1 and the scale (was "K contains NaN or
+    inf"); relu kernel fluctuations on a d_in = 1 read-in (every K⁰ quadruple singular) are computed (was an internal
+    LinAlgError, exit 70 on the command line); the singular relu moments are the rank rule's, not Gauss–Hermite's."""
+    L = limits.layers
+    with pytest.raises(ValueError, match="X1: the read-in kernel"):
+        limits.kernels.kernel(limits.serial(L.Dense(), L.Activation("relu"), L.Dense()), np.ones((2, 3)) * 1e155)
+    X = np.array([[0.3], [-1.2], [0.7]])
+    f = limits.kernels.kernel_fluctuations(X, model=limits.mlp(1, 1, activation="relu", sigma_b2=0.1), width=64)
+    assert np.all(np.isfinite(f.var_C))
+    from limits.activations import BUILTIN
+    from limits.kernels.fourpoint import expect4
+    from limits.kernels.relu_lowrank import expect_many
+
+    relu = BUILTIN["relu"]
+    S = np.outer([1.0, -0.5, 2.0, 0.3], [1.0, -0.5, 2.0, 0.3]) + 0.1          # rank 2
+    assert expect4(relu, [relu.dphi] * 4, S[None])[0] == pytest.approx(expect_many(S, [[0, 0, 0, 0]])[0], rel=1e-14)
+    FUZZ_COUNT.update({("i42", "serial", "X 1e155"), ("i42", "kernel_fluctuations", "relu d_in=1"),
+                       ("i42", "expect4", "rank-2 relu")})
+
+
+def test_i42_check_without_a_measurement_is_not_a_pass(tmp_path):
+    """Item 4: two inits at two widths cannot decide the bias test — inconclusive (exit 4), never a pass; three widths
+    leave the finite-size rate not tested, reported with the widths that would test it, never 'contains −0.5'."""
+    m = tmp_path / "m.toml"
+    limits.mlp(3, 1, activation="erf").save(m)
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).standard_normal((3, 3)))
+    rc, out, err = run_cli(["check", "--model", m, "--what", "nngp", "--x", x, "--widths", "8", "16", "--inits", "2"])
+    assert rc == 4 and "INCONCLUSIVE" in out and "PASS" not in out, (rc, out, err)
+    rc, out, err = run_cli(["check", "--model", m, "--what", "nngp", "--x", x, "--widths", "16", "32", "64",
+                            "--inits", "64"])
+    assert rc in (0, 1) and "**not tested**" in out and "contains -0.5" not in out, out
+    FUZZ_COUNT.update({("i42", "check --inits", "2"), ("i42", "check --widths", "16 32 64")})
 
 
 # the report of the suite's size runs after this section (re-bound, so it is last in the module)

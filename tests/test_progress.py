@@ -70,3 +70,114 @@ def test_long_nngp_recursion_reports_its_progress(monkeypatch, capsys):
     r = limits.kernels.nngp(X, depth=60, keep="last")
     assert "NNGP/NTK layers: 60/60 (100%)" in capsys.readouterr().err
     np.testing.assert_array_equal(r.K_out, ref.K_out)
+
+
+# ---------------------------------------------------------------------------------------- the first line
+def _wait_for(cond, timeout=20.0):
+    """Poll ``cond`` (the heartbeat thread prints on its own schedule) until it holds or ``timeout`` passes."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def test_first_line_within_seconds_even_while_one_step_runs():
+    """A report open longer than `first` prints a line from the heartbeat, before any step has finished."""
+    buf = io.StringIO()
+    bar = LineProgress(total=4, desc="slow", interval=3600.0, stream=buf, first=0.3)
+    assert _wait_for(lambda: "slow: 0/4 (0%)" in buf.getvalue())
+    bar.update(1)
+    bar.close()
+    assert buf.getvalue().splitlines()[-1].startswith("slow: 1/4 (25%)")     # the final line
+
+
+def test_stage_is_silent_when_short_and_says_how_long_when_long(monkeypatch, capsys):
+    from limits.progress import stage
+
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    monkeypatch.setenv("LIMITS_PROGRESS_FIRST", "0.3")
+    with stage("quick"):
+        pass
+    assert capsys.readouterr().err == ""
+    seen = []
+    with stage("theory"):
+        assert _wait_for(lambda: seen.append(capsys.readouterr().err) or "theory: " in "".join(seen))
+    err = "".join(seen) + capsys.readouterr().err
+    assert "theory: 0s elapsed" in err and err.strip().splitlines()[-1].startswith("theory: done in")
+    monkeypatch.setenv("LIMITS_PROGRESS", "0")
+    with stage("silenced") as s:
+        assert s is None
+
+
+def test_only_the_innermost_report_speaks_on_time(monkeypatch):
+    from limits.progress import HEARTBEAT, stage
+
+    buf = io.StringIO()
+    monkeypatch.setenv("LIMITS_PROGRESS_FIRST", "0.2")
+    monkeypatch.setenv("LIMITS_PROGRESS_INTERVAL", "0.5")
+    monkeypatch.delenv("LIMITS_PROGRESS", raising=False)
+    with stage("outer") as outer:
+        outer.stream = buf
+        for i in range(3):                    # short reports opening and closing inside do not delay the first line
+            LineProgress(total=1, desc=f"quick{i}", stream=buf).close()
+        # its own first-line delay is an hour: the line comes from the outermost report's schedule
+        inner = LineProgress(total=2, desc="inner", interval=3600.0, stream=buf, first=3600.0)
+        assert HEARTBEAT.innermost() is inner
+        assert _wait_for(lambda: "inner: 0/2" in buf.getvalue())
+        inner.close()
+        assert "outer" not in buf.getvalue() and "quick" not in buf.getvalue()
+        assert _wait_for(lambda: "outer: " in buf.getvalue())               # the outer one once inner is done
+
+
+def test_the_heartbeat_ends_and_dropped_reports_go_quiet():
+    import gc
+    import threading
+
+    from limits.progress import HEARTBEAT
+
+    buf = io.StringIO()
+    LineProgress(total=3, desc="dropped", stream=buf, first=0.2)           # never closed, nobody keeps it
+    gc.collect()
+    assert HEARTBEAT.innermost() is None
+    assert _wait_for(lambda: not any(t.name == "limits-progress" for t in threading.enumerate()))
+    assert "dropped" not in buf.getvalue()
+
+
+def test_a_forked_child_starts_without_the_parents_heartbeat():
+    """A process forked while another thread holds the heartbeat's lock (as the heartbeat thread may) reports
+    normally: the child starts with a heartbeat of its own (os.register_at_fork)."""
+    import os
+    import signal
+    import threading
+
+    from limits.progress import HEARTBEAT
+
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with HEARTBEAT._lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(30)
+    pid = os.fork()
+    if pid == 0:                                       # the child: a new report must not wait on the copied lock
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(5))
+        signal.alarm(20)
+        try:
+            child = LineProgress(total=1, desc="child", stream=io.StringIO())
+            child.update(1)
+            child.close()
+            os._exit(0 if HEARTBEAT.innermost() is None else 3)
+        except BaseException:
+            os._exit(4)
+    release.set()
+    t.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0      # 5: the child hung on the parent's lock

@@ -1,6 +1,7 @@
-"""The README's "Architectures and your own network" section runs as written, and its numbers, the docs' accuracy
-table for noise="auto" and the limits.layers docstring example come from data and code that say the same.
-(Its torch part: tests/torch_bridge/test_torch_readme.py.)"""
+"""The README's "A layer composition" example runs as written and prints what the README shows; its numbers and its
+check are the committed figure's data (every array bit for bit, every number of the JSON but the recorded run
+times), and docs/architectures.rst, the docs' accuracy table for noise="auto" and the limits.layers docstring example
+say what the data say. (The torch examples: tests/torch_bridge/test_torch_readme.py.)"""
 import json
 import re
 from pathlib import Path
@@ -8,14 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import doc_examples as D
 import limits
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGE = ROOT / "docs/architectures.rst"
+TIMES = {"wall_time_s", "seconds", "cpu_seconds"}          # run times: the only numbers a rerun may change
 
 
 def _section():
-    return README.read_text().split("## Architectures and your own network", 1)[1].split("\n## ", 1)[0]
+    return README.read_text().split("## A layer composition", 1)[1].split("\n## ", 1)[0]
 
 
 def _figure_data(name):
@@ -24,33 +28,57 @@ def _figure_data(name):
     return load_data(name, ROOT / "figures")
 
 
-def test_cnn_example_runs_and_says_what_the_readme_says(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    code = re.findall(r"```python\n(.*?)```", _section(), re.S)[0]
-    assert "limits.serial" in code and "limits.predict" in code and "limits.check" in code
+def _same(a, b, path=""):
+    """Differences between two encoded results (JSON values, arrays by name), run times skipped."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}: keys {sorted(set(a) ^ set(b))}"] if set(a) != set(b) else []
+        return out + [d for k in a if k in b and k not in TIMES for d in _same(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        return [f"{path}: length"] if len(a) != len(b) else [d for i, (x, y) in enumerate(zip(a, b))
+                                                              for d in _same(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def _encoded(result):
+    from limits.results import encode_value
+
+    arrays = {}
+    return encode_value(result, arrays, "r"), arrays
+
+
+def test_cnn_example_runs_and_is_the_committed_figure(tmp_path):
+    block = next(b for b in D.blocks("README.md") if b.key == D_KEY)
     ns = {}
-    exec(compile(code, "README.md", "exec"), ns)
+    D.run_block(block, tmp_path, ns)                      # runs as written; prints what the README shows
     p, c = ns["p"], ns["c"]
-    acc = float(np.mean(p.mean.argmax(1) == ns["digits"].target[1000:1100]))
-    assert p.fitted == ("output_scale", "noise") and acc >= 0.85
-    assert c.verdict == "pass", c.to_markdown()
+    assert p.fitted == ("output_scale", "noise") and c.verdict == "pass", c.to_markdown()
     assert (tmp_path / "cnn_check.png").stat().st_size > 1000
-    # the committed figure is these lines' output, and the README's numbers are its data
-    d = _figure_data("layers_cnn_digits_check")["data"]
-    assert d["accuracy"] == pytest.approx(acc, abs=1e-12)
-    assert d["output_scale"] == pytest.approx(p.output_scale, rel=1e-6) and d["check"].verdict == c.verdict
-    text = _section()
+    # the committed figure is these lines' output: the same posterior and the same check, number for number
+    payload = _figure_data("layers_cnn_digits_check")
+    d = payload["data"]
+    assert payload["params"]["check_seed"] == 0 and "seed=0" in block.code
+    acc = float(np.mean(p.mean.argmax(1) == ns["digits"].target[1000:1100]))
+    assert d["accuracy"] == acc and d["output_scale"] == p.output_scale and d["noise"] == p.noise
+    (new, new_arrays), (old, old_arrays) = _encoded(c), _encoded(d["check"])
+    assert not _same(new, old), _same(new, old)[:10]
+    assert new_arrays.keys() == old_arrays.keys()
+    for k in new_arrays:
+        assert np.array_equal(new_arrays[k], old_arrays[k]), k
+    # docs/architectures.rst's numbers are the data's
+    text = " ".join(PAGE.read_text().split())
     c0 = d["check"]
     assert f"d_eff = {c0.details['d_eff']:.0f} fitted directions: N = {int(c0.widths[0])}–{int(c0.widths[-1])}" in text
     assert f"{100 * d['accuracy']:.0f} % test accuracy" in text and f"gives {100 * d['accuracy_noise_alone']:.0f} %" in text
 
 
+D_KEY = "README.md § A layer composition: import numpy as np, limits"
+
+
 def test_section_names_committed_figures_and_the_gallery():
-    text = _section()
-    for name in re.findall(r"figures/([A-Za-z0-9_]+)\.png", text):
-        assert (ROOT / "figures" / f"{name}.png").is_file(), name
-        assert name in limits.gallery.figures()
-    assert "layers_cnn_digits_learning_curves" in text
+    for text in (_section(), PAGE.read_text()):
+        for name in re.findall(r"figures/(?:full/)?([A-Za-z0-9_]+)\.png", text):
+            assert name in limits.gallery.figures(), name
+    assert "layers_cnn_digits_learning_curves" in PAGE.read_text()
 
 
 def test_layers_docstring_example_runs():

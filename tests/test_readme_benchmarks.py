@@ -1,6 +1,5 @@
-"""The README's kernel benchmark rows are what the committed benchmark data say
-(``python benchmarks/readme_rows.py`` from ``benchmarks/results/kernels.json``, written by
-``python benchmarks/run.py kernels --json benchmarks/results/kernels.json``)."""
+"""The benchmark tables of docs/performance.rst and README.md, and the README's figure, are what the committed
+benchmark data say (``python benchmarks/readme_rows.py --write`` from ``benchmarks/results/*.json``)."""
 import json
 from pathlib import Path
 
@@ -15,12 +14,36 @@ def _mod():
     return load("readme_rows")
 
 
-def test_readme_holds_the_generated_kernel_rows():
+def test_page_holds_the_generated_rows():
     m = _mod()
-    readme = (ROOT / "README.md").read_text()
+    page = m.PAGE.read_text()
     for row in m.rows():
-        assert row in readme.splitlines(), ("README.md is stale: run python benchmarks/readme_rows.py --write\n"
-                                            + row)
+        assert row in page.splitlines(), ("docs/performance.rst is stale: run python benchmarks/readme_rows.py --write\n"
+                                          + row)
+    assert marked_block(_Marks(m.MACHINE_BEGIN, m.MACHINE_END), m.PAGE) == m.machine_lines()
+
+
+class _Marks:
+    def __init__(self, begin, end):
+        self.BEGIN, self.END = begin, end
+
+
+def test_readme_table_and_figure_are_the_data(tmp_path):
+    """The README's compact table (one number per cell), its machine line and its figure's numbers are the data's; the
+    figure redrawn from them is the committed image."""
+    from test_doc_examples import images_match
+
+    m = _mod()
+    lines = marked_block(m)
+    assert lines == m.compact_rows() + [""] + m.machine_lines(), "README.md is stale: python benchmarks/readme_rows.py --write"
+    data = m.compact_data()
+    assert len(data) >= 8 and all(d["ratio"] > 0 for d in data)
+    for ln in lines[2:len(data) + 2]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        assert len(cells) == 4 and all(float(c) >= 0 for c in cells[1:]), ln
+    assert json.loads(m.FIGURE.with_suffix(".json").read_text()) == json.loads(json.dumps(data))
+    m.ratio_figure(data, tmp_path / "r.png")
+    assert images_match(tmp_path / "r.png", m.FIGURE)
 
 
 def test_results_table_is_up_to_date():
@@ -88,3 +111,12 @@ def test_mup_coordcheck_rows_are_generated_from_the_data():
     m = load("mup_coordcheck")
     assert marked_block(m, ROOT / "benchmarks" / "README.md") == m.readout_rows(load_data(m)), \
         "benchmarks/README.md is stale: python benchmarks/mup_coordcheck.py --write"
+
+
+def test_benchmark_readme_tables_are_generated_from_the_data():
+    """benchmarks/README.md's layers and compositions tables, with their machine and protocol notes, are the data's."""
+    m = _mod()
+    text = m.BENCH_README.read_text()
+    for begin, end, lines in m.bench_tables():
+        assert text.split(begin, 1)[1].split(end, 1)[0].strip().splitlines() == lines, \
+            "benchmarks/README.md is stale: python benchmarks/readme_rows.py --write"

@@ -1,4 +1,4 @@
-"""The README's coord-check calibration tables are generated from benchmarks/results/calibration/coordcheck.json
+"""The coord-check calibration tables of docs/torch.rst are generated from benchmarks/results/calibration/coordcheck.json
 (``python benchmarks/coordcheck_calibration.py --write``), and say what the data say: the false-alarm rate on
 every correct module is not significantly above the nominal level (one-sided binomial test at 1 %: a correct
 calibration fails it with probability ≤ 1 % per module), every injected bug is flagged."""
@@ -13,7 +13,8 @@ def _module():
 
 def test_readme_rows_are_generated_from_the_data():
     m = _module()
-    assert marked_block(m) == m.rows(load_data(m)), "README is stale: python benchmarks/coordcheck_calibration.py --write"
+    assert marked_block(m, m.PAGE) == m.rows(load_data(m)), \
+        "docs/torch.rst is stale: python benchmarks/coordcheck_calibration.py --write"
 
 
 def test_the_data_meet_the_stated_levels():

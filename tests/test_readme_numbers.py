@@ -1,7 +1,7 @@
-"""The README's "our measurement" column is what the figure data files say.
+"""The "our measurement" column of docs/reproducing.rst is what the figure data files say.
 
 ``python -m limits.gallery.measurements`` generates the rows from ``figures/NAME.json`` + ``.npz``
-(docs/README_measurements.md); these tests fail when the README table, the generated file or the
+(docs/README_measurements.md); these tests fail when that page's table, the generated file or the
 data disagree.
 """
 from pathlib import Path
@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGS = ROOT / "figures"
 
 
-def test_readme_rows_match_the_figure_data():
-    problems = M.compare((ROOT / "README.md").read_text(), FIGS)
-    assert not problems, "README table disagrees with `python -m limits.gallery.measurements`:\n" + "\n".join(problems)
+def test_page_rows_match_the_figure_data():
+    problems = M.compare((ROOT / "docs/reproducing.rst").read_text(), FIGS)
+    assert not problems, ("docs/reproducing.rst disagrees with `python -m limits.gallery.measurements`:\n"
+                          + "\n".join(problems))
 
 
 def test_generated_file_is_up_to_date():
@@ -39,7 +40,7 @@ def test_table_parser_and_comparison_catch_a_changed_number(tmp_path):
     bad = table.replace(meas, meas.replace("[", "[9", 1))
     assert any("measurement differs" in p for p in M.compare(bad, FIGS))
     missing = table.replace(f"| {seed} | {claim} | {cmd} | {meas} |\n", "")
-    assert any("no README row" in p for p in M.compare(missing, FIGS))
+    assert any("no row in the page" in p for p in M.compare(missing, FIGS))
 
 
 def test_parser_keeps_pipes_inside_code():

@@ -63,7 +63,7 @@ def test_every_declared_function_obeys_the_rule(kind):
 
 
 def test_the_documented_examples_are_declared():
-    """Every limits function a documented sweep names (docs/sweeps/*.toml, docs/sweep.md, README, the tests'
+    """Every limits function a documented sweep names (docs/sweeps/*.toml, docs/sweep.rst, README, the tests'
     sweep files) is a declared sweep computation."""
     import re
 

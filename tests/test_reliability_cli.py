@@ -155,7 +155,7 @@ def _interrupt_at(delay):
     assert proc.stderr.readline() == "go\n"
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=600)     # unwinding and exit: a fraction of a CPU-second
     return proc.returncode, err
 
 
@@ -192,7 +192,7 @@ def test_ctrl_c_swallowed_in_a_weakref_callback_still_stops_the_work():
             "    return 0\n"
             "c.cmd_activations = cmd\nsys.exit(c.main())")
     proc = subprocess.run([sys.executable, "-c", code, "activations"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "LIMITS_PROGRESS": "0"})
+                          timeout=600, env={**os.environ, "LIMITS_PROGRESS": "0"})
     # raised again shortly after the callback: no "Exception ignored" traceback, the command stops within
     # its first steps (each sleeps 10 ms) instead of running on for hours
     assert proc.returncode == 130, proc.stderr[-2000:]
@@ -222,11 +222,11 @@ def test_progress_steps_are_interruption_points(monkeypatch):
 
 def test_python_dash_m_limits():
     proc = subprocess.run([sys.executable, "-m", "limits", "expect", "erf", "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["f"] == "erf"
     proc = subprocess.run([sys.executable, "-m", "limits", "expect", "nope"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=900)
     assert proc.returncode == 2 and one_error_line(proc.stderr).startswith("limits: error: ")
 
 
@@ -270,11 +270,11 @@ def test_unwritable_outputs_fail_before_computing(argv, tmp_path, monkeypatch):
     ro = _readonly_dir(tmp_path)
     monkeypatch.setattr(gallery, "make", lambda *a, **k: pytest.fail("computed before checking the output"))
     monkeypatch.setattr(validate, "run", lambda *a, **k: pytest.fail("computed before checking the output"))
-    t0 = time.perf_counter()
+    t0 = time.process_time()          # nothing computed first: CPU time, which a loaded machine does not inflate
     rc, out, err = run([a.replace("{ro}", str(ro)) for a in argv])
     line = one_error_line(err)
     assert rc == 2 and ("--out" in line or "--save" in line), line
-    assert time.perf_counter() - t0 < 20
+    assert time.process_time() - t0 < 20
 
 
 def test_output_path_that_is_a_directory_or_under_a_file(tmp_path):

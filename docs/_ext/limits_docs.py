@@ -7,12 +7,20 @@
     The figure gallery: every figure whose data file ``figures/NAME.json`` (quick variant) or
     ``figures/full/NAME.json`` (paper size) exists, grouped by component, with the caption, the seed
     reference and the variant stored in that JSON file.
+
+Generated blocks in reST pages. A script that writes numbers into a page (``python benchmarks/check_calibration.py
+--write``, ``python benchmarks/readme_rows.py --write``, …) writes Markdown — the same rows it wrote into the README —
+between two marker lines ``<!-- NAME:begin (COMMAND) -->`` and ``<!-- NAME:end -->``. When a page is read
+(:func:`markdown_blocks`), the marker lines are dropped and the Markdown between them becomes reST: pipe tables
+become ``list-table`` directives, paragraphs keep their text with Markdown's inline code, links and escapes
+translated (:func:`md_inline`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 from docutils.parsers.rst import Directive
@@ -118,6 +126,109 @@ def gallery_lines(docdir: Path, figdir: Path = ROOT / "figures") -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------------------ Markdown blocks in reST pages
+_MARKER = re.compile(r"^<!-- ([\w-]+):(begin|end)\b.*-->\s*$")
+_SEPARATOR = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$")
+
+
+def md_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row: split on the ``|`` that are neither escaped nor inside `code`."""
+    cells, cur, code, i, body = [], [], False, 0, line.strip()[1:-1]
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] == "|":
+            cur.append("\\|")
+            i += 2
+            continue
+        if ch == "`":
+            code = not code
+        if ch == "|" and not code:
+            cells.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    cells.append("".join(cur).strip())
+    return cells
+
+
+def md_inline(text: str) -> str:
+    """Markdown inline text as reST: `code` → ``code`` (a table's escaped \\| inside it → |), [text](url) → an
+    anonymous link, a word-final _ escaped (reST would read a reference); **bold** and *emphasis* are the same."""
+    out, pos = [], 0
+    for m in re.finditer(r"`([^`]+)`|\[([^\]]+)\]\(([^)\s]+)\)", text):
+        before = text[pos:m.start()]
+        out.append(_md_text(before) + ("\\ " if before and (before[-1].isalnum() or before[-1] in ")]") else ""))
+        if m.group(1) is not None:
+            code = m.group(1).replace("\\|", "|")
+            out.append(f"``{code}``" if not code.startswith(" ") and not code.endswith(" ") else f":code:`{code}`")
+        else:
+            out.append(f"`{_md_text(m.group(2))} <{m.group(3)}>`__")
+        pos = m.end()
+        if pos < len(text) and (text[pos].isalnum() or text[pos] in "(["):
+            out.append("\\ ")          # reST inline markup ends before a space or punctuation
+    out.append(_md_text(text[pos:]))
+    return "".join(out)
+
+
+def _md_text(text: str) -> str:
+    return re.sub(r"(?<=\w)_(?=\W|$)", r"\\_", text)
+
+
+def _md_table(lines: list[str]) -> list[str]:
+    rows = [md_cells(ln) for ln in lines if not _SEPARATOR.match(ln)]
+    width = max(len(r) for r in rows)
+    out = [".. list-table::", "   :header-rows: 1", "   :class: generated", ""]
+    for r in rows:
+        r = r + [""] * (width - len(r))
+        for j, cell in enumerate(r):
+            text = md_inline(cell)
+            out.append(("   * - " if j == 0 else "     - ") + text if text else ("   * -" if j == 0 else "     -"))
+    return out + [""]
+
+
+def markdown_to_rst(lines: list[str]) -> list[str]:
+    """Markdown lines (pipe tables and paragraphs) as reST lines."""
+    out, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("|") and i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            out += [""] + _md_table(lines[i:j])
+            i = j
+            continue
+        out.append(md_inline(ln) if ln.strip() else "")
+        i += 1
+    return out
+
+
+def markdown_blocks(text: str) -> str:
+    """A reST page with its generated Markdown blocks (between ``<!-- NAME:begin … -->`` and ``<!-- NAME:end -->``)
+    translated to reST and the marker lines dropped; the rest of the page is unchanged."""
+    out, block, inside = [], [], None
+    for ln in text.split("\n"):
+        m = _MARKER.match(ln)
+        if m and m.group(2) == "begin" and inside is None:
+            inside, block = m.group(1), []
+            out.append("")
+        elif m and m.group(2) == "end" and m.group(1) == inside:
+            out += markdown_to_rst(block) + [""]
+            inside = None
+        elif inside is not None:
+            block.append(ln)
+        else:
+            out.append(ln)
+    if inside is not None:
+        raise ValueError(f"marker <!-- {inside}:begin --> has no <!-- {inside}:end -->")
+    return "\n".join(out)
+
+
+def _source_read(app, docname, source):
+    source[0] = markdown_blocks(source[0])
+
+
 class _Generated(Directive):
     has_content = False
 
@@ -149,4 +260,5 @@ class Gallery(_Generated):
 def setup(app):
     app.add_directive("limits-cli", CLIReference)
     app.add_directive("limits-gallery", Gallery)
+    app.connect("source-read", _source_read)
     return {"parallel_read_safe": True, "version": "1"}

@@ -20,7 +20,19 @@ From them, per width: mean ± SE and z = (mean − theory)/SE; over widths:
   r_N = ‖Y_s − t‖/‖t‖ averaged over inits, fitted as r_N ∝ N^rate (log–log, 1 − α_rate CI) against the
   expected rate (−1/2 for kernels at init: O(N^{-1/2}) fluctuations around the limit).
 
-``passed`` needs all three. ``alpha`` (default 1 %) is the family-wise false-alarm rate of the verdict:
+``passed`` needs all three. **No verdict without a measurement**: a criterion whose interval is too wide to
+decide is reported as *not tested* — with the inits (and, for the rate, the widths) that would test it, computed
+from the measured standard errors — and never counted as met. "Too wide" is defined by the criterion's power
+(detected with 80 % probability at its level): the bias test must detect a relative bias of ``DECIDE_BIAS`` = 50 %;
+the entry test an error of ``DECIDE_ENTRIES`` × the RMS prediction in an entry of median precision,
+(z_crit + z₀.₈)·median se ≤ RMS; the rate test a rate ``DECIDE_RATE`` = 0.5 away from the expected one,
+(t_{α_rate/2,ν} + t_{0.8,ν})·se(rate) ≤ 0.5 (ν = widths − 2: three widths give ν = 1 and a CI like [−15.6, +14.6]
+— not a measurement). The verdict: ``fail`` when a decided criterion fails (a significant failure is valid at any
+power); ``pass`` (``passed`` True) when the entry and bias tests are decided and met and the rate is met or not
+tested; ``inconclusive`` (``passed`` None, `limits check` exit 4) when nothing failed but the entry or the bias test
+is not tested. The rate is not required: it tests the finite-size scaling of single networks, which the other two
+tests do not need (they extrapolate the mean); when it cannot be decided the report says so and by what it could be.
+``alpha`` (default 1 %) is the family-wise false-alarm rate of the verdict:
 Bonferroni over its tests (:func:`verdict_levels`: α/4 entries, α/2 bias, α/4 rate); measured on correct
 inputs by ``benchmarks/check_calibration.py`` (docs/theory/finite.rst). Observables: read-out NNGP → E[f fᵀ | h^L] = σ²_out φ(h^L)φ(h^L)ᵀ/N +
 σ²_b,out (a Rao–Blackwellised estimate of f fᵀ: same mean, O(N^{-1/2}) instead of O(1) spread);
@@ -44,6 +56,11 @@ DEFAULT_WIDTHS = (64, 128, 256, 512)
 DEFAULT_INITS = 256
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
 WEAK_POWER = 0.05                     # a check that cannot see a 5 % error is called weak in its verdict
+DECIDE_BIAS = 0.5                     # the bias test decides when it detects a 50 % relative bias (80 % probability)
+DECIDE_ENTRIES = 1.0                  # the entry test decides when a typical entry's error of 100 % of the RMS prediction is detected
+DECIDE_RATE = 0.5                     # the rate test decides when it tells the expected rate from one 0.5 away (N⁰: no decay)
+REQUIRED = ("entries", "bias")        # criteria a pass needs decided (the rate, when undecided, is reported and not counted)
+WIDTH_CAP = 8192                      # the widest network a "widths that would test it" suggestion proposes
 MAX_INITS = 4096                      # cap of the initialisations chosen for a target power
 MIN_TARGET_POWER = 1e-4               # smallest target_power accepted (0.01 %)
 
@@ -80,7 +97,7 @@ class CheckResult(Result):
     scale_bias_se: float
     scale_z_crit: float
     power: float
-    passed: bool
+    passed: bool | None
     reasons: tuple
     model: dict
     seed: int
@@ -89,9 +106,16 @@ class CheckResult(Result):
 
     @property
     def verdict(self) -> str:
-        """'pass', 'fail' or 'inconclusive' (a failure only where the widths are outside the
-        asymptotic regime of the problem: :mod:`limits.checking.predict`)."""
-        return self.details.get("verdict") or ("pass" if self.passed else "fail")
+        """'pass', 'fail' or 'inconclusive' (nothing failed but a required criterion was not tested — ``passed`` is
+        then None — or, for predictions, a failure only where the widths are outside the asymptotic regime of the
+        problem: :mod:`limits.checking.predict`)."""
+        return self.details.get("verdict") or ("inconclusive" if self.passed is None
+                                               else ("pass" if self.passed else "fail"))
+
+    @property
+    def not_tested(self) -> dict:
+        """{criterion: why, and the inits/widths that would test it} of the criteria too wide to decide."""
+        return dict(self.details.get("not_tested") or {})
 
     def verdict_text(self) -> str:
         """One line: PASS/FAIL/INCONCLUSIVE, and how strong the check is ("weak: cannot detect errors
@@ -99,6 +123,9 @@ class CheckResult(Result):
         head = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[self.verdict]
         strength = (f"weak: cannot detect errors below {percent(self.power)}" if self.power > WEAK_POWER
                     else f"detects relative errors ≥ {percent(self.power)} with 80 % probability")
+        nt = self.not_tested
+        if nt:
+            strength += "; not tested: " + ", ".join(nt)
         target = self.details.get("target_power")
         if target is not None:
             strength += (f"; target {percent(target)} " + ("met" if self.power <= target else
@@ -146,16 +173,21 @@ class CheckResult(Result):
         for i, N in enumerate(self.widths):
             rows.append(f"| {int(N)} | {self.inits} | {np.max(np.abs(self.z[i])):.2f} | "
                         f"{self.rms[i]:.4g} ± {self.rms_se[i]:.2g} |")
+        nt = self.not_tested
+        mark = lambda key, text: ("**not tested**: " + nt[key]["why"]) if key in nt else text     # noqa: E731
         rows += ["", "| statistic | value | criterion |", "|---|---|---|",
                  f"| N → ∞ extrapolation, worst \\|z\\| over {self.theory.size} entries | {self.worst_z:.2f} | "
-                 f"< {self.z_crit:.2f} (Bonferroni; family-wise α = {self.details.get('alpha', 0.01):g} over the "
-                 f"verdict{self._levels_text()}) |",
+                 + mark("entries", f"< {self.z_crit:.2f} (Bonferroni; family-wise α = {self.details.get('alpha', 0.01):g} "
+                                   f"over the verdict{self._levels_text()})") + " |",
                  f"| relative bias along the prediction δ∞ | {self.scale_bias:+.4f} ± {self.scale_bias_se:.4f} "
-                 f"(z = {self.scale_z:+.2f}) | \\|z\\| < {self.scale_z_crit:.2f} |",
+                 f"(z = {self.scale_z:+.2f}) | " + mark("bias", f"\\|z\\| < {self.scale_z_crit:.2f}") + " |",
                  f"| finite-size rate of the RMS deviation | {self._rate_text(3)} | "
-                 + (f"contains {self.rate_expected:+g} |" if self.rate_estimated else "not part of the verdict |"),
+                 + mark("rate", f"contains {self.rate_expected:+g}") + " |",
                  f"| power: smallest relative bias detected with 80 % probability | {self.power:.3%} | |"]
         rows += _blocks_markdown(self.details)
+        if nt:
+            rows += ["", "Not tested (too wide to decide; never counted as met): "
+                     + "; ".join(f"{k}: {v['why']} — would be tested with {v['would']}" for k, v in nt.items())]
         if self.reasons:
             rows += ["", ("Not conclusive because: " if self.verdict == "inconclusive" else "Failed because: ")
                      + "; ".join(self.reasons)]
@@ -371,11 +403,88 @@ def analyse(what, widths, theory, samples, *, rate_expected=-0.5, alpha=0.01, la
     rate, ci, why = _rate_test(widths, pw["rms"], pw["rms_se"], rate_expected, 1.0 - lv["rate"])
     reasons += why
     power = float(student_quantile(lv["scale"] / 2, dnu) + student_quantile(0.2, dnu)) * dse
+    entry_power = (z_crit + Z_POWER) * float(np.median(sa / sc)) / math.sqrt(tt / n_e)
+    untested = _undecided(widths, int(pw["inits"]), power, entry_power, rate, ci, lv["rate"], bool(why))
+    verdict = "fail" if reasons else ("inconclusive" if any(k in untested for k in REQUIRED) else "pass")
     det = {"alpha": alpha, "levels": lv, "scale_z": dz, "dof": {"entries": [float(v) for v in np.minimum(nu, 1e12)],
-                                                 "scale": float(min(dnu, 1e12))}, **(details or {})}
+                                                 "scale": float(min(dnu, 1e12))},
+           "criterion_power": {"entries": float(entry_power), "bias": float(power),
+                               "rate": untested.get("rate", {}).get("power", _rate_power(widths, rate, ci, lv["rate"]))},
+           "not_tested": untested, "verdict": verdict, **(details or {})}
+    passed = {"pass": True, "fail": False, "inconclusive": None}[verdict]
     return CheckResult(str(what), tuple(labels or ()), widths, int(pw["inits"]), t, means, ses, z, a, sa, z_inf,
                        z_crit, pw["rms"], pw["rms_se"], rate, ci, float(rate_expected), dinf, dse, z1,
-                       float(power), not reasons, tuple(reasons), model or {}, int(seed), float(seconds), det)
+                       float(power), passed, tuple(reasons), model or {}, int(seed), float(seconds), det)
+
+
+def _rate_power(widths, rate, ci, level):
+    """(t_{level/2,ν} + t_{0.8,ν})·se(rate), ν = widths − 2 (NaN when the rate is not estimable): the rate difference
+    the rate test detects with 80 % probability."""
+    from ..stats import student_quantile
+
+    if not (np.isfinite(rate) and np.all(np.isfinite(ci))) or widths.size < 3:
+        return float("nan")
+    nu = widths.size - 2
+    tq = float(student_quantile(level / 2, nu))
+    se = 0.5 * (ci[1] - ci[0]) / tq
+    return float((tq + student_quantile(0.2, nu)) * se)
+
+
+def _undecided(widths, inits, power, entry_power, rate, ci, rate_level, rate_failed):
+    """{criterion: {"why", "would", "power"}} of the criteria too wide to decide (module docstring), with the inits
+    (power ∝ 1/√inits) and, for the rate, the widths (the log-width spread and ν = widths − 2) that would test them."""
+    out = {}
+
+    def more_inits(p, target):
+        return int(math.ceil(inits * 1.1 * (p / target) ** 2))
+
+    if power > DECIDE_BIAS:
+        out["bias"] = {"power": power, "why": f"detects a relative bias of {percent(power)} only (needs ≤ "
+                                              f"{percent(DECIDE_BIAS)})",
+                       "would": f"≈ {more_inits(power, DECIDE_BIAS)} inits per width"}
+    if entry_power > DECIDE_ENTRIES:
+        out["entries"] = {"power": entry_power, "why": f"a typical entry's detectable error is {entry_power:.3g} × the RMS "
+                                                       f"prediction (needs ≤ {DECIDE_ENTRIES:g})",
+                          "would": f"≈ {more_inits(entry_power, DECIDE_ENTRIES)} inits per width"}
+    if rate_failed:
+        return out
+    rp = _rate_power(widths, rate, ci, rate_level)
+    if not np.isfinite(rp):
+        w = sorted(int(x) for x in widths)
+        ext = w + [w[-1] * 2 ** k for k in range(1, 5 - len(w))] if len(w) < 4 else w
+        out["rate"] = {"power": float("nan"), "why": f"not estimable with {len(w)} widths",
+                       "would": f"widths {', '.join(map(str, ext))} (the fit needs at least 3; 4 give it a CI)"}
+    elif rp > DECIDE_RATE:
+        out["rate"] = {"power": rp, "why": f"CI [{ci[0]:+.2f}, {ci[1]:+.2f}] tells the expected rate only from one "
+                                           f"{rp:.2g} away (needs ≤ {DECIDE_RATE:g})",
+                       "would": _rate_suggestion(widths, inits, rp, rate_level)}
+    return out
+
+
+def _rate_suggestion(widths, inits, rp, level):
+    """The widths (doubling the widest, same inits) and the inits (same widths, se ∝ 1/√inits) at which the rate test
+    would decide: se(rate) ∝ 1/√(Σ (log N − mean)²) at fixed precision per width, ν = widths − 2."""
+    from ..stats import student_quantile
+
+    w = [float(x) for x in sorted(widths)]
+    nu = len(w) - 2
+    fac = lambda v: float(student_quantile(level / 2, v) + student_quantile(0.2, v))      # noqa: E731
+    se = rp / fac(nu)
+    sxx = lambda ws: float(np.sum((np.log(ws) - np.mean(np.log(ws))) ** 2))            # noqa: E731
+    s0 = sxx(w)
+    cand = list(w)
+    wider = None
+    while cand[-1] * 2 <= WIDTH_CAP:
+        cand.append(cand[-1] * 2)
+        if fac(len(cand) - 2) * se * math.sqrt(s0 / sxx(cand)) <= DECIDE_RATE:
+            wider = cand
+            break
+    parts = []
+    if wider:
+        parts.append(f"widths {', '.join(str(int(x)) for x in wider)} at {inits} inits")
+    n = int(math.ceil(inits * 1.1 * (rp / DECIDE_RATE) ** 2))
+    parts.append(f"≈ {n} inits per width at these widths")
+    return " or ".join(parts)
 
 
 def _rate_test(widths, rms, rms_se, expected, level):
@@ -622,11 +731,17 @@ def check(result, widths=None, inits=None, seed=0, *, model=None, X=None, alpha=
     max_inits = positive_int(max_inits, "max_inits", minimum=2)
     kw = dict(model=model, X=X, alpha=alpha, layers=layers, progress=progress, target_power=target_power,
               backend=backend, network=None if network is None else [network])   # a box: verified once
-    c = _check_once(result, widths, inits, seed, **kw)
+    from ..progress import stage
+
+    quiet = None if progress is None else not progress
+    with stage(f"check of {type(result).__name__}", disable=quiet):      # a line within seconds (limits.progress)
+        c = _check_once(result, widths, inits, seed, **kw)
     if target_power is not None and c.power > target_power and c.inits < max_inits:
         ratio = c.power / target_power
         more = max_inits if ratio * ratio > max_inits / c.inits else min(max_inits, int(math.ceil(1.1 * c.inits * ratio * ratio)))
-        c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
+        with stage(f"check of {type(result).__name__} with {more} inits (target power {target_power:g})",
+                   disable=quiet):
+            c = _check_once(result, tuple(int(w) for w in c.widths), more, seed, **kw)
     if target_power is not None:
         c = replace(c, details={**c.details, "target_power": target_power, "max_inits": max_inits})
     return c
@@ -677,7 +792,7 @@ def _check_once(result, widths, inits, seed, *, model, X, alpha, layers, progres
                         {"model_text": m.describe(), "observable": "read-out kernels of finite networks", "backend": backend,
                          "P1": X1.shape[0], "P2": None if X2 is None else X2.shape[0], **_network_details(eq)})
     if type(result).__name__ == "SerialKernelResult":       # a composition of limits.layers
-        return _serial_check(result, widths, inits, seed, alpha)
+        return _serial_check(result, widths, inits, seed, alpha, progress)
     if isinstance(result, NNGPResult):
         m = _model_and_inputs(result, model, X)
         Xr = result.params.get("X") if X is None else np.asarray(X, dtype=float)
@@ -726,15 +841,19 @@ def _network_details(eq) -> dict:
             "equivalence": eq.to_markdown(), "observable": "read-out kernels of the user's module (declared equivalent)"}
 
 
-def _serial_check(result, widths, inits, seed, alpha):
+def _serial_check(result, widths, inits, seed, alpha, progress=None):
     """Read-out NNGP/NTK of a composition against ``limits.finite.serial`` networks (its module docstring)."""
     from ..finite.serial import kernel_samples
     from ..layers import Serial
+    from ..progress import progress as _progress
 
     m = Serial.from_dict(result.model)
     kinds = [k for k in ("nngp", "ntk") if getattr(result, k) is not None]
     t0 = time.perf_counter()
-    (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed, kinds)
+    bar = _progress(total=len(widths), desc="check composition", disable=None if progress is None else not progress)
+    with bar:
+        (i, j), samples = kernel_samples(m, result.X1, None if result.symmetric else result.X2, widths, inits, seed,
+                                         kinds, progress=bar)
     tag = {"nngp": "K_out", "ntk": "Θ_out"}
     parts = {k: (getattr(result, k)[i, j], samples[k], [f"{tag[k]}[{a},{b}]" for a, b in zip(i, j)]) for k in kinds}
     return _combine(parts, widths, m, seed, time.perf_counter() - t0, alpha,

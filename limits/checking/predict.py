@@ -37,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..blas import limit_blas
-from .core import analyse, combine, percent, register, spawn_seeds, verdict_levels
+from .core import REQUIRED, analyse, combine, percent, register, spawn_seeds, verdict_levels
 
 # The asymptotic regime. A finite network's posterior (or trained ensemble) fits d_eff directions of
 # the data, d_eff = tr s²K(s²K + σ²I)⁻¹ (posterior) or max_t tr(I − e^{−ηcΘt}) (trained ensembles: the
@@ -65,8 +65,20 @@ def effective_dimension(result, m) -> float:
         ratio = float(result.noise) / float(getattr(result, "output_scale", 1.0))      # σ²/s²: tr s²K(s²K + σ²I)⁻¹
         return float(np.sum(lam / (lam + ratio))) if ratio > 0 else float(np.sum(lam > lam[-1] * 1e-12))
     core, eta = _core(result, m)
-    ts = np.asarray(result.t, float)
+    ts = checked_times(result)
     return float(np.max(np.sum(core.lam[None] * flow_filter(core.lam, ts, eta, bool(result.flow)), axis=1)))
+
+
+def checked_times(result):
+    """The times of a GD prediction a check compares: t > 0 and finite (finite networks cannot be trained for
+    ever; t = ∞ is the limit of the finite times, from the same factorisation). ValueError when none."""
+    ts = np.asarray(result.t, dtype=float)
+    ts = ts[(ts > 0) & np.isfinite(ts)]
+    if ts.size == 0:
+        raise ValueError("check: the prediction has no finite time t > 0 to compare (finite networks are trained "
+                         "for finite times; t = ∞ is their limit): predict at finite times too, e.g. "
+                         "t=[10, 100, np.inf] (command line: --t 10 100 inf)")
+    return ts
 
 
 def regime_residual(d_eff, widths) -> float:
@@ -99,12 +111,13 @@ def _block_stats(r, d_eff, widths):
         f"d_eff = {d_eff:.3g}: O(1/N²) residual ≈ {percent(rho)} "
         + (f"≤ SE {percent(se)}: inside" if level == "inside" else
            f"vs SE {percent(se)}: {level} (inside from N ≈ {need}…{4 * need})"))
-    verdict = "pass" if r.passed else ("fail" if level == "inside" else "inconclusive")
+    verdict = ("pass" if r.passed else "inconclusive" if r.passed is None   # None: a required test not decided
+               else ("fail" if level == "inside" else "inconclusive"))
     return {"worst_z": r.worst_z, "z_crit": r.z_crit, "scale_bias": r.scale_bias, "scale_z": r.scale_z,
             "scale_bias_se": se, "power": r.power, "rate": r.rate,
             "rate_ci": list(r.rate_ci), "rms": [float(v) for v in r.rms], "rms_se": [float(v) for v in r.rms_se],
             "entries": int(r.theory.size), "levels": r.details["levels"], "passed": r.passed,
-            "reasons": list(r.reasons), "verdict": verdict,
+            "reasons": list(r.reasons), "verdict": verdict, "not_tested": r.not_tested,
             "worst": {"label": r.labels[j] if r.labels else str(j), "extrapolated": float(r.extrapolated[j]),
                       "se": float(r.extrapolated_se[j]), "theory": float(r.theory[j]), "z": float(r.z_inf[j])},
             "regime": {"d_eff": d_eff, "residual": rho, "level": level, "widths_needed": need, "text": text}}
@@ -148,19 +161,22 @@ def _combine_blocks(parts, widths, m, seed, seconds, alpha, details, d_eff=None,
         extra["per_point"], extra["per_point_note"] = _per_point(analysed, *points)
     c = combine(parts, widths, m, seed, seconds, alpha, {**details, **extra}, levels=verdict_levels(alpha, analyses=k))
     verdicts = [b["verdict"] for b in blocks.values()]
-    if "fail" in verdicts or (not c.passed and "inconclusive" not in verdicts):
+    if "fail" in verdicts or (c.passed is False and "inconclusive" not in verdicts):
         verdict = "fail"
-    elif "inconclusive" in verdicts:
+    elif "inconclusive" in verdicts or c.passed is None:
         verdict = "inconclusive"
     else:
         verdict = "pass"
     reasons = [f"{name}: {why}" for name, b in blocks.items() for why in b["reasons"]]
     reasons += [f"{name}: widths {min(widths)}–{max(widths)} are not inside the asymptotic regime "
                 f"({b['regime']['text']}); the failure may be the finite-width correction, not the theory"
-                for name, b in blocks.items() if b["verdict"] == "inconclusive"]
+                for name, b in blocks.items() if b["verdict"] == "inconclusive" and b["passed"] is False]
+    reasons += [f"{name}: {k} not tested ({v['why']}; would be tested with {v['would']})"
+                for name, b in blocks.items() if b["passed"] is None for k, v in b["not_tested"].items()
+                if k in REQUIRED]
     if verdict == "fail" and not reasons:
         reasons = list(c.reasons)
-    return replace(c, passed=verdict == "pass", reasons=tuple(reasons),
+    return replace(c, passed={"pass": True, "fail": False, "inconclusive": None}[verdict], reasons=tuple(reasons),
                    details={**c.details, "verdict": verdict})
 
 
@@ -316,11 +332,8 @@ def check_gd(result, widths, inits, seed, *, model=None, alpha=0.01, progress=No
     from ..model import as_model
 
     m = as_model(model if model is not None else result.model)
-    ts = np.asarray(result.t, dtype=float)
-    keep = ts > 0
-    if not np.any(keep):
-        raise ValueError("check: the prediction has no time t > 0 to compare")
-    ts = ts[keep]
+    ts = checked_times(result)
+    keep = np.isin(np.asarray(result.t, dtype=float), ts)
     core, eta = _core(result, m)
     if result.flow:
         dt, ks, gap = _flow_step(result, core, eta, ts)
@@ -485,7 +498,11 @@ def check_predict(result, widths, inits, seed, *, model=None, X=None, alpha=0.01
     if not isinstance(result, (PosteriorResult, GDResult)):
         raise ValueError(f"check_predict: unsupported result {type(result).__name__}")  # pragma: no cover
     m = _result_model(result, model) if kind == "posterior" else as_model(model if model is not None else result.model)
-    d_eff = effective_dimension(result, m)
+    from ..progress import stage
+
+    with stage(f"check: kernels of the {result.X_train.shape[0]} + {result.X_test.shape[0]} inputs (the problem's "
+               "effective dimension)", disable=None if progress is None else not progress):
+        d_eff = effective_dimension(result, m)
     chosen = widths is None
     widths = normalise_widths(default_widths(d_eff, kind, target_power) if chosen else widths)
     inits = positive_int(inits, "inits", minimum=2)
@@ -510,10 +527,9 @@ def check_gd_serial(result, widths, inits, seed, *, alpha=0.01):
     if not isinstance(result, GDResult):
         raise ValueError(f"check: unsupported result {type(result).__name__} for a composition")  # pragma: no cover
     m = Serial.from_dict(result.model)
+    checked_times(result)
     ts = np.asarray(result.t, dtype=float)
-    keep = ts > 0
-    if not np.any(keep):
-        raise ValueError("check: the prediction has no time t > 0 to compare")
+    keep = (ts > 0) & np.isfinite(ts)
     core, eta = _core(result, m)
     if result.flow:
         dt, ks, gap = _flow_step(result, core, eta, ts[keep])

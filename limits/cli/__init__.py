@@ -34,16 +34,20 @@ import sys
 COMPONENTS = ("params", "kernels", "pc", "dmft", "nfd", "finite", "sweep")
 EXIT_USAGE = 2
 EXIT_POINTS_FAILED = 3      # `limits sweep run`: finished, but some grid points raised (listed)
+EXIT_INCONCLUSIVE = 4       # `limits check` / `predict --check`: nothing failed, but a required test was not decided
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE
 EXIT_INTERRUPTED = 130
 # every exit status a command returns, for `limits --help` (tests/test_cli_exit_status.py scans the commands'
 # return statements and the constants above against it)
 EXIT_STATUSES = {
     0: "ok (also --help, --version, and output cut short by a closed pipe such as `| head`)",
-    1: "a check did not pass (a failed or inconclusive check, not converged, a validation case failed, a "
+    1: "a check did not pass (a failed check, not converged, a validation case failed, a "
        "coordinate check not as predicted, `sweep run --fail-fast` stopped at a failing point)",
     EXIT_USAGE: "bad input: arguments, values, files (one line on stderr)",
     EXIT_POINTS_FAILED: "`limits sweep run` finished but some grid points failed (listed; the rest is stored)",
+    EXIT_INCONCLUSIVE: "`limits check` / `limits predict --check` inconclusive: nothing failed, but a required test "
+                       "was too wide to decide (the inits/widths that would decide it are printed) or, for predictions, "
+                       "a failure lies outside the asymptotic regime",
     EXIT_INTERNAL: "internal error, a bug (the traceback is saved to a file in the temp dir, named on stderr)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -102,9 +106,12 @@ def cmd_run(args):
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     lines = []
+    from ..progress import stage
+
     for mod in _component_clis():
         if hasattr(mod, "default_job"):
-            lines += mod.default_job(outdir)
+            with stage(f"limits run: {mod.__name__.rsplit('.', 1)[-1]}"):
+                lines += mod.default_job(outdir)
     from .. import gallery
 
     committed = gallery.committed_dir()
@@ -113,7 +120,8 @@ def cmd_run(args):
         made = None if source is None else gallery.reuse(name, not args.full, source, figdir)
         how = "copied from the committed gallery" if made is not None else None
         if made is None:
-            made = gallery.make(name, quick=not args.full, outdir=figdir)
+            with stage(f"limits run: figure {name}"):
+                made = gallery.make(name, quick=not args.full, outdir=figdir)
             how = "cached" if made.cached else f"{made.wall_time_s:.1f}s"
         lines.append(f"figure {name}: {made.paths['png']} ({how})")
     lines.append(f"done in {time.perf_counter() - t0:.1f}s; outputs in {outdir}/")
@@ -144,7 +152,10 @@ def cmd_figure(args):
             if not args.json:
                 print(f"{name}: {paths['png']}  (replotted from {paths['npz']})")
             continue
-        made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
+        from ..progress import stage
+
+        with stage(f"figure {name}{' (quick)' if args.quick else ''}"):
+            made = gallery.make(name, quick=args.quick, outdir=outdir, force=args.force)
         summary.append({"name": name, "wall_time_s": made.wall_time_s, "cached": made.cached, **made.paths})
         if not args.json:
             print(f"{name}: {made.paths['png']}  ({'cached data' if made.cached else f'computed in {made.wall_time_s:.1f}s'})")
@@ -247,38 +258,42 @@ def build_parser():
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("figure", help="reproduce paper figures (compute → figures/full/NAME.npz/.json → .png/.pdf)")
-    s.add_argument("names", nargs="*", metavar="NAME")
+    s.add_argument("names", nargs="*", metavar="NAME", help="registered figure names (`limits figure --list`)")
     s.add_argument("--all", action="store_true", help="every registered figure")
     s.add_argument("--list", action="store_true", help="list the registered figures")
     s.add_argument("--quick", action="store_true",
                    help="reduced sizes for a fast run (CI), into OUTDIR/ instead of OUTDIR/full/")
     s.add_argument("--force", action="store_true", help="recompute even if cached data match")
     s.add_argument("--replot", action="store_true", help="redraw from the stored data only")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the gallery: quick variants in OUTDIR/, paper-size ones in OUTDIR/full/ "
+                        "(default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_figure)
 
     s = sub.add_parser("validate", help="theory vs finite networks; writes a Markdown verdict table")
-    s.add_argument("components", nargs="*", metavar="COMPONENT")
+    s.add_argument("components", nargs="*", metavar="COMPONENT",
+                   help=f"components to validate: {', '.join(c for c in COMPONENTS if c != 'sweep')} (default: all)")
     s.add_argument("--all", action="store_true", help="every component (report: figures/validation.md)")
     s.add_argument("--full", action="store_true", help="full sizes instead of the quick defaults")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of every finite network and sample (default: 0)")
     s.add_argument("--out", default=None, help="report path (default figures/validation[_COMP].md)")
-    s.add_argument("--outdir", default="figures")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--outdir", default="figures",
+                   help="folder of the report when --out is not given (default: figures)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("activations", help="list registered activations and their closed forms")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_activations)
 
     s = sub.add_parser("expect", help="E[f(u) g(v)] for (u,v) ~ N(0, [[k11,k12],[k12,k22]])")
     s.add_argument("f", help="activation name")
     s.add_argument("--g", default=None, help="second activation (default: same as f)")
-    s.add_argument("--k11", type=float, default=1.0)
-    s.add_argument("--k12", type=float, default=0.5)
-    s.add_argument("--k22", type=float, default=1.0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--k11", type=float, default=1.0, help="variance of u (default: 1)")
+    s.add_argument("--k12", type=float, default=0.5, help="covariance of u and v, |k12| ≤ √(k11 k22) (default: 0.5)")
+    s.add_argument("--k22", type=float, default=1.0, help="variance of v (default: 1)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_expect)
 
     for mod in _component_clis():
@@ -315,6 +330,11 @@ def _accept_negative_fractions(parser):
                 _accept_negative_fractions(sub)
 
 
+# every command's --seed: numpy's SeedSequence takes any size, but torch.manual_seed, legacy numpy seeding and the
+# per-init seeds derived from it (seed · 1 000 003 + s) do not — one range for every command, checked first
+MAX_SEED = 2 ** 32 - 1
+
+
 # output options of component commands, checked before the command runs:
 # ``--save PATH`` writes PATH.npz + PATH.json, ``--out FILE`` one file
 _OUTPUT_OPTIONS = {"save": "--save", "out": "--out"}
@@ -329,7 +349,8 @@ _INPUT_OPTIONS = {"X": "--X", "Y": "--Y", "K0": "--K0", "weights": "--weights"}
 # large, a permission) — _classify
 _PATH_OPTIONS = {**_OUTPUT_OPTIONS, **_INPUT_OPTIONS, "outdir": "--outdir", "store": "--store", "plot": "--plot",
                  "model": "--model", "x1": "--x1", "x2": "--x2", "x": "--x", "y": "--y", "x_train": "--x-train",
-                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction"}
+                 "y_train": "--y-train", "x_test": "--x-test", "y_test": "--y-test", "prediction": "--prediction",
+                 "kernel_path": "--kernel"}
 _GIVEN_PATHS: list = []          # (absolute path, option) of the command line being run
 
 
@@ -373,8 +394,15 @@ def _check_files(args):
     from ..cliutil import check_input_file, ensure_writable_file, ensure_writable_result
 
     seed = getattr(args, "seed", None)
-    if isinstance(seed, int) and seed < 0:      # every command's --seed feeds numpy.random.default_rng
-        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:     # checked before anything runs
+        raise ValueError(f"--seed must be an integer from 0 to 2^32 − 1 = {MAX_SEED}, got "
+                         f"{seed if abs(seed) < 10 ** 30 else f'a {len(str(abs(seed)))}-digit number'}")
+    plot = getattr(args, "plot", None)
+    if isinstance(plot, str) and plot and args.command not in ("run", "figure", "validate"):
+        from ..style import figure_path
+
+        figure_path(plot, "--plot")             # a suffix matplotlib writes, and a writable place: before computing
+        ensure_writable_file(plot, "--plot")
     for attr, flag in _INPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if isinstance(value, str):
@@ -418,7 +446,16 @@ def _dispatch(argv):
         args._explicit = explicit_options(sys.argv[1:] if argv is None else [str(a) for a in argv])
     _remember_paths(args)
     _check_files(args)
-    return int(args.func(args) or 0)
+    from ..progress import stage
+
+    with stage(command_name(args)):          # a line within seconds when the command works longer
+        return int(args.func(args) or 0)
+
+
+def command_name(args) -> str:
+    """``limits sweep run``: the command (and subcommand) being run, for its progress lines."""
+    sub = getattr(args, f"{str(args.command).replace('-', '_')}_command", None)
+    return f"limits {args.command}" + (f" {sub}" if isinstance(sub, str) else "")
 
 
 def _write_crash_report(exc, argv) -> str | None:

@@ -10,7 +10,7 @@ def check_summary(c) -> dict:
             "rate": c.rate, "rate_ci": c.rate_ci, "rate_expected": c.rate_expected, "scale_bias": c.scale_bias,
             "scale_bias_se": c.scale_bias_se, "power": c.power, "reasons": list(c.reasons),
             "widths": c.widths, "inits": c.inits, "blocks": c.details.get("blocks"),
-            "per_point": c.details.get("per_point")}
+            "per_point": c.details.get("per_point"), "not_tested": c.not_tested}
 
 
 def _target_power(text):

@@ -111,14 +111,17 @@ def register(subparsers):
     p.set_defaults(func=lambda a: (p.print_help(), 0)[1])
 
     def common(s):
-        s.add_argument("--P", type=int, default=20, help="samples of the seed-000 toy task")
-        s.add_argument("--D", type=int, default=40, help="input dimension of the toy task")
-        s.add_argument("--X", default=None, help=".npz with arrays X (P×D) and Y (P or P×1)")
-        s.add_argument("--seed", type=int, default=0)
-        s.add_argument("--gamma0", type=float, default=1.0)
-        s.add_argument("--steps", type=int, default=100)
-        s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json")
-        s.add_argument("--json", action="store_true")
+        s.add_argument("--P", type=int, default=20, help="samples of the seed-000 toy task (default: 20)")
+        s.add_argument("--D", type=int, default=40, help="input dimension of the toy task (default: 40)")
+        s.add_argument("--X", default=None,
+                       help=".npz with arrays X (P×D) and Y (P or P×1) (default: the seed-000 toy task)")
+        s.add_argument("--seed", type=int, default=0,
+                       help="seed of the toy task and of the Monte Carlo paths (default: 0)")
+        s.add_argument("--gamma0", type=float, default=1.0,
+                       help="feature-learning strength γ0 (output f = h_L/(γ0 N)) (default: 1)")
+        s.add_argument("--steps", type=int, default=100, help="GD steps (default: 100)")
+        s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json (default: not saved)")
+        s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
 
     s = sub.add_parser("solve", help="solve the DMFT (exact for linear, Monte Carlo otherwise)")
     common(s)
@@ -130,18 +133,22 @@ def register(subparsers):
     s.add_argument("--model", default=None, metavar="FILE",
                    help="model file (MF/muP parameterisation; see `limits model`) instead of the architecture "
                         "options; its lr is the GD step unless --dt is given")
-    s.add_argument("--activation", default="linear")
+    s.add_argument("--activation", default="linear",
+                   help="activation φ; linear is solved exactly, others by Monte Carlo (default: linear)")
     s.add_argument("--dt", type=float, default=None, help="GD step (DMFT time per step; default 0.02)")
-    s.add_argument("--method", choices=("gd", "flow"), default="gd")
+    s.add_argument("--method", choices=("gd", "flow"), default="gd",
+                   help="discrete gradient descent, or gradient flow (time steps dt) (default: gd)")
     s.add_argument("--richardson", action="store_true", help="flow: extrapolate dt, dt/2 → 0")
-    s.add_argument("--M", type=int, default=2000, help="Monte Carlo paths per layer (nonlinear)")
+    s.add_argument("--M", type=int, default=2000, help="Monte Carlo paths per layer (nonlinear) (default: 2000)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("seed000", help="seed 000 abcd mean-field run (η = η0 γ0² N) mapped to the DMFT")
     common(s)
-    s.add_argument("--L", type=int, default=5, help="weight layers (seed 000 convention)")
-    s.add_argument("--eta0", type=float, default=0.025)
-    s.add_argument("--loss", choices=("mean", "sum"), default="mean")
+    s.add_argument("--L", type=int, default=5, help="weight layers (seed 000 convention) (default: 5)")
+    s.add_argument("--eta0", type=float, default=0.025,
+                   help="base learning rate η0 of η = η0 γ0² N (default: 0.025)")
+    s.add_argument("--loss", choices=("mean", "sum"), default="mean",
+                   help="loss averaged or summed over the P samples (default: mean)")
     s.set_defaults(func=cmd_seed000)
 
 

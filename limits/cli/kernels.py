@@ -33,28 +33,31 @@ def _common(s):
     g.add_argument("--K0", help="read-in kernel file P×P instead of data")
     s.add_argument("--random", nargs=2, type=int, default=(3, 10), metavar=("P", "D"),
                    help="without --X/--K0: P standard-normal inputs of dimension D (default 3 10)")
-    s.add_argument("--seed", type=int, default=0, help="seed for --random inputs")
+    s.add_argument("--seed", type=int, default=0, help="seed for --random inputs (default: 0)")
     s.add_argument("--depth", "-L", type=int, default=_ARCH_DEFAULTS["depth"],
-                   help="hidden N×N blocks (layers l = 0..depth; the one meaning of depth in limits)")
+                   help="hidden N×N blocks (layers l = 0..depth; the one meaning of depth in limits) (default: "
+                        f"{_ARCH_DEFAULTS['depth']})")
     s.add_argument("--model", default=None, metavar="FILE",
                    help="model file (.toml/.json, see `limits model`) instead of the architecture options")
-    s.add_argument("--activation", default="erf")
-    s.add_argument("--sigma-w2", type=float, default=1.0)
-    s.add_argument("--sigma-b2", type=float, default=0.0)
-    for side in ("in", "out"):
-        s.add_argument(f"--sigma-w2-{side}", type=float, default=None)
-        s.add_argument(f"--sigma-b2-{side}", type=float, default=None)
+    s.add_argument("--activation", default="erf", help="activation φ (`limits activations` lists them) (default: erf)")
+    s.add_argument("--sigma-w2", type=float, default=1.0, help="weight variance σ_w² of the hidden layers (default: 1)")
+    s.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance σ_b² of the hidden layers (default: 0)")
+    for side, where in (("in", "read-in"), ("out", "read-out")):
+        s.add_argument(f"--sigma-w2-{side}", type=float, default=None,
+                       help=f"weight variance of the {where} layer (default: --sigma-w2)")
+        s.add_argument(f"--sigma-b2-{side}", type=float, default=None,
+                       help=f"bias variance of the {where} layer (default: --sigma-b2)")
     s.add_argument("--residual", action="store_true", help="residual network (seed 004 Eq. 1)")
-    s.add_argument("--rho", type=float, default=1.0, help="branch scale (β with --depth-scaling)")
+    s.add_argument("--rho", type=float, default=1.0, help="branch scale (β with --depth-scaling) (default: 1)")
     s.add_argument("--depth-scaling", choices=("none", "sqrt", "linear"), default="none",
-                   help="ρ_eff = rho, rho/√L or rho/L")
+                   help="ρ_eff = rho, rho/√L or rho/L (default: none)")
     s.add_argument("--d-in", type=int, default=None, help="input dimension (needed with --K0 for response)")
     s.add_argument("--keep", choices=("all", "last"), default="all",
                    help="store every layer (default) or only layers 0 and L (O(P²) memory)")
     s.add_argument("--max-memory", type=float, default=None,
                    help="refuse runs needing more bytes than this (default: half the available memory)")
-    s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--save", default=None, help="save the result to SAVE.npz + SAVE.json (default: not saved)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
 
 
 _ARCH_DEFAULTS = dict(depth=10, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
@@ -200,12 +203,14 @@ def register(sub):
     s.set_defaults(func=cmd_nngp)
     s = sub.add_parser("response", help="response functions η^l, χ^l, χ_out (seed 004 Eq. 45–48)")
     _common(s)
-    s.add_argument("--width", "-N", type=int, required=True)
+    s.add_argument("--width", "-N", type=int, required=True,
+                   help="network width N (η⁰ = N/d_in; the response functions are per width)")
     s.set_defaults(func=cmd_response)
     s = sub.add_parser("critical-line", help="σ_w² on the order-to-chaos line for given σ_b²")
-    s.add_argument("activation")
-    s.add_argument("--sigma-b2", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2])
-    s.add_argument("--json", action="store_true")
+    s.add_argument("activation", help="activation φ (`limits activations` lists them)")
+    s.add_argument("--sigma-b2", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2],
+                   help="bias variances σ_b², one critical σ_w² each (default: 0 0.05 0.1 0.2)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_critical)
 
 

@@ -10,6 +10,7 @@ two input sets, and check a prediction against finite networks of the same model
 from __future__ import annotations
 
 import numpy as np
+from . import EXIT_INCONCLUSIVE
 
 
 def model_arguments(s, required=False):
@@ -115,26 +116,31 @@ def _model_parser(sub):
     s.add_argument("--d-in", type=int, default=None, help="input dimension")
     s.add_argument("--depth", type=int, default=1,
                    help="hidden N×N blocks between read-in and read-out (the one meaning of depth "
-                        "in every limits command; weight layers = depth·block_layers + 2)")
-    s.add_argument("--d-out", type=int, default=1)
-    s.add_argument("--activation", default="erf")
-    s.add_argument("--sigma-w2", type=float, default=1.0)
-    s.add_argument("--sigma-b2", type=float, default=0.0)
-    for end in ("in", "out"):
-        s.add_argument(f"--sigma-w2-{end}", type=float, default=None, help=f"default: --sigma-w2")
-        s.add_argument(f"--sigma-b2-{end}", type=float, default=None, help=f"default: --sigma-b2")
-    s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier")
+                        "in every limits command; weight layers = depth·block_layers + 2) (default: 1)")
+    s.add_argument("--d-out", type=int, default=1, help="output dimension (default: 1)")
+    s.add_argument("--activation", default="erf", help="activation φ (`limits activations` lists them) (default: erf)")
+    s.add_argument("--sigma-w2", type=float, default=1.0, help="weight variance σ_w² of the hidden layers (default: 1)")
+    s.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance σ_b² of the hidden layers (default: 0)")
+    for end, where in (("in", "read-in"), ("out", "read-out")):
+        s.add_argument(f"--sigma-w2-{end}", type=float, default=None,
+                       help=f"weight variance of the {where} layer (default: --sigma-w2)")
+        s.add_argument(f"--sigma-b2-{end}", type=float, default=None,
+                       help=f"bias variance of the {where} layer (default: --sigma-b2)")
+    s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier ρ (default: 1)")
     s.add_argument("--depth-scaling", default="none", choices=("none", "sqrt", "linear", "alpha"),
-                   help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha")
-    s.add_argument("--alpha", type=float, default=0.5)
-    s.add_argument("--block-layers", type=int, default=1)
-    s.add_argument("--post-activation", action="store_true")
+                   help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha (default: none)")
+    s.add_argument("--alpha", type=float, default=0.5,
+                   help="exponent of --depth-scaling alpha, ρ_eff = ρ·depth^-alpha (default: 0.5)")
+    s.add_argument("--block-layers", type=int, default=1, help="weight layers per residual block (default: 1)")
+    s.add_argument("--post-activation", action="store_true",
+                   help="post-activation blocks x^l = φ(x^(l−1) + ρ F(x^(l−1))) instead of pre-activation "
+                        "h^l = h^(l−1) + ρ F(h^(l−1)) (finite networks only; the theories treat pre-activation)")
     s.add_argument("--parameterisation", "--param", default="NTK",
-                   help="SP, NTK (default), MF, muP, depth-muP, muPC")
-    s.add_argument("--gamma0", type=float, default=1.0)
-    s.add_argument("--lr", type=float, default=1.0, help="base learning rate η0")
-    s.add_argument("--out", default=None, help="write the model file (.toml or .json)")
-    s.add_argument("--json", action="store_true")
+                   help="SP, NTK, MF, muP, depth-muP, muPC (default: NTK)")
+    s.add_argument("--gamma0", type=float, default=1.0, help="feature-learning strength γ0 (default: 1)")
+    s.add_argument("--lr", type=float, default=1.0, help="base learning rate η0 (default: 1)")
+    s.add_argument("--out", default=None, help="write the model file (.toml or .json) (default: print it)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_model)
 
 
@@ -148,9 +154,13 @@ def cmd_kernel(args):
         from ..cliutil import ensure_writable_result
 
         ensure_writable_result(args.save, "--save")
+    from ..progress import stage
+
     X1 = _array(args.x1, "x1")
     X2 = None if args.x2 is None else _array(args.x2, "x2")
-    k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
+    with stage(f"kernel: {' and '.join(g.upper() for g in args.get)} of {X1.shape[0]}×"
+               f"{(X1 if X2 is None else X2).shape[0]} inputs"):
+        k = kernel(m, X1, X2, get=tuple(args.get), layers=args.layers)
     if args.save:
         k.save(args.save)
     lines = [m.describe(), f"inputs: X1 {X1.shape}" + ("" if X2 is None else f", X2 {X2.shape}")]
@@ -171,10 +181,13 @@ def _kernel_parser(sub):
     model_arguments(s, required=True)
     s.add_argument("--x1", required=True, help="inputs P1×d_in (.npy/.npz/.csv), samples are rows")
     s.add_argument("--x2", default=None, help="second input set P2×d_in (default: X1 against itself)")
-    s.add_argument("--get", nargs="+", default=["nngp", "ntk"], choices=("nngp", "ntk"))
+    s.add_argument("--get", nargs="+", default=["nngp", "ntk"], choices=("nngp", "ntk"),
+                   help="which kernels (default: nngp ntk)")
     s.add_argument("--layers", action="store_true", help="also keep every layer's block")
-    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--save", default=None, metavar="PATH",
+                   help="write PATH.npz + PATH.json (`limits predict --kernel PATH` reuses a kernel of inputs "
+                        "holding every training and test row) (default: not saved)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_kernel)
 
 
@@ -207,9 +220,11 @@ def cmd_check(args):
             raise ValueError("--prediction records its model and inputs: do not give --model/--x/--x2/--y/--layers")
         res = load_prediction(args.prediction)
         return _report_check(args, check(res, widths=args.widths, inits=args.inits, seed=args.seed,
-                                         target_power=args.target_power, progress=False), check_summary, emit)
+                                         target_power=args.target_power), check_summary, emit)
     if args.model is None or args.x is None:
         raise ValueError("give --model and --x (or --prediction PATH of a saved prediction)")
+    from ..progress import stage
+
     m = load_network(args.model)
     X = _array(args.x, "x")
     if args.what in ("nngp", "ntk", "kernel"):
@@ -217,7 +232,9 @@ def cmd_check(args):
 
         get = ("nngp", "ntk") if args.what == "kernel" else (args.what,)
         X2 = None if args.x2 is None else _array(args.x2, "x2")
-        res = kernel(m, X, X2, get=get, layers=args.layers)
+        with stage(f"check: theory ({' and '.join(g.upper() for g in get)} of {X.shape[0]}"
+                   f"{'' if X2 is None else '×' + str(X2.shape[0])} inputs)"):
+            res = kernel(m, X, X2, get=get, layers=args.layers)
     else:
         from .. import dmft
 
@@ -232,10 +249,24 @@ def cmd_check(args):
                              "needs gamma0 and the GD step dt): use limits.dmft.solve(X, y, model=composition, "
                              "gamma0=..., dt=..., T=...) and limits.check(result) in Python")
         y = np.asarray(_array(args.y, "y"), dtype=float).ravel()
-        res = dmft.solve(X, y, model=m, steps=args.steps)
+        _refuse_trivial_training_data(X, y, args)
+        with stage(f"check: theory (DMFT of {X.shape[0]} inputs, {args.steps} steps)"):
+            res = dmft.solve(X, y, model=m, steps=args.steps)
     c = check(res, widths=args.widths, inits=args.inits, seed=args.seed, layers=args.layers,
               target_power=args.target_power)
     return _report_check(args, c, check_summary, emit)
+
+
+def _refuse_trivial_training_data(X, y, args):
+    """All-zero targets or inputs give the trained mean-field network nothing to learn (its infinite-width output
+    stays 0, or every input is the same point): refused before the DMFT solve and the finite networks run, naming
+    the file — the check would end, after both, in a prediction that is identically zero."""
+    if y.size and not np.any(y):
+        raise ValueError(f"--y: {args.y} holds only zeros: with zero targets the mean-field network's output stays at "
+                         "its infinite-width start, 0, and the check has nothing to compare; give nonzero targets")
+    if X.size and not np.any(X):
+        raise ValueError(f"--x: {args.x} holds only zeros: every input is the same point (the origin), so the "
+                         "features carry no signal and the trained output is degenerate; give distinct inputs")
 
 
 def _report_check(args, c, check_summary, emit):
@@ -243,7 +274,7 @@ def _report_check(args, c, check_summary, emit):
         c.plot(args.plot)                 # saved and closed (limits.style.plot_target)
     text = c.to_markdown() + (f"\nplot: {args.plot}" if args.plot else "")
     emit(check_summary(c), args, text)
-    return 0 if c.passed else 1
+    return 0 if c.passed else (EXIT_INCONCLUSIVE if c.verdict == "inconclusive" else 1)
 
 
 def _check_plot_path(path):
@@ -262,19 +293,23 @@ def _check_parser(sub):
     s.add_argument("--prediction", default=None, metavar="PATH",
                    help="check a prediction saved by `limits predict ... --save PATH` (PATH.npz + PATH.json) "
                         "instead of --model/--x")
-    s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"))
+    s.add_argument("--what", default="nngp", choices=("nngp", "ntk", "kernel", "dmft"),
+                   help="the prediction checked: the NNGP, the NTK, both (kernel), or the DMFT of training "
+                        "with --y (default: nngp)")
     s.add_argument("--x", default=None, help="inputs P×d_in (.npy/.npz/.csv); required with --model")
     s.add_argument("--x2", default=None, help="second input set for kernel checks")
     s.add_argument("--y", default=None, help="targets for --what dmft")
-    s.add_argument("--steps", type=int, default=10, help="GD steps for --what dmft (step = the model's lr)")
+    s.add_argument("--steps", type=int, default=10,
+                   help="GD steps for --what dmft (step = the model's lr) (default: 10)")
     from .checkopts import add_check_options
 
     add_check_options(s, "64 128 256 512 and 256 inits; for a --prediction three widths inside the asymptotic "
                          "regime of the problem and 64 inits")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the finite networks (default: 0)")
     s.add_argument("--layers", action="store_true", help="kernel checks: every layer, not just the read-out")
-    s.add_argument("--plot", default=None, metavar="FILE", help="save the check's figure (.png/.pdf)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--plot", default=None, metavar="FILE",
+                   help="save the check's figure (.png/.pdf) (default: no figure)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_check)
 
 

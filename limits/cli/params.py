@@ -101,13 +101,18 @@ def cmd_depth(args):
 def _common(s, convention_default):
     from ..vocabulary import ALGORITHMS, CONVENTIONS, OPTIMIZERS
 
-    s.add_argument("--algorithm", default="bp", choices=ALGORITHMS)
-    s.add_argument("--convention", default=convention_default, choices=CONVENTIONS)
-    s.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    s.add_argument("--algorithm", default="bp", choices=ALGORITHMS,
+                   help="training algorithm: backpropagation, predictive coding, Gauss-Newton target, target "
+                        "propagation, difference target propagation (default: bp)")
+    s.add_argument("--convention", default=convention_default, choices=CONVENTIONS,
+                   help="abc convention of the printed exponents: variance (seed 000, W ~ N(0, N^-b)) or std "
+                        f"(Tensor Programs, W = N^-a w) (default: {convention_default})")
+    s.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="optimizer the learning-rate exponents "
+                                                                          "are for (default: sgd)")
     s.add_argument("--gamma-bar-L", dest="gamma_bar_L", default=None,
                    help="PC inference step exponent γ̄_L (number, fraction or the symbol gamma_bar_L)")
-    s.add_argument("--e-B", dest="e_B", default=None, help="GNT preconditioner exponent")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--e-B", dest="e_B", default=None, help="GNT preconditioner exponent (default: the algorithm's)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
 
 
 def register(subparsers):
@@ -115,7 +120,8 @@ def register(subparsers):
     s.add_argument("names", nargs="*", help="SP SP-stable NTK MF muP muPC depth-muP (default: SP NTK MF muP)")
     _common(s, "variance")
     s.add_argument("--gauge", default=None, choices=["a0"], help="std convention: a_l = 0 gauge (seed 003)")
-    s.add_argument("--format", default="md", choices=["md", "latex", "json"])
+    s.add_argument("--format", default="md", choices=["md", "latex", "json"],
+                   help="output format: Markdown, LaTeX or JSON (default: md)")
     s.set_defaults(func=cmd_table)
 
     s = subparsers.add_parser("classify", help="stability / regime / per-layer r_l of a parameterisation")
@@ -129,9 +135,11 @@ def register(subparsers):
     s.set_defaults(func=cmd_classify)
 
     s = subparsers.add_parser("depth", help="Tensor Programs VI depth regime of (α, γ)")
-    s.add_argument("--alpha", required=True)
-    s.add_argument("--gamma", required=True)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--alpha", required=True,
+                   help="depth exponent α of the branch multiplier L^-α (a number or fraction, e.g. 1/2)")
+    s.add_argument("--gamma", required=True,
+                   help="exponent γ of each block's effective weight update L^-γ (a number or fraction)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_depth)
 
 

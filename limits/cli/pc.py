@@ -81,21 +81,25 @@ def _problem(args):
 
 
 def _net_args(s, spectrum=False):
-    s.add_argument("--width", type=int, default=32, help="hidden width N")
-    s.add_argument("--hidden", type=int, default=4, help="number of hidden layers H (L = H + 1)")
-    s.add_argument("--param", default="sp", choices=["sp", "mupc", "orthogonal"])
-    s.add_argument("--skips", default=None, help="none | 1-skip | n (n-skip)")
+    s.add_argument("--width", type=int, default=32, help="hidden width N (default: 32)")
+    s.add_argument("--hidden", type=int, default=4, help="number of hidden layers H (L = H + 1) (default: 4)")
+    s.add_argument("--param", default="sp", choices=["sp", "mupc", "orthogonal"],
+                   help="random weights of seed 001 Table 1: sp (W ~ N(0, 1/N)), mupc (μPC multipliers), "
+                        "orthogonal (default: sp)")
+    s.add_argument("--skips", default=None, help="none | 1-skip | n (n-skip) (default: none)")
     s.add_argument("--d-in", dest="d_in", type=int, default=None, help="input dim (default: width)")
-    s.add_argument("--d-out", dest="d_out", type=int, default=1)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--weights", default=None, help=".npz with W1..WL (overrides --width/--hidden/--param)")
-    s.add_argument("--multipliers", default=None, help="comma-separated a_l (with --weights)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--d-out", dest="d_out", type=int, default=1, help="output dimension (default: 1)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random weights and data (default: 0)")
+    s.add_argument("--weights", default=None,
+                   help=".npz with W1..WL (overrides --width/--hidden/--param) (default: random weights)")
+    s.add_argument("--multipliers", default=None, help="comma-separated a_l (with --weights) (default: all 1)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     if not spectrum:
         s.add_argument("--X", default=None, help=".npy/.npz B×d_in inputs (default random)")
         s.add_argument("--Y", default=None, help=".npy/.npz B×d_out targets (default random)")
-        s.add_argument("--batch", type=int, default=8)
-        s.add_argument("--layer-weights", dest="layer_weights", default=None, help="comma-separated λ_l")
+        s.add_argument("--batch", type=int, default=8, help="random inputs B when --X is not given (default: 8)")
+        s.add_argument("--layer-weights", dest="layer_weights", default=None,
+                       help="comma-separated λ_l, one energy weight per layer (default: all 1)")
 
 
 def _lam(args):
@@ -180,16 +184,21 @@ def register(subparsers):
 
     s = sub.add_parser("equilibrium", help="closed-form F*, S, z*, ε* of a linear PC network")
     _net_args(s)
-    s.add_argument("--nudge", type=float, default=None, help="β: free output with (β/2)‖y − z_L‖²")
-    s.add_argument("--method", default="telescoped", choices=["telescoped", "block"])
+    s.add_argument("--nudge", type=float, default=None,
+                   help="β: free output with (β/2)‖y − z_L‖² (default: output clamped to y)")
+    s.add_argument("--method", default="telescoped", choices=["telescoped", "block"],
+                   help="telescoped closed form, or the block-tridiagonal Cholesky solve of H_z z = b "
+                        "(default: telescoped)")
     s.add_argument("--full", action="store_true", help="include z* and ε* in --json output")
-    s.add_argument("--save", default=None, help="save the result to PATH.npz/.json")
+    s.add_argument("--save", default=None, help="save the result to PATH.npz/.json (default: not saved)")
     s.set_defaults(func=cmd_equilibrium)
 
     s = sub.add_parser("spectrum", help="λ_min, λ_max, κ of the activity Hessian (Lanczos + block Cholesky)")
     _net_args(s, spectrum=True)
-    s.add_argument("--method", default="auto", choices=["auto", "dense", "lanczos", "lobpcg"])
-    s.add_argument("--decay", type=float, default=0.0, help="activity decay α")
+    s.add_argument("--method", default="auto", choices=["auto", "dense", "lanczos", "lobpcg"],
+                   help="dense eigvalsh, Lanczos (λ_min on H⁻¹ by block Cholesky), LOBPCG, or auto: dense up to "
+                        "1500 activities (default: auto)")
+    s.add_argument("--decay", type=float, default=0.0, help="activity decay α (default: 0)")
     s.add_argument("--memory", action="store_true", help="trace peak memory (slower)")
     s.set_defaults(func=cmd_spectrum)
 
@@ -200,12 +209,20 @@ def register(subparsers):
     s.add_argument("--steps", type=int, default=None,
                    help="maximum steps (default: enough for --tol at the GD contraction rate for linear GD, "
                         "capped at 100000; else 1000)")
-    s.add_argument("--activation", default=None)
-    s.add_argument("--init", default="forward", choices=["forward", "zeros", "random"])
-    s.add_argument("--update", default="simultaneous", choices=["simultaneous", "sequential"])
-    s.add_argument("--optimizer", default="gd", choices=["gd", "adam"])
-    s.add_argument("--fpa", action="store_true")
-    s.add_argument("--tol", type=float, default=1e-10)
+    s.add_argument("--activation", default=None,
+                   help="activation φ of the hidden layers (default: linear, checked against the closed form)")
+    s.add_argument("--init", default="forward", choices=["forward", "zeros", "random"],
+                   help="initial activities: the forward pass, zeros or random (default: forward)")
+    s.add_argument("--update", default="simultaneous", choices=["simultaneous", "sequential"],
+                   help="all layers from the same state, or from the output down (seed 003 Alg. 1) "
+                        "(default: simultaneous)")
+    s.add_argument("--optimizer", default="gd", choices=["gd", "adam"],
+                   help="activity optimizer (default: gd)")
+    s.add_argument("--fpa", action="store_true",
+                   help="fixed-prediction assumption: predictions and φ' frozen at the forward pass")
+    s.add_argument("--tol", type=float, default=1e-10,
+                   help="stop when the relative distance to z* (or the gradient norm) is below this (default: "
+                        "1e-10)")
     s.set_defaults(func=cmd_infer)
 
 

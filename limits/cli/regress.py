@@ -116,24 +116,30 @@ def register(subparsers):
     s = subparsers.add_parser("regress", help="kernel regression at any P: in-memory Cholesky, or tiles on disk + "
                                               "preconditioned CG on this machine or a dask cluster")
     add_data_options(s)
-    s.add_argument("--kernel", choices=("nngp", "ntk"), default="nngp")
-    s.add_argument("--noise", type=float, default=0.0, help="observation noise variance σ² (cg: > 0)")
-    s.add_argument("--solver", choices=("cholesky", "cg"), default="cholesky")
-    s.add_argument("--backend", choices=("serial", "dask"), default="serial", help="cg: where the tiles are computed")
+    s.add_argument("--kernel", choices=("nngp", "ntk"), default="nngp",
+                   help="nngp: the NNGP posterior mean and variance; ntk: the converged gradient-flow ensemble "
+                        "(t → ∞) (default: nngp)")
+    s.add_argument("--noise", type=float, default=0.0, help="observation noise variance σ² (cg: > 0) (default: 0)")
+    s.add_argument("--solver", choices=("cholesky", "cg"), default="cholesky",
+                   help="in-memory Cholesky of the P×P kernel, or tiles on disk + preconditioned CG (default: "
+                        "cholesky)")
+    s.add_argument("--backend", choices=("serial", "dask"), default="serial",
+                   help="cg: where the tiles are computed (default: serial)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS", help="cg + dask: tcp://host:8786 (default: a "
                                                                         "local cluster)")
     s.add_argument("--workers", type=int, default=None, help="cg + dask, local cluster: worker processes")
-    s.add_argument("--worker-memory", default="2GiB", help="cg + dask, local cluster: memory_limit per worker")
+    s.add_argument("--worker-memory", default="2GiB",
+                   help="cg + dask, local cluster: memory_limit per worker (default: 2GiB)")
     s.add_argument("--store", default=None, metavar="DIR", help="cg: tile directory (kept; a rerun resumes)")
     s.add_argument("--var-points", type=int, default=None,
                    help="cg: variances of the first N test points (default all; each is one more CG column)")
-    s.add_argument("--tol", type=float, default=1e-10, help="cg: relative residual to stop at")
+    s.add_argument("--tol", type=float, default=1e-10, help="cg: relative residual to stop at (default: 1e-10)")
     s.add_argument("--block", type=int, default=None,
                    help="tile edge (cholesky: 256 inputs; cg: 2048 — each tile one file of the store)")
     s.add_argument("--max-memory", default=None, metavar="BYTES",
                    help="memory this process may use, e.g. 8GiB (default: half the available memory); the need is "
                         "estimated before anything is allocated and a larger one refused")
-    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--save", default=None, metavar="PATH", help="write PATH.npz + PATH.json (default: not saved)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     s.set_defaults(func=cmd_regress)
     return s

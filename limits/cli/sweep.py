@@ -10,16 +10,16 @@ def _dataset_path(target) -> Path:
     A sweep file is only parsed for its ``[run] out``/``store`` — no function is resolved or run."""
     p = Path(target)
     if p.suffix == ".toml":
-        from ..sweep.sweepfile import parse
+        from ..sweep.sweepfile import default_store, file_out, parse
 
         run = parse(p).get("run", {})
         if run.get("out"):
-            return Path(run["out"])
-        p = Path(run.get("store", Path("sweeps") / p.stem))
+            return file_out(run["out"], default_store(p))
+        p = default_store(p)
     if p.is_dir():
         from ..sweep.store import Store
 
-        m = Store(p).manifest()
+        m = Store(p, writing=False).manifest()
         ds = m.get("dataset") if m else None
         if ds is not None and (not isinstance(ds, str) or not ds or "\x00" in ds):
             raise ValueError(f"{target}: {p / 'sweep.json'} is damaged (its dataset is {ds!r:.60}, not a path)")
@@ -38,11 +38,13 @@ def cmd_run(args):
     from ..sweep.driver import PointFailed, summary
     from ..sweep.sweepfile import run_file
 
+    from ..sweep.sweepfile import check_chunk
+
     chunk = args.chunk
     if chunk is not None and chunk != "auto":
-        if not chunk.isdigit() or int(chunk) < 1:
-            raise ValueError(f"--chunk must be 'auto' or a positive integer, got {chunk!r}")
-        chunk = int(chunk)
+        if not chunk.isascii() or not chunk.isdigit():
+            check_chunk(chunk, "--chunk")                   # raises, naming the option
+        chunk = check_chunk(int(chunk), "--chunk")
     try:
         ds = run_file(args.file, allow=args.allow, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
                       store=args.store, chunk=chunk, fail_fast=True if args.fail_fast else None,
@@ -160,38 +162,49 @@ def register(sub):
     ss = s.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND", required=True)
 
     r = ss.add_parser("run", help="run a TOML sweep file (only points missing from the store are computed)")
-    r.add_argument("file", help="sweep file (.toml), see docs/sweep.md")
+    r.add_argument("file", help="sweep file (.toml), see docs/sweep.rst")
     r.add_argument("--backend", choices=("serial", "loky", "dask"), default=None,
-                   help="default: the file's [run] backend, else loky")
-    r.add_argument("--n-jobs", type=int, default=None, help="workers (loky processes / LocalCluster workers)")
-    r.add_argument("--scheduler", default=None, help="dask scheduler address tcp://HOST:PORT (backend dask)")
-    r.add_argument("--store", default=None, help="store directory (default sweeps/<file stem>)")
-    r.add_argument("--out", default=None, help="dataset path (default STORE/sweep.nc)")
+                   help="default: the file's [run] backend, else loky (dask: a LocalCluster of --n-jobs "
+                        "workers unless --scheduler)")
+    r.add_argument("--n-jobs", type=int, default=None,
+                   help="workers (loky processes / LocalCluster workers; default: all cores); a sweep file "
+                        "cannot set it")
+    r.add_argument("--scheduler", default=None,
+                   help="dask scheduler address tcp://HOST:PORT (backend dask; this process unpickles what "
+                        "that cluster sends back: only a cluster you trust); a sweep file cannot set it")
+    r.add_argument("--store", default=None,
+                   help="store directory (default sweeps/<file stem>): a new or empty directory, or a sweep "
+                        "store; a sweep file cannot set it")
+    r.add_argument("--out", default=None,
+                   help="dataset path (default STORE/sweep.nc, or the file's [run] out inside the store); "
+                        "an existing file is replaced only by a sweep dataset of no fewer points")
     r.add_argument("--chunk", default=None, help="'auto' (tasks of ≳ 0.2 s) or points per task")
     r.add_argument("--fail-fast", action="store_true", help="stop at the first failing point")
     r.add_argument("--reduce-seeds", action="store_true", help="return <var>_mean/<var>_se over seeds")
     r.add_argument("--max-points", type=int, default=None, metavar="N",
-                   help="confirm a grid of up to N points (default: the file's [run] max_points, else 100000; "
-                        "larger grids are refused with a cost estimate)")
+                   help="confirm a grid of up to N points (default 100000; larger grids are refused with a "
+                        "cost estimate; a sweep file cannot confirm its own size)")
     r.add_argument("--allow", action="append", default=[], metavar="MODULE",
                    help="allow the functions defined in MODULE, your own code in the current folder or on sys.path "
                         "(not the standard library, limits or a library limits runs on; importing it runs its code "
                         "— a sweep file's own `allow` list is not enough); repeatable")
     r.add_argument("--quiet", action="store_true", help="no progress output")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_run)
 
     r = ss.add_parser("functions", help="list the sweep computations of limits a sweep file may name")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_functions)
 
     r = ss.add_parser("show", help="summary of a sweep dataset (a .nc, a store directory or a sweep file)")
-    r.add_argument("target", metavar="STORE_OR_FILE")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("target", metavar="STORE_OR_FILE",
+                   help="a dataset (.nc), a store directory, or a sweep file (its store)")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_show)
 
     r = ss.add_parser("plot", help="theory curves with finite-network bands (mean ± 2 SE over seeds)")
-    r.add_argument("target", metavar="STORE_OR_FILE")
+    r.add_argument("target", metavar="STORE_OR_FILE",
+                   help="a dataset (.nc), a store directory, or a sweep file (its store)")
     r.add_argument("--x", required=True, help="dim on the x axis")
     r.add_argument("--y", required=True, action="append", help="variable(s) to draw; repeatable")
     r.add_argument("--hue", default=None, help="one curve per value of this dim")
@@ -200,8 +213,9 @@ def register(sub):
                    help="log x axis (default: log where the values span two decades or more)")
     r.add_argument("--logy", action="store_true", default=None,
                    help="log y axis (default: log where the values span two decades or more)")
-    r.add_argument("--title", default=None)
+    r.add_argument("--title", default=None, help="figure title (default: none)")
     r.add_argument("--out", default=None, help="figure path stem (default next to the dataset)")
-    r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"))
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--format", nargs="+", default=["png", "pdf"], choices=("png", "pdf"),
+                   help="figure formats written (default: png pdf)")
+    r.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the text")
     r.set_defaults(func=cmd_plot)

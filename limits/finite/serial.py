@@ -132,11 +132,71 @@ def leaves(params):
             yield from leaves(p)
 
 
+def _layer_floats(layer, in_shape, out_shape, n, P):
+    """(floats, what) one init of ``layer`` holds at its peak, from shapes (:func:`init_bytes`)."""
+    e_in, e_out = P * float(np.prod(in_shape)), P * float(np.prod(out_shape))
+    params = sum(float(np.prod(s)) for s in layer.param_shapes(in_shape, n).values()) if layer.parametric else 0.0
+    floats, what = e_in + 3 * e_out + 2 * params, f"{P} inputs × {int(np.prod(out_shape))} outputs"
+    name = type(layer).__name__
+    if name == "Attention":
+        T, H = float(np.prod(in_shape[:-1])), layer.n_heads
+        floats += P * H * (8 * T * T + 6 * T * n)           # A, logits, dA, the softmax backward (twice); keys, values
+        floats += 3 * P * P * T * T                          # the NTK's pair Grams over positions
+        what = f"{P} inputs × {H} head(s) × {int(T)}² attention weights and the NTK's {P}² × {int(T)}² position pairs"
+    elif name == "Conv":
+        floats += 3 * P * float(np.prod(out_shape[:-1])) * float(np.prod(layer.filter_shape)) * in_shape[-1]
+        what = f"{P} inputs × {int(np.prod(out_shape[:-1]))} positions × {int(np.prod(layer.filter_shape))}-tap patches"
+    return floats, what
+
+
+def init_bytes(model, in_shape, P, width):
+    """Bytes one initialisation of ``model`` at ``width`` allocates in :meth:`SerialNetwork.kernels` (forward caches
+    of every layer, the backward's temporaries, the weights and their gradients), from shapes alone — an estimate
+    (1.05–1.95 × the peak tracemalloc measures on 18 compositions: benchmarks/finite_memory.py); and the costliest layer ``(index, description)``."""
+    total, worst = 0.0, (0.0, "", -1)
+
+    def walk(plan, where):
+        nonlocal total, worst
+        for i, (layer, sin, sout, n) in enumerate(plan):
+            if type(layer).__name__ == "Residual":
+                walk(n, f"{where}{i}.")
+                total += 2 * P * float(np.prod(sin))
+                continue
+            f, what = _layer_floats(layer, sin, sout, n, P)
+            total += f
+            if f > worst[0]:
+                worst = (f, what, f"{where}{i} ({type(layer).__name__})")
+    walk(SerialNetwork(model, width).plan(in_shape), "")
+    return 8.0 * total, worst[2], worst[1]
+
+
+def check_memory(model, in_shape, P, widths, chunk=8, what="check"):
+    """Inits per chunk for :meth:`SerialNetwork.kernels` at the largest of ``widths`` that fit in half the available
+    memory (at most ``chunk``); ``ValueError`` with the estimate when one init does not fit — before anything is
+    allocated."""
+    from ..memory import available_memory
+    from ..readfile import human
+
+    per, layer, why = init_bytes(model, in_shape, P, max(widths))
+    avail = available_memory()
+    if avail is None:
+        return chunk
+    limit = 0.5 * avail
+    if per > limit:
+        raise ValueError(f"{what}: one finite network of this composition at width {max(widths)} needs ≈ {human(per)} "
+                         f"(costliest: layer {layer}, {why}), more than half the available memory "
+                         f"({human(avail)}); use fewer inputs or positions, or smaller --widths")
+    return int(max(1, min(chunk, limit // per)))
+
+
 def kernel_samples(model, X1, X2, widths, inits, seed, kinds=("nngp", "ntk"), chunk=8, progress=None):
     """For ``limits.check``: per kind {"nngp", "ntk"} the theory-entry index pairs and, per width, the per-init
-    samples (inits × entries) of the finite observable at those pairs (upper triangle when X2 is None)."""
+    samples (inits × entries) of the finite observable at those pairs (upper triangle when X2 is None). The memory
+    of the finite networks is estimated first (:func:`check_memory`: the chunk of inits shrinks to fit half the
+    available memory, one init that does not fit is refused)."""
     symmetric = X2 is None
     X = X1 if symmetric else np.concatenate([X1, X2])
+    chunk = check_memory(model, X.shape[1:], X.shape[0], widths, chunk)
     P1 = X1.shape[0]
     if symmetric:
         i, j = np.triu_indices(P1)

@@ -263,6 +263,7 @@ register(NAME, component="predict", compute=compute, plot=plot, params=PARAMS, q
          seed_ref="docs/theory/predict.rst §5")
 
 
+PAGE = "docs/architectures.rst"             # the page whose marked block holds the table
 BEGIN = "<!-- cnn-digits-full-set:begin (python -m limits.gallery.cnn_digits_curve --write) -->"
 END = "<!-- cnn-digits-full-set:end -->"
 
@@ -284,7 +285,7 @@ def _pct(m, se):
 
 
 def readme_lines(payload) -> list[str]:
-    """The README's table of test errors (%) per training-set size and method, and its sentence on the sizes, the
+    """The table (docs/architectures.rst) of test errors (%) per training-set size and method, and its sentence on the sizes, the
     checks and the CPU time — every number from the figure's data."""
     d, p = payload["data"], payload["params"]
     ls = lines(d)
@@ -319,5 +320,5 @@ if __name__ == "__main__":                  # python -m limits.gallery.cnn_digit
     root = Path(__file__).resolve().parents[2]
     text = readme_lines(stored_payload(root / "figures"))
     if "--write" in sys.argv[1:]:
-        replace_marked_block(root / "README.md", BEGIN, END, text)
+        replace_marked_block(root / PAGE, BEGIN, END, text)
     print("\n".join(text))

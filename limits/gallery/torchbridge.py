@@ -136,6 +136,7 @@ def _caption(p):
             "read-out, checked against μP: flagged (circled: not as predicted at some step).")
 
 
+PAGE = "docs/torch.rst"                     # the page whose marked block holds the paragraph
 BEGIN = "<!-- torch-coordcheck-demo:begin (python -m limits.gallery.torchbridge --write) -->"
 END = "<!-- torch-coordcheck-demo:end -->"
 
@@ -151,7 +152,7 @@ def _sgn(v):
 
 
 def readme_paragraph(payload) -> str:
-    """The README's sentences on the demo transformer's checks, every number from the committed figure data."""
+    """The sentences of docs/torch.rst on the demo transformer's checks, every number from the committed figure data."""
     d, p = payload["data"], payload["params"]
     ws = p["widths"]
     cpu = float(d["transformer|muP|cpu_s"])
@@ -201,5 +202,5 @@ if __name__ == "__main__":                  # python -m limits.gallery.torchbrid
     root = Path(__file__).resolve().parents[2]
     payload = load_data("torch_coordcheck", root / "figures")
     if "--write" in sys.argv[1:]:
-        write_readme(root / "README.md", payload)
+        write_readme(root / PAGE, payload)
     print(readme_paragraph(payload))

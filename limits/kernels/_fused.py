@@ -409,7 +409,7 @@ def variance_path(kind_, q0, depth, c_w, c_b, residual, w_out, b_out, ntk, large
 
 
 def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, Ks=None, Ts=None,
-          block=None, same=None):
+          block=None, same=None, watch=None):
     """Read-out (K_out, Θ_out) of the cross recursion on the P1×P2 read-in block ``K`` (overwritten), row
     block by row block through every layer while the block sits in cache (each entry needs only its own
     K_αβ, Θ_αβ and the row/column variances, whose :func:`prepare` vectors are ``pres1[l]``/``pres2[l]``);
@@ -417,7 +417,8 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
     ``Ks``/``Ts`` ((L+1)×P1×P2, optional) receive every layer. Θ_out None without ``ntk``. ``same`` = (rows,
     columns, diagonal path of the rows' inputs — :func:`variance_path`): entries between identical inputs
     (correlation exactly one) take the diagonal values, computed without the cancellation of the
-    off-diagonal formulas at c = 1."""
+    off-diagonal formulas at c = 1. ``watch(l, a, block)``, if given, sees rows a.. of every layer l = 0..L
+    (:class:`limits.kernels.halfangle.Watch`: it collects the pairs to recompute)."""
     P1, P2 = K.shape
     h = max(1, (CROSS_BLOCK if block is None else block) // max(P2, 1))
     size = min(h, P1) * P2
@@ -440,6 +441,8 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
             T = Ta[:m[0] * P2].reshape(m)
             Tn = Tb[:m[0] * P2].reshape(m)
             T[...] = kb
+        if watch is not None:
+            watch(0, a, kb)
         for l in range(1, depth + 1):
             E, G = rect(kind_, rows(pres1[l - 1], a, b), colv[l - 1], kb, sc, ntk, c_w, c_w)
             Cl = C if residual else kb                # feed-forward: K^l = C^l, written in place
@@ -452,6 +455,8 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
                 T, Tn = Tn, T
             if residual:
                 kb += C
+            if watch is not None:
+                watch(l, a, kb)
             if Ks is not None:
                 Ks[l, a:b] = kb
                 if Ts is not None:

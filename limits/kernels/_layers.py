@@ -26,7 +26,7 @@ class Checkpoints:
     """Checkpointed layers of one recursion and the means to recompute the others (``recompute``: the
     recursion itself, :func:`limits.kernels.nngp.run_recursion`, handed in so this store does not import it)."""
 
-    def __init__(self, arch, ntk, every, checkpoints, logs, exploded, ntk_exploded, ntk_scale, recompute):
+    def __init__(self, arch, ntk, every, checkpoints, logs, exploded, ntk_exploded, ntk_scale, recompute, edges=None):
         self.arch, self.ntk, self.every = arch, bool(ntk), int(every)
         self.recompute = recompute
         self.ck = checkpoints                     # layer -> (K, C, Θ̃) full P×P
@@ -35,6 +35,7 @@ class Checkpoints:
         self.L = arch.depth
         self.P = checkpoints[0][0].shape[0]
         self._cache = None                        # (first layer, Ks, Cs, Θ̃s) of the last recomputed stretch
+        self.edges = edges or {}                  # layer -> the delicate pairs' state (limits.kernels.halfangle)
 
     def _raw(self, l):
         if l in self.ck:
@@ -44,7 +45,8 @@ class Checkpoints:
             d = min(c + self.every, self.L) - c
             K0, C0, T0 = self.ck[c]
             Ks, Cs, Th, _, _ = self.recompute(K0, dataclasses.replace(self.arch, depth=d), ntk=self.ntk, keep="all",
-                                    C0=C0, T0=T0, s0=float(self.logs[c]) if self.ntk else 0.0, segment=True)
+                                    C0=C0, T0=T0, s0=float(self.logs[c]) if self.ntk else 0.0, segment=True,
+                                    edge=self.edges.get(c))
             self._cache = (c, Ks, Cs, Th)
         _, Ks, Cs, Th = self._cache
         j = l - c

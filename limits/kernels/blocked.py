@@ -81,6 +81,7 @@ class _Tile:
         self.cw, self.cb = r2 * kw["sigma_w2"], r2 * kw["sigma_b2"]
         self.buf = np.empty((7 if want_ntk else 5, block * block))
         self.ids = None                                              # (ids of X rows, ids of X2 rows): row_ids
+        self.delicate = None                                         # (K⁰ tile, q1, q2, ids) of the last run
 
     def _views(self, shape):
         n = int(np.prod(shape))
@@ -135,8 +136,9 @@ class _Tile:
             if G is not None:
                 np.multiply(at, 0.5 * _INV_PI, out=G)                # (π − θ)/(2π)
 
-    def _layers(self, K, A_of, B_of, views):
-        """All L layers and the read-out on K (overwritten); A_of(l)/B_of(l) the variances at layer l."""
+    def _layers(self, K, A_of, B_of, views, watch=None):
+        """All L layers and the read-out on K (overwritten); A_of(l)/B_of(l) the variances at layer l; ``watch``
+        (:class:`limits.kernels.halfangle.Watch`) sees K^l for l = 0..L."""
         kw, cw, cb = self.kw, self.cw, self.cb
         E, w1, w2, w3 = views[:4]
         G = views[5] if self.want_ntk else None
@@ -144,6 +146,8 @@ class _Tile:
         if T is not None:
             np.copyto(T, K)
         res = kw["residual"]
+        if watch is not None:
+            watch(0, 0, K)
         for l in range(1, kw["depth"] + 1):
             self._expect(K, A_of(l - 1), B_of(l - 1), E, G, w1, w2, w3)
             E *= cw
@@ -161,6 +165,8 @@ class _Tile:
                 K += E
             else:
                 np.copyto(K, E)
+            if watch is not None:
+                watch(l, 0, K)
         L = kw["depth"]
         self._expect(K, A_of(L), B_of(L), E, G, w1, w2, w3)
         E *= kw["sigma_w2_out"]
@@ -205,7 +211,15 @@ class _Tile:
         K = self.gram0(XI, XJ, c_in, b_in, views[4])
         if self.ids is not None:                                     # identical inputs: correlation exactly 1
             snap_identical(K, self.ids[0][I], self.ids[1][J], QI[0, I])
-        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views)
+        self.delicate = None
+        watch = None
+        if self.name in ("relu", "erf"):                            # delicate entries at any layer (halfangle)
+            from .halfangle import Watch
+
+            watch = Watch(self.name, QI[:, I], QJ[:, J])
+            self.delicate = (watch, K.copy(), QI[0, I].copy(), QJ[0, J].copy(),
+                             None if self.ids is None else (self.ids[0][I], self.ids[1][J]))
+        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
 
 
 def _outputs(out, get, shape, dtype):
@@ -601,8 +615,16 @@ class _Engine:
     def tile(self, XI, XJ, QI, I, QJ, J):
         """({name: tile}, first layer where the tile's NTK overflowed or −1)."""
         if self.fused:
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 Ko, To = self._tile.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
+            if self._tile.delicate is not None:           # nearly collinear inputs, large norms: from the rows
+                from . import halfangle
+
+                watch, K0, q1, q2, ids = self._tile.delicate
+                pairs = watch.pairs()
+                if pairs[0].size:
+                    halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1,
+                                          q2, Ko, To, ids=ids, pairs=pairs)
             if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
                 return {"nngp": Ko, "ntk": To}, -1
         with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it

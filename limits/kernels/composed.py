@@ -60,7 +60,29 @@ def composition_inputs(X, name):
                          "position")
     if X.ndim > 4:
         raise ValueError(f"{name}: at most two spatial axes (P, H, W, C), got shape {X.shape}")
+    _read_in_scale(X, name)
     return X
+
+
+READ_IN_LIMIT = 1e300       # a read-in kernel entry ⟨x, y⟩/C beyond this leaves float64 within a few layers
+
+
+def _read_in_scale(X, name):
+    """Refuse inputs whose read-in kernel ⟨x_p, y_p'⟩/C (per position) would exceed :data:`READ_IN_LIMIT`:
+    by Cauchy–Schwarz its largest entry is the largest |x_p|²/C, computed scaled (no overflow on the way)."""
+    if not X.size:
+        return
+    big = float(np.max(np.abs(X)))
+    if big == 0.0:
+        return
+    C = X.shape[-1]
+    v = X.reshape(-1, C) / big
+    q = float(np.max(np.einsum("ij,ij->i", v, v))) / C          # max |x_p|²/(C big²)
+    log_q = 2.0 * np.log10(big) + np.log10(q)
+    if log_q > np.log10(READ_IN_LIMIT):
+        raise ValueError(f"{name}: the read-in kernel ⟨x, y⟩/C of these inputs reaches 1e{log_q:.0f} (max |{name}| = "
+                         f"{big:.3g}), beyond float64's range once the layers multiply it (limit "
+                         f"{READ_IN_LIMIT:g}); rescale the inputs")
 
 
 BLOCK_BYTES = 256 * 2**20       # one tile's blocks (with temporaries) stay below this
@@ -259,6 +281,17 @@ def _tiled(m, X1, X2, get, b):
     return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
 
 
+def _probe(m, k0, symmetric):
+    """A :class:`limits.kernels.halfangle.Probe` for a composition of position-free layers with closed-form
+    activations (the delicate pairs are then recomputed from the rows), else None."""
+    from .halfangle import Probe, SerialPairs
+
+    if k0.spatial or not SerialPairs.supports(m) or not any(k in ("relu", "erf", "gelu")
+                                                             for k in SerialPairs.kinds(m)):
+        return None
+    return Probe(symmetric)
+
+
 def kernel_once(m, X1, X2, get):
     """The kernel of X1 (× X2) in one piece, every pair at once (no tiles, no packing): inputs without positions."""
     from ..layers.state import initial
@@ -267,16 +300,25 @@ def kernel_once(m, X1, X2, get):
     k0 = initial(X1, X2, full, "ntk" in get)
     trace = [{"layer": -1, "name": "input", "representation": k0.representation, "spatial": list(k0.spatial),
               "bytes": int(k0.nbytes)}]
-    with np.errstate(over="ignore", invalid="ignore"):
+    probe = _probe(m, k0, X2 is None)
+    if probe is not None:
+        k0 = k0.replace(probe=probe)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         k = m.kernel(k0, False, "", trace)
     if k.spatial:
         raise ValueError(f"the composition ends with spatial axes {k.spatial}; end it with Flatten() or "
                          "GlobalAvgPool() (and a Dense read-out) for P1×P2 kernels")
+    if probe is not None:                   # nearly collinear inputs, large norms: from the rows (halfangle)
+        from .halfangle import patch_composition
+
+        patch_composition(m, X1, X2, probe, k.nngp, k.ntk)
     nngp = k.nngp if "nngp" in get else None
     ntk = k.ntk if "ntk" in get else None
     for name, a in (("NNGP", nngp), ("NTK", ntk)):
         if a is not None and not np.all(np.isfinite(a)):
-            raise ValueError(f"the {name} of this composition overflowed (inf/NaN); use smaller variances")
+            raise ValueError(f"the {name} of this composition overflowed float64 (inf/NaN) on inputs with read-in "
+                             f"variances up to {float(np.max(np.abs(k0.cov1))):.3g}; rescale the inputs or use "
+                             "smaller variances")
     diag = {"structure": trace, "input_representation": k0.representation,
             "peak_bytes": int(max(t["bytes"] for t in trace)), "source": "limits.kernels.composed"}
     return SerialKernelResult(nngp, ntk, m.to_dict(), diag, X2 is None, X1, X2)

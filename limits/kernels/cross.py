@@ -148,19 +148,30 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
     snap_variances(q1, ids1)
     snap_variances(q2, ids2, q1, ids1)
     snap_identical(K, ids1, ids2, q1)
+    K0 = K.copy() if _fused.kind(act) in ("relu", "erf", "gelu") else None     # for the delicate pairs
     fused = _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2)
     if fused is not None:
-        K_out, T_out, Ks, Ts = fused
+        K_out, T_out, Ks, Ts, watch = fused
+        _edges(act, kw, L, X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts, (ids1, ids2), watch)
         diag = {"nngp_exploded_at": -1, "ntk_exploded_at": -1, "warnings": []}
         return KernelResult(K_out if "nngp" in get else None, T_out, Ks, Ts, model_record(m), diag, False, X1, X2)
     T = K.copy() if want_ntk else None
+    q1_0, q2_0 = q1.copy(), q2.copy()
     Ks = [K.copy()] if layers else None
     Ts = [T.copy()] if layers and want_ntk else None
     from .. import gaussian
 
+    watch = None
+    if K0 is not None:
+        from .halfangle import Watch
+
+        watch = Watch(_fused.kind(act), None, None)
     nngp_bad = ntk_bad = -1
     with np.errstate(over="ignore", invalid="ignore"):
         for l in layer_range(L, "cross-kernel layers"):
+            if watch is not None:
+                watch.Q1, watch.Q2 = {l - 1: q1}, {l - 1: q2}
+                watch(l - 1, 0, K)
             a, b = q1[:, None], q2[None, :]
             E = _pair(gaussian.kernel, act, a, K, b)
             G = _pair(gaussian.dkernel, act, a, K, b) if (want_ntk and ntk_bad < 0) else None
@@ -196,6 +207,11 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
         else:
             K_out = np.full((P1, P2), np.inf)
             T_out = None
+    if nngp_bad < 0 and ntk_bad < 0:
+        if watch is not None:
+            watch.Q1, watch.Q2 = {L: q1}, {L: q2}
+            watch(L, 0, K)
+        _edges(act, kw, L, X1, X2, K0, q1_0, q2_0, K_out, T_out, Ks, Ts, (ids1, ids2), watch)
     if want_ntk and ntk_bad >= 0:
         T_out = np.full((P1, P2), np.inf)
     diag = {"nngp_exploded_at": nngp_bad, "ntk_exploded_at": ntk_bad if want_ntk else -1, "warnings": []}
@@ -234,9 +250,27 @@ def _fused_path(act, K, q1, q2, L, cw, cb, kw, want_ntk, layers, ids1, ids2):
     if ids1.size and ids2.size and ids1.max() >= 0 and ids2.max() >= 0:   # identical inputs (row_ids)
         i, j = np.nonzero((ids1[:, None] == ids2[None, :]) & (ids1[:, None] >= 0))
         same = (i, j, v1)
-    K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
-                                same=same)
-    return K_out, T_out, Ks, Ts
+    watch = None
+    if kind_ in ("relu", "erf", "gelu"):                  # delicate entries at any layer (halfangle)
+        from .halfangle import Watch
+
+        watch = Watch(kind_, v1["Q"], v2["Q"])
+    with np.errstate(divide="ignore", invalid="ignore"):     # delicate entries are recomputed (halfangle)
+        K_out, T_out = _fused.cross(kind_, K, v1["pres"], v2["pres"], L, cw, cb, res, wo, bo, want_ntk, Ks, Ts,
+                                    same=same, watch=watch)
+    return K_out, T_out, Ks, Ts, watch
+
+
+def _edges(act, kw, L, X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts, ids, watch=None):
+    """Recompute the delicate entries (nearly collinear inputs, large norms) from the rows
+    (:func:`limits.kernels.halfangle.patch_block`); closed-form activations only. ``watch``: the entries found
+    delicate at any layer (else those of the read-in block K0)."""
+    if K0 is None:
+        return
+    from . import halfangle
+
+    halfangle.patch_block(_fused.kind(act), halfangle.arch_of(kw, L), X1, X2, K0, q1, q2, K_out, T_out, Ks, Ts,
+                          ids, pairs=None if watch is None else watch.pairs())
 
 
 def _is_serial(model):

@@ -11,8 +11,10 @@ Accuracy: for erf use :func:`cov4_erf` (inner pair exact, ~1e-9). The generic te
 slowly for saturating φ at large variance when four distinct variables are involved (tanh, order 20
 vs 32: relative change 2e-5 at variances ≈ 0.7, 6e-4 at ≈ 1.3, 7e-3 at ≈ 2.7, 3e-2 at ≈ 5.3);
 1–2 distinct variables (e.g. P = 1, diagonal entries) use orders 128 and are accurate to ~1e-10. relu never goes
-through the tensor rule across its kinks: the exact polar rule in ≤ 2 variables, :mod:`limits.kernels.relu_fourpoint`
-in 3 or 4 (:func:`expect4`, :func:`cov_pairs`), 1e-14 where the 20⁴ tensor rule was off by up to 11 %.
+through the tensor rule across its kinks: the exact polar rule in ≤ 2 variables, :mod:`limits.kernels.relu_lowrank`
+in 3 or 4 (:func:`expect4`, :func:`cov_pairs`) — the conditional rule of :mod:`limits.kernels.relu_fourpoint` for
+well-conditioned covariances, the covariance's rank for singular and nearly singular ones — 1e-14 where the 20⁴
+tensor rule was off by up to 11 % (and, on singular covariances, by up to 26 %).
 """
 from __future__ import annotations
 
@@ -292,9 +294,10 @@ def _relu_powers(act, fns_list):
 
 
 def _relu_exact(powers_list, pat, r, S, mem, out):
-    """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_fourpoint.expect_many` (no
-    quadrature across relu's kinks); False (nothing written) when a covariance is degenerate there."""
-    from .relu_fourpoint import expect_many
+    """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_lowrank.expect_many` (no
+    quadrature across relu's kinks; singular and nearly singular covariances by their rank — a singular Gaussian is a
+    lower-dimensional one); False (nothing written) only for other dimensions."""
+    from .relu_lowrank import expect_many
 
     if r not in (3, 4):
         return False

@@ -168,7 +168,12 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
         n, _ = layer_slots(L, keep)
     check_memory(per * n + 2 + 2 * bool(ntk), P, max_memory, what="nngp",
                  keep="last" if keep in ("checkpoint", "packed") else keep)
-    return run_recursion(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every)
+    rows = None
+    if X is not None:
+        rows = np.asarray(X, dtype=np.float64)
+        rows = rows[None, :] if rows.ndim == 1 else rows
+    return run_recursion(K0m, arch, ntk=ntk, on_explode=on_explode, keep=keep, ntk_scale=ntk_scale, every=every,
+                         rows=rows)
 
 
 AUTO_ALL_BYTES = 512 * 2**20    # keep="auto": every layer as arrays up to this size, checkpointed beyond
@@ -217,11 +222,13 @@ _RESCALE = 1e50          # Θ̃ is renormalised to max diag 1 when its diagonal 
 
 
 def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale="linear", *, C0=None, T0=None, s0=0.0,
-         segment=False, every=None):
+         segment=False, every=None, rows=None, edge=None):
     """The recursion. ``keep="checkpoint"``: slots as "last", plus (K, C, Θ̃) every ``every`` layers for the
     lazily recomputed :class:`~limits.kernels._layers.LayerStack`. ``segment=True`` (used by that store):
     start from layer state (K0m, C0, T0 = Θ̃, s0) and return the raw (K, C, Θ̃, log scales) of every layer,
-    no read-out, no diagnostics."""
+    no read-out, no diagnostics. ``rows``: the inputs X (K⁰'s rows), from which the delicate pairs'
+    half-angles are computed (:mod:`limits.kernels.halfangle`; without them, from K⁰'s entries); ``edge``: the
+    delicate pairs' state at the segment's first layer (checkpoints)."""
     act, L, P = arch.activation, arch.depth, K0m.shape[0]
     r2 = arch.rho ** 2
     ckpt = keep == "checkpoint"
@@ -262,7 +269,9 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
         Cv = np.empty(pk.n)
     Gb = Wb = None                                    # scratch of the general path, allocated on first use
     c_w, c_b = r2 * arch.sigma_w2, r2 * arch.sigma_b2
-    with np.errstate(over="ignore", invalid="ignore"):
+    edge = _edge_patch(act, arch, K0m, rows, ntk, edge)  # nearly collinear inputs, large norms (halfangle)
+    edge_states = {0: edge.snapshot()} if (ckpt and edge is not None) else {}
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for l in layer_range(L, "NNGP/NTK layers"):
             i, ip = ix(l), ix(l - 1)
             s = logs[ip] if ntk else 0.0
@@ -281,6 +290,10 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     Tn = spare.pop() if ntk else None
                 tsum = _fused.layer(fk, pk, Kv, Tv, Kn, Cv, Tn, c_w, c_b, arch.residual, sc,
                                     t_scale=None if s == 0.0 else np.exp(-s))
+                if edge is not None:
+                    edge.layer(Kn, Cv, pk)
+                    if ntk:
+                        edge.ntk_layer(Tn, Tv, None if s == 0.0 else np.exp(-s), pk, pk)
                 if not lazy:
                     spare.append(Kv)
                     if ntk:
@@ -308,6 +321,8 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     np.add(Kp, C, out=Ks[i])
                 else:
                     Ks[i] = C
+                if edge is not None:
+                    edge.layer(Ks[i], C)
                 if not _diag.layer_ok(Ks[i], psd=True):
                     exploded = l
                     break
@@ -321,6 +336,8 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                         T += C * np.exp(-s)
                     if arch.residual:
                         T += Th[ip]
+                    if edge is not None:
+                        edge.ntk_layer(T, Th[ip], None if s == 0.0 else np.exp(-s))
                     t_finite = bool(np.all(np.isfinite(T)))
                 if last:
                     hi, lo = float(Ks[i].max()), float(Ks[i].min())
@@ -336,6 +353,8 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     d = pk.diag(T) if Kv is not None else np.diag(T)
                 if ntk_exploded < 0 and logs[i] + np.log(max(float(np.max(np.abs(d))), 1e-300)) > log_large:
                     ntk_exploded = l
+            if edge is not None:                       # pairs that became delicate at this layer
+                edge.extend(Kv if Kv is not None else Ks[i], pk if Kv is not None else None)
             if last:                                   # running max |K^l| (no P² temporary)
                 max_abs = max(max_abs, hi, -lo)
             if Kv is not None and not lazy and (not last or l == L):  # hand out the kept layers in full
@@ -353,19 +372,33 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
                     checkpoints[l] = (pk.unpack(Kv), pk.unpack(Cv), pk.unpack(Tv) if ntk else None)
                 else:
                     checkpoints[l] = (Ks[i].copy(), Cs[i].copy(), Th[i].copy() if ntk else None)
+                if edge is not None:
+                    edge_states[l] = edge.snapshot()
         if segment:
             return Ks, Cs, Th, all_logs, exploded
         K_out, T_out, log_out, ntk_exploded = _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded,
-                                                        last, ntk, (fk, pk, sc, Kv, Tv), log_large)
+                                                        last, ntk, (fk, pk, sc, Kv, Tv), log_large, edge)
     rescaled = ntk and ntk_scale == "log" and (np.any((all_logs if lazy else logs) != 0.0) or (log_out or 0.0) != 0.0)
     if ntk and ntk_scale == "linear":                 # plain Θ: exp(s)·Θ̃, +inf from the overflow on
         T_out, log_out = _undo_log_scale(Th, logs, T_out, log_out, ntk_exploded, last, L)
     diag = _diagnostics(Ks, ix, L, K_out, exploded, ntk_exploded, ntk, ntk_scale, rescaled, last, max_abs)
     return _package(Ks, Cs, K_out, Th, T_out, arch, diag, on_explode, ntk, ntk_scale, logs, all_logs, log_out,
-                    exploded, L, ix, last, (lazy, store, pk, Kv), (ckpt, checkpoints, every))
+                    exploded, L, ix, last, (lazy, store, pk, Kv), (ckpt, checkpoints, every, edge_states))
 
 
-def _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded, last, ntk, packed, log_large):
+def _edge_patch(act, arch, K0m, rows, ntk, state):
+    """The delicate pairs' recursion (:class:`limits.kernels.halfangle.SymmetricPatch`) for the closed-form
+    activations, or None (linear: exact as it is; other activations). ``state``: resume a checkpoint."""
+    from . import halfangle
+
+    kind = _fused.kind(act)
+    if kind not in ("relu", "erf", "gelu") or K0m.shape[0] < 1:
+        return None
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return halfangle.SymmetricPatch(kind, arch, K0m, rows, ntk, state)
+
+
+def _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded, last, ntk, packed, log_large, edge=None):
     """(K_out, Θ̃_out, its log scale, NTK explosion layer): the read-out after the layer loop (inf from an
     exploded layer on; on the packed triangle when the fused path was still in use)."""
     fk, pk, sc, Kv, Tv = packed
@@ -390,11 +423,15 @@ def _read_out(act, arch, Ks, Cs, Th, logs, ix, L, exploded, ntk_exploded, last, 
             Gv *= Tv
             Gv += Ev if sL == 0.0 else Ev * np.exp(-sL)
             T_out = pk.unpack(Gv)
+        if edge is not None:
+            edge.readout(K_out, T_out, Tv, None if sL == 0.0 else np.exp(-sL), pk)
     else:
         E, G = moments(act, KL, derivative=ntk)
         K_out = arch.sigma_w2_out * E + arch.sigma_b2_out
         if ntk:
             T_out = (K_out if sL == 0.0 else K_out * np.exp(-sL)) + arch.sigma_w2_out * G * Th[ix(L)]
+        if edge is not None:
+            edge.readout(K_out, T_out, Th[ix(L)] if ntk else None, None if sL == 0.0 else np.exp(-sL))
     if ntk:
         log_out = sL
         top = float(np.max(np.abs(np.diag(T_out)))) if P else 0.0
@@ -452,7 +489,7 @@ def _package(Ks, Cs, K_out, Th, T_out, arch, diag, on_explode, ntk, ntk_scale, l
     """The :class:`NNGPResult` of a run: every layer as arrays, the last layer only, lazily recomputed from
     checkpoints, or the packed layers (``keep`` modes)."""
     lazy, store, pk, Kv = lazy_parts
-    ckpt, checkpoints, every = ckpt_parts
+    ckpt, checkpoints, every, edge_states = ckpt_parts
     log_scale = lambda v: (v if ntk_scale == "log" else np.zeros(L + 1)) if ntk else None    # noqa: E731
     if lazy:
         from ._layers import LayerStack, PackedLayers
@@ -473,7 +510,8 @@ def _package(Ks, Cs, K_out, Th, T_out, arch, diag, on_explode, ntk, ntk_scale, l
 
         checkpoints[0] = (Ks[0].copy(), Cs[0].copy(), Th[0].copy() if ntk else None)
         store = Checkpoints(arch, ntk, every, checkpoints, all_logs, exploded,
-                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale, run_recursion)
+                            diag["ntk_exploded_at"] if ntk_scale == "linear" else -1, ntk_scale, run_recursion,
+                            edge_states)
         return NNGPResult(LayerStack(store, "K"), LayerStack(store, "C"), K_out,
                           LayerStack(store, "Theta") if ntk else None, T_out, arch.as_dict(), diag,
                           Theta_log_scale=log_scale(all_logs), Theta_out_log_scale=log_out)

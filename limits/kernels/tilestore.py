@@ -6,7 +6,9 @@ Layout of ``DIR``::
                                     kernel digest K = SHA-256(model JSON, inputs' dtype/shape/bytes, P, block); the
                                     model JSON of a composition (``limits.serial``) is its canonical serialisation
                                     ``Serial.to_dict()`` (every layer and hyperparameter, floats that round-trip)
-    lock                            held (``fcntl.flock``) by the one process filling or reading the store; its pid
+    lock                            held (``fcntl.flock``) by the one process filling or reading the store; opened
+                                    read-only, never written (:mod:`limits.stores`)
+    lock.pid                        "PID HOST" of the holder (a new file renamed into place)
     nngp/000003_000007.tile         tile (I, J) = rows [3b, 4b) × columns [7b, 8b), I ≤ J (upper triangle)
     ntk/…                           the same for the NTK when requested
 
@@ -34,8 +36,12 @@ the matrix–vector products of the solver read tiles as fast as before.
 
 One writer per store: the lock is taken before the store is examined and held until the caller is done
 (:func:`store_lock`, re-entrant in one process); a second process gets a ``ValueError`` naming the store and the
-holder's pid. The OS drops the lock when its process dies however it dies, so a stale lock file of a dead
-process is simply taken over (and reported in ``diagnostics["stale_lock_pid"]``).
+holder's pid. The OS drops the lock when its process dies however it dies, so a stale lock of a dead process is
+simply taken over (and reported in ``diagnostics["stale_lock_pid"]``). The lock file is opened read-only and never
+written; a hard link (``st_nlink > 1``) as ``lock`` or ``store.json`` is refused, as are symbolic links, and the
+holder's "PID HOST" goes to ``lock.pid``, a new file renamed into place (:mod:`limits.stores`). A store is made
+only in a new or empty directory or an existing tile store. A complete store on a read-only file system is read as
+it is, without a lock (``diagnostics["read_only"]``); a missing tile there is refused with the count.
 
 Each tile is one file written by one task to a temporary name and renamed into place
 (:func:`limits.results.atomic_write_bytes`), so a killed worker or driver leaves only whole tiles and a rerun
@@ -51,7 +57,7 @@ disk the missing tiles need (exact) is compared with the file system's free spac
 (:func:`task_memory`: for a composition the packed kernel's outputs, recorded per-input quantities and one chunk,
 :func:`limits.kernels.composed.packed_bytes`) with the workers' ``memory_limit`` (half the available memory on the
 serial backend); either too large is refused with the estimate. Measured (benchmarks/bench_tiles.py,
-benchmarks/tilestore_attacks.py ``--compositions``): see the README row "images beyond one machine"; the three
+benchmarks/tilestore_attacks.py ``--compositions``): see the row "images beyond one machine" of docs/performance.rst; the three
 attacks above on two CNN compositions give the Cholesky answer to the CG tolerance (1e-10; tiles recomputed:
 6 foreign, 1 damaged) or exit 2 (the second writer).
 
@@ -63,7 +69,6 @@ block 2048 for the NNGP alone) whatever P is. The driver holds X and a list of t
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -87,6 +92,7 @@ _KERNELS = ("nngp", "ntk")
 TILE_MAGIC = b"limits-tile\n"
 HEADER_BYTES = 500                  # magic + header = 512 bytes: the data start 8-byte aligned (BLAS-friendly)
 LOCK_NAME = "lock"
+HOLDER_NAME = "lock.pid"                # "PID HOST" of the lock's holder (renamed into place)
 _TILE_NAME = re.compile(r"(\d{6})_(\d{6})\.tile")
 _TEMP = re.compile(r"\..+\.tmp")
 
@@ -212,8 +218,12 @@ def _pid_alive(pid) -> bool:
 
 @contextlib.contextmanager
 def store_lock(path, what="out"):
-    """Hold the store's lock (module docstring); yields the pid of a dead process whose stale lock file was taken
-    over, or None. A second process gets a ``ValueError`` naming the store and the holder's pid."""
+    """Hold the store's lock (module docstring); yields the pid of a dead process whose stale lock was taken over,
+    or None. A second process gets a ``ValueError`` naming the store and the holder's pid. The lock file is opened
+    read-only and never written (:func:`limits.stores.open_lock`: a symbolic link, a hard link or a non-regular
+    file there is refused); the holder's ``PID HOST`` goes to ``lock.pid``, a new file renamed into place. Where
+    the store is read-only and has no lock file, no lock is taken: nothing can write there (:func:`fill_tiles`
+    then only reads a complete store)."""
     path = Path(path)
     key = os.path.realpath(path)
     if key in _HELD:
@@ -225,37 +235,33 @@ def store_lock(path, what="out"):
         return
     import fcntl
 
-    lock = path / LOCK_NAME
+    from ..stores import open_lock, read_holder, write_holder
+
+    fd = open_lock(path / LOCK_NAME, what, "tile store")
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValueError(f"{what}: {lock} is a symbolic link; a tile store holds regular files only") from None
-        raise ValueError(f"{what}: cannot create the lock file {lock} ({exc.strerror or exc})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{what}: {lock} is not a regular file; a tile store holds regular files only")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
-            who = f"process {holder[0]}" + (f" on {holder[1]}" if len(holder) > 1 else "") if holder else \
-                "another process"
-            raise ValueError(f"{what}: {path} is in use by {who} (lock {lock}); one writer per tile store — wait "
-                             "for it to finish or use another directory") from None
-        old = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = read_holder(path / HOLDER_NAME)
+                who = f"process {holder[0]}" + (f" on {holder[1]}" if len(holder) > 1 else "") if holder else \
+                    "another process"
+                raise ValueError(f"{what}: {path} is in use by {who} (lock {path / LOCK_NAME}); one writer per tile "
+                                 "store — wait for it to finish or use another directory") from None
+        old = read_holder(path / HOLDER_NAME)
         stale = None
         if len(old) >= 2 and old[0].isdigit() and old[1] == socket.gethostname() and not _pid_alive(int(old[0])):
             stale = int(old[0])
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        if fd is not None:
+            write_holder(path / HOLDER_NAME)          # False on a read-only store: then nobody else writes either
         _HELD[key] = [fd, 1]
         try:
             yield stale
         finally:
             del _HELD[key]
     finally:
-        os.close(fd)                      # closing the descriptor releases the lock
+        if fd is not None:
+            os.close(fd)                  # closing the descriptor releases the lock
 
 
 # ---------------------------------------------------------------------------------------------- the store
@@ -379,14 +385,16 @@ class TileStore:
                     bad[worst] = bad.get(worst, 0) + 1
         return todo, bad
 
-    def sweep(self) -> int:
-        """Refuse non-regular entries (links included) in the store; remove orphan temporary tiles (the caller holds
-        the lock); returns how many were removed."""
+    def sweep(self, remove=True) -> int:
+        """Refuse non-regular entries (links included) in the store, and hard links among its own files
+        (``store.json``, the lock: ``st_nlink > 1``); remove orphan temporary tiles (the caller holds the lock;
+        ``remove=False`` on a read-only store); returns how many were removed."""
         from ..readfile import kind
 
         removed = 0
         for entry in os.scandir(self.path):
-            mode = entry.stat(follow_symlinks=False).st_mode
+            st = entry.stat(follow_symlinks=False)
+            mode = st.st_mode
             if entry.name in self.kernels or entry.name in _KERNELS:
                 if not stat.S_ISDIR(mode):
                     raise ValueError(f"out: {entry.path} is {kind(mode)}, not a directory of tiles; a tile store "
@@ -395,13 +403,17 @@ class TileStore:
             if not stat.S_ISREG(mode):
                 raise ValueError(f"out: {entry.path} is {kind(mode)}; a tile store holds regular files only — "
                                  "remove it")
+            if st.st_nlink > 1 and not _TEMP.fullmatch(entry.name):
+                raise ValueError(f"out: {entry.path} is a hard link ({st.st_nlink} names for one file); a tile "
+                                 "store's own files are never shared with another file — remove it (copy a store "
+                                 "with cp -r, not cp -l)")
         for k in self.kernels:
             for entry in os.scandir(self.path / k):
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if not stat.S_ISREG(mode):
                     raise ValueError(f"out: {entry.path} is {kind(mode)}; a tile store holds regular files only — "
                                      "remove it")
-                if _TEMP.fullmatch(entry.name):
+                if _TEMP.fullmatch(entry.name) and remove:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(entry.path)
                         removed += 1
@@ -472,7 +484,7 @@ class TileStore:
                 raise ValueError(f"out: {path} holds the tiles of a different kernel (model, inputs, block or "
                                  "kernels differ); choose another directory or remove it")
             return s
-        if any(e.name != LOCK_NAME and not _TEMP.fullmatch(e.name) for e in os.scandir(path)):
+        if any(e.name not in (LOCK_NAME, HOLDER_NAME) and not _TEMP.fullmatch(e.name) for e in os.scandir(path)):
             raise ValueError(f"out: {path} is a non-empty directory without store.json; choose an empty or new one")
         s = cls(path, int(P), int(block), tuple(kernels), model, x_sha256)
         meta = {"format": FORMAT, "version": VERSION, "P": int(P), "block": int(block), "kernels": list(kernels),
@@ -599,11 +611,19 @@ def _run_dask(todo, store, m, X, client, bar, compute):
     return cpu
 
 
+def is_tile_store(path) -> bool:
+    """Whether ``path`` holds a tile store's description (``store.json``; :meth:`TileStore.open` checks it)."""
+    return os.path.lexists(Path(path) / "store.json")
+
+
 def store_dir(out) -> Path:
-    """The store directory, created if missing (a path that exists and is not a directory is refused)."""
+    """The store directory, created if missing: a new or empty directory, or a tile store
+    (:func:`limits.stores.check_store_dir`; anything else — a file, a foreign non-empty directory — is refused
+    before a file is written into it)."""
+    from ..stores import check_store_dir
+
     path = Path(out)
-    if path.exists() and not path.is_dir() or path.is_symlink() and not path.exists():
-        raise ValueError(f"out: {path} exists and is not a directory")
+    check_store_dir(path, "out", "kernel tile store", is_tile_store, own=(LOCK_NAME, HOLDER_NAME))
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -642,6 +662,11 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     P = X.shape[0]
     block = min(block, P)
     path = store_dir(out)
+    from ..stores import writable
+
+    if not writable(path):
+        with store_lock(path):
+            return _read_only(path, P, block, get, m, X)
     with store_lock(path) as stale:
         store = TileStore.create(path, P, block, tuple(get), model_record(m), _digest(X))
         store.kernels = tuple(get)
@@ -667,6 +692,33 @@ def fill_tiles(model, X, out, compute, *, block=2048, get=("nngp",), backend="se
     if stale is not None:
         store.diagnostics["stale_lock_pid"] = stale
     store._repair = lambda a, b: compute(m, X, a, b, block, store.kernels, store.targets(a, b))
+    return store
+
+
+def _read_only(path, P, block, get, m, X) -> TileStore:
+    """A complete store on a read-only file system (or a directory we cannot write), read as it is: every tile
+    verified, nothing written; a missing or unusable tile is refused with the count."""
+    t0 = time.perf_counter()
+    if not is_tile_store(path):
+        raise ValueError(f"out: {path} is on a read-only file system (or not writable) and holds no tile store; "
+                         "choose a writable directory")
+    store = TileStore.open(path)
+    if (store.P, store.block, store.model, store.x_sha256) != (P, block, model_record(m), _digest(X)) \
+            or not set(get) <= set(store.kernels):
+        raise ValueError(f"out: {path} holds the tiles of a different kernel (model, inputs, block or kernels "
+                         "differ) and is read-only; choose another directory")
+    store.kernels = tuple(get)
+    store.sweep(remove=False)
+    todo, bad = store.scan()
+    n = len(store.pairs())
+    if todo:
+        raise ValueError(f"out: {path} is on a read-only file system (or not writable) and {len(todo)} of {n} tiles "
+                         f"are missing or unusable ({', '.join(f'{v} {k}' for k, v in bad.items()) or 'missing'}); "
+                         "fill the store where it is writable (or copy it and give the copy)")
+    store.diagnostics = {"tiles": n, "computed": 0, "reused": n, "recomputed": {}, "orphans_removed": 0,
+                         "kernel": store.kernel, "backend": "none (read-only store)", "read_only": True,
+                         "seconds": time.perf_counter() - t0, "task_cpu_seconds": 0.0, "worker_memory_bytes": 0.0,
+                         "disk_bytes_estimate": 0.0}
     return store
 
 

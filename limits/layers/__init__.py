@@ -11,7 +11,7 @@ serialisation side by side (the pattern of neural-tangents' ``stax``)::
     k = limits.kernels.kernel(m, X)          # k.nngp, k.ntk (P×P); k.diagnostics["structure"]
     net = m.finite(256)                      # limits.finite.serial.SerialNetwork at width N = 256
 
-(the README's "Architectures and your own network" predicts and checks such a CNN on the digits).
+(the README's "A layer composition" predicts and checks such a CNN on the digits).
 
 Layers: Dense, Conv (1-D/2-D, strides, "SAME"/"VALID"/"CIRCULAR" as neural-tangents, computed at the output
 resolution), Activation(name), Flatten, GlobalAvgPool, AvgPool (window, strides, "VALID"/"SAME"), LayerNorm (over
@@ -50,7 +50,7 @@ def as_serial(obj):
         return serial(obj)
     if isinstance(obj, dict):
         d = obj.get("model", obj) if isinstance(obj.get("model"), dict) else obj
-        return Serial.from_dict(d) if "serial" in d else None
+        return Serial.from_dict(obj) if "serial" in d else None      # the whole mapping: no key ignored
     if isinstance(obj, (str, Path)) and Path(obj).suffix.lower() in (".json", ".toml") and Path(obj).is_file():
         try:
             return Serial.load(obj)

@@ -141,6 +141,8 @@ class Activation(Layer):
 
             raise ModelError(f"{where}: Activation({self.name_!r}) needs a Gaussian input, but its input is the "
                              "output of a nonlinearity; put a Dense, Conv or Attention layer before it")
+        if k.probe is not None:                      # who watches the inputs of the nonlinearities (composed.py)
+            k.probe(self, k)
         act = self.act
         smooth = getattr(act, "kernel", None) is None and getattr(act, "strip", 0) > 0
         kw = {"method": "mehler"} if smooth else {}

@@ -66,7 +66,12 @@ class Serial(Layer):
         needs = self.needs(need_full_after)
         for i, l in enumerate(self.layers):
             at = f"{where} layer {i} ({l.describe()})".strip()
-            k = l.kernel(k, needs[i + 1], at)
+            try:
+                k = l.kernel(k, needs[i + 1], at)
+            except ValueError as exc:
+                if "is not a valid covariance matrix" not in str(exc):
+                    raise
+                raise ValueError(_degenerate(k, at, i, len(self.layers), exc)) from None
             if k.full and not needs[i + 1]:
                 k = k.to_diagonal()
             k = k.synced()
@@ -166,6 +171,10 @@ class Serial(Layer):
     @classmethod
     def from_dict(cls, d) -> "Serial":
         if isinstance(d, dict) and isinstance(d.get("model"), dict):
+            outside = sorted(map(str, set(d) - {"model"}))
+            if outside:                     # e.g. `depth = 7` beside [model]: would be ignored silently
+                raise ValueError(f"key(s) {outside} beside the 'model' table; a composition file holds "
+                                 "{'model': {'serial': [...]}} or {'serial': [...]} only")
             d = d["model"]
         if not isinstance(d, dict) or not isinstance(d.get("serial"), list):
             raise ValueError("a composition is a mapping {'serial': [layer, …]} (each layer a mapping with 'layer')")
@@ -213,6 +222,23 @@ class Serial(Layer):
             return cls.from_dict(d)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
+
+
+def _degenerate(k, at, i, n, exc) -> str:
+    """What is wrong when a layer meets a kernel that is no longer a covariance (rounding broke k12² ≤ k11·k22):
+    the scale it decayed (or grew) to over ``i`` layers of ``n``, or correlations at ±1 to rounding."""
+    a = np.abs(np.asarray(k.nngp, dtype=float))
+    top = float(np.nanmax(a)) if a.size else 0.0
+    if top < 1e-100 or top > 1e100:
+        why = (f"its input kernel has {'decayed' if top < 1 else 'grown'} to {top:.3g} after {i} of {n} layers: the "
+               "variance changes by a constant factor per layer and this depth takes it to the edge of float64 (a "
+               "degenerate kernel, not a covariance the next layer can use) — use fewer layers, or variances on the "
+               "critical line (e.g. σ_w² = 2 for relu without bias)")
+    else:
+        why = (f"after {i} of {n} layers the inputs' correlations have reached ±1 to rounding (a degenerate, "
+               "rank-deficient kernel: at this depth every input maps to the same point) — use fewer layers or "
+               "variances that keep inputs apart")
+    return f"{at}: {why} ({exc})"
 
 
 def _toml(v) -> str:

@@ -39,6 +39,7 @@ class Kernel:
     is_gaussian: bool = True
     wide: bool = False          # the channels are a width N → ∞ (after Dense / Conv / Attention), not the input's C
     pairs: "Sides | None" = None    # packed pairs of inputs (module docstring)
+    probe: object = None        # called as probe(layer, kernel) by each Activation rule (limits.kernels.composed)
 
     def replace(self, **kw) -> "Kernel":
         """A copy with the fields ``kw`` changed (as ``dataclasses.replace``, without re-running ``__init__``: the

@@ -49,6 +49,23 @@ class TensorRow(Result):
     std: tuple
     note: str = ""
 
+    def __post_init__(self):
+        _check_fields(self, str, ("layer", "kind", "tensor", "fan_in", "fan_out", "role", "a", "b", "c", "note"))
+        if self.role not in ROLES:
+            raise TypeError(f"TensorRow.role must be one of {ROLES}, got {self.role!r:.60}")
+        if not isinstance(self.std, tuple) or len(self.std) != 3 or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in self.std):
+            raise TypeError(f"TensorRow.std must be a tuple of three numbers (a, b, c), got {self.std!r:.80}")
+
+
+def _check_fields(obj, kind, names):
+    """``TypeError`` naming the first field of ``obj`` among ``names`` that is not a ``kind`` (what
+    :func:`limits.results.load_result` reports as a file that does not describe the result)."""
+    for n in names:
+        v = getattr(obj, n)
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise TypeError(f"{type(obj).__name__}.{n} must be a {kind.__name__}, got {type(v).__name__} {v!r:.60}")
+
 
 @dataclass(frozen=True)
 class LayerTable(Result):
@@ -66,6 +83,21 @@ class LayerTable(Result):
     logits: dict
     predicted: dict
     notes: tuple = ()
+
+    def __post_init__(self):
+        """Every field of the kind it is (a table read back from a file is checked here: ``rows = 5`` is refused,
+        not a table that fails later)."""
+        _check_fields(self, str, ("name", "convention", "regime"))
+        _check_fields(self, dict, ("parameterisation", "composition", "logits", "predicted"))
+        _check_fields(self, tuple, ("rows", "notes"))
+        if not self.rows or not all(isinstance(r, TensorRow) for r in self.rows):
+            raise TypeError(f"LayerTable.rows must be a non-empty tuple of TensorRow, got "
+                            f"{[type(r).__name__ for r in self.rows][:5]}")
+        if not all(isinstance(n, str) for n in self.notes):
+            raise TypeError("LayerTable.notes must be a tuple of strings")
+        if not all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for k, v in self.logits.items()):
+            raise TypeError(f"LayerTable.logits must map layers to exponents, got {self.logits!r:.80}")
 
     def row(self, layer, tensor) -> TensorRow:
         for r in self.rows:

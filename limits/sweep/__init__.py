@@ -1,5 +1,5 @@
 """Sweeps for theory curves: resumable parameter grids run serially, on joblib (loky) or on a
-dask.distributed cluster, collected into one labelled ``xarray.Dataset`` (docs/sweep.md)::
+dask.distributed cluster, collected into one labelled ``xarray.Dataset`` (docs/sweep.rst)::
 
     import limits
     ds = limits.sweep.run(limits.kernels.critical_line,

@@ -66,6 +66,33 @@ def ship_by_value(fn):
     cloudpickle.register_pickle_by_value(sys.modules[module.split(".")[0]])
 
 
+class WorkerCannotLoad(RuntimeError):
+    """A worker could not unpickle the point function (its module is not importable there)."""
+
+
+def evaluate_pickled(payload, name, batch, threads=None):
+    """:func:`evaluate` of the point function pickled in ``payload`` (by :func:`function_payload`): unpickled here,
+    inside the task, so that a worker which cannot import its module fails this task with
+    :class:`WorkerCannotLoad` naming the function — not while reading the message, where dask would log the error
+    and leave the task waiting for ever."""
+    import pickle
+
+    try:
+        fn = pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 — ModuleNotFoundError, AttributeError, …: all mean "not loadable here"
+        raise WorkerCannotLoad(f"{type(exc).__name__}: {exc}") from None
+    return evaluate(fn, batch, threads)
+
+
+def function_payload(fn) -> bytes:
+    """``fn`` pickled for the workers: by value when its module was allowed from the current folder
+    (:func:`ship_by_value`), else by reference (the workers import its module)."""
+    ship_by_value(fn)
+    import cloudpickle
+
+    return cloudpickle.dumps(fn)
+
+
 def _lost(batch, message):
     return [{"flat": flat, "ok": False, "arrays": None, "skipped": [], "error": message, "seconds": 0.0}
             for flat, _ in batch]
@@ -146,8 +173,11 @@ class Dask:
         if scheduler is None:
             n = int(n_jobs) if n_jobs else max(1, os.cpu_count() or 1)
             with children_ignore_sigint():
+                # CRITICAL, as the tile store's cluster: a point's error comes back with its task, and what the
+                # workers log at ERROR while the cluster closes (a heartbeat to a scheduler already gone, after a
+                # Ctrl-C on a loaded machine) would break the one-line report of an interruption
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
+                                       silence_logs=logging.CRITICAL)
             self.client = Client(cluster)
             self._own = [self.client, cluster]
         elif isinstance(scheduler, str):
@@ -165,7 +195,10 @@ class Dask:
         self.n_workers = max(1, len(self.client.scheduler_info().get("workers", {})) or (int(n_jobs) if n_jobs else 1))
 
     def map(self, fn, batches):
-        ship_by_value(fn)
+        # dask pickles a task with the standard pickle first, which sends a module function by reference even when
+        # cloudpickle was told to send its module by value: the function travels as bytes, unpickled in the task
+        payload = function_payload(fn)
+        name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
         from distributed import as_completed
 
         batches = list(batches)
@@ -174,7 +207,7 @@ class Dask:
         it = iter(batches)
 
         def submit(b):
-            f = self.client.submit(evaluate, fn, b, 1, pure=False)
+            f = self.client.submit(evaluate_pickled, payload, name, b, 1, pure=False)
             futures[f] = b
             return f
 
@@ -185,6 +218,12 @@ class Dask:
                 b = futures.pop(fut)
                 try:
                     records = fut.result()
+                except WorkerCannotLoad as exc:
+                    module = name.rsplit(".", 1)[0]
+                    raise ValueError(f"function {name}: the dask workers cannot load it ({exc}); install "
+                                     f"{module} on every worker, or run from the folder holding "
+                                     f"{module.split('.')[0]}.py with --allow {module.split('.')[0]} (allow=[…]): "
+                                     "its code then travels with each task") from None
                 except Exception as exc:  # noqa: BLE001 — KilledWorker, CancelledError, …
                     records = _lost(b, f"{type(exc).__name__}: {exc}")
                 yield records
@@ -201,6 +240,21 @@ class Dask:
                 obj.close()
             except Exception:  # noqa: BLE001 — shutting down
                 pass
+
+
+MAX_CHUNK = 1_000_000               # points per task (a task of more would hold the whole grid anyway)
+
+
+def check_chunk(chunk, name="chunk"):
+    """``chunk``: ``"auto"`` or a whole number of points per task, 1 … :data:`MAX_CHUNK`."""
+    from ..errors import shown
+
+    if chunk == "auto":
+        return chunk
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or not 1 <= chunk <= MAX_CHUNK:
+        raise ValueError(f"{name} must be 'auto' or a whole number of points per task from 1 to {MAX_CHUNK:,}, "
+                         f"got {shown(chunk, 60)}")
+    return int(chunk)
 
 
 BACKENDS = {"serial": Serial, "loky": Loky, "dask": Dask}

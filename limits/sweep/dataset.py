@@ -14,12 +14,13 @@ atomically. The file is written with :func:`limits.results.atomic_write_bytes`.
 """
 from __future__ import annotations
 
-import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import elide
 from ..results import atomic_write_bytes
 from .grid import SEED_DIM, Grid
 
@@ -135,11 +136,14 @@ def reduce_seeds(ds):
 
 
 def to_bytes(ds) -> bytes:
-    """netCDF-3 bytes (scipy engine); attributes that are not str/number become JSON strings."""
+    """netCDF-3 bytes (scipy engine); attributes that are not str/number become JSON strings, integers beyond
+    netCDF-3's 32 bits floats."""
     ds = ds.copy()
     for k, v in list(ds.attrs.items()):
         if not isinstance(v, (str, int, float, np.integer, np.floating)) or isinstance(v, bool):
             ds.attrs[k] = json.dumps(v, default=str)
+        elif isinstance(v, (int, np.integer)) and not -2**31 <= int(v) < 2**31:
+            ds.attrs[k] = float(v)
     for name in list(ds.variables):
         if ds[name].dtype.kind == "i" and ds[name].dtype.itemsize > 4:
             vals = ds[name].values
@@ -148,25 +152,88 @@ def to_bytes(ds) -> bytes:
     return bytes(ds.to_netcdf(engine="scipy"))
 
 
+def header(path) -> dict | None:
+    """The global attributes of the netCDF-3 file ``path`` (its header only, read without loading the data), or
+    None when ``path`` is not a readable netCDF-3 file."""
+    import warnings
+
+    from scipy.io import netcdf_file
+
+    from ..readfile import opened
+
+    try:
+        with opened(path, "sweep dataset") as (fh, _):
+            if fh.read(3) != b"CDF":
+                return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f = netcdf_file(str(path), "r", mmap=True)
+            try:
+                attrs = dict(f._attributes)
+            finally:
+                f.close()
+    except Exception:  # noqa: BLE001 — whatever a damaged or foreign file makes scipy raise: not a dataset
+        return None
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in attrs.items()}
+
+
+def check_replaceable(path, n_points, option):
+    """Refuse (``ValueError`` naming ``option``) to replace ``path`` unless it is missing or a sweep dataset of at
+    most ``n_points`` points: a file of another kind (a text file, a result, someone's data) is never overwritten,
+    nor a dataset computed over a larger grid."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    attrs = header(path)
+    if not attrs or "function" not in attrs or "n_points" not in attrs or "grid" not in attrs:
+        raise ValueError(f"{option}: {path} exists and is not a sweep dataset; a sweep never overwrites another "
+                         "kind of file — choose another path or remove it")
+    try:
+        had = int(float(np.asarray(attrs["n_points"]).ravel()[0]))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        had = None
+    if had is None or had > n_points:
+        size = f"{had} points" if had is not None else "an unknown number of points"
+        raise ValueError(f"{option}: {path} holds a sweep dataset of {size} ({elide(str(attrs['function']), 80)}), "
+                         f"more than this run's {n_points}; a result "
+                         "computed over a larger grid is never replaced by a smaller one — choose another path "
+                         "(--out) or remove it")
+
+
 def save(ds, path) -> Path:
     """Write ``ds`` to ``path`` (netCDF) atomically."""
     return atomic_write_bytes(path, to_bytes(ds))
 
 
+LOAD_FACTOR = 2.0      # memory to load a dataset, × its file size (arrays decoded, int → float where masked)
+
+
 def load(path):
-    """Read a sweep dataset written by :func:`save` (fully into memory; the file is closed)."""
+    """Read a sweep dataset written by :func:`save` into memory (the file is closed). The file is checked first — a
+    regular netCDF-3 file — and its memory estimated from its size before a byte of data is read
+    (:data:`LOAD_FACTOR` × the size against the available memory: a ``ValueError`` with the sizes instead of
+    reading half the memory and failing); it is then memory-mapped from the checked descriptor (Linux; a copy
+    elsewhere), so the data are read once."""
     import xarray as xr
 
-    from ..readfile import array_limit, opened
+    from ..memory import available_memory
+    from ..readfile import array_limit, human, opened
 
     path = Path(path)
     with opened(path, "sweep dataset", limit=array_limit()) as (fh, size):
         if fh.read(3) != b"CDF":        # checked before reading a possibly huge file into memory
             raise ValueError(f"sweep dataset {path} is not a netCDF-3 file (written by limits.sweep.save)")
-        data = b"CDF" + fh.read(size)
-    try:
-        with xr.open_dataset(io.BytesIO(data), engine="scipy") as ds:
-            return ds.load()
-    except (ValueError, TypeError, OSError, EOFError, IndexError, KeyError, OverflowError, MemoryError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(f"sweep dataset {path} is damaged or truncated ({msg[:120]})") from None
+        avail = available_memory()
+        if avail is not None and LOAD_FACTOR * size > avail:
+            raise ValueError(f"sweep dataset {path} is {human(size)}: loading it takes ≈ {human(LOAD_FACTOR * size)} "
+                             f"of memory, more than the {human(avail)} available; open it lazily "
+                             f"(xarray.open_dataset(path, engine='scipy') memory-maps it) and select what you need, "
+                             "or free memory")
+        fh.seek(0)
+        by_fd = f"/proc/self/fd/{fh.fileno()}"
+        try:
+            with xr.open_dataset(by_fd if os.path.exists(by_fd) else fh, engine="scipy") as ds:
+                return ds.load()
+        except (ValueError, TypeError, OSError, EOFError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"sweep dataset {path} is damaged or truncated ({msg[:120]})") from None

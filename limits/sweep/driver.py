@@ -84,11 +84,13 @@ def _check_path(value, name):
     return Path(value)
 
 
-def _check_outputs(store, out, reduce_seeds):
-    """Every file the sweep will write is writable — checked before any point runs."""
+def _check_outputs(store, out, reduce_seeds, n_points, read_only=False):
+    """Every file the sweep will write is writable, and replaces nothing but a sweep dataset of no more points
+    (:func:`limits.sweep.dataset.check_replaceable`) — checked before any point runs. A read-only store is not
+    written: its dataset goes to ``out``."""
     from ..cliutil import ensure_writable_dir, ensure_writable_file
 
-    if store is not None:
+    if store is not None and not read_only:
         ensure_writable_dir(store, "store")
         ensure_writable_dir(store / "points", "store")
     path = out if out is not None else (store / DATASET_NAME if store is not None else None)
@@ -98,6 +100,7 @@ def _check_outputs(store, out, reduce_seeds):
             ensure_writable_file(p, name)
             if p.exists() and not p.is_file():         # a FIFO or a device (/dev/stdout): never replaced
                 raise ValueError(f"{name}: {p} exists and is not a regular file")
+            _dataset.check_replaceable(p, n_points, name)
 
 
 def _check_names(arrays, fn_name):
@@ -153,8 +156,7 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         raise ValueError(f"fn must be a callable or a dotted name, got {type(fn).__name__}")
     if name is not None and not isinstance(name, str):
         raise ValueError(f"name must be a string, got {name!r}")
-    if chunk != "auto" and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-        raise ValueError(f"chunk must be 'auto' or a positive integer, got {chunk!r}")
+    chunk = _backends.check_chunk(chunk)
     if isinstance(target_seconds, bool) or not (isinstance(target_seconds, (int, float))
                                                 and 0 < target_seconds < math.inf):
         raise ValueError(f"target_seconds must be a positive number of seconds, got {target_seconds!r}")
@@ -176,10 +178,14 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
     if not isinstance(version, str):
         raise ValueError(f"version must be a string, got {version!r}")
     st = Store(store) if store is not None else None
-    _check_outputs(store, out, reduce_seeds)
+    read_only = st is not None and st.read_only()
+    if read_only and out is None:
+        raise ValueError(f"store: {store} is on a read-only file system (or not writable): its points can be read, "
+                         "but the dataset cannot be written there — give out=… (--out PATH) elsewhere")
+    _check_outputs(store, out, reduce_seeds, grid.n_points, read_only)
     with (st.lock() if st is not None else contextlib.nullcontext()):
         ds = _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
-                  progress, label, target_seconds, t_start)
+                  progress, label, target_seconds, t_start, read_only)
         if not reduce_seeds:
             return ds
         red = _dataset.reduce_seeds(ds)
@@ -193,40 +199,65 @@ def run(fn, grid, backend="serial", n_jobs=None, scheduler=None, store=None, chu
         return red
 
 
-def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
-         progress, label, target_seconds, t_start):
-    """The sweep proper (the store, if any, is locked by the caller)."""
-    points = list(grid.points())
-    keys = [point_key(fn_name, version, p.params, p.seed) for p in points]
-    arrays, errors = {}, {}
-    reused = 0
-    dpath = out if out is not None else (st.root / DATASET_NAME if st is not None else None)
-    manifest = {"function": fn_name, "version": version, "grid": grid.to_dict(), "dataset": str(dpath)}
-    if st is not None:
-        st.clean_temporary()
-        for p, k in zip(points, keys):
-            got = st.load(k)
-            if got is None:
-                continue
-            meta, arr = got
-            if arr is not None:
-                try:
-                    _check_names(arr, fn_name)
-                except ValueError:
-                    continue                         # stored by an older limits: recompute (and refuse)
-                arrays[p.flat] = arr
-                reused += 1
-            elif not retry_failed:
-                errors[p.flat] = str(meta.get("error", "failed"))
-                reused += 1
-        st.write_manifest({**manifest, "status": "running"})
-    todo = [p.flat for p in points if p.flat not in arrays and p.flat not in errors]
-    kwargs_of = lambda f: grid.kwargs(points[f])  # noqa: E731
+def _load_stored(st, points, keys, fn_name, retry_failed):
+    """``(arrays, errors, reused)`` of the points already in the store ``st`` (failed ones only when they are not
+    to be retried)."""
+    arrays, errors, reused = {}, {}, 0
+    for p, k in zip(points, keys):
+        got = st.load(k)
+        if got is None:
+            continue
+        meta, arr = got
+        if arr is not None:
+            try:
+                _check_names(arr, fn_name)
+            except ValueError:
+                continue                         # stored by an older limits: recompute (and refuse)
+            arrays[p.flat] = arr
+            reused += 1
+        elif not retry_failed:
+            errors[p.flat] = str(meta.get("error", "failed"))
+            reused += 1
+    return arrays, errors, reused
 
-    report = SweepProgress(grid.n_points, done=len(arrays) + len(errors),
-                           desc=f"sweep {label or fn_name.rsplit('.', 1)[-1]}", enabled=progress)
-    chunk_used = 1
 
+def _compute(be, fn, todo, chunk, kwargs_of, record, target_seconds) -> int:
+    """Run the points ``todo`` on the backend ``be`` (``record`` files each batch's records); returns the largest
+    batch size used (``chunk``: docstring of :func:`run`)."""
+    if isinstance(chunk, int):
+        for recs in be.map(fn, _batches(todo, chunk, kwargs_of)):
+            record(recs)
+        return chunk
+    if be.name == "serial":
+        for recs in be.map(fn, _batches(todo, 1, kwargs_of)):
+            record(recs)
+        return 1
+    # probe: one point per worker; the first point on a fresh worker often pays for
+    # imports and caches, so when it was quick a second round sets the chunk size
+    rest, seconds, chunk_used = todo, [], 1
+    for _ in range(2):
+        probe, rest = rest[:be.n_workers], rest[be.n_workers:]
+        seconds = []
+        for recs in be.map(fn, _batches(probe, 1, kwargs_of)):
+            seconds += [r["seconds"] for r in recs]
+            record(recs)
+        if not rest or statistics.median(seconds) >= target_seconds:
+            break
+    # the rest in waves of 4 tasks per worker, the chunk re-estimated after each wave
+    # (per-point times change along a grid and with the machine's load)
+    while rest:
+        size = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
+        chunk_used = max(chunk_used, size)
+        wave, rest = rest[:size * 4 * be.n_workers], rest[size * 4 * be.n_workers:]
+        seconds = []
+        for recs in be.map(fn, _batches(wave, size, kwargs_of)):
+            seconds += [r["seconds"] for r in recs]
+            record(recs)
+    return chunk_used
+
+
+def _recorder(points, keys, grid, fn_name, version, st, arrays, errors, report, fail_fast):
+    """The function that files a batch's records: into ``arrays``/``errors``, the store and the progress line."""
     def record(recs):
         for r in recs:
             p = points[r["flat"]]
@@ -245,40 +276,44 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
             if not r["ok"] and fail_fast:
                 raise PointFailed(f"{fn_name} failed at point {dict(zip(grid.dims, p.index))} ({shown(p.params, 200)}): "
                                   f"{elide(r['error'], 200)}")
+    return record
 
+
+def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk, fail_fast, retry_failed,
+         progress, label, target_seconds, t_start, read_only=False):
+    """The sweep proper (the store, if any, is locked by the caller; a read-only store is only read)."""
+    points = list(grid.points())
+    keys = [point_key(fn_name, version, p.params, p.seed) for p in points]
+    arrays, errors, reused = {}, {}, 0
+    dpath = out if out is not None else (st.root / DATASET_NAME if st is not None else None)
+    manifest = {"function": fn_name, "version": version, "grid": grid.to_dict(), "dataset": str(dpath)}
+    writes = st is not None and not read_only
+    if st is not None:
+        if writes:
+            st.clean_temporary()
+        arrays, errors, reused = _load_stored(st, points, keys, fn_name, retry_failed)
+    todo = [p.flat for p in points if p.flat not in arrays and p.flat not in errors]
+    if read_only and todo:
+        raise ValueError(f"store: {st.root} is on a read-only file system (or not writable) and {len(todo)} of "
+                         f"{len(points)} points are missing from it; run the sweep where the store is writable (or "
+                         "copy it and give --store COPY)")
+    if writes:
+        st.write_manifest({**manifest, "status": "running"})
+    kwargs_of = lambda f: grid.kwargs(points[f])  # noqa: E731
+    report = SweepProgress(grid.n_points, done=len(arrays) + len(errors),
+                           desc=f"sweep {label or fn_name.rsplit('.', 1)[-1]}", enabled=progress)
+    record = _recorder(points, keys, grid, fn_name, version, st, arrays, errors, report, fail_fast)
+    chunk_used = 1
     be = None
     try:
+        if todo and backend != "serial":
+            report.set_phase(f"starting the {backend} workers")
         be = _backends.make(backend, n_jobs=n_jobs, scheduler=scheduler) if todo else None
         if todo:
-            if isinstance(chunk, int):
-                chunk_used = chunk
-                for recs in be.map(fn, _batches(todo, chunk, kwargs_of)):
-                    record(recs)
-            elif be.name == "serial":
-                for recs in be.map(fn, _batches(todo, 1, kwargs_of)):
-                    record(recs)
-            else:
-                # probe: one point per worker; the first point on a fresh worker often pays for
-                # imports and caches, so when it was quick a second round sets the chunk size
-                rest, seconds = todo, []
-                for _ in range(2):
-                    probe, rest = rest[:be.n_workers], rest[be.n_workers:]
-                    seconds = []
-                    for recs in be.map(fn, _batches(probe, 1, kwargs_of)):
-                        seconds += [r["seconds"] for r in recs]
-                        record(recs)
-                    if not rest or statistics.median(seconds) >= target_seconds:
-                        break
-                # the rest in waves of 4 tasks per worker, the chunk re-estimated after each wave
-                # (per-point times change along a grid and with the machine's load)
-                while rest:
-                    size = _chunk_size(seconds, len(rest), be.n_workers, target_seconds)
-                    chunk_used = max(chunk_used, size)
-                    wave, rest = rest[:size * 4 * be.n_workers], rest[size * 4 * be.n_workers:]
-                    seconds = []
-                    for recs in be.map(fn, _batches(wave, size, kwargs_of)):
-                        seconds += [r["seconds"] for r in recs]
-                        record(recs)
+            n = be.n_workers
+            report.set_phase("running the first point" if be.name == "serial" else
+                             f"waiting for the first points from {n} worker{'s' if n > 1 else ''}")
+            chunk_used = _compute(be, fn, todo, chunk, kwargs_of, record, target_seconds)
         if be is not None:
             be.close()
             be = None
@@ -291,7 +326,7 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
             _save_dataset(ds, dpath, "out" if out is not None else "store")
             ds.attrs["path"] = str(dpath)
     except BaseException:
-        if st is not None:                       # never leave the manifest saying "running"
+        if writes:                               # never leave the manifest saying "running"
             try:
                 st.write_manifest({**manifest, "status": "interrupted"})
             except (OSError, ValueError):
@@ -301,7 +336,7 @@ def _run(fn, fn_name, grid, version, st, out, backend, n_jobs, scheduler, chunk,
         if be is not None:
             be.close()
         report.close()
-    if st is not None:
+    if writes:
         st.write_manifest({**manifest, "status": "done", "n_points": grid.n_points,
                            "reused": reused, "n_failed": len(errors)})
     return ds

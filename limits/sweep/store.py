@@ -6,7 +6,8 @@ Layout under the store directory::
     points/ab/<key>.json  {"key", "function", "version", "params", "seed", "status": "ok"|"error",
                            "error", "seconds", "outputs": [names], "skipped": [names]}
     sweep.json            the last sweep run against this store (function, grid, dataset path, status)
-    sweep.lock            held (``fcntl.flock``) by the one sweep process running on the store
+    sweep.lock            held (``fcntl.flock``) by the one sweep process running on the store (opened
+                          read-only, never written: :mod:`limits.stores`)
 
 ``key = sha256(canonical JSON of (function name, package version, parameters, seed))``; arrays
 among the parameters enter by dtype, shape and a sha256 of their bytes. Each file is written with
@@ -16,6 +17,9 @@ among the parameters enter by dtype, shape and a sha256 of their bytes. Each fil
 Nothing is ever unpickled, and only regular files are opened: a point whose ``.json`` is not a
 point record (``null``, a list, ``"outputs": null``), is not a regular file (a FIFO, a link to
 ``/dev/zero``) or is larger than ``MAX_JSON_BYTES`` is damaged, hence missing, and recomputed.
+
+A store is made only in a new or empty directory or an existing sweep store (one with a ``sweep.json``); a
+complete store on a read-only file system is read without a lock (:mod:`limits.stores`).
 """
 from __future__ import annotations
 
@@ -75,13 +79,32 @@ def _json_params(params: dict) -> dict:
     return {k: (v if isinstance(v, (bool, int, float, str, type(None))) else _canonical(v)) for k, v in params.items()}
 
 
-class Store:
-    """Point files under ``root`` (created on first write)."""
+def is_sweep_store(root) -> bool:
+    """Whether ``root`` holds a sweep store's description (``sweep.json``: a record with its function and grid)."""
+    m = _read_json(Path(root) / "sweep.json")
+    return isinstance(m, dict) and isinstance(m.get("function"), str) and isinstance(m.get("grid"), dict)
 
-    def __init__(self, root):
+
+class Store:
+    """Point files under ``root`` (created on first write) — a new or empty directory, or a sweep store
+    (:func:`limits.stores.check_store_dir`: a foreign non-empty directory is refused before anything is written);
+    ``writing=False`` only reads (``limits sweep show``)."""
+
+    def __init__(self, root, writing=True):
+        from ..stores import check_store_dir
+
         self.root = Path(root)
-        if self.root.exists() and not self.root.is_dir():
+        if writing:
+            check_store_dir(self.root, "store", "sweep store", is_sweep_store, own=(LOCK_NAME,))
+        elif self.root.exists() and not self.root.is_dir():
             raise ValueError(f"store: {root} exists and is not a directory")
+
+    def read_only(self) -> bool:
+        """Whether the store exists and nothing can be written in it (a read-only file system): then a complete
+        store is read without a lock and nothing is written into it."""
+        from ..stores import writable
+
+        return self.root.is_dir() and not writable(self.root)
 
     def _paths(self, key):
         d = self.root / "points" / key[:2]
@@ -149,20 +172,27 @@ class Store:
     @contextlib.contextmanager
     def lock(self):
         """Hold an exclusive OS lock (``fcntl.flock``) on ``STORE/sweep.lock`` while a sweep runs;
-        a second process on the same store gets a ``ValueError`` at once. The lock file stays (deleting
-        it would race with a waiting process); the OS drops the lock when the process ends, however it
-        ends. Where ``fcntl`` is missing (Windows) no lock is taken."""
+        a second process on the same store gets a ``ValueError`` at once. The lock file is opened read-only and
+        never written (:func:`limits.stores.open_lock`: a symbolic link, a hard link or a non-regular file there is
+        refused); it stays (deleting it would race with a waiting process); the OS drops the lock when the process
+        ends, however it ends. No lock is taken where ``fcntl`` is missing (Windows) or where the lock file cannot
+        be created because the store is read-only (nothing can write there either)."""
         try:
             import fcntl
         except ImportError:                     # pragma: no cover — Windows
             yield
             return
+        from ..stores import open_lock
+
         path = self.root / LOCK_NAME
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
-            raise ValueError(f"store: cannot create the lock file {path} ({exc.strerror or exc})") from None
+            raise ValueError(f"store: cannot create the store {self.root} ({exc.strerror or exc})") from None
+        fd = open_lock(path, "store", "sweep store")
+        if fd is None:
+            yield
+            return
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

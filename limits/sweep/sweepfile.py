@@ -33,20 +33,22 @@
     X = "X.npy"
 
     [run]                                       # defaults for the command-line options
-    backend = "loky"
-    n_jobs = 2
-    scheduler = "tcp://host:8786"
-    store = "sweeps/critical"                   # relative to the working directory
+    backend = "loky"                            # serial | loky | dask (a LocalCluster unless --scheduler)
     chunk = "auto"
     fail_fast = false
     reduce_seeds = false
-    max_points = 100000                         # grids larger than this are refused (the confirmation)
+
+A file says *what* to compute; *where* it runs and *what* it writes or may use are the caller's: ``[run]
+scheduler``, ``n_jobs``, ``store`` and ``max_points`` (and an ``out`` outside the store) are refused by name with
+the command-line option to use instead (:data:`CALLER_ONLY`) — a downloaded file cannot connect this process to a
+cluster of its choosing, start workers, write outside its store or confirm its own grid size.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
+import os
 from pathlib import Path
 
 import numpy as np
@@ -54,11 +56,14 @@ from sympy.core.sympify import CantSympify
 
 from .grid import Grid
 from ..errors import UserCodeError, elide, shown
+from .backends import check_chunk
 from .resolve import check_allow, resolve
 
 _TOP = {"function", "allow", "name", "version", "fixed", "product", "zip", "seeds", "inputs", "run"}
-_RUN = {"backend", "n_jobs", "scheduler", "store", "chunk", "fail_fast", "reduce_seeds", "out", "target_seconds",
-        "retry_failed", "max_points"}
+_RUN = {"backend", "chunk", "fail_fast", "reduce_seeds", "out", "target_seconds", "retry_failed"}
+# [run] keys only the person running a sweep may set: key → (command-line option, Python keyword)
+CALLER_ONLY = {"scheduler": ("--scheduler tcp://HOST:PORT", "scheduler="), "n_jobs": ("--n-jobs N", "n_jobs="),
+               "store": ("--store DIR", "store="), "max_points": ("--max-points N", "max_points=")}
 MAX_FILE_BYTES = 16 << 20           # a sweep file is a few kB; refuse anything huge before parsing
 MAX_AXIS_VALUES = 1_000_000         # values of one {start, stop, num} range
 
@@ -225,13 +230,40 @@ def parse(path) -> dict:
     if unknown:
         raise ValueError(f"sweep file {path}: unknown keys {sorted(unknown)} (allowed: {sorted(_TOP)})")
     run = _table(doc, "run")
+    for key in sorted(set(run) & set(CALLER_ONLY)):
+        raise ValueError(_caller_only(key, run[key]))
     unknown = set(run) - _RUN
     if unknown:
         raise ValueError(f"[run]: unknown keys {sorted(unknown)} (allowed: {sorted(_RUN)})")
-    for key in ("store", "out"):
-        if key in run and (not isinstance(run[key], str) or not run[key]):
-            raise ValueError(f"[run] {key} must be a path (a non-empty string), got {run[key]!r}")
+    if "out" in run and (not isinstance(run["out"], str) or not run["out"]):
+        raise ValueError(f"[run] out must be a path (a non-empty string), got {shown(run['out'], 60)}")
+    if "chunk" in run:
+        check_chunk(run["chunk"], "[run] chunk")
     return doc
+
+
+def _caller_only(key, value) -> str:
+    option, keyword = CALLER_ONLY[key]
+    what = {"scheduler": "where it runs", "n_jobs": "how many workers it starts", "store": "where it writes",
+            "max_points": "how large a grid it may run"}[key]
+    return (f"[run] {key} = {shown(value, 60)}: a sweep file says what to compute, not {what} — that is for the "
+            f"person running it; remove {key} from the file and give {option} on the command line (Python: "
+            f"run_file(..., {keyword}…))")
+
+
+def file_out(out, store) -> Path:
+    """A sweep file's ``[run] out``: a ``.nc`` path (relative to the working directory, as ``--out``) that lies
+    inside the sweep's store (symbolic links resolved), beside its bookkeeping; anything else is the caller's to
+    choose (``--out``)."""
+    root = os.path.realpath(store)
+    real = os.path.realpath(out)
+    rel = Path(os.path.relpath(real, root)) if real.startswith(root + os.sep) else None
+    if rel is None or rel.suffix != ".nc" or rel.parts[0] == "points":
+        raise ValueError(f"[run] out = {shown(out, 80)} is not a .nc file inside the sweep's store ({elide(str(store))}"
+                         "): a sweep file says what to compute, not where results are written outside its store; "
+                         "remove out from the file and give --out PATH on the command line (Python: "
+                         "run_file(..., out=…))")
+    return Path(out)
 
 
 def read(path, allow=()) -> SweepFile:
@@ -284,11 +316,22 @@ def read(path, allow=()) -> SweepFile:
                      name=name, version=version)
 
 
+def default_store(path) -> Path:
+    """Where ``limits sweep run FILE`` keeps its points without ``--store``: ``sweeps/<file stem>``."""
+    return Path("sweeps") / Path(path).stem
+
+
 def run_file(path, allow=(), **overrides):
-    """Run a sweep file; ``overrides`` (not None) replace its ``[run]`` entries."""
+    """Run a sweep file; ``overrides`` (not None) replace its ``[run]`` entries and give what only the caller
+    chooses (``scheduler``, ``n_jobs``, ``store``, ``out``, ``max_points``: :data:`CALLER_ONLY`)."""
     from .driver import run
 
     sf = read(path, allow)
-    opts = {"backend": "loky", "store": str(Path("sweeps") / sf.path.stem), **sf.run}
+    opts = {"backend": "loky", "store": str(default_store(sf.path)), **sf.run}
     opts.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("out") is None and "out" in sf.run:
+        if opts["store"] is None:
+            raise ValueError("[run] out: a sweep file's out lies inside its store, and there is none (store=None); "
+                             "give out=… to the call")
+        opts["out"] = str(file_out(sf.run["out"], opts["store"]))
     return run(sf.fn, sf.grid, version=sf.version, label=sf.name, **opts)

@@ -32,7 +32,7 @@ _SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents"
                "transfer_demos", "depth", "depth_result")
 
 _EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
-_SUBMODULES += ("graph", "structure", "optim", "checkpoint")
+_SUBMODULES += ("graph", "structure", "optim", "checkpoint", "offsets", "plan", "suite", "roles")
 __all__ = sorted(_EXPORTS)
 
 

@@ -11,8 +11,9 @@ uses are one tensor again: c moves into the affine layer feeding only the read-o
 a Linear: W, b ← c·W, c·b), since lm_head(c·h) = c·W h + b is the parameterised read-out. Without such a layer
 the export is refused with the reason. **Import** inverts each fold (w = W ⊘ s). Both check the plain keys and
 shapes against ``factory(width).state_dict()`` and refuse a mismatch (missing, unexpected, wrong shape, the two
-names of a tied tensor holding different values) with a ValueError naming the keys — never a partial or
-silently wrong load.
+names of a tied tensor holding different values, a value that is not a finite tensor of the key's kind) with a
+ValueError naming the keys — never a partial or silently wrong load: every key and value is checked before the
+first tensor is written, and a load that still fails restores the module's previous values.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _owner(net, pkey):
 
 
 def _reference(P, width, build):
-    """(key order, {key: shape}, tied key groups) of ``factory(width).state_dict()`` (``build(factory, width)``)."""
+    """(key order, {key: shape}, tied key groups, {key: dtype}) of ``factory(width).state_dict()``
+    (``build(factory, width)``)."""
     with torch.random.fork_rng(devices=[]):
         ref = build(P.factory, width)
     sd = ref.state_dict()
@@ -43,7 +45,7 @@ def _reference(P, width, build):
     for k, v in sd.items():
         groups.setdefault((v.data_ptr(), tuple(v.shape), v.dtype), []).append(k)
     tied = [g for g in groups.values() if len(g) > 1 and sd[g[0]].numel()]
-    return list(sd), {k: tuple(v.shape) for k, v in sd.items()}, tied
+    return list(sd), {k: tuple(v.shape) for k, v in sd.items()}, tied, {k: v.dtype for k, v in sd.items()}
 
 
 def _check_keys(plain, order, shapes, what):
@@ -96,7 +98,7 @@ def export_state_dict(P, net, build) -> dict:
         plain[pk] = plain[pk] * c
     for t in P.readouts:
         plain[t.name] = plain[t.storage]
-    order, shapes, _ = _reference(P, width, build)
+    order, shapes, _, _ = _reference(P, width, build)
     _check_keys(plain, order, shapes, "export_state_dict")
     return {k: plain[k] for k in order}
 
@@ -113,8 +115,11 @@ def import_state_dict(P, net, state_dict, build):
     mod_net = unwrap(net)
     width = _width(mod_net)
     r = width / P.base_width
-    order, shapes, tied = _reference(P, width, build)
+    order, shapes, tied, dtypes = _reference(P, width, build)
+    if not isinstance(state_dict, dict):
+        raise ValueError(f"import_state_dict: expected a dict of tensors (a state dict), got {type(state_dict).__name__}")
     plain = dict(state_dict)
+    _check_values(plain, dtypes)
     _check_keys(plain, order, shapes, "import_state_dict")
     for group in tied:
         bad = [k for k in group[1:] if not torch.equal(plain[k], plain[group[0]])]
@@ -133,8 +138,33 @@ def import_state_dict(P, net, state_dict, build):
         if parametrize.is_parametrized(mod, attr):
             value = _inverse(mod, attr, value.to(getattr(mod, attr).dtype))
         raw[key] = value
-    mod_net.load_state_dict(raw, strict=True)
+    backup = {k: v.detach().clone() for k, v in mod_net.state_dict().items()}
+    try:
+        mod_net.load_state_dict(raw, strict=True)
+    except BaseException:
+        mod_net.load_state_dict(backup, strict=True)      # never a partial load, whatever failed
+        raise
     return net
+
+
+def _check_values(plain, dtypes):
+    """Every value a finite tensor of its key's kind (floating for floating tensors, integer for integer
+    buffers), all checked before anything is loaded."""
+    bad = []
+    for k, v in plain.items():
+        if k not in dtypes:
+            continue                                     # reported by _check_keys
+        want = dtypes[k]
+        if not isinstance(v, torch.Tensor):
+            bad.append(f"{k}: a {type(v).__name__}, not a tensor")
+        elif v.is_complex() or v.is_floating_point() != want.is_floating_point or (v.dtype == torch.bool) != (
+                want == torch.bool):
+            bad.append(f"{k}: dtype {v.dtype}, expected {want}")
+        elif v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            bad.append(f"{k}: {int((~torch.isfinite(v)).sum())} NaN/inf entries")
+    if bad:
+        raise ValueError("import_state_dict: nothing loaded — " + "; ".join(bad[:6])
+                         + (f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""))
 
 
 __all__ = ["export_state_dict", "import_state_dict"]

@@ -31,15 +31,21 @@ def register(sub):
     how = s.add_mutually_exclusive_group(required=True)
     how.add_argument("--param", metavar="NAME", help="apply this parameterisation (SP, NTK, MF, muP, …)")
     how.add_argument("--as-is", action="store_true", help="check the modules as the factory builds them")
-    s.add_argument("--expect", metavar="NAME", help="with --as-is: the parameterisation they should follow")
-    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
-    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    s.add_argument("--expect", metavar="NAME",
+                   help="with --as-is: the parameterisation they should follow (required with --as-is)")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512],
+                   help="widths N the module is built at, at least three for the exponent fit (default: 64 128 "
+                        "256 512)")
+    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam",
+                   help="optimizer of the training steps; the predicted exponents are its own (default: adam)")
     s.add_argument("--lr", type=float, default=1e-4,
                    help="learning rate (default 1e-4: the predicted exponents are those of small updates; an "
                         "unstable parameterisation such as SP leaves that regime at large widths)")
-    s.add_argument("--steps", type=int, default=3)
-    s.add_argument("--seeds", type=int, default=4)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--steps", type=int, default=3,
+                   help="full-batch training steps; every tensor is measured after each (default: 3)")
+    s.add_argument("--seeds", type=int, default=4,
+                   help="independent initialisations per width, ≥ 2 for the confidence intervals (default: 4)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the initialisations and the data (default: 0)")
     s.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise false-alarm level of the verdict on a correct module (default 0.05)")
     s.add_argument("--gauge", choices=("a0", "derived"), default="a0",
@@ -50,14 +56,18 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) in a module you allow, or limits.torch.demos:mlp_data / "
                         ":transformer_data (default: a tiny synthetic task)")
-    s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json")
-    s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf)")
+    s.add_argument("--role", action="append", default=[], metavar="NAME=ROLE",
+                   help="the role of a tensor the traced forward cannot decide (input, hidden, output, vector, "
+                        "constant), e.g. --role cls_token=input; repeatable (default: none)")
+    s.add_argument("--save", metavar="PATH", help="write the result to PATH.npz + PATH.json (default: not saved)")
+    s.add_argument("--plot", metavar="FILE", help="write the exponent plot (png/pdf) (default: no plot)")
     s.set_defaults(func=cmd_coord_check)
 
 
 MAX_WIDTH = 2 ** 15          # an N×N float32 weight at 2^15 is 4 GB
 MAX_SEEDS = 256
 MAX_STEPS = 1000
+MAX_SEED = (2 ** 63 - 1) // 1_000_003 - 1024    # = limits.torch.data_checks.MAX_SEED (torch not imported here)
 
 
 def _check_args(args):
@@ -91,15 +101,26 @@ def _check_args(args):
         raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise ValueError(f"--alpha must be a level in (0, 1), got {args.alpha}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must lie in [0, {MAX_SEED}] (torch seeds are 64-bit), got {args.seed}")
+    from .roles import parse_roles
+
+    args.roles = parse_roles(args.role)
 
 
 def cmd_coord_check(args):
     _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    ws = sorted(set(args.widths))
+    how = f"under {args.param}" if args.param else f"as built, expected to follow {args.expect}"
+    announce(f"coord-check: {elide(args.factory, 80)} {how}: widths {sizes_text(ws)}, {args.seeds} seeds × "
+             f"{args.steps} step(s) = {len(ws) * args.seeds} training runs (the widest take most of the time)")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("coord-check needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
@@ -107,22 +128,27 @@ def cmd_coord_check(args):
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     from .apply_params import parameterise
     from .coordcheck import trace_inputs, coord_check, synthetic_data
+    from .data_checks import check_factory_data
 
     widths = sorted(set(args.widths))
     if data_fn is not None:
+        announce(f"coord-check: calling --data {elide(args.data, 80)}")
         data = call(data_fn, what=f"--data {elide(args.data)}")
     else:
         data = synthetic_data(factory, widths[0], seed=args.seed)
+    data = check_factory_data(factory, widths[0], data, what=f"--data {elide(args.data)}" if args.data else
+                              "the synthetic data", inputs_only=True)          # before tracing or training
     if args.param:
         x = data[0] if isinstance(data, (tuple, list)) else data          # traced to find the attention
-        target = parameterise(factory, args.param, widths=widths[:2], optimizer=args.optimizer,
-                              gauge=None if args.gauge == "derived" else "a0",
+        announce(f"coord-check: applying {args.param} (tracing the factory at widths {', '.join(map(str, widths))})")
+        target = parameterise(factory, args.param, widths=widths, optimizer=args.optimizer,
+                              gauge=None if args.gauge == "derived" else "a0", roles=args.roles,
                               example_inputs=trace_inputs(factory, x, widths[0]), check_init=args.check_init)
         r = coord_check(target, widths, data, lr=args.lr, steps=args.steps, seeds=args.seeds, alpha=args.alpha,
                         seed=args.seed)
     else:
         r = coord_check(factory, widths, data, optimizer=args.optimizer, lr=args.lr, steps=args.steps,
-                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed)
+                        seeds=args.seeds, expect=args.expect, alpha=args.alpha, seed=args.seed, roles=args.roles)
     print(r.to_markdown())
     if args.save:
         r.save(args.save)

@@ -197,6 +197,11 @@ class DepthParameterised:
     def feature_learning(self):
         return self.width_rules.feature_learning
 
+    def __repr__(self):
+        from .reprs import depth_parameterised_repr
+
+        return depth_parameterised_repr(self)
+
     def _rules_at(self, depth):
         """The width rules for the parameters at ``depth`` (block i takes block 0's rule, renamed)."""
         head = self.layout.prefix + "." if self.layout.prefix else ""

@@ -14,11 +14,12 @@ registration order, or by ``mapping={user name: model name}``. At every width N 
    single one does, one multiplier per tensor is fitted jointly (Levenberg–Marquardt) and the reason names
    the tensors it changes;
 3. **init law** — the module's own init (``factory(N)`` under ``torch.manual_seed``) draws each tensor as the
-   model's N(0, std²): pooled over draws and widths, v = w/std_N has mean 0, E v² = 1 and E v⁴ = 3 (z-tests,
-   SEs from the samples, Bonferroni over tensors × 3 at family-wise ``alpha``); a tensor with std 0 must be
-   exactly 0. Extra draws at the smallest width bring every tensor to ``target`` power (a relative init-std
+   model's N(0, std²): pooled over draws and widths, v = w/std_N has mean 0, E v² = 1 and kurtosis 3 (the
+   statistics of :mod:`limits.torch.init_law`, whose null distributions are exact — Σv/√n ~ N(0, 1),
+   Σv² ~ χ²_n — or Anscombe–Glynn-accurate for the kurtosis, Bonferroni over tensors × 3 at family-wise
+   ``alpha``); a tensor with std 0 must be exactly 0. Extra draws at the smallest width bring every tensor to ``target`` power (a relative init-std
    error of ``target`` detected with 80 % probability), at most ``max_draws``; weaker tensors are reported
-   (``weak``), and one with fewer than 100 pooled entries is not z-tested (sample SEs of moments unreliable).
+   (``weak``), and one with fewer than 100 pooled entries is not z-tested.
 
 A violation raises :class:`NotEquivalent` (a ValueError) naming the tensor. The verified
 :class:`Equivalence` then builds the modules of ``limits.check``: empirical NTK Θ̂ = Σ_θ ∂f_0/∂θ ∂f_0/∂θᵀ and
@@ -36,12 +37,13 @@ import numpy as np
 import torch
 from torch.func import functional_call, jacrev, jvp
 
+from .init_law import N_SUMS, law_z, moment_sums
 from .network import TorchNetwork, param_key as _key, torch_threads
 
 FORWARD_TOL = 1e-10
 MIN_ENTRIES = 100                     # fewer pooled entries: a tensor's moments are not z-tested (SEs unreliable)
 Z_POWER = 0.8416212335729143          # one-sided 80 % quantile of N(0, 1)
-_MOMENTS = ("mean", "variance", "fourth moment")
+_MOMENTS = ("mean", "variance", "fourth moment (kurtosis)")
 
 
 class NotEquivalent(ValueError):
@@ -140,8 +142,9 @@ def _output0(f, d_out, who):
 @dataclass(frozen=True)
 class InitStat:
     """Init-law statistics of one tensor (pooled over draws and widths): ``n`` entries, the mean, variance and
-    fourth moment of v = w/std (model: 0, 1, 3) with SEs and z, ``power`` (smallest relative init-std error
-    detected with 80 % probability)."""
+    kurtosis of v = w/std (model: 0, 1, 3) with their SEs under the model's law and z
+    (:func:`limits.torch.init_law.law_z`), ``power`` (smallest relative init-std error detected with 80 %
+    probability)."""
 
     name: str
     model_name: str
@@ -192,7 +195,7 @@ class Equivalence:
                 "| width | max rel. forward error | max rel. Jacobian error | init draws |", "|---:|---:|---:|---:|"]
         for w in self.widths:
             rows.append(f"| {w} | {self.forward_error[w]:.1e} | {self.jacobian_error[w]:.1e} | {self.draws.get(w, 0)} |")
-        rows += ["", f"| tensor | model | entries | mean of w/std | variance of w/std | E (w/std)⁴ | detects std errors ≥ |",
+        rows += ["", f"| tensor | model | entries | mean of w/std | variance of w/std | kurtosis of w | detects std errors ≥ |",
                  "|---|---|---:|---|---|---|---|"]
         for s in self.init:
             if s.std_zero:
@@ -416,7 +419,7 @@ def _init_stats(eq_pairs, factory, model, widths, seed, target, max_draws, alpha
     k = len(eq_pairs)
     z_crit = float(norm.isf(alpha / (2 * 3 * max(k, 1))))
     names = [u for u, _ in eq_pairs]
-    acc = {n: np.zeros(7) for n in names}     # n, Σv, Σv², Σu(=v²)…: n, s1, s2, s4, s8, nonzero, zero-std count
+    acc = {n: np.zeros(6) for n in names}     # n, Σv, Σv², Σv³, Σv⁴ (init_law.moment_sums); nonzero entries of std-0
     zero = {n: True for n in names}
     draws = {}
     rng = np.random.default_rng([int(seed), 11])
@@ -435,13 +438,7 @@ def _init_stats(eq_pairs, factory, model, widths, seed, target, max_draws, alpha
                     a[5] += np.count_nonzero(w)
                     continue
                 zero[u] = False
-                v = w / sd
-                v2 = v * v
-                a[0] += v.size
-                a[1] += v.sum()
-                a[2] += v2.sum()
-                a[3] += (v2 * v2).sum()
-                a[4] += (v2 ** 4).sum()
+                a[:N_SUMS] += moment_sums(w / sd)
         draws[width] = draws.get(width, 0) + count
 
     def need(a):
@@ -469,14 +466,9 @@ def _init_stats(eq_pairs, factory, model, widths, seed, target, max_draws, alpha
         if zero[u]:
             stats.append(InitStat(u, mn, n, True, (float(a[5]), 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0.0))
             continue
-        m1, m2, m4 = a[1] / n, a[2] / n, a[3] / n
-        var1 = max(m2 - m1 * m1, 0.0)
-        var2 = max(m4 - m2 * m2, 0.0)
-        var4 = max(a[4] / n - m4 * m4, 0.0)
-        se = tuple(math.sqrt(v / max(n - 1, 1)) for v in (var1, var2, var4))
-        z = tuple((m - t) / max(s, 1e-300) for m, t, s in zip((m1, m2, m4), (0.0, 1.0, 3.0), se))
+        moments, se, z = law_z(a[:N_SUMS])          # exact / Anscombe–Glynn null distributions (init_law)
         power_var = (z_crit + Z_POWER) * math.sqrt(2.0 / max(n - 1, 1))        # detectable relative variance error
-        stats.append(InitStat(u, mn, n, False, (m1, m2, m4), se, z, math.sqrt(1 + power_var) - 1))
+        stats.append(InitStat(u, mn, n, False, moments, se, z, math.sqrt(1 + power_var) - 1))
     return tuple(stats), z_crit, draws, zero, acc
 
 

@@ -90,4 +90,27 @@ def exponent_test(widths, samples, predicted, predicted_low=None):
     return p, bool(regime)
 
 
-__all__ = ["exponent_test"]
+def bound_test(widths, samples, upper):
+    """p-value of "the exponent is at most ``upper``" (an upper bound: a read-out initialised below the table's
+    scale, a bias below its module's): the weighted log-log slope of the means (SEs as in :func:`exponent_test`,
+    scaled by the fit's χ²/dof when above 1) against ``upper``, one-sided t with the pooled dof; (nan, False) when
+    not testable, (p, True) otherwise."""
+    xs = np.asarray(widths, float)
+    y = np.asarray(samples, float)
+    if not np.all(np.isfinite(y)):
+        return 0.0, False
+    m, se, nu = _pooled(xs, y)
+    if np.any(m <= 0):
+        return math.nan, False
+    s = np.sqrt(se ** 2 + (m / xs) ** 2) / m                     # SE of log m
+    X = np.vstack([np.log(xs), np.ones_like(xs)]).T
+    W = X / s[:, None]
+    coef, *_ = np.linalg.lstsq(W, np.log(m) / s, rcond=None)
+    dof = len(xs) - 2
+    chi2 = float(np.sum((np.log(m) / s - W @ coef) ** 2))
+    cov = np.linalg.pinv(W.T @ W) * max(1.0, chi2 / dof if dof > 0 else 1.0)
+    z = (coef[0] - float(upper)) / math.sqrt(max(cov[0, 0], 1e-300))
+    return float(stats.t.sf(z, max(nu, 1))), True
+
+
+__all__ = ["exponent_test", "bound_test"]

@@ -45,6 +45,7 @@ is a tie of kind "functional".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import math
 from dataclasses import dataclass, field
@@ -169,6 +170,8 @@ class Trace:
     method: str
     note: str = ""
     params: dict = field(default_factory=dict)   # id(tensor) -> parameter/buffer name
+    outputs: tuple = ()                          # Refs of the tensors the forward returns
+    site_nodes: dict = field(default_factory=dict)  # site name -> (op node, softmax node or None), by _sites
 
     def value(self, ref):
         v = self.nodes[ref.index].value
@@ -249,9 +252,10 @@ def _fx_trace(module, inputs):
     with torch.enable_grad():
         interp.run(*inputs)
     names = _tensor_names(module)
-    nodes, index = [], {}
+    nodes, index, outputs = [], {}, ()
     for n in graph.nodes:
         if n.op == "output":
+            outputs = tuple(r for r in _flat(fx.node.map_arg(n.args, lambda a: Ref(index[a]))) if isinstance(r, Ref))
             continue
         val = interp.env.get(n)
         args = fx.node.map_arg(n.args, lambda a: Ref(index[a]))
@@ -273,7 +277,7 @@ def _fx_trace(module, inputs):
             kind, name, mtype = "call", _canon(str(tgt)), ""
         index[n] = len(nodes)
         nodes.append(Node(len(nodes), kind, name, args, kwargs, val, act, scopes[-1] if scopes else "", mtype))
-    return Trace(nodes, "torch.fx", params=names)
+    return Trace(nodes, "torch.fx", params=names, outputs=outputs)
 
 
 class _Recorder:
@@ -373,8 +377,9 @@ def _function_trace(module, inputs, note=""):
     for i, x in enumerate(inputs):
         rec.add("input", f"input{i}", (), {}, x, act=True)
     with torch.enable_grad(), _module_hooks(module, rec.pre, rec.post), _function_mode(rec.call):
-        module(*inputs)
-    return Trace(rec.nodes, "function-mode", note, rec.names)
+        out = module(*inputs)
+    outputs = tuple(r for r in _flat(rec.convert(out)) if isinstance(r, Ref))
+    return Trace(rec.nodes, "function-mode", note, rec.names, outputs)
 
 
 @contextlib.contextmanager
@@ -701,7 +706,7 @@ def _sites(t, root):
         return same.index(index)
 
     for node in t.nodes:
-        info = None
+        info, op_index = None, node.index
         if node.kind == "module" and node.module_type == "MultiheadAttention":
             counts[node.name] = counts.get(node.name, -1) + 1
             info = _mha_site(t, node, root, t.method, counts[node.name])
@@ -712,6 +717,7 @@ def _sites(t, root):
             info = _softmax_site(t, node, root)
             if info is not None:
                 op = info.pop("op")
+                op_index = op.index
                 info.update(module=op.scope, ordinal=ordinal(op.scope, "matmul", op.index))
         elif node.kind == "call" and node.name == "multi_head_attention_forward":
             info = dict(module=node.scope, kind="unrecognised", ordinal=0, query=None, key=None, scale=math.nan,
@@ -726,6 +732,7 @@ def _sites(t, root):
         info.setdefault("reason", None)
         name = f"{info['module']}:{info['kind']}" + (f"#{n}" if n else "")
         sites.append(AttentionSite(name=name, **info))
+        t.site_nodes[name] = (op_index, node.index if node.name in ("softmax", "log_softmax") else None)
     return tuple(sites)
 
 
@@ -895,13 +902,14 @@ class Analysis:
     readout_inputs: dict
 
 
-def analyse(module, example_inputs) -> Analysis:
-    """Attention sites, ties and the affine layer feeding each tied read-out, from one trace."""
-    t = trace(module, _inputs(example_inputs))
-    t.method += f" ({t.note})" if t.note else ""
+def analyse(module, example_inputs, t=None) -> Analysis:
+    """Attention sites, ties and the affine layer feeding each tied read-out, from one trace (``t``: made already)."""
+    t = trace(module, _inputs(example_inputs)) if t is None else t
+    method = t.method + (f" ({t.note})" if t.note else "")
     ties = tuple(_module_ties(module) + _functional_ties(t, module))
     feed = {tie.readout: _feeding(t, module, tie.readout) for tie in ties if tie.kind == "embedding-readout"}
-    return Analysis(_sites(t, module), ties, t.method, feed)
+    sites = tuple(dataclasses.replace(x, method=method) for x in _sites(t, module))
+    return Analysis(sites, ties, method, feed)
 
 
 # ----------------------------------------------------------------------------------------------- capture
@@ -999,5 +1007,39 @@ def capture_logits(module, sites):
         yield store
 
 
-__all__ = ["find_attention", "find_ties", "analyse", "Analysis", "unwrap", "plain_key", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
+# helpers shared within limits.torch (the offsets of limits.torch.offsets read the same trace)
+SHAPE_OPS = _SHAPE_OPS
+
+
+def flat(x):
+    """Every leaf of nested tuples/lists/dicts/slices (a node's arguments)."""
+    return _flat(x)
+
+
+def mm_operands(t, mm):
+    """The two activation operands (query first) of a matmul-like node of trace ``t``."""
+    return _mm_operands(t, mm)
+
+
+def sites_of(t, root) -> tuple:
+    """The attention sites of trace ``t`` of module ``root`` (:func:`find_attention` on a made trace)."""
+    return _sites(t, root)
+
+
+def module_kind(mod, pname):
+    """(fan-in dims, fan-out dims) of parameter ``pname`` of a known module (Linear, Conv*d, ConvTranspose*d,
+    Embedding, MultiheadAttention projections), or None."""
+    if isinstance(mod, nn.modules.conv._ConvTransposeNd):
+        return ((0,), (1,)) if pname == "weight" else None
+    if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)):
+        return ((1,), (0,)) if pname == "weight" else None
+    if isinstance(mod, nn.Embedding):
+        return ((0,), (1,)) if pname == "weight" else None
+    if isinstance(mod, nn.MultiheadAttention) and pname in ("in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                                            "v_proj_weight"):
+        return ((1,), (0,))
+    return None
+
+
+__all__ = ["SHAPE_OPS", "flat", "mm_operands", "sites_of", "module_kind", "find_attention", "find_ties", "analyse", "Analysis", "unwrap", "plain_key", "width_scaling", "capture_logits", "example_inputs", "trace", "is_leaf",
            "AttentionSite", "AttentionScaling", "Projection", "Tie", "Trace", "KINDS"]

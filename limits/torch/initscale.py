@@ -50,6 +50,14 @@ def _log_rms(t):
     return 0.5 * math.log(m2), math.sqrt(max(kurt - 1.0, 0.0) / (4 * x.numel()))
 
 
+def measured_exponent(ma, mb, na, nb, name):
+    """ê of the tensor ``name`` between modules ``ma`` (width na) and ``mb`` (nb), or None (zero at a width)."""
+    a, b = _log_rms(dict(ma.named_parameters())[name]), _log_rms(dict(mb.named_parameters())[name])
+    if a is None or b is None:
+        return None
+    return (b[0] - a[0]) / math.log(nb / na)
+
+
 def init_deviations(ma, mb, na, nb, rules) -> tuple:
     """:class:`InitDeviation` of every input/hidden/output tensor of ``rules`` whose init in the modules ``ma``
     (width ``na``) and ``mb`` (``nb``) is not SP's (module docstring)."""
@@ -64,17 +72,21 @@ def init_deviations(ma, mb, na, nb, rules) -> tuple:
             continue
         e = (b[0] - a[0]) / span
         se = math.hypot(a[1], b[1]) / span
-        dev = abs(e - SP_EXPONENT[q.role])
+        want = SP_EXPONENT[q.role] if getattr(q, "base_init", None) is None else q.base_init
+        dev = abs(e - want)
         if dev > TOLERANCE and dev > Z * se:
-            out.append(InitDeviation(q.name, q.role, e, se, SP_EXPONENT[q.role]))
+            out.append(InitDeviation(q.name, q.role, e, se, want))
     return tuple(out)
 
 
-def check_sp_init(factory, rules, na, nb, build):
-    """Refuse (ValueError naming every tensor) a factory whose init is not SP (module docstring)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        ma, mb = build(factory, na), build(factory, nb)
+def check_sp_init(factory, rules, na, nb, build, models=None):
+    """Refuse (ValueError naming every tensor) a factory whose init is not SP (module docstring); ``models``: the
+    factory's modules at na and nb (seed 0) if built already."""
+    if models is None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            models = build(factory, na), build(factory, nb)
+    ma, mb = models
     bad = init_deviations(ma, mb, na, nb, rules)
     if bad:
         listed = "; ".join(str(d) for d in bad[:8]) + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
@@ -86,4 +98,4 @@ def check_sp_init(factory, rules, na, nb, build):
             "(limits coord-check: --no-init-check) to take the init as SP anyway")
 
 
-__all__ = ["InitDeviation", "init_deviations", "check_sp_init", "SP_EXPONENT"]
+__all__ = ["InitDeviation", "init_deviations", "check_sp_init", "measured_exponent", "SP_EXPONENT"]

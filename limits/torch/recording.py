@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .data_checks import check_parameters
 from .graph import capture_logits, plain_key
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
@@ -162,6 +163,7 @@ class Recorder:
     def init_tensors(self):
         """Init copies of every parameter and each owner's output at init (after the first forward)."""
         self.p0 = {n: p.detach().clone() for n, p in self.params.items()}
+        self.name_of = {id(p): n for n, p in self.params.items()}      # a shared tensor under any of its names
         self.y0 = {}
         self.own = {}
         with torch.no_grad():
@@ -178,7 +180,6 @@ class Recorder:
         name), which stays at its current value. Values are swapped in place (``copy_``), so parameters keep
         attributes their module's forward reads (e.g. mup's ``infshape``), then restored."""
         mod = self.mods[mname]
-        pre = mname + "." if mname else ""
         saved = []
         self.on = False
         try:
@@ -186,7 +187,7 @@ class Recorder:
                 for rel, p in mod.named_parameters():
                     if rel != keep:
                         saved.append((p, p.detach().clone()))
-                        p.copy_(self.p0[pre + rel])
+                        p.copy_(self.p0[self.name_of[id(p)]])
                 args, kwargs = self.inputs0[mname]
                 return _first(mod(*args, **kwargs)).detach().clone()
         finally:
@@ -210,6 +211,7 @@ def run_one(model, rules, sites, groups, X, Y, optimizer, lr, steps, loss_fn, re
     """(rows, values (n_rows, steps+1, 3)) of one training run (module docstring); ``readouts``: module paths of
     read-outs tied to an embedding (output rows)."""
     model.train()
+    check_parameters(model, "coord_check")           # NaN parameters are named (two NaN forwards also differ)
     check_deterministic(model)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         a, b = _first(model(X)), _first(model(X))

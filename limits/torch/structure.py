@@ -14,7 +14,10 @@ a_r = a_out + b_out − b_in, so the effective read-out r^{−a_r} w has the tab
 Its learning rate then matches the table iff a_r + c_in = a_out + c_out (Adam) or 2a_r + c_in = 2a_out + c_out
 (SGD) — true for μP, MF and NTK; μP (Adam): a_r = 1, the read-out multiplier 1/r (mup's 1/width_mult).
 Under a table that leaves the factory unchanged (SP) the tie is kept as built (a_r = 0): the factory's tied
-read-out has the embedding's init, which no multiplier with one learning rate can turn into SP's read-out row.
+read-out has the embedding's init, which no multiplier with one learning rate can turn into SP's read-out row;
+:func:`limits.torch.coord_check` then predicts the read-out's rows by that rule (the embedding's row, its scale at
+init moved from the read-out row's by (a+b)_out − (a+b)_in). Either way the read-out reads the embedding the stream
+carries, a coherent self-term: its scale at init is predicted in [e, e + ½] (:mod:`limits.torch.plan`).
 """
 from __future__ import annotations
 

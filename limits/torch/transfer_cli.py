@@ -37,8 +37,10 @@ def register(sub):
                         "(not the standard library, limits or a library limits runs on); importing it runs its "
                         "code; repeatable")
     s.add_argument("--param", required=True, metavar="NAME", help="parameterisation applied: SP, muP, depth-muP, …")
-    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
-    s.add_argument("--depths", type=int, nargs="+", help="a depth study (one width): factory(width, depth)")
+    s.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512],
+                   help="widths the learning rates are scanned at (default: 64 128 256 512)")
+    s.add_argument("--depths", type=int, nargs="+",
+                   help="a depth study (one width): factory(width, depth) (default: a width study)")
     lr = s.add_mutually_exclusive_group(required=True)
     lr.add_argument("--lrs", type=float, nargs="+", metavar="LR", help="learning rates to scan")
     lr.add_argument("--log2-lrs", type=float, nargs=3, metavar=("START", "STOP", "STEP"),
@@ -46,25 +48,32 @@ def register(sub):
     s.add_argument("--data", metavar="MODULE:FUNCTION",
                    help="a function () -> (X, Y) or {'train': (X, Y), 'test': (X, Y)} in an allowed module "
                         "(default: a tiny synthetic regression task)")
-    s.add_argument("--steps", type=int, default=100)
-    s.add_argument("--seeds", type=int, default=4)
+    s.add_argument("--role", action="append", default=[], metavar="NAME=ROLE",
+                   help="the role of a tensor the traced forward cannot decide (input, hidden, output, vector, "
+                        "constant), e.g. --role cls_token=input; repeatable (default: none)")
+    s.add_argument("--steps", type=int, default=100, help="training steps per run (default: 100)")
+    s.add_argument("--seeds", type=int, default=4,
+                   help="independent runs per (width, learning rate), ≥ 2 for the confidence intervals "
+                        "(default: 4)")
     s.add_argument("--batch-size", type=int, help="rows per step, drawn with replacement (default: full batch)")
-    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    s.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam",
+                   help="optimizer of the runs (default: adam)")
     s.add_argument("--criterion", choices=("train", "test"), default="train",
-                   help="which loss the verdict reads (test needs held-out data)")
+                   help="which loss the verdict reads (test needs held-out data) (default: train)")
     s.add_argument("--margin", type=float, default=0.25,
                    help="|drift| below this (log2 units per doubling) counts as transfer (default 0.25)")
     s.add_argument("--diverge", type=float, default=3.0,
                    help="a run whose final loss exceeds this × its initial loss is diverged (default 3)")
     s.add_argument("--target", type=int, help="size at which to predict the optimum (default 4 × the largest)")
     s.add_argument("--no-calibrate", action="store_true", help="skip the simulated false-verdict rate and power")
-    s.add_argument("--backend", choices=("serial", "loky", "dask"), default="serial")
-    s.add_argument("--n-jobs", type=int, help="workers of the loky / local dask backend")
+    s.add_argument("--backend", choices=("serial", "loky", "dask"), default="serial",
+                   help="where the runs are computed (limits.sweep backends) (default: serial)")
+    s.add_argument("--n-jobs", type=int, help="workers of the loky / local dask backend (default: one per core)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="a running dask scheduler (tcp://host:8786)")
     s.add_argument("--store", metavar="DIR", help="store finished runs here; a rerun resumes (limits.sweep)")
     s.add_argument("--out", dest="out_dir", metavar="DIR",
                    help="write the result DIR/transfer.npz + .json, its Markdown (.md) and its figure (.png)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the initialisations and the data (default: 0)")
     s.set_defaults(func=cmd_transfer)
 
 
@@ -128,6 +137,9 @@ def _check_args(args):
         from pathlib import Path
 
         ensure_writable_dir(Path(args.out_dir), "--out")
+    from .roles import parse_roles
+
+    args.roles = parse_roles(args.role)
     lrs = _lrs(args)
     if len(set(lrs.tolist())) < 3:
         raise ValueError("need at least 3 distinct learning rates (--lrs or --log2-lrs)")
@@ -136,13 +148,19 @@ def _check_args(args):
 
 def _split_data(got):
     """(train pair, held-out pair or None) from what a --data function returned."""
+    from ..errors import elide
+
     if isinstance(got, dict):
         if set(got) - {"train", "test"} or "train" not in got:
-            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test'")
+            raise ValueError("--data: a dict must have the keys 'train' and optionally 'test', got "
+                             f"{elide(str(sorted(map(str, got))), 80)}")
+        if "test" in got and got["test"] is None:
+            raise ValueError("--data: 'test' is None; give the held-out pair (X, Y) or leave the key out")
         return got["train"], got.get("test")
     if isinstance(got, (tuple, list)) and len(got) == 2:
         return tuple(got), None
-    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}")
+    n = f" of {len(got)} items" if isinstance(got, (tuple, list)) else ""
+    raise ValueError(f"--data must return (X, Y) or {{'train': (X, Y), 'test': (X, Y)}}, got {type(got).__name__}{n}")
 
 
 def _default_data(factory, args):
@@ -171,27 +189,41 @@ def _write(r, out_dir):
 
 def cmd_transfer(args):
     lrs = _check_args(args)
+    from ..errors import elide
+    from .progress_lines import announce, sizes_text
+
+    sizes = sorted(set(args.depths)) if args.depths and len(set(args.depths)) > 1 else sorted(set(args.widths))
+    runs = len(sizes) * len(lrs) * args.seeds
+    announce(f"transfer: {elide(args.factory, 80)} under {args.param}: {'depths' if len(sizes) > 1 and args.depths else 'widths'} "
+             f"{sizes_text(sizes)}, {len(lrs)} learning rates × {args.seeds} seeds × {args.steps} steps = {runs} "
+             f"training runs{'' if args.no_calibrate else ', then the calibration of the verdict'}")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError("transfer needs PyTorch: python -m pip install 'limits[torch]'") from None
-    from ..errors import elide
     from ..resolver import call
     from .resolve import resolve_factory
 
     factory = resolve_factory(args.factory, args.allow)     # every name resolved before anything is called
     data_fn = resolve_factory(args.data, args.allow, option="--data") if args.data else None
     if data_fn is not None:
+        announce(f"transfer: calling --data {elide(args.data, 80)}")
         train, held = _split_data(call(data_fn, what=f"--data {elide(args.data)}"))
     else:
         train, held = _default_data(factory, args), None
-    from .transfer_study import transfer
+    from .transfer_study import checked_data, transfer
+
+    what = f"--data {elide(args.data)}" if args.data else "the synthetic data"
+    train_x, train_y, held, _ = checked_data(factory, sorted(set(args.widths)), sorted(set(args.depths or [])) or None,
+                                             train, held, args.batch_size,
+                                             what=(what, f"{what} 'test'", "--batch-size"))  # before any run
+    train = (train_x, train_y)
 
     r = transfer(factory, args.param, widths=args.widths, lrs=lrs, data=train, steps=args.steps, seeds=args.seeds,
                  optimizer=args.optimizer, depths=args.depths, held_out=held, batch_size=args.batch_size,
                  diverge=args.diverge, margin=args.margin, target=args.target, calibrate=not args.no_calibrate,
                  criterion=args.criterion, backend=args.backend, n_jobs=args.n_jobs, scheduler=args.scheduler,
-                 store=args.store, seed=args.seed)
+                 store=args.store, seed=args.seed, roles=args.roles or None)
     print(r.to_markdown())
     if args.out_dir:
         _write(r, args.out_dir)

@@ -230,10 +230,11 @@ class Calibration:
 
 
 def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_boot=300, level=0.95,
-              half_window=2) -> Calibration:
+              half_window=2, n_seeds=None) -> Calibration:
     """Verdict rates of this design (sizes, rates, seeds) at its own noise, for each true drift (module
     docstring): ``rates[i]`` at drift ``drifts[i]`` — at 0 the false-verdict rates of a flat optimum, elsewhere
-    the power to see the drift."""
+    the power to see the drift. ``n_seeds``: simulate studies with this many seeds instead (residuals resampled
+    from the study's own): the design a larger study would have."""
     y = np.asarray(y, float)
     K, M, S = y.shape
     if S < 2:
@@ -249,10 +250,11 @@ def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_
     base = _shift_curves(mean, lx, np.nanmean(opt) - opt)           # every optimum moved to the mean optimum
     drifts = np.asarray(drifts, float)
     counts = np.zeros((drifts.size, len(VERDICTS)))
+    S_sim = S if n_seeds is None else int(n_seeds)
     for i, d in enumerate(drifts):
         curves = _shift_curves(base, lx, d * (u - u.mean()))
         for _ in range(int(n_sim)):
-            pick = rng.integers(0, S, size=S)
+            pick = rng.integers(0, S, size=S_sim)
             sim = curves[..., None] + resid[:, :, pick]
             sim = np.exp(sim) if logged else sim
             f = fit_drift(sim, sizes, lx, rng, n_boot=n_boot, level=level, half_window=half_window)
@@ -262,5 +264,49 @@ def calibrate(y, sizes, log2_lrs, margin, rng, drifts=(0.0, -1.0), n_sim=200, n_
     return Calibration(drifts, rates, np.sqrt(rates * (1 - rates) / n_sim), int(n_sim))
 
 
+def within_power(v, why, cal, margin, alpha, resolve=None) -> tuple:
+    """(verdict, reason, resolving seeds): a "drifts" the design's own calibration gives for a flat optimum more
+    often than ``alpha``, or a "transfers" it gives for a real drift of −2·margin more often than ``alpha``, is
+    "inconclusive" — with the smallest number of seeds at which simulated studies of this design would keep that
+    error within ``alpha`` (``resolve(n_seeds, drift, verdict) -> rate``, tried at 2×, 4×, 8× the seeds), or
+    None when even that does not."""
+    if v not in ("transfers", "drifts"):
+        return v, why, None
+    drift = 0.0 if v == "drifts" else -2.0 * float(margin)
+    rate, se = cal.rate(drift, v)
+    if rate <= alpha:
+        return v, why, None
+    what = ("calls a flat optimum 'drifts'" if v == "drifts" else
+            f"calls a true drift of {drift:+.2f} per doubling 'transfers'")
+    need = resolve() if resolve is not None else None
+    more = (f"; simulated with {need[0]} seeds it would {_pct_text(need[1])}" if need and need[0]
+            else "; more seeds alone do not bring it within α in simulation: add steps or rates near the optimum")
+    return "inconclusive", (f"add seeds/steps/rates — the {v!r} it reads is beyond this design's power: it {what} in "
+                            f"{100 * rate:.0f} % (± {100 * se:.0f} %) of simulated studies, more than α = "
+                            f"{100 * alpha:.0f} %{more}"), (need[0] if need else None)
+
+
+def _pct_text(r):
+    return f"in {100 * r:.0f} %"
+
+
+def resolving_seeds(y, sizes, log2_lrs, margin, rng, drift, verdict_name, alpha, S, n_sim=100, n_boot=200,
+                    level=0.95, half_window=2, max_seeds=64):
+    """(seeds, rate): the smallest of 2S, 4S, 8S (≤ ``max_seeds``) at which simulated studies of this design
+    give ``verdict_name`` at ``drift`` in at most ``alpha`` of cases, and that rate; (None, rate at the largest
+    tried) when none does."""
+    rate = 1.0
+    for k in (2, 4, 8):
+        n = k * int(S)
+        if n > max_seeds:
+            break
+        c = calibrate(y, sizes, log2_lrs, margin, rng, drifts=(drift,), n_sim=n_sim, n_boot=n_boot, level=level,
+                      half_window=half_window, n_seeds=n)
+        rate = c.rate(drift, verdict_name)[0]
+        if rate <= alpha:
+            return n, rate
+    return None, rate
+
+
 __all__ = ["parabola_vertex", "optima", "capped", "fit_drift", "verdict", "calibrate", "DriftFit", "Calibration",
-           "VERDICTS"]
+           "VERDICTS", "within_power", "resolving_seeds"]

@@ -30,8 +30,11 @@ from ..params.lr_drift import lr_drift
 from .apply_params import Parameterised
 from .depth import DepthParameterised, parameterise
 from .coordcheck import default_loss
+from .measured import fingerprints, transfer_unmeasured, unchanged_tensors
 from .network import torch_threads
-from .transfer_fit import calibrate as _calibrate, capped, fit_drift, verdict, quiet as _quiet
+from .progress_lines import announce, sizes_text
+from .transfer_fit import (calibrate as _calibrate, capped, fit_drift, quiet as _quiet, resolving_seeds, verdict,
+                           within_power)
 from .transfer_result import TransferResult
 
 HOPELESS = 1e4           # a run whose minibatch loss exceeds this × its initial loss stops early (still diverged)
@@ -98,6 +101,8 @@ class TrainRun:
             dtype = next((q.dtype for q in model.parameters() if q.is_floating_point()), torch.float32)
             X, Y = (_as_tensor(a, dtype) for a in self.data)
             loss0 = self._full_loss(model, X, Y)
+            trained = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+            before = fingerprints(trained)
             gen = torch.Generator().manual_seed(seed)
             keep = set(np.linspace(0, self.steps - 1, min(N_TRAJECTORY, self.steps)).round().astype(int).tolist())
             traj, bad_step = [], -1
@@ -120,6 +125,7 @@ class TrainRun:
                 loss.backward()
                 opt.step()
             train = self._full_loss(model, X, Y) if bad_step < 0 else math.inf
+            unchanged, first = unchanged_tensors(before, trained)
             test = math.nan
             if self.held_out is not None:
                 Xt, Yt = (_as_tensor(a, dtype) for a in self.held_out)
@@ -127,7 +133,8 @@ class TrainRun:
         diverged = bad_step >= 0 or not math.isfinite(train) or train > self.diverge * loss0
         traj = np.asarray(traj + [np.nan] * (len(keep) - len(traj)), float)
         return {"train_loss": train, "test_loss": test, "loss0": loss0, "diverged": bool(diverged),
-                "diverged_step": bad_step, "cpu_s": time.process_time() - t0, "trajectory": traj}
+                "diverged_step": bad_step, "cpu_s": time.process_time() - t0, "trajectory": traj,
+                "unchanged": unchanged, "unchanged_first": first}
 
 
 def _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size):
@@ -163,28 +170,40 @@ def _check(widths, depths, lrs, steps, seeds, diverge, margin, level, batch_size
     return widths, depths, np.log2(lrs)
 
 
-def _pair(data, what):
-    if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError(f"{what} must be a pair (X, Y) of arrays or tensors")
-    X, Y = data
-    if len(X) != len(Y) or len(X) == 0:
-        raise ValueError(f"{what}: X and Y need the same positive number of rows, got {len(X)} and {len(Y)}")
-    return X, Y
+def checked_data(factory, widths, depths, data, held_out, batch_size, loss=None, what=("data", "held_out",
+                                                                                      "batch_size")):
+    """(X, Y, held-out pair or None, batch size) checked against the smallest module before any run
+    (:func:`limits.torch.data_checks.check_data`); ``what``: the names used in errors."""
+    from .data_checks import check_batch_size, check_factory_data
+
+    if data is None:
+        raise ValueError(f"{what[0]}: give the training pair (X, Y)")
+    d0 = None if depths is None else depths[0]
+    X, Y = check_factory_data(factory, widths[0], data, depth=d0, what=what[0], loss=loss)
+    held = None if held_out is None else check_factory_data(factory, widths[0], held_out, depth=d0, what=what[1],
+                                                            loss=loss)
+    return X, Y, held, check_batch_size(batch_size, X.shape[0], what[2])
 
 
-def _parameterised(factory, param, widths, depths, optimizer, roles, X):
-    """The parameterised factory (width study: factory(width); with depths: factory(width, depth)); its forward
-    is traced on the first rows of the study's inputs ``X`` (to find the attention)."""
+def _check_kind(factory, param, depths):
+    """A parameterised factory matches ``param`` and the kind of study (depth or width)."""
     if isinstance(factory, (Parameterised, DepthParameterised)):
         if param is not None and param != factory.name:
             raise ValueError(f"param {param!r}: the factory is already parameterised as {factory.name!r}; pass "
                              "param=None or the plain factory")
         if isinstance(factory, DepthParameterised) != (depths is not None):
             raise ValueError("a DepthParameterised factory needs depths=, a Parameterised one none")
+
+
+def _parameterised(factory, param, widths, depths, optimizer, roles, X):
+    """The parameterised factory (width study: factory(width); with depths: factory(width, depth)); its forward
+    is traced on the first rows of the study's inputs ``X`` (to find the attention)."""
+    if isinstance(factory, (Parameterised, DepthParameterised)):
+        _check_kind(factory, param, depths)
         return factory
     pw = widths if len(widths) > 1 else (widths[0], 2 * widths[0])
     x = (_as_tensor(X[:8], torch.get_default_dtype()),)
-    return parameterise(factory, param, widths=pw[:2], optimizer=optimizer, roles=roles, example_inputs=x,
+    return parameterise(factory, param, widths=pw, optimizer=optimizer, roles=roles, example_inputs=x,
                         depths=depths)
 
 
@@ -212,25 +231,42 @@ def transfer(factory, param="muP", widths=(64, 128, 256, 512), lrs=None, data=No
         raise ValueError("criterion must be 'train', or 'test' with held_out data")
     if isinstance(fit_window, bool) or not isinstance(fit_window, (int, np.integer)) or fit_window < 1:
         raise ValueError(f"fit_window must be a positive integer (rates on each side of the minimum), got {fit_window!r}")
-    X, Y = _pair(data, "data")
-    held = None if held_out is None else _pair(held_out, "held_out")
+    _check_kind(factory, param, depths)
+    X, Y, held, batch = checked_data(factory, widths, depths, data, held_out, batch_size, loss)
+    if not isinstance(factory, (Parameterised, DepthParameterised)):
+        announce(f"transfer: applying {param} (tracing the factory's forward)", progress)
     P = _parameterised(factory, param, widths, depths, optimizer, roles, X)
     axis = "depth" if depths is not None and len(depths) > 1 else "width"
-    batch = None if batch_size is None else int(batch_size)
     run = TrainRun(P, (X, Y), held, steps, batch, loss or default_loss, diverge, threads)
     product = {"width": widths} if depths is None else {"width": widths, "depth": depths}
     product["log2_lr"] = [float(v) for v in log2_lrs]
     grid = sweep.Grid(product=product, seeds=int(seeds), root=int(seed), seed_by="replicate")
     t0 = time.perf_counter()
+    announce(f"transfer {P.name}: {grid.n_points} training runs of {int(steps)} steps started ({axis}s "
+             f"{sizes_text(depths if axis == 'depth' else widths)}, {len(log2_lrs)} learning rates, {int(seeds)} "
+             f"seeds; backend {backend})", progress)
     ds = sweep.run(run, grid, backend=backend, n_jobs=n_jobs, scheduler=scheduler, store=store,
                    name=f"limits.torch.transfer.{_study_id(P, factory, run, loss)}", progress=progress,
                    label=f"transfer {P.name}")
+    _refuse_if_every_run_failed(ds)
     settings = {"backend": backend, "batch_size": batch, "diverge": float(diverge), "wall_s": time.perf_counter() - t0,
                 "factory": _code_id(getattr(P, "factory", factory)), "reused": int(ds.attrs.get("reused", 0)),
                 "store": None if store is None else str(store)}
     return analyse(ds, P, axis, widths, depths, log2_lrs, int(seeds), int(steps), held is not None, criterion,
                    margin=margin, level=level, n_boot=n_boot, target=target, calibrate=calibrate, n_sim=n_sim,
-                   seed=seed, name=name, fit_window=int(fit_window), settings=settings)
+                   seed=seed, name=name, fit_window=int(fit_window), settings=settings, progress=progress)
+
+
+def _refuse_if_every_run_failed(ds):
+    """A ValueError quoting the first failure when no run finished (nothing to analyse)."""
+    import json
+
+    if "train_loss" in ds:
+        return
+    errors = json.loads(ds.attrs.get("error", "[]") or "[]")
+    first = errors[0] if errors else {}
+    raise ValueError(f"transfer: every run failed ({len(errors)} of {ds.attrs.get('n_points', len(errors))}); the "
+                     f"first, at {first.get('params', '?')}: {first.get('error', 'no message')}")
 
 
 def _study_id(P, factory, run, loss) -> str:
@@ -256,6 +292,9 @@ def _raw(ds, axis) -> dict:
     out["failed"] = take("failed") > 0
     out["diverged"] = (take("diverged") > 0) & ~out["failed"]
     out["trajectory"] = take("trajectory", ("trajectory_dim_0",))
+    for v in ("unchanged", "unchanged_first"):          # absent from runs stored by an older version
+        if v in ds:
+            out[v] = take(v)
     return out
 
 
@@ -270,7 +309,7 @@ def _as_predicted(kind, v, drift) -> int:
 
 
 def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n_sim, seed,
-            fit_window=2) -> TransferResult:
+            fit_window=2, progress=False) -> TransferResult:
     """Statistics (:mod:`limits.torch.transfer_fit`) of the raw runs ``raw`` described by ``meta``."""
     sizes, lx = np.asarray(meta["sizes"], float), np.asarray(meta["log2_lrs"], float)
     has_test = bool(meta["has_test"])
@@ -287,13 +326,26 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
     other = fit_drift(y_train if criterion == "test" else y_test, sizes, lx, rng, n_boot=n_boot, level=level,
                       target=target, half_window=fit_window) if has_test else None
     v, why = verdict(fit.drift, fit.drift_ci, margin, fit.at_edge)
+    nothing = meta["settings"].get("unmeasured") or transfer_unmeasured(raw, sizes, meta["axis"])
+    if nothing:                                          # no verdict without a measurement
+        v, why = "inconclusive", nothing
     kind, pd = meta["prediction_kind"], float(meta["predicted_drift"])
     cal = None
     if calibrate:
+        announce(f"transfer: calibrating the verdict ({n_sim} simulated studies of this design)", progress)
         alt = (-2 * float(margin),) + ((pd,) if kind == "bound" and pd != -2 * float(margin) else ())
         c = _calibrate(y, sizes, lx, margin, rng, drifts=(0.0,) + alt, n_sim=n_sim, level=level,
                        n_boot=max(200, n_boot // 4), half_window=fit_window)
         cal = {"drifts": c.drifts, "rates": c.rates, "se": c.se, "n_sim": c.n_sim}
+        S = int(np.asarray(y).shape[-1])
+
+        def resolve():
+            drift = 0.0 if v == "drifts" else -2.0 * float(margin)
+            return resolving_seeds(y, sizes, lx, margin, rng, drift, v, 1 - level, S, level=level,
+                                   half_window=fit_window)
+
+        v, why, need = within_power(v, why, c, margin, 1 - level, resolve)
+        cal["resolving_seeds"] = need
     return TransferResult(
         name=meta["name"], parameterisation=meta["parameterisation"], optimizer=meta["optimizer"], axis=meta["axis"],
         sizes=sizes, fixed_size=meta["fixed_size"], log2_lrs=lx, seeds=int(meta["seeds"]), steps=int(meta["steps"]),
@@ -312,17 +364,32 @@ def _result(raw, meta, *, criterion, margin, level, n_boot, target, calibrate, n
 
 def analyse(ds, P, axis, widths, depths, log2_lrs, seeds, steps, has_test, criterion="train", *, margin=0.25,
             level=0.95, n_boot=1000, target=None, calibrate=True, n_sim=200, seed=0, name=None, settings=None,
-            fit_window=2) -> TransferResult:
+            fit_window=2, progress=None) -> TransferResult:
     """The :class:`TransferResult` of a finished sweep dataset ``ds`` (dims size, log2_lr, seed)."""
     pred = lr_drift(P.table, axis)
+    raw = _raw(ds, axis)
+    sizes = depths if axis == "depth" else widths
+    settings = dict(settings or {}, unmeasured=transfer_unmeasured(
+        raw, sizes, axis, names=lambda n: _trained_names(P, n if axis == "width" else widths[0],
+                                                         n if axis == "depth" else (depths or [None])[0])))
     meta = {"name": name or f"{P.name} ({P.optimizer_name})", "parameterisation": str(P.name),
             "optimizer": P.optimizer_name, "axis": axis, "sizes": depths if axis == "depth" else widths,
             "fixed_size": ((None if depths is None else int(depths[0])) if axis == "width" else int(widths[0])),
             "log2_lrs": log2_lrs, "seeds": seeds, "steps": steps, "has_test": has_test,
             "predicted_drift": pred.drift, "prediction_kind": pred.kind, "prediction": pred.derivation or pred.reason,
             "settings": dict(settings or {})}
-    return _result(_raw(ds, axis), meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
-                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window)
+    return _result(raw, meta, criterion=criterion, margin=margin, level=level, n_boot=n_boot,
+                   target=target, calibrate=calibrate, n_sim=n_sim, seed=seed, fit_window=fit_window,
+                   progress=progress)
+
+
+def _trained_names(P, width, depth) -> list:
+    """Names of the trained tensors of ``P(width[, depth])`` in its optimizer's order (a run's tensor index)."""
+    from .data_checks import build_at
+
+    m = build_at(P, width, depth)
+    name_of = {id(p): n for n, p in m.named_parameters()}
+    return [name_of.get(id(p), "?") for g in P.optimizer(m, 1.0).param_groups for p in g["params"] if p.requires_grad]
 
 
 _META = ("name", "parameterisation", "optimizer", "axis", "sizes", "fixed_size", "log2_lrs", "seeds", "steps",

@@ -1,6 +1,6 @@
 """The full-digits CNN-GP learning curve (gallery ``layers_cnn_digits_full_set``): the kernel computed once and
 sliced per training subset gives what the public predictions compute from scratch, the splits are nested and
-disjoint from the test set, and the README block is what the committed data say."""
+disjoint from the test set, and the block of docs/architectures.rst is what the committed data say."""
 from pathlib import Path
 
 import numpy as np
@@ -77,8 +77,8 @@ def test_mean_se_has_no_error_bar_where_every_subset_is_the_pool():
 
 def test_readme_block_is_the_committed_data():
     payload = C.stored_payload(FIGS)
-    block = (ROOT / "README.md").read_text().split(C.BEGIN, 1)[1].split(C.END, 1)[0].strip().splitlines()
-    assert block == C.readme_lines(payload), "README is stale: python -m limits.gallery.cnn_digits_curve --write"
+    block = (ROOT / C.PAGE).read_text().split(C.BEGIN, 1)[1].split(C.END, 1)[0].strip().splitlines()
+    assert block == C.readme_lines(payload), f"{C.PAGE} is stale: python -m limits.gallery.cnn_digits_curve --write"
     d = payload["data"]
     assert not payload["quick"] and payload["params"]["images"] == 1797           # the full digits set
     assert d["cpu_s"] > d["curve_cpu_s"] > 0 and d["wall_s"] > 0

@@ -1,38 +1,25 @@
-"""The README's describe → predict → check section runs as written (Python and shell)."""
-import re
-import shlex
-import subprocess
-import sys
-from pathlib import Path
-
+"""The README's "theory of your own network, and its check" runs as written and prints what the README shows; the
+command-line version of docs/workflow.rst runs as written."""
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+import doc_examples as D
+
+KEY = "README.md § The theory of your own network, and its check: import numpy as np, limits"
+SHELL = ("docs/workflow.rst § On the command line: limits model --resnet --d-in 10 --depth 20 --activation erf "
+         "--sigma-w2 1.2 --sigma-b2 0.2 --rho 0.3 --out m.toml")
 
 
-def _section():
-    return README.read_text().split("## Your own network", 1)[1].split("\n## ", 1)[0]
-
-
-def test_python_workflow_runs(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    code = re.findall(r"```python\n(.*?)```", _section(), re.S)[0]
+def test_python_workflow_runs(tmp_path):
+    block = next(b for b in D.blocks("README.md") if b.key == KEY)
     ns = {}
-    exec(compile(code, "README.md", "exec"), ns)
+    D.run_block(block, tmp_path, ns)                          # the printed kernel and verdict as the README shows
     assert ns["k"].nngp.shape == (6, 6) and ns["c"].passed
     assert ns["c"].power < 0.05
-    assert (tmp_path / "check.png").exists() or "plot(" in code
+    assert f"{100 * ns['c'].power:.2f} % off would be caught" in " ".join(D.ROOT.joinpath("README.md").read_text().split())
 
 
 @pytest.mark.slow
 def test_shell_workflow_runs(tmp_path):
-    lines = re.findall(r"```bash\n(.*?)```", _section(), re.S)[0].strip().splitlines()
-    for line in lines:
-        argv = shlex.split(line)
-        if argv[0] == "limits":
-            argv = [sys.executable, "-m", "limits.cli", *argv[1:]]
-        elif argv[0] == "python":
-            argv = [sys.executable, *argv[1:]]
-        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, (line, proc.stderr[-2000:])
+    block = next(b for b in D.blocks("docs/workflow.rst") if b.key == SHELL)
+    D.run_block(block, tmp_path, {})
     assert (tmp_path / "check.png").stat().st_size > 1000

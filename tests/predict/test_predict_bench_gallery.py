@@ -31,10 +31,14 @@ def test_plain_reference_equals_limits(bench, act):
     assert np.max(np.abs(mean - g.mean)) < 1e-10 and np.max(np.abs(cov - g.cov)) < 1e-10
 
 
-def test_neural_tangents_skipped_cleanly(bench, monkeypatch):
-    monkeypatch.setattr(bench, "NT_PYTHON", "/nonexistent/python")
-    info, why = bench._nt(np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((1, 1)), np.ones(1), "erf", 1, 1.0, 0.0, 1.0)
-    assert info is None and "skipped" in why
+def test_neural_tangents_skipped_cleanly(bench):
+    import sys
+
+    sys.path.insert(0, str(BENCH.parent))
+    from _timing import Peer
+
+    peer, why = Peer.start(bench.NT_SETUP, python="/nonexistent/python")
+    assert peer is None and "skipped" in why and "/nonexistent/python" in why
 
 
 def test_figures_registered():

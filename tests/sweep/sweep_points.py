@@ -67,3 +67,29 @@ def exits_at(x, at=1):
 def returns(x, name="failed"):
     """An output named ``name`` besides ``y``."""
     return {"y": float(x), name: float(x) + 0.5}
+
+
+def _wait_for_gate(gate, limit=1800.0):
+    """Block until the file ``gate`` exists (a test creates it; or interrupts the sweep while points wait)."""
+    deadline = time.monotonic() + limit
+    while not gate.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{gate} was not created within {limit:.0f} s")
+        time.sleep(0.01)
+
+
+def gated(x, seed, gate_dir, free=3):
+    """``sleepy_nopid``'s y without its sleep: points x < ``free`` return at once, the others wait for the file
+    ``gate_dir/open`` — so a test interrupting the sweep after ``free`` points finds the next one in flight, whatever
+    the machine's load (a fixed sleep per point made that a race)."""
+    if x >= free:
+        _wait_for_gate(Path(gate_dir, "open"))
+    return {"y": 2.0 * x + np.random.default_rng(seed).random()}
+
+
+def touch_then_wait(x, marker_dir):
+    """Leaves ``start-<x>-<pid>`` in ``marker_dir`` (work is in flight, in that process), then waits for the file
+    ``marker_dir/open``; returns x²."""
+    Path(marker_dir, f"start-{x}-{os.getpid()}").touch()
+    _wait_for_gate(Path(marker_dir, "open"))
+    return x * x

@@ -26,7 +26,7 @@ NO_TORCH = ("import sys\n"                                   # `import torch` ra
 
 def _run(code, cwd):
     return subprocess.run([sys.executable, "-c", NO_TORCH + code], cwd=cwd, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"}, timeout=300)
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"}, timeout=900)
 
 
 def test_committed_data_show_sp_and_mup_as_predicted_and_the_broken_readout_flagged():
@@ -68,7 +68,7 @@ def test_without_torch_the_figure_is_listed_replotted_and_refused_with_one_line(
 def test_readme_sentences_on_the_demo_transformer_are_generated_from_the_committed_data():
     from limits.gallery import torchbridge
 
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(torchbridge.BEGIN, 1)[1].split(torchbridge.END, 1)[0]
+    page = (ROOT / torchbridge.PAGE).read_text()
+    block = page.split(torchbridge.BEGIN, 1)[1].split(torchbridge.END, 1)[0]
     assert block.strip() == torchbridge.readme_paragraph(gallery.load_data("torch_coordcheck", FIGS)), \
-        "README is stale: python -m limits.gallery.torchbridge --write"
+        f"{torchbridge.PAGE} is stale: python -m limits.gallery.torchbridge --write"

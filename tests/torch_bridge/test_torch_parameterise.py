@@ -86,19 +86,23 @@ def test_transformer_roles_and_mup_attention():
 
 
 class _Raw(nn.Module):
-    def __init__(self, width):
+    def __init__(self, width, op="matmul"):
         super().__init__()
         self.lin = nn.Linear(4, width)
         self.mystery = nn.Parameter(torch.randn(width, 3))
+        self.op = op
 
     def forward(self, x):
-        return self.lin(x) @ self.mystery
+        return self.lin(x) @ (self.mystery if self.op == "matmul" else self.mystery.exp())
 
 
-def test_refuses_an_unclassifiable_tensor_and_accepts_a_role():
-    with pytest.raises(ValueError, match="cannot classify tensor 'mystery'.*fan-in"):
-        parameterise(_Raw, "muP", widths=(16, 32))
-    P = parameterise(_Raw, "muP", widths=(16, 32), roles={"mystery": "output"})
+def test_the_graph_decides_a_raw_tensors_role_and_a_role_overrides_it():
+    """A raw (N, 3) tensor contracted with the width-sized activations is output-like (issue 43 item 3); one read
+    through an op the graph cannot decide (exp) is refused by name, with the roles= / --role way out."""
+    assert _rules(parameterise(_Raw, "muP", widths=(16, 32)))["mystery"].role == "output"
+    with pytest.raises(ValueError, match="cannot classify tensor 'mystery'.*'exp'.*--role mystery=input"):
+        parameterise(lambda n: _Raw(n, "exp"), "muP", widths=(16, 32))
+    P = parameterise(lambda n: _Raw(n, "exp"), "muP", widths=(16, 32), roles={"mystery": "output"})
     assert _rules(P)["mystery"].role == "output"
 
 

@@ -133,21 +133,6 @@ def test_digits_mlp_sp_drifts_and_mup_transfers():
     assert not math.isnan(sp.target_optimum) and sp.target_optimum < mup.target_optimum
 
 
-@pytest.mark.slow
-def test_readme_transfer_example_runs_and_transfers(tmp_path, monkeypatch):
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### μTransfer", 1)[1].split("\n## ", 1)[0]
-    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    monkeypatch.chdir(tmp_path)
-    ns = {}
-    exec(compile(code.replace("print(t)", "str(t)"), "README.md", "exec"), ns)
-    assert ns["t"].verdict == "transfers" and ns["t"].passed, ns["t"].to_markdown()
-    assert (tmp_path / "transfer.png").stat().st_size > 10_000
-
-
 def test_byte_transformer_study_at_a_small_size():
     """The byte-level causal transformer on the shipped essay, widths 16–64, 4 rates, 2 seeds × 6 steps (a few
     CPU-s): μP multiplies each attention's query rows by r^−½ (logits ∝ q·k/d_h, 4 heads; traced on windows of

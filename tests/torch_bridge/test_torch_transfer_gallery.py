@@ -79,7 +79,7 @@ def test_without_torch_listed_replotted_and_refused_with_one_line(tmp_path):
     for n in NAMES[1:]:
         for ext in ("npz", "json"):
             shutil.copy(FIGS / f"{n}.{ext}", tmp_path)
-    r = run("from limits.gallery.measurements import transfer_table\n"          # the README table, torch-free
+    r = run("from limits.gallery.measurements import transfer_table\n"          # the docs/torch.rst table, torch-free
             f"t = transfer_table({str(tmp_path)!r}); assert 'torch' not in sys.modules; print(t)")
     assert r.returncode == 0 and r.stdout.strip() == transfer_table(FIGS).strip(), r.stderr
 
@@ -87,5 +87,5 @@ def test_without_torch_listed_replotted_and_refused_with_one_line(tmp_path):
 def test_readme_table_is_generated_from_the_data():
     table = transfer_table(FIGS)
     assert table.count("\n") == 2 + 6
-    assert table in (ROOT / "README.md").read_text()
+    assert table in (ROOT / "docs/torch.rst").read_text()
     assert all(("(quick)" in ln) or ("(paper-size)" in ln) for ln in table.splitlines()[2:])
