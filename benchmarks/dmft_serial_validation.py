@@ -11,13 +11,19 @@ N → ∞ extrapolation, z, finite-size rate, power) — per case:
   rate of the check on the correct DMFT and its rejection rate (power) of the wrong ones;
 * ``lazy``: the DMFT at γ0 = 1e-4 against ``limits.predict.gradient_descent`` on the composition's NTK (max |z|).
 
-A validation report, not a timing (CPU seconds are recorded)::
+A validation report, not a timing (CPU seconds are recorded; the costs below are measured, in one session on a
+shared machine)::
 
-    nice -n 10 python benchmarks/dmft_serial_validation.py --case A C --repeats 20     # ≈ 10 CPU-min
-    nice -n 10 python benchmarks/dmft_serial_validation.py --case B --repeats 4        # ≈ 25 CPU-min
-    nice -n 10 python benchmarks/dmft_serial_validation.py --case D --repeats 10       # ≈ 5 CPU-min
-    nice -n 10 python benchmarks/dmft_serial_validation.py --cost                      # estimate vs measured
-    python benchmarks/dmft_serial_validation.py --table --write                        # the docs' tables
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case A --repeats 20   # 22 CPU-s + 21 per repetition
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case D --repeats 10   # 26 CPU-s + 29 per repetition
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case B --repeats 4    # 136 CPU-s + more per repetition
+    nice -n 10 python benchmarks/dmft_serial_validation.py --case C --repeats 20   # > 150 CPU-s before a repetition
+    nice -n 10 python benchmarks/dmft_serial_validation.py --cost                  # estimate vs measured
+    python benchmarks/dmft_serial_validation.py --table --write                    # the docs' tables
+
+(the recorded run: A 8 and D 6 repetitions, B none, C unfinished — docs/theory/dmft.rst §6.5). Run cases in
+parallel with ``--out FILE`` each and copy them in with ``--merge FILE``; a case is saved after its seed-0 part and
+after every repetition, so an interrupted run keeps what it measured.
 
 writes ``benchmarks/results/dmft_serial_validation.json`` (cases are replaced one by one).
 """
@@ -345,6 +351,18 @@ def _seed0_table(data):
                  "γ0 = 1e-4 vs GD on the NTK: max |z| of f", "CPU (with repeats)"), rows)
 
 
+def _null_z(cal, z_crit):
+    """Over the repetitions, the correct DMFT's bias z (mean ± SD; N(0, 1) when calibrated exactly, narrower when
+    conservative) and its largest worst-entry |z| against the entries' threshold."""
+    runs = cal.get("runs") or []
+    if not runs:
+        return "—"
+    z = np.array([r["correct"]["scale_z"] for r in runs])
+    sd = f" ± {z.std(ddof=1):.2f}" if z.size > 1 else ""
+    return (f"bias z {z.mean():+.2f}{sd}; worst |z| ≤ {max(r['correct']['worst_z'] for r in runs):.2f} "
+            f"(threshold {z_crit:.2f})")
+
+
 def _calibration_table(data):
     rows, tot = [], [0, 0, 0]
     for name, c in sorted(data["cases"].items()):
@@ -353,13 +371,14 @@ def _calibration_table(data):
         tot[0] += cal["false_alarms"]
         tot[1] += n
         tot[2] += cal.get("inconclusive", 0)
+        first = (name, _kn(cal["false_alarms"], n), str(cal.get("inconclusive", "—")),
+                 _null_z(cal, c["main"]["z_crit"]))
         for i, k in enumerate(c["wrong"]):
-            rows.append((name if i == 0 else "", _kn(cal["false_alarms"], n) if i == 0 else "",
-                         str(cal.get("inconclusive", "—")) if i == 0 else "", k, _kn(cal["rejected"][k], n),
-                         str(cal.get("wrong_inconclusive", {}).get(k, "—"))))
-    rows.append(("all", _kn(tot[0], tot[1]), str(tot[2]), "", "", ""))
-    return _rst(("case", "false alarms (correct DMFT), 95 % CI", "inconclusive", "wrong variant",
-                 "rejected, 95 % CI", "inconclusive"), rows)
+            rows.append((first if i == 0 else ("", "", "", "")) + (k, _kn(cal["rejected"][k], n),
+                                                                  str(cal.get("wrong_inconclusive", {}).get(k, "—"))))
+    rows.append(("all", _kn(tot[0], tot[1]), str(tot[2]), "", "", "", ""))
+    return _rst(("case", "false alarms (correct DMFT), 95 % CI", "inconclusive", "correct DMFT over the repetitions",
+                 "wrong variant", "rejected, 95 % CI", "inconclusive"), rows)
 
 
 def table(data):
