@@ -371,11 +371,11 @@ def _calibration_table(data):
         tot[0] += cal["false_alarms"]
         tot[1] += n
         tot[2] += cal.get("inconclusive", 0)
-        first = (name, _kn(cal["false_alarms"], n), str(cal.get("inconclusive", "—")),
+        first = (name, _kn(cal["false_alarms"], n), str(cal.get("inconclusive", "—")) if n else "—",
                  _null_z(cal, c["main"]["z_crit"]))
         for i, k in enumerate(c["wrong"]):
-            rows.append((first if i == 0 else ("", "", "", "")) + (k, _kn(cal["rejected"][k], n),
-                                                                  str(cal.get("wrong_inconclusive", {}).get(k, "—"))))
+            wi = str(cal.get("wrong_inconclusive", {}).get(k, "—")) if n else "—"
+            rows.append((first if i == 0 else ("", "", "", "")) + (k, _kn(cal["rejected"][k], n), wi))
     rows.append(("all", _kn(tot[0], tot[1]), str(tot[2]), "", "", "", ""))
     return _rst(("case", "false alarms (correct DMFT), 95 % CI", "inconclusive", "correct DMFT over the repetitions",
                  "wrong variant", "rejected, 95 % CI", "inconclusive"), rows)
