@@ -25,7 +25,7 @@ shared machine)::
 parallel with ``--out FILE`` each and copy them in with ``--merge FILE``; a case is saved after its seed-0 part and
 after every repetition, so an interrupted run keeps what it measured.
 
-writes ``benchmarks/results/dmft_serial_validation.json`` (cases are replaced one by one).
+writes ``benchmarks/results/dmft/dmft_serial_validation.json`` (cases are replaced one by one).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "dmft_serial_validation.json"
+OUT = ROOT / "benchmarks" / "results" / "dmft" / "dmft_serial_validation.json"
 INC = ROOT / "docs" / "theory" / "dmft_serial_validation.inc"
 WIDTHS = (64, 128, 256, 512, 1024)
 
@@ -250,7 +250,7 @@ def cost_study():
 
 def _rst(header, rows):
     """An RST csv-table (docs) from a header and rows of cells."""
-    q = lambda c: '"' + str(c).replace('"', '""') + '"'  # noqa: E731
+    q = lambda c: '"' + str(c).replace('"', '""').replace("|", "\\|") + '"'  # noqa: E731  (| is RST markup)
     out = [".. csv-table::", "   :header: " + ", ".join(q(h) for h in header), ""]
     out += ["   " + ", ".join(q(c) for c in r) for r in rows]
     return "\n".join(out) + "\n"

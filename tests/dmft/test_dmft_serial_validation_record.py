@@ -1,5 +1,5 @@
 """The committed validation of the DMFT of compositions (benchmarks/dmft_serial_validation.py →
-benchmarks/results/dmft_serial_validation.json; docs/theory/dmft.rst §6.5): every recorded case passes limits.check
+benchmarks/results/dmft/dmft_serial_validation.json; docs/theory/dmft.rst §6.5): every recorded case passes limits.check
 at five widths 64–1024, every wrong variant fails it, the false alarms over the repetitions are compatible with the
 nominal 1 % and every wrong variant is rejected in every repetition, the γ0 → 0 limit agrees with GD on the NTK; the
 docs' tables are the record's; one piece (case A's loss) is recomputed here (≈ 2 CPU-s).
@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import binom
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "benchmarks" / "results" / "dmft_serial_validation.json"
+DATA = ROOT / "benchmarks" / "results" / "dmft" / "dmft_serial_validation.json"
 INC = ROOT / "docs" / "theory" / "dmft_serial_validation.inc"
 
 
