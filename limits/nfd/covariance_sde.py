@@ -75,6 +75,20 @@ def drift(V: np.ndarray, kappa: float) -> np.ndarray:
     return kappa * (abs_gram(V) - V)
 
 
+def smooth_drift(V: np.ndarray, a: float, b: float) -> np.ndarray:
+    """Drift of the smooth shaped activation φ(x) = x + a x²/√N + b x³/N (weight variance 1):
+    N(E[φ_a φ_b] − V_ab) → a² (V_aa V_bb + 2 V_ab²) + 3b V_ab (V_aa + V_bb)."""
+    d = np.diagonal(V, axis1=-2, axis2=-1)
+    return a * a * (d[..., :, None] * d[..., None, :] + 2 * V * V) + 3 * b * V * (d[..., :, None] + d[..., None, :])
+
+
+def _drift_fn(kappa, smooth):
+    if smooth is not None:
+        a, b = smooth
+        return lambda V: smooth_drift(V, a, b)
+    return (lambda V: drift(V, kappa)) if kappa else None
+
+
 # ----------------------------------------------------------------------------- the scheme
 def _chol(Vp, repairs):
     """Stacked Cholesky factors of V′; a matrix that is not numerically PD is projected to PSD (eigenvalues
@@ -90,10 +104,11 @@ def _chol(Vp, repairs):
     return U * np.sqrt(lam)[:, None, :]
 
 
-def _step(V, dB, kappa, dt, q, repairs):
-    """One step V → F A Aᵀ Fᵀ (module docstring) for a stack V (M, P, P) and increments dB (M, P, P)."""
+def _step(V, dB, bfun, dt, q, repairs):
+    """One step V → F A Aᵀ Fᵀ (module docstring) for a stack V (M, P, P) and increments dB (M, P, P); ``bfun``
+    the drift b(V) (None: none)."""
     P = V.shape[-1]
-    Vp = V + dt * drift(V, kappa) if kappa else V
+    Vp = V + dt * bfun(V) if bfun is not None else V
     F = _chol(Vp, repairs)
     A = np.sqrt(1.0 - q * P * dt / 2.0) * np.eye(P) + np.sqrt(q / 2.0) * dB
     C = F @ A
@@ -117,6 +132,7 @@ class CovarianceSDE(Result):
     T: float
     dt: float
     kappa: float
+    smooth: tuple | None
     noise: float
     paths: int
     seed: int | None
@@ -176,10 +192,12 @@ def _inputs(K0, T, dt, paths, times, noise, kappa):
 
 
 def covariance_sde(K0, T: float, *, c_plus: float = 1.0, c_minus: float = -1.0, kappa: float | None = None,
-                   dt: float = 1.0 / 256, paths: int = 10_000, times=None, noise: float = 1.0, rng=None,
+                   smooth: tuple | None = None, dt: float = 1.0 / 256, paths: int = 10_000, times=None, noise: float = 1.0, rng=None,
                    seed=None, halving: bool = True, progress: bool | None = None) -> CovarianceSDE:
     """Euler paths of the neural covariance SDE from V₀ = K₀ (P×P) to time T (module docstring).
 
+    ``smooth=(a, b)``: instead the smooth shaped activation x + a x²/√N + b x³/N (:func:`smooth_drift`; the
+    limit of s·σ(x/s), s ∝ √N, with a = σ''(0)/2, b = σ‴(0)/6 in units of s).
     ``kappa`` (default (c₊ − c₋)²/4; :func:`drift_coefficient` gives a width-N network's κ_N); ``dt`` with T/dt
     whole; ``times`` (default [T]; snapped to the grid k·dt, the result records the snapped times) where the paths are kept; ``noise`` multiplies the diffusion's
     quadratic variation (1 = the SDE); ``halving`` also runs dt/2 on the same Brownian path and reports the change.
@@ -188,6 +206,12 @@ def covariance_sde(K0, T: float, *, c_plus: float = 1.0, c_minus: float = -1.0, 
     rng = generator(rng, seed)
     kappa = drift_coefficient(c_plus, c_minus) if kappa is None else kappa
     K0, T, dt, n, M, times, ks, q, kappa = _inputs(K0, T, dt, paths, times, noise, kappa)
+    if smooth is not None:
+        smooth = tuple(float(x) for x in smooth)
+        if len(smooth) != 2 or not all(np.isfinite(smooth)):
+            raise ValueError(f"smooth must be two finite numbers (a, b), got {smooth!r}")
+        kappa = 0.0
+    bfun = _drift_fn(kappa, smooth)
     P = K0.shape[0]
     cpu0 = time.process_time()
     V = np.broadcast_to(K0, (M, P, P)).copy()
@@ -218,11 +242,11 @@ def covariance_sde(K0, T: float, *, c_plus: float = 1.0, c_minus: float = -1.0, 
                 h1 = np.sqrt(dt / 2) * rng.standard_normal((M, P, P))
                 h2 = np.sqrt(dt / 2) * rng.standard_normal((M, P, P))
                 dB = h1 + h2
-                Vf = _step(_step(Vf, h1, kappa, dt / 2, q, rep_f), h2, kappa, dt / 2, q, rep_f)
+                Vf = _step(_step(Vf, h1, bfun, dt / 2, q, rep_f), h2, bfun, dt / 2, q, rep_f)
             else:
                 dB = np.sqrt(dt) * rng.standard_normal((M, P, P))
-            V = _step(V, dB, kappa, dt, q, rep)
-            Vcv = _step(Vcv, dB, 0.0, dt, q, rep)
+            V = _step(V, dB, bfun, dt, q, rep)
+            Vcv = _step(Vcv, dB, None, dt, q, rep)
             if k in keep:
                 record(k)
             bar.update(1)
@@ -235,7 +259,7 @@ def covariance_sde(K0, T: float, *, c_plus: float = 1.0, c_minus: float = -1.0, 
     if halving:
         diag["halving"] = {f"{t:g}": c for t, c in zip(times, change)}
         diag["halving_max_z"] = max((abs(m) / s if s > 0 else 0.0) for c in change for m, s in c.values())
-    return CovarianceSDE(K0=K0, T=T, dt=dt, kappa=kappa, noise=q, paths=M,
+    return CovarianceSDE(K0=K0, T=T, dt=dt, kappa=kappa, smooth=smooth, noise=q, paths=M,
                          seed=seed if isinstance(seed, (int, np.integer)) else None, times=times, V=out,
                          mean=mean, mean_se=se, diagnostics=diag)
 

@@ -97,3 +97,41 @@ def test_relu_log_norm_exact_moments_approach_the_limit():
     m1, v1 = relu_log_norm(1 / N, N)
     assert abs(x.mean() - m1) < 5 * x.std() / np.sqrt(x.size)
     assert abs(x.var() - v1) < 5 * v1 * np.sqrt(2 / x.size) * 1.5
+
+
+def _poly(N, a, b):
+    import limits
+
+    u, w = a / np.sqrt(N), b / N
+    return limits.activation(lambda x: x + u * x**2 + w * x**3, dphi=lambda x: 1 + 2 * u * x + 3 * w * x**2,
+                             d2phi=lambda x: 2 * u + 6 * w * x, d3phi=lambda x: 6 * w + 0 * x, name="shaped_poly")
+
+
+def test_smooth_drift_is_the_projects_one_layer_nngp_step():
+    # N(E[φφ] − V) = smooth_drift(V) + (b²/N)(9 V_aa V_bb V_ab + 6 V_ab³) exactly (φ = x + a x²/√N + b x³/N)
+    import limits
+    from limits.nfd.covariance_sde import smooth_drift
+
+    N, a, b = 100, 0.7, -0.4
+    X = np.linalg.cholesky(K0 * [[1.0, 1.0], [1.0, 1.0]]) * np.sqrt(2)
+    K1l = limits.kernels.nngp(X, model=limits.mlp(2, depth=0, activation=_poly(N, a, b), sigma_w2=1.0)).K_out   # read-in, φ, read-out
+    V = X @ X.T / 2
+    extra = (b * b / N) * (9 * np.outer(np.diag(V), np.diag(V)) * V + 6 * V**3)
+    np.testing.assert_allclose(N * (K1l - V), smooth_drift(V, a, b) + extra, rtol=0, atol=1e-10 * N)
+
+
+def test_fluctuation_part_of_the_mean_is_the_projects_K1_over_N():
+    # E_SDE[V_T] − skeleton_T (the O(T²) fluctuation-induced term) vs K1/N of limits.kernels.finite_width for the
+    # width-N, depth-L network (T = L/N): agreement within 4 standard errors of the SDE mean (−3.6e-3 ≈ 6σ from 0).
+    import limits
+    from limits.kernels.finite_width import finite_width
+
+    N, L, a, b = 1024, 102, 0.5, -0.5
+    X = np.linalg.cholesky(K0) * np.sqrt(2)
+    r = finite_width(limits.mlp(2, depth=L, activation=_poly(N, a, b), sigma_w2=1.0), X, ntk=False)
+    kw = dict(smooth=(a, b), dt=1 / N, seed=11, halving=False, progress=False)
+    s = covariance_sde(K0, L / N, paths=20000, **kw)
+    sk = covariance_sde(K0, L / N, paths=2, noise=0.0, **kw)
+    fluct, se, k1n = s.mean[-1] - sk.V[-1, 0], s.mean_se[-1], r.K1_layers[L] / N
+    assert np.all(np.abs(fluct - k1n) < 4 * se)
+    assert abs(k1n[0, 1]) > 5 * se[0, 1]
