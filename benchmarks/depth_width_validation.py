@@ -2,7 +2,8 @@
 log-normal norm against finite relu MLPs (docs/theory/depth_width.rst).
 
     PYTHONPATH=. nice -n 10 python benchmarks/depth_width_validation.py            # full (≈ 4 CPU-min)
-    PYTHONPATH=. python benchmarks/depth_width_validation.py --docs                # rewrite the docs table only
+    PYTHONPATH=. python benchmarks/depth_width_validation.py --docs                # rewrite the docs tables only
+    PYTHONPATH=. python benchmarks/depth_width_validation.py --figure              # redraw docs/_static/depth_width_rho.png
 
 Finite networks (width N, depth L = T·N, P = 2 inputs, K₀ = [[1, .3], [.3, 1]], read-in with Gram exactly K₀):
 given layer l the rows of h^{l+1} = √(c/N) W φ(h^l) are iid N(0, c Φ̂^l) — sampled exactly in law from that
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "depth_width" / "validation.json"
 DATA = OUT
 K1_DATA = ROOT / "benchmarks" / "results" / "depth_width" / "k1.json"
-DOC = ROOT / "docs" / "theory" / "depth_width.rst"
+DOC = ROOT / "docs/theory/depth_width.rst"
 K0 = np.array([[1.0, 0.3], [0.3, 1.0]])
 C_PLUS, C_MINUS = 1.0, -1.0
 WIDTHS = (64, 256)
@@ -35,6 +36,8 @@ NETS = 10_000
 SDE_PATHS = 20_000
 DT = 1.0 / 512
 QS = (0.05, 0.25, 0.5, 0.75, 0.95)
+EDGES = np.linspace(-1.0, 1.0, 51)
+FIG = ROOT / "docs" / "_static" / "depth_width_rho.png"
 
 
 def exact_read_in(rng, M, N, K0):
@@ -121,6 +124,10 @@ def shaped_case(N, rng, log):
                "V12_finite_cv": [float(K0[0, 1] + d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))],
                "V12_sde_cv": [float(sde.mean[i, 0, 1]), float(sde.mean_se[i, 0, 1])],
                "halving": sde.diagnostics["halving"][f"{sde.times[i]:g}"],
+               "hist_rho": {"edges": EDGES.tolist(), "finite": np.histogram(rho_f, EDGES, density=True)[0].tolist(),
+                            "sde": np.histogram(rho_s, EDGES, density=True)[0].tolist(),
+                            "half_diffusion": np.histogram(wrong["half_diffusion"].correlation()[i], EDGES,
+                                                           density=True)[0].tolist()},
                "ks_null_rate_rho": null_rate(rho_s, rng)}
         rows.append(row)
         log(f"shaped N={N} L={L} T={T:.3f}: rho mean {row['rho']['finite_mean']:.4f} vs {row['rho']['sde_mean']:.4f} "
@@ -230,13 +237,43 @@ def write_docs(data):
         replace_marked_block(DOC, K1_BEGIN, K1_END, [""] + k1_table(json.loads(K1_DATA.read_text())) + [""])
 
 
+def figure(data):
+    """Density of the output correlation at each T: finite nets (both widths), the SDE, the half-diffusion SDE."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Ts = sorted({round(r["T"], 1) for r in data["shaped"]})
+    fig, axes = plt.subplots(1, len(Ts), figsize=(3.3 * len(Ts), 3.2), sharey=False)
+    for ax, T in zip(np.atleast_1d(axes), Ts):
+        rows = [r for r in data["shaped"] if round(r["T"], 1) == T and "hist_rho" in r]
+        for k, r in enumerate(rows):
+            h = r["hist_rho"]
+            mid = 0.5 * (np.array(h["edges"][1:]) + np.array(h["edges"][:-1]))
+            ax.step(mid, h["finite"], where="mid", color=f"C{k}", label=f"finite, N={r['N']} (L={r['L']})")
+            if k == len(rows) - 1:
+                ax.plot(mid, h["sde"], "k-", lw=1.2, label="SDE")
+                ax.plot(mid, h["half_diffusion"], "k:", lw=1, label="SDE, diffusion halved")
+        ax.set_title(f"T = L/N ≈ {T:g}")
+        ax.set_xlabel("output correlation ρ")
+    np.atleast_1d(axes)[0].set_ylabel("density")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.suptitle(f"shaped leaky relu c± = ±1, ρ₀ = 0.3: {data['nets']} finite nets vs {data['sde_paths']} SDE paths",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(FIG, dpi=110)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", action="store_true", help="only rewrite the docs table from the committed JSON")
+    ap.add_argument("--figure", action="store_true", help="only redraw the figure from the committed JSON")
     ap.add_argument("--seed", type=int, default=20261207)
     a = ap.parse_args(argv)
-    if a.docs:
-        write_docs(json.loads(OUT.read_text()))
+    if a.docs or a.figure:
+        data = json.loads(OUT.read_text())
+        write_docs(data) if a.docs else figure(data)
         return 0
     os.environ.setdefault("LIMITS_PROGRESS", "0")
     rng = np.random.default_rng(a.seed)
@@ -255,6 +292,7 @@ def main(argv=None):
 
     atomic_write_text(OUT, json.dumps(data, indent=1))
     write_docs(data)
+    figure(data)
     return 0
 
 
