@@ -2,8 +2,8 @@
 of ``limits.torch.suite`` (a Llama, a GQA block, a tied GPT-2, a ViT, a ConvNeXt, an MLP-Mixer, a U-Net, a residual
 MLP for Depth-μP): per module, μP accepted or refused (by name); the false-alarm rate of limits' own check on
 limits' own μP over independent checks (each its own ``seed``: 4 seeds inside, widths 32–256, Adam lr 1e-2, 3
-steps, family-wise α = 0.05); for each of its three injected bugs, the rate flagged and the rate with the culprit
-named first. A validation report, not a timing; CPU seconds are process time::
+steps, family-wise α = 0.05) with its exact (Clopper–Pearson) 95 % interval; for each of its three injected bugs,
+the rate flagged and the rate with the culprit named first (its exact interval: the power). A validation report, not a timing; CPU seconds are process time::
 
     nice -n 10 python benchmarks/torch_suite_calibration.py --checks 20 --bug-checks 5     # resumes where it stopped
     python benchmarks/torch_suite_calibration.py --table                                   # the table from the data
@@ -113,6 +113,14 @@ def rate(k, n):
     return p, math.sqrt(max(p * (1 - p), 1.0 / n) / n)
 
 
+def exact(k, n):
+    """The exact (Clopper–Pearson) 95 % interval of a rate k/n."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    return float(ci.low), float(ci.high)
+
+
 def summary(data) -> dict:
     """Per module: accepted, checks, false alarms, rate ± SE, P(≥ k | α), bugs (flagged, culprit first, n),
     median CPU per check."""
@@ -128,6 +136,7 @@ def summary(data) -> dict:
         cpu = sorted(r["cpu"] for r in runs + [x for v in m["bugs"].values() for x in v["runs"]])
         out[name] = {"title": m["title"], "accepted": m["refused"] is None, "refused": m["refused"], "checks": n,
                      "false_alarms": k, "rate": rate(k, n) if n else (math.nan, math.nan),
+                     "interval": exact(k, n) if n else (math.nan, math.nan),
                      "p_at_alpha": float(binom.sf(k - 1, n, a)) if n else math.nan, "bugs": bugs,
                      "cpu_median": cpu[len(cpu) // 2] if cpu else math.nan, "cpu_total": sum(cpu)}
     return out
@@ -139,17 +148,19 @@ def table(data) -> list:
     a = data["settings"]["alpha"]
     lines = [".. list-table::", "   :header-rows: 1", "",
              "   * - module", "     - ``parameterise(…, \"muP\")``",
-             f"     - false alarms of its own check (nominal ≤ {a:g}) ± SE",
-             "     - three injected bugs: flagged, and with the culprit named first", "     - CPU per check (all checks)"]
+             f"     - false alarms of its own check (nominal ≤ {a:g}) [exact 95 % interval]",
+             "     - power per injected bug: flagged, and with the culprit named first [exact 95 % interval]",
+             "     - CPU per check (all checks)"]
     for name, v in s.items():
         acc = "accepted" if v["accepted"] else f"refused: {v['refused'][:120]}"
         if v["checks"]:
-            p, se = v["rate"]
-            fa = f"{v['false_alarms']}/{v['checks']} = {p:.2f} ± {se:.2f} (P(≥ {v['false_alarms']} at α) = " \
+            p, (lo, hi) = v["rate"][0], v["interval"]
+            fa = f"{v['false_alarms']}/{v['checks']} = {p:.2f} [{lo:.2f}, {hi:.2f}] (P(≥ {v['false_alarms']} at α) = " \
                  f"{v['p_at_alpha']:.2f})"
         else:
             fa = "—"
-        bugs = "; ".join(f"{w}: flagged {f}/{n}, culprit first {c}/{n}" for f, c, n, w in v["bugs"].values()) or "—"
+        bugs = "; ".join(f"{w}: flagged {f}/{n}, culprit first {c}/{n} [{exact(c, n)[0]:.2f}, {exact(c, n)[1]:.2f}]"
+                         for f, c, n, w in v["bugs"].values()) or "—"
         lines += [f"   * - {v['title']} (``{name}``)", f"     - {acc}", f"     - {fa}", f"     - {bugs}",
                   f"     - {v['cpu_median']:.1f} s ({v['cpu_total'] / 60:.0f} min)"]
     return lines

@@ -1,6 +1,7 @@
-"""Collection rule of the default run: the optional extra's tests (tests/torch_bridge) run only when asked for by
-path — ``python -m pytest tests/torch_bridge`` (README "PyTorch networks"), the second command of ``.ci/run`` —
-so the README's test command tests the core alone, whether or not torch happens to be installed."""
+"""Collection rule of the default run: the optional extras' tests (tests/torch_bridge, tests/zoo) run only when
+asked for by path — ``python -m pytest tests/torch_bridge`` (README "PyTorch networks"), the second command of
+``.ci/run``, and ``python -m pytest tests/zoo`` (the ``zoo`` extra, its own environment) — so the README's test
+command tests the core alone, whether or not torch or transformers happen to be installed."""
 from __future__ import annotations
 
 import os
@@ -15,19 +16,21 @@ import pytest
 os.environ.setdefault("LIMITS_PROGRESS_FIRST", "600")
 
 TORCH_TESTS = Path(__file__).resolve().parent / "torch_bridge"
+ZOO_TESTS = Path(__file__).resolve().parent / "zoo"
+OPTIONAL = (TORCH_TESTS, ZOO_TESTS)
 
 
-def _asks_for_torch_tests(config) -> bool:
+def _asks_for(config, folder) -> bool:
     for arg in config.args:
         p = Path(str(arg).split("::", 1)[0])
         p = (Path(config.invocation_params.dir) / p).resolve() if not p.is_absolute() else p.resolve()
-        if p == TORCH_TESTS or TORCH_TESTS in p.parents:
+        if p == folder or folder in p.parents:
             return True
     return False
 
 
 def pytest_ignore_collect(collection_path, config):
-    if collection_path == TORCH_TESTS and not _asks_for_torch_tests(config):
+    if collection_path in OPTIONAL and not _asks_for(config, collection_path):
         return True
     return None
 

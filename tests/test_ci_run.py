@@ -1,5 +1,5 @@
 """.ci/run is CI as a newcomer: each stage makes a fresh virtual environment and runs the README's test command in it
-verbatim (the torch extra's tests in a second one). Read from ``.ci/run --dry-run``, which prints each stage's
+verbatim (the torch extra's tests in a second one, the zoo extra's — Hugging Face transformers — in a third). Read from ``.ci/run --dry-run``, which prints each stage's
 environment and the very command string the real run executes."""
 import re
 import shutil
@@ -31,6 +31,13 @@ def test_the_readme_test_command_is_the_first_stage_verbatim():
     assert stages["torch"][1] == 'python -m pip install -e ".[test,torch]" && python -m pytest tests/torch_bridge'
 
 
+def test_the_zoo_extra_runs_after_the_torch_tests_in_its_own_stage():
+    stages = _stages()
+    names = list(stages)
+    assert names.index("zoo") > names.index("torch")
+    assert stages["zoo"][1] == 'python -m pip install -e ".[test,zoo]" && python -m pytest tests/zoo'
+
+
 def test_every_stage_has_its_own_fresh_environment():
     stages = _stages()
     venvs = [venv for venv, _ in stages.values()]
@@ -45,6 +52,10 @@ def test_every_stage_has_its_own_fresh_environment():
 
 def test_the_torch_extra_is_pinned():
     assert re.search(r"^torch =\n\s+torch==2\.13\.0$", (ROOT / "setup.cfg").read_text(), re.M)
+
+
+def test_the_zoo_extra_is_pinned_to_the_torch_extra():
+    assert re.search(r"^zoo =\n\s+torch==2\.13\.0\n\s+transformers==[0-9.]+$", (ROOT / "setup.cfg").read_text(), re.M)
 
 
 def test_the_test_extras_are_installed():

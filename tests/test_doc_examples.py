@@ -34,6 +34,8 @@ DELEGATED = {
         "tests/torch_bridge/test_torch_readme.py::test_your_own_module_in_the_current_folder",
     "docs/workflow.rst § On the command line: limits model --resnet --d-in 10 --depth 20 --activation erf --sigma-w2 "
     "1.2 --sigma-b2 0.2 --rho 0.3 --out m.toml": "tests/model/test_readme_workflow.py::test_shell_workflow_runs",
+    "docs/zoo.rst § Model zoos: μP on Hugging Face transformers models, checked: import numpy as np":
+        "tests/zoo/test_zoo_page.py::test_the_zoo_page_example_runs_as_written",
     "docs/architecture.rst § Architecture: $ python -m limits.devtools.importgraph --out docs/_static/architecture.txt":
         "tests/test_architecture.py (the committed diagram equals the one generated from the source)",
 }
@@ -51,6 +53,8 @@ NOT_RUN = {
         "CI's command, run verbatim by .ci/run",
     'docs/install.rst § Optional extras: python -m pip install -e ".[test,torch]" && python -m pytest tests/torch_bridge':
         "CI's second stage, run by .ci/run (tests/test_doc_examples.py checks that it is CI's)",
+    'docs/install.rst § Optional extras: python -m pip install -e ".[test,zoo]" && python -m pytest tests/zoo':
+        "CI's third stage, run by .ci/run (tests/test_doc_examples.py checks that it is CI's)",
     'docs/torch.rst § PyTorch networks: μP, coordinate checks, μTransfer: python -m pip install -e ".[test,torch]" && '
     'python -m pytest tests/torch_bridge': "CI's second stage, run by .ci/run",
     'docs/install.rst § Building this site: python -m pip install -e ".[docs]" && python -m sphinx -W -b html docs '
@@ -58,6 +62,10 @@ NOT_RUN = {
     "docs/performance.rst § Performance targets and benchmarks: python benchmarks/run.py --quick      # small sizes":
         "the benchmarks themselves (minutes to hours, a peer environment); their committed data are checked by "
         "tests/test_readme_benchmarks.py",
+    'docs/zoo.rst § Model zoos: μP on Hugging Face transformers models, checked: t = lt.transfer(f, "muP", '
+    'widths=(32, 64, 128), lrs=2.0 ** np.arange(-10, -2), data=(X, Y), steps=40, seeds=6,':
+        "the transfer study (CPU-minutes), stored by benchmarks/zoo_study.py transfer and checked against the page "
+        "by tests/test_zoo_docs.py",
     "docs/testing.rst § CI runs as a newcomer: .ci/run                 # every stage, then the summary":
         "CI itself (fresh virtual environments, the whole suite); its stages and --dry-run are tested by "
         "tests/test_ci_run.py",

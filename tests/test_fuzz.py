@@ -1716,7 +1716,7 @@ def test_sweep_resolve_still_finds_functions(hostile_module):
     FUZZ_COUNT.add(("sweep21", "resolve-good", hmod))
     assert S.resolve("limits.kernels.critical_line") is limits.kernels.critical_line   # re-export inside limits
     assert S.resolve("limits.kernels.signal.critical_line") is limits.kernels.critical_line
-    assert S.resolve("limits.dmft.solve") is limits.dmft.solve.__wrapped__    # declared; its model= entry point aside
+    assert S.resolve("limits.dmft.solve") is limits.dmft.solve.__wrapped__.__wrapped__   # declared; its model= and composition entry points aside
     assert S.resolve("limits.kernels.nngp") is limits.kernels.nngp.__wrapped__
     assert S.resolve("limits.params.named_exponents") is limits.params.named_exponents
     assert S.resolve(f"{hmod}.write_marker", allow=[hmod]).__name__ == "write_marker"

@@ -61,7 +61,9 @@ def test_the_data_are_this_code_s():
     first += [(m.POSTERIOR, m.WRONG[name](post), w["runs"][0]) for name, w in data["wrong"].items()]
     for name, result, rec in first:
         new = m._record(limits.check(result, seed=rec["seed"], progress=False, **cases[name][1]), rec["seed"], 0.0)
-        assert {k: v for k, v in new.items() if k != "cpu"} == {k: v for k, v in rec.items() if k != "cpu"}, name
+        # "not_tested" (limits.check's undecided criteria) was added after these runs: compared where recorded
+        skip = {"cpu"} | ({"not_tested"} if "not_tested" not in rec else set())
+        assert {k: v for k, v in new.items() if k not in skip} == {k: v for k, v in rec.items() if k != "cpu"}, name
 
 
 def test_the_theory_docs_quote_the_data():

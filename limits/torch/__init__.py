@@ -33,6 +33,7 @@ _SUBMODULES = ("network", "apply_params", "coordcheck", "recording", "exponents"
 
 _EXPORTS.update({"find_attention": "graph", "find_ties": "graph", "capture_logits": "graph"})
 _SUBMODULES += ("graph", "structure", "optim", "checkpoint", "offsets", "plan", "suite", "roles")
+_SUBMODULES += ("branches", "zoo")        # zoo: the optional extra "zoo" (transformers), imported when used
 __all__ = sorted(_EXPORTS)
 
 

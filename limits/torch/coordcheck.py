@@ -48,7 +48,10 @@ tested at α/m (Bonferroni), so a correct module is flagged with probability ≤
 ``benchmarks/coordcheck_calibration.py``, ``benchmarks/torch_suite_calibration.py`` and
 ``benchmarks/torch_property.py``). ``failures()`` lists culprits first: tensors whose own rows deviate (their
 init, or the effect of their update on the module that uses them), then rows wrong at init, then the rest
-(tensors read through other layers — a class token's effect on the logits — among them), each in forward order.
+(tensors read through other layers among them), each in forward order. A tensor its owner reads between other
+layers (a class token or position embedding on the root, a layer scale) has its effect read where it enters the
+stream (:mod:`limits.torch.recording`), so a wrong rate on it names it first. A scale at init that is exactly 0
+at every width (a zero init) has no exponent: ``not_measurable()`` lists it, neither passed nor failed.
 """
 from __future__ import annotations
 
@@ -118,6 +121,16 @@ class TorchCoordCheck(Result):
 
         return unmeasured_rows(self)
 
+    def not_measurable(self) -> list:
+        """[(row, reason)] of the judged scale-at-init fits with nothing to fit: a tensor initialised to exactly 0
+        (a class token, a zero-initialised read-out) has no init scale at any width — neither passed nor failed."""
+        out = []
+        for i in range(len(self.tensors)):
+            y = self.samples[:, :, i, 0, 0]
+            if self.judged[i, 0, 0] and np.isfinite(self.predicted[i, 0, 0]) and np.all(y == 0):
+                out.append((self.tensors[i], "scale at init: exactly 0 at every width (zero init), nothing to fit"))
+        return out
+
     @property
     def tests(self) -> int:
         """Number of judged fits (the Bonferroni count)."""
@@ -172,8 +185,11 @@ class TorchCoordCheck(Result):
         """"All … as predicted." or the line "Not as predicted: …" naming failing rows, culprit first."""
         from .measured import unmeasured_text
 
+        zero = [n for n, _ in self.not_measurable()]
+        note = (f" Not measurable (not judged): the scale at init of {', '.join(zero[:6])}"
+                f"{' …' if len(zero) > 6 else ''} — exactly 0 at every width (zero init).") if zero else ""
         if self.passed:
-            return "All tensors behave as predicted."
+            return "All tensors behave as predicted." + note
         seen, parts = set(), []
         for n, t, q, s, lo, hi, p in self.failures():
             if n in seen:
@@ -184,7 +200,7 @@ class TorchCoordCheck(Result):
                          f"at step {t} {fit}, predicted {p}")
         more = f" (+{len(parts) - 12} more)" if len(parts) > 12 else ""
         failed = ("Not as predicted: " + "; ".join(parts[:12]) + more) if parts else ""
-        return " ".join(x for x in (failed, unmeasured_text(self.unmeasured())) if x)
+        return " ".join(x for x in (failed, unmeasured_text(self.unmeasured())) if x) + note
 
     def to_markdown(self) -> str:
         ws = ", ".join(str(int(w)) for w in self.widths)
@@ -199,12 +215,15 @@ class TorchCoordCheck(Result):
         rows = []
         fails = set(self.failing_tensors())
         unmeasured = dict(self.unmeasured())
+        zero = {n for n, _ in self.not_measurable()}
         for i, name in enumerate(self.tensors):
             def cell(t, q):
                 s, lo, hi = self.slope[i, t, q], self.ci_low[i, t, q], self.ci_high[i, t, q]
                 fit = "—" if not np.isfinite(s) else f"{signed(s)} [{signed(lo)}, {signed(hi)}]"
                 return fit, self._pred(i, t, q)
             a, pa = cell(0, 0)
+            if name in zero:
+                a, pa = "0 (zero init)", "not measurable"
             b, pb = cell(T, 1)
             c, pc = cell(T, 2)
             verdict = "**NO**" if name in fails else ("**no change**" if name in unmeasured else

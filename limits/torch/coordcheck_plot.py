@@ -64,12 +64,16 @@ def _panel(ax, r, q, steps, y, colours):
 
 
 def _row_styles(r):
-    """(label text, colour, weight) per row: failing ✗ red, unmeasured orange, not judged grey."""
+    """(label text, colour, weight) per row: failing ✗ red, unmeasured orange, not judged grey; a zero init's scale
+    at init says it is not measurable."""
     fails = set(r.failing_tensors())
     none = dict(r.unmeasured())
+    zero = {n for n, _ in r.not_measurable()}
     out = []
     for i, name in enumerate(r.tensors):
-        if name in fails:
+        if name in zero and name not in fails and name not in none:
+            out.append((f"{name} (zero init: scale not measurable)", "0.1", "normal"))
+        elif name in fails:
             out.append((f"✗ {name}", RED, "bold"))
         elif name in none:
             out.append((f"{name} — {none[name]}", ORANGE, "bold"))

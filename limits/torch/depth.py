@@ -23,7 +23,8 @@ as for block 0), so at base width and depth the network is the factory's own. De
 
 :func:`depth_coord_check` is the coordinate check across depth: the scale at init and the change after each
 step of the stream entering the read-out and of the output, fitted as L^e over the depths, against TP6's
-exponents (stream at init: 0 when 1 − 2α ≤ 0; change: max(0, 1 − α − γ)).
+exponents (stream at init: 0 when 1 − 2α ≤ 0; change: max(0, 1 − α − γ)). The stream is the last block's output h_L
+(before any final normalisation, which would hide its growth: a pre-LN transformer's read-out sees LN(h_L)).
 """
 from __future__ import annotations
 
@@ -281,10 +282,24 @@ def parameterise_depth(factory, parameterisation, widths=(64, 128), optimizer="a
         m = build_module(AtDepth(factory, L0), ws[0])
     head = layout.prefix
     block = next(iter((m.get_submodule(head) if head else m).children()))
-    branches = branch_modules(block)            # traced once here: an untraceable block is refused now
+    branches = _branches(m, block, example_inputs)    # found once here: a block without branches is refused now
     names = {L: _names(factory, Pw.base_width, L) for L in ds}
     return DepthParameterised(factory, Pw.name, optimizer, gauge, Pw.base_width, L0, Pw, layout, alpha, e_lr, p,
                               branches, names)
+
+
+def _branches(model, block, example_inputs):
+    """:func:`branch_modules` of ``block`` by torch.fx, or, where fx cannot trace it (transformers' layers), from
+    one run of ``model`` on ``example_inputs`` (:func:`limits.torch.branches.executed_branches`)."""
+    try:
+        torch.fx.symbolic_trace(block)
+    except Exception:  # noqa: BLE001 — any tracing failure: find the branches by running the network
+        from .branches import executed_branches
+        from .graph import example_inputs as guess
+
+        x = guess(model) if example_inputs is None else example_inputs
+        return executed_branches(model, block, x if isinstance(x, (tuple, list)) else (x,))
+    return branch_modules(block)
 
 
 def parameterise(factory, parameterisation, *args, depths=None, base_depth=None, **kw):
@@ -318,8 +333,8 @@ def _one_depth(P, width, depth, X, Y, lr, steps, seed, loss_fn):
     opt = P.optimizer(model, lr)
     ro = _readout(model, P)
     store = {}
-    h = ro.register_forward_hook(lambda m, a, o: store.update(stream=a[0].detach().double().clone(),
-                                                              out=o.detach().double().clone()))
+    h = ro.register_forward_hook(lambda m, a, o: store.update(out=o.detach().double().clone()))
+    h_stream = _last_block(model, P).register_forward_hook(lambda m, a, o: store.update(stream=_stream(o)))
     res = np.full((steps + 1, 3), np.nan)
     try:
         first = None
@@ -341,7 +356,19 @@ def _one_depth(P, width, depth, X, Y, lr, steps, seed, loss_fn):
             opt.step()
     finally:
         h.remove()
+        h_stream.remove()
     return res
+
+
+def _last_block(model, P):
+    """The last residual block: its output is the stream h_L (before a final normalisation and the read-out)."""
+    head = P.layout.prefix
+    return list((model.get_submodule(head) if head else model).children())[-1]
+
+
+def _stream(out):
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return out.detach().double().clone()
 
 
 def depth_coord_check(P, depths, data, width=None, lr=1e-3, steps=2, seeds=4, tol=0.15, seed=0, threads=None,

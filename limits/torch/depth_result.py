@@ -14,7 +14,7 @@ QUANTITIES = ("stream scale at init", "stream change", "output change")
 
 @dataclass(frozen=True)
 class DepthCoordCheck(Result):
-    """Per depth and seed: the rms of the stream entering the read-out at init and its change, and the output's
+    """Per depth and seed: the rms of the stream (the last block's output h_L) at init and its change, and the output's
     change, after each step (``samples`` (D, S, steps+1, 3)); fitted exponents of L at the last step with 95 %
     CIs, TP6's predictions and verdicts (1 consistent within ``tol``, 0 not, −1 no prediction)."""
 

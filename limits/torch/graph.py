@@ -691,9 +691,9 @@ def _mm_operands(t, mm):
     """The two activation operands (query first) of a matmul-like node."""
     if mm.name == "einsum":
         return _acts(t, mm, mm.args[1:])
-    if mm.name == "baddbmm":
-        return _acts(t, mm, mm.args[1:3])
-    ops = _acts(t, mm, mm.args)
+    if mm.name == "baddbmm":            # Tensor.baddbmm(batch1=…, batch2=…) too (BLOOM's alibi.baddbmm)
+        return _acts(t, mm, (_arg(mm, 1, "batch1"), _arg(mm, 2, "batch2")))
+    ops = _acts(t, mm, (mm.args, mm.kwargs))
     return ops[::-1] if mm.name == "rmatmul" else ops
 
 
@@ -880,9 +880,16 @@ def _feeding(t, module, path):
         return None, f"{path!r} is called {len(calls)} times in the forward"
     acts = _acts(t, calls[0])
     src = t.nodes[acts[0].index] if len(acts) == 1 else None
+
+    def users_of(node):
+        return [n for n in t.nodes if any(isinstance(r, Ref) and r.index == node.index for r in _flat((n.args, n.kwargs)))]
+
+    while (src is not None and src.kind == "call" and src.name in _SHAPE_OPS and len(_acts(t, src)) == 1
+           and len(users_of(src)) == 1):          # h[:, -k:] before the read-out (transformers' logits_to_keep)
+        src = t.nodes[_acts(t, src)[0].index]
     if src is None or src.kind != "module":
         return None, f"the input of {path!r} is not the output of a module ({src.name if src else 'several'})"
-    users = [n for n in t.nodes if any(isinstance(r, Ref) and r.index == src.index for r in _flat((n.args, n.kwargs)))]
+    users = users_of(src)
     mod = module.get_submodule(src.name)
     if len(users) != 1 or not isinstance(mod, _AFFINE) or getattr(mod, "weight", None) is None:
         return None, (f"the input of {path!r} comes from {src.module_type} {src.name!r}, "
@@ -999,7 +1006,9 @@ def capture_logits(module, sites):
             if cls == "sdpa":
                 logits = _sdpa_logits(args, kwargs)
             else:                  # the factors after the product (q/k path factors are inside it already)
-                prod = torch.bmm(args[1], args[2]) if _func_name(func) == "baddbmm" else out
+                prod = (torch.bmm(args[1] if len(args) > 2 else kwargs["batch1"],
+                                  args[2] if len(args) > 2 else kwargs["batch2"])
+                        if _func_name(func) == "baddbmm" else out)
                 logits = prod * (site.scale / site.path_factor)
         store[site.name].append(logits.detach())
 
@@ -1014,6 +1023,11 @@ SHAPE_OPS = _SHAPE_OPS
 def flat(x):
     """Every leaf of nested tuples/lists/dicts/slices (a node's arguments)."""
     return _flat(x)
+
+
+def op_name(func) -> str:
+    """The canonical name of a torch function or tensor method, as the traced nodes name it."""
+    return _func_name(func)
 
 
 def mm_operands(t, mm):

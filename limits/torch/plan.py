@@ -9,7 +9,8 @@ optimizer groups' rates — and the offsets they give each row of :func:`limits.
 
 Row offsets (``row_offsets``): a module row sits at its output node's offset, a packed projection at the larger
 of its row blocks', a tensor's effect at its owner's output offset (with the gauge the constraints require of it:
-:func:`limits.torch.offsets.attribute`), a forced point (an input of a non-homogeneous op, the output) at 0;
+:func:`limits.torch.offsets.attribute`) — or, for a tensor its owner reads between other layers (a class token), at
+the op where it enters the stream, as :mod:`limits.torch.recording` measures it — a forced point (an input of a non-homogeneous op, the output) at 0;
 a read-out use of a tensor that an earlier use of the forward read as an input (a tied embedding) has a coherent
 self-term at init: its scale is predicted in [e, e + ½]; a read-out initialised below the table's scale makes
 the scale at init of the rows it feeds an upper bound.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .offsets import Gauges, attribute, choose, table_row, use_gauge
-from .graph import plain_key
+from .graph import SHAPE_OPS, plain_key
 
 _SP_B = {"input": 0.0, "hidden": 0.5, "output": 0.5, "vector": 0.0}
 
@@ -181,11 +182,28 @@ class _Rows:
             a, b, _ = table_row(self.table, mine[0].role)
             init = self.final[v] - self.gauges.mult.get(v, 0.0) - (a + b) + self.gauges.shift.get(v, 0.0)
         o = self.at(node)
+        if mine and not direct and not mine[0].in_leaf:     # read where it enters the stream (the recorder's rule)
+            o, direct = self.entry(mine[0].node), True
         if q is not None and q.role in ("vector", "constant") and not mine and leaf:   # a bias: at its module's
             upd = self.gauges.tensor_update.get(name, math.nan)                        # scale, or below (dominated)
             return RowOffset(o, upper_effect=bool(math.isfinite(upd) and upd < o - 0.05), init=init, direct=direct)
         return RowOffset(o, upper_init=bool(mine) and mine[0].var in self.below, init=init, direct=direct,
                          change_low=self.sgd_low)
+
+    def entry(self, node) -> float:
+        """Offset of a tensor's effect where it enters the stream (:mod:`limits.torch.recording`): at the first op
+        reading parameter node ``node`` other than through shape ops — its own path's offset into a sum or
+        concatenation (the op adds its change unscaled), the op's offset otherwise (``gamma * x``)."""
+        g = self.graph
+        while True:
+            nxt = next((j for j in range(node + 1, len(g.recs)) if g.recs[j] is not None
+                        and any(o == node for o, _ in g.recs[j].operands)), None)
+            if nxt is not None and g.kinds[nxt] == "call" and g.names[nxt] in SHAPE_OPS:
+                node = nxt
+                continue
+            if nxt is None or g.recs[nxt].mode == "max":
+                return self.off[node] if math.isfinite(self.off[node]) else 0.0
+            return self.at(nxt)
 
 
 def row_offsets(order, graph, gauges, rule_of, owner_of, table, optimizer="adam") -> tuple:

@@ -12,7 +12,12 @@ batch (rms over all entries):
   tensor as stored, and ``change`` — its effect: rms(M(x_0; W_t, rest at init) − M(x_0; all at init)), the
   owning module M's output on its own init input when only this tensor has moved (M is the nearest ancestor the
   forward calls). The effect is what a learning-rate or multiplier mistake on this
-  tensor changes, whichever gauge (forward multipliers) the module uses.
+  tensor changes, whichever gauge (forward multipliers) the module uses. A tensor that M's own forward reads
+  while M also calls other layers (a class token or position embedding on the root, a layer scale on a block) has
+  its effect read where it enters the stream — the output of the first op that reads it other than through shape
+  ops (``cat``, ``x + pos_embed``, ``gamma * x``) — not at M's output: read through the layers after it (a μP
+  read-out ∝ 1/N last), the correlated Θ(N^e) part of its effect hides at widths ≤ 256 under an uncorrelated
+  N^(e−½) part, and the row would judge those layers, not the tensor.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import torch
 from torch import nn
 
 from .data_checks import check_parameters
-from .graph import capture_logits, plain_key
+from .graph import SHAPE_OPS, capture_logits, flat, op_name, plain_key
 
 NORMS = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
 
@@ -161,24 +166,37 @@ class Recorder:
         return None, pname
 
     def init_tensors(self):
-        """Init copies of every parameter and each owner's output at init (after the first forward)."""
+        """Init copies of every parameter and each owner's output at init — or, for a tensor read where it enters
+        the stream (:meth:`enters_stream`), that op's output at init — after the first forward."""
         self.p0 = {n: p.detach().clone() for n, p in self.params.items()}
         self.name_of = {id(p): n for n, p in self.params.items()}      # a shared tensor under any of its names
-        self.y0 = {}
-        self.own = {}
+        self.y0, self.own, self.at_use = {}, {}, {}
         with torch.no_grad():
             for key, kind, pn in self.order:
                 if kind != "tensor":
                     continue
                 m, rel = self.owner(pn)
                 self.own[pn] = (m, rel)
+                if m is not None and self.enters_stream(m, rel):
+                    y = self._call(m, use=self.params[pn])
+                    if y is not None:
+                        self.at_use[pn] = y
+                        continue
                 if m is not None and m not in self.y0:
                     self.y0[m] = self._call(m)
 
-    def _call(self, mname, keep=None):
+    def enters_stream(self, mname, rel) -> bool:
+        """Whether the owner's own forward reads tensor ``rel`` (not a child's) and also calls other layers."""
+        if "." in rel:
+            return False
+        prefix = mname + "." if mname else ""
+        return any(k != mname and k.startswith(prefix) for k in self.inputs0)
+
+    def _call(self, mname, keep=None, use=None):
         """The owner's output on its init input with every parameter at its init value but ``keep`` (a relative
-        name), which stays at its current value. Values are swapped in place (``copy_``), so parameters keep
-        attributes their module's forward reads (e.g. mup's ``infshape``), then restored."""
+        name), which stays at its current value — or, with ``use`` (a parameter), the output of the first op that
+        reads it (:func:`first_use`; None if none does). Values are swapped in place (``copy_``), so parameters
+        keep attributes their module's forward reads (e.g. mup's ``infshape``), then restored."""
         mod = self.mods[mname]
         saved = []
         self.on = False
@@ -189,7 +207,11 @@ class Recorder:
                         saved.append((p, p.detach().clone()))
                         p.copy_(self.p0[self.name_of[id(p)]])
                 args, kwargs = self.inputs0[mname]
-                return _first(mod(*args, **kwargs)).detach().clone()
+                if use is None:
+                    return _first(mod(*args, **kwargs)).detach().clone()
+                with first_use(use) as seen:
+                    mod(*args, **kwargs)
+                return seen.out
         finally:
             with torch.no_grad():
                 for p, v in saved:
@@ -200,7 +222,34 @@ class Recorder:
         m, rel = self.own[pname]
         if m is None:
             return math.nan
+        if pname in self.at_use:
+            y, y0 = self._call(m, keep=rel, use=self.params[pname]), self.at_use[pname]
+            return _rms(y - y0) if y is not None and y.shape == y0.shape else math.nan
         return _rms(self._call(m, keep=rel) - self.y0[m])
+
+
+def first_use(param):
+    """A TorchFunctionMode whose ``out`` becomes the output of the first op that reads ``param`` other than
+    through shape ops (a view, ``expand``, indexing — whose outputs are followed in turn)."""
+    from torch.overrides import TorchFunctionMode
+
+    class FirstUse(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.ids, self.held, self.out = {id(param)}, [param], None
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if self.out is None and any(isinstance(a, torch.Tensor) and id(a) in self.ids for a in flat((args, kwargs))):
+                if op_name(func) in SHAPE_OPS and isinstance(out, torch.Tensor):
+                    self.ids.add(id(out))
+                    self.held.append(out)              # held, so its id is not reused by another tensor
+                elif isinstance(_first(out), torch.Tensor):
+                    self.out = _first(out).detach().clone()
+            return out
+
+    return FirstUse()
 
 
 def _detach(a):

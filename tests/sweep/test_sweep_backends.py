@@ -119,7 +119,10 @@ def test_dask_worker_killed_mid_sweep(client, tmp_path):
 
 
 DRIVER = """
-import sys
+import signal, sys
+# as a program started from a terminal: Python's Ctrl-C handler, whatever this test process's SIGINT disposition
+# (an ignored SIGINT is inherited across exec — a pytest-xdist worker that ignores it made the driver deaf to it)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = [{tests!r}, {root!r}]
 import limits.sweep as S, sweep_points as P
 g = S.Grid(product={{"x": list(range(30))}}, seeds=1, fixed={{"gate_dir": {gate!r}, "free": {free}}})

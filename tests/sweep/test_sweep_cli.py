@@ -21,7 +21,7 @@ def test_example_files_parse():
         assert sf.function.startswith("limits.") and sf.grid.n_points >= 1
     sf = read(DOCS / "dmft_gamma0.toml")
     # the declared computation, without the model= entry point wrapped around it (a model file is a path)
-    assert sf.fn is limits.dmft.solve.__wrapped__ and sf.grid.fixed["X"].shape == (10, 20)
+    assert sf.fn is limits.dmft.solve.__wrapped__.__wrapped__ and sf.grid.fixed["X"].shape == (10, 20)
     assert sf.grid.product["gamma0"][0] == 0.1 and np.isclose(sf.grid.product["gamma0"][-1], 1.0)
 
 

@@ -1,0 +1,259 @@
+"""The zoo coverage tables of ``docs/zoo.rst``, generated from the stored results of ``benchmarks/zoo_study.py``
+(JSON under ``benchmarks/results/zoo/``; no torch, no transformers: the docs test reads them in the default suite).
+
+    tables(results_dir) -> str            # every table as reStructuredText
+    rows(results_dir) -> list[dict]       # the coverage rows (family, status, rates, drifts …)
+
+A family **passes** when ``parameterise(…, "muP")`` accepts it and its coordinate checks fail no more often than
+the nominal α allows (one-sided binomial p ≥ 0.01 of the failing count at α = 0.05); it is **refused** when
+``parameterise`` (or the family list) refuses it, with the reason; otherwise the check **fails** and the row names
+the tensor it flags most often.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+ALPHA = 0.05
+SURVEY_LABEL = "merged-8ac3264"        # the survey the layouts table shows (after merging main: ci, torchux, bridge)
+SHORT_BUG = {"attention 1/sqrt(d)": "attn", "read-out x sqrt(r)": "read-out", "embedding lr / r": "emb lr",
+             "hidden lr x r": "hidden lr"}
+
+
+def _load(path):
+    p = Path(path)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def binom_tail(k, n, p):
+    """P(X ≥ k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def upper95(k, n):
+    """One-sided 95 % Clopper–Pearson upper bound of a rate k/n (bisection on the binomial CDF)."""
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if 1 - binom_tail(k + 1, n, mid) > 0.05:      # P(X ≤ k | mid) > 5 %: mid still plausible
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _first_sentence(msg, limit=170):
+    msg = msg.replace("ValueError: ", "").replace("parameterise: ", "")
+    cut = msg.split("; ")[0]
+    return cut if len(cut) <= limit else cut[:limit - 1] + "…"
+
+
+def _attention(rec):
+    att = rec.get("attention") or []
+    if not att:
+        return "none"
+    kinds = sorted({a["kind"] for a in att})
+    lay = {(a["heads"], a["head_dim"]) for a in att}
+    what = "heads ∝ N" if ("scales", "fixed") in lay else "head dim ∝ N" if ("fixed", "scales") in lay else "?"
+    q = {a["query_exponent"] for a in att}
+    rew = f", query × N^{max(q):+g}" if any(abs(x) > 1e-9 for x in q) else ""
+    return f"{len(att)} {'/'.join(kinds)} ({what}{rew})"
+
+
+def _ties(rec):
+    ro = rec.get("readouts") or []
+    if not ro:
+        return "none"
+    return "; ".join(f"{t['readout'].rsplit('.', 1)[0]} = {t['storage'].rsplit('.', 1)[0]} (×N^-{t['exponent']:g})"
+                     for t in ro)
+
+
+def _tensors(rec):
+    roles = rec.get("roles") or {}
+    if not roles:
+        return "—"
+    order = ("input", "hidden", "output", "vector", "constant")
+    total = sum(roles.values())
+    scaled = total - roles.get("constant", 0)
+    return f"{scaled}/{total} (" + ", ".join(f"{roles[k]} {k[:3]}" for k in order if roles.get(k)) + ")"
+
+
+def _false_alarm(rec):
+    runs = rec.get("false_alarm") or []
+    if not runs:
+        return None, "—"
+    k, n = sum(not r["passed"] for r in runs), len(runs)
+    return (k, n), f"{k}/{n} (≤ {100 * upper95(k, n):.0f} %)"
+
+
+def _bugs(rec):
+    bugs = rec.get("bugs") or {}
+    parts = []
+    for b, v in bugs.items():
+        runs = v["runs"]
+        if not runs:
+            continue
+        f = sum(not r["passed"] for r in runs)
+        c = sum(bool(r.get("culprit_first")) for r in runs)
+        parts.append(f"{SHORT_BUG.get(b, b)} {f}/{len(runs)} ({c} first)")
+    return "; ".join(parts) or "—"
+
+
+def _drift(tr, param):
+    s = (tr or {}).get("studies", (tr or {}).get("transfer", {})).get(param)
+    if not s:
+        return "—"
+    if "refused" in s:
+        return "refused"
+    lo, hi = s["drift_ci"]
+    return f"{s['drift']:+.2f} [{lo:+.2f}, {hi:+.2f}] {s['verdict']}"
+
+
+def _status(rec, fa, surveyed=None):
+    if rec is None:
+        return "not measured" if surveyed is None else "survey only: " + _survey_cell(surveyed)
+    if rec.get("status") in ("refused", "refused by name"):
+        return "refused: " + _first_sentence(rec.get("message", ""))
+    if fa is None:
+        return "parameterised (no checks yet)"
+    k, n = fa
+    if binom_tail(k, n, ALPHA) >= 0.01:
+        return "passes"
+    counts = {}
+    for r in rec["false_alarm"]:
+        for t in r["failing"][:1]:
+            counts[t] = counts.get(t, 0) + 1
+    worst = max(counts, key=counts.get) if counts else "?"
+    return f"check fails ({k}/{n}; most often {worst})"
+
+
+def rows(results, survey_label=SURVEY_LABEL) -> list:
+    """One dict per family of :data:`limits.torch.zoo.families.FAMILIES` (module docstring); a family without a
+    calibrated study yet shows its verdict in the survey ``survey_label`` (4 seeds, its own head layout)."""
+    from .families import FAMILIES
+
+    study = Path(results) / "study"
+    s = _load(Path(results) / "survey" / f"{survey_label}.json") or {"rows": []}
+    surveyed = {}
+    for r in s["rows"]:
+        surveyed.setdefault(r["family"], {})[r["layout"]] = r
+    out = []
+    for fam in FAMILIES:
+        sv = surveyed.get(fam.key, {})
+        sv = sv.get(fam.layout) or (next(iter(sv.values())) if len(sv) == 1 else None)
+        rec = _load(study / f"{fam.key}.check.json")
+        tr = _load(study / f"{fam.key}.transfer.json")
+        fa, fa_text = _false_alarm(rec or {})
+        out.append({"family": fam.title, "key": fam.key, "class": fam.class_name,
+                    "layout": (rec or {}).get("layout", fam.layout), "status": _status(rec, fa, sv),
+                    "attention": _attention(rec or {}), "ties": _ties(rec or {}), "tensors": _tensors(rec or {}),
+                    "false_alarm": fa_text, "bugs": _bugs(rec or {}), "sp": _drift(tr, "SP"),
+                    "mup": _drift(tr, "muP"), "note": fam.note})
+    return out
+
+
+def _list_table(header, body, widths=None):
+    lines = [".. list-table::", "   :header-rows: 1"]
+    if widths:
+        lines.append("   :widths: " + " ".join(str(w) for w in widths))
+    lines.append("")
+    for row in [header] + body:
+        lines.append("   * - " + _cell(row[0]))
+        lines += ["     - " + _cell(c) for c in row[1:]]
+    return "\n".join(lines)
+
+
+def _cell(c):
+    return str(c).replace("|", "¦").replace("*", "×") or "—"
+
+
+def coverage_table(results) -> str:
+    head = ["family", "layout", "verdict", "attention found", "ties", "parameterised tensors",
+            "check false alarms", "bugs flagged", "transfer drift SP", "transfer drift μP"]
+    body = [[r["family"], r["layout"], r["status"], r["attention"], r["ties"], r["tensors"], r["false_alarm"],
+             r["bugs"], r["sp"], r["mup"]] for r in rows(results)]
+    return _list_table(head, body)
+
+
+def layouts_table(results, label) -> str:
+    """Both head layouts of every family in the survey ``label``: accepted and checked, or refused and why."""
+    from .families import FAMILIES
+
+    s = _load(Path(results) / "survey" / f"{label}.json") or {"rows": []}
+    by = {(r["family"], r["layout"]): r for r in s["rows"]}
+    body = []
+    for fam in FAMILIES:
+        cells = []
+        for lay in ("heads ∝ N", "head dim ∝ N"):
+            r = by.get((fam.key, lay))
+            if r is None and lay == "heads ∝ N":
+                r = by.get((fam.key, "no attention"))
+            cells.append("—" if r is None else _survey_cell(r))
+        body.append([fam.title] + cells)
+    return _list_table(["family", "heads ∝ N (head dim 16)", "head dim ∝ N (heads fixed)"], body)
+
+
+def _survey_cell(r):
+    if r["status"] == "passed":
+        return f"passes ({r['check']['seeds']} seeds)"
+    if r["status"] == "check fails":
+        f = r["check"]["failures"][0]
+        return f"check fails: {f[0]} {f[2]} ∝ N^{f[3]:+.2f}, predicted {f[6]}"
+    return f"{r['status']}: " + _first_sentence(r.get("message", ""), 140)
+
+
+def scaling_table(results) -> str:
+    """The HF pull request's criterion, measured (``zoo_study.py scaling``), beside limits' own verdict."""
+    s = _load(Path(results) / "scaling.json") or {"rows": []}
+    cov = {r["key"]: r["status"] for r in rows(results)}
+    body = []
+    for r in s["rows"]:
+        att = r.get("attention") or []
+        used = sum(bool(a.get("has_scaling") and a.get("used")) for a in att)
+        body.append([r["family"], r["class"], "yes" if r.get("causal_lm") else "no",
+                     f"{used}/{len(att)}" if att else "—", r["verdict"], cov.get(r["family"], "survey only")])
+    return _list_table(["family", "class (transformers " + str(s.get("transformers", "?")) + ")", "causal LM",
+                        "attention modules with a used scaling", "the pull request's approach", "limits"], body)
+
+
+def depth_table(results) -> str:
+    """Depth-μP vs width-only μP on the depth family: the first check's exponents, how many of the repeated
+    checks flag it, and the learning-rate drift per doubling of depth."""
+    d = _load(Path(results) / "study" / "depth.json")
+    if not d:
+        return "(not measured yet)"
+    body = []
+    for name, runs in d.get("runs", {}).items():
+        k, n = sum(not r["passed"] for r in runs), len(runs)
+        first = runs[0]["rows"]
+        for i, q in enumerate(first):
+            body.append([name if i == 0 else "", q["quantity"], q["fitted"], q["predicted"], q["verdict"],
+                         f"{k}/{n}" if i == 0 else "", _drift(d, name) if i == 0 else ""])
+    return _list_table(["table", "quantity (exponent of L)", "fitted [95 % CI], first check", "predicted",
+                        "verdict", "checks flagged", "lr drift per doubling of depth"], body)
+
+
+def eps_table(results) -> str:
+    """ConvNeXt's check under Adam's ε and the layer scale (``zoo_study.py eps``)."""
+    d = _load(Path(results) / "study" / "convnext.eps.json")
+    if not d:
+        return "(not measured yet)"
+    body = []
+    for name, runs in d["variants"].items():
+        k = sum(not r["passed"] for r in runs)
+        first = [r["failing"][0] for r in runs if r["failing"]]
+        body.append([name, f"{k}/{len(runs)}", max(set(first), key=first.count) if first else "—"])
+    return _list_table(["ConvNeXt variant", "checks flagged (10 seeds each)", "tensor named first most often"], body)
+
+
+def tables(results, survey_label) -> dict:
+    """{marker name: reST table} for the docs page."""
+    return {"coverage": coverage_table(results), "layouts": layouts_table(results, survey_label),
+            "scaling": scaling_table(results), "depth": depth_table(results), "eps": eps_table(results)}
+
+
+__all__ = ["rows", "tables", "coverage_table", "layouts_table", "scaling_table", "depth_table", "upper95",
+           "binom_tail"]

@@ -1,0 +1,20 @@
+"""The zoo extra's tests (``python -m pytest tests/zoo`` in an environment with ``.[test,zoo]``): models are
+built from configs, nothing is downloaded (HF_HUB_OFFLINE)."""
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
