@@ -7,6 +7,8 @@
 * :func:`train_particles` — the training dynamics of docs/theory/nfd.rst §4 (online SGD, multi-pass Gaussian
   family, per-layer growing rank-tolerant Cholesky factors); ``mode="coupled"`` adds the
   reused-weight response terms (infinite-width, finite-depth dynamics of ordinary backprop).
+* :func:`covariance_sde` — the neural covariance SDE of shaped MLPs in the proportional limit T = L/N
+  (docs/theory/depth_width.rst); :func:`relu_log_norm` — the unshaped relu MLP's log-normal norm.
 * :func:`gia_first_order` — the first-order (small η̄) coupled − decoupled test-output gap at
   infinite width and depth L (and L → ∞); ``limits.check`` compares it with finite ResNets.
 
@@ -17,6 +19,7 @@ this setting; freezing the input layer shrinks the gap about 7×, again without 
 """
 from .kernel_ode import (KernelODE, NestingCheck, ResidualRecursion, input_gram, kernel_ode,
                          nesting_check, residual_recursion)
+from .covariance_sde import CovarianceSDE, covariance_sde, drift_coefficient, relu_log_norm, shaped_slopes
 from .gia import GIAFirstOrder, gia_first_order
 from .sde import (ParticleInit, SDEPath, backward_coefficients, brownian_increments, correlate,
                   euler_maruyama, forward_coefficients, particles, psd_sqrt)
@@ -29,7 +32,8 @@ particles = _with_model(particles, _nfd_view("limits.nfd.particles", depth_arg="
 __all__ = ["kernel_ode", "KernelODE", "residual_recursion", "ResidualRecursion", "nesting_check",
            "NestingCheck", "input_gram", "particles", "ParticleInit", "euler_maruyama", "SDEPath",
            "brownian_increments", "forward_coefficients", "backward_coefficients", "correlate", "psd_sqrt",
-           "gia_first_order", "GIAFirstOrder"]
+           "gia_first_order", "GIAFirstOrder", "covariance_sde", "CovarianceSDE", "drift_coefficient",
+           "relu_log_norm", "shaped_slopes"]
 
 
 def __getattr__(name):
