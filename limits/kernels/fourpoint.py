@@ -296,8 +296,9 @@ def _relu_powers(act, fns_list):
 def _relu_exact(powers_list, pat, r, S, mem, out):
     """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_lowrank.expect_many` (no
     quadrature across relu's kinks; singular and nearly singular covariances by their rank — a singular Gaussian is a
-    lower-dimensional one); False (nothing written) only for other dimensions."""
-    from .relu_lowrank import expect_many
+    lower-dimensional one), all covariances at once (:func:`limits.kernels.relu_batch.expect_batch`); False (nothing
+    written) only for other dimensions."""
+    from .relu_batch import expect_batch
 
     if r not in (3, 4):
         return False
@@ -309,13 +310,7 @@ def _relu_exact(powers_list, pat, r, S, mem, out):
                 v = pat[slot]
                 pw[v] = (pw[v] or 0) + p
         per_var.append(pw)
-    vals = np.empty((len(powers_list), len(mem)))
-    for t in range(len(mem)):
-        e = expect_many(S[t], per_var)
-        if e is None:
-            return False
-        vals[:, t] = e
-    out[:, mem] = vals
+    out[:, mem] = expect_batch(S, per_var)
     return True
 
 
