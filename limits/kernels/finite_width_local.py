@@ -24,6 +24,7 @@ from ..progress import progress
 from .layer_operators import position_operator
 
 CHUNK = 200_000          # V² entries per step of the index enumeration
+SIGMA_CHUNK = 20_000     # four-point functions per batched call (a progress step)
 LOCAL_ABOVE = 20_000     # finite_width(var="auto"): this route when the general one needs more four-point functions
 
 
@@ -162,9 +163,13 @@ def correction(serial, X, where="limits.kernels.finite_width"):
     chunks = [slice(s0, s0 + CHUNK) for s0 in range(0, T.size, CHUNK)]
     keys = np.unique(np.concatenate([np.unique(_terms(cols, vals, E[c], Fe[c], m1)[0]) for c in chunks]))
     keys = keys[keys >= 0]
-    with progress(total=1, desc=f"{where}: {keys.size} four-point functions (two-layer local route)") as bar:
-        sig, live = _sigma(act1, K1m, keys, m1)
-        bar.update(1)
+    sig, live = np.zeros(keys.size), 0
+    with progress(total=keys.size, desc=f"{where}: four-point functions (two-layer local route)") as bar:
+        for s0 in range(0, keys.size, SIGMA_CHUNK):
+            sl = slice(s0, s0 + SIGMA_CHUNK)
+            sig[sl], n_live = _sigma(act1, K1m, keys[sl], m1)
+            live += n_live
+            bar.update(keys[sl].size)
     V = np.empty(T.size)
     for c in chunks:
         key, w = _terms(cols, vals, E[c], Fe[c], m1)
