@@ -138,10 +138,9 @@ def _sigma(act, K, keys, m1):
     return out, int(idx.size)
 
 
-def correction(serial, X, where="limits.kernels.finite_width"):
-    """(K, K1, info) of the read-out on inputs X (P, *spatial, C) for a composition of :func:`plan`'s form."""
+def _layers(serial, X, where):
+    """The first two layers' limits and the enumeration of the V² entries: a dict of the pieces."""
     from .expectations import gram
-    from .price import pair_derivatives
 
     conv1, act1, conv2, act2, tail = plan(serial)
     X = np.asarray(X, dtype=np.float64)
@@ -162,22 +161,39 @@ def correction(serial, X, where="limits.kernels.finite_width"):
     T, E, Fe, kind = needed_entries(n2)
     chunks = [slice(s0, s0 + CHUNK) for s0 in range(0, T.size, CHUNK)]
     keys = np.unique(np.concatenate([np.unique(_terms(cols, vals, E[c], Fe[c], m1)[0]) for c in chunks]))
-    keys = keys[keys >= 0]
+    return dict(P=P, act1=act1, act2=act2, tail=tail, K1m=K1m, K2=K2, sp2=sp2, n2=n2, m1=m1, cols=cols, vals=vals,
+                T=T, E=E, Fe=Fe, kind=kind, chunks=chunks, keys=keys[keys >= 0])
+
+
+def four_point_count(serial, X, where="limits.kernels.finite_width"):
+    """(distinct Σ¹ entries the local route integrates, V² entries): the cost without the integration."""
+    d = _layers(serial, X, where)
+    return int(d["keys"].size), int(d["T"].size)
+
+
+def correction(serial, X, where="limits.kernels.finite_width"):
+    """(K, K1, info) of the read-out on inputs X (P, *spatial, C) for a composition of :func:`plan`'s form."""
+    from .expectations import gram
+    from .price import pair_derivatives
+
+    d = _layers(serial, X, where)
+    keys, m1, T = d["keys"], d["m1"], d["T"]
     sig, live = np.zeros(keys.size), 0
     with progress(total=keys.size, desc=f"{where}: four-point functions (two-layer local route)") as bar:
         for s0 in range(0, keys.size, SIGMA_CHUNK):
             sl = slice(s0, s0 + SIGMA_CHUNK)
-            sig[sl], n_live = _sigma(act1, K1m, keys[sl], m1)
+            sig[sl], n_live = _sigma(d["act1"], d["K1m"], keys[sl], m1)
             live += n_live
             bar.update(keys[sl].size)
     V = np.empty(T.size)
-    for c in chunks:
-        key, w = _terms(cols, vals, E[c], Fe[c], m1)
+    for c in d["chunks"]:
+        key, w = _terms(d["cols"], d["vals"], d["E"][c], d["Fe"][c], m1)
         pos = np.clip(np.searchsorted(keys, key), 0, max(keys.size - 1, 0))
         V[c] = np.sum(np.where(key >= 0, w * sig[pos], 0.0), axis=1) if keys.size else 0.0
-    G1 = _contract(pair_derivatives(act2, K2, 0), T, kind, V, n2)
-    Kout, K1out, spt = gram(act2, K2), G1, sp2
-    for layer in tail:
+    P, K2 = d["P"], d["K2"]
+    G1 = _contract(pair_derivatives(d["act2"], K2, 0), T, d["kind"], V, d["n2"])
+    Kout, K1out, spt = gram(d["act2"], K2), G1, d["sp2"]
+    for layer in d["tail"]:
         Lt, sp3, bt = position_operator(layer, spt, where)
         St, S3 = (int(np.prod(spt)) if spt else 1), (int(np.prod(sp3)) if sp3 else 1)
         Kout = apply_positions(Lt, Kout, P, St, S3) + bt
