@@ -179,14 +179,15 @@ def table(data):
     """The rst table of docs/theory/finite_width.rst §8 ("Cost of K1") from the JSON."""
     import numpy as np
 
-    rows = [("case", "old CPU-s", "new CPU-s", "speed-up", "max rel. diff K1", "peak MB old / new")]
+    rows = [("case", "route (new)", "old CPU-s", "new CPU-s", "speed-up", "max rel. diff K1", "peak MB old / new")]
     for name, rec in data["cases"].items():
         new, old = rec["new"], rec.get("old")
         diff = "—"
         if old:
             a, b = np.asarray(new["K1"]), np.asarray(old["K1"])
             diff = f"{np.max(np.abs(a - b)) / np.max(np.abs(b)):.1e}"
-        rows.append((name, f"{old['cpu']:.1f}" if old else "not run", f"{new['cpu']:.1f}",
+        route = "local" if "local route" in new.get("note", "") else "general"
+        rows.append((name, route, f"{old['cpu']:.1f}" if old else "not run", f"{new['cpu']:.1f}",
                      f"{old['cpu'] / new['cpu']:.1f}×" if old else "—", diff,
                      (f"{old['peak_mb']:.0f} / " if old and "peak_mb" in old else "— / ") + f"{new['peak_mb']:.0f}"))
     c = data.get("counts_8x8")
@@ -197,7 +198,8 @@ def table(data):
     if c:
         for P, v in c.items():
             est = f"≈ {v['local'] * per / 60:.0f} min (extrapolated)" if per else "—"
-            rows.append((f"cnn8_P{P} count", f"{v['general']:.2e} 4-pt", f"{v['local']:.2e} 4-pt", "—", "—", est))
+            rows.append((f"cnn8_P{P} count", "local", f"{v['general']:.2e} 4-pt", f"{v['local']:.2e} 4-pt", "—", "—",
+                         est))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     line = "  ".join("=" * x for x in w)
     fmt = lambda r: "  ".join(s.ljust(x) for s, x in zip(r, w)).rstrip()     # noqa: E731
