@@ -12,7 +12,7 @@ length 3 — the issue's case), and ``Conv 3×3 → relu → Conv 3×3 → relu 
 channel) on scikit-learn's digits (``load_digits``, /16; 4×4 = 2×2 means of the 8×8 images), P = 1, 2 first images.
 The old route is run where it takes minutes at most; beyond, the count of four-point functions each route integrates
 is reported and the cost extrapolated from the measured CPU per four-point function (``--counts``: P = 1, 2, 4, 10 on
-8×8). Writes ``benchmarks/results/k1_compositions.json`` (atomically, after every case)."""
+8×8). Writes ``benchmarks/results/k1/k1_compositions.json`` (atomically, after every case)."""
 from __future__ import annotations
 
 import argparse
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "k1_compositions.json"
-DOC = ROOT / "docs" / "theory" / "finite_width.rst"
+OUT = ROOT / "benchmarks/results/k1/k1_compositions.json"
+DOC = ROOT / "docs/theory/finite_width.rst"
 BEGIN = ".. k1-compositions:begin (python benchmarks/bench_k1_compositions.py --write)"
 END = ".. k1-compositions:end"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

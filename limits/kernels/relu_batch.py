@@ -16,6 +16,7 @@ inputs repeat (background pixels, padding)."""
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import ndtr
 
 from . import relu_fourpoint as rf
 from .polar import leggauss
@@ -159,11 +160,15 @@ def _pair_pieces(mu, mv, su, sv, r):
     h, k = mu / su, mv / sv
     s = np.sqrt(1.0 - r * r)
     lam = rf.orthant(h, k, r)
-    qb, qa = rf.ndtr((k - r * h) / s), rf.ndtr((h - r * k) / s)
-    ph, pk = rf._pdf(h), rf._pdf(k)
+    qb, qa = ndtr((k - r * h) / s), ndtr((h - r * k) / s)
+    ph, pk = _pdf(h), _pdf(k)
     ex = ph * qb + r * pk * qa
     ey = pk * qa + r * ph * qb
     return dict(h=h, k=k, s=s, r=r, lam=lam, qa=qa, qb=qb, ph=ph, pk=pk, ex=ex, ey=ey, su=su, sv=sv)
+
+
+def _pdf(t):
+    return np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)
 
 
 def _moment2(c, p, q):
