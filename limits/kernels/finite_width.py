@@ -436,10 +436,26 @@ def _inputs(m, X1, X2):
     return X1, X2
 
 
-def _composition(S, X1, X2, ntk):
+def _local_route(S, X1, X2, var):
+    """Whether K1 of the composition comes from :mod:`limits.kernels.finite_width_local` (two hidden layers, only the
+    four-point functions K1 needs; no N·Var): ``var=False``, or ``var="auto"`` when the general route's Σ would
+    exceed ``LOCAL_ABOVE`` four-point functions."""
+    from .finite_width_local import LOCAL_ABOVE, plan
+
+    if var is True or plan(S) is None or np.asarray(X1).ndim < 2:
+        return False
+    if var is False:
+        return True
+    n = (np.asarray(X1).shape[0] + (0 if X2 is None else np.asarray(X2).shape[0])) * int(np.prod(np.shape(X1)[1:-1]))
+    m = n * (n + 1) // 2
+    return m * (m + 1) // 2 > LOCAL_ABOVE
+
+
+def _composition(S, X1, X2, ntk, var="auto"):
     """finite_width of a composition (``limits.serial``): through the Model it spells when it is a fully connected
     MLP/ResNet (per-layer corrections, Θ1), else the layer-by-layer rules of :mod:`limits.kernels.finite_width_serial`
-    (read-out K1; layers without a derived correction are refused by name)."""
+    (read-out K1; layers without a derived correction are refused by name) or, for two hidden layers on many indices,
+    :mod:`limits.kernels.finite_width_local` (``var``: :func:`_local_route`)."""
     from .composed import kernel as composed_kernel
     from .finite_width_serial import finite_width_serial, model_of
 
@@ -451,24 +467,39 @@ def _composition(S, X1, X2, ntk):
         return replace(r, note=note, params={**r.params, "serial": S.to_dict()})
     X1 = finite_array(X1, "X1")
     X2 = None if X2 is None else finite_array(X2, "X2")
-    K, K1, var, V = finite_width_serial(S, X1, X2)
+    notes = []
+    if _local_route(S, X1, X2, var):
+        from .finite_width_local import finite_width_local
+
+        K, K1 = finite_width_local(S, X1, X2)
+        var, V = np.full_like(K, np.nan), None
+        notes.append("var_K (N·Var of the read-out) not computed: K1 by the local route (only the four-point functions "
+                     "K1 needs, limits.kernels.finite_width_local); var=True for the general route (m² of them)")
+    else:
+        K, K1, var, V = finite_width_serial(S, X1, X2)
     T = composed_kernel(S, X1, X2, ("ntk",)).ntk if ntk else None
-    note = ("Theta1 (the NTK's 1/N correction) is derived for the MLPs of limits.mlp, not for this composition"
-            if ntk else "")
+    if ntk:
+        notes.insert(0, "Theta1 (the NTK's 1/N correction) is derived for the MLPs of limits.mlp, not for this "
+                        "composition")
+    note = "; ".join(notes)
     params = {"serial": S.to_dict(), "X1": X1, **({"X2": X2} if X2 is not None else {})}
     return FiniteWidth(K, K1, K[None], K1[None], var, var[None], T, None, None, params, note, V)
 
 
-def finite_width(model, X1, X2=None, *, ntk=True) -> FiniteWidth:
+def finite_width(model, X1, X2=None, *, ntk=True, var="auto") -> FiniteWidth:
     """O(1/N) corrections of the read-out NNGP (per layer too) and of the NTK mean for ``model``'s
     finite networks on inputs X1 (× X2): E[K_N] = K + K1/N + O(1/N²) (module docstring). ``model`` may be a
-    composition (``limits.serial``): docs/theory/finite_width.rst §8."""
+    composition (``limits.serial``): docs/theory/finite_width.rst §8. ``var`` (compositions with two hidden layers):
+    True — N·Var of the read-out too (all m² four-point functions); False — K1 only, from the four-point functions it
+    needs (:mod:`limits.kernels.finite_width_local`; ``var_K`` NaN); "auto" — False above ``LOCAL_ABOVE`` of them."""
     from ..layers import as_serial
     from ..model import ModelError, as_model
 
+    if var not in (True, False, "auto"):
+        raise ValueError(f"var must be True, False or 'auto', got {var!r}")
     S = as_serial(model)
     if S is not None:
-        return _composition(S, X1, X2, ntk)
+        return _composition(S, X1, X2, ntk, var)
     m = as_model(model)
     what = "limits.kernels.finite_width"
     m.require(what, kernel_regime=True, block_layers_one=True, pre_activation=True)

@@ -60,6 +60,35 @@ def _merge_pattern(S, tol=1e-13):
 merge_pattern = _merge_pattern          # public within the package
 
 
+def merge_groups(S4, tol=1e-13):
+    """{(pattern, reps): members} of :func:`_merge_pattern` over a batch (B, 4, 4), the same comparisons as arrays."""
+    S4 = np.asarray(S4, dtype=np.float64)
+    B = S4.shape[0]
+    scale = np.maximum(1.0, np.max(np.abs(S4.reshape(B, -1)), axis=1)) if B else np.ones(0)
+    d = np.diagonal(S4, axis1=1, axis2=2)
+    same = np.abs(d[:, :, None] + d[:, None, :] - 2 * S4) <= tol * scale[:, None, None]
+    idx = np.zeros((B, 4), dtype=np.int64)
+    reps = np.full((B, 4), -1, dtype=np.int64)
+    nrep = np.zeros(B, dtype=np.int64)
+    rows = np.arange(B)
+    for i in range(4):
+        found = np.zeros(B, dtype=bool)
+        for k in range(i):
+            hit = ~found & (k < nrep) & same[rows, i, np.maximum(reps[:, k], 0)]
+            idx[hit, i] = k
+            found |= hit
+        new = ~found
+        idx[new, i] = nrep[new]
+        reps[new, nrep[new]] = i
+        nrep[new] += 1
+    codes, inv = np.unique(np.concatenate([idx, reps], axis=1), axis=0, return_inverse=True)
+    inv = np.ravel(inv)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(codes) + 1))
+    return {(tuple(int(v) for v in c[:4]), tuple(int(v) for v in c[4:] if v >= 0)): order[bounds[g]:bounds[g + 1]]
+            for g, c in enumerate(codes)}
+
+
 def cov4(phi, kinds, Sigma4, max_nodes_batch=4_000_000):
     """Connected 4-point functions for a batch of covariances ``Sigma4`` (B, 4, 4).
 
@@ -246,11 +275,8 @@ def expect4_many(act, fns_list, S4):
     distinct (function, variable) evaluated once across the lists."""
     S4 = np.asarray(S4, dtype=np.float64)
     out = np.empty((len(fns_list), S4.shape[0]))
-    groups: dict = {}
-    for n in range(S4.shape[0]):
-        groups.setdefault(_merge_pattern(S4[n]), []).append(n)
     relu = _relu_powers(act, fns_list)
-    for (pat, reps), members in groups.items():
+    for (pat, reps), members in merge_groups(S4).items():
         mem = np.asarray(members)
         S = S4[np.ix_(mem, reps, reps)]
         if len(reps) <= 2 and homogeneous(act):
@@ -296,8 +322,9 @@ def _relu_powers(act, fns_list):
 def _relu_exact(powers_list, pat, r, S, mem, out):
     """Fill ``out[:, mem]`` for 3 or 4 distinct variables by :func:`limits.kernels.relu_lowrank.expect_many` (no
     quadrature across relu's kinks; singular and nearly singular covariances by their rank — a singular Gaussian is a
-    lower-dimensional one); False (nothing written) only for other dimensions."""
-    from .relu_lowrank import expect_many
+    lower-dimensional one), all covariances at once (:func:`limits.kernels.relu_batch.expect_batch`); False (nothing
+    written) only for other dimensions."""
+    from .relu_batch import expect_batch
 
     if r not in (3, 4):
         return False
@@ -309,13 +336,7 @@ def _relu_exact(powers_list, pat, r, S, mem, out):
                 v = pat[slot]
                 pw[v] = (pw[v] or 0) + p
         per_var.append(pw)
-    vals = np.empty((len(powers_list), len(mem)))
-    for t in range(len(mem)):
-        e = expect_many(S[t], per_var)
-        if e is None:
-            return False
-        vals[:, t] = e
-    out[:, mem] = vals
+    out[:, mem] = expect_batch(S, per_var)
     return True
 
 
@@ -343,7 +364,8 @@ def cov_phiphi(act, S4):
     if homogeneous(act):
         one = np.ones_like
         f = act.phi
-        return expect4(act, [f] * 4, S4) - expect4(act, [f, f, one, one], S4) * expect4(act, [one, one, f, f], S4)
+        e4, ex, ey = expect4_many(act, [[f] * 4, [f, f, one, one], [one, one, f, f]], S4)
+        return e4 - ex * ey
     return cov4(act.phi, np.ones((S4.shape[0], 2), bool), S4)[0]
 
 

@@ -2,10 +2,22 @@
 shared by :mod:`limits.kernels.fourpoint` and :mod:`limits.kernels.relu_fourpoint`."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 _RADIAL = 32          # Gauss–Legendre on [0, 12] against r e^{−r²/2}: r^p to 1e-15 for p ≤ 9
 _ANGULAR = 20         # Gauss–Legendre nodes per arc between two kinks
+
+
+@functools.lru_cache(maxsize=64)
+def leggauss(n):
+    """Gauss–Legendre nodes and weights on [−1, 1] (``numpy.polynomial.legendre.leggauss``), computed once per n:
+    the polar rules are built per covariance, and the nodes cost more than the rule (read-only arrays)."""
+    x, w = np.polynomial.legendre.leggauss(int(n))
+    x.flags.writeable = False
+    w.flags.writeable = False
+    return x, w
 
 
 def polar_rule(S, radial=None, angular=None):
@@ -20,7 +32,7 @@ def polar_rule(S, radial=None, angular=None):
     r = S.shape[0]
     lam, V = np.linalg.eigh(0.5 * (S + S.T))
     A = V * np.sqrt(np.clip(lam, 0.0, None))
-    x, w = np.polynomial.legendre.leggauss(radial or _RADIAL)
+    x, w = leggauss(radial or _RADIAL)
     rho = (x + 1.0) * 6.0
     wr = w * 6.0 * rho * np.exp(-0.5 * rho * rho)
     if r == 1:                                    # |z| against the half-normal density, both signs
@@ -30,7 +42,7 @@ def polar_rule(S, radial=None, angular=None):
         raise ValueError(f"polar_rule: dimension {r} > 2")
     cuts = [np.arctan2(-A[i, 0], A[i, 1]) % np.pi for i in range(2) if np.any(A[i] != 0)]
     edges = np.unique(np.concatenate([[0.0, 2 * np.pi], np.array(cuts), np.array(cuts) + np.pi]))
-    xa, wa = np.polynomial.legendre.leggauss(angular or _ANGULAR)
+    xa, wa = leggauss(angular or _ANGULAR)
     th, wt = [], []
     for lo, hi in zip(edges[:-1], edges[1:]):
         if hi - lo > 1e-15:

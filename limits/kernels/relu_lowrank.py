@@ -31,6 +31,8 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
+from .polar import leggauss
+
 RANK_TOL = 1e-15
 BAND = 1e-6
 RADIAL, ANGULAR = ("panels", 16), 24
@@ -100,7 +102,7 @@ def polar_nodes(cuts, layers=None, radial=None, angular=None):
     if 0.0 in width or 2 * math.pi in width:
         w = min(width.get(0.0, math.inf), width.get(2 * math.pi, math.inf))
         width[0.0] = width[2 * math.pi] = w
-    xa, wa = np.polynomial.legendre.leggauss(angular)
+    xa, wa = leggauss(angular)
     th, wt = [], []
     for lo, hi in zip(ends[:-1], ends[1:]):
         if hi - lo <= 1e-15:
@@ -125,7 +127,7 @@ def _radial(n, layer=None):
     thinnest boundary layer, when below 0.05 — geometric panels (ratio 2) from 0.25 down to it."""
     if isinstance(n, tuple):
         k = n[1]
-        x, w = np.polynomial.legendre.leggauss(k)
+        x, w = leggauss(k)
         edges = list(RADIAL_PANELS)
         if layer is not None and layer < 0.05:
             lev = int(min(60, math.ceil(math.log2(0.25 / max(layer, 1e-300)))))
@@ -136,7 +138,7 @@ def _radial(n, layer=None):
             wr.append(w * (b - a) / 2)
         rho, wr = np.concatenate(rho), np.concatenate(wr)
     else:
-        x, w = np.polynomial.legendre.leggauss(n)
+        x, w = leggauss(n)
         rho, wr = (x + 1.0) * 6.0, w * 6.0
     return rho, wr * rho * np.exp(-0.5 * rho * rho)
 
