@@ -22,11 +22,8 @@ LR = 1e-2
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_thread):
+    """Every test of this file on one torch thread (the shared fixture of tests/torch_bridge/conftest.py)."""
 
 
 class _Tokens(nn.Module):
