@@ -8,7 +8,7 @@ Subpackages load lazily (``limits.params`` imports sympy only when first used)::
 """
 from __future__ import annotations
 
-import importlib
+from ._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -35,17 +35,6 @@ def activation(name_or_callable, **kwargs):
     return _activation(name_or_callable, **kwargs)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES or name in _MOVED:
-        module = importlib.import_module(f".{_MOVED.get(name, name)}", __name__)
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'limits' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=_EXPORTS,
+                                       submodules={**{n: n for n in _SUBMODULES}, **_MOVED})
+del lazy_attributes

@@ -32,6 +32,7 @@ from .cross import KernelResult, kernel
 from .blocked import kernel_blocked
 from .finite_width import FiniteWidth, finite_width
 from .finite_width_posterior import PosteriorCorrection, finite_width_posterior
+from .._lazy import lazy_attributes
 from ..model import with_model as _with_model
 from .modelview import kernel_view as _kview
 
@@ -47,19 +48,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name):  # heavier optional pieces load on first use
-    if name in ("kernel_fluctuations", "KernelFluctuations"):
-        from . import fluctuations
-
-        if name == "kernel_fluctuations":
-            fn = _with_model(fluctuations.kernel_fluctuations, _kview("limits.kernels.kernel_fluctuations",
-                                                                      ntk_arg=None))
-            globals()[name] = fn
-            return fn
-        return getattr(fluctuations, name)
-
-    if name in ("optimal_rho", "OptimalRho", "rho_star_estimate"):
-        from . import optimal
-
-        return getattr(optimal, name)
-    raise AttributeError(f"module 'limits.kernels' has no attribute {name!r}")
+# heavier optional pieces load on first use
+__getattr__, __dir__ = lazy_attributes(
+    __name__, globals(),
+    exports={"kernel_fluctuations": "fluctuations", "KernelFluctuations": "fluctuations",
+             "optimal_rho": "optimal", "OptimalRho": "optimal", "rho_star_estimate": "optimal"},
+    wrap={"kernel_fluctuations": lambda f: _with_model(f, _kview("limits.kernels.kernel_fluctuations", ntk_arg=None))})
+del lazy_attributes

@@ -24,6 +24,7 @@ from .gia import GIAFirstOrder, gia_first_order
 from .sde import (ParticleInit, SDEPath, backward_coefficients, brownian_increments, correlate,
                   euler_maruyama, forward_coefficients, particles, psd_sqrt)
 
+from .._lazy import lazy_attributes
 from ..model import nfd_view as _nfd_view, with_model as _with_model
 
 kernel_ode = _with_model(kernel_ode, _nfd_view("limits.nfd.kernel_ode"), "limits.nfd.kernel_ode")
@@ -36,9 +37,6 @@ __all__ = ["kernel_ode", "KernelODE", "residual_recursion", "ResidualRecursion",
            "relu_log_norm", "shaped_slopes"]
 
 
-def __getattr__(name):
-    if name in ("train_particles", "TrainParticles", "GrowingCholesky"):
-        from . import training
-
-        return getattr(training, name)
-    raise AttributeError(f"module 'limits.nfd' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=dict.fromkeys(
+    ("train_particles", "TrainParticles", "GrowingCholesky"), "training"))
+del lazy_attributes

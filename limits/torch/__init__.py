@@ -15,7 +15,7 @@ so the command line can register ``limits coord-check`` without torch installed.
 """
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_attributes
 
 _EXPORTS = {
     "TorchNetwork": "network", "from_model": "network", "mse_loss": "network",
@@ -37,17 +37,5 @@ _SUBMODULES += ("branches", "zoo")        # zoo: the optional extra "zoo" (trans
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _SUBMODULES:
-        module = importlib.import_module(f".{name}", __name__)
-        globals()[name] = module
-        return module
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'limits.torch' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=_EXPORTS, submodules=_SUBMODULES)
+del lazy_attributes

@@ -10,24 +10,12 @@ Importing this package imports neither transformers nor torch; building a model 
 """
 from __future__ import annotations
 
-import importlib
+from ..._lazy import lazy_attributes
 
 _EXPORTS = {"factory": "factories", "ZooFactory": "factories", "model_class": "factories"}
 _SUBMODULES = ("factories", "tasks", "families", "coverage")
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _SUBMODULES:
-        module = importlib.import_module(f".{name}", __name__)
-        globals()[name] = module
-        return module
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'limits.torch.zoo' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=_EXPORTS, submodules=_SUBMODULES)
+del lazy_attributes
