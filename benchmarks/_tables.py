@@ -30,3 +30,33 @@ def markdown_lines(tables) -> list:
 def rst_lines(tables) -> list:
     """reST list-table lines of [(caption, header, rows)]."""
     return [ln for cap, h, r in tables for ln in rst(h, r, cap)]
+
+
+# ---------------------------------------------------------------------- --table / --write of the validation scripts
+def add_table_options(ap, show="--table", show_help=None, write_help=None):
+    """The options of a script's generated table: ``show`` (``--table``, ``--rows``; None for none) prints it from
+    the committed data, ``--write`` also puts it into its page's marked block (:func:`show_or_write`)."""
+    if show:
+        ap.add_argument(show, action="store_true", help=show_help)
+    ap.add_argument("--write", action="store_true", help=write_help)
+
+
+def show_or_write(a, data_path, page, markers, text, block=None, show="table") -> bool:
+    """Answer ``--table``/``--write`` (``a`` the parsed options, ``show`` the name of the first): read the data
+    (JSON at ``data_path``); with ``--write`` put ``block(data)`` (lines; by default the printed text between blank
+    lines) between the ``markers`` (begin, end) of ``page``; print ``text(data)`` (a string or lines). False, doing
+    nothing, when neither option is given (the script then runs its study)."""
+    if not ((show and getattr(a, show)) or a.write):
+        return False
+    import json
+    from pathlib import Path
+
+    from limits.results import replace_marked_block
+
+    data = json.loads(Path(data_path).read_text())
+    shown = text(data)
+    shown = shown if isinstance(shown, str) else "\n".join(shown)
+    if a.write:
+        replace_marked_block(page, *markers, block(data) if block else ["", *shown.splitlines(), ""])
+    print(shown)
+    return True

@@ -138,19 +138,14 @@ def main(argv=None):
     ap.add_argument("--old-ref", default=OLD_REF)
     ap.add_argument("--case", nargs="*", default=DEFAULT, choices=list(CASES))
     ap.add_argument("--no-counts", action="store_true")
-    ap.add_argument("--table", action="store_true")
-    ap.add_argument("--write", action="store_true", help="write the table into docs/theory/finite_width.rst §8")
+    from _tables import add_table_options, show_or_write
+
+    add_table_options(ap, write_help="write the table into docs/theory/finite_width.rst §8")
     a = ap.parse_args(argv)
     if a.worker:
         print(json.dumps(worker(a.worker, a.repeat, a.memory)))
         return
-    if a.table or a.write:
-        data = json.loads(OUT.read_text())
-        if a.write:
-            from limits.results import replace_marked_block
-
-            replace_marked_block(DOC, BEGIN, END, ["", *table(data).splitlines(), ""])
-        print(table(data))
+    if show_or_write(a, OUT, DOC, (BEGIN, END), table):
         return
     data = json.loads(OUT.read_text()) if OUT.exists() else {}
     data.update({"machine": machine(), "old_ref": a.old_ref})

@@ -318,13 +318,6 @@ def rows(data) -> list:
 PAGE = ROOT / "docs/workflow.rst"          # the page whose marked block holds the rows (rendered by docs/_ext)
 
 
-def write_readme(data, path=PAGE):
-    """Write the rows between the markers of ``path`` (default the docs page; the name is kept for callers)."""
-    from limits.results import replace_marked_block
-
-    replace_marked_block(path, BEGIN, END, rows(data))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=40, help="independent checks per correct prediction")
@@ -332,19 +325,16 @@ def main(argv=None):
     ap.add_argument("--only", help="a substring of one case's name (partial runs, merged with --merge)")
     ap.add_argument("--json", help="write the data here")
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
-    ap.add_argument("--rows", action="store_true", help="print the table rows from the data")
-    ap.add_argument("--write", action="store_true", help="write the table rows into docs/workflow.rst")
+    from _tables import add_table_options, show_or_write
+
+    add_table_options(ap, "--rows", "print the table rows from the data", "write the table rows into docs/workflow.rst")
     a = ap.parse_args(argv)
     from limits.results import atomic_write_text
 
     if a.merge:
         atomic_write_text(a.json or DATA, dumps(merge([json.loads(Path(p).read_text()) for p in a.merge])))
         return 0
-    if a.rows or a.write:
-        data = json.loads(Path(a.json or DATA).read_text())
-        if a.write:
-            write_readme(data)
-        print("\n".join(rows(data)))
+    if show_or_write(a, a.json or DATA, PAGE, (BEGIN, END), rows, rows, show="rows"):
         return 0
 
     def save(d):

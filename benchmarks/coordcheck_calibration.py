@@ -244,12 +244,6 @@ def rows(data) -> list:
 PAGE = ROOT / "docs/torch.rst"             # the page whose marked block holds the rows
 
 
-def write_readme(data, path=PAGE):
-    from limits.results import replace_marked_block
-
-    replace_marked_block(path, BEGIN, END, rows(data))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checks", type=int, default=40, help="independent checks per correct module")
@@ -261,8 +255,9 @@ def main(argv=None):
     ap.add_argument("--merge", nargs="+", help="merge partial JSON files into --json")
     ap.add_argument("--rejudge", metavar="FOLDER", help="with --merge: recompute every verdict from the samples saved "
                                                        "under FOLDER by --samples")
-    ap.add_argument("--rows", action="store_true", help="print the rows of docs/torch.rst from the data")
-    ap.add_argument("--write", action="store_true", help="write the rows into docs/torch.rst")
+    from _tables import add_table_options, show_or_write
+
+    add_table_options(ap, "--rows", "print the rows of docs/torch.rst from the data", "write the rows into docs/torch.rst")
     a = ap.parse_args(argv)
     if a.merge:
         from limits.results import atomic_write_text
@@ -272,11 +267,7 @@ def main(argv=None):
             data = rejudge_all(data, a.rejudge)
         atomic_write_text(a.json or DATA, json.dumps(data, indent=1))
         return 0
-    if a.rows or a.write:
-        data = json.loads(Path(a.json or DATA).read_text())
-        if a.write:
-            write_readme(data)
-        print("\n".join(rows(data)))
+    if show_or_write(a, a.json or DATA, PAGE, (BEGIN, END), rows, rows, show="rows"):
         return 0
     import torch
 

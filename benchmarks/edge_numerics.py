@@ -201,17 +201,15 @@ DOC = ROOT / "docs/theory/kernels.rst"
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", help="a git commit whose limits gives the 'before' column")
-    ap.add_argument("--table", action="store_true", help="print the table from the committed data")
-    ap.add_argument("--write", action="store_true", help="write the table into docs/theory/kernels.rst §5")
-    a = ap.parse_args(argv)
-    from limits.results import atomic_write_text, replace_marked_block
+    from _tables import add_table_options, show_or_write
 
-    if a.table or a.write:
-        data = json.loads(OUT.read_text())
-        if a.write:
-            replace_marked_block(DOC, BEGIN, END, rst_table(data))
-        print("\n".join(table(data)))
+    add_table_options(ap, show_help="print the table from the committed data",
+                      write_help="write the table into docs/theory/kernels.rst §5")
+    a = ap.parse_args(argv)
+    if show_or_write(a, OUT, DOC, (BEGIN, END), table, rst_table):
         return 0
+    from limits.results import atomic_write_text
+
     data = run(a.before)
     atomic_write_text(OUT, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print("\n".join(table(data)))

@@ -204,14 +204,7 @@ def readout_rows(data) -> list:
     return lines
 
 
-def write_readme(data, path=ROOT / "benchmarks" / "README.md"):
-    from limits.results import atomic_write_text
-
-    text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path} has no {BEGIN!r} … {END!r} block")
-    head, rest = text.split(BEGIN, 1)
-    atomic_write_text(path, head + BEGIN + "\n" + "\n".join(readout_rows(data)) + "\n" + END + rest.split(END, 1)[1])
+PAGE = ROOT / "benchmarks" / "README.md"
 
 
 def main(argv=None):
@@ -221,13 +214,12 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=2, help="interleaved runs per case (best CPU time)")
     ap.add_argument("--json", default=None, help="write the rows here")
-    ap.add_argument("--write", action="store_true", help=f"put the read-out rows of the data ({DATA}, or --json) "
-                                                         "into benchmarks/README.md (no run)")
+    from _tables import add_table_options, show_or_write
+
+    add_table_options(ap, None, write_help=f"put the read-out rows of the data ({DATA}, or --json) into "
+                                           "benchmarks/README.md (no run)")
     a = ap.parse_args(argv)
-    if a.write:
-        data = json.loads(Path(a.json or DATA).read_text())
-        write_readme(data)
-        print("\n".join(readout_rows(data)))
+    if show_or_write(a, a.json or DATA, PAGE, (BEGIN, END), readout_rows, readout_rows, show=None):
         return 0
     try:
         import mup  # noqa: F401

@@ -158,17 +158,15 @@ def rst_table(data) -> list:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--draws", type=int, default=10_000_000)
-    ap.add_argument("--table", action="store_true", help="print the docs table from the committed data")
-    ap.add_argument("--write", action="store_true", help="write it into docs/theory/finite_width.rst §9")
-    a = ap.parse_args(argv)
-    from limits.results import atomic_write_text, replace_marked_block
+    from _tables import add_table_options, show_or_write
 
-    if a.table or a.write:
-        data = json.loads(OUT.read_text())
-        if a.write:
-            replace_marked_block(DOC, BEGIN, END, rst_table(data))
-        print("\n".join(table(data)))
+    add_table_options(ap, show_help="print the docs table from the committed data",
+                      write_help="write it into docs/theory/finite_width.rst §9")
+    a = ap.parse_args(argv)
+    if show_or_write(a, OUT, DOC, (BEGIN, END), table, rst_table):
         return 0
+    from limits.results import atomic_write_text
+
     data = run(a.draws)
     atomic_write_text(OUT, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print("\n".join(table(data)))

@@ -101,16 +101,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--designs", type=int, default=200)
     ap.add_argument("--json", default=str(DATA))
-    ap.add_argument("--table", action="store_true", help="print the summary from the data")
-    ap.add_argument("--write", action="store_true", help="write the summary into docs/torch_calibration.rst")
-    a = ap.parse_args(argv)
-    if a.table or a.write:
-        data = json.loads(Path(a.json).read_text())
-        if a.write:
-            from limits.results import replace_marked_block
+    from _tables import add_table_options, show_or_write
 
-            replace_marked_block(DOC, BEGIN, END, ["", text(data), ""])
-        print(text(data))
+    add_table_options(ap, show_help="print the summary from the data",
+                      write_help="write the summary into docs/torch_calibration.rst")
+    a = ap.parse_args(argv)
+    if show_or_write(a, a.json, DOC, (BEGIN, END), text):
         return 0
     import torch
 

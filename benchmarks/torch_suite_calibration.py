@@ -166,26 +166,18 @@ def table(data) -> list:
     return lines
 
 
-def write_doc(data, path=DOC):
-    from limits.results import replace_marked_block
-
-    replace_marked_block(path, BEGIN, END, table(data))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checks", type=int, default=20, help="independent checks of each correct module")
     ap.add_argument("--bug-checks", type=int, default=5, help="independent checks of each injected bug")
     ap.add_argument("--only", help="one module of limits.torch.suite.CASES")
     ap.add_argument("--json", default=str(DATA), help="the data file (read to resume, written after every check)")
-    ap.add_argument("--table", action="store_true", help="print the docs table from the data")
-    ap.add_argument("--write", action="store_true", help="write the docs table into docs/torch_calibration.rst")
+    from _tables import add_table_options, show_or_write
+
+    add_table_options(ap, show_help="print the docs table from the data",
+                      write_help="write the docs table into docs/torch_calibration.rst")
     a = ap.parse_args(argv)
-    if a.table or a.write:
-        data = json.loads(Path(a.json).read_text())
-        if a.write:
-            write_doc(data)
-        print("\n".join(table(data)))
+    if show_or_write(a, a.json, DOC, (BEGIN, END), table, table):
         return 0
     import torch
 
