@@ -108,6 +108,21 @@ def parse_bytes(text, option):
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+def add_variance_options(parser):
+    """The layer variances of a network's command: ``--sigma-w2``, ``--sigma-b2`` (the hidden layers, W ~ N(0, σ_w²/n),
+    b ~ N(0, σ_b²)) and ``--sigma-w2-in``/``--sigma-b2-in``, ``--sigma-w2-out``/``--sigma-b2-out`` for the read-in and
+    read-out layers (None: the hidden value)."""
+    parser.add_argument("--sigma-w2", type=float, default=1.0,
+                        help="weight variance σ_w² of the hidden layers (default: 1)")
+    parser.add_argument("--sigma-b2", type=float, default=0.0,
+                        help="bias variance σ_b² of the hidden layers (default: 0)")
+    for end, where in (("in", "read-in"), ("out", "read-out")):
+        parser.add_argument(f"--sigma-w2-{end}", type=float, default=None,
+                            help=f"weight variance of the {where} layer (default: --sigma-w2)")
+        parser.add_argument(f"--sigma-b2-{end}", type=float, default=None,
+                            help=f"bias variance of the {where} layer (default: --sigma-b2)")
+
+
 def rescue_dir() -> Path:
     """A fresh private directory in the temp dir for results that could not be written where asked."""
     return Path(tempfile.mkdtemp(prefix="limits-rescued-"))

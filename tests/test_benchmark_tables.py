@@ -44,7 +44,7 @@ def test_show_prints_and_write_replaces_the_marked_block(tables, tmp_path, capsy
     assert capsys.readouterr().out == "| 1 |\n| 2 |\n" and "old" in page.read_text()
     a, _ = _args(tables, ["--write"])
     assert tables.show_or_write(a, data, page, (".. t:begin", ".. t:end"), text) is True
-    assert page.read_text() == "head\n.. t:begin\n\n| 1 |\n| 2 |\n\n.. t:end\ntail\n"      # default: between blank lines
+    assert page.read_text() == "head\n.. t:begin\n\n| 1 |\n| 2 |\n\n.. t:end\ntail\n"  # default: blank lines around
     tables.show_or_write(a, data, page, (".. t:begin", ".. t:end"), text, block=lambda d: ["::", "", "    x"])
     assert page.read_text() == "head\n.. t:begin\n::\n\n    x\n.. t:end\ntail\n"
     with pytest.raises(SystemExit, match="no '.. u:begin'"):
@@ -55,7 +55,8 @@ def test_write_only_and_rows_options(tables, tmp_path):
     ap = argparse.ArgumentParser()
     tables.add_table_options(ap, None, write_help="write it")
     a = ap.parse_args([])
-    assert not hasattr(a, "table") and tables.show_or_write(a, tmp_path / "none.json", None, None, str, show=None) is False
+    assert not hasattr(a, "table")
+    assert tables.show_or_write(a, tmp_path / "none.json", None, None, str, show=None) is False
     a, _ = _args(tables, ["--rows"], show="--rows")
     assert a.rows and not a.write
 
@@ -73,7 +74,7 @@ def test_each_scripts_write_leaves_its_committed_page_unchanged(name, tables, tm
     shutil.copyfile(page, copy)
     text = copy.read_text()
     begin = text.index(m.BEGIN) + len(m.BEGIN)
-    copy.write_text(text[:begin] + "\nstale\n" + text[text.index(m.END, begin):])       # a stale block is rewritten
+    copy.write_text(text[:begin] + "\nstale\n" + text[text.index(m.END, begin):])      # a stale block, rewritten
     monkeypatch.setattr(m, SCRIPTS[name], copy)
     assert m.main(["--write"]) in (0, None)
     assert copy.read_text() == page.read_text()

@@ -28,6 +28,8 @@ def _data(args):
 
 
 def _common(s):
+    from ..cliutil import add_variance_options
+
     g = s.add_mutually_exclusive_group()
     g.add_argument("--X", help="data file P×d_in (.npy/.npz/.csv), samples are rows")
     g.add_argument("--K0", help="read-in kernel file P×P instead of data")
@@ -40,13 +42,7 @@ def _common(s):
     s.add_argument("--model", default=None, metavar="FILE",
                    help="model file (.toml/.json, see `limits model`) instead of the architecture options")
     s.add_argument("--activation", default="erf", help="activation φ (`limits activations` lists them) (default: erf)")
-    s.add_argument("--sigma-w2", type=float, default=1.0, help="weight variance σ_w² of the hidden layers (default: 1)")
-    s.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance σ_b² of the hidden layers (default: 0)")
-    for side, where in (("in", "read-in"), ("out", "read-out")):
-        s.add_argument(f"--sigma-w2-{side}", type=float, default=None,
-                       help=f"weight variance of the {where} layer (default: --sigma-w2)")
-        s.add_argument(f"--sigma-b2-{side}", type=float, default=None,
-                       help=f"bias variance of the {where} layer (default: --sigma-b2)")
+    add_variance_options(s)
     s.add_argument("--residual", action="store_true", help="residual network (seed 004 Eq. 1)")
     s.add_argument("--rho", type=float, default=1.0, help="branch scale (β with --depth-scaling) (default: 1)")
     s.add_argument("--depth-scaling", choices=("none", "sqrt", "linear"), default="none",

@@ -109,6 +109,8 @@ def cmd_model(args):
 
 
 def _model_parser(sub):
+    from ..cliutil import add_variance_options
+
     s = sub.add_parser("model", help="describe a network once (read-in, depth blocks, read-out, "
                                      "parameterisation) and save it as a model file")
     s.add_argument("--show", metavar="FILE", help="describe an existing model file")
@@ -119,13 +121,7 @@ def _model_parser(sub):
                         "in every limits command; weight layers = depth·block_layers + 2) (default: 1)")
     s.add_argument("--d-out", type=int, default=1, help="output dimension (default: 1)")
     s.add_argument("--activation", default="erf", help="activation φ (`limits activations` lists them) (default: erf)")
-    s.add_argument("--sigma-w2", type=float, default=1.0, help="weight variance σ_w² of the hidden layers (default: 1)")
-    s.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance σ_b² of the hidden layers (default: 0)")
-    for end, where in (("in", "read-in"), ("out", "read-out")):
-        s.add_argument(f"--sigma-w2-{end}", type=float, default=None,
-                       help=f"weight variance of the {where} layer (default: --sigma-w2)")
-        s.add_argument(f"--sigma-b2-{end}", type=float, default=None,
-                       help=f"bias variance of the {where} layer (default: --sigma-b2)")
+    add_variance_options(s)
     s.add_argument("--rho", type=float, default=1.0, help="residual branch multiplier ρ (default: 1)")
     s.add_argument("--depth-scaling", default="none", choices=("none", "sqrt", "linear", "alpha"),
                    help="ρ_eff = ρ, ρ/√depth, ρ/depth, ρ·depth^-alpha (default: none)")
