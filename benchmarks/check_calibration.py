@@ -236,15 +236,27 @@ def dumps(data) -> str:
     return text + "\n"
 
 
+def _only(command):
+    """The ``--only`` substring of a recorded command (None without one)."""
+    import re
+
+    m = re.search(r"--only (.+?)(?: --|$)", command or "")
+    return m.group(1) if m else None
+
+
 def merge(parts):
-    """One data set from partial runs (each case from the last part that has it); the parts' commands and
-    commits are kept."""
+    """One data set from partial runs (each case from the last part that has it); the parts' commands, commits and
+    CPU seconds are kept. A merged file may itself be a part (re-running some cases of the committed data): its
+    recorded parts are kept, except those whose ``--only`` case a later part replaces."""
     out = dict(parts[0], cases={}, wrong={}, parts=[])
     for p in parts:
-        out["cases"].update({k: v for k, v in p["cases"].items() if v["runs"]})     # --runs 0: wrong posteriors only
+        new = {k: v for k, v in p["cases"].items() if v["runs"]}                    # --runs 0: wrong posteriors only
+        out["parts"] = [q for q in out["parts"] if not (_only(q["command"]) and any(_only(q["command"]) in k
+                                                                                    for k in new))]
+        out["cases"].update(new)
         out["wrong"].update(p["wrong"])
-        out["parts"].append({k: p.get(k) for k in ("command", "limits_commit", "cpu_seconds")})
-    out["cpu_seconds"] = round(sum(q.get("cpu_seconds") or 0 for q in parts), 1)
+        out["parts"] += p.get("parts") or [{k: p.get(k) for k in ("command", "limits_commit", "cpu_seconds")}]
+    out["cpu_seconds"] = round(sum(q.get("cpu_seconds") or 0 for q in out["parts"]), 1)
     return out
 
 
