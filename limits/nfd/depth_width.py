@@ -180,13 +180,15 @@ def _shaped_report(L, N, cp, cm, rho, paths, n, gen, seed, progress):
     fo = first_order(K0, T, lambda V: drift(V, kap))
     fo_m, fo_s = fo.correlation()
     D_rho, D_se = _spread_error(m, s, fo_m, fo_s, m_se, s_se)
+    D_se = float(D_se)
     D_norm = norm_error(2 * T, fo.Sigma[0, 0] / K0[0, 0] ** 2)
     D = max(D_rho, D_norm)
     D_decide = max(D_rho - 2 * D_se, D_norm)        # a Monte Carlo error counts once it is resolved (2 SE)
     collapse = float(np.median((1 - np.abs(x)) / (1 - abs(rho))))
     regime, reason = regime_rule(collapse, 2 * T, D_decide)
     ln = r.log_norm()[-1]
-    diag = {**r.diagnostics, "first_order_rk4_error": fo.rk4_error, "D_rho": D_rho, "D_norm": D_norm, "D_decide": D_decide,
+    diag = {**r.diagnostics, "first_order_rk4_error": fo.rk4_error, "D_rho": D_rho, "D_rho_se": D_se, "D_norm": D_norm,
+            "D_decide": D_decide,
             "log_norm_sampled": [float(ln.mean()), float(ln.var(ddof=1))], "cpu_seconds": time.process_time() - cpu0}
     diag.pop("halving", None)
     return DepthWidthReport(
@@ -273,9 +275,11 @@ def summary(r: DepthWidthReport) -> str:
     z = max((abs(m) / se if se > 0 else 0.0) for m, se in r.halving.values()) if r.halving else 0.0
     if z > 3:
         out.append(f"  warning: halving the step changes a mean by {z:.1f} SE — increase steps")
-    out += [f"1/N expansion error D = {r.first_order_error:.3f}" + (f" ± {r.first_order_error_se:.1g}"
-                                                                     if r.first_order_error_se else "")
-            + f" of the spread (kernel-like while ≤ {KERNEL_LIKE_MAX_ERROR:g})",
+    d = r.diagnostics
+    parts = (f"correlation {d['D_rho']:.3f} ± {d['D_rho_se']:.1g}, "
+             if "D_rho" in d else "") + f"squared norm {d['D_norm']:.3f} (exact)"
+    out += [f"1/N expansion error D = {r.first_order_error:.3f} of the spread ({parts}; kernel-like while ≤ "
+            f"{KERNEL_LIKE_MAX_ERROR:g})",
             f"log-norm log(V_L/V₀): mean {r.log_norm_mean:.4f}, variance {r.log_norm_var:.4f} ({r.log_norm_source})",
             f"collapse (1−|ρ_L|)/(1−|ρ₀|), median: {r.collapse:.3g} (degenerate below e⁻⁶ = {COLLAPSE_RATIO:.2g})"]
     return "\n".join(out)
