@@ -70,6 +70,13 @@ def test_kernel_like_threshold_is_the_committed_datas():
     assert again["D_star"] == data["D_star"] and again["D_smallest_resolved"] == data["D_smallest_resolved"]
 
 
+def test_docs_tables_are_generated_from_the_data():
+    R = bs.load("depth_width_regimes")
+    data, text = json.loads(R.OUT.read_text()), R.DOC.read_text()
+    for begin, end, lines in ((R.BEGIN, R.END, R.regimes_table(data)), (R.K1_BEGIN, R.K1_END, R.leaky_table(data))):
+        assert text.split(begin, 1)[1].split(end, 1)[0].strip().splitlines() == lines
+
+
 def test_first_order_mean_is_the_projects_K1_over_N():
     """The linear-noise mean correction against limits.kernels.finite_width's K1/N (committed k1.json, smooth
     shaped activation, N = 256): within 3 % (the O(1/N) of the discrete layers)."""
