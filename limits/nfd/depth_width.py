@@ -112,7 +112,7 @@ def regime_rule(collapse: float, log_norm_var: float, D: float) -> tuple[str, st
     """(regime, reason) from the three criteria of the module docstring."""
     sd = float(np.sqrt(max(log_norm_var, 0.0)))
     if collapse < COLLAPSE_RATIO:
-        return "degenerate", (f"correlations collapse: median (1−|ρ_L|)/(1−|ρ₀|) = {collapse:.2e} < e⁻⁶ "
+        return "degenerate", (f"correlations collapse: typical (1−|ρ_L|)/(1−|ρ₀|) = {collapse:.2e} < e⁻⁶ "
                               f"= {COLLAPSE_RATIO:.2e}")
     if sd > LOG_NORM_SD_MAX:
         return "degenerate", f"output scale lost: sd(log V_L) = {sd:.2f} > 6/1.96 = {LOG_NORM_SD_MAX:.2f}"
@@ -148,7 +148,7 @@ def depth_width_report(depth: int, width: int, activation: str = "shaped-relu", 
     paths = positive_int(paths, "paths", minimum=10 * BATCHES)
     n = positive_int(steps, "steps") if steps is not None else max(16, min(L, 256 * int(np.ceil(L / N))))
     if act == "relu":
-        return _relu_report(L, N, rho)
+        return _relu_report(L, N, rho, progress)
     return _shaped_report(L, N, cp, cm, rho, paths, n, generator(rng, seed), seed, progress)
 
 
@@ -205,7 +205,8 @@ def _shaped_report(L, N, cp, cm, rho, paths, n, gen, seed, progress):
 
 def relu_norm_moments(L: int, N: int) -> tuple[float, float]:
     """(exact, first-order) variance of V_L/V₀ for one input through L He relu layers of width N: V_{l+1}/V_l =
-    R χ independent (:func:`relu_log_norm`), E R = E χ = 1, so Var = (E R² E χ²)^L − 1, first order L(E R² E χ² − 1);
+    R χ independent (:func:`relu_log_norm`), E R = E χ = 1, so Var = (E R² E χ²)^L − 1, first order
+    L(E R² E χ² − 1);
     E χ² = (N+2)/N, E R² = 4 E[B²], B ~ Beta(K/2, (N−K)/2), K ~ Bin(N, ½) given K ≥ 1."""
     from scipy.stats import binom
 
@@ -217,23 +218,43 @@ def relu_norm_moments(L: int, N: int) -> tuple[float, float]:
     return float(np.expm1(L * np.log(g))), L * (g - 1.0)
 
 
-def _relu_report(L, N, rho):
-    import time
+RELU_K1_MAX_DEPTH = 1024           # limits.kernels.finite_width's cost grows faster than L² (≈ 3 CPU-s at L = 1000)
 
+
+def relu_nngp_correlation(rho: float, L: int) -> float:
+    """The He relu NNGP correlation after L layers: ρ ↦ (√(1−ρ²) + ρ(π − arccos ρ))/π (norms preserved)."""
+    for _ in range(L):
+        rho = float(np.clip((np.sqrt(max(1.0 - rho * rho, 0.0)) + rho * (np.pi - np.arccos(rho))) / np.pi, -1, 1))
+    return rho
+
+
+def _relu_first_order(L, N, rho, progress):
+    """K + K1/N of the 2×2 Gram (unit inputs) from :func:`limits.kernels.finite_width` (NaN beyond
+    :data:`RELU_K1_MAX_DEPTH`)."""
+    if L > RELU_K1_MAX_DEPTH:
+        return np.full((2, 2), np.nan)
     from ..kernels.finite_width import finite_width
     from ..model import mlp
+    from ..progress import stage
+
+    with stage(f"depth-width: K1 of the depth-{L} relu MLP (limits.kernels.finite_width)",
+               disable=True if progress is False else None):
+        fw = finite_width(mlp(2, depth=L, activation="relu", sigma_w2=2.0),
+                          np.linalg.cholesky(_K0(rho)) * np.sqrt(2), ntk=False)
+    return (fw.K_layers[L] + fw.K1_layers[L] / N) / 2.0   # L relu layers; the read-in's σ_w² = 2 doubles the Gram
+
+
+def _relu_report(L, N, rho, progress):
+    import time
+
     from .covariance_sde import relu_log_norm
 
     cpu0 = time.process_time()
-    K0 = _K0(rho)
-    fw = finite_width(mlp(2, depth=L, activation="relu", sigma_w2=2.0), np.linalg.cholesky(K0) * np.sqrt(2),
-                      ntk=False)
-    K, K1 = fw.K_layers[L] / 2.0, fw.K1_layers[L] / 2.0      # L relu layers; the read-in's σ_w² = 2 doubles the Gram
-    fo = K + K1 / N
+    nngp_rho = relu_nngp_correlation(rho, L)
+    fo = _relu_first_order(L, N, rho, progress)
     exact, first = relu_norm_moments(L, N)
     D = norm_error(np.log1p(exact), first)
     lm, lv = relu_log_norm(L / N, N)
-    nngp_rho = float(K[0, 1] / np.sqrt(K[0, 0] * K[1, 1]))
     collapse = (1 - abs(nngp_rho)) / (1 - abs(rho))
     regime, reason = regime_rule(collapse, lv, D)
     nan, nan2 = float("nan"), np.full(len(QUANTILES), np.nan)
@@ -241,7 +262,7 @@ def _relu_report(L, N, rho):
         depth=L, width=N, T=L / N, activation="relu", c_plus=nan, c_minus=nan, kappa=nan, rho0=rho, nngp_rho=nngp_rho,
         rho_mean=nan, rho_mean_se=nan, rho_sd=nan, rho_sd_se=nan, quantile_levels=np.array(QUANTILES),
         rho_quantiles=nan2, rho_quantiles_se=nan2, first_order_rho_mean=float(fo[0, 1] / np.sqrt(fo[0, 0] * fo[1, 1])),
-        first_order_rho_sd=nan, gram_nngp=K, gram_first_order=fo, gram_sde=np.full((2, 2), np.nan),
+        first_order_rho_sd=nan, gram_nngp=_K0(nngp_rho), gram_first_order=fo, gram_sde=np.full((2, 2), np.nan),
         gram_sde_se=np.full((2, 2), np.nan), log_norm_mean=lm, log_norm_var=lv,
         log_norm_source=f"Hanin–Nica, exact at width {N}", first_order_error=D, first_order_error_se=0.0,
         collapse=collapse, halving={}, regime=regime, reason=reason, paths=0, steps=0, seed=None,
@@ -270,7 +291,9 @@ def summary(r: DepthWidthReport) -> str:
                 f"  step halving: Δ mean ρ = {r.halving['rho_01'][0]:+.1e} ± {r.halving['rho_01'][1]:.1e}, "
                 f"Δ mean log-norm = {r.halving['log_norm_0'][0]:+.1e} ± {r.halving['log_norm_0'][1]:.1e}"]
     else:
-        out.append(f"  1/N expansion (K + K1·L/N, limits.kernels.finite_width): {r.first_order_rho_mean:.4f}; "
+        k1 = (f"{r.first_order_rho_mean:.4f}" if np.isfinite(r.first_order_rho_mean)
+              else f"not computed beyond L = {RELU_K1_MAX_DEPTH}")
+        out.append(f"  1/N expansion (K + K1·L/N, limits.kernels.finite_width): {k1}; "
                    "no SDE for the unshaped net (its correlation law is not computed)")
     z = max((abs(m) / se if se > 0 else 0.0) for m, se in r.halving.values()) if r.halving else 0.0
     if z > 3:
@@ -281,5 +304,6 @@ def summary(r: DepthWidthReport) -> str:
     out += [f"1/N expansion error D = {r.first_order_error:.3f} of the spread ({parts}; kernel-like while ≤ "
             f"{KERNEL_LIKE_MAX_ERROR:g})",
             f"log-norm log(V_L/V₀): mean {r.log_norm_mean:.4f}, variance {r.log_norm_var:.4f} ({r.log_norm_source})",
-            f"collapse (1−|ρ_L|)/(1−|ρ₀|), median: {r.collapse:.3g} (degenerate below e⁻⁶ = {COLLAPSE_RATIO:.2g})"]
+            f"collapse: typical (1−|ρ_L|)/(1−|ρ₀|) (SDE median; relu: NNGP) {r.collapse:.3g} "
+            f"(degenerate below e⁻⁶ = {COLLAPSE_RATIO:.2g})"]
     return "\n".join(out)

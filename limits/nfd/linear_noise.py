@@ -9,7 +9,8 @@ network at fixed depth): x = x̄ + ε ξ + ε² y + …, with the skeleton dx̄/
 
 Σ = Cov ξ, m = E y. To first order E x = x̄ + m and Cov x = Σ (ε = 1): the Gram's mean correction (the
 project's K1/N, :func:`limits.kernels.finite_width`, tested against it) and its Gaussian fluctuation. A smooth
-function g of the Gram (the correlation ρ₁₂, the log-norm) has E g ≈ g(x̄) + ∇g·m + ½ ∇²g[Σ], Var g ≈ ∇gᵀΣ∇g.
+function g of the Gram (the correlation ρ₁₂, the log-norm) has E g ≈ g(x̄) + ∇g·m + ½ ∇²g[Σ],
+Var g ≈ ∇gᵀΣ∇g.
 
 Derivatives of b and g by central differences (directional, along the eigenvectors of Σ for the second ones);
 the ODEs by classical RK4 with a step-halving estimate of their error.
