@@ -2,6 +2,7 @@
 the Monte Carlo estimate of D (the correlation's first-order error; docs/theory/depth_width.rst §6).
 
     PYTHONPATH=. nice -n 10 python benchmarks/depth_width_regime_calibration.py      # ≈ 5 CPU-min
+    PYTHONPATH=. python benchmarks/depth_width_regime_calibration.py --docs           # the docs table only
 
 Shaped leaky relu, c± = ±1, N = 256. For each case the true D_ρ is estimated once with 2·10⁵ paths (its SE beside
 it); then the report is run with its defaults (10⁴ paths) under ``SEEDS`` seeds and the rate at which it says
@@ -47,14 +48,43 @@ def case(rho, L, log):
     return row
 
 
+DOC = ROOT / "docs" / "theory" / "depth_width.rst"
+BEGIN, END = ".. depth-width-calibration-begin", ".. depth-width-calibration-end"
+
+
+def docs_table(data) -> list[str]:
+    lines = [f".. list-table:: the kernel-like / proportional decision on the SDE's Monte Carlo D (shaped leaky relu, "
+             f"c± = ±1, N = {data['N']}, default 10⁴ paths, {data['seeds']} seeds per row; "
+             "``benchmarks/depth_width_regime_calibration.py``)", "   :header-rows: 1", "",
+             "   * - ρ₀", "     - L", "     - T", "     - true D_ρ (2·10⁵ paths)", "     - D_norm (exact)",
+             "     - truth", "     - rate 'proportional'", "     - reads as"]
+    for r in data["rows"]:
+        what = "false-alarm rate" if r["truth"] == "kernel-like" else "power"
+        lines += [f"   * - {r['rho0']:g}", f"     - {r['L']}", f"     - {r['T']:.4f}",
+                  f"     - {r['D_rho_true']:.4f} ± {r['D_rho_true_se']:.4f}", f"     - {r['D_norm']:.4f}",
+                  f"     - {r['truth']}", f"     - {r['rate_proportional']:.2f}", f"     - {what}"]
+    return lines
+
+
 def main():
     from limits.results import atomic_write_text
 
     os.environ.setdefault("LIMITS_PROGRESS", "0")
     log = lambda s: print(s, file=sys.stderr, flush=True)                   # noqa: E731
     rows = [case(rho, L, log) for rho, L in CASES]
-    atomic_write_text(OUT, json.dumps({"N": N, "seeds": SEEDS, "truth_paths": TRUTH_PATHS, "rows": rows}, indent=1))
+    data = {"N": N, "seeds": SEEDS, "truth_paths": TRUTH_PATHS, "rows": rows}
+    atomic_write_text(OUT, json.dumps(data, indent=1))
+    write_docs(data)
+
+
+def write_docs(data):
+    from limits.results import replace_marked_block
+
+    replace_marked_block(DOC, BEGIN, END, [""] + docs_table(data) + [""])
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--docs"]:
+        write_docs(json.loads(OUT.read_text()))
+    else:
+        main()

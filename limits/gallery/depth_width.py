@@ -22,8 +22,16 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "dep
 SOURCES = ("validation.json", "k1.json")
 
 
-def _read_sources():
-    """The committed validation data and their digests (ValueError when the repository's data are absent)."""
+def source_digests() -> dict:
+    """SHA-256 of each committed source file ("absent" when missing): part of the figure's parameters, so changed
+    data change the cache key and are recomputed, never drawn from stale data."""
+    return {n: hashlib.sha256((DATA_DIR / n).read_bytes()).hexdigest() if (DATA_DIR / n).is_file() else "absent"
+            for n in SOURCES}
+
+
+def _read_sources(expected):
+    """The committed validation data, verified against the digests in the parameters (ValueError when the
+    repository's data are absent or differ)."""
     out, digests = {}, {}
     for name in SOURCES:
         p = DATA_DIR / name
@@ -32,6 +40,9 @@ def _read_sources():
                              "(an installed package has no benchmarks/): run it from the repository")
         raw = p.read_bytes()
         out[name], digests[name] = json.loads(raw), hashlib.sha256(raw).hexdigest()
+        if digests[name] != expected.get(name):
+            raise ValueError(f"figure depth_width_correlation: {p} changed while it was being drawn (digest "
+                             f"{digests[name][:12]} ≠ {str(expected.get(name))[:12]}); run it again")
     return out, digests
 
 
@@ -49,7 +60,7 @@ def _first_order_curves(v, Ts):
 
 
 def compute(params, rng):
-    src, digests = _read_sources()
+    src, digests = _read_sources(params["sources"])
     v, k1 = src["validation.json"], src["k1.json"]
     Ts = np.geomspace(params["T_min"], 1.0, params["n_T"])
     rows = v["shaped"]
@@ -145,7 +156,7 @@ def plot(data, params):
 
 
 register("depth_width_correlation", component="nfd", compute=compute, plot=plot,
-         params={"T_min": 0.01, "n_T": 25}, quick={"T_min": 0.01, "n_T": 25},
+         params={"T_min": 0.01, "n_T": 25, "sources": source_digests()}, quick={"T_min": 0.01, "n_T": 25},
          caption="Output correlation ρ of shaped leaky-relu MLPs (c± = ±1, input correlation 0.3) at depth-to-width "
                  "ratio T = L/N, drawn from the committed validation data: densities at T ≈ 0.1, 0.3, 1 of 10⁴ finite "
                  "networks (N = 64, 256), of the neural covariance SDE and of the first order of the 1/N expansion "

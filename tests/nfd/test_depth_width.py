@@ -114,3 +114,32 @@ def test_relu_norm_moments_exact():
     se = np.sqrt(np.var((x - x.mean()) ** 2) / x.size)
     assert abs(x.var() - exact) < 4 * se and 0.5 * exact < first < exact
     assert abs(x.var() - 1.5 * exact) > 4 * se           # power: a 50 % wrong variance is rejected
+
+
+def test_regime_decision_calibration_data():
+    """Committed calibration (benchmarks/depth_width_regime_calibration.py): no false alarms beyond 5 % where the true
+    D is below D*, power ≥ 80 % where it is ≥ 1.5 D*; the docs table is generated from the data."""
+    C = bs.load("depth_width_regime_calibration")
+    data = bs.data(C)
+    for r in data["rows"]:
+        if r["D_rho_true"] + 2 * r["D_rho_true_se"] < dw.KERNEL_LIKE_MAX_ERROR:
+            assert r["rate_proportional"] <= 0.05, r
+        if r["D_rho_true"] - 2 * r["D_rho_true_se"] >= 1.5 * dw.KERNEL_LIKE_MAX_ERROR:
+            assert r["rate_proportional"] >= 0.8, r
+    assert any(r["truth"] == "proportional" for r in data["rows"]) and any(r["truth"] == "kernel-like"
+                                                                          for r in data["rows"])
+    text = C.DOC.read_text()
+    assert text.split(C.BEGIN, 1)[1].split(C.END, 1)[0].strip().splitlines() == C.docs_table(data)
+
+
+def test_gallery_figure_is_drawn_from_the_committed_data():
+    """figures/depth_width_correlation.json was computed from the committed validation data as they are now (their
+    digests are its parameters), and `limits figure` reuses it (same cache key)."""
+    import limits.gallery as gallery
+    from limits.gallery.depth_width import source_digests
+
+    stored = json.loads((bs.ROOT / "figures" / "depth_width_correlation.json").read_text())
+    spec = gallery.get("depth_width_correlation")
+    assert "absent" not in source_digests().values()
+    assert stored["key"] == gallery._key(spec, spec.resolved_params(True)) and stored["quick"] is True
+    assert gallery.load_data("depth_width_correlation", bs.ROOT / "figures")["data"]["digests"] == source_digests()
