@@ -274,6 +274,13 @@ def _pm(v, se, f=".4f"):
     return f"{v:{f}} ± {se:.1g}"
 
 
+def _gram_line(r) -> str:
+    """The mean Gram's V₁₂: NNGP, first order and the SDE, with the z of their distance."""
+    fo, m, se = r.gram_first_order[0, 1], r.gram_sde[0, 1], r.gram_sde_se[0, 1]
+    return (f"  mean Gram V₁₂: NNGP {r.gram_nngp[0, 1]:.4f}, K + K1·L/N {fo:.4f}, SDE {_pm(m, se)} "
+            f"(SDE − first order = {m - fo:+.1e}, z = {(m - fo) / se if se > 0 else 0.0:+.1f})")
+
+
 def summary(r: DepthWidthReport) -> str:
     """The short human report of a :class:`DepthWidthReport`."""
     act = r.activation + (f" (c₊ = {r.c_plus:g}, c₋ = {r.c_minus:g}; κ_N = {r.kappa:.4g})"
@@ -288,6 +295,7 @@ def summary(r: DepthWidthReport) -> str:
                 f"  quantiles: {qs} (SE ≤ {np.max(r.rho_quantiles_se):.1g})",
                 f"  1/N expansion (K + K1·L/N, Gaussian spread): mean {r.first_order_rho_mean:.4f}, "
                 f"sd {r.first_order_rho_sd:.4f}",
+                _gram_line(r),
                 f"  step halving: Δ mean ρ = {r.halving['rho_01'][0]:+.1e} ± {r.halving['rho_01'][1]:.1e}, "
                 f"Δ mean log-norm = {r.halving['log_norm_0'][0]:+.1e} ± {r.halving['log_norm_0'][1]:.1e}"]
     else:
