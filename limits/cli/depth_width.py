@@ -46,7 +46,7 @@ def cmd_depth_width(args):
     if args.save:
         _refuse_smaller(args.save, args.paths)
     r = depth_width_report(args.depth, args.width, args.activation, c_plus=args.c_plus, c_minus=args.c_minus,
-                           rho=rho, paths=args.paths, steps=args.steps, seed=args.seed)
+                           shape=args.shape, rho=rho, paths=args.paths, steps=args.steps, seed=args.seed)
     text = r.summary()
     if args.save:
         r.save(args.save)
@@ -63,15 +63,18 @@ def register(subparsers):
     s.add_argument("--depth", type=int, required=True, help="number of hidden layers L (required)")
     s.add_argument("--width", type=int, required=True, help="width N of every hidden layer (required)")
     s.add_argument("--activation", default="shaped-relu", choices=ACTIVATIONS,
-                   help="shaped-relu: slopes 1 + c±/√N; relu: unshaped, He initialisation (default: shaped-relu)")
+                   help="shaped-relu: slopes 1 + c±/√N; shaped-tanh: s tanh(x/s), s = shape·√N; relu: unshaped, He "
+                        "initialisation (default: shaped-relu)")
     s.add_argument("--c-plus", type=float, default=1.0, help="shaped-relu: c₊ of the positive slope (default: 1)")
     s.add_argument("--c-minus", type=float, default=-1.0, help="shaped-relu: c₋ of the negative slope (default: -1)")
+    s.add_argument("--shape", type=float, default=1.0,
+                   help="shaped-tanh: φ(x) = s tanh(x/s) with s = shape·√N (default: 1)")
     s.add_argument("--rho", type=float, default=0.3, help="correlation ρ₀ of the two inputs (default: 0.3)")
     s.add_argument("--inputs", default=None,
                    help=".npy/.npz 2×d array: take ρ₀ from these two inputs instead of --rho (default: use --rho)")
     s.add_argument("--paths", type=int, default=10_000, help="SDE paths, ≥ 200 (default: 10000)")
     s.add_argument("--steps", type=int, default=None,
-                   help="Euler steps of the SDE (default: max(16, min(L, 256⌈L/N⌉)))")
+                   help="Euler steps of the SDE (default: max(16, min(L, 256⌈L/N⌉)), four times that for shaped-tanh)")
     s.add_argument("--seed", type=int, default=0, help="seed of the SDE paths (default: 0)")
     s.add_argument("--out", "--save", dest="save", default=None,
                    help="save the report as PATH.npz + PATH.json (default: not saved)")

@@ -6,6 +6,8 @@
   covariance SDE (:func:`limits.nfd.covariance_sde`, the width-N network's κ_N, step-halving check, Monte Carlo
   SEs by batch means), the first order of the 1/N expansion (:func:`limits.nfd.linear_noise.first_order`: the
   mean K + K1/N and the Gaussian spread), the log-norm N(−T, 2T);
+* ``shaped-tanh`` (s tanh(x/s), s = shape·√N, inputs of unit variance): the same with the smooth drift
+  (a, b) = (0, −1/(3 shape²)); the NNGP is the continuous-depth skeleton, the log-norm sampled;
 * ``relu`` (unshaped, He initialisation): no SDE exists (the NNGP correlation itself collapses); the NNGP and
   K + K1/N of the Gram by :func:`limits.kernels.finite_width`, the log-norm by Hanin–Nica at width N exactly.
 
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import finite_float, generator, positive_int
+from ..checks import finite_float, generator, positive_float, positive_int
 from ..results import Result
 
-ACTIVATIONS = ("shaped-relu", "relu")
+ACTIVATIONS = ("shaped-relu", "shaped-tanh", "relu")
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 BATCHES = 20
 # D*: the largest relative error of the first-order spread of ρ that 10⁴ finite networks did not resolve in the
@@ -136,20 +138,28 @@ def _inputs(depth, width, activation, c_plus, c_minus, rho):
 
 
 def depth_width_report(depth: int, width: int, activation: str = "shaped-relu", *, c_plus: float = 1.0,
-                       c_minus: float = -1.0, rho: float = 0.3, paths: int = 10_000, steps: int | None = None,
+                       c_minus: float = -1.0, shape: float = 1.0, rho: float = 0.3, paths: int = 10_000, steps: int | None = None,
                        seed=0, rng=None, progress: bool | None = None) -> DepthWidthReport:
     """The distance of a depth-L, width-N MLP from its kernel limit and its regime (module docstring).
 
-    ``activation``: ``"shaped-relu"`` (slopes 1 + c±/√N) or ``"relu"`` (unshaped, He); ``rho``: correlation of
-    the two inputs; ``paths``: SDE paths (≥ 200); ``steps``: Euler steps (default max(16, min(L, 256⌈T⌉))); randomness
+    ``activation``: ``"shaped-relu"`` (slopes 1 + c±/√N), ``"shaped-tanh"`` (s tanh(x/s), s = ``shape``·√N, weight
+    variance 1) or ``"relu"`` (unshaped, He); ``rho``: correlation of the two inputs (of unit variance); ``paths``: SDE paths (≥ 200); ``steps``: Euler steps (default max(16, min(L, 256⌈T⌉)), ×4 for shaped-tanh); randomness
     only through ``seed`` / ``rng``; ``progress`` as for :func:`limits.nfd.covariance_sde`.
     """
     L, N, act, cp, cm, rho = _inputs(depth, width, activation, c_plus, c_minus, rho)
     paths = positive_int(paths, "paths", minimum=10 * BATCHES)
-    n = positive_int(steps, "steps") if steps is not None else max(16, min(L, 256 * int(np.ceil(L / N))))
+    n = positive_int(steps, "steps") if steps is not None else _default_steps(L, N, act)
     if act == "relu":
         return _relu_report(L, N, rho, progress)
-    return _shaped_report(L, N, cp, cm, rho, paths, n, generator(rng, seed), seed, progress)
+    shape = positive_float(shape, "shape")
+    return _shaped_report(L, N, act, cp, cm, shape, rho, paths, n, generator(rng, seed), seed, progress)
+
+
+def _default_steps(L, N, act):
+    """max(16, min(L, 256⌈T⌉)) Euler steps (the layers themselves up to 256 per unit T); four times as many for the
+    smooth drift, whose step-halving change is larger."""
+    k = 4 if act == "shaped-tanh" else 1
+    return max(16 * k, min(k * L, 256 * k * int(np.ceil(L / N))))
 
 
 def _K0(rho):
@@ -164,41 +174,63 @@ def _rho_law(x):
     return float(m), float(m_se), float(s), float(s_se), q, q_se
 
 
-def _shaped_report(L, N, cp, cm, rho, paths, n, gen, seed, progress):
+def _shape(act, cp, cm, shape, N):
+    """(covariance_sde keywords, drift b(V), κ_N) of a shaped activation: the leaky relu with κ_N, or
+    s tanh(x/s) with s = shape·√N → x − x³/(3 shape² N): the smooth drift with (a, b) = (0, −1/(3 shape²))."""
+    from .covariance_sde import drift, drift_coefficient, smooth_drift
+
+    if act == "shaped-relu":
+        kap = float(drift_coefficient(cp, cm, N))
+        return {"kappa": kap}, (lambda V: drift(V, kap)), kap
+    b = -1.0 / (3.0 * shape * shape)
+    return {"smooth": (0.0, b)}, (lambda V: smooth_drift(V, 0.0, b)), float("nan")
+
+
+def _norm_part(act, T, r, fo):
+    """(mean, var of log V_L/V₀, D_norm, its SE, source): exact for the leaky relu (no drift on the diagonal),
+    sampled (batch-means SE) for a smooth activation."""
+    if act == "shaped-relu":
+        return -T, 2 * T, norm_error(2 * T, fo.Sigma[0, 0] / fo.K0[0, 0] ** 2), 0.0, "covariance SDE (exact: N(−T, 2T))"
+    ln, v = r.log_norm()[-1], r.V[-1][:, 0, 0]
+    law, law_se = _batch_stats(v, lambda y: np.std(y, ddof=1) / np.mean(y))
+    first = np.sqrt(fo.Sigma[0, 0]) / (fo.V[0, 0] + fo.m[0, 0])
+    D, se = abs(first - law) / law, law_se * abs(first) / law ** 2
+    return float(ln.mean()), float(ln.var(ddof=1)), float(D), float(se), f"covariance SDE ({r.paths} paths)"
+
+
+def _shaped_report(L, N, act, cp, cm, shape, rho, paths, n, gen, seed, progress):
     import time
 
-    from .covariance_sde import covariance_sde, drift, drift_coefficient
+    from .covariance_sde import covariance_sde
     from .linear_noise import first_order
 
     cpu0 = time.process_time()
-    K0, T, kap = _K0(rho), L / N, float(drift_coefficient(cp, cm, N))
-    nngp = covariance_sde(K0, T, kappa=kap, dt=1.0 / N, paths=2, noise=0.0, halving=False, seed=0,
-                          progress=False).V[-1, 0]
-    r = covariance_sde(K0, T, kappa=kap, dt=T / n, paths=paths, rng=gen, progress=progress)
+    K0, T = _K0(rho), L / N
+    sde_kw, bfun, kap = _shape(act, cp, cm, shape, N)
+    fo = first_order(K0, T, bfun)
+    nngp = fo.V if act != "shaped-relu" else covariance_sde(
+        K0, T, dt=1.0 / N, paths=2, noise=0.0, halving=False, seed=0, progress=False, **sde_kw).V[-1, 0]
+    r = covariance_sde(K0, T, dt=T / n, paths=paths, rng=gen, progress=progress, **sde_kw)
     x = r.correlation()[-1]
     m, m_se, s, s_se, q, q_se = _rho_law(x)
-    fo = first_order(K0, T, lambda V: drift(V, kap))
     fo_m, fo_s = fo.correlation()
     D_rho, D_se = _spread_error(m, s, fo_m, fo_s, m_se, s_se)
-    D_se = float(D_se)
-    D_norm = norm_error(2 * T, fo.Sigma[0, 0] / K0[0, 0] ** 2)
+    lm, lv, D_norm, Dn_se, source = _norm_part(act, T, r, fo)
     D = max(D_rho, D_norm)
-    D_decide = max(D_rho - 2 * D_se, D_norm)        # a Monte Carlo error counts once it is resolved (2 SE)
+    D_decide = max(D_rho - 2 * D_se, D_norm - 2 * Dn_se, 0.0)   # a Monte Carlo error counts once resolved (2 SE)
     collapse = float(np.median((1 - np.abs(x)) / (1 - abs(rho))))
-    regime, reason = regime_rule(collapse, 2 * T, D_decide)
-    ln = r.log_norm()[-1]
-    diag = {**r.diagnostics, "first_order_rk4_error": fo.rk4_error, "D_rho": D_rho, "D_rho_se": D_se, "D_norm": D_norm,
-            "D_decide": D_decide,
-            "log_norm_sampled": [float(ln.mean()), float(ln.var(ddof=1))], "cpu_seconds": time.process_time() - cpu0}
+    regime, reason = regime_rule(collapse, lv, D_decide)
+    diag = {**r.diagnostics, "first_order_rk4_error": fo.rk4_error, "D_rho": D_rho, "D_rho_se": float(D_se),
+            "D_norm": D_norm, "D_norm_se": Dn_se, "D_decide": D_decide, "cpu_seconds": time.process_time() - cpu0}
     diag.pop("halving", None)
     return DepthWidthReport(
-        depth=L, width=N, T=T, activation="shaped-relu", c_plus=cp, c_minus=cm, kappa=kap, rho0=rho,
+        depth=L, width=N, T=T, activation=act, c_plus=cp if act == "shaped-relu" else float("nan"),
+        c_minus=cm if act == "shaped-relu" else float("nan"), kappa=kap, rho0=rho,
         nngp_rho=float(nngp[0, 1] / np.sqrt(nngp[0, 0] * nngp[1, 1])), rho_mean=m, rho_mean_se=m_se, rho_sd=s,
         rho_sd_se=s_se, quantile_levels=np.array(QUANTILES), rho_quantiles=q, rho_quantiles_se=q_se,
         first_order_rho_mean=fo_m, first_order_rho_sd=fo_s, gram_nngp=nngp, gram_first_order=fo.V + fo.m,
-        gram_sde=r.mean[-1], gram_sde_se=r.mean_se[-1], log_norm_mean=-T, log_norm_var=2 * T,
-        log_norm_source="covariance SDE (exact: N(−T, 2T))", first_order_error=D,
-        first_order_error_se=D_se if D_rho >= D_norm else 0.0, collapse=collapse,
+        gram_sde=r.mean[-1], gram_sde_se=r.mean_se[-1], log_norm_mean=lm, log_norm_var=lv, log_norm_source=source,
+        first_order_error=D, first_order_error_se=float(D_se if D_rho >= D_norm else Dn_se), collapse=collapse,
         halving=list(r.diagnostics["halving"].values())[-1], regime=regime, reason=reason, paths=paths, steps=n,
         seed=seed if isinstance(seed, (int, np.integer)) else None, diagnostics=diag)
 
@@ -283,8 +315,8 @@ def _gram_line(r) -> str:
 
 def summary(r: DepthWidthReport) -> str:
     """The short human report of a :class:`DepthWidthReport`."""
-    act = r.activation + (f" (c₊ = {r.c_plus:g}, c₋ = {r.c_minus:g}; κ_N = {r.kappa:.4g})"
-                          if r.activation == "shaped-relu" else " (unshaped, He initialisation)")
+    act = r.activation + {"shaped-relu": f" (c₊ = {r.c_plus:g}, c₋ = {r.c_minus:g}; κ_N = {r.kappa:.4g})",
+                          "shaped-tanh": " (s tanh(x/s), s ∝ √N)", "relu": " (unshaped, He initialisation)"}[r.activation]
     out = [f"depth L = {r.depth}, width N = {r.width}, {act}: T = L/N = {r.T:.4g}",
            f"regime: {r.regime} — {r.reason}",
            f"output correlation of two inputs at ρ₀ = {r.rho0:g}: NNGP (kernel limit) {r.nngp_rho:.4f}"]
@@ -308,7 +340,8 @@ def summary(r: DepthWidthReport) -> str:
         out.append(f"  warning: halving the step changes a mean by {z:.1f} SE — increase steps")
     d = r.diagnostics
     parts = (f"correlation {d['D_rho']:.3f} ± {d['D_rho_se']:.1g}, "
-             if "D_rho" in d else "") + f"squared norm {d['D_norm']:.3f} (exact)"
+             if "D_rho" in d else "") + f"squared norm {d['D_norm']:.3f}" + (
+        f" ± {d['D_norm_se']:.1g}" if d.get("D_norm_se") else " (exact)")
     out += [f"1/N expansion error D = {r.first_order_error:.3f} of the spread ({parts}; kernel-like while ≤ "
             f"{KERNEL_LIKE_MAX_ERROR:g})",
             f"log-norm log(V_L/V₀): mean {r.log_norm_mean:.4f}, variance {r.log_norm_var:.4f} ({r.log_norm_source})",

@@ -20,6 +20,7 @@ QUICK = dict(paths=400, steps=16, seed=3, progress=False)
     (dict(depth=4, width=64, activation="os.system"), "unknown activation"),
     (dict(depth=4, width=64, rho=1.0), "rho"), (dict(depth=4, width=64, rho=float("nan")), "rho"),
     (dict(depth=4, width=4, c_minus=-3.0), "slope"), (dict(depth=4, width=64, paths=50), "paths"),
+    (dict(depth=4, width=64, activation="shaped-tanh", shape=0.0), "shape"),
 ])
 def test_bad_input_is_refused_by_name(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -44,11 +45,15 @@ def test_small_T_gives_the_nngp_correlation():
         expected = (np.sqrt(1 - expected ** 2) + expected * (np.pi - np.arccos(expected))) / np.pi
     assert abs(relu.nngp_rho - expected) < 1e-10 and abs(relu.first_order_rho_mean - expected) < 1e-4
     assert relu.regime == "kernel-like"
+    tanh = dw.depth_width_report(1, 100_000, "shaped-tanh", **QUICK)      # cubic shaping keeps ρ in the skeleton
+    assert abs(tanh.nngp_rho - 0.3) < 1e-10 and abs(tanh.rho_mean - 0.3) < 4 * tanh.rho_mean_se
+    assert tanh.regime == "kernel-like" and tanh.rho_sd < 0.01
 
 
 @pytest.mark.parametrize("activation, depths, regimes", [
     ("shaped-relu", (1, 20, 400), ("kernel-like", "proportional", "degenerate")),
     ("relu", (1, 20, 400), ("kernel-like", "proportional", "degenerate")),
+    ("shaped-tanh", (1, 20), ("kernel-like", "proportional")),
 ])
 def test_the_regime_changes_as_L_over_N_grows(activation, depths, regimes):
     got = [dw.depth_width_report(L, 64, activation, **QUICK).regime for L in depths]
