@@ -48,7 +48,7 @@ def case(rho, L, log):
     return row
 
 
-DOC = ROOT / "docs" / "theory" / "depth_width.rst"
+DOC = ROOT / "docs/theory/depth_width.rst"
 BEGIN, END = ".. depth-width-calibration-begin", ".. depth-width-calibration-end"
 
 

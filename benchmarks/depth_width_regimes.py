@@ -72,7 +72,7 @@ def derive(data) -> dict:
             "leaky_k1": [leaky_k1(r, K0, data["c_plus"], data["c_minus"]) for r in data["shaped"]]}
 
 
-DOC = ROOT / "docs" / "theory" / "depth_width.rst"
+DOC = ROOT / "docs/theory/depth_width.rst"
 BEGIN, END = ".. depth-width-regimes-begin", ".. depth-width-regimes-end"
 K1_BEGIN, K1_END = ".. depth-width-leaky-k1-begin", ".. depth-width-leaky-k1-end"
 

@@ -29,6 +29,7 @@ from ..results import Result
 ACTIVATIONS = ("shaped-relu", "shaped-tanh", "relu")
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 BATCHES = 20
+MAX_DEPTH = 100_000                   # the NNGP recursion runs layer by layer: beyond this, minutes of pure Python
 # D*: the largest relative error of the first-order spread of ρ that 10⁴ finite networks did not resolve in the
 # committed validation (benchmarks/depth_width_regimes.py → benchmarks/results/depth_width/regimes.json; a test
 # keeps this equal to the data)
@@ -126,7 +127,7 @@ def regime_rule(collapse: float, log_norm_var: float, D: float) -> tuple[str, st
 
 
 def _inputs(depth, width, activation, c_plus, c_minus, rho):
-    L, N = positive_int(depth, "depth"), positive_int(width, "width")
+    L, N = positive_int(depth, "depth", maximum=MAX_DEPTH), positive_int(width, "width")
     act = _activation(activation)
     rho = finite_float(rho, "rho")
     if not -1.0 < rho < 1.0:
@@ -134,6 +135,9 @@ def _inputs(depth, width, activation, c_plus, c_minus, rho):
     cp, cm = finite_float(c_plus, "c_plus"), finite_float(c_minus, "c_minus")
     if act == "shaped-relu" and min(1 + cp / np.sqrt(N), 1 + cm / np.sqrt(N)) < 0:
         raise ValueError(f"width {N} too small for c± = ({cp:g}, {cm:g}): a slope 1 + c/√N is negative")
+    for name, c in (("c_plus", cp), ("c_minus", cm)):
+        if act == "shaped-relu" and abs(c) > 1e6 * np.sqrt(N):
+            raise ValueError(f"{name} = {c:g} too large for width {N}: the shaping needs |c| ≪ √N (at most 10⁶ √N)")
     return L, N, act, cp, cm, rho
 
 
@@ -256,6 +260,8 @@ RELU_K1_MAX_DEPTH = 1024           # limits.kernels.finite_width's cost grows fa
 def relu_nngp_correlation(rho: float, L: int) -> float:
     """The He relu NNGP correlation after L layers: ρ ↦ (√(1−ρ²) + ρ(π − arccos ρ))/π (norms preserved)."""
     for _ in range(L):
+        if rho == 1.0:
+            break
         rho = float(np.clip((np.sqrt(max(1.0 - rho * rho, 0.0)) + rho * (np.pi - np.arccos(rho))) / np.pi, -1, 1))
     return rho
 
