@@ -33,7 +33,7 @@ RESULT_MODULES = (
     "limits.kernels.composed", "limits.kernels.cross", "limits.kernels.finite_width",
     "limits.kernels.finite_width_posterior", "limits.kernels.fluctuations", "limits.kernels.nngp",
     "limits.kernels.optimal", "limits.kernels.response", "limits.kernels.signal", "limits.nfd.covariance_sde",
-    "limits.nfd.gia",
+    "limits.nfd.depth_width", "limits.nfd.gia", "limits.nfd.linear_noise",
     "limits.nfd.kernel_ode", "limits.nfd.sde", "limits.nfd.training", "limits.params.layer_table",
     "limits.pc.equilibrium", "limits.pc.gradients", "limits.pc.inference", "limits.pc.spectra", "limits.predict",
     "limits.torch.coordcheck", "limits.torch.depth_result", "limits.torch.transfer_result", "limits.validate",

@@ -89,6 +89,7 @@ BASE = {
     "nfd gia-limit": ["--Ls", "2", "4", "--M", "64", "--seeds", "2", "--K", "2"],
     "nfd two-layer": ["--Ls", "2", "4", "--n", "8", "--seeds", "2", "--etas", "0.1", "0.2", "--transfer-n", "8",
                       "--steps", "3"],
+    "depth-width": ["--depth", "4", "--width", "16", "--paths", "200", "--steps", "16"],
     "finite kernels": ["--width", "8", "--depth", "2", "--inits", "4", "--P", "2", "--d-in", "3"],
     "finite ntk": ["--width", "8", "--depth", "1", "--inits", "4", "--P", "2", "--d-in", "3"],
     "finite train": ["--width", "8", "--depth", "3", "--steps", "5", "--inits", "2"],

@@ -311,6 +311,9 @@ def build_parser():
     from . import regress
 
     regress.register(sub)
+    from . import depth_width
+
+    depth_width.register(sub)
     _accept_negative_fractions(p)
     return p
 

@@ -9,6 +9,8 @@
   reused-weight response terms (infinite-width, finite-depth dynamics of ordinary backprop).
 * :func:`covariance_sde` — the neural covariance SDE of shaped MLPs in the proportional limit T = L/N
   (docs/theory/depth_width.rst); :func:`relu_log_norm` — the unshaped relu MLP's log-normal norm.
+* :func:`depth_width_report` — at depth L and width N: the spread of the output correlation, the first order of
+  the 1/N expansion (:func:`first_order`) and its error, and the regime (kernel-like, proportional, degenerate).
 * :func:`gia_first_order` — the first-order (small η̄) coupled − decoupled test-output gap at
   infinite width and depth L (and L → ∞); ``limits.check`` compares it with finite ResNets.
 
@@ -34,9 +36,10 @@ __all__ = ["kernel_ode", "KernelODE", "residual_recursion", "ResidualRecursion",
            "NestingCheck", "input_gram", "particles", "ParticleInit", "euler_maruyama", "SDEPath",
            "brownian_increments", "forward_coefficients", "backward_coefficients", "correlate", "psd_sqrt",
            "gia_first_order", "GIAFirstOrder", "covariance_sde", "CovarianceSDE", "drift_coefficient",
-           "relu_log_norm", "shaped_slopes"]
+           "relu_log_norm", "shaped_slopes", "depth_width_report", "DepthWidthReport", "first_order", "FirstOrder"]
 
-
-__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=dict.fromkeys(
-    ("train_particles", "TrainParticles", "GrowingCholesky"), "training"))
+_LAZY = {"train_particles": "training", "TrainParticles": "training", "GrowingCholesky": "training",
+         "depth_width_report": "depth_width", "DepthWidthReport": "depth_width", "first_order": "linear_noise",
+         "FirstOrder": "linear_noise"}
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), exports=_LAZY)
 del lazy_attributes
