@@ -4,7 +4,8 @@ On a shared machine multi-threaded OpenBLAS spin-waits and can be 10–100× slo
 on small products (measured: block Cholesky at N = H = 128 took 11.5 s CPU with the default
 threads, 0.11 s with one). ``blas_threads(n)`` sets the thread count of every loaded OpenBLAS
 (numpy's and scipy's, found in ``/proc/self/maps`` or next to numpy) via ctypes and restores it
-afterwards — a no-op where none is found. The default ``n`` is ``$LIMITS_BLAS_THREADS`` (1).
+afterwards — a no-op where none is found. The default ``n`` is ``$LIMITS_BLAS_THREADS`` (1). The threads of
+:mod:`limits.parallel` (``n_jobs``) are a separate count: while they run, BLAS keeps one thread.
 """
 from __future__ import annotations
 
@@ -65,9 +66,12 @@ def default_threads() -> int:
 
 @contextlib.contextmanager
 def blas_threads(n: int | None = None):
-    """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1)."""
+    """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1). A no-op in a worker thread
+    of :mod:`limits.parallel` (the region already runs BLAS with one thread; the count is process-wide)."""
+    from .parallel import inside_worker
+
     n = default_threads() if n is None else int(n)
-    libs = _libs() if n > 0 else []
+    libs = _libs() if (n > 0 and not inside_worker()) else []
     old = []
     try:
         for setter, getter in libs:

@@ -102,7 +102,7 @@ class NNGPResult(Result):
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
          depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="auto", ntk_scale="linear",
-         max_memory=None, checkpoint_every=None) -> NNGPResult:
+         max_memory=None, checkpoint_every=None, n_jobs=None) -> NNGPResult:
     """NNGP (and NTK) kernels of a feed-forward or residual network, seed 004 Eq. 29–30.
 
     ``X`` is P×d_in (rows are samples) or pass ``K0`` (P×P read-in kernel) instead. Read-in/read-out
@@ -131,7 +131,21 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
 
     Memory is estimated before anything is allocated; more than ``max_memory`` bytes (default: half the
     available physical memory) raises ``ValueError`` suggesting ``keep="last"`` or smaller sizes.
+
+    ``n_jobs``: threads over the row blocks of each layer (:mod:`limits.parallel`; None: ``$LIMITS_NUM_THREADS``,
+    else every core); the numbers are the same for any value.
     """
+    from .. import parallel
+
+    with parallel.using(n_jobs):
+        return _nngp(X, depth, activation, sigma_w2, sigma_b2, residual, rho, sigma_w2_in, sigma_b2_in, sigma_w2_out,
+                     sigma_b2_out, K0, depth_scaling, d_in, ntk, on_explode, keep, ntk_scale, max_memory,
+                     checkpoint_every)
+
+
+def _nngp(X, depth, activation, sigma_w2, sigma_b2, residual, rho, sigma_w2_in, sigma_b2_in, sigma_w2_out,
+          sigma_b2_out, K0, depth_scaling, d_in, ntk, on_explode, keep, ntk_scale, max_memory, checkpoint_every):
+    """:func:`nngp`'s body, in its thread context."""
     if keep not in ("auto", "checkpoint"):
         keep = check_keep(keep)
     if ntk_scale not in ("linear", "log"):

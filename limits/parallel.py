@@ -1,0 +1,153 @@
+"""How many cores ``limits`` uses: one option, ``n_jobs``, resolved in one place.
+
+Every entry point that runs a block loop — the MLP kernels (:func:`limits.kernels.kernel`, ``nngp``), the
+compositions' packed pairs, :func:`limits.kernels.kernel_blocked`, the predictions (:mod:`limits.predict`) and the
+finite-network Monte Carlo (:func:`limits.finite.empirical_kernels`, the compositions' finite networks) — takes
+``n_jobs``:
+
+* ``None`` (default): ``$LIMITS_NUM_THREADS`` if set, else every core this process may run on
+  (``os.sched_getaffinity``);
+* ``-1``: every core; a positive integer: that many threads. Anything else is a ``ValueError``.
+
+``with limits.parallel.using(4): ...`` sets it for a whole block of calls (an explicit ``n_jobs=`` still wins).
+
+The blocks (row blocks of a packed Gram, tiles, chunks of input pairs, chunks of inits) run on joblib's threads
+(``Parallel(require="sharedmem")``): numpy releases the GIL inside its element-wise loops, BLAS and the random
+fills, and each block writes its own slice of the output, so a block's numbers never depend on the thread that
+computed it or on ``n_jobs`` (tests/test_parallel.py compares n_jobs = 1 and 2 bit for bit). While k threads run,
+BLAS runs one thread each (:func:`limits.blas.blas_threads` inside the region; a worker's own ``blas_threads``
+calls are then no-ops), so k threads never spawn k × cores BLAS threads; work that is one dense factorisation
+(the predictions' Cholesky) gets the k cores through BLAS instead (:func:`blas_cores`). A call made inside a
+worker runs serially (no nested pools).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+
+ENV = "LIMITS_NUM_THREADS"
+
+_CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # (threads, joblib Parallel or None)
+_LOCAL = threading.local()
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity mask; ``os.cpu_count()`` where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):             # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check(value, what):
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (int(value) < 1 and int(value) != -1):
+        raise ValueError(f"{what} must be a positive integer, -1 (every core) or None ($LIMITS_NUM_THREADS, else "
+                         f"every core); got {value!r}")
+    return available_cores() if int(value) == -1 else int(value)
+
+
+def resolve(n_jobs=None) -> int:
+    """The number of threads for ``n_jobs`` (module docstring)."""
+    if n_jobs is not None:
+        return _check(n_jobs, "n_jobs")
+    env = os.environ.get(ENV)
+    if env is None or env.strip() == "":
+        return available_cores()
+    try:
+        value = int(env.strip())
+    except ValueError:
+        raise ValueError(f"${ENV} must be a positive integer or -1 (every core); got {env!r}") from None
+    return _check(value, f"${ENV}")
+
+
+def inside_worker() -> bool:
+    """True in a thread of a running parallel region (its calls run serially, its BLAS calls keep one thread)."""
+    return getattr(_LOCAL, "inside", False)
+
+
+def threads() -> int:
+    """Threads the current call may use: 1 inside a worker, else the innermost :func:`using` value, else
+    :func:`resolve` (None)."""
+    if inside_worker():
+        return 1
+    cur = _CURRENT.get()
+    return resolve(None) if cur is None else cur[0]
+
+
+@contextlib.contextmanager
+def using(n_jobs=None):
+    """Run the block with ``n_jobs`` threads (None: keep an enclosing ``using``'s value, else resolve it). One
+    joblib thread pool serves every parallel loop of the block (no pool start-up per loop)."""
+    outer = _CURRENT.get()
+    n = outer[0] if (n_jobs is None and outer is not None) else resolve(n_jobs)
+    if inside_worker():
+        n = 1
+    if outer is not None and outer[0] == n:
+        yield n
+        return
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if n > 1:
+            from joblib import Parallel
+
+            pool = stack.enter_context(Parallel(n_jobs=n, require="sharedmem"))
+        token = _CURRENT.set((n, pool))
+        try:
+            yield n
+        finally:
+            _CURRENT.reset(token)
+
+
+def _in_worker(fn, item):
+    _LOCAL.inside = True
+    try:
+        return fn(item)
+    finally:
+        _LOCAL.inside = False
+
+
+def map_blocks(fn, items, n_jobs=None) -> list:
+    """``[fn(x) for x in items]`` in order, the items shared out over the threads (:func:`threads`, or
+    ``n_jobs``); serially in this thread when one thread (or one item) is all there is."""
+    items = list(items)
+    n = min(threads() if n_jobs is None else resolve(n_jobs), len(items))
+    if n <= 1 or inside_worker():
+        return [fn(x) for x in items]
+    from joblib import Parallel, delayed
+
+    from .blas import blas_threads
+
+    cur = _CURRENT.get()
+    with blas_threads(1):
+        if cur is not None and cur[1] is not None and cur[0] == n:
+            return cur[1](delayed(_in_worker)(fn, x) for x in items)
+        return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
+
+
+def split(sizes, n) -> list:
+    """Contiguous groups of item indices (as ranges) with about equal total ``sizes``, at most ``n`` of them —
+    one task per thread, so a loop over many small blocks costs one dispatch per thread."""
+    total = float(sum(sizes))
+    if n <= 1 or len(sizes) <= 1 or total <= 0:
+        return [range(len(sizes))]
+    out, start, acc = [], 0, 0.0
+    for k, s in enumerate(sizes):
+        acc += s
+        if acc >= total * (len(out) + 1) / n and len(out) < n - 1:
+            out.append(range(start, k + 1))
+            start = k + 1
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+def blas_cores(n_jobs=None):
+    """A context in which BLAS/LAPACK use the current thread count (:func:`threads`): for one large dense
+    factorisation or product, where BLAS is the parallel loop (outside a parallel region only)."""
+    from .blas import blas_threads
+
+    return blas_threads(threads() if n_jobs is None else resolve(n_jobs))
