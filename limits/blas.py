@@ -24,7 +24,6 @@ _NAMES = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads6
 
 def _candidate_paths():
     import numpy
-    import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
 
     paths = set()
     try:
@@ -38,11 +37,24 @@ def _candidate_paths():
     return sorted(paths)
 
 
-def _libs():
+def _libs(load_scipy=True):
+    """The (setter, getter) pairs of every loaded OpenBLAS; ``load_scipy`` loads scipy's first (else it is
+    included only once something has imported ``scipy.linalg``: a cold start need not pay for it)."""
     global _LIBS
-    if _LIBS is not None:
-        return _LIBS
-    _LIBS = []
+    import sys
+
+    if load_scipy and "scipy.linalg" not in sys.modules:
+        import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
+    key = "scipy.linalg" in sys.modules
+    if _LIBS is None:
+        _LIBS = {}
+    if key not in _LIBS:
+        _LIBS[key] = _scan()
+    return _LIBS[key]
+
+
+def _scan():
+    found = []
     for path in _candidate_paths():
         try:
             lib = ctypes.CDLL(path)
@@ -52,9 +64,9 @@ def _libs():
             if hasattr(lib, set_name) and hasattr(lib, get_name):
                 setter, getter = getattr(lib, set_name), getattr(lib, get_name)
                 setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
-                _LIBS.append((setter, getter))
+                found.append((setter, getter))
                 break
-    return _LIBS
+    return found
 
 
 def default_threads() -> int:
@@ -65,13 +77,13 @@ def default_threads() -> int:
 
 
 @contextlib.contextmanager
-def blas_threads(n: int | None = None):
+def blas_threads(n: int | None = None, load_scipy: bool = True):
     """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1). A no-op in a worker thread
     of :mod:`limits.parallel` (the region already runs BLAS with one thread; the count is process-wide)."""
     from .parallel import inside_worker
 
     n = default_threads() if n is None else int(n)
-    libs = _libs() if (n > 0 and not inside_worker()) else []
+    libs = _libs(load_scipy) if (n > 0 and not inside_worker()) else []
     old = []
     try:
         for setter, getter in libs:

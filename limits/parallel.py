@@ -14,11 +14,13 @@ finite-network Monte Carlo (:func:`limits.finite.empirical_kernels`, the composi
 The blocks (row blocks of a packed Gram, tiles, chunks of input pairs, chunks of inits) run on joblib's threads
 (``Parallel(require="sharedmem")``): numpy releases the GIL inside its element-wise loops, BLAS and the random
 fills, and each block writes its own slice of the output, so a block's numbers never depend on the thread that
-computed it or on ``n_jobs`` (tests/test_parallel.py compares n_jobs = 1 and 2 bit for bit). While k threads run,
-BLAS runs one thread each (:func:`limits.blas.blas_threads` inside the region; a worker's own ``blas_threads``
-calls are then no-ops), so k threads never spawn k × cores BLAS threads; work that is one dense factorisation
-(the predictions' Cholesky) gets the k cores through BLAS instead (:func:`blas_cores`). A call made inside a
-worker runs serially (no nested pools).
+computed it or on ``n_jobs`` (tests/test_parallel.py compares n_jobs = 1 and 2 bit for bit). BLAS runs one
+thread during such a call (:func:`limits.blas.blas_threads`; a worker's own ``blas_threads`` calls are then
+no-ops), so k threads never spawn k × cores BLAS threads — and multi-threaded BLAS, which may split a product's
+sums differently, never changes a bit. Work that is one dense product or factorisation (the inputs' Gram, the
+predictions' Cholesky and triangular solves) gets the k cores through BLAS instead (:func:`blas_cores`): those
+agree with one thread to rounding (≤ 1e-14 relative), not bit for bit. A call made inside a worker runs
+serially (no nested pools).
 """
 from __future__ import annotations
 
@@ -89,7 +91,10 @@ def using(n_jobs=None):
     if outer is not None and outer[0] == n:
         yield n
         return
+    from .blas import blas_threads
+
     with contextlib.ExitStack() as stack:
+        stack.enter_context(blas_threads(1, load_scipy=False))      # BLAS: one thread, unless blas_cores
         pool = None
         if n > 1:
             from joblib import Parallel
@@ -122,7 +127,7 @@ def map_blocks(fn, items, n_jobs=None) -> list:
     from .blas import blas_threads
 
     cur = _CURRENT.get()
-    with blas_threads(1):
+    with blas_threads(1, load_scipy=False):
         if cur is not None and cur[1] is not None and cur[0] == n:
             return cur[1](delayed(_in_worker)(fn, x) for x in items)
         return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
@@ -145,9 +150,10 @@ def split(sizes, n) -> list:
     return out
 
 
-def blas_cores(n_jobs=None):
+def blas_cores(n_jobs=None, load_scipy=True):
     """A context in which BLAS/LAPACK use the current thread count (:func:`threads`): for one large dense
-    factorisation or product, where BLAS is the parallel loop (outside a parallel region only)."""
+    factorisation or product, where BLAS is the parallel loop (outside a parallel region only). Multi-threaded
+    BLAS may sum in another order: such results agree with one thread to rounding, not bit for bit."""
     from .blas import blas_threads
 
-    return blas_threads(threads() if n_jobs is None else resolve(n_jobs))
+    return blas_threads(threads() if n_jobs is None else resolve(n_jobs), load_scipy=load_scipy)
