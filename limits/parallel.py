@@ -133,6 +133,23 @@ def map_blocks(fn, items, n_jobs=None) -> list:
         return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
 
 
+def imap_blocks(fn, items, n_jobs=None):
+    """:func:`map_blocks` as a generator: the results in order as they are consumed, at most about 2 × threads
+    of them computed ahead (joblib's ``pre_dispatch``) — for loops that reduce results one by one."""
+    items = list(items)
+    n = min(threads() if n_jobs is None else resolve(n_jobs), len(items))
+    if n <= 1 or inside_worker():
+        yield from (fn(x) for x in items)
+        return
+    from joblib import Parallel, delayed
+
+    from .blas import blas_threads
+
+    with blas_threads(1, load_scipy=False):
+        yield from Parallel(n_jobs=n, require="sharedmem", return_as="generator")(
+            delayed(_in_worker)(fn, x) for x in items)
+
+
 def split(sizes, n) -> list:
     """Contiguous groups of item indices (as ranges) with about equal total ``sizes``, at most ``n`` of them —
     one task per thread, so a loop over many small blocks costs one dispatch per thread."""
@@ -157,3 +174,28 @@ def blas_cores(n_jobs=None, load_scipy=True):
     from .blas import blas_threads
 
     return blas_threads(threads() if n_jobs is None else resolve(n_jobs), load_scipy=load_scipy)
+
+
+def n_jobs_option(fn):
+    """Decorator: ``fn`` also takes ``n_jobs=`` (keyword only) and runs inside :func:`using` — the one way an
+    entry point gets the option."""
+    import functools
+    import inspect
+
+    @functools.wraps(fn)
+    def wrapper(*args, n_jobs=None, **kwargs):
+        with using(n_jobs):
+            return fn(*args, **kwargs)
+
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    at = next((k for k, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+    params.insert(at, inspect.Parameter("n_jobs", inspect.Parameter.KEYWORD_ONLY, default=None))
+    wrapper.__signature__ = sig.replace(parameters=params)
+    return wrapper
+
+
+def dense_blas(n_rows, n_jobs=None, minimum=256):
+    """:func:`blas_cores` for a dense factorisation or product of ``n_rows`` rows (at least ``minimum``: smaller
+    ones are faster on one BLAS thread), else a no-op context."""
+    return blas_cores(n_jobs) if n_rows >= minimum else contextlib.nullcontext()

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import parallel
 from ._blas import limit_blas, quiet_overflow
 from ..checks import positive_float, positive_int
 from ..results import Result
@@ -240,16 +241,29 @@ def _auto_chunk(net, P, method, memory_mb):
 @limit_blas
 @quiet_overflow
 def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
-                      keep_samples=True, phi_kernels=False, progress_bar=False, workers=1) -> EmpiricalKernels:
+                      keep_samples=True, phi_kernels=False, progress_bar=False, workers=None, *,
+                      n_jobs=None) -> EmpiricalKernels:
     """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.
 
     ``method``: "auto" (the cheaper sampler by the cost model, :func:`choose_method`), "conditional" or
     "dense" (module docstring; ``.method`` of the result says which ran).
     ``chunk``: inits per batch (default from ``memory_mb``). ``keep_samples``: keep the per-init
     Grams (needed for single-network fluctuations); otherwise only mean and SE are kept.
-    ``workers``: threads processing chunks concurrently (numpy/scipy release the GIL for RNG fills,
-    erf and matmul; results are identical for any value; memory budget is shared).
+    ``n_jobs``: threads processing chunks of inits concurrently (:mod:`limits.parallel`; None:
+    ``$LIMITS_NUM_THREADS``, else every core; numpy releases the GIL for the random fills, φ and the products;
+    the memory budget is shared). Every init has its own stream and the sums over inits are taken init by init
+    in order, so the numbers are the same for any ``n_jobs`` and ``chunk``. ``workers``: the former name of
+    ``n_jobs`` (used when ``n_jobs`` is not given).
     """
+    if n_jobs is None and workers is not None:
+        n_jobs = positive_int(workers, "workers")
+    with parallel.using(n_jobs):
+        return _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_samples, phi_kernels,
+                          progress_bar)
+
+
+def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_samples, phi_kernels, progress_bar):
+    """:func:`empirical_kernels`' body, in its thread context."""
     X = check_inputs(net, X)
     n_inits = positive_int(n_inits, "n_inits")
     if method == "auto":
@@ -259,12 +273,12 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     root = root_seed(rng, seed)
     P = X.shape[0]
     nB = net.n_blocks
-    workers = positive_int(workers, "workers")
+    workers = parallel.threads()
     memory_mb = positive_float(memory_mb, "memory_mb")
     if chunk is None:
         chunk = _auto_chunk(net, P, method, memory_mb / workers)
-        if workers > 1:
-            chunk = min(chunk, -(-n_inits // workers))
+        if workers > 1:                 # a few chunks per thread (the chunking changes no number)
+            chunk = min(chunk, -(-n_inits // (2 * workers)))
     chunk = min(positive_int(chunk, "chunk"), n_inits)
     if keep_samples and 8.0 * n_inits * (nB + 2) * P * P * (2 if phi_kernels else 1) > 4 * 2**30:
         raise ValueError("keep_samples: per-init Grams would exceed 4 GB; pass keep_samples=False")
@@ -281,32 +295,22 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
             return _chunk_forward(net, X, streams_from_root(root, range(st, min(st + chunk, n_inits))), method,
                                   phi_kernels)
 
-    pool = None
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=workers)
-        results = pool.map(work, starts)
-    else:
-        results = map(work, starts)
+    results = parallel.imap_blocks(work, starts)
     if progress_bar:
         from ..progress import progress
 
         results = progress(results, total=len(starts), desc="kernels")
-    try:
-        for K, Kout, Kphi, fl in results:
-            flops += fl
-            if shift is None:
-                shift, shift_o = K[0].copy(), Kout[0].copy()
-            d = K - shift; s1 += d.sum(0); s2 += (d * d).sum(0)
-            do = Kout - shift_o; o1 += do.sum(0); o2 += (do * do).sum(0)
-            if keep_samples:
-                Ks.append(K); Kouts.append(Kout)
-                if Kphi is not None:
-                    Kphis.append(Kphi)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    for K, Kout, Kphi, fl in results:
+        flops += fl
+        if shift is None:
+            shift, shift_o = K[0].copy(), Kout[0].copy()
+        for k in range(K.shape[0]):     # init by init: the sums do not depend on the chunks
+            d = K[k] - shift; s1 += d; s2 += d * d
+            do = Kout[k] - shift_o; o1 += do; o2 += do * do
+        if keep_samples:
+            Ks.append(K); Kouts.append(Kout)
+            if Kphi is not None:
+                Kphis.append(Kphi)
     secs = time.perf_counter() - t0
     n = n_inits
     mean = shift + s1 / n
