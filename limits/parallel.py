@@ -31,7 +31,9 @@ import threading
 
 ENV = "LIMITS_NUM_THREADS"
 
-_CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # (threads, joblib Parallel or None)
+_CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # the innermost _Region
+MIN_ENTRIES = 1 << 16     # kernel entries (a transcendental each) per task: ~1 ms against ~0.1 ms per dispatch
+MIN_COPIES = 1 << 20      # entries per task of a copy
 _LOCAL = threading.local()
 
 
@@ -77,34 +79,51 @@ def threads() -> int:
     if inside_worker():
         return 1
     cur = _CURRENT.get()
-    return resolve(None) if cur is None else cur[0]
+    return resolve(None) if cur is None else cur.n
+
+
+class _Region:
+    """The thread count of a :func:`using` block and its joblib pool, started on first use (a call whose loops
+    all stay serial — small inputs — never starts one)."""
+
+    def __init__(self, n):
+        self.n, self.pool = n, None
+
+    def parallel(self):
+        if self.pool is None:
+            from joblib import Parallel
+
+            self.pool = Parallel(n_jobs=self.n, require="sharedmem")
+            self.pool.__enter__()
+        return self.pool
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.__exit__(None, None, None)
+            self.pool = None
 
 
 @contextlib.contextmanager
 def using(n_jobs=None):
-    """Run the block with ``n_jobs`` threads (None: keep an enclosing ``using``'s value, else resolve it). One
-    joblib thread pool serves every parallel loop of the block (no pool start-up per loop)."""
+    """Run the block with ``n_jobs`` threads (None: keep an enclosing ``using``'s value, else resolve it), BLAS
+    with one thread. One joblib thread pool serves every parallel loop of the block."""
     outer = _CURRENT.get()
-    n = outer[0] if (n_jobs is None and outer is not None) else resolve(n_jobs)
+    n = outer.n if (n_jobs is None and outer is not None) else resolve(n_jobs)
     if inside_worker():
         n = 1
-    if outer is not None and outer[0] == n:
+    if outer is not None and outer.n == n:
         yield n
         return
     from .blas import blas_threads
 
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(blas_threads(1, load_scipy=False))      # BLAS: one thread, unless blas_cores
-        pool = None
-        if n > 1:
-            from joblib import Parallel
-
-            pool = stack.enter_context(Parallel(n_jobs=n, require="sharedmem"))
-        token = _CURRENT.set((n, pool))
+    region = _Region(n)
+    with blas_threads(1, load_scipy=False):          # BLAS: one thread, unless blas_cores
+        token = _CURRENT.set(region)
         try:
             yield n
         finally:
             _CURRENT.reset(token)
+            region.close()
 
 
 def _in_worker(fn, item):
@@ -128,8 +147,8 @@ def map_blocks(fn, items, n_jobs=None) -> list:
 
     cur = _CURRENT.get()
     with blas_threads(1, load_scipy=False):
-        if cur is not None and cur[1] is not None and cur[0] == n:
-            return cur[1](delayed(_in_worker)(fn, x) for x in items)
+        if cur is not None and cur.n == n:
+            return cur.parallel()(delayed(_in_worker)(fn, x) for x in items)
         return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
 
 
@@ -150,10 +169,13 @@ def imap_blocks(fn, items, n_jobs=None):
             delayed(_in_worker)(fn, x) for x in items)
 
 
-def split(sizes, n) -> list:
-    """Contiguous groups of item indices (as ranges) with about equal total ``sizes``, at most ``n`` of them —
-    one task per thread, so a loop over many small blocks costs one dispatch per thread."""
+def split(sizes, n, min_size=0) -> list:
+    """Contiguous groups of item indices (as ranges) with about equal total ``sizes``, at most ``n`` of them and
+    at most one per ``min_size`` of the total — one task per thread, so a loop over many small blocks costs one
+    dispatch per thread, and a small loop stays in this thread (a dispatch costs ~0.1 ms)."""
     total = float(sum(sizes))
+    if min_size > 0:
+        n = min(n, int(total // min_size))
     if n <= 1 or len(sizes) <= 1 or total <= 0:
         return [range(len(sizes))]
     out, start, acc = [], 0, 0.0

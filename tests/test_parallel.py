@@ -85,6 +85,19 @@ def test_split_is_contiguous_and_balanced():
 
 
 # ------------------------------------------------------------------------------ the parallel paths, bit for bit
+@pytest.fixture(autouse=True)
+def _small_tasks(monkeypatch):
+    """Every loop parallel even at these small sizes (the task-size floors keep small inputs in one thread)."""
+    monkeypatch.setattr(parallel, "MIN_ENTRIES", 1)
+    monkeypatch.setattr(parallel, "MIN_COPIES", 1)
+
+
+def test_small_inputs_stay_in_one_thread(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_ENTRIES", 1 << 16)
+    assert parallel.split([100] * 50, 2, parallel.MIN_ENTRIES) == [range(50)]
+    assert len(parallel.split([1 << 16] * 4, 2, parallel.MIN_ENTRIES)) == 2
+
+
 def _inputs(P, d=6, seed=0):
     X = np.random.default_rng(seed).standard_normal((P, d))
     X[1] = X[0]                                       # identical inputs (snapped) and a nearly collinear one
@@ -98,8 +111,13 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("act", ["relu", "erf", "gelu"])
-def test_mlp_kernels_bit_for_bit(act):
+def test_mlp_kernels_bit_for_bit(act, monkeypatch):
     X = _inputs(300)                                  # P ≥ 256: the Gram of the inputs in row blocks too
+    calls = []
+    run = parallel._in_worker
+    monkeypatch.setattr(parallel, "_in_worker", lambda fn, x: (calls.append(x), run(fn, x))[1])
+    limits.kernels.kernel(limits.mlp(6, 1, activation=act), X, n_jobs=2)
+    assert len(calls) >= 2 * 4                        # Gram, layer, read-out, unpack: each on two threads at least
     for m in (limits.mlp(6, 3, activation=act, sigma_w2=1.8, sigma_b2=0.1),
               limits.resnet(6, 3, activation=act, sigma_w2=1.2, sigma_b2=0.1)):
         one, two = (limits.kernels.kernel(m, X, n_jobs=n) for n in (1, 2))

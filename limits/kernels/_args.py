@@ -90,7 +90,8 @@ def gram_upper(X, scale):
         def part(group):
             for a in (starts[k] for k in group):
                 R[a:a + GRAM_ROWS, a:] = X[a:a + GRAM_ROWS] @ X[a:].T
-        parallel.map_blocks(part, parallel.split([P - a for a in starts], parallel.threads()))
+        parallel.map_blocks(part, parallel.split([(P - a) * GRAM_ROWS * X.shape[1] for a in starts],
+                                                 parallel.threads(), parallel.MIN_COPIES))
         mirror(R, GRAM_ROWS)
     R *= scale
     return R

@@ -101,7 +101,7 @@ class Packed:
             for k in group:
                 seg = self.segments[k]
                 self.rect(out, seg)[...] = A[seg[0]:seg[1], seg[0]:]
-        self.over_segments(part)
+        self.over_segments(part, min_size=parallel.MIN_COPIES)
         return out
 
     def unpack(self, v, out=None):
@@ -113,14 +113,15 @@ class Packed:
             for k in group:
                 seg = self.segments[k]
                 out[seg[0]:seg[1], seg[0]:] = self.rect(v, seg)
-        self.over_segments(part)
+        self.over_segments(part, min_size=parallel.MIN_COPIES)
         return mirror(out)
 
-    def over_segments(self, body, sc=None):
+    def over_segments(self, body, sc=None, min_size=None):
         """``body(group)`` — or ``body(group, scratch)`` with ``sc`` — for contiguous groups of segment indices
-        of about equal size, one group per thread (:mod:`limits.parallel`); the groups' results in order.
-        Each group writes its own segments, so the numbers do not depend on the thread count."""
-        groups = parallel.split([e - s for _, _, s, e in self.segments], parallel.threads())
+        of about equal size (at least ``min_size`` entries), one group per thread (:mod:`limits.parallel`); the
+        groups' results in order. Each group writes its own segments: the numbers do not depend on the threads."""
+        groups = parallel.split([e - s for _, _, s, e in self.segments], parallel.threads(),
+                                parallel.MIN_ENTRIES if min_size is None else min_size)
         if sc is None:
             return parallel.map_blocks(body, groups)
         scs = [sc.part(k) for k in range(len(groups))]
@@ -392,7 +393,8 @@ def mirror(A, block: int = 128):
             np.copyto(D, D.T, where=low[:b - a, :b - a])
             if b < P:
                 A[b:, a:b] = A[a:b, b:].T
-    parallel.map_blocks(part, parallel.split([P - a for a in starts], parallel.threads()))
+    parallel.map_blocks(part, parallel.split([(P - a) * block for a in starts], parallel.threads(),
+                                             parallel.MIN_COPIES))
     return A
 
 
@@ -475,7 +477,8 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
         if Ts is not None:
             Ts[0] = K
     starts = list(range(0, P1, h))
-    groups = parallel.split([min(P1, a + h) - a for a in starts], parallel.threads())
+    groups = parallel.split([(min(P1, a + h) - a) * P2 * (depth + 1) for a in starts], parallel.threads(),
+                            parallel.MIN_ENTRIES)
     if watch is not None and len(groups) > 1:         # one collector per group, merged in row order
         watch = watch.forks(len(groups))
     else:
