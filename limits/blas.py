@@ -14,6 +14,7 @@ import ctypes
 import functools
 import glob
 import os
+import threading
 
 _LIBS = None
 _NAMES = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
@@ -69,6 +70,24 @@ def _scan():
     return found
 
 
+_WORKER = threading.local()       # .inside: this thread is a worker of a limits.parallel region
+
+
+def inside_worker() -> bool:
+    """True in a worker thread of :mod:`limits.parallel` (which sets the flag)."""
+    return getattr(_WORKER, "inside", False)
+
+
+@contextlib.contextmanager
+def worker_thread():
+    """Mark the current thread as a worker of :mod:`limits.parallel` for the block."""
+    _WORKER.inside = True
+    try:
+        yield
+    finally:
+        _WORKER.inside = False
+
+
 def default_threads() -> int:
     try:
         return int(os.environ.get("LIMITS_BLAS_THREADS", "1"))
@@ -80,8 +99,6 @@ def default_threads() -> int:
 def blas_threads(n: int | None = None, load_scipy: bool = True):
     """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1). A no-op in a worker thread
     of :mod:`limits.parallel` (the region already runs BLAS with one thread; the count is process-wide)."""
-    from .parallel import inside_worker
-
     n = default_threads() if n is None else int(n)
     libs = _libs(load_scipy) if (n > 0 and not inside_worker()) else []
     old = []

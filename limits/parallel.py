@@ -27,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import threading
+
+from .blas import blas_threads, inside_worker as _inside, worker_thread
 
 ENV = "LIMITS_NUM_THREADS"
 
 _CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # the innermost _Region
 MIN_ENTRIES = 1 << 16     # kernel entries (a transcendental each) per task: ~1 ms against ~0.1 ms per dispatch
 MIN_COPIES = 1 << 20      # entries per task of a copy
-_LOCAL = threading.local()
 
 
 def available_cores() -> int:
@@ -70,7 +70,7 @@ def resolve(n_jobs=None) -> int:
 
 def inside_worker() -> bool:
     """True in a thread of a running parallel region (its calls run serially, its BLAS calls keep one thread)."""
-    return getattr(_LOCAL, "inside", False)
+    return _inside()
 
 
 def threads() -> int:
@@ -114,8 +114,6 @@ def using(n_jobs=None):
     if outer is not None and outer.n == n:
         yield n
         return
-    from .blas import blas_threads
-
     region = _Region(n)
     with blas_threads(1, load_scipy=False):          # BLAS: one thread, unless blas_cores
         token = _CURRENT.set(region)
@@ -127,11 +125,8 @@ def using(n_jobs=None):
 
 
 def _in_worker(fn, item):
-    _LOCAL.inside = True
-    try:
+    with worker_thread():
         return fn(item)
-    finally:
-        _LOCAL.inside = False
 
 
 def map_blocks(fn, items, n_jobs=None) -> list:
@@ -142,8 +137,6 @@ def map_blocks(fn, items, n_jobs=None) -> list:
     if n <= 1 or inside_worker():
         return [fn(x) for x in items]
     from joblib import Parallel, delayed
-
-    from .blas import blas_threads
 
     cur = _CURRENT.get()
     with blas_threads(1, load_scipy=False):
@@ -161,8 +154,6 @@ def imap_blocks(fn, items, n_jobs=None):
         yield from (fn(x) for x in items)
         return
     from joblib import Parallel, delayed
-
-    from .blas import blas_threads
 
     with blas_threads(1, load_scipy=False):
         yield from Parallel(n_jobs=n, require="sharedmem", return_as="generator")(
@@ -193,8 +184,6 @@ def blas_cores(n_jobs=None, load_scipy=True):
     """A context in which BLAS/LAPACK use the current thread count (:func:`threads`): for one large dense
     factorisation or product, where BLAS is the parallel loop (outside a parallel region only). Multi-threaded
     BLAS may sum in another order: such results agree with one thread to rounding, not bit for bit."""
-    from .blas import blas_threads
-
     return blas_threads(threads() if n_jobs is None else resolve(n_jobs), load_scipy=load_scipy)
 
 
@@ -221,3 +210,33 @@ def dense_blas(n_rows, n_jobs=None, minimum=256):
     """:func:`blas_cores` for a dense factorisation or product of ``n_rows`` rows (at least ``minimum``: smaller
     ones are faster on one BLAS thread), else a no-op context."""
     return blas_cores(n_jobs) if n_rows >= minimum else contextlib.nullcontext()
+
+
+def _row_groups(A, per_row):
+    rows = A.shape[0] if A.ndim else 0
+    step = max(1, -(-rows // (8 * threads()))) if rows else 1
+    starts = list(range(0, rows, step))
+    return starts, step, split([min(step, rows - a) * per_row for a in starts], threads(), MIN_COPIES)
+
+
+def copyto(dst, src):
+    """``dst[...] = src`` for 2-D arrays of one shape, by row blocks on the threads (a copy into fresh pages is
+    bound by its page faults, which the threads take in parallel)."""
+    starts, step, groups = _row_groups(dst, dst.shape[1] if dst.ndim == 2 else 1)
+
+    def part(group):
+        for a in (starts[k] for k in group):
+            dst[a:a + step] = src[a:a + step]
+    map_blocks(part, groups)
+    return dst
+
+
+def extremes(A) -> tuple:
+    """(max, min) of a 2-D array by row blocks on the threads (exact: no rounding to reorder)."""
+    starts, step, groups = _row_groups(A, A.shape[1] if A.ndim == 2 else 1)
+
+    def part(group):
+        blocks = [A[a:a + step] for a in (starts[k] for k in group)]
+        return max(float(b.max()) for b in blocks), min(float(b.min()) for b in blocks)
+    out = map_blocks(part, groups)
+    return max(o[0] for o in out), min(o[1] for o in out)

@@ -22,6 +22,7 @@ import numpy as np
 from ..checks import positive_int
 from ..progress import layer_range
 from ..results import Result
+from .. import parallel
 from . import _fused
 from . import diagnostics as _diag
 from ._args import resolve
@@ -258,15 +259,19 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
-    max_abs = max(float(K0m.max()), -float(K0m.min())) if last else None      # max |K⁰| (no temporary)
+    if last:                                          # max |K⁰| (no temporary)
+        hi0, lo0 = parallel.extremes(K0m)
+        max_abs = max(hi0, -lo0)
+    else:
+        max_abs = None
     if lazy:                                          # layer 0 is K⁰ itself (handed out read-only); the packed
         store[0] = (False, K0m, K0m if C0 is None else C0, (K0m if T0 is None else T0) if ntk else None)
     else:                                             # path never reads slot 0 in this mode
-        Ks[0] = K0m
-        Cs[0] = K0m if C0 is None else C0
+        parallel.copyto(Ks[0], K0m)
+        parallel.copyto(Cs[0], K0m if C0 is None else C0)
     if ntk:
         if not lazy:
-            Th[0] = K0m if T0 is None else T0
+            parallel.copyto(Th[0], K0m if T0 is None else T0)
         logs[0] = s0
     exploded = -1
     ntk_exploded = -1
