@@ -304,9 +304,7 @@ def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_sample
         flops += fl
         if shift is None:
             shift, shift_o = K[0].copy(), Kout[0].copy()
-        for k in range(K.shape[0]):     # init by init: the sums do not depend on the chunks
-            d = K[k] - shift; s1 += d; s2 += d * d
-            do = Kout[k] - shift_o; o1 += do; o2 += do * do
+        _accumulate(K, Kout, shift, shift_o, (s1, s2, o1, o2))
         if keep_samples:
             Ks.append(K); Kouts.append(Kout)
             if Kphi is not None:
@@ -332,6 +330,30 @@ def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_sample
                             np.concatenate(Kouts) if keep_samples else None,
                             np.concatenate(Kphis) if (keep_samples and phi_kernels) else None,
                             n, net.width, method, secs, flops, chunk, overflow)
+
+
+def _accumulate(K, Kout, shift, shift_o, sums):
+    """s1 += Σ_k (K_k − shift), s2 += Σ_k (K_k − shift)² (and the read-out's), init by init in order — so the sums
+    do not depend on the chunks — with the rows of the Grams shared out over the threads (:mod:`limits.parallel`)."""
+    s1, s2, o1, o2 = sums
+    P = shift.shape[-1]
+    step = max(1, -(-P // (4 * parallel.threads())))
+    starts = list(range(0, P, step))
+
+    def part(group):
+        for a in (starts[g] for g in group):
+            r = slice(a, a + step)
+            for k in range(K.shape[0]):
+                d = K[k, :, r] - shift[:, r]
+                s1[:, r] += d
+                d *= d
+                s2[:, r] += d
+                do = Kout[k, r] - shift_o[r]
+                o1[r] += do
+                do *= do
+                o2[r] += do
+    sizes = [min(step, P - a) * P * (K.shape[1] + 1) * K.shape[0] for a in starts]
+    parallel.map_blocks(part, parallel.split(sizes, parallel.threads(), parallel.MIN_COPIES))
 
 
 def kernels_of(fwd) -> np.ndarray:
