@@ -34,7 +34,7 @@ ENV = "LIMITS_NUM_THREADS"
 
 _CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # the innermost _Region
 MIN_ENTRIES = 1 << 16     # kernel entries (a transcendental each) per task: ~1 ms against ~0.1 ms per dispatch
-MIN_COPIES = 1 << 20      # entries per task of a copy
+MIN_COPIES = 1 << 18      # entries per task of a copy (2 MiB)
 
 
 def available_cores() -> int:
@@ -139,7 +139,7 @@ def map_blocks(fn, items, n_jobs=None) -> list:
     from joblib import Parallel, delayed
 
     cur = _CURRENT.get()
-    with blas_threads(1, load_scipy=False):
+    with blas_threads(1, load_scipy=False), _counted():
         if cur is not None and cur.n == n:
             return cur.parallel()(delayed(_in_worker)(fn, x) for x in items)
         return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
@@ -155,9 +155,32 @@ def imap_blocks(fn, items, n_jobs=None):
         return
     from joblib import Parallel, delayed
 
-    with blas_threads(1, load_scipy=False):
+    with blas_threads(1, load_scipy=False), _counted():
         yield from Parallel(n_jobs=n, require="sharedmem", return_as="generator")(
             delayed(_in_worker)(fn, x) for x in items)
+
+
+PROFILE = None     # a dict: the process CPU seconds spent in parallel regions are added to PROFILE["parallel"]
+
+
+@contextlib.contextmanager
+def _counted():
+    """Add the process CPU of the (outermost) parallel region to ``PROFILE["parallel"]`` when profiling: with the
+    CPU of the whole call, the work outside the regions is the serial part of Amdahl's law
+    (benchmarks/bench_cores.py; regions nested in a region are not counted twice)."""
+    prof = PROFILE
+    if prof is None or prof.get("depth", 0):
+        yield
+        return
+    import time
+
+    prof["depth"] = 1
+    c = time.process_time()
+    try:
+        yield
+    finally:
+        prof["parallel"] = prof.get("parallel", 0.0) + time.process_time() - c
+        prof["depth"] = 0
 
 
 def split(sizes, n, min_size=0) -> list:
@@ -184,7 +207,13 @@ def blas_cores(n_jobs=None, load_scipy=True):
     """A context in which BLAS/LAPACK use the current thread count (:func:`threads`): for one large dense
     factorisation or product, where BLAS is the parallel loop (outside a parallel region only). Multi-threaded
     BLAS may sum in another order: such results agree with one thread to rounding, not bit for bit."""
-    return blas_threads(threads() if n_jobs is None else resolve(n_jobs), load_scipy=load_scipy)
+    n = threads() if n_jobs is None else resolve(n_jobs)
+    if n <= 1:
+        return blas_threads(1, load_scipy=load_scipy)
+    stack = contextlib.ExitStack()
+    stack.enter_context(blas_threads(n, load_scipy=load_scipy))
+    stack.enter_context(_counted())                   # BLAS's threads: a parallel region for PROFILE
+    return stack
 
 
 def n_jobs_option(fn):

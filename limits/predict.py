@@ -294,10 +294,9 @@ def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
                      **kernel_arguments(m, "limits.predict"))
             K, T = r.K_out, (r.Theta_out if ntk else None)
             del r
-            out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
-                   "K_ss": np.ascontiguousarray(K[P:, P:]) if test_cov else None,
-                   "T": None if T is None else np.ascontiguousarray(T[:P, :P]),
-                   "T_sx": None if T is None else np.ascontiguousarray(T[P:, :P])}
+            cut = lambda A: parallel.copyto(np.empty(A.shape), A)     # noqa: E731  (contiguous, on the threads)
+            out = {"K": cut(K[:P, :P]), "K_sx": cut(K[P:, :P]), "K_ss": cut(K[P:, P:]) if test_cov else None,
+                   "T": None if T is None else cut(T[:P, :P]), "T_sx": None if T is None else cut(T[P:, :P])}
             del K, T
         else:
             from .kernels.cross import kernel

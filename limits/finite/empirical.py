@@ -311,15 +311,10 @@ def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_sample
                 Kphis.append(Kphi)
     secs = time.perf_counter() - t0
     n = n_inits
-    mean = shift + s1 / n
-    mean_o = shift_o + o1 / n
-    if n > 1:
-        var = np.clip((s2 - s1 * s1 / n) / (n - 1), 0, None)
-        var_o = np.clip((o2 - o1 * o1 / n) / (n - 1), 0, None)
-        se, se_o = np.sqrt(var / n), np.sqrt(var_o / n)
-    else:                                   # one init: the SE is undefined → reported as unavailable
-        se = se_o = None
-    overflow = not (np.all(np.isfinite(mean)) and np.all(np.isfinite(mean_o)))
+    mean, se, fin = _mean_se(shift, s1, s2, n)
+    mean_o, se_o, fin_o = _mean_se(shift_o[None], o1[None], o2[None], n)
+    mean_o, se_o = mean_o[0], (None if se_o is None else se_o[0])
+    overflow = not (fin and fin_o)
     if overflow:
         import warnings
 
@@ -330,6 +325,30 @@ def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_sample
                             np.concatenate(Kouts) if keep_samples else None,
                             np.concatenate(Kphis) if (keep_samples and phi_kernels) else None,
                             n, net.width, method, secs, flops, chunk, overflow)
+
+
+def _mean_se(shift, s1, s2, n):
+    """(mean, standard error — None for one init —, all means finite) from the shifted sums (L, P, P), row block
+    by row block on the threads (element-wise: the same numbers for any split)."""
+    mean = np.empty_like(s1)
+    se = np.empty_like(s1) if n > 1 else None       # one init: the SE is undefined → reported as unavailable
+    P = s1.shape[1]
+    step = max(1, -(-P // (4 * parallel.threads())))
+    starts = list(range(0, P, step))
+
+    def part(group):
+        ok = True
+        for a in (starts[g] for g in group):
+            r = slice(a, a + step)
+            mean[:, r] = shift[:, r] + s1[:, r] / n
+            ok = ok and bool(np.all(np.isfinite(mean[:, r])))
+            if se is not None:
+                var = np.clip((s2[:, r] - s1[:, r] * s1[:, r] / n) / (n - 1), 0, None)
+                se[:, r] = np.sqrt(var / n)
+        return ok
+    sizes = [min(step, P - a) * s1.shape[0] * s1.shape[2] for a in starts]
+    fin = parallel.map_blocks(part, parallel.split(sizes, parallel.threads(), parallel.MIN_COPIES))
+    return mean, se, all(fin)
 
 
 def _accumulate(K, Kout, shift, shift_o, sums):

@@ -642,7 +642,7 @@ def find_pairs(kinds, K, q1=None, q2=None, symmetric=True, tau=TAU):
                 J.append(j)
         return I, J
     sizes = [(min(P1, a + h) - a) * (P2 - (a if symmetric else 0)) for a in starts]
-    parts = parallel.map_blocks(part, parallel.split(sizes, n, 4 * parallel.MIN_ENTRIES))  # row-major, any n
+    parts = parallel.map_blocks(part, parallel.split(sizes, n, parallel.MIN_COPIES))  # row-major, any n
     return np.concatenate([i for p in parts for i in p[0]]), np.concatenate([j for p in parts for j in p[1]])
 
 
@@ -666,7 +666,7 @@ def find_pairs_packed(kinds, pk, Kv, d, tau=TAU):
                 I.append(i[keep])
                 J.append(j[keep])
         return I, J
-    parts = pk.over_segments(part, min_size=4 * parallel.MIN_ENTRIES)
+    parts = pk.over_segments(part, min_size=parallel.MIN_COPIES)
     return np.concatenate([i for p in parts for i in p[0]]), np.concatenate([j for p in parts for j in p[1]])
 
 
