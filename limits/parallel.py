@@ -11,8 +11,10 @@ finite-network Monte Carlo (:func:`limits.finite.empirical_kernels`, the composi
 
 ``with limits.parallel.using(4): ...`` sets it for a whole block of calls (an explicit ``n_jobs=`` still wins).
 
-The blocks (row blocks of a packed Gram, tiles, chunks of input pairs, chunks of inits) run on joblib's threads
-(``Parallel(require="sharedmem")``): numpy releases the GIL inside its element-wise loops, BLAS and the random
+The blocks (row blocks of a packed Gram, tiles, chunks of input pairs, chunks of inits) run on the standard
+library's thread pool (``concurrent.futures.ThreadPoolExecutor``, one per call, the calling thread taking a share;
+joblib's threading backend polls for finished tasks every 10 ms — ``time.sleep(0.01)`` in ``Parallel._retrieve`` —
+longer than a whole layer of a P = 1000 kernel): numpy releases the GIL inside its element-wise loops, BLAS and the random
 fills, and each block writes its own slice of the output, so a block's numbers never depend on the thread that
 computed it or on ``n_jobs`` (tests/test_parallel.py compares n_jobs = 1 and 2 bit for bit). BLAS runs one
 thread during such a call (:func:`limits.blas.blas_threads`; a worker's own ``blas_threads`` calls are then
@@ -83,30 +85,29 @@ def threads() -> int:
 
 
 class _Region:
-    """The thread count of a :func:`using` block and its joblib pool, started on first use (a call whose loops
-    all stay serial — small inputs — never starts one)."""
+    """The thread count of a :func:`using` block and its thread pool (n − 1 threads: the calling thread takes a
+    share of every loop), started on first use — a call whose loops all stay serial never starts one."""
 
     def __init__(self, n):
         self.n, self.pool = n, None
 
-    def parallel(self):
+    def executor(self):
         if self.pool is None:
-            from joblib import Parallel
+            from concurrent.futures import ThreadPoolExecutor
 
-            self.pool = Parallel(n_jobs=self.n, require="sharedmem")
-            self.pool.__enter__()
+            self.pool = ThreadPoolExecutor(max_workers=self.n - 1, thread_name_prefix="limits-parallel")
         return self.pool
 
     def close(self):
         if self.pool is not None:
-            self.pool.__exit__(None, None, None)
+            self.pool.shutdown(wait=True)
             self.pool = None
 
 
 @contextlib.contextmanager
 def using(n_jobs=None):
     """Run the block with ``n_jobs`` threads (None: keep an enclosing ``using``'s value, else resolve it), BLAS
-    with one thread. One joblib thread pool serves every parallel loop of the block."""
+    with one thread. One thread pool serves every parallel loop of the block."""
     outer = _CURRENT.get()
     n = outer.n if (n_jobs is None and outer is not None) else resolve(n_jobs)
     if inside_worker():
@@ -129,35 +130,83 @@ def _in_worker(fn, item):
         return fn(item)
 
 
+def _share(pool, fn, items, n):
+    """Run ``fn`` on every item: n runners (n − 1 in ``pool``, one in this thread) take the next item in turn;
+    the results in the items' order. A runner's exception stops the others' next items and is raised here."""
+    import threading
+
+    results = [None] * len(items)
+    order = iter(range(len(items)))
+    lock, failed = threading.Lock(), []
+
+    def runner():
+        with worker_thread():
+            while not failed:
+                with lock:
+                    k = next(order, None)
+                if k is None:
+                    return
+                try:
+                    results[k] = fn(items[k])
+                except BaseException:
+                    failed.append(True)
+                    raise
+
+    futures = [pool.submit(runner) for _ in range(n - 1)]
+    try:
+        runner()
+    finally:
+        errors = [f.exception() for f in futures]    # waits for every runner (no polling)
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
 def map_blocks(fn, items, n_jobs=None) -> list:
     """``[fn(x) for x in items]`` in order, the items shared out over the threads (:func:`threads`, or
-    ``n_jobs``); serially in this thread when one thread (or one item) is all there is."""
+    ``n_jobs``) and this one; serially in this thread when one thread (or one item) is all there is."""
     items = list(items)
     n = min(threads() if n_jobs is None else resolve(n_jobs), len(items))
     if n <= 1 or inside_worker():
         return [fn(x) for x in items]
-    from joblib import Parallel, delayed
-
     cur = _CURRENT.get()
-    with blas_threads(1, load_scipy=False), _counted():
-        if cur is not None and cur.n == n:
-            return cur.parallel()(delayed(_in_worker)(fn, x) for x in items)
-        return Parallel(n_jobs=n, require="sharedmem")(delayed(_in_worker)(fn, x) for x in items)
+    region = cur if (cur is not None and cur.n >= n) else _Region(n)
+    try:
+        with blas_threads(1, load_scipy=False), _counted():
+            return _share(region.executor(), fn, items, n)
+    finally:
+        if region is not cur:
+            region.close()
 
 
 def imap_blocks(fn, items, n_jobs=None):
-    """:func:`map_blocks` as a generator: the results in order as they are consumed, at most about 2 × threads
-    of them computed ahead (joblib's ``pre_dispatch``) — for loops that reduce results one by one."""
+    """:func:`map_blocks` as a generator: the results in order as they are consumed, at most 2 × threads of them
+    computed ahead (``n`` pool threads; this thread consumes) — for loops that reduce results one by one."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     items = list(items)
     n = min(threads() if n_jobs is None else resolve(n_jobs), len(items))
     if n <= 1 or inside_worker():
         yield from (fn(x) for x in items)
         return
-    from joblib import Parallel, delayed
-
-    with blas_threads(1, load_scipy=False), _counted():
-        yield from Parallel(n_jobs=n, require="sharedmem", return_as="generator")(
-            delayed(_in_worker)(fn, x) for x in items)
+    with blas_threads(1, load_scipy=False), _counted(), \
+            ThreadPoolExecutor(max_workers=n, thread_name_prefix="limits-parallel") as pool:
+        pending, todo = deque(), iter(items)
+        try:
+            while True:
+                while len(pending) < 2 * n:
+                    x = next(todo, todo)
+                    if x is todo:
+                        break
+                    pending.append(pool.submit(_in_worker, fn, x))
+                if not pending:
+                    return
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 PROFILE = None     # a dict: the process CPU seconds spent in parallel regions are added to PROFILE["parallel"]
