@@ -132,9 +132,9 @@ def test_kernel_blocked_bit_for_bit():
     X = _inputs(150)
     for act in ("relu", "tanh"):                      # the fused tiles, and the general path on tiles
         m = limits.mlp(6, 2, activation=act, sigma_w2=1.8, sigma_b2=0.1)
-        for X2, fill in ((None, "both"), (None, "upper"), (X[:40], "both")):
-            a, b = (limits.kernels.kernel_blocked(m, X, block=48, X2=X2, fill=fill, n_jobs=n, progress=False)
-                    for n in (1, 2))
+        for X2, fill, block in ((None, "both", 48), (None, "upper", 48), (X[:40], "both", 48), (None, "both", 100)):
+            a, b = (limits.kernels.kernel_blocked(m, X, block=block, X2=X2, fill=fill, n_jobs=n, progress=False)
+                    for n in (1, 2))                  # block 100: 3 tiles, each on the threads by rows
             keep = (lambda A: np.triu(A)) if fill == "upper" else (lambda A: A)     # the other triangle: unset
             _same((keep(a.nngp), keep(a.ntk)), (keep(b.nngp), keep(b.ntk)))
 

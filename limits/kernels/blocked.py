@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import parallel
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
 from .cross import KernelResult, flag_explosions, parse_get, check_inputs, model_record
@@ -220,7 +221,26 @@ class _Tile:
             watch = Watch(self.name, QI[:, I], QJ[:, J])
             self.delicate = (watch, K.copy(), QI[0, I].copy(), QJ[0, J].copy(),
                              None if self.ids is None else (self.ids[0][I], self.ids[1][J]))
-        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
+        n = parallel.threads()
+        if n <= 1 or K.size < 2 * parallel.MIN_ENTRIES:
+            return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
+        return self._rows_on_threads(K, QI[:, I], QJ[:, J], views, watch, n)
+
+    def _rows_on_threads(self, K, QI, QJ, views, watch, n):
+        """:meth:`_layers` on row pieces of the tile, on the threads (:mod:`limits.parallel`): each piece uses its
+        rows of the scratch views and of K; the recursion is entrywise, so the bits are those of one piece."""
+        step = -(-K.shape[0] // (2 * n))
+        starts = list(range(0, K.shape[0], step))
+        watches = watch.forks(len(starts)) if watch is not None else [None] * len(starts)
+
+        def piece(k):
+            r, w = slice(starts[k], starts[k] + step), watches[k]
+            seen = None if w is None else (lambda l, a, blk: w(l, a + starts[k], blk))
+            self._layers(K[r], lambda l: QI[l, r][:, None], lambda l: QJ[l][None, :], [v[r] for v in views], seen)
+        parallel.map_blocks(piece, range(len(starts)))
+        if watch is not None:
+            watch.join(watches[1:])
+        return views[0], (views[6] if self.want_ntk else None)
 
 
 def _outputs(out, get, shape, dtype):
@@ -323,12 +343,10 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     see :mod:`limits.kernels.tilestore`. ``backend="serial"`` with a directory ``out`` does the same
     in this process.
 
-    ``n_jobs`` (in this process): threads over the tiles, one task per tile (:mod:`limits.parallel`; None:
-    ``$LIMITS_NUM_THREADS``, else every core); the numbers are the same for any value. With fewer tiles than
-    about twice the threads, the last round leaves threads idle (P = 500 at ``block=256``: 3 tiles).
+    ``n_jobs`` (in this process): threads over the tiles, one task per tile, when there are at least four tiles per
+    thread, else over the row pieces of each tile (a composition: its pairs of inputs) — :mod:`limits.parallel`;
+    None: ``$LIMITS_NUM_THREADS``, else every core; the numbers are the same for any value.
     """
-    from .. import parallel
-
     with parallel.using(n_jobs):
         return _kernel_blocked(model, X, block, get, X2, dtype, out, fill, progress, backend, scheduler, n_workers,
                                memory_limit)
@@ -429,7 +447,6 @@ def _tile_list(P, P2, block, sym):
 def _run_tiles(res, tiles, block, P, P2, progress, one):
     """``one(I, J, diagonal)`` for every tile (a progress bar, or a periodic line when not on a terminal); then the
     outputs moved into place (:func:`_finish`), or discarded on any error or interrupt."""
-    from .. import parallel
     from ..progress import progress as _progress
 
     lock = threading.Lock()
@@ -442,7 +459,11 @@ def _run_tiles(res, tiles, block, P, P2, progress, one):
             one(slice(i, min(i + block, P)), slice(j, min(j + block, P2)), i == j)
             with lock:
                 bar.update(1)
-        parallel.map_blocks(tile, tiles)
+        if len(tiles) >= 4 * parallel.threads():
+            parallel.map_blocks(tile, tiles)
+        else:                            # few tiles: one at a time, each on the threads (rows, pairs)
+            for ij in tiles:
+                tile(ij)
         bar.close()
         return _finish(res)
     except BaseException:
