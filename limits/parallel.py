@@ -36,7 +36,7 @@ ENV = "LIMITS_NUM_THREADS"
 
 _CURRENT = contextvars.ContextVar("limits_n_jobs", default=None)    # the innermost _Region
 MIN_ENTRIES = 1 << 16     # kernel entries (a transcendental each) per task: ~1 ms against ~0.1 ms per dispatch
-MIN_COPIES = 1 << 18      # entries per task of a copy (2 MiB)
+MIN_COPIES = 1 << 16      # entries per task of a copy (512 KiB)
 
 
 def available_cores() -> int:

@@ -90,6 +90,7 @@ def _small_tasks(monkeypatch):
     """Every loop parallel even at these small sizes (the task-size floors keep small inputs in one thread)."""
     monkeypatch.setattr(parallel, "MIN_ENTRIES", 1)
     monkeypatch.setattr(parallel, "MIN_COPIES", 1)
+    monkeypatch.setattr("limits.kernels.blocked.PATCH_PAIRS", 8)
 
 
 def test_small_inputs_stay_in_one_thread(monkeypatch):

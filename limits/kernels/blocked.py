@@ -48,6 +48,7 @@ FUSED = ("erf", "relu", "linear")       # activations with a fused closed-form t
 _MODERATE = 1e150                       # variances below this: q_α q_β cannot overflow (fast formulas)
 _INV_PI = 1.0 / np.pi
 _FILLS = ("both", "upper", "lower")
+PATCH_PAIRS = 64                        # delicate pairs per task of a tile's patch (limits.parallel)
 
 
 def _variances(kw, X, act):
@@ -222,7 +223,7 @@ class _Tile:
             self.delicate = (watch, K.copy(), QI[0, I].copy(), QJ[0, J].copy(),
                              None if self.ids is None else (self.ids[0][I], self.ids[1][J]))
         n = parallel.threads()
-        if n <= 1 or K.size < 2 * parallel.MIN_ENTRIES:
+        if n <= 1 or K.size * (self.kw["depth"] + 1) < 2 * parallel.MIN_ENTRIES:
             return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
         return self._rows_on_threads(K, QI[:, I], QJ[:, J], views, watch, n)
 
@@ -477,10 +478,10 @@ def _put(res, I, J, blk, sym, diagonal, fill, symmetrise=False):
         v = blk[g]
         if symmetrise and sym and diagonal:
             v = 0.5 * (v + v.T)
-        if fill != "lower":
-            a[I, J] = v
+        if fill != "lower":                               # (on the threads when tiles run one at a time)
+            parallel.copyto(a[I, J], v)
         if sym and (fill == "lower" or (fill == "both" and not diagonal)):
-            a[J, I] = v.T
+            parallel.copyto(a[J, I], v.T)
 
 
 def _aligned(a, align=64):
@@ -677,10 +678,12 @@ class _Engine:
                 from . import halfangle
 
                 watch, K0, q1, q2, ids = tl.delicate
-                pairs = watch.pairs()
-                if pairs[0].size:
-                    halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1,
-                                          q2, Ko, To, ids=ids, pairs=pairs)
+                i, j = watch.pairs()
+                arch = halfangle.arch_of(self.kw, self.kw["depth"])
+                step = max(PATCH_PAIRS, -(-i.size // parallel.threads()))      # pairs are independent:
+                parallel.map_blocks(lambda a: halfangle.patch_block(             # pieces on the threads
+                    self.name, arch, XI, XJ, K0, q1, q2, Ko, To, ids=ids, pairs=(i[a:a + step], j[a:a + step])),
+                    range(0, i.size, step))
             if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
                 return {"nngp": Ko, "ntk": To}, -1
         with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it
