@@ -44,7 +44,7 @@ import limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "results" / "cores.json"
-PAGE = ROOT / "docs" / "performance.rst"
+PAGE = ROOT / "docs/performance.rst"
 BEGIN = ".. cores-table:begin (python benchmarks/bench_cores.py --docs)"
 END = ".. cores-table:end"
 TARGET = 1.8
