@@ -549,7 +549,13 @@ def compute_tile(model, X, a, b, block, kernels, targets):
     """One tile task of the tile store: tile (a, b) of every requested kernel (the symmetric tile when
     a = b, the cross tile otherwise), written atomically to its ``(path, header)`` targets with its digests
     (:func:`limits.kernels.tilestore.write_tiles`); returns the CPU seconds of the computing thread
-    (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
+    (``time.thread_time``: a dask worker's own event-loop threads are not the task's; the task runs in that one
+    thread)."""
+    with parallel.using(1):             # a task of a pool of workers: one thread (the pool is the parallel loop)
+        return _compute_tile(model, X, a, b, block, kernels, targets)
+
+
+def _compute_tile(model, X, a, b, block, kernels, targets):
     import time
 
     from ..blas import blas_threads
