@@ -272,7 +272,7 @@ def docs_lines(path=DATA):
     main = [r for r in data if "speedup" in r]
     ms = [r["machine"] for r in data]
     loads = [x for m in ms for x in (m["load_before"], m["load_after"])]
-    out = [f"Measured {min(m['date'] for m in ms)} on {ms[0]['cores']} cores ({ms[0]['cpu']}), 1-minute load average "
+    out = ["", f"Measured {min(m['date'] for m in ms)} on {ms[0]['cores']} cores ({ms[0]['cpu']}), 1-minute load average "
            f"{min(loads):.1f}–{max(loads):.1f} during the rows (other jobs shared the machine), best of "
            f"{min(r['repeat'] for r in data)} interleaved rounds — ``python benchmarks/bench_cores.py``.", ""]
     if min(loads) >= ms[0]["cores"]:
