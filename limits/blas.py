@@ -4,7 +4,8 @@ On a shared machine multi-threaded OpenBLAS spin-waits and can be 10–100× slo
 on small products (measured: block Cholesky at N = H = 128 took 11.5 s CPU with the default
 threads, 0.11 s with one). ``blas_threads(n)`` sets the thread count of every loaded OpenBLAS
 (numpy's and scipy's, found in ``/proc/self/maps`` or next to numpy) via ctypes and restores it
-afterwards — a no-op where none is found. The default ``n`` is ``$LIMITS_BLAS_THREADS`` (1).
+afterwards — a no-op where none is found. The default ``n`` is ``$LIMITS_BLAS_THREADS`` (1). The threads of
+:mod:`limits.parallel` (``n_jobs``) are a separate count: while they run, BLAS keeps one thread.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import ctypes
 import functools
 import glob
 import os
+import threading
 
 _LIBS = None
 _NAMES = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
@@ -23,7 +25,6 @@ _NAMES = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads6
 
 def _candidate_paths():
     import numpy
-    import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
 
     paths = set()
     try:
@@ -37,11 +38,24 @@ def _candidate_paths():
     return sorted(paths)
 
 
-def _libs():
+def _libs(load_scipy=True):
+    """The (setter, getter) pairs of every loaded OpenBLAS; ``load_scipy`` loads scipy's first (else it is
+    included only once something has imported ``scipy.linalg``: a cold start need not pay for it)."""
     global _LIBS
-    if _LIBS is not None:
-        return _LIBS
-    _LIBS = []
+    import sys
+
+    if load_scipy and "scipy.linalg" not in sys.modules:
+        import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS too)
+    key = "scipy.linalg" in sys.modules
+    if _LIBS is None:
+        _LIBS = {}
+    if key not in _LIBS:
+        _LIBS[key] = _scan()
+    return _LIBS[key]
+
+
+def _scan():
+    found = []
     for path in _candidate_paths():
         try:
             lib = ctypes.CDLL(path)
@@ -51,9 +65,27 @@ def _libs():
             if hasattr(lib, set_name) and hasattr(lib, get_name):
                 setter, getter = getattr(lib, set_name), getattr(lib, get_name)
                 setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
-                _LIBS.append((setter, getter))
+                found.append((setter, getter))
                 break
-    return _LIBS
+    return found
+
+
+_WORKER = threading.local()       # .inside: this thread is a worker of a limits.parallel region
+
+
+def inside_worker() -> bool:
+    """True in a worker thread of :mod:`limits.parallel` (which sets the flag)."""
+    return getattr(_WORKER, "inside", False)
+
+
+@contextlib.contextmanager
+def worker_thread():
+    """Mark the current thread as a worker of :mod:`limits.parallel` for the block."""
+    _WORKER.inside = True
+    try:
+        yield
+    finally:
+        _WORKER.inside = False
 
 
 def default_threads() -> int:
@@ -64,10 +96,11 @@ def default_threads() -> int:
 
 
 @contextlib.contextmanager
-def blas_threads(n: int | None = None):
-    """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1)."""
+def blas_threads(n: int | None = None, load_scipy: bool = True):
+    """Run the body with ``n`` BLAS threads (default ``$LIMITS_BLAS_THREADS`` or 1). A no-op in a worker thread
+    of :mod:`limits.parallel` (the region already runs BLAS with one thread; the count is process-wide)."""
     n = default_threads() if n is None else int(n)
-    libs = _libs() if n > 0 else []
+    libs = _libs(load_scipy) if (n > 0 and not inside_worker()) else []
     old = []
     try:
         for setter, getter in libs:

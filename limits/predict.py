@@ -64,8 +64,11 @@ learning_rate=η_NT)`` evolves by e^{−η_NT Θ t / Y.size} with ``Y.size`` = P
 ½‖f(X) − Y‖²/(P·k); ``neural_tangents/_src/predict.py``, ``_make_expm1_fn(y_train.size)``), while
 ``reduction="mean"`` here is c = 1/P: NT at (η_NT, t) is ``gradient_descent(..., learning_rate=η_NT/k,
 reduction="mean", t=t)`` — the same η for one output (benchmarks/bench_predict.py compares both on
-the 10-output digits task). BLAS runs with ``$LIMITS_BLAS_THREADS`` (default 1)
-threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on shared machines).
+the 10-output digits task). Cores: ``n_jobs`` (:mod:`limits.parallel`; default ``$LIMITS_NUM_THREADS``, else every
+core) — the kernels on threads over row blocks (bit for bit the one-thread numbers), the factorisation and
+solves of P ≥ 256 training points on that many BLAS threads (to rounding); otherwise BLAS runs with
+``$LIMITS_BLAS_THREADS`` (default 1) threads (:mod:`limits.blas`: multi-threaded OpenBLAS spin-waits on small
+products on shared machines).
 """
 from __future__ import annotations
 
@@ -75,6 +78,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import parallel
 from .blas import limit_blas
 from .checks import finite_array, real_number
 from .results import Result, model_label
@@ -290,10 +294,9 @@ def _kernels(m, X, Xs, ntk, test_cov=True, memory_limit=None):
                      **kernel_arguments(m, "limits.predict"))
             K, T = r.K_out, (r.Theta_out if ntk else None)
             del r
-            out = {"K": np.ascontiguousarray(K[:P, :P]), "K_sx": np.ascontiguousarray(K[P:, :P]),
-                   "K_ss": np.ascontiguousarray(K[P:, P:]) if test_cov else None,
-                   "T": None if T is None else np.ascontiguousarray(T[:P, :P]),
-                   "T_sx": None if T is None else np.ascontiguousarray(T[P:, :P])}
+            cut = lambda A: parallel.copyto(np.empty(A.shape), A)     # noqa: E731  (contiguous, on the threads)
+            out = {"K": cut(K[:P, :P]), "K_sx": cut(K[P:, :P]), "K_ss": cut(K[P:, P:]) if test_cov else None,
+                   "T": None if T is None else cut(T[:P, :P]), "T_sx": None if T is None else cut(T[P:, :P])}
             del K, T
         else:
             from .kernels.cross import kernel
@@ -481,6 +484,7 @@ def _hyperparameters(K, Y, noise, output_scale):
     return output_scale, ml_noise(K, Y, output_scale), ("noise",)
 
 
+@parallel.n_jobs_option
 @limit_blas
 def nngp_posterior(model, X_train, Y_train, X_test, noise=0.0, *, output_scale=None,
                    memory_limit=None, kernel=None) -> PosteriorResult:
@@ -517,18 +521,19 @@ def _posterior(k, m, X, Y, Xs, noise, output_scale, what):
 
     s2, noise, fitted = _hyperparameters(k["K"], Y, noise, output_scale)
     ratio = noise / s2
-    try:
-        c = _cholesky(k["K"], ratio, what)
-    except SingularKernelError as exc:
-        if s2 == 1.0:
-            raise
-        need = exc.suggested_noise * s2
-        raise SingularKernelError(f"{what}: the training kernel s²K_XX + σ²I (s² = {s2:.4g}, σ² = {noise:.4g}) is "
-                                  f"numerically singular; pass noise >= {need:.3g}", need) from None
-    alpha = cho_solve((c, True), Y, check_finite=False)
-    mean = k["K_sx"] @ alpha
-    V = solve_triangular(c, k["K_sx"].T, lower=True, check_finite=False)
-    cov = k["K_ss"] - V.T @ V
+    with parallel.dense_blas(X.shape[0]):             # the factorisation and solves: BLAS on n_jobs cores
+        try:
+            c = _cholesky(k["K"], ratio, what)
+        except SingularKernelError as exc:
+            if s2 == 1.0:
+                raise
+            need = exc.suggested_noise * s2
+            raise SingularKernelError(f"{what}: the training kernel s²K_XX + σ²I (s² = {s2:.4g}, σ² = {noise:.4g}) "
+                                      f"is numerically singular; pass noise >= {need:.3g}", need) from None
+        alpha = cho_solve((c, True), Y, check_finite=False)
+        mean = k["K_sx"] @ alpha
+        V = solve_triangular(c, k["K_sx"].T, lower=True, check_finite=False)
+        cov = k["K_ss"] - V.T @ V
     cov = 0.5 * (cov + cov.T)
     if s2 != 1.0:
         cov *= s2
@@ -614,6 +619,7 @@ def _gfun(lam, t, eta, flow):
     return np.where(pos[None, :], val, eta_t)
 
 
+@parallel.n_jobs_option
 @limit_blas
 def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flow=True, reduction="sum",
                      cov=True, *, memory_limit=None, kernel=None) -> GDResult:
@@ -659,9 +665,10 @@ def gradient_descent(model, X_train, Y_train, X_test, t, learning_rate=None, flo
     c = 1.0 / P if reduction == "mean" else 1.0          # ℓ = c Σ ½‖f − y‖²
     check_memory(what, P, Xs.shape[0], "gd", n_times=ts.size if cov else 0, memory_limit=memory_limit)
     k = kernels_for(m, X, Xs, True, kernel, what, memory_limit=memory_limit)
-    core = _GDCore(k, eta * c, flow, what, c=c)
-    mean, mean_train = core.means(ts, Y)
-    C, var = core.covariance(ts, want_cov=bool(cov))
+    with parallel.dense_blas(P):                      # eigendecomposition and products: BLAS on n_jobs cores
+        core = _GDCore(k, eta * c, flow, what, c=c)
+        mean, mean_train = core.means(ts, Y)
+        C, var = core.covariance(ts, want_cov=bool(cov))
     _finite_outputs(what, mean=mean, mean_train=mean_train, cov=C, var=var)
     return GDResult(ts, mean, C, var, mean_train, eta, reduction, flow, _model_dict(m), X, Y, Xs)
 
@@ -841,6 +848,7 @@ def _test_chunk(P):
     return max(1, (1 << 25) // max(P, 1))      # P×chunk float64 blocks of at most 256 MiB
 
 
+@parallel.n_jobs_option
 @limit_blas
 def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0, *, var=True, block=256,
                       memory_limit=None, progress=None, solver="cholesky", backend="serial", scheduler=None,
@@ -929,8 +937,9 @@ def kernel_regression(model, X_train, Y_train, X_test, kernel="nngp", noise=0.0,
     A, K = _regression_train_kernels(m, X, kernel, var, block, progress, pre)
     sec["kernel"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    c = _factor_in_place(A, noise, kernel, what)
-    alpha = _cho_solve(c, Y)
+    with parallel.dense_blas(P):                      # the factorisation: BLAS on n_jobs cores
+        c = _factor_in_place(A, noise, kernel, what)
+        alpha = _cho_solve(c, Y)
     sec["cholesky"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     mean, vs, tb = _regression_test(m, X, Xs, c, alpha, K, ntk, var, block, pre)

@@ -14,6 +14,9 @@ import pytest
 # (limits.progress; 2 by default). Tests asserting on stderr must not see one by chance on a loaded machine, so the
 # session waits ten minutes for a first line; the tests of progress lines set their own (tests/test_progress*.py).
 os.environ.setdefault("LIMITS_PROGRESS_FIRST", "600")
+# Cores (limits.parallel): the suite runs on xdist workers, so each test uses one thread unless it asks for more
+# (tests/test_parallel.py passes n_jobs explicitly); subprocesses (the CLI tests) inherit it.
+os.environ.setdefault("LIMITS_NUM_THREADS", "1")
 
 TORCH_TESTS = Path(__file__).resolve().parent / "torch_bridge"
 ZOO_TESTS = Path(__file__).resolve().parent / "zoo"

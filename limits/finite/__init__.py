@@ -58,7 +58,7 @@ l = 0..B, ``fwd.pre[name]``/``fwd.inp[name]`` each layer's output/input, ``fwd.z
 Empirical kernels (Monte Carlo over inits)
 ------------------------------------------
 ``ek = empirical_kernels(net, X, n_inits, rng=|seed=, method="auto"|"conditional"|"dense",
-chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False, workers=1)`` → ``EmpiricalKernels``:
+chunk=None, memory_mb=512, keep_samples=True, phi_kernels=False, n_jobs=None)`` → ``EmpiricalKernels``:
 ``ek.K`` (S, B+1, P, P) per-init Grams ``h^l h^lᵀ/N``, ``ek.K_out`` (S, P, P) = ``f fᵀ/d_out``,
 ``ek.mean``/``ek.se`` (B+1, P, P), ``ek.out_mean``/``ek.out_se`` (the SEs are None for one init), ``ek.K_phi`` (``φ(h)φ(h)ᵀ/N``),
 ``ek.seconds``, ``ek.gflops``, ``ek.overflow`` (inf/NaN, with a RuntimeWarning). "conditional" samples each layer's output exactly from its

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import parallel
 from ._blas import limit_blas, quiet_overflow
 from ..checks import positive_float, positive_int
 from ..results import Result
@@ -240,16 +241,29 @@ def _auto_chunk(net, P, method, memory_mb):
 @limit_blas
 @quiet_overflow
 def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk=None, memory_mb=512,
-                      keep_samples=True, phi_kernels=False, progress_bar=False, workers=1) -> EmpiricalKernels:
+                      keep_samples=True, phi_kernels=False, progress_bar=False, workers=None, *,
+                      n_jobs=None) -> EmpiricalKernels:
     """Monte Carlo of the per-layer empirical kernels of ``net`` over ``n_inits`` initialisations.
 
     ``method``: "auto" (the cheaper sampler by the cost model, :func:`choose_method`), "conditional" or
     "dense" (module docstring; ``.method`` of the result says which ran).
     ``chunk``: inits per batch (default from ``memory_mb``). ``keep_samples``: keep the per-init
     Grams (needed for single-network fluctuations); otherwise only mean and SE are kept.
-    ``workers``: threads processing chunks concurrently (numpy/scipy release the GIL for RNG fills,
-    erf and matmul; results are identical for any value; memory budget is shared).
+    ``n_jobs``: threads processing chunks of inits concurrently (:mod:`limits.parallel`; None:
+    ``$LIMITS_NUM_THREADS``, else every core; numpy releases the GIL for the random fills, φ and the products;
+    the memory budget is shared). Every init has its own stream and the sums over inits are taken init by init
+    in order, so the numbers are the same for any ``n_jobs`` and ``chunk``. ``workers``: the former name of
+    ``n_jobs`` (used when ``n_jobs`` is not given).
     """
+    if n_jobs is None and workers is not None:
+        n_jobs = positive_int(workers, "workers")
+    with parallel.using(n_jobs):
+        return _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_samples, phi_kernels,
+                          progress_bar)
+
+
+def _empirical(net, X, n_inits, rng, seed, method, chunk, memory_mb, keep_samples, phi_kernels, progress_bar):
+    """:func:`empirical_kernels`' body, in its thread context."""
     X = check_inputs(net, X)
     n_inits = positive_int(n_inits, "n_inits")
     if method == "auto":
@@ -259,12 +273,12 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
     root = root_seed(rng, seed)
     P = X.shape[0]
     nB = net.n_blocks
-    workers = positive_int(workers, "workers")
+    workers = parallel.threads()
     memory_mb = positive_float(memory_mb, "memory_mb")
     if chunk is None:
         chunk = _auto_chunk(net, P, method, memory_mb / workers)
-        if workers > 1:
-            chunk = min(chunk, -(-n_inits // workers))
+        if workers > 1:                 # a few chunks per thread (the chunking changes no number)
+            chunk = min(chunk, -(-n_inits // (2 * workers)))
     chunk = min(positive_int(chunk, "chunk"), n_inits)
     if keep_samples and 8.0 * n_inits * (nB + 2) * P * P * (2 if phi_kernels else 1) > 4 * 2**30:
         raise ValueError("keep_samples: per-init Grams would exceed 4 GB; pass keep_samples=False")
@@ -281,43 +295,26 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
             return _chunk_forward(net, X, streams_from_root(root, range(st, min(st + chunk, n_inits))), method,
                                   phi_kernels)
 
-    pool = None
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=workers)
-        results = pool.map(work, starts)
-    else:
-        results = map(work, starts)
+    results = parallel.imap_blocks(work, starts)
     if progress_bar:
         from ..progress import progress
 
         results = progress(results, total=len(starts), desc="kernels")
-    try:
-        for K, Kout, Kphi, fl in results:
-            flops += fl
-            if shift is None:
-                shift, shift_o = K[0].copy(), Kout[0].copy()
-            d = K - shift; s1 += d.sum(0); s2 += (d * d).sum(0)
-            do = Kout - shift_o; o1 += do.sum(0); o2 += (do * do).sum(0)
-            if keep_samples:
-                Ks.append(K); Kouts.append(Kout)
-                if Kphi is not None:
-                    Kphis.append(Kphi)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    for K, Kout, Kphi, fl in results:
+        flops += fl
+        if shift is None:
+            shift, shift_o = K[0].copy(), Kout[0].copy()
+        _accumulate(K, Kout, shift, shift_o, (s1, s2, o1, o2))
+        if keep_samples:
+            Ks.append(K); Kouts.append(Kout)
+            if Kphi is not None:
+                Kphis.append(Kphi)
     secs = time.perf_counter() - t0
     n = n_inits
-    mean = shift + s1 / n
-    mean_o = shift_o + o1 / n
-    if n > 1:
-        var = np.clip((s2 - s1 * s1 / n) / (n - 1), 0, None)
-        var_o = np.clip((o2 - o1 * o1 / n) / (n - 1), 0, None)
-        se, se_o = np.sqrt(var / n), np.sqrt(var_o / n)
-    else:                                   # one init: the SE is undefined → reported as unavailable
-        se = se_o = None
-    overflow = not (np.all(np.isfinite(mean)) and np.all(np.isfinite(mean_o)))
+    mean, se, fin = _mean_se(shift, s1, s2, n)
+    mean_o, se_o, fin_o = _mean_se(shift_o[None], o1[None], o2[None], n)
+    mean_o, se_o = mean_o[0], (None if se_o is None else se_o[0])
+    overflow = not (fin and fin_o)
     if overflow:
         import warnings
 
@@ -328,6 +325,54 @@ def empirical_kernels(net, X, n_inits, rng=None, seed=None, method="auto", chunk
                             np.concatenate(Kouts) if keep_samples else None,
                             np.concatenate(Kphis) if (keep_samples and phi_kernels) else None,
                             n, net.width, method, secs, flops, chunk, overflow)
+
+
+def _mean_se(shift, s1, s2, n):
+    """(mean, standard error — None for one init —, all means finite) from the shifted sums (L, P, P), row block
+    by row block on the threads (element-wise: the same numbers for any split)."""
+    mean = np.empty_like(s1)
+    se = np.empty_like(s1) if n > 1 else None       # one init: the SE is undefined → reported as unavailable
+    P = s1.shape[1]
+    step = max(1, -(-P // (4 * parallel.threads())))
+    starts = list(range(0, P, step))
+
+    def part(group):
+        ok = True
+        for a in (starts[g] for g in group):
+            r = slice(a, a + step)
+            mean[:, r] = shift[:, r] + s1[:, r] / n
+            ok = ok and bool(np.all(np.isfinite(mean[:, r])))
+            if se is not None:
+                var = np.clip((s2[:, r] - s1[:, r] * s1[:, r] / n) / (n - 1), 0, None)
+                se[:, r] = np.sqrt(var / n)
+        return ok
+    sizes = [min(step, P - a) * s1.shape[0] * s1.shape[2] for a in starts]
+    fin = parallel.map_blocks(part, parallel.split(sizes, parallel.threads(), parallel.MIN_COPIES))
+    return mean, se, all(fin)
+
+
+def _accumulate(K, Kout, shift, shift_o, sums):
+    """s1 += Σ_k (K_k − shift), s2 += Σ_k (K_k − shift)² (and the read-out's), init by init in order — so the sums
+    do not depend on the chunks — with the rows of the Grams shared out over the threads (:mod:`limits.parallel`)."""
+    s1, s2, o1, o2 = sums
+    P = shift.shape[-1]
+    step = max(1, -(-P // (4 * parallel.threads())))
+    starts = list(range(0, P, step))
+
+    def part(group):
+        for a in (starts[g] for g in group):
+            r = slice(a, a + step)
+            for k in range(K.shape[0]):
+                d = K[k, :, r] - shift[:, r]
+                s1[:, r] += d
+                d *= d
+                s2[:, r] += d
+                do = Kout[k, r] - shift_o[r]
+                o1[r] += do
+                do *= do
+                o2[r] += do
+    sizes = [min(step, P - a) * P * (K.shape[1] + 1) * K.shape[0] for a in starts]
+    parallel.map_blocks(part, parallel.split(sizes, parallel.threads(), parallel.MIN_COPIES))
 
 
 def kernels_of(fwd) -> np.ndarray:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import parallel
 from ..checks import positive_int
 from ._blas import limit_blas
 
@@ -51,15 +52,17 @@ class SerialNetwork:
         return self.model.apply(params, np.ascontiguousarray(x))
 
     @limit_blas
-    def kernels(self, X, n_inits, seed=0, chunk=8, ntk=True):
-        """Per init: the NNGP observable (S, P, P) and the empirical NTK of output 0 (S, P, P) (module docstring)."""
+    def kernels(self, X, n_inits, seed=0, chunk=8, ntk=True, n_jobs=None):
+        """Per init: the NNGP observable (S, P, P) and the empirical NTK of output 0 (S, P, P) (module docstring).
+        ``n_jobs``: threads over the chunks of inits (:mod:`limits.parallel`; None: the current count), each
+        holding ``chunk`` inits in memory; the numbers are the same for any value."""
         X = np.asarray(X, dtype=np.float64)
         n_inits = positive_int(n_inits, "n_inits")
         gens = [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(n_inits)]
         layers = self.model.layers
         rb = bool(layers) and type(layers[-1]).__name__ == "Dense"
-        Ks, Ts = [], []
-        for st in range(0, n_inits, chunk):
+
+        def one(st):                    # a chunk of inits (own streams): any thread (limits.parallel)
             params = self.init_weights(X.shape[1:], None, streams=gens[st:st + chunk])
             f, caches = self.forward(params, X)
             if f.ndim != 3:
@@ -67,15 +70,17 @@ class SerialNetwork:
                                  "Flatten() or GlobalAvgPool() and a Dense read-out")
             if rb:
                 a, last = caches[-1], layers[-1]
-                Ks.append(last.sigma_w2 * np.matmul(a, a.transpose(0, 2, 1)) / a.shape[-1] + last.sigma_b2)
+                K = last.sigma_w2 * np.matmul(a, a.transpose(0, 2, 1)) / a.shape[-1] + last.sigma_b2
             else:
-                Ks.append(np.matmul(f, f.transpose(0, 2, 1)) / f.shape[-1])
+                K = np.matmul(f, f.transpose(0, 2, 1)) / f.shape[-1]
+            th = None
             if ntk:
                 g = np.zeros_like(f)
                 g[..., 0] = 1.0
                 _, th = self.model.backward(params, caches, g)
-                Ts.append(th)
-        return np.concatenate(Ks), (np.concatenate(Ts) if ntk else None)
+            return K, th
+        out = parallel.map_blocks(one, range(0, n_inits, chunk), n_jobs)
+        return np.concatenate([k for k, _ in out]), (np.concatenate([t for _, t in out]) if ntk else None)
 
 
     @limit_blas
@@ -196,7 +201,9 @@ def kernel_samples(model, X1, X2, widths, inits, seed, kinds=("nngp", "ntk"), ch
     available memory, one init that does not fit is refused)."""
     symmetric = X2 is None
     X = X1 if symmetric else np.concatenate([X1, X2])
-    chunk = check_memory(model, X.shape[1:], X.shape[0], widths, chunk)
+    n = parallel.threads()              # n chunks in memory at once: the budget is shared
+    total = check_memory(model, X.shape[1:], X.shape[0], widths, chunk * n)
+    chunk, jobs = max(1, total // n), max(1, min(n, total))
     P1 = X1.shape[0]
     if symmetric:
         i, j = np.triu_indices(P1)
@@ -206,7 +213,7 @@ def kernel_samples(model, X1, X2, widths, inits, seed, kinds=("nngp", "ntk"), ch
     seeds = [int(s.generate_state(1, dtype=np.uint64)[0] >> 1) for s in np.random.SeedSequence(int(seed)).spawn(len(widths))]
     out = {k: [] for k in kinds}
     for w, s in zip(widths, seeds):
-        K, T = SerialNetwork(model, int(w)).kernels(X, inits, seed=s, chunk=chunk, ntk="ntk" in kinds)
+        K, T = SerialNetwork(model, int(w)).kernels(X, inits, seed=s, chunk=chunk, ntk="ntk" in kinds, n_jobs=jobs)
         if "nngp" in kinds:
             out["nngp"].append(K[:, i, j])
         if "ntk" in kinds:

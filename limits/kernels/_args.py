@@ -72,12 +72,32 @@ def _float(x, name, allow_zero=True, bound=LARGE):
 
 def gram_upper(X, scale):
     """scale·X Xᵀ, exactly symmetric: ``numpy.dot(X, X.T)`` takes BLAS ``syrk`` for a product with its own
-    transpose (half the flops of a general product) and mirrors the triangle; C-ordered. (scipy's
+    transpose (half the flops of a general product) and mirrors the triangle; C-ordered. From P = 256 on, the
+    upper triangle in row blocks of ``GRAM_ROWS`` (one-thread BLAS each, shared out over the threads of
+    :mod:`limits.parallel`), then mirrored. (scipy's
     ``dsyrk`` would do the same but importing ``scipy.linalg`` costs ~0.25 s of every cold start.)"""
     X = np.ascontiguousarray(X, dtype=np.float64)
-    R = np.dot(X, X.T)
+    P = X.shape[0]
+    if P < 2 * GRAM_ROWS:
+        R = np.dot(X, X.T)
+    else:                                             # row blocks of the upper triangle on the threads of
+        from .. import parallel                       # limits.parallel, then mirrored: the blocks depend on
+        from ._fused import mirror                    # P alone, so the bits do not depend on n_jobs
+
+        R = np.empty((P, P))
+        starts = list(range(0, P, GRAM_ROWS))
+
+        def part(group):
+            for a in (starts[k] for k in group):
+                R[a:a + GRAM_ROWS, a:] = X[a:a + GRAM_ROWS] @ X[a:].T
+        parallel.map_blocks(part, parallel.split([(P - a) * GRAM_ROWS * X.shape[1] for a in starts],
+                                                 parallel.threads(), parallel.MIN_COPIES))
+        mirror(R, GRAM_ROWS)
     R *= scale
     return R
+
+
+GRAM_ROWS = 128       # rows per block of gram_upper (a multiple of mirror's block: its diagonal squares)
 
 
 def row_ids(X1, X2=None):

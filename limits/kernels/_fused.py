@@ -28,6 +28,8 @@ import functools
 
 import numpy as np
 
+from .. import parallel
+
 _TWO_OVER_PI = 2.0 / np.pi
 _FOUR_OVER_PI = 4.0 / np.pi
 _TWO_PI = 2.0 * np.pi
@@ -94,17 +96,36 @@ class Packed:
 
     def pack(self, A, out=None):
         out = np.empty(self.n) if out is None else out
-        for seg in self.segments:
-            self.rect(out, seg)[...] = A[seg[0]:seg[1], seg[0]:]
+
+        def part(group):
+            for k in group:
+                seg = self.segments[k]
+                self.rect(out, seg)[...] = A[seg[0]:seg[1], seg[0]:]
+        self.over_segments(part, min_size=parallel.MIN_COPIES)
         return out
 
     def unpack(self, v, out=None):
         """Full symmetric P×P matrix from the storage vector (the blocks copied, then the upper triangle
         mirrored onto the lower one)."""
         out = np.empty((self.P, self.P)) if out is None else out
-        for seg in self.segments:
-            out[seg[0]:seg[1], seg[0]:] = self.rect(v, seg)
+
+        def part(group):
+            for k in group:
+                seg = self.segments[k]
+                out[seg[0]:seg[1], seg[0]:] = self.rect(v, seg)
+        self.over_segments(part, min_size=parallel.MIN_COPIES)
         return mirror(out)
+
+    def over_segments(self, body, sc=None, min_size=None):
+        """``body(group)`` — or ``body(group, scratch)`` with ``sc`` — for contiguous groups of segment indices
+        of about equal size (at least ``min_size`` entries), one group per thread (:mod:`limits.parallel`); the
+        groups' results in order. Each group writes its own segments: the numbers do not depend on the threads."""
+        groups = parallel.split([e - s for _, _, s, e in self.segments], parallel.threads(),
+                                parallel.MIN_ENTRIES if min_size is None else min_size)
+        if sc is None:
+            return parallel.map_blocks(body, groups)
+        scs = [sc.part(k) for k in range(len(groups))]
+        return parallel.map_blocks(lambda k: body(groups[k], scs[k]), range(len(groups)))
 
     def diag(self, v):
         return v[self.dpos]
@@ -128,6 +149,15 @@ class Scratch:
     def views(self, shape, k: int):
         m = shape[0] * shape[1]
         return [b[:m].reshape(shape) for b in self.buf[:k]]
+
+    def part(self, k: int):
+        """The scratch of the k-th concurrent group of segments (k = 0: this one), made on first use."""
+        if k == 0:
+            return self
+        extra = self.__dict__.setdefault("extra", {})
+        if k not in extra:
+            extra[k] = Scratch(None, len(self.buf), size=self.buf[0].size)
+        return extra[k]
 
 
 def prepare(kind_, d):
@@ -293,30 +323,39 @@ def layer(kind_, pk, Kp, Thp, Kn, Cn, Tn, c_w, c_b, residual, sc, t_scale=None):
     caller then checks exactly). K' is PSD, so its extremes are on its diagonal (the caller reads them)."""
     pre = prepare(kind_, pk.diag(Kp).copy())
     ntk = Thp is not None
-    tsum = 0.0
-    for seg in pk.segments:
-        s0, s1 = seg[2], seg[3]
-        kp = Kp[s0:s1]
-        E, G = seg_moments(kind_, pre, pk, seg, kp, sc, derivative=ntk, e_scale=c_w, g_scale=c_w)
-        C = Cn[s0:s1]
-        np.add(E, c_b, out=C)                         # C = c_w E[φφ] + c_b
-        K = Kn[s0:s1]
-        if residual:
-            np.add(kp, C, out=K)
-        else:
-            K[...] = C
-        if ntk:
-            thp = Thp[s0:s1]
-            T = Tn[s0:s1]
-            np.multiply(G, thp, out=T)                # c_w E[φ'φ'] ∘ Θ̃
-            if t_scale is None:
-                T += C
-            else:
-                np.multiply(C, t_scale, out=E)
-                T += E
+
+    def part(group, sc):
+        sums = []
+        for k in group:
+            seg = pk.segments[k]
+            s0, s1 = seg[2], seg[3]
+            kp = Kp[s0:s1]
+            E, G = seg_moments(kind_, pre, pk, seg, kp, sc, derivative=ntk, e_scale=c_w, g_scale=c_w)
+            C = Cn[s0:s1]
+            np.add(E, c_b, out=C)                     # C = c_w E[φφ] + c_b
+            K = Kn[s0:s1]
             if residual:
-                T += thp
-            tsum += float(T.sum())
+                np.add(kp, C, out=K)
+            else:
+                K[...] = C
+            if ntk:
+                thp = Thp[s0:s1]
+                T = Tn[s0:s1]
+                np.multiply(G, thp, out=T)            # c_w E[φ'φ'] ∘ Θ̃
+                if t_scale is None:
+                    T += C
+                else:
+                    np.multiply(C, t_scale, out=E)
+                    T += E
+                if residual:
+                    T += thp
+                sums.append(float(T.sum()))
+        return sums
+
+    tsum = 0.0
+    for sums in pk.over_segments(part, sc):           # the segments' sums in segment order, any thread count
+        for x in sums:
+            tsum += x
     return tsum
 
 
@@ -326,13 +365,17 @@ def moments_packed(kind_, pk, Kv, sc, derivative=True, e_scale=1.0, g_scale=1.0)
     pre = prepare(kind_, pk.diag(Kv).copy())
     Ev = np.empty(pk.n)
     Gv = np.empty(pk.n) if derivative else None
-    for seg in pk.segments:
-        s0, s1 = seg[2], seg[3]
-        E, G = seg_moments(kind_, pre, pk, seg, Kv[s0:s1], sc, derivative=derivative, e_scale=e_scale,
-                           g_scale=g_scale)
-        Ev[s0:s1] = E
-        if derivative:
-            Gv[s0:s1] = G
+
+    def part(group, sc):
+        for k in group:
+            seg = pk.segments[k]
+            s0, s1 = seg[2], seg[3]
+            E, G = seg_moments(kind_, pre, pk, seg, Kv[s0:s1], sc, derivative=derivative, e_scale=e_scale,
+                               g_scale=g_scale)
+            Ev[s0:s1] = E
+            if derivative:
+                Gv[s0:s1] = G
+    pk.over_segments(part, sc)
     return Ev, Gv
 
 
@@ -341,12 +384,17 @@ def mirror(A, block: int = 128):
     ``block`` columns: each transposed copy stays in cache)."""
     P = A.shape[0]
     low = np.tri(min(block, P), k=-1, dtype=bool)
-    for a in range(0, P, block):
-        b = min(P, a + block)
-        D = A[a:b, a:b]
-        np.copyto(D, D.T, where=low[:b - a, :b - a])
-        if b < P:
-            A[b:, a:b] = A[a:b, b:].T
+    starts = list(range(0, P, block))
+
+    def part(group):                                  # column strips: each writes its own lower strip and
+        for a in (starts[k] for k in group):          # reads the upper triangle only (thread-safe)
+            b = min(P, a + block)
+            D = A[a:b, a:b]
+            np.copyto(D, D.T, where=low[:b - a, :b - a])
+            if b < P:
+                A[b:, a:b] = A[a:b, b:].T
+    parallel.map_blocks(part, parallel.split([(P - a) * block for a in starts], parallel.threads(),
+                                             parallel.MIN_COPIES))
     return A
 
 
@@ -421,9 +469,6 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
     (:class:`limits.kernels.halfangle.Watch`: it collects the pairs to recompute)."""
     P1, P2 = K.shape
     h = max(1, (CROSS_BLOCK if block is None else block) // max(P2, 1))
-    size = min(h, P1) * P2
-    sc = Scratch(None, 7, size=size)
-    Cb, Ta, Tb = (np.empty(max(size, 1)) for _ in range(3))
     K_out = np.empty((P1, P2))
     T_out = np.empty((P1, P2)) if ntk else None
     colv = [cols(p, None, None) for p in pres2]
@@ -431,7 +476,38 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
         Ks[0] = K
         if Ts is not None:
             Ts[0] = K
-    for a in range(0, P1, h):
+    starts = list(range(0, P1, h))
+    groups = parallel.split([(min(P1, a + h) - a) * P2 * (depth + 1) for a in starts], parallel.threads(),
+                            parallel.MIN_ENTRIES)
+    if watch is not None and len(groups) > 1:         # one collector per group, merged in row order
+        watch = watch.forks(len(groups))
+    else:
+        watch = [watch] * len(groups)
+    blocks = functools.partial(_cross_rows, kind_, K, pres1, colv, depth, c_w, c_b, residual, w_out, b_out, ntk,
+                               Ks, Ts, K_out, T_out, h)
+    parallel.map_blocks(lambda k: blocks([starts[i] for i in groups[k]], watch[k]), range(len(groups)))
+    if len(groups) > 1 and watch[0] is not None:
+        watch[0].join(watch[1:])
+    if same is not None and same[0].size:
+        i, j, v = same
+        K_out[i, j] = v["k_out"][i]
+        if ntk:
+            T_out[i, j] = v["t_out"][i]
+        if Ks is not None:
+            Ks[:, i, j] = v["Q"][:, i]
+            if Ts is not None:
+                Ts[:, i, j] = v["Th"][:, i]
+    return K_out, T_out
+
+
+def _cross_rows(kind_, K, pres1, colv, depth, c_w, c_b, residual, w_out, b_out, ntk, Ks, Ts, K_out, T_out, h,
+                starts, watch):
+    """:func:`cross` on the row blocks starting at ``starts`` (h rows each), with scratch of their own."""
+    P1, P2 = K.shape
+    size = min(h, P1) * P2
+    sc = Scratch(None, 7, size=size)
+    Cb, Ta, Tb = (np.empty(max(size, 1)) for _ in range(3))
+    for a in starts:
         b = min(P1, a + h)
         m = (b - a, P2)
         kb = K[a:b]
@@ -468,13 +544,3 @@ def cross(kind_, K, pres1, pres2, depth, c_w, c_b, residual, w_out, b_out, ntk, 
             to = T_out[a:b]
             np.multiply(G, T, out=to)
             to += ko
-    if same is not None and same[0].size:
-        i, j, v = same
-        K_out[i, j] = v["k_out"][i]
-        if ntk:
-            T_out[i, j] = v["t_out"][i]
-        if Ks is not None:
-            Ks[:, i, j] = v["Q"][:, i]
-            if Ts is not None:
-                Ts[:, i, j] = v["Th"][:, i]
-    return K_out, T_out

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from .. import parallel
 from . import diagnostics as _diag
 from ._args import row_ids, snap_identical, snap_variances
 from .cross import KernelResult, flag_explosions, parse_get, check_inputs, model_record
@@ -46,6 +48,7 @@ FUSED = ("erf", "relu", "linear")       # activations with a fused closed-form t
 _MODERATE = 1e150                       # variances below this: q_α q_β cannot overflow (fast formulas)
 _INV_PI = 1.0 / np.pi
 _FILLS = ("both", "upper", "lower")
+PATCH_PAIRS = 64                        # delicate pairs per task of a tile's patch (limits.parallel)
 
 
 def _variances(kw, X, act):
@@ -219,7 +222,26 @@ class _Tile:
             watch = Watch(self.name, QI[:, I], QJ[:, J])
             self.delicate = (watch, K.copy(), QI[0, I].copy(), QJ[0, J].copy(),
                              None if self.ids is None else (self.ids[0][I], self.ids[1][J]))
-        return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
+        n = parallel.threads()
+        if n <= 1 or K.size * (self.kw["depth"] + 1) < 2 * parallel.MIN_ENTRIES:
+            return self._layers(K, lambda l: QI[l, I][:, None], lambda l: QJ[l, J][None, :], views, watch)
+        return self._rows_on_threads(K, QI[:, I], QJ[:, J], views, watch, n)
+
+    def _rows_on_threads(self, K, QI, QJ, views, watch, n):
+        """:meth:`_layers` on row pieces of the tile, on the threads (:mod:`limits.parallel`): each piece uses its
+        rows of the scratch views and of K; the recursion is entrywise, so the bits are those of one piece."""
+        step = -(-K.shape[0] // (2 * n))
+        starts = list(range(0, K.shape[0], step))
+        watches = watch.forks(len(starts)) if watch is not None else [None] * len(starts)
+
+        def piece(k):
+            r, w = slice(starts[k], starts[k] + step), watches[k]
+            seen = None if w is None else (lambda l, a, blk: w(l, a + starts[k], blk))
+            self._layers(K[r], lambda l: QI[l, r][:, None], lambda l: QJ[l][None, :], [v[r] for v in views], seen)
+        parallel.map_blocks(piece, range(len(starts)))
+        if watch is not None:
+            watch.join(watches[1:])
+        return views[0], (views[6] if self.want_ntk else None)
 
 
 def _outputs(out, get, shape, dtype):
@@ -288,7 +310,7 @@ def _finish(res):
 
 def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=np.float64, out=None,
                    fill="both", progress=None, backend="serial", scheduler=None, n_workers=None,
-                   memory_limit="2GiB"):
+                   memory_limit="2GiB", n_jobs=None):
     """Read-out NNGP/NTK of ``model`` on ``X`` (P×d_in), computed tile by tile (module docstring):
     equal to ``limits.kernels.kernel(model, X)`` / ``nngp(X, model=model)`` to 1e-12 in float64, with
     memory = the output + O(``block``²). With ``X2`` (P2×d_in) the P×P2 block between X and X2
@@ -321,7 +343,19 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     resumable, and the return value is a :class:`limits.largep.TileStore` (no P×P array anywhere);
     see :mod:`limits.kernels.tilestore`. ``backend="serial"`` with a directory ``out`` does the same
     in this process.
+
+    ``n_jobs`` (in this process): threads over the tiles, one task per tile, when there are at least four tiles per
+    thread, else over the row pieces of each tile (a composition: its pairs of inputs) — :mod:`limits.parallel`;
+    None: ``$LIMITS_NUM_THREADS``, else every core; the numbers are the same for any value.
     """
+    with parallel.using(n_jobs):
+        return _kernel_blocked(model, X, block, get, X2, dtype, out, fill, progress, backend, scheduler, n_workers,
+                               memory_limit)
+
+
+def _kernel_blocked(model, X, block, get, X2, dtype, out, fill, progress, backend, scheduler, n_workers,
+                    memory_limit):
+    """:func:`kernel_blocked`'s body, in its thread context."""
     from ..layers import as_serial
 
     if backend not in ("serial", "dask"):
@@ -364,11 +398,13 @@ def kernel_blocked(model, X, block=256, get=("nngp", "ntk"), *, X2=None, dtype=n
     res = _outputs(out, get, (P, P2), dtype)
     tiles = _tile_list(P, P2, block, sym)
     bad = [-1]
+    lock = threading.Lock()
 
     def one(I, J, diagonal):
         blk, at = eng.tile(X[I], X2[J], Q, I, Q if sym else Q2, J)
         if at >= 0:
-            bad[0] = at if bad[0] < 0 else min(bad[0], at)
+            with lock:
+                bad[0] = at if bad[0] < 0 else min(bad[0], at)
         _put(res, I, J, blk, sym, diagonal, fill, symmetrise=True)
 
     if q_bad >= 0:                                       # the NNGP variances overflow: every entry is +inf
@@ -414,12 +450,21 @@ def _run_tiles(res, tiles, block, P, P2, progress, one):
     outputs moved into place (:func:`_finish`), or discarded on any error or interrupt."""
     from ..progress import progress as _progress
 
+    lock = threading.Lock()
     try:
         bar = _progress(total=len(tiles), desc=f"kernel_blocked {P}×{P2}",
                         disable=True if not tiles else (None if progress is None else not progress))
-        for i, j in tiles:
+
+        def tile(ij):                    # tiles write disjoint blocks: one task per tile (limits.parallel)
+            i, j = ij
             one(slice(i, min(i + block, P)), slice(j, min(j + block, P2)), i == j)
-            bar.update(1)
+            with lock:
+                bar.update(1)
+        if len(tiles) >= 4 * parallel.threads():
+            parallel.map_blocks(tile, tiles)
+        else:                            # few tiles: one at a time, each on the threads (rows, pairs)
+            for ij in tiles:
+                tile(ij)
         bar.close()
         return _finish(res)
     except BaseException:
@@ -433,10 +478,10 @@ def _put(res, I, J, blk, sym, diagonal, fill, symmetrise=False):
         v = blk[g]
         if symmetrise and sym and diagonal:
             v = 0.5 * (v + v.T)
-        if fill != "lower":
-            a[I, J] = v
+        if fill != "lower":                               # (on the threads when tiles run one at a time)
+            parallel.copyto(a[I, J], v)
         if sym and (fill == "lower" or (fill == "both" and not diagonal)):
-            a[J, I] = v.T
+            parallel.copyto(a[J, I], v.T)
 
 
 def _aligned(a, align=64):
@@ -504,7 +549,13 @@ def compute_tile(model, X, a, b, block, kernels, targets):
     """One tile task of the tile store: tile (a, b) of every requested kernel (the symmetric tile when
     a = b, the cross tile otherwise), written atomically to its ``(path, header)`` targets with its digests
     (:func:`limits.kernels.tilestore.write_tiles`); returns the CPU seconds of the computing thread
-    (``time.thread_time``: a dask worker's own event-loop threads are not the task's)."""
+    (``time.thread_time``: a dask worker's own event-loop threads are not the task's; the task runs in that one
+    thread)."""
+    with parallel.using(1):             # a task of a pool of workers: one thread (the pool is the parallel loop)
+        return _compute_tile(model, X, a, b, block, kernels, targets)
+
+
+def _compute_tile(model, X, a, b, block, kernels, targets):
     import time
 
     from ..blas import blas_threads
@@ -591,6 +642,7 @@ class _Engine:
         self.q_bad = -1
         self.c_in, self.b_in = kw["sigma_w2_in"] / m.d_in, kw["sigma_b2_in"]
         self._tile = _Tile(self.name, kw, block, self.want_ntk) if self.fusable else None
+        self._owner, self._local = threading.current_thread(), threading.local()
 
     def variances(self, X, snap=None):
         Q, bad = _variances(self.kw, X, self.act)
@@ -612,19 +664,32 @@ class _Engine:
             self._tile.ids = (ids1, ids2)
         return ids1, ids2
 
+    def _scratch(self):
+        """The fused tile scratch of this thread (:mod:`limits.parallel` runs tiles concurrently)."""
+        if threading.current_thread() is self._owner:
+            return self._tile
+        t = getattr(self._local, "tile", None)
+        if t is None:
+            t = self._local.tile = _Tile(self.name, self.kw, self.block, self.want_ntk)
+            t.ids = self._tile.ids
+        return t
+
     def tile(self, XI, XJ, QI, I, QJ, J):
         """({name: tile}, first layer where the tile's NTK overflowed or −1)."""
         if self.fused:
+            tl = self._scratch()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                Ko, To = self._tile.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
-            if self._tile.delicate is not None:           # nearly collinear inputs, large norms: from the rows
+                Ko, To = tl.run(QI, QJ, XI, XJ, I, J, self.c_in, self.b_in)
+            if tl.delicate is not None:                   # nearly collinear inputs, large norms: from the rows
                 from . import halfangle
 
-                watch, K0, q1, q2, ids = self._tile.delicate
-                pairs = watch.pairs()
-                if pairs[0].size:
-                    halfangle.patch_block(self.name, halfangle.arch_of(self.kw, self.kw["depth"]), XI, XJ, K0, q1,
-                                          q2, Ko, To, ids=ids, pairs=pairs)
+                watch, K0, q1, q2, ids = tl.delicate
+                i, j = watch.pairs()
+                arch = halfangle.arch_of(self.kw, self.kw["depth"])
+                step = max(PATCH_PAIRS, -(-i.size // parallel.threads()))      # pairs are independent:
+                parallel.map_blocks(lambda a: halfangle.patch_block(             # pieces on the threads
+                    self.name, arch, XI, XJ, K0, q1, q2, Ko, To, ids=ids, pairs=(i[a:a + step], j[a:a + step])),
+                    range(0, i.size, step))
             if To is None or (np.all(np.isfinite(To)) and np.max(np.abs(To)) <= _diag.LARGE):
                 return {"nngp": Ko, "ntk": To}, -1
         with warnings.catch_warnings():        # NTK overflow (or no fused form): the cross kernel reports it

@@ -267,17 +267,21 @@ def _tiled(m, X1, X2, get, b):
     """The kernel tile by tile (``kernel`` docstring); structure diagnostics of the first tile."""
     sym = X2 is None
     Y = X1 if sym else X2
+    from .. import parallel
+
     out = {g: np.empty((X1.shape[0], Y.shape[0])) for g in get}
-    first = None
-    for i in range(0, X1.shape[0], b):
-        for j in range(i if sym else 0, Y.shape[0], b):
-            r = kernel_once(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
-            first = first or r
-            for g in get:
-                out[g][i:i + b, j:j + b] = getattr(r, g)
-                if sym and i != j:
-                    out[g][j:j + b, i:i + b] = getattr(r, g).T
-    diag = {**first.diagnostics, "block": b, "peak_bytes_per_tile": first.diagnostics["peak_bytes"]}
+    tiles = [(i, j) for i in range(0, X1.shape[0], b) for j in range(i if sym else 0, Y.shape[0], b)]
+
+    def one(tile):                       # tiles write disjoint blocks: any thread (limits.parallel)
+        i, j = tile
+        r = kernel_once(m, X1[i:i + b], None if (sym and i == j) else Y[j:j + b], get)
+        for g in get:
+            out[g][i:i + b, j:j + b] = getattr(r, g)
+            if sym and i != j:
+                out[g][j:j + b, i:i + b] = getattr(r, g).T
+        return r.diagnostics
+    first = parallel.map_blocks(one, tiles)[0]
+    diag = {**first, "block": b, "peak_bytes_per_tile": first["peak_bytes"]}
     return SerialKernelResult(out.get("nngp"), out.get("ntk"), m.to_dict(), diag, sym, X1, X2)
 
 

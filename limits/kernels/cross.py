@@ -98,7 +98,8 @@ def _diag_avail() -> float:
         return 8.0 * 2**30
 
 
-def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=None, max_seconds=None) -> KernelResult:
+def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=None, max_seconds=None,
+           n_jobs=None) -> KernelResult:
     """NNGP / NTK read-out kernels of ``model`` between ``X1`` (P1×d_in) and ``X2`` (P2×d_in).
 
     ``X2=None`` gives the symmetric P1×P1 kernel. ``get`` ⊆ {"nngp", "ntk"}; ``layers=True`` also
@@ -108,8 +109,18 @@ def kernel(model, X1, X2=None, get=("nngp", "ntk"), *, layers=False, max_memory=
     Overflow of one kernel (e.g. the NTK growing like χ₁^L in the chaotic phase) never touches the
     other: each has its own ``*_exploded_at`` in ``diagnostics``. A composition of ``limits.layers`` has its
     memory and time estimated first; ``max_memory`` (bytes, default half the available memory) and
-    ``max_seconds`` (default one hour) bound them (:func:`limits.kernels.composed.check_cost`).
+    ``max_seconds`` (default one hour) bound them (:func:`limits.kernels.composed.check_cost`). ``n_jobs``: threads
+    over row blocks / pairs of inputs (:mod:`limits.parallel`; None: ``$LIMITS_NUM_THREADS``, else every core);
+    the numbers are the same for any value.
     """
+    from .. import parallel
+
+    with parallel.using(n_jobs):
+        return _kernel(model, X1, X2, get, layers, max_memory, max_seconds)
+
+
+def _kernel(model, X1, X2, get, layers, max_memory, max_seconds):
+    """:func:`kernel`'s body, in its thread context."""
     from ..model import ModelError, as_model
 
     if _is_serial(model):                 # compositions of layers: limits.layers rules

@@ -38,6 +38,8 @@ import math
 
 import numpy as np
 
+from .. import parallel
+
 KINDS = ("linear", "relu", "erf", "gelu")
 TAU = 1e-3                  # a pair is delicate when 1 − |c| (erf: 1 − |s|) falls below this
 _SPLIT = 134217729.0        # 2^27 + 1 (Veltkamp splitting)
@@ -617,22 +619,31 @@ def find_pairs(kinds, K, q1=None, q2=None, symmetric=True, tau=TAU):
     if not kinds or P1 == 0 or P2 == 0:
         return np.empty(0, np.intp), np.empty(0, np.intp)
     r1, r2 = _thresholds(kinds, q1, tau), _thresholds(kinds, q2, tau)
+    n = parallel.threads()
     h = max(1, CHUNK_ROWS // max(P2, 1))
-    I, J = [], []
-    with np.errstate(invalid="ignore", over="ignore"):
-        for a in range(0, P1, h):
-            b = min(P1, a + h)
-            c0 = a if symmetric else 0                 # symmetric: columns from the chunk's first row on
-            thr = np.multiply(r1[a:b, None], r2[None, c0:])
-            m = np.abs(K[a:b, c0:]) > thr
-            i, j = np.nonzero(m)
-            i, j = i + a, j + c0
-            if symmetric:
-                keep = i < j
-                i, j = i[keep], j[keep]
-            I.append(i)
-            J.append(j)
-    return np.concatenate(I), np.concatenate(J)
+    if n > 1:                                          # several chunks per thread (a triangle is uneven)
+        h = max(1, min(h, -(-P1 // (4 * n))))
+    starts = list(range(0, P1, h))
+
+    def part(group):
+        I, J = [], []
+        with np.errstate(invalid="ignore", over="ignore"):
+            for a in (starts[k] for k in group):
+                b = min(P1, a + h)
+                c0 = a if symmetric else 0             # symmetric: columns from the chunk's first row on
+                thr = np.multiply(r1[a:b, None], r2[None, c0:])
+                m = np.abs(K[a:b, c0:]) > thr
+                i, j = np.nonzero(m)
+                i, j = i + a, j + c0
+                if symmetric:
+                    keep = i < j
+                    i, j = i[keep], j[keep]
+                I.append(i)
+                J.append(j)
+        return I, J
+    sizes = [(min(P1, a + h) - a) * (P2 - (a if symmetric else 0)) for a in starts]
+    parts = parallel.map_blocks(part, parallel.split(sizes, n, parallel.MIN_COPIES))  # row-major, any n
+    return np.concatenate([i for p in parts for i in p[0]]), np.concatenate([j for p in parts for j in p[1]])
 
 
 def find_pairs_packed(kinds, pk, Kv, d, tau=TAU):
@@ -642,17 +653,21 @@ def find_pairs_packed(kinds, pk, Kv, d, tau=TAU):
     if not kinds:
         return np.empty(0, np.intp), np.empty(0, np.intp)
     r = _thresholds(kinds, d, tau)
-    I, J = [], []
-    with np.errstate(invalid="ignore", over="ignore"):
-        for seg in pk.segments:
-            a, b = seg[0], seg[1]
-            m = np.abs(pk.rect(Kv, seg)) > np.multiply(r[a:b, None], r[None, a:])
-            i, j = np.nonzero(m)
-            i, j = i + a, j + a
-            keep = i < j
-            I.append(i[keep])
-            J.append(j[keep])
-    return np.concatenate(I), np.concatenate(J)
+
+    def part(group):
+        I, J = [], []
+        with np.errstate(invalid="ignore", over="ignore"):
+            for seg in (pk.segments[k] for k in group):
+                a, b = seg[0], seg[1]
+                m = np.abs(pk.rect(Kv, seg)) > np.multiply(r[a:b, None], r[None, a:])
+                i, j = np.nonzero(m)
+                i, j = i + a, j + a
+                keep = i < j
+                I.append(i[keep])
+                J.append(j[keep])
+        return I, J
+    parts = pk.over_segments(part, min_size=parallel.MIN_COPIES)
+    return np.concatenate([i for p in parts for i in p[0]]), np.concatenate([j for p in parts for j in p[1]])
 
 
 def initial(i, j, arch, X1=None, X2=None, K0=None):
@@ -851,6 +866,15 @@ class Watch:
         if i.size:
             self.found.append((i + a, j))
 
+    def forks(self, n):
+        """This watch and n − 1 empty ones on the same variances, one per concurrent group of rows (:meth:`join`)."""
+        return [self] + [Watch(self.kind, self.Q1, self.Q2) for _ in range(n - 1)]
+
+    def join(self, others):
+        """Take the entries the :meth:`forks` found (:meth:`pairs` sorts them: the order does not matter)."""
+        for w in others:
+            self.found.extend(w.found)
+
     def pairs(self):
         if not self.found:
             return np.empty(0, np.intp), np.empty(0, np.intp)
@@ -1002,6 +1026,15 @@ class Probe:
         q2 = np.asarray(q2).reshape(-1)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             self.found.append(find_pairs((kind,), k.nngp, q1, q2, symmetric=self.symmetric))
+
+    def forks(self, n):
+        """This watch and n − 1 empty ones on the same variances, one per concurrent group of rows (:meth:`join`)."""
+        return [self] + [Watch(self.kind, self.Q1, self.Q2) for _ in range(n - 1)]
+
+    def join(self, others):
+        """Take the entries the :meth:`forks` found (:meth:`pairs` sorts them: the order does not matter)."""
+        for w in others:
+            self.found.extend(w.found)
 
     def pairs(self):
         if not self.found:

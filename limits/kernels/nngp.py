@@ -22,6 +22,7 @@ import numpy as np
 from ..checks import positive_int
 from ..progress import layer_range
 from ..results import Result
+from .. import parallel
 from . import _fused
 from . import diagnostics as _diag
 from ._args import resolve
@@ -102,7 +103,7 @@ class NNGPResult(Result):
 def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual=False, rho=1.0,
          sigma_w2_in=None, sigma_b2_in=None, sigma_w2_out=None, sigma_b2_out=None, *, K0=None,
          depth_scaling="none", d_in=None, ntk=True, on_explode="warn", keep="auto", ntk_scale="linear",
-         max_memory=None, checkpoint_every=None) -> NNGPResult:
+         max_memory=None, checkpoint_every=None, n_jobs=None) -> NNGPResult:
     """NNGP (and NTK) kernels of a feed-forward or residual network, seed 004 Eq. 29–30.
 
     ``X`` is P×d_in (rows are samples) or pass ``K0`` (P×P read-in kernel) instead. Read-in/read-out
@@ -131,7 +132,21 @@ def nngp(X=None, depth=1, activation="erf", sigma_w2=1.0, sigma_b2=0.0, residual
 
     Memory is estimated before anything is allocated; more than ``max_memory`` bytes (default: half the
     available physical memory) raises ``ValueError`` suggesting ``keep="last"`` or smaller sizes.
+
+    ``n_jobs``: threads over the row blocks of each layer (:mod:`limits.parallel`; None: ``$LIMITS_NUM_THREADS``,
+    else every core); the numbers are the same for any value.
     """
+    from .. import parallel
+
+    with parallel.using(n_jobs):
+        return _nngp(X, depth, activation, sigma_w2, sigma_b2, residual, rho, sigma_w2_in, sigma_b2_in, sigma_w2_out,
+                     sigma_b2_out, K0, depth_scaling, d_in, ntk, on_explode, keep, ntk_scale, max_memory,
+                     checkpoint_every)
+
+
+def _nngp(X, depth, activation, sigma_w2, sigma_b2, residual, rho, sigma_w2_in, sigma_b2_in, sigma_w2_out,
+          sigma_b2_out, K0, depth_scaling, d_in, ntk, on_explode, keep, ntk_scale, max_memory, checkpoint_every):
+    """:func:`nngp`'s body, in its thread context."""
     if keep not in ("auto", "checkpoint"):
         keep = check_keep(keep)
     if ntk_scale not in ("linear", "log"):
@@ -244,15 +259,19 @@ def run_recursion(K0m, arch, ntk=True, on_explode="warn", keep="all", ntk_scale=
     Cs = np.empty((n, P, P))
     Th = np.empty((n, P, P)) if ntk else None
     logs = np.zeros(n) if ntk else None               # Θ^l = exp(logs[slot]) · Th[slot]
-    max_abs = max(float(K0m.max()), -float(K0m.min())) if last else None      # max |K⁰| (no temporary)
+    if last:                                          # max |K⁰| (no temporary)
+        hi0, lo0 = parallel.extremes(K0m)
+        max_abs = max(hi0, -lo0)
+    else:
+        max_abs = None
     if lazy:                                          # layer 0 is K⁰ itself (handed out read-only); the packed
         store[0] = (False, K0m, K0m if C0 is None else C0, (K0m if T0 is None else T0) if ntk else None)
     else:                                             # path never reads slot 0 in this mode
-        Ks[0] = K0m
-        Cs[0] = K0m if C0 is None else C0
+        parallel.copyto(Ks[0], K0m)
+        parallel.copyto(Cs[0], K0m if C0 is None else C0)
     if ntk:
         if not lazy:
-            Th[0] = K0m if T0 is None else T0
+            parallel.copyto(Th[0], K0m if T0 is None else T0)
         logs[0] = s0
     exploded = -1
     ntk_exploded = -1

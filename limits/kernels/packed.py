@@ -21,11 +21,16 @@ Work: P(P + 1)/2 blocks for a symmetric kernel (tiles of b inputs: P²/2 + P·b/
 sides of every tile, 2/b more), P1·P2 + P1 + P2 for a cross kernel; every entry's arithmetic is that of the
 tiled path (the factored read-in: to rounding), so an input paired with itself gives the bits of its self block (a correlation of exactly 1 stays 1).
 Memory: the outputs, the recorded per-input quantities (P·S floats per activation or LayerNorm, P·S² per
-attention layer) and one chunk (about CHUNK_ENTRIES floats per array: the layers' passes run in cache).
+attention layer) and one chunk per thread (about CHUNK_ENTRIES floats per array: the layers' passes run in
+cache; the chunks are shared out over the threads of :mod:`limits.parallel`, each writing its own entries).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+
+from .. import parallel
 
 HEAP_WARM = 1 << 21            # floats (16 MiB) allocated and freed once per process before the first chunk
 
@@ -164,6 +169,13 @@ def _input_row(k0):
              "bytes": int(k0.nbytes)}]
 
 
+def _groups(n_chunks, n):
+    """Contiguous groups of chunk indices, several per thread (chunks cost alike; the last ones may be short)."""
+    if n <= 1 or n_chunks <= 1:
+        return [range(n_chunks)]
+    return parallel.split([1] * n_chunks, min(n_chunks, 4 * n))
+
+
 def kernel(m, X1, X2, get, progress=None):
     """(outputs {name: P1×P2}, diagnostics) of the composition ``m`` (module docstring): the symmetric kernel of
     X1 when ``X2`` is None, else the cross kernel X1 × X2."""
@@ -186,24 +198,31 @@ def kernel(m, X1, X2, get, progress=None):
     chunks = -(-npairs // n)
     bar = _progress(total=chunks, desc=f"kernel pairs {P1}×{P2}", disable=None if chunks >= 64 else True) \
         if progress is None else _progress(total=chunks, desc=f"kernel pairs {P1}×{P2}", disable=not progress)
-    peak, first = 0, None
-    try:
-        for left, right in pair_chunks(P1, P2, sym, n):
-            sides = Sides(left, right, (tape1, tape2))
-            k0 = start(left, right, sides)
-            t = [] if first is None else None
+    chunks = list(pair_chunks(P1, P2, sym, n))
+    lock = threading.Lock()
+
+    def part(group):                     # the chunks of one thread; each writes its own entries
+        first = None
+        for c in group:
+            left, right = chunks[c]
+            k0 = start(left, right, Sides(left, right, (tape1, tape2)))
+            t = [] if c == 0 else None
             k = _run(m, k0, t)
-            if first is None:
+            if c == 0:
                 first = _input_row(k0) + head_rows + t
             for g in get:
                 v = getattr(k, g)[:, 0]
                 out[g][left, right] = v
                 if sym:
                     out[g][right, left] = v
-            bar.update(1)
+            with lock:
+                bar.update(1)
+        return first
+    try:
+        firsts = parallel.map_blocks(part, _groups(len(chunks), parallel.threads()))
     finally:
         bar.close()
-    structure = first or trace
+    structure = (firsts[0] if firsts else None) or trace
     peak = max(r["bytes"] for r in structure)
     for name, a in out.items():
         if not np.all(np.isfinite(a)):

@@ -2,7 +2,7 @@
 
 Every backend runs the same task function, :func:`evaluate`, on a *batch* of points and yields
 the batch's records as they finish (in completion order; the driver files them by grid index).
-Workers use one BLAS thread each (:func:`limits.blas.blas_threads`; loky also gets
+Workers use one BLAS thread and one :mod:`limits.parallel` thread each (:func:`limits.blas.blas_threads`; loky also gets
 ``inner_max_num_threads=1``, dask's nannies set ``OMP_NUM_THREADS=1`` and friends by default).
 The driver, not the workers, writes the store, so a remote cluster needs no shared filesystem.
 """
@@ -27,8 +27,12 @@ def evaluate(fn, batch, threads=None):
     import contextlib
 
     from ..blas import blas_threads
+    from ..parallel import using
 
-    ctx = blas_threads(threads) if threads else contextlib.nullcontext()
+    ctx = contextlib.ExitStack()
+    if threads:                         # a worker of a pool: as many threads for limits.parallel as for BLAS
+        ctx.enter_context(using(threads))
+        ctx.enter_context(blas_threads(threads))
     records = []
     with ctx:
         for flat, kwargs in batch:
