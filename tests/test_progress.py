@@ -1,5 +1,6 @@
 """Progress reports: a bar on a terminal, periodic plain lines otherwise, silence on request."""
 import io
+import re
 
 import pytest
 
@@ -107,7 +108,8 @@ def test_stage_is_silent_when_short_and_says_how_long_when_long(monkeypatch, cap
     with stage("theory"):
         assert _wait_for(lambda: seen.append(capsys.readouterr().err) or "theory: " in "".join(seen))
     err = "".join(seen) + capsys.readouterr().err
-    assert "theory: 0s elapsed" in err and err.strip().splitlines()[-1].startswith("theory: done in")
+    # the first line is due after 0.3 s; under load (20 processes on 2 cores) its thread may run a second late
+    assert re.search(r"^theory: \d+s elapsed$", err, re.M) and err.strip().splitlines()[-1].startswith("theory: done in")
     monkeypatch.setenv("LIMITS_PROGRESS", "0")
     with stage("silenced") as s:
         assert s is None
