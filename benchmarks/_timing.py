@@ -13,6 +13,8 @@ NT_PYTHON = os.environ.get("LIMITS_NT_PYTHON", "/work/venv-nt/bin/python")
 PEER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
+# and one thread for ours: limits' own threads (limits.parallel, default every core) are timed by bench_cores.py
+os.environ.setdefault("LIMITS_NUM_THREADS", "1")
 
 
 PEER_TIMED = r"""
