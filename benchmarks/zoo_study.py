@@ -496,9 +496,23 @@ TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, 
                 n_train=256, n_test=64)
 
 
-def _design(seeds=None):
-    """The transfer design with ``seeds`` (default the design's)."""
-    return dict(TRANSFER, seeds=int(seeds or TRANSFER["seeds"]))
+EXTRA_LRS = {"gpt2": {"SP": (-13, -12, -11)}}   # rates below the grid where an SP optimum fell on its edge
+
+
+def _design(key, seeds=None):
+    """The transfer design of family ``key`` with ``seeds`` (default the design's) and its extra learning rates
+    (:data:`EXTRA_LRS`: 2^x added for one parameterisation where the study found an optimum on the grid's edge)."""
+    out = dict(TRANSFER, seeds=int(seeds or TRANSFER["seeds"]))
+    if key in EXTRA_LRS:
+        out["extra_log2_lrs"] = {p: list(x) for p, x in EXTRA_LRS[key].items()}
+    return out
+
+
+def _lrs(design, param):
+    import numpy as np
+
+    x = sorted(set(design["log2_lrs"]) | set(design.get("extra_log2_lrs", {}).get(param, ())))
+    return 2.0 ** np.asarray(x, float)
 
 
 def transfer_data(key):
@@ -523,10 +537,8 @@ def transfer_summary(r):
 
 def transfer_family(key, label="study", params=("SP", "muP"), seeds=None):
     """SP and μP learning-rate transfer of one family (its primary head layout), resumable (sweep stores).
-    ``seeds``: fewer than the design's 6 to fit a CPU budget (stored in the record's design; the runs are seeded by
-    index, so a later run with more seeds reuses these)."""
-    import numpy as np
-
+    ``seeds``: other than the design's 6 (stored in the record's design; the runs are seeded by index, so a later
+    run with more seeds, or more rates, reuses the stored ones and redoes the analysis)."""
     import limits.torch as lt
     from limits.results import save_result
     from limits.torch.zoo import families as F
@@ -534,25 +546,26 @@ def transfer_family(key, label="study", params=("SP", "muP"), seeds=None):
     fam = F.family(key)
     out = RESULTS / label / f"{key}.transfer.json"
     rec = json.loads(out.read_text()) if out.exists() else {
-        "family": key, "layout": fam.layout, "class": fam.class_name, "design": _design(seeds), "commit": _git_head(),
-        "studies": {}}
+        "family": key, "layout": fam.layout, "class": fam.class_name, "design": _design(key, seeds),
+        "commit": _git_head(), "studies": {}}
     if fam.refused:
         rec.update(status="refused by name", message=fam.refused)
         _write(out, rec)
         return rec
-    if seeds and int(seeds) != rec["design"]["seeds"]:
-        if int(seeds) < rec["design"]["seeds"]:
+    want = json.loads(json.dumps(_design(key, seeds or rec["design"]["seeds"])))
+    if want != rec["design"]:
+        if want["seeds"] < rec["design"]["seeds"]:
             raise ValueError(f"{out} holds a study at {rec['design']['seeds']} seeds; refusing to replace it by "
                              f"{seeds} (delete it to redo)")
-        rec.update(design=_design(seeds), studies={})     # more seeds: redone, the stored runs reused
+        rec.update(design=want, studies={})     # more seeds or rates: redone, the stored runs reused
     f = F.factory(key)
     train, test = transfer_data(key)
-    lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
     for param in params:
         if param in rec["studies"]:
             continue
         try:
-            r = lt.transfer(f, param, widths=TRANSFER["widths"], lrs=lrs, data=train, held_out=test,
+            r = lt.transfer(f, param, widths=TRANSFER["widths"], lrs=_lrs(rec["design"], param), data=train,
+                            held_out=test,
                             steps=TRANSFER["steps"], seeds=rec["design"]["seeds"], batch_size=TRANSFER["batch_size"],
                             roles=fam_roles(key, f), store=RESULTS / label / "stores" / f"{key}.{param}",
                             progress=True, threads=1, name=f"{fam.title} {param}")
@@ -668,6 +681,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
     ap.add_argument("--checks", type=int, default=20, help="check: independent checks of the correct module (10 seeds each)")
     ap.add_argument("--bug-checks", type=int, default=5, help="check: checks per injected bug")
+    ap.add_argument("--eps-checks", type=int, default=EPS["checks"], help="eps: checks per variant")
     ap.add_argument("--transfer-seeds", type=int, default=None,
                     help=f"transfer/depth: seeds of the transfer study (default {TRANSFER['seeds']})")
     ap.add_argument("--write", action="store_true", help="table: write the tables into docs/zoo.rst")
@@ -686,7 +700,7 @@ def main(argv=None):
         for k in keys:
             transfer_family(k, label=a.study, seeds=a.transfer_seeds)
     elif a.what == "eps":
-        eps_study(label=a.study)
+        eps_study(label=a.study, checks=a.eps_checks)
     elif a.what == "depth":
         depth(label=a.study, seeds=a.transfer_seeds)
     elif a.what == "scaling":
