@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 ALPHA = 0.05
+MIN_CHECKS = 10                        # a family's verdict from its calibrated checks once it has this many
 SURVEY_LABEL = "merged-8ac3264"        # the survey the layouts table shows (after merging main: ci, torchux, bridge)
 SHORT_BUG = {"attention 1/sqrt(d)": "attn", "read-out x sqrt(r)": "read-out", "embedding lr / r": "emb lr",
              "hidden lr x r": "hidden lr"}
@@ -118,8 +119,8 @@ def _status(rec, fa, surveyed=None, eps=None):
         return "not measured" if surveyed is None else "survey only: " + _survey_cell(surveyed)
     if rec.get("status") in ("refused", "refused by name"):
         return "refused: " + _first_sentence(rec.get("message", ""))
-    if fa is None:
-        return "parameterised (no checks yet)"
+    if fa is None or fa[1] < MIN_CHECKS:          # a calibrated study still running: the survey's verdict meanwhile
+        return ("parameterised (no checks yet)" if surveyed is None else "survey only: " + _survey_cell(surveyed))
     k, n = fa
     if binom_tail(k, n, ALPHA) >= 0.01:
         return "passes" + _eps_condition(rec, eps)
