@@ -11,6 +11,7 @@ skips the pieces already stored (delete a file to redo it)::
     python benchmarks/zoo_study.py scaling                              # the HF pull request's `scaling` criterion, measured
     python benchmarks/zoo_study.py table --write                        # docs/zoo.rst's tables from the stored results
     python benchmarks/zoo_study.py table --short                        # the coverage table in short (markdown)
+    python benchmarks/zoo_study.py figure                               # docs/zoo_transfer.png from the stored studies
 
 CPU time (``time.process_time``) is stored with every piece.
 """
@@ -598,9 +599,64 @@ def _depth_rows(r):
     return out
 
 
+DEPTH_BUGS = {"branch multiplier 1": {"alpha": 0.0},                  # the branches not scaled by (L/L0)^-α
+              "block lr not depth-scaled": {"depth_lr_exponent": 0.0}}  # the blocks' Adam rates not × (L/L0)^-γ
+
+
+def depth_bugged(P, bug):
+    """A DepthParameterised that builds its modules with ``bug`` (:data:`DEPTH_BUGS`: one of Depth-μP's two factors
+    left out) while the check still predicts P's exponents."""
+    import dataclasses
+
+    built = dataclasses.replace(P, **DEPTH_BUGS[bug])
+
+    @dataclasses.dataclass(frozen=True)
+    class DepthBugged(type(P)):
+        bug: str = ""
+
+        def __call__(self, width, depth, seed=None):
+            return built(width, depth, seed)
+
+    return DepthBugged(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, bug=bug)
+
+
+def _depth_run(P, X, Y, seed):
+    import limits.torch as lt
+
+    r = lt.depth_coord_check(P, DEPTH["depths"], (X, Y), width=DEPTH["width"], lr=DEPTH["lr"], steps=DEPTH["steps"],
+                             seeds=DEPTH["seeds"], seed=seed)
+    return r, {"seed": seed, "passed": bool(r.passed), "rows": _depth_rows(r), "cpu_s": r.cpu_seconds,
+               "slope": r.slope.tolist(), "ci": [r.ci_low.tolist(), r.ci_high.tolist()],
+               "predicted": r.predicted.tolist()}
+
+
+def _depth_checks(rec, out, f, X, Y):
+    """K checks of Depth-μP (false alarms) and of width-only μP against its own table; then K/2 checks of each
+    :data:`DEPTH_BUGS` against Depth-μP's table (power)."""
+    import limits.torch as lt
+
+    Ps = {name: lt.parameterise(f, name, widths=WIDTHS[:2], depths=DEPTH["depths"][:2], example_inputs=(X[:4],))
+          for name in ("depth-muP", "muP")}
+    rec.update(blocks=Ps["depth-muP"].layout.prefix, branches=list(Ps["depth-muP"].branches),
+               alpha=Ps["depth-muP"].alpha, depth_lr_exponent=Ps["depth-muP"].depth_lr_exponent)
+    todo = [(name, P, DEPTH["checks"], 0) for name, P in Ps.items()]
+    todo += [(f"depth-muP with bug: {b}", depth_bugged(Ps["depth-muP"], b), DEPTH["checks"] // 2, 1000)
+             for b, change in DEPTH_BUGS.items() if any(getattr(Ps["depth-muP"], k) != v for k, v in change.items())]
+    for name, P, k, seed0 in todo:
+        runs = rec["runs"].setdefault(name, [])
+        while len(runs) < k:
+            r, run = _depth_run(P, X, Y, seed0 + len(runs))
+            runs.append(run)
+            if len(runs) == 1:
+                rec["checks"][name] = {"rows": run["rows"], "passed": run["passed"], "cpu_s": run["cpu_s"]}
+            _write(out, rec)
+            print(f"[depth] {name} check {len(runs)}/{k}: {'pass' if r.passed else 'flagged'} "
+                  f"({r.cpu_seconds:.1f} CPU-s)", flush=True)
+
+
 def depth(label="study", seeds=None):
-    """Depth-μP on Llama's decoder layers: K depth coordinate checks (10 seeds each) under depth-muP (false alarms)
-    and width-only muP (power), and learning-rate transfer across depth for both."""
+    """Depth-μP on Llama's decoder layers: the checks across depth (:func:`_depth_checks`) and learning-rate transfer
+    across depth under Depth-μP and width-only μP (``seeds``: of the transfer study, default the design's)."""
     import numpy as np
 
     import limits.torch as lt
@@ -614,19 +670,7 @@ def depth(label="study", seeds=None):
     rec.setdefault("transfer_seeds", int(seeds or TRANSFER["seeds"]))
     f = F.factory(key, depth=True)
     X, Y = check_data(key)
-    for name in ("depth-muP", "muP"):
-        P = lt.parameterise(f, name, widths=WIDTHS[:2], depths=DEPTH["depths"][:2], example_inputs=(X[:4],))
-        rec.update(blocks=P.layout.prefix, branches=list(P.branches))
-        runs = rec["runs"].setdefault(name, [])
-        while len(runs) < DEPTH["checks"]:
-            r = lt.depth_coord_check(P, DEPTH["depths"], (X, Y), width=DEPTH["width"], lr=DEPTH["lr"],
-                                     steps=DEPTH["steps"], seeds=DEPTH["seeds"], seed=len(runs))
-            runs.append({"seed": len(runs), "passed": bool(r.passed), "rows": _depth_rows(r), "cpu_s": r.cpu_seconds})
-            if len(runs) == 1:
-                rec["checks"][name] = {"rows": _depth_rows(r), "passed": bool(r.passed), "cpu_s": r.cpu_seconds}
-            _write(out, rec)
-            print(f"[depth] {name} check {len(runs)}/{DEPTH['checks']}: {'pass' if r.passed else 'flagged'} "
-                  f"({r.cpu_seconds:.1f} CPU-s)", flush=True)
+    _depth_checks(rec, out, f, X, Y)
     train, test = transfer_data(key)
     lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
     for name in ("depth-muP", "muP"):
@@ -670,12 +714,46 @@ def table(write=False, short=False):
     return out
 
 
+FIGURE = ROOT / "docs" / "zoo_transfer.png"
+
+
+def figure(path=FIGURE):
+    """Loss against log2 learning rate, one curve per width, SP beside μP, one row per family with a stored transfer
+    study (``docs/zoo_transfer.png``): the SP optimum moving left with the width, μP's staying."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from limits.results import atomic_write_bytes
+    from limits.torch.transfer_result import TransferResult
+    from limits.torch.zoo import families as F
+
+    study = RESULTS / "study"
+    keys = [f.key for f in F.FAMILIES if all((study / f"{f.key}.transfer.{p}.json").exists() for p in ("SP", "muP"))]
+    if not keys:
+        raise ValueError("no family has both transfer studies stored yet")
+    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 2.9 * len(keys)), squeeze=False)
+    for row, key in zip(axes, keys):
+        for ax, param in zip(row, ("SP", "muP")):
+            TransferResult.load(study / f"{key}.transfer.{param}").plot_curves(ax)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    print(f"wrote {path} ({', '.join(keys)})")
+    return path
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "eps", "table"))
+    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "eps", "table", "figure"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
@@ -691,6 +769,8 @@ def main(argv=None):
     keys = a.families or [f.key for f in F.FAMILIES]
     if a.what == "table":
         return table(a.write, a.short)
+    if a.what == "figure":
+        return figure()
     import torch
 
     torch.set_num_threads(1)
