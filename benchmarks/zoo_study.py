@@ -7,8 +7,11 @@ skips the pieces already stored (delete a file to redo it)::
     nice -n 10 python benchmarks/zoo_study.py check [FAMILY …]          # false alarms (K checks × 10 seeds) + injected bugs
     nice -n 10 python benchmarks/zoo_study.py transfer [FAMILY …]       # SP and μP learning-rate transfer
     nice -n 10 python benchmarks/zoo_study.py depth                     # Depth-μP on Llama's decoder layers
+    nice -n 10 python benchmarks/zoo_study.py eps                       # ConvNeXt under Adam's ε (gradients, scan)
     python benchmarks/zoo_study.py scaling                              # the HF pull request's `scaling` criterion, measured
     python benchmarks/zoo_study.py table --write                        # docs/zoo.rst's tables from the stored results
+    python benchmarks/zoo_study.py table --short                        # the coverage table in short (markdown)
+    python benchmarks/zoo_study.py figure                               # docs/zoo_transfer.png from the stored studies
 
 CPU time (``time.process_time``) is stored with every piece.
 """
@@ -216,10 +219,8 @@ def bugged(P, bug):
     """A Parameterised that builds P's modules with ``bug`` injected (the check still predicts P's table)."""
     import dataclasses
 
-    from limits.torch.apply_params import Parameterised
-
     @dataclasses.dataclass(frozen=True)
-    class Bugged(Parameterised):
+    class Bugged(type(P)):
         bug: str = ""
 
         def __call__(self, width, seed=None):
@@ -247,25 +248,34 @@ def _one_check(P, key, seed, seeds):
 
 
 def parameterised(key, layout=None, depth=False):
+    """(factory, Parameterised) of family ``key`` under μP — with the study's Adam ε where :data:`ADAM_EPS`
+    sets one (ConvNeXt)."""
     import limits.torch as lt
     from limits.torch.zoo import families as F
 
     f = F.factory(key, layout=layout)
     X, _ = check_data(key)
-    return f, lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key, f))
+    P = lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],), roles=fam_roles(key, f))
+    return f, (with_eps(P, ADAM_EPS[key]) if key in ADAM_EPS else P)
 
 
 def check(key, checks=20, bug_checks=5, seeds=10, label="study"):
     """False-alarm rate over ``checks`` independent checks of the parameterised family and the rate each bug is
-    flagged (and named first) over ``bug_checks`` checks; stored incrementally."""
+    flagged (and named first) over ``bug_checks`` checks; stored incrementally. Adam's ε is torch's 1e-8 but
+    where :data:`ADAM_EPS` names the family (stored as ``adam_eps``)."""
     from limits.torch.zoo import families as F
 
     out = RESULTS / label / f"{key}.check.json"
     rec = json.loads(out.read_text()) if out.exists() else None
     fam = F.family(key)
+    if rec is not None and rec.get("adam_eps") != ADAM_EPS.get(key):
+        raise ValueError(f"{out} was measured at Adam eps {rec.get('adam_eps')}, the study's is "
+                         f"{ADAM_EPS.get(key)}: delete it to redo the study")
     if rec is None:
         rec = {"family": key, "layout": fam.layout, "class": fam.class_name, "widths": WIDTHS, "seeds": seeds,
                "settings": CHECK, "commit": _git_head(), "false_alarm": [], "bugs": {}}
+        if key in ADAM_EPS:
+            rec["adam_eps"] = ADAM_EPS[key]
         if fam.refused:
             rec.update(status="refused by name", message=fam.refused)
             _write(out, rec)
@@ -378,53 +388,132 @@ def scaling_survey():
 
 
 # ---------------------------------------------------------------------- Adam's ε (ConvNeXt)
-def with_eps(P, eps):
-    """A Parameterised whose optimizer groups carry Adam's ``eps`` (torch honours a group's own eps)."""
+ADAM_EPS = {"convnext": 1e-16}     # the calibrated check's Adam ε where torch's 1e-8 breaks μP's table (eps study)
+EPS = dict(scan=(1e-8, 1e-10, 1e-12, 1e-14, 1e-16), checks=5, grad_seeds=3)
+
+
+def eps_at(eps, exponent, width, base_width):
+    """Adam's ε at ``width``: ``eps`` · (width/base_width)^(−exponent) (exponent 1: ε ∝ 1/N, as the gradients
+    of μP's tensors fall)."""
+    return float(eps) * (width / base_width) ** (-float(exponent))
+
+
+def with_eps(P, eps, exponent=0.0):
+    """A Parameterised whose optimizer groups carry Adam's ε = ``eps`` · r^(−``exponent``) (torch honours a
+    group's own eps; r = width/base width, read from the module P built)."""
     import dataclasses
 
-    from limits.torch.apply_params import Parameterised
+    from limits.torch.graph import unwrap
 
     @dataclasses.dataclass(frozen=True)
-    class WithEps(Parameterised):
+    class WithEps(type(P)):
         eps: float = 1e-8
+        eps_exponent: float = 0.0
 
         def param_groups(self, module, lr, *a, **kw):
-            return [dict(g, eps=self.eps) for g in super().param_groups(module, lr, *a, **kw)]
+            e = eps_at(self.eps, self.eps_exponent, unwrap(module).limits_width, self.base_width)
+            return [dict(g, eps=e) for g in super().param_groups(module, lr, *a, **kw)]
 
-    return WithEps(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, eps=eps)
+    return WithEps(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, eps=float(eps),
+                   eps_exponent=float(exponent))
 
 
-def eps_study(label="study", checks=5, seeds=10):
-    """ConvNeXt's check failure explained: the library's layer scale (1e-6) puts the block weights' gradients near
-    Adam's ε = 1e-8, where its update is not the sign-like step μP's Adam rates assume. The same check with ε = 1e-20,
-    and with layer scale 1 at ε = 1e-8."""
+def eps_variants(fam):
+    """{name: (base config, ε, ε's width exponent)} of the ε study: torch's ε and smaller ones (the scan), μP's
+    width-scaled ε (ε ∝ 1/N), and the layer scale 1 at torch's ε."""
+    out = {f"Adam eps {e:.0e}": (fam.base, e, 0.0) for e in EPS["scan"]}
+    out["Adam eps 1e-08 x (32/N)"] = (fam.base, 1e-8, 1.0)
+    out["layer scale 1, Adam eps 1e-08"] = (dict(fam.base, layer_scale_init_value=1.0), 1e-8, 0.0)
+    return out
+
+
+def first_gradients(P, X, Y, widths=WIDTHS, seeds=EPS["grad_seeds"], eps=1e-8):
+    """Per tensor: the RMS of its gradient at the first step at each width (mean over ``seeds``), its fitted
+    exponent in N and the fraction of the sign step Adam's first update takes there, mean |g| / (|g| + ε) —
+    μP's Adam rates assume 1 at every width."""
+    import numpy as np
+    import torch
+
+    from limits.torch.losses import default_loss
+
+    rms, frac = {}, {}
+    for wi, N in enumerate(widths):
+        for s in range(seeds):
+            m = P(N, seed=s)
+            groups = P.param_groups(m, 1.0)
+            default_loss(m(X), Y).backward()
+            for g in groups:
+                p = g["params"][0]
+                gr = torch.zeros_like(p) if p.grad is None else p.grad.detach()
+                rms.setdefault(g["name"], np.zeros((len(widths), seeds)))[wi, s] = float(gr.pow(2).mean().sqrt())
+                frac.setdefault(g["name"], np.zeros((len(widths), seeds)))[wi, s] = float(
+                    (gr.abs() / (gr.abs() + eps)).mean())
+    logN = np.log(np.asarray(widths, float))
+    out = {}
+    for name, a in rms.items():
+        r = a.mean(axis=1)
+        slope = float(np.polyfit(logN, np.log(r), 1)[0]) if np.all(r > 0) else float("nan")
+        out[name] = {"rms": r.tolist(), "exponent": slope, "sign_fraction": frac[name].mean(axis=1).tolist()}
+    return out
+
+
+def eps_study(label="study", checks=EPS["checks"], seeds=10):
+    """ConvNeXt's check failure explained: transformers' layer scale (1e-6) puts the block weights' gradients
+    below torch's Adam ε = 1e-8, where Adam's first step is not the sign step μP's Adam rates assume (it shrinks
+    with the gradient, hence with the width). Measured: the first-step gradients and sign fractions at each width,
+    and ``checks`` coordinate checks (10 seeds each) per ε of the scan, with μP's ε ∝ 1/N and with layer scale 1."""
     import limits.torch as lt
     from limits.torch.zoo import factory as zoo_factory, families as F
 
     fam = F.family("convnext")
     out = RESULTS / label / "convnext.eps.json"
-    rec = json.loads(out.read_text()) if out.exists() else {"commit": _git_head(), "variants": {}}
+    rec = json.loads(out.read_text()) if out.exists() else {"commit": _git_head(), "widths": WIDTHS,
+                                                            "settings": CHECK, "seeds": seeds, "variants": {}}
     X, Y = check_data("convnext")
-    variants = {"layer scale 1e-6 (library), Adam eps 1e-8": (fam.base, 1e-8),
-                "layer scale 1e-6 (library), Adam eps 1e-20": (fam.base, 1e-20),
-                "layer scale 1, Adam eps 1e-8": (dict(fam.base, layer_scale_init_value=1.0), 1e-8)}
-    for name, (base, eps) in variants.items():
-        runs = rec["variants"].setdefault(name, [])
-        if len(runs) >= checks:
+    if "gradients" not in rec:
+        t0 = time.process_time()
+        P = lt.parameterise(F.factory("convnext"), "muP", widths=WIDTHS[:2], example_inputs=(X[:4],))
+        rec["gradients"] = first_gradients(P, X, Y)
+        rec["gradients_cpu_s"] = time.process_time() - t0
+        _write(out, rec)
+    for name, (base, eps, k) in eps_variants(fam).items():
+        v = rec["variants"].setdefault(name, {"eps": eps, "eps_exponent": k,
+                                              "layer_scale": base.get("layer_scale_init_value", 1e-6), "runs": []})
+        if len(v["runs"]) >= checks:
             continue
         f = zoo_factory("transformers", fam.class_name, base, fam.scale)
-        P = with_eps(lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],)), eps)
-        while len(runs) < checks:
-            runs.append(_one_check(P, "convnext", len(runs), seeds))
+        P = with_eps(lt.parameterise(f, "muP", widths=WIDTHS[:2], example_inputs=(X[:4],)), eps, k)
+        while len(v["runs"]) < checks:
+            v["runs"].append(_one_check(P, "convnext", len(v["runs"]), seeds))
             _write(out, rec)
-            print(f"[eps] {name}: {len(runs)}/{checks} {'pass' if runs[-1]['passed'] else runs[-1]['failing'][:2]}",
-                  flush=True)
+            print(f"[eps] {name}: {len(v['runs'])}/{checks} "
+                  f"{'pass' if v['runs'][-1]['passed'] else v['runs'][-1]['failing'][:2]} "
+                  f"({v['runs'][-1]['cpu_s']:.1f} CPU-s)", flush=True)
     return rec
 
 
 # ---------------------------------------------------------------------- μTransfer
 TRANSFER = dict(widths=(32, 64, 128), log2_lrs=tuple(range(-10, -2)), steps=40, seeds=6, batch_size=32,
                 n_train=256, n_test=64)
+
+
+EXTRA_LRS = {"gpt2": {"SP": (-13, -12, -11)}}   # rates below the grid where an SP optimum fell on its edge
+
+
+def _design(key, seeds=None):
+    """The transfer design of family ``key`` with ``seeds`` (default the design's) and its extra learning rates
+    (:data:`EXTRA_LRS`: 2^x added for one parameterisation where the study found an optimum on the grid's edge)."""
+    out = dict(TRANSFER, seeds=int(seeds or TRANSFER["seeds"]))
+    if key in EXTRA_LRS:
+        out["extra_log2_lrs"] = {p: list(x) for p, x in EXTRA_LRS[key].items()}
+    return out
+
+
+def _lrs(design, param):
+    import numpy as np
+
+    x = sorted(set(design["log2_lrs"]) | set(design.get("extra_log2_lrs", {}).get(param, ())))
+    return 2.0 ** np.asarray(x, float)
 
 
 def transfer_data(key):
@@ -447,10 +536,10 @@ def transfer_summary(r):
                 "drifts": list(r.calibration["drifts"]), "rates": [list(x) for x in r.calibration["rates"]]}}
 
 
-def transfer_family(key, label="study", params=("SP", "muP")):
-    """SP and μP learning-rate transfer of one family (its primary head layout), resumable (sweep stores)."""
-    import numpy as np
-
+def transfer_family(key, label="study", params=("SP", "muP"), seeds=None):
+    """SP and μP learning-rate transfer of one family (its primary head layout), resumable (sweep stores).
+    ``seeds``: other than the design's 6 (stored in the record's design; the runs are seeded by index, so a later
+    run with more seeds, or more rates, reuses the stored ones and redoes the analysis)."""
     import limits.torch as lt
     from limits.results import save_result
     from limits.torch.zoo import families as F
@@ -458,21 +547,27 @@ def transfer_family(key, label="study", params=("SP", "muP")):
     fam = F.family(key)
     out = RESULTS / label / f"{key}.transfer.json"
     rec = json.loads(out.read_text()) if out.exists() else {
-        "family": key, "layout": fam.layout, "class": fam.class_name, "design": TRANSFER, "commit": _git_head(),
-        "studies": {}}
+        "family": key, "layout": fam.layout, "class": fam.class_name, "design": _design(key, seeds),
+        "commit": _git_head(), "studies": {}}
     if fam.refused:
         rec.update(status="refused by name", message=fam.refused)
         _write(out, rec)
         return rec
+    want = json.loads(json.dumps(_design(key, seeds or rec["design"]["seeds"])))
+    if want != rec["design"]:
+        if want["seeds"] < rec["design"]["seeds"]:
+            raise ValueError(f"{out} holds a study at {rec['design']['seeds']} seeds; refusing to replace it by "
+                             f"{seeds} (delete it to redo)")
+        rec.update(design=want, studies={})     # more seeds or rates: redone, the stored runs reused
     f = F.factory(key)
     train, test = transfer_data(key)
-    lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
     for param in params:
         if param in rec["studies"]:
             continue
         try:
-            r = lt.transfer(f, param, widths=TRANSFER["widths"], lrs=lrs, data=train, held_out=test,
-                            steps=TRANSFER["steps"], seeds=TRANSFER["seeds"], batch_size=TRANSFER["batch_size"],
+            r = lt.transfer(f, param, widths=TRANSFER["widths"], lrs=_lrs(rec["design"], param), data=train,
+                            held_out=test,
+                            steps=TRANSFER["steps"], seeds=rec["design"]["seeds"], batch_size=TRANSFER["batch_size"],
                             roles=fam_roles(key, f), store=RESULTS / label / "stores" / f"{key}.{param}",
                             progress=True, threads=1, name=f"{fam.title} {param}")
         except ValueError as exc:
@@ -504,9 +599,64 @@ def _depth_rows(r):
     return out
 
 
-def depth(label="study"):
-    """Depth-μP on Llama's decoder layers: K depth coordinate checks (10 seeds each) under depth-muP (false alarms)
-    and width-only muP (power), and learning-rate transfer across depth for both."""
+DEPTH_BUGS = {"branch multiplier 1": {"alpha": 0.0},                  # the branches not scaled by (L/L0)^-α
+              "block lr not depth-scaled": {"depth_lr_exponent": 0.0}}  # the blocks' Adam rates not × (L/L0)^-γ
+
+
+def depth_bugged(P, bug):
+    """A DepthParameterised that builds its modules with ``bug`` (:data:`DEPTH_BUGS`: one of Depth-μP's two factors
+    left out) while the check still predicts P's exponents."""
+    import dataclasses
+
+    built = dataclasses.replace(P, **DEPTH_BUGS[bug])
+
+    @dataclasses.dataclass(frozen=True)
+    class DepthBugged(type(P)):
+        bug: str = ""
+
+        def __call__(self, width, depth, seed=None):
+            return built(width, depth, seed)
+
+    return DepthBugged(**{f.name: getattr(P, f.name) for f in dataclasses.fields(P)}, bug=bug)
+
+
+def _depth_run(P, X, Y, seed):
+    import limits.torch as lt
+
+    r = lt.depth_coord_check(P, DEPTH["depths"], (X, Y), width=DEPTH["width"], lr=DEPTH["lr"], steps=DEPTH["steps"],
+                             seeds=DEPTH["seeds"], seed=seed)
+    return r, {"seed": seed, "passed": bool(r.passed), "rows": _depth_rows(r), "cpu_s": r.cpu_seconds,
+               "slope": r.slope.tolist(), "ci": [r.ci_low.tolist(), r.ci_high.tolist()],
+               "predicted": r.predicted.tolist()}
+
+
+def _depth_checks(rec, out, f, X, Y):
+    """K checks of Depth-μP (false alarms) and of width-only μP against its own table; then K/2 checks of each
+    :data:`DEPTH_BUGS` against Depth-μP's table (power)."""
+    import limits.torch as lt
+
+    Ps = {name: lt.parameterise(f, name, widths=WIDTHS[:2], depths=DEPTH["depths"][:2], example_inputs=(X[:4],))
+          for name in ("depth-muP", "muP")}
+    rec.update(blocks=Ps["depth-muP"].layout.prefix, branches=list(Ps["depth-muP"].branches),
+               alpha=Ps["depth-muP"].alpha, depth_lr_exponent=Ps["depth-muP"].depth_lr_exponent)
+    todo = [(name, P, DEPTH["checks"], 0) for name, P in Ps.items()]
+    todo += [(f"depth-muP with bug: {b}", depth_bugged(Ps["depth-muP"], b), DEPTH["checks"] // 2, 1000)
+             for b, change in DEPTH_BUGS.items() if any(getattr(Ps["depth-muP"], k) != v for k, v in change.items())]
+    for name, P, k, seed0 in todo:
+        runs = rec["runs"].setdefault(name, [])
+        while len(runs) < k:
+            r, run = _depth_run(P, X, Y, seed0 + len(runs))
+            runs.append(run)
+            if len(runs) == 1:
+                rec["checks"][name] = {"rows": run["rows"], "passed": run["passed"], "cpu_s": run["cpu_s"]}
+            _write(out, rec)
+            print(f"[depth] {name} check {len(runs)}/{k}: {'pass' if r.passed else 'flagged'} "
+                  f"({r.cpu_seconds:.1f} CPU-s)", flush=True)
+
+
+def depth(label="study", seeds=None):
+    """Depth-μP on Llama's decoder layers: the checks across depth (:func:`_depth_checks`) and learning-rate transfer
+    across depth under Depth-μP and width-only μP (``seeds``: of the transfer study, default the design's)."""
     import numpy as np
 
     import limits.torch as lt
@@ -517,28 +667,17 @@ def depth(label="study"):
     out = RESULTS / label / "depth.json"
     rec = json.loads(out.read_text()) if out.exists() else {"family": key, "design": DEPTH, "commit": _git_head(),
                                                              "runs": {}, "checks": {}, "transfer": {}}
+    rec.setdefault("transfer_seeds", int(seeds or TRANSFER["seeds"]))
     f = F.factory(key, depth=True)
     X, Y = check_data(key)
-    for name in ("depth-muP", "muP"):
-        P = lt.parameterise(f, name, widths=WIDTHS[:2], depths=DEPTH["depths"][:2], example_inputs=(X[:4],))
-        rec.update(blocks=P.layout.prefix, branches=list(P.branches))
-        runs = rec["runs"].setdefault(name, [])
-        while len(runs) < DEPTH["checks"]:
-            r = lt.depth_coord_check(P, DEPTH["depths"], (X, Y), width=DEPTH["width"], lr=DEPTH["lr"],
-                                     steps=DEPTH["steps"], seeds=DEPTH["seeds"], seed=len(runs))
-            runs.append({"seed": len(runs), "passed": bool(r.passed), "rows": _depth_rows(r), "cpu_s": r.cpu_seconds})
-            if len(runs) == 1:
-                rec["checks"][name] = {"rows": _depth_rows(r), "passed": bool(r.passed), "cpu_s": r.cpu_seconds}
-            _write(out, rec)
-            print(f"[depth] {name} check {len(runs)}/{DEPTH['checks']}: {'pass' if r.passed else 'flagged'} "
-                  f"({r.cpu_seconds:.1f} CPU-s)", flush=True)
+    _depth_checks(rec, out, f, X, Y)
     train, test = transfer_data(key)
     lrs = 2.0 ** np.asarray(TRANSFER["log2_lrs"], float)
     for name in ("depth-muP", "muP"):
         if name in rec["transfer"]:
             continue
         r = lt.transfer(f, name, widths=(DEPTH["transfer_width"],), depths=DEPTH["transfer_depths"], lrs=lrs,
-                        data=train, held_out=test, steps=TRANSFER["steps"], seeds=TRANSFER["seeds"],
+                        data=train, held_out=test, steps=TRANSFER["steps"], seeds=rec["transfer_seeds"],
                         batch_size=TRANSFER["batch_size"], store=RESULTS / label / "stores" / f"depth.{name}",
                         progress=True, threads=1, name=f"Llama {name} across depth")
         save_result(r, RESULTS / label / f"depth.transfer.{name}")
@@ -557,10 +696,14 @@ def markers(name):
     return (f".. generated: {name} (python benchmarks/zoo_study.py table --write)", f".. end generated: {name}")
 
 
-def table(write=False):
+def table(write=False, short=False):
     from limits.results import replace_marked_block
     from limits.torch.zoo import coverage
 
+    if short:                     # the README's short form (markdown)
+        text = coverage.short_table(RESULTS)
+        print(text)
+        return text
     out = coverage.tables(RESULTS, coverage.SURVEY_LABEL)
     for name, text in out.items():
         if write:
@@ -571,23 +714,63 @@ def table(write=False):
     return out
 
 
+FIGURE = ROOT / "docs" / "zoo_transfer.png"
+
+
+def figure(path=FIGURE):
+    """Loss against log2 learning rate, one curve per width, SP beside μP, one row per family with a stored transfer
+    study (``docs/zoo_transfer.png``): the SP optimum moving left with the width, μP's staying."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from limits.results import atomic_write_bytes
+    from limits.torch.transfer_result import TransferResult
+    from limits.torch.zoo import families as F
+
+    study = RESULTS / "study"
+    keys = [f.key for f in F.FAMILIES if all((study / f"{f.key}.transfer.{p}.json").exists() for p in ("SP", "muP"))]
+    if not keys:
+        raise ValueError("no family has both transfer studies stored yet")
+    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 2.9 * len(keys)), squeeze=False)
+    for row, key in zip(axes, keys):
+        for ax, param in zip(row, ("SP", "muP")):
+            TransferResult.load(study / f"{key}.transfer.{param}").plot_curves(ax)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    print(f"wrote {path} ({', '.join(keys)})")
+    return path
+
+
 # ---------------------------------------------------------------------- command line
 def main(argv=None):
     from limits.torch.zoo import families as F
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "eps", "table"))
+    ap.add_argument("what", choices=("survey", "check", "scaling", "transfer", "depth", "eps", "table", "figure"))
     ap.add_argument("families", nargs="*", help="family keys (default: all)")
     ap.add_argument("--label", default="main", help="survey: the name of the stored survey (e.g. main, bridge-<sha>)")
     ap.add_argument("--seeds", type=int, default=4, help="survey: seeds of the small check")
     ap.add_argument("--checks", type=int, default=20, help="check: independent checks of the correct module (10 seeds each)")
     ap.add_argument("--bug-checks", type=int, default=5, help="check: checks per injected bug")
+    ap.add_argument("--eps-checks", type=int, default=EPS["checks"], help="eps: checks per variant")
+    ap.add_argument("--transfer-seeds", type=int, default=None,
+                    help=f"transfer/depth: seeds of the transfer study (default {TRANSFER['seeds']})")
     ap.add_argument("--write", action="store_true", help="table: write the tables into docs/zoo.rst")
+    ap.add_argument("--short", action="store_true", help="table: print the coverage table in short (markdown, README)")
     ap.add_argument("--study", default="study", help="check/transfer/depth: the results folder under benchmarks/results/zoo")
     a = ap.parse_args(argv)
     keys = a.families or [f.key for f in F.FAMILIES]
     if a.what == "table":
-        return table(a.write)
+        return table(a.write, a.short)
+    if a.what == "figure":
+        return figure()
     import torch
 
     torch.set_num_threads(1)
@@ -595,11 +778,11 @@ def main(argv=None):
         survey(a.label, keys, a.seeds)
     elif a.what == "transfer":
         for k in keys:
-            transfer_family(k, label=a.study)
+            transfer_family(k, label=a.study, seeds=a.transfer_seeds)
     elif a.what == "eps":
-        eps_study(label=a.study)
+        eps_study(label=a.study, checks=a.eps_checks)
     elif a.what == "depth":
-        depth(label=a.study)
+        depth(label=a.study, seeds=a.transfer_seeds)
     elif a.what == "scaling":
         scaling_survey()
     elif a.what == "check":

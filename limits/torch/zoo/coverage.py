@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 ALPHA = 0.05
+MIN_CHECKS = 10                        # a family's verdict from its calibrated checks once it has this many
 SURVEY_LABEL = "merged-8ac3264"        # the survey the layouts table shows (after merging main: ci, torchux, bridge)
 SHORT_BUG = {"attention 1/sqrt(d)": "attn", "read-out x sqrt(r)": "read-out", "embedding lr / r": "emb lr",
              "hidden lr x r": "hidden lr"}
@@ -109,25 +110,37 @@ def _drift(tr, param):
     if "refused" in s:
         return "refused"
     lo, hi = s["drift_ci"]
-    return f"{s['drift']:+.2f} [{lo:+.2f}, {hi:+.2f}] {s['verdict']}"
+    seeds = tr.get("design", {}).get("seeds") or tr.get("transfer_seeds")
+    return f"{s['drift']:+.2f} [{lo:+.2f}, {hi:+.2f}] {s['verdict']}" + (f" ({seeds} seeds)" if seeds else "")
 
 
-def _status(rec, fa, surveyed=None):
+def _status(rec, fa, surveyed=None, eps=None):
     if rec is None:
         return "not measured" if surveyed is None else "survey only: " + _survey_cell(surveyed)
     if rec.get("status") in ("refused", "refused by name"):
         return "refused: " + _first_sentence(rec.get("message", ""))
-    if fa is None:
-        return "parameterised (no checks yet)"
+    if fa is None or fa[1] < MIN_CHECKS:          # a calibrated study still running: the survey's verdict meanwhile
+        return ("parameterised (no checks yet)" if surveyed is None else "survey only: " + _survey_cell(surveyed))
     k, n = fa
     if binom_tail(k, n, ALPHA) >= 0.01:
-        return "passes"
+        return "passes" + _eps_condition(rec, eps)
     counts = {}
     for r in rec["false_alarm"]:
         for t in r["failing"][:1]:
             counts[t] = counts.get(t, 0) + 1
     worst = max(counts, key=counts.get) if counts else "?"
     return f"check fails ({k}/{n}; most often {worst})"
+
+
+def _eps_condition(rec, eps):
+    """" with Adam ε ≤ …" for a family checked at a smaller Adam ε than torch's (``adam_eps``), from the ε study
+    ``eps`` (its scan's threshold and the gradients behind it)."""
+    if rec.get("adam_eps") is None:
+        return ""
+    thr = eps_threshold(eps or {})
+    bound = f"ε ≤ {thr:.0e}" if thr else f"ε = {rec['adam_eps']:.0e}"
+    return (f" with Adam {bound} (checked at {rec['adam_eps']:.0e}): torch's ε = 1e-8 exceeds the block gradients "
+            "behind the 1e-6 layer scale")
 
 
 def rows(results, survey_label=SURVEY_LABEL) -> list:
@@ -147,8 +160,9 @@ def rows(results, survey_label=SURVEY_LABEL) -> list:
         rec = _load(study / f"{fam.key}.check.json")
         tr = _load(study / f"{fam.key}.transfer.json")
         fa, fa_text = _false_alarm(rec or {})
+        eps = _load(study / f"{fam.key}.eps.json")
         out.append({"family": fam.title, "key": fam.key, "class": fam.class_name,
-                    "layout": (rec or {}).get("layout", fam.layout), "status": _status(rec, fa, sv),
+                    "layout": (rec or {}).get("layout", fam.layout), "status": _status(rec, fa, sv, eps),
                     "attention": _attention(rec or {}), "ties": _ties(rec or {}), "tensors": _tensors(rec or {}),
                     "false_alarm": fa_text, "bugs": _bugs(rec or {}), "sp": _drift(tr, "SP"),
                     "mup": _drift(tr, "muP"), "note": fam.note})
@@ -236,17 +250,99 @@ def depth_table(results) -> str:
                         "verdict", "checks flagged", "lr drift per doubling of depth"], body)
 
 
+EPS_ROWS = ("convnext.embeddings.patch_embeddings.weight", "convnext.encoder.stages.0.layers.0.dwconv.weight",
+            "convnext.encoder.stages.0.layers.0.pwconv1.weight", "convnext.encoder.stages.0.layers.0.pwconv2.bias",
+            "convnext.encoder.stages.0.layers.0.layer_scale_parameter",
+            "convnext.encoder.stages.1.layers.0.pwconv2.weight", "classifier.weight")
+
+
+def _eps_rate(v):
+    k = sum(not r["passed"] for r in v["runs"])
+    return k, len(v["runs"])
+
+
+def eps_threshold(d):
+    """The largest constant ε of the scan at and below which no scanned ε's checks fail more often than α allows
+    (None if even the smallest does)."""
+    scan = sorted((v["eps"], v) for v in d.get("variants", {}).values()
+                  if v.get("eps_exponent", 0) == 0 and v.get("layer_scale", 1e-6) != 1.0 and v["runs"])
+    best = None
+    for eps, v in scan:                       # ascending ε: stop at the first that fails
+        k, n = _eps_rate(v)
+        if binom_tail(k, n, ALPHA) < 0.01:
+            break
+        best = eps
+    return best
+
+
+def _eps_of(v, widths):
+    e = [v["eps"] * (w / widths[0]) ** -v.get("eps_exponent", 0) for w in widths]
+    return f"{e[0]:.0e}" if len(set(e)) == 1 else " … ".join(f"{x:.1e}" for x in (e[0], e[-1]))
+
+
 def eps_table(results) -> str:
-    """ConvNeXt's check under Adam's ε and the layer scale (``zoo_study.py eps``)."""
+    """ConvNeXt under Adam's ε (``zoo_study.py eps``): the first-step gradients of a few tensors and the fraction of
+    the sign step Adam takes at torch's ε = 1e-8, then the check per ε (and at layer scale 1)."""
     d = _load(Path(results) / "study" / "convnext.eps.json")
     if not d:
         return "(not measured yet)"
+    ws = d["widths"]
     body = []
-    for name, runs in d["variants"].items():
-        k = sum(not r["passed"] for r in runs)
-        first = [r["failing"][0] for r in runs if r["failing"]]
-        body.append([name, f"{k}/{len(runs)}", max(set(first), key=first.count) if first else "—"])
-    return _list_table(["ConvNeXt variant", "checks flagged (10 seeds each)", "tensor named first most often"], body)
+    for name in EPS_ROWS:
+        g = d["gradients"].get(name)
+        if g:
+            body.append([name.replace("convnext.", "").replace("encoder.stages.", "stage "),
+                         " · ".join(f"{x:.0e}" for x in g["rms"]), f"{g['exponent']:+.2f}",
+                         " · ".join(f"{x:.2f}" for x in g["sign_fraction"])])
+    grads = _list_table([f"tensor (first step, {len(ws)} widths {ws[0]}…{ws[-1]})", "RMS gradient", "exponent",
+                         "|g| / (|g| + 1e-8): Adam's fraction of the sign step"], body)
+    body = []
+    for name, v in d["variants"].items():
+        k, n = _eps_rate(v)
+        first = [r["failing"][0] for r in v["runs"] if r["failing"]]
+        body.append([name, _eps_of(v, ws), f"{k}/{n}", max(set(first), key=first.count) if first else "—"])
+    thr = eps_threshold(d)
+    checks = _list_table(["ConvNeXt variant", "Adam ε at N = " + f"{ws[0]} … {ws[-1]}",
+                          f"checks flagged ({d.get('seeds', 10)} seeds each)", "tensor named first most often"],
+                         body)
+    note = (f"The check passes for every scanned constant ε ≤ {thr:.0e}." if thr else
+            "No scanned constant ε passes the check.")
+    return grads + "\n\n" + checks + "\n\n" + note
+
+
+def _short_drift(tr_cell):
+    """"-0.89 [-0.97, -0.76] drifts" → "-0.89 drifts"."""
+    if tr_cell in ("—", "refused"):
+        return tr_cell
+    return tr_cell.split(" [")[0] + " " + tr_cell.rsplit("] ", 1)[1].split(" (")[0]
+
+
+def _short_bugs(rec):
+    runs = [r for v in (rec.get("bugs") or {}).values() for r in v["runs"]]
+    if not runs:
+        return "—"
+    return f"{sum(not r['passed'] for r in runs)}/{len(runs)}"
+
+
+def short_table(results, survey_label=SURVEY_LABEL) -> str:
+    """The coverage table in short, as markdown (for the README): one row per family that passes, one row for the
+    families refused (their reasons are in docs/zoo.rst), one per family whose check fails."""
+    study = Path(results) / "study"
+    head = ["model family (transformers, unmodified)", "μP", "false alarms", "bugs flagged",
+            "lr drift per width doubling, SP / μP"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    refused = []
+    for r in rows(results, survey_label):
+        if r["status"].startswith("refused"):
+            refused.append(r["family"])
+            continue
+        rec = _load(study / f"{r['key']}.check.json") or {}
+        verdict = r["status"].split(" (checked at")[0].replace("survey only: ", "")
+        lines.append(f"| {r['family']} | {verdict} | {r['false_alarm'].split(' (')[0]} | {_short_bugs(rec)} | "
+                     f"{_short_drift(r['sp'])} / {_short_drift(r['mup'])} |")
+    if refused:
+        lines.append(f"| {', '.join(refused)} | refused, naming the module and what is not derived | — | — | — |")
+    return "\n".join(lines)
 
 
 def tables(results, survey_label) -> dict:
@@ -255,5 +351,5 @@ def tables(results, survey_label) -> dict:
             "scaling": scaling_table(results), "depth": depth_table(results), "eps": eps_table(results)}
 
 
-__all__ = ["rows", "tables", "coverage_table", "layouts_table", "scaling_table", "depth_table", "upper95",
+__all__ = ["rows", "tables", "short_table", "eps_threshold", "coverage_table", "layouts_table", "scaling_table", "depth_table", "upper95",
            "binom_tail"]
