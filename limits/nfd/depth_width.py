@@ -42,7 +42,7 @@ LOG_NORM_SD_MAX = 6.0 / 1.96            # 95 % of inits keep their output scale 
 class DepthWidthReport(Result):
     """Answer of :func:`depth_width_report` (module docstring). Statistics of ρ_L carry Monte Carlo SEs
     (``*_se``); ``gram_*`` are 2×2 (inputs of unit norm): the NNGP, the first order K + K1/N and the SDE mean;
-    ``first_order_error`` D (with SE) is max over ρ's mean and sd and the norm's sd of |first order − law| / the
+    ``first_order_error`` D (with SE) is max over ρ's mean and sd and the norm's sd of ``|first order − law|`` / the
     law's sd; ``halving``: change of the mean of ρ and of the log-norm when the SDE's step is halved (± SE)."""
 
     depth: int
