@@ -56,3 +56,15 @@ def _wait_until(condition, what, proc=None, limit=900.0, poll=0.02):
 def wait_until():
     """:func:`_wait_until`: tests of Ctrl-C, kills and locks wait on states, so they hold on a loaded machine."""
     return _wait_until
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread during the test (timings and float reductions as on a busy CI core); torch is imported
+    inside, so collecting without torch still works (used by tests/torch_bridge and tests/zoo)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
